@@ -1,0 +1,451 @@
+//! The receipt book: one receipt per request ID for the life of a run.
+//!
+//! A receipt binds a request ID to the canonical request it first arrived with and to one
+//! shared reply. The book never evicts: when it is full it refuses new IDs, and only an
+//! operator's deliberate clear turns receipts into compact tombstones. The book is plain data
+//! behind the host's lock; every rule that needs atomicity (lookup, fingerprint compare,
+//! capacity check, insert) is one method call here, made under that one lock.
+//!
+//! Storage is behind this module's API so a durable journal can be added later without touching
+//! the rules in `host`.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+use crate::protocol::{Method, Outcome};
+use crate::tasks::TaskId;
+
+/// A request ID as the book stores it: canonical UUIDs (the common case) in 16 bytes, anything
+/// else as text. Converting back gives exactly the string that was sent.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RequestKey {
+    /// A lowercase hyphenated UUID, stored as its bytes.
+    Uuid([u8; 16]),
+    /// Any other valid request ID.
+    Text(Box<str>),
+}
+
+impl RequestKey {
+    /// The key for a (validated) request ID.
+    pub fn new(id: &str) -> RequestKey {
+        if id.len() == 36 {
+            if let Ok(u) = uuid::Uuid::try_parse(id) {
+                // Only the canonical spelling round-trips; keep anything else as text.
+                if u.hyphenated().to_string() == id {
+                    return RequestKey::Uuid(*u.as_bytes());
+                }
+            }
+        }
+        RequestKey::Text(id.into())
+    }
+}
+
+impl fmt::Display for RequestKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestKey::Uuid(b) => fmt::Display::fmt(&uuid::Uuid::from_bytes(*b).hyphenated(), f),
+            RequestKey::Text(s) => f.write_str(s),
+        }
+    }
+}
+
+impl fmt::Debug for RequestKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self}")
+    }
+}
+
+/// The shared reply of a receipt: a channel joiners wait on while the execution runs, then the
+/// stored outcome itself (the channel is dropped so a completed receipt stays small).
+pub enum ReplySlot {
+    /// The execution is still running; joiners clone this receiver and wait.
+    Running(watch::Receiver<Option<Arc<Outcome>>>),
+    /// The execution finished; this is the reply every later copy gets.
+    Done(Arc<Outcome>),
+}
+
+/// One receipt: request ID → (canonical request, shared reply).
+pub struct Receipt {
+    /// The canonical `{method, params}` the ID first arrived with (its fingerprint).
+    pub request: Box<str>,
+    /// The task the request acts on, when it names one.
+    pub task_id: Option<TaskId>,
+    /// The method, for listing and for the pending-outcome rule.
+    pub method: Method,
+    /// When the ID was first seen (epoch ms).
+    pub first_seen: i64,
+    /// When the execution finished (epoch ms), `0` while running.
+    pub completed_at: i64,
+    /// How many copies attached while the first was running.
+    pub joins: u32,
+    /// How many copies were answered from the stored reply.
+    pub replays: u32,
+    /// The reply, shared by every copy.
+    pub reply: ReplySlot,
+}
+
+impl Receipt {
+    /// The stored outcome, once the execution finished.
+    pub fn outcome(&self) -> Option<&Arc<Outcome>> {
+        match &self.reply {
+            ReplySlot::Done(o) => Some(o),
+            ReplySlot::Running(_) => None,
+        }
+    }
+
+    /// Whether the execution is still running.
+    pub fn is_running(&self) -> bool {
+        matches!(self.reply, ReplySlot::Running(_))
+    }
+}
+
+/// The 128-bit digest a tombstone keeps instead of the whole request.
+pub type FingerprintDigest = [u8; 16];
+
+/// The digest of a canonical request.
+pub fn digest(request: &str) -> FingerprintDigest {
+    let full = Sha256::digest(request.as_bytes());
+    let mut d = [0u8; 16];
+    d.copy_from_slice(&full[..16]);
+    d
+}
+
+/// Who cleared a set of receipts, when and why; shared by all tombstones of one commit.
+#[derive(Clone, Debug)]
+pub struct ClearBatch {
+    /// When the commit applied (epoch ms).
+    pub at: i64,
+    /// The operator's reason.
+    pub reason: Arc<str>,
+}
+
+/// What remains of a cleared receipt: enough to refuse the ID forever (within the run) and to
+/// say whether a re-sent request had the same content.
+#[derive(Clone, Copy, Debug)]
+pub struct Tombstone {
+    /// Digest of the canonical request.
+    pub digest: FingerprintDigest,
+    /// Index of the [`ClearBatch`] that cleared it.
+    pub batch: u32,
+}
+
+/// What the book knows about an ID.
+pub enum Entry<'a> {
+    /// A live receipt.
+    Receipt(&'a mut Receipt),
+    /// A tombstone, with its batch.
+    Tombstone(Tombstone, &'a ClearBatch),
+    /// Never seen in this run.
+    Vacant,
+}
+
+/// Why a new receipt could not be created.
+#[derive(Debug, PartialEq, Eq)]
+pub struct BookFull {
+    /// The hard capacity.
+    pub capacity: usize,
+    /// Receipts held now.
+    pub used: usize,
+}
+
+/// Why a clear could not be applied.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ClearError {
+    /// The tombstones would exceed their hard capacity.
+    TombstonesFull {
+        /// The hard capacity.
+        capacity: usize,
+        /// Tombstones held now.
+        used: usize,
+    },
+}
+
+/// The receipt book.
+pub struct Book {
+    /// Receipts in the order they were created (oldest first), for newest/oldest listings.
+    receipts: IndexMap<RequestKey, Receipt>,
+    tombstones: HashMap<RequestKey, Tombstone>,
+    batches: Vec<ClearBatch>,
+    capacity: usize,
+    tombstone_capacity: usize,
+    running: usize,
+}
+
+impl Book {
+    /// An empty book with hard capacities for receipts and tombstones.
+    pub fn new(capacity: usize, tombstone_capacity: usize) -> Book {
+        Book {
+            receipts: IndexMap::new(),
+            tombstones: HashMap::new(),
+            batches: Vec::new(),
+            capacity,
+            tombstone_capacity,
+            running: 0,
+        }
+    }
+
+    /// What the book holds for `key`.
+    pub fn entry(&mut self, key: &RequestKey) -> Entry<'_> {
+        if let Some(r) = self.receipts.get_mut(key) {
+            return Entry::Receipt(r);
+        }
+        match self.tombstones.get(key) {
+            Some(t) => Entry::Tombstone(*t, &self.batches[t.batch as usize]),
+            None => Entry::Vacant,
+        }
+    }
+
+    /// A receipt by key, read-only.
+    pub fn get(&self, key: &RequestKey) -> Option<&Receipt> {
+        self.receipts.get(key)
+    }
+
+    /// A tombstone by key, with its batch.
+    pub fn tombstone(&self, key: &RequestKey) -> Option<(Tombstone, &ClearBatch)> {
+        self.tombstones
+            .get(key)
+            .map(|t| (*t, &self.batches[t.batch as usize]))
+    }
+
+    /// Creates a running receipt for a vacant key, or refuses when the book is full.
+    /// Returns the sender the execution completes through.
+    ///
+    /// The caller has checked that `key` is vacant (under the same lock).
+    pub fn insert_running(
+        &mut self,
+        key: RequestKey,
+        request: Box<str>,
+        method: Method,
+        task_id: Option<TaskId>,
+        now: i64,
+    ) -> Result<watch::Sender<Option<Arc<Outcome>>>, BookFull> {
+        debug_assert!(!self.receipts.contains_key(&key) && !self.tombstones.contains_key(&key));
+        if self.receipts.len() >= self.capacity {
+            return Err(BookFull { capacity: self.capacity, used: self.receipts.len() });
+        }
+        let (tx, rx) = watch::channel(None);
+        self.receipts.insert(
+            key,
+            Receipt {
+                request,
+                task_id,
+                method,
+                first_seen: now,
+                completed_at: 0,
+                joins: 0,
+                replays: 0,
+                reply: ReplySlot::Running(rx),
+            },
+        );
+        self.running += 1;
+        Ok(tx)
+    }
+
+    /// Stores the outcome of a running receipt. Returns `false` if the receipt was not running
+    /// (which the host's rules never allow; the stored reply is then left untouched).
+    pub fn complete(&mut self, key: &RequestKey, outcome: Arc<Outcome>, now: i64) -> bool {
+        match self.receipts.get_mut(key) {
+            Some(r) if r.is_running() => {
+                r.reply = ReplySlot::Done(outcome);
+                r.completed_at = now;
+                self.running -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Turns the given receipts into tombstones, all or nothing.
+    ///
+    /// The caller has checked each one is clearable (completed, not already cleared).
+    pub fn clear(&mut self, keys: &[RequestKey], at: i64, reason: Arc<str>) -> Result<usize, ClearError> {
+        let new = keys.iter().filter(|k| self.receipts.contains_key(*k)).count();
+        if self.tombstones.len() + new > self.tombstone_capacity {
+            return Err(ClearError::TombstonesFull {
+                capacity: self.tombstone_capacity,
+                used: self.tombstones.len(),
+            });
+        }
+        let batch = self.batches.len() as u32;
+        self.batches.push(ClearBatch { at, reason });
+        let mut cleared = 0;
+        let wanted: std::collections::HashSet<&RequestKey> = keys.iter().collect();
+        let mut moved = Vec::with_capacity(new);
+        // One pass keeps the creation order of the remaining receipts.
+        self.receipts.retain(|k, r| {
+            if wanted.contains(k) && !r.is_running() {
+                moved.push((k.clone(), digest(&r.request)));
+                false
+            } else {
+                true
+            }
+        });
+        for (k, d) in moved {
+            self.tombstones.insert(k, Tombstone { digest: d, batch });
+            cleared += 1;
+        }
+        Ok(cleared)
+    }
+
+    /// Receipts held (running and completed).
+    pub fn used(&self) -> usize {
+        self.receipts.len()
+    }
+
+    /// Receipts whose execution is still running.
+    pub fn running(&self) -> usize {
+        self.running
+    }
+
+    /// The hard receipt capacity.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Tombstones held.
+    pub fn tombstones(&self) -> usize {
+        self.tombstones.len()
+    }
+
+    /// The hard tombstone capacity.
+    pub fn tombstone_capacity(&self) -> usize {
+        self.tombstone_capacity
+    }
+
+    /// Receipts oldest first.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&RequestKey, &Receipt)> + ExactSizeIterator {
+        self.receipts.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn done(code: bool) -> Arc<Outcome> {
+        Arc::new(if code {
+            Outcome::err(&crate::protocol::ErrorBody::new(crate::protocol::ErrorCode::ActionFailed, "x"))
+        } else {
+            Outcome::ok(&serde_json::json!({}))
+        })
+    }
+
+    #[test]
+    fn uuid_keys_round_trip_and_others_stay_text() {
+        let u = "9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d";
+        assert!(matches!(RequestKey::new(u), RequestKey::Uuid(_)));
+        assert_eq!(RequestKey::new(u).to_string(), u);
+        let upper = "9B1DEB4D-3B7D-4BAD-9BDD-2B0D7B3DCB6D";
+        assert!(matches!(RequestKey::new(upper), RequestKey::Text(_)));
+        assert_eq!(RequestKey::new(upper).to_string(), upper);
+        assert_ne!(RequestKey::new(u), RequestKey::new(upper));
+    }
+
+    #[test]
+    fn a_full_book_refuses_and_keeps_everything() {
+        let mut b = Book::new(2, 10);
+        for i in 0..2 {
+            b.insert_running(RequestKey::new(&format!("r{i}")), "{}".into(), Method::TaskStart, None, 0)
+                .unwrap();
+        }
+        assert_eq!(
+            b.insert_running(RequestKey::new("r9"), "{}".into(), Method::TaskStart, None, 0).unwrap_err(),
+            BookFull { capacity: 2, used: 2 }
+        );
+        assert!(b.get(&RequestKey::new("r0")).is_some());
+        assert!(b.get(&RequestKey::new("r1")).is_some());
+    }
+
+    #[test]
+    fn clearing_is_all_or_nothing_against_tombstone_capacity() {
+        let mut b = Book::new(10, 1);
+        for i in 0..2 {
+            let k = RequestKey::new(&format!("r{i}"));
+            let _tx = b.insert_running(k.clone(), "{}".into(), Method::TaskStart, None, 0).unwrap();
+            b.complete(&k, done(false), 1);
+        }
+        let keys = [RequestKey::new("r0"), RequestKey::new("r1")];
+        assert!(matches!(b.clear(&keys, 5, "why".into()), Err(ClearError::TombstonesFull { .. })));
+        assert_eq!(b.used(), 2);
+        assert_eq!(b.clear(&keys[..1], 5, "why".into()), Ok(1));
+        assert_eq!(b.used(), 1);
+        assert!(matches!(b.entry(&keys[0]), Entry::Tombstone(t, batch) if t.digest == digest("{}") && batch.at == 5));
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Submit { id: u8, content: u8 },
+        Complete { id: u8 },
+        Clear { id: u8 },
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..24, 0u8..3).prop_map(|(id, content)| Op::Submit { id, content }),
+            2 => (0u8..24).prop_map(|id| Op::Complete { id }),
+            1 => (0u8..24).prop_map(|id| Op::Clear { id }),
+        ]
+    }
+
+    proptest! {
+        /// Never two executions per ID, never an eviction, `used ≤ capacity`.
+        #[test]
+        fn book_invariants(capacity in 1usize..16, ops in proptest::collection::vec(op(), 1..200)) {
+            let mut book = Book::new(capacity, 8);
+            let mut executions: HashMap<u8, u32> = HashMap::new();
+            let mut ever_stored: std::collections::HashSet<u8> = Default::default();
+            let mut cleared: std::collections::HashSet<u8> = Default::default();
+            let mut senders = HashMap::new();
+            for op in ops {
+                match op {
+                    Op::Submit { id, content } => {
+                        let key = RequestKey::new(&format!("id-{id}"));
+                        let request: Box<str> = format!("{{\"c\":{content}}}").into();
+                        match book.entry(&key) {
+                            Entry::Receipt(r) => {
+                                // Same or other content: never a second execution.
+                                let _same = *r.request == *request;
+                            }
+                            Entry::Tombstone(..) => prop_assert!(cleared.contains(&id)),
+                            Entry::Vacant => {
+                                prop_assert!(!cleared.contains(&id));
+                                if let Ok(tx) = book.insert_running(key, request, Method::PageFill, None, 0) {
+                                    *executions.entry(id).or_default() += 1;
+                                    ever_stored.insert(id);
+                                    senders.insert(id, tx);
+                                }
+                            }
+                        }
+                    }
+                    Op::Complete { id } => {
+                        let key = RequestKey::new(&format!("id-{id}"));
+                        if senders.remove(&id).is_some() {
+                            prop_assert!(book.complete(&key, done(id % 2 == 0), 1));
+                        }
+                    }
+                    Op::Clear { id } => {
+                        let key = RequestKey::new(&format!("id-{id}"));
+                        let clearable = matches!(book.entry(&key), Entry::Receipt(r) if !r.is_running());
+                        if clearable && book.clear(&[key], 2, "test".into()).is_ok() {
+                            cleared.insert(id);
+                        }
+                    }
+                }
+                prop_assert!(book.used() <= capacity);
+                prop_assert!(executions.values().all(|n| *n == 1));
+                // Nothing stored is ever lost: every ID is a receipt or a tombstone.
+                for id in &ever_stored {
+                    let key = RequestKey::new(&format!("id-{id}"));
+                    prop_assert!(!matches!(book.entry(&key), Entry::Vacant), "id-{} was evicted", id);
+                }
+                prop_assert_eq!(book.running(), senders.len());
+            }
+        }
+    }
+}

@@ -1,0 +1,183 @@
+//! The command line: each subcommand is a thin call into the modules above.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use serde_json::Value;
+
+use crate::client::BridgeClient;
+use crate::host::{HostConfig, DEFAULT_ACTION_TIMEOUT_MS, DEFAULT_CAPACITY, DEFAULT_TOMBSTONE_CAPACITY};
+use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
+use crate::server::{resolve_socket_dir, Limits, ServeOptions, DEFAULT_MAX_CONNECTIONS};
+
+/// Polaris: one request ID executes at most once; uncertain outcomes are read, never resent.
+#[derive(Debug, Parser)]
+#[command(name = "polaris", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where the host's sockets are.
+#[derive(Debug, Args, Clone)]
+pub struct SocketDir {
+    /// Directory of bridge.sock and introspect.sock [default: $POLARIS_SOCKET_DIR, else
+    /// $XDG_RUNTIME_DIR/polaris, else /tmp/polaris-<uid>]
+    #[arg(long, value_name = "DIR", global = true)]
+    pub socket_dir: Option<PathBuf>,
+}
+
+impl SocketDir {
+    /// The resolved directory.
+    pub fn resolve(&self) -> PathBuf {
+        resolve_socket_dir(self.socket_dir.as_deref())
+    }
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the host: the receipt book, the tasks and the fixture executor behind local sockets.
+    Serve(ServeArgs),
+    /// Send one request to the host and print the reply (exit 0 ok, 1 error reply, 3 host
+    /// unavailable or connection lost).
+    Call(CallArgs),
+}
+
+#[derive(Debug, Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// Hard receipt capacity: new mutating IDs are refused beyond it; nothing is evicted.
+    #[arg(long, default_value_t = DEFAULT_CAPACITY, value_name = "N")]
+    capacity: usize,
+    /// Hard tombstone capacity for cleared receipts.
+    #[arg(long, default_value_t = DEFAULT_TOMBSTONE_CAPACITY, value_name = "N")]
+    tombstone_capacity: usize,
+    /// How long an action's effect may take to be observed (and a read to finish).
+    #[arg(long, default_value_t = DEFAULT_ACTION_TIMEOUT_MS, value_name = "MS")]
+    action_timeout_ms: u64,
+    /// The longest request line accepted.
+    #[arg(long, default_value_t = DEFAULT_MAX_FRAME_BYTES, value_name = "N")]
+    max_frame_bytes: usize,
+    /// Connections served at once per socket.
+    #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N")]
+    max_connections: usize,
+    /// Where clear commits are recorded [default: $XDG_STATE_HOME/polaris/audit.jsonl, else
+    /// ~/.local/state/polaris/audit.jsonl]
+    #[arg(long, value_name = "PATH")]
+    audit_log: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct CallArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// The method, e.g. task.start or receipt.status.
+    method: String,
+    /// The params as a JSON object, e.g. '{"title":"Post"}'.
+    params: Option<String>,
+    /// The request ID; a fresh UUID by default. Reuse an ID only to re-query the same content.
+    #[arg(long)]
+    id: Option<String>,
+    /// How long to wait for the reply.
+    #[arg(long, default_value_t = 30_000, value_name = "MS")]
+    timeout_ms: u64,
+}
+
+/// The default audit log path.
+pub fn default_audit_log() -> PathBuf {
+    let state = std::env::var_os("XDG_STATE_HOME")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .unwrap_or_else(|| PathBuf::from("."));
+    state.join("polaris").join("audit.jsonl")
+}
+
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("the tokio runtime starts")
+}
+
+/// Runs the command line.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(args) => {
+            init_logging("info");
+            let options = ServeOptions {
+                socket_dir: args.dir.resolve(),
+                host: HostConfig {
+                    capacity: args.capacity,
+                    tombstone_capacity: args.tombstone_capacity,
+                    action_timeout: Duration::from_millis(args.action_timeout_ms),
+                },
+                limits: Limits { max_frame_bytes: args.max_frame_bytes, max_connections: args.max_connections.max(1) },
+                audit_log: args.audit_log.unwrap_or_else(default_audit_log),
+            };
+            match runtime().block_on(crate::server::serve(options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("polaris serve: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Call(args) => {
+            init_logging("warn");
+            call(args)
+        }
+    }
+}
+
+fn call(args: CallArgs) -> ExitCode {
+    let params: Value = match args.params.as_deref() {
+        None => Value::Object(Default::default()),
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(v @ Value::Object(_)) => v,
+            Ok(_) => {
+                eprintln!("polaris call: PARAMS_JSON must be a JSON object, e.g. '{{\"title\":\"Post\"}}'");
+                return ExitCode::from(2);
+            }
+            Err(e) => {
+                eprintln!("polaris call: PARAMS_JSON is not JSON ({e}); quote it for your shell, e.g. '{{\"title\":\"Post\"}}'");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let id = args.id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    if let Err(e) = crate::protocol::validate_id(&id) {
+        eprintln!("polaris call: --id: {e}");
+        return ExitCode::from(2);
+    }
+    let client = BridgeClient::new(&args.dir.resolve()).with_timeout(Duration::from_millis(args.timeout_ms));
+    let result = runtime().block_on(client.call_with_id(&id, &args.method, params));
+    match result {
+        Ok(reply) => {
+            println!("{}", serde_json::to_string(&reply).expect("a reply always serialises"));
+            if reply.ok {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => {
+            println!("{}", e.to_reply_json());
+            eprintln!("polaris call: {}", e.message);
+            ExitCode::from(3)
+        }
+    }
+}

@@ -1,0 +1,402 @@
+//! The executor: what actually performs actions on a page and observes targets.
+//!
+//! The host only knows this trait. An action either is observed to take effect before its
+//! deadline, fails definitively with no effect, or ends uncertain; observation is read-only.
+//! The embedded default is [`FixtureExecutor`], a simulated form page per task whose backend
+//! counts applied submissions, with knobs to make submits late, lost or rejected.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::protocol::{Expect, FixtureOptions};
+use crate::tasks::{Observation, TaskId};
+
+/// An action on a page.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// Set a field's value (a page-local change).
+    Fill {
+        /// The field.
+        target: String,
+        /// The value.
+        value: String,
+    },
+    /// Click a target, then observe `expect`.
+    Click {
+        /// What to click.
+        target: String,
+        /// What shows the click took effect.
+        expect: Expect,
+    },
+    /// Press a key on a target, then observe `expect`.
+    Press {
+        /// The key.
+        key: String,
+        /// The focused target.
+        target: Option<String>,
+        /// What shows the press took effect.
+        expect: Expect,
+    },
+}
+
+/// How an action ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ActionOutcome {
+    /// The effect was observed before the deadline.
+    Applied(Observation),
+    /// A definite failure with no effect.
+    Failed(String),
+    /// Anything else: the effect may or may not have happened.
+    Uncertain(String),
+}
+
+/// How a read ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadOutcome {
+    /// The target's value.
+    Value(String),
+    /// The read did not finish before the deadline.
+    TimedOut,
+    /// The read failed (no such page, ...).
+    Failed(String),
+}
+
+/// What the host needs from a page backend.
+pub trait Executor: Send + Sync + 'static {
+    /// A short name for `run.status.executor.kind`.
+    fn kind(&self) -> &'static str;
+
+    /// Checks a selector before anything is created, so a malformed one is a `BAD_REQUEST`.
+    fn check_target(&self, target: &str) -> Result<(), String>;
+
+    /// Opens the page of a new task.
+    fn open(&self, task: TaskId, options: FixtureOptions) -> BoxFuture<'static, Result<(), String>>;
+
+    /// Performs an action and waits, until `deadline` at most, for its effect.
+    fn act(&self, task: TaskId, action: Action, deadline: Instant) -> BoxFuture<'static, ActionOutcome>;
+
+    /// Reads a target without changing anything.
+    fn observe(&self, task: TaskId, target: String, deadline: Instant) -> BoxFuture<'static, ReadOutcome>;
+
+    /// The number of applied backend mutations in this run.
+    fn mutations(&self) -> u64;
+}
+
+/// The reserved targets of the fixture page.
+const STATUS: &str = "#status";
+const SUBMISSIONS: &str = "#submissions";
+const SUBMIT: &str = "#submit";
+
+/// The fixture form page and its backend: the embedded default executor.
+#[derive(Default)]
+pub struct FixtureExecutor {
+    pages: Mutex<HashMap<TaskId, Arc<FixturePage>>>,
+    mutations: Arc<AtomicU64>,
+}
+
+struct FixturePage {
+    options: FixtureOptions,
+    state: Mutex<PageState>,
+    /// Bumped on every change, so an observer can wait for the next one.
+    changed: watch::Sender<u64>,
+}
+
+struct PageState {
+    fields: HashMap<String, String>,
+    status: String,
+    submissions: u64,
+}
+
+impl FixturePage {
+    fn read(&self, target: &str) -> String {
+        let s = self.state.lock().expect("fixture page lock");
+        match target {
+            STATUS => s.status.clone(),
+            SUBMISSIONS => s.submissions.to_string(),
+            SUBMIT => "Submit".to_owned(),
+            field => s.fields.get(field).cloned().unwrap_or_default(),
+        }
+    }
+
+    fn apply_submit(&self, mutations: &AtomicU64) {
+        {
+            let mut s = self.state.lock().expect("fixture page lock");
+            s.submissions += 1;
+            s.status = format!("Saved #{}", s.submissions);
+        }
+        mutations.fetch_add(1, Ordering::SeqCst);
+        self.changed.send_modify(|v| *v += 1);
+    }
+
+    /// Reads with the page's read delay; `None` when the deadline comes first.
+    async fn read_by(&self, target: &str, deadline: Instant) -> Option<String> {
+        let delay = Duration::from_millis(self.options.read_delay_ms);
+        if delay > Duration::ZERO {
+            if Instant::now() + delay > deadline {
+                tokio::time::sleep_until(deadline).await;
+                return None;
+            }
+            tokio::time::sleep(delay).await;
+        }
+        Some(self.read(target))
+    }
+}
+
+fn is_reserved(target: &str) -> bool {
+    matches!(target, STATUS | SUBMISSIONS | SUBMIT)
+}
+
+impl FixtureExecutor {
+    /// A fixture with no pages.
+    pub fn new() -> FixtureExecutor {
+        FixtureExecutor::default()
+    }
+
+    fn page(&self, task: &str) -> Option<Arc<FixturePage>> {
+        self.pages.lock().expect("fixture pages lock").get(task).cloned()
+    }
+}
+
+/// Waits until `expect` holds on `page` or the deadline passes.
+async fn observe_effect(page: Arc<FixturePage>, expect: Expect, deadline: Instant) -> ActionOutcome {
+    let mut changes = page.changed.subscribe();
+    loop {
+        changes.borrow_and_update();
+        match page.read_by(&expect.target, deadline).await {
+            None => {
+                return ActionOutcome::Uncertain(format!(
+                    "could not read {} before the deadline",
+                    expect.target
+                ))
+            }
+            Some(value) if expect.holds(&value) => {
+                return ActionOutcome::Applied(Observation { target: expect.target, value })
+            }
+            Some(_) => {}
+        }
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep_until(deadline) => {
+                let last = page.read(&expect.target);
+                return ActionOutcome::Uncertain(format!(
+                    "{} did not show the expected value before the deadline (last seen {:?})",
+                    expect.target, last
+                ));
+            }
+        }
+    }
+}
+
+impl Executor for FixtureExecutor {
+    fn kind(&self) -> &'static str {
+        "fixture"
+    }
+
+    fn check_target(&self, target: &str) -> Result<(), String> {
+        let name = target.strip_prefix('#').unwrap_or("");
+        let valid = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'_');
+        if valid {
+            Ok(())
+        } else {
+            Err(format!(
+                "{target:?} is not a selector of the fixture page; use #name with lowercase letters, digits, - or _ (e.g. #title, #status, #submit)"
+            ))
+        }
+    }
+
+    fn open(&self, task: TaskId, options: FixtureOptions) -> BoxFuture<'static, Result<(), String>> {
+        let (changed, _) = watch::channel(0);
+        let page = Arc::new(FixturePage {
+            options,
+            state: Mutex::new(PageState {
+                fields: HashMap::new(),
+                status: "Draft".to_owned(),
+                submissions: 0,
+            }),
+            changed,
+        });
+        self.pages.lock().expect("fixture pages lock").insert(task, page);
+        Box::pin(async { Ok(()) })
+    }
+
+    fn act(&self, task: TaskId, action: Action, deadline: Instant) -> BoxFuture<'static, ActionOutcome> {
+        let page = self.page(&task);
+        let mutations = self.mutations.clone();
+        Box::pin(async move {
+            let Some(page) = page else {
+                return ActionOutcome::Failed(format!("task {task} has no page"));
+            };
+            let expect = match action {
+                Action::Fill { target, value } => {
+                    if is_reserved(&target) {
+                        return ActionOutcome::Failed(format!(
+                            "{target} is not a text field and cannot be filled"
+                        ));
+                    }
+                    page.state
+                        .lock()
+                        .expect("fixture page lock")
+                        .fields
+                        .insert(target.clone(), value.clone());
+                    page.changed.send_modify(|v| *v += 1);
+                    // A fill's expectation is implicit: the field holds the value.
+                    return ActionOutcome::Applied(Observation { target, value });
+                }
+                Action::Click { target, expect } => {
+                    if target != SUBMIT {
+                        return ActionOutcome::Failed(format!(
+                            "clicking {target} does nothing on the fixture page; click #submit to submit"
+                        ));
+                    }
+                    expect
+                }
+                Action::Press { key, target, expect } => {
+                    if key != "Enter" {
+                        return ActionOutcome::Failed(format!(
+                            "key {key:?} does nothing on the fixture page; press Enter in a field to submit"
+                        ));
+                    }
+                    match target {
+                        Some(t) if !is_reserved(&t) => {}
+                        Some(t) => {
+                            return ActionOutcome::Failed(format!(
+                                "Enter on {t} does nothing; press it in a text field such as #title"
+                            ))
+                        }
+                        None => {
+                            return ActionOutcome::Failed(
+                                "Enter needs a field target to submit the form, e.g. \"target\":\"#title\"".into(),
+                            )
+                        }
+                    }
+                    expect
+                }
+            };
+            // The draft is submitted to the fixture backend.
+            let options = &page.options;
+            if options.fail_submit {
+                page.state.lock().expect("fixture page lock").status = "Error: submit rejected".to_owned();
+                page.changed.send_modify(|v| *v += 1);
+                return ActionOutcome::Failed("the backend rejected the submit; nothing was saved".into());
+            }
+            if !options.drop_submit {
+                if options.submit_delay_ms == 0 {
+                    page.apply_submit(&mutations);
+                } else {
+                    // A late success: it applies even after the action's deadline has passed.
+                    let late = page.clone();
+                    let delay = Duration::from_millis(options.submit_delay_ms);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        late.apply_submit(&mutations);
+                    });
+                }
+            }
+            observe_effect(page, expect, deadline).await
+        })
+    }
+
+    fn observe(&self, task: TaskId, target: String, deadline: Instant) -> BoxFuture<'static, ReadOutcome> {
+        let page = self.page(&task);
+        Box::pin(async move {
+            let Some(page) = page else {
+                return ReadOutcome::Failed(format!("task {task} has no page"));
+            };
+            match page.read_by(&target, deadline).await {
+                Some(v) => ReadOutcome::Value(v),
+                None => ReadOutcome::TimedOut,
+            }
+        })
+    }
+
+    fn mutations(&self) -> u64 {
+        self.mutations.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ExpectCheck;
+
+    fn saved() -> Expect {
+        Expect { target: "#status".into(), check: ExpectCheck::Contains("Saved".into()) }
+    }
+
+    fn soon(ms: u64) -> Instant {
+        Instant::now() + Duration::from_millis(ms)
+    }
+
+    async fn page(fx: &FixtureExecutor, options: FixtureOptions) -> TaskId {
+        let id: TaskId = "t1".into();
+        fx.open(id.clone(), options).await.unwrap();
+        id
+    }
+
+    #[tokio::test]
+    async fn a_submit_applies_once_and_is_observed() {
+        let fx = FixtureExecutor::new();
+        let t = page(&fx, FixtureOptions::default()).await;
+        let out = fx.act(t.clone(), Action::Click { target: "#submit".into(), expect: saved() }, soon(500)).await;
+        assert_eq!(out, ActionOutcome::Applied(Observation { target: "#status".into(), value: "Saved #1".into() }));
+        assert_eq!(fx.mutations(), 1);
+        assert_eq!(fx.observe(t, "#submissions".into(), soon(100)).await, ReadOutcome::Value("1".into()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_late_submit_is_uncertain_then_lands() {
+        let fx = FixtureExecutor::new();
+        let t = page(&fx, FixtureOptions { submit_delay_ms: 300, ..Default::default() }).await;
+        let press = Action::Press { key: "Enter".into(), target: Some("#title".into()), expect: saved() };
+        assert!(matches!(fx.act(t.clone(), press, soon(100)).await, ActionOutcome::Uncertain(_)));
+        assert_eq!(fx.mutations(), 0);
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        assert_eq!(fx.mutations(), 1);
+        assert_eq!(fx.observe(t, "#status".into(), soon(100)).await, ReadOutcome::Value("Saved #1".into()));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropped_failed_and_slow_reads() {
+        let fx = FixtureExecutor::new();
+        let t = page(&fx, FixtureOptions { drop_submit: true, ..Default::default() }).await;
+        let click = Action::Click { target: "#submit".into(), expect: saved() };
+        assert!(matches!(fx.act(t.clone(), click.clone(), soon(100)).await, ActionOutcome::Uncertain(_)));
+        let fx2 = FixtureExecutor::new();
+        let t2 = page(&fx2, FixtureOptions { fail_submit: true, ..Default::default() }).await;
+        assert!(matches!(fx2.act(t2.clone(), click.clone(), soon(100)).await, ActionOutcome::Failed(_)));
+        assert_eq!(fx2.observe(t2, "#status".into(), soon(10)).await, ReadOutcome::Value("Error: submit rejected".into()));
+        assert_eq!(fx2.mutations(), 0);
+        let fx3 = FixtureExecutor::new();
+        let t3 = page(&fx3, FixtureOptions { read_delay_ms: 500, ..Default::default() }).await;
+        assert_eq!(fx3.observe(t3.clone(), "#status".into(), soon(100)).await, ReadOutcome::TimedOut);
+        assert!(matches!(fx3.act(t3, click, soon(100)).await, ActionOutcome::Uncertain(_)));
+        assert_eq!(fx3.mutations(), 1, "the submit applied; only its observation was too slow");
+    }
+
+    #[tokio::test]
+    async fn reserved_targets_and_other_keys_fail_definitively() {
+        let fx = FixtureExecutor::new();
+        let t = page(&fx, FixtureOptions::default()).await;
+        let fill = Action::Fill { target: "#status".into(), value: "x".into() };
+        assert!(matches!(fx.act(t.clone(), fill, soon(100)).await, ActionOutcome::Failed(_)));
+        let tab = Action::Press { key: "Tab".into(), target: Some("#title".into()), expect: saved() };
+        assert!(matches!(fx.act(t.clone(), tab, soon(100)).await, ActionOutcome::Failed(_)));
+        let click = Action::Click { target: "#title".into(), expect: saved() };
+        assert!(matches!(fx.act(t, click, soon(100)).await, ActionOutcome::Failed(_)));
+        assert_eq!(fx.mutations(), 0);
+        assert!(fx.check_target("#ok-1_a").is_ok());
+        for bad in ["title", "#", "#Title", "#a b", ".x"] {
+            assert!(fx.check_target(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,933 @@
+//! The host's rules: validation, the receipt rules, task admission, executions and reads.
+//!
+//! Everything that must be atomic — looking an ID up, comparing fingerprints, admitting a
+//! mutation against its task's state, checking capacity and creating the receipt — happens in
+//! one critical section of one `std::sync::Mutex` (the mini-redis answer: the section is short
+//! and never awaits). Executions are spawned detached from the connection that asked for them,
+//! so a caller that disconnects cancels nothing; their replies, errors and panics included, are
+//! stored and shared by every copy of the request.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, watch, Notify};
+use tokio::time::Instant;
+
+use crate::book::{digest, Book, ClearBatch, Entry, RequestKey, Tombstone};
+use crate::events::{Event, EventBus};
+use crate::executor::{Action, ActionOutcome, Executor, ReadOutcome};
+use crate::protocol::{
+    fingerprint, format_millis, now_millis, parse_envelope, Command, Delivery, ErrorBody,
+    ErrorCode, Expect, ExpectCheck, Method, Outcome, ReceiptKind, PROTOCOL_VERSION,
+};
+use crate::tasks::{Observation, PendingOutcome, Task, TaskId, Tasks, VerifyOutcome, VerifyRecord};
+
+/// Default `--capacity`.
+pub const DEFAULT_CAPACITY: usize = 10_000;
+/// Default `--tombstone-capacity`.
+pub const DEFAULT_TOMBSTONE_CAPACITY: usize = 1_000_000;
+/// Default `--action-timeout-ms`.
+pub const DEFAULT_ACTION_TIMEOUT_MS: u64 = 2_000;
+
+/// The knobs of one host run.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// Hard receipt capacity; new mutating IDs are refused beyond it, nothing is evicted.
+    pub capacity: usize,
+    /// Hard tombstone capacity.
+    pub tombstone_capacity: usize,
+    /// How long an action's effect may take to be observed, and how long a read may take.
+    pub action_timeout: Duration,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            capacity: DEFAULT_CAPACITY,
+            tombstone_capacity: DEFAULT_TOMBSTONE_CAPACITY,
+            action_timeout: Duration::from_millis(DEFAULT_ACTION_TIMEOUT_MS),
+        }
+    }
+}
+
+/// Counters the console shows; all change under the state lock.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counters {
+    /// Executions started (receipts created).
+    pub executions: u64,
+    /// Copies that joined a running execution.
+    pub joins: u64,
+    /// Copies answered from a stored reply.
+    pub replays: u64,
+    /// `MCP_REQUEST_ID_REUSED` refusals.
+    pub rejected_reused: u64,
+    /// `RECEIPT_CAPACITY_FULL` refusals.
+    pub rejected_capacity: u64,
+    /// `RECEIPT_CLEARED` refusals.
+    pub rejected_cleared: u64,
+    /// `TASK_BLOCKED` refusals.
+    pub rejected_blocked: u64,
+}
+
+/// The state behind the host's one lock.
+pub(crate) struct State {
+    pub(crate) book: Book,
+    pub(crate) tasks: Tasks,
+    pub(crate) counters: Counters,
+    pub(crate) events: EventBus,
+    /// Verifications in progress, so a second one shares the first.
+    verifying: std::collections::HashMap<TaskId, watch::Receiver<Option<Arc<Outcome>>>>,
+}
+
+/// The host: a cheap-to-clone handle shared by every connection and execution.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    run_id: String,
+    started_at: i64,
+    config: HostConfig,
+    state: Mutex<State>,
+    executor: Arc<dyn Executor>,
+    shutting_down: AtomicBool,
+    /// Signalled whenever the last running execution finishes.
+    idle: Notify,
+}
+
+/// A reply that is ready now, or one that needs waiting (an execution, a slow read).
+pub enum Handled {
+    /// The reply line.
+    Ready(Vec<u8>),
+    /// A future resolving to the reply line.
+    Later(BoxFuture<'static, Vec<u8>>),
+}
+
+/// What an execution changed besides its reply.
+enum Effect {
+    None,
+    TaskStarted(Task),
+    Uncertain(Expect),
+}
+
+fn reject(id: Option<&str>, run_id: &str, error: ErrorBody) -> Handled {
+    Handled::Ready(Outcome::err(&error).reply_line(id, run_id, ReceiptKind::None))
+}
+
+fn ready_ok(id: &str, run_id: &str, result: Value) -> Handled {
+    Handled::Ready(Outcome::ok(&result).reply_line(Some(id), run_id, ReceiptKind::None))
+}
+
+/// Waits for a running receipt's outcome.
+async fn wait_outcome(mut rx: watch::Receiver<Option<Arc<Outcome>>>) -> Option<Arc<Outcome>> {
+    match rx.wait_for(Option::is_some).await {
+        Ok(v) => v.clone(),
+        Err(_) => None,
+    }
+}
+
+/// The implicit or explicit expectation of a mutating page action.
+fn expectation(cmd: &Command) -> Option<Expect> {
+    match cmd {
+        Command::PageFill(p) => Some(Expect {
+            target: p.target.clone(),
+            check: ExpectCheck::Equals(p.value.clone()),
+        }),
+        Command::PageClick(p) => Some(p.expect.clone()),
+        Command::PagePress(p) => Some(p.expect.clone()),
+        _ => None,
+    }
+}
+
+impl Host {
+    /// A host with a fresh run ID.
+    pub fn new(config: HostConfig, executor: Arc<dyn Executor>) -> Host {
+        Host {
+            inner: Arc::new(Inner {
+                run_id: uuid::Uuid::new_v4().to_string(),
+                started_at: now_millis(),
+                state: Mutex::new(State {
+                    book: Book::new(config.capacity, config.tombstone_capacity),
+                    tasks: Tasks::default(),
+                    counters: Counters::default(),
+                    events: EventBus::default(),
+                    verifying: Default::default(),
+                }),
+                config,
+                executor,
+                shutting_down: AtomicBool::new(false),
+                idle: Notify::new(),
+            }),
+        }
+    }
+
+    /// This run's ID.
+    pub fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
+    /// When this run started (epoch ms).
+    pub fn started_at(&self) -> i64 {
+        self.inner.started_at
+    }
+
+    /// The run's configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.inner.config
+    }
+
+    /// The executor.
+    pub fn executor(&self) -> &Arc<dyn Executor> {
+        &self.inner.executor
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the book half-changed in a way that
+        // matters more than refusing all service, so keep serving.
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new event subscription and the sequence number it starts after.
+    pub fn subscribe(&self) -> (u64, broadcast::Receiver<Arc<Event>>) {
+        let st = self.lock();
+        (st.events.seq(), st.events.subscribe())
+    }
+
+    /// From now on new mutations are refused with `SHUTTING_DOWN`.
+    pub fn begin_shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the host is stopping.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no execution runs, or `timeout` passes. Returns the request IDs still
+    /// running when it gave up (empty when idle).
+    pub async fn wait_idle(&self, timeout: Duration) -> Vec<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.inner.idle.notified();
+            {
+                let st = self.lock();
+                if st.book.running() == 0 {
+                    return Vec::new();
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let st = self.lock();
+                return st
+                    .book
+                    .iter()
+                    .filter(|(_, r)| r.is_running())
+                    .map(|(k, _)| k.to_string())
+                    .collect();
+            }
+        }
+    }
+
+    /// Handles one bridge frame (without its newline).
+    pub fn handle_frame(&self, frame: &[u8]) -> Handled {
+        match parse_envelope(frame) {
+            Ok(env) => self.handle(&env.id, &env.method, &env.params),
+            Err(e) => reject(e.id.as_deref(), self.run_id(), e.error),
+        }
+    }
+
+    /// Handles one bridge request.
+    pub fn handle(&self, id: &str, method_name: &str, params: &Value) -> Handled {
+        let run_id = self.run_id();
+        let Ok(method) = method_name.parse::<Method>() else {
+            return reject(
+                Some(id),
+                run_id,
+                ErrorBody::new(
+                    ErrorCode::UnknownMethod,
+                    format!("unknown method {method_name:?}; call tools.list for the methods of this socket"),
+                )
+                .with_details(json!({"method": method_name})),
+            );
+        };
+        let executor = &self.inner.executor;
+        let cmd = match Command::parse(method, params, &|t| executor.check_target(t)) {
+            Ok(c) => c,
+            Err(msg) => return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg)),
+        };
+        let request = fingerprint(method.as_str(), params);
+        let key = RequestKey::new(id);
+        let now = now_millis();
+
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        match st.book.entry(&key) {
+            Entry::Receipt(r) => {
+                if *r.request != *request {
+                    st.counters.rejected_reused += 1;
+                    let stored = r.method;
+                    let first_seen = r.first_seen;
+                    st.events.publish("request.rejected", now, || {
+                        json!({"requestId": id, "method": method.as_str(), "code": "MCP_REQUEST_ID_REUSED"})
+                    });
+                    return reject(
+                        Some(id),
+                        run_id,
+                        ErrorBody::new(
+                            ErrorCode::RequestIdReused,
+                            format!(
+                                "request id {id} was first used at {} for {stored} with other content; nothing was executed. Send new content under a fresh id, or the original content to read its reply (receipt.status shows it)",
+                                format_millis(first_seen)
+                            ),
+                        )
+                        .with_details(json!({
+                            "requestId": id,
+                            "method": stored.as_str(),
+                            "firstSeenAt": format_millis(first_seen),
+                        })),
+                    );
+                }
+                return match &r.reply {
+                    crate::book::ReplySlot::Done(outcome) => {
+                        r.replays += 1;
+                        let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
+                        st.counters.replays += 1;
+                        st.events.publish("receipt.replayed", now, || {
+                            json!({"requestId": id, "method": method.as_str()})
+                        });
+                        Handled::Ready(line)
+                    }
+                    crate::book::ReplySlot::Running(rx) => {
+                        r.joins += 1;
+                        let rx = rx.clone();
+                        st.counters.joins += 1;
+                        st.events.publish("receipt.joined", now, || {
+                            json!({"requestId": id, "method": method.as_str()})
+                        });
+                        drop(guard);
+                        self.reply_when_done(id, rx, ReceiptKind::Joined)
+                    }
+                };
+            }
+            Entry::Tombstone(t, batch) => {
+                let same = t.digest == digest(&request);
+                st.counters.rejected_cleared += 1;
+                let error = cleared_error(id, t, batch, same);
+                st.events.publish("request.rejected", now, || {
+                    json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CLEARED"})
+                });
+                return reject(Some(id), run_id, error);
+            }
+            Entry::Vacant => {}
+        }
+
+        if !method.is_mutating() {
+            drop(guard);
+            return self.read(id, cmd);
+        }
+        if self.is_shutting_down() {
+            return reject(
+                Some(id),
+                run_id,
+                ErrorBody::new(
+                    ErrorCode::ShuttingDown,
+                    format!("the host is stopping and did not execute {method}; send it again under the same id to the next host run"),
+                ),
+            );
+        }
+
+        // Admission: the task must exist and accept the action.
+        let task_id = match cmd.task_id() {
+            None => None,
+            Some(tid) => {
+                let Some(task) = st.tasks.get_mut(tid) else {
+                    return reject(
+                        Some(id),
+                        run_id,
+                        ErrorBody::new(
+                            ErrorCode::TaskNotFound,
+                            format!("no task {tid} in this run ({run_id}); nothing was executed. Check the taskId and runId you kept with task.resume"),
+                        )
+                        .with_details(json!({"taskId": tid, "runId": run_id})),
+                    );
+                };
+                if let Err(refusal) = task.admit(method) {
+                    let code = refusal.code();
+                    task.record(id, method, now, code.as_str());
+                    let error = admission_error(task, method, code);
+                    if code == ErrorCode::TaskBlocked {
+                        st.counters.rejected_blocked += 1;
+                    }
+                    st.events.publish("request.rejected", now, || {
+                        json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": code.as_str()})
+                    });
+                    return reject(Some(id), run_id, error);
+                }
+                st.tasks.shared_id(tid)
+            }
+        };
+
+        let tx = match st.book.insert_running(key.clone(), request.into_boxed_str(), method, task_id.clone(), now) {
+            Ok(tx) => tx,
+            Err(full) => {
+                st.counters.rejected_capacity += 1;
+                st.events.publish("request.rejected", now, || {
+                    json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CAPACITY_FULL"})
+                });
+                return reject(
+                    Some(id),
+                    run_id,
+                    ErrorBody::new(
+                        ErrorCode::ReceiptCapacityFull,
+                        format!(
+                            "the receipt book is full ({} of {}); {method} was not executed. An operator must clear completed receipts (polaris clear) — then send this request again under the same id",
+                            full.used, full.capacity
+                        ),
+                    )
+                    .with_details(json!({"capacity": full.capacity, "used": full.used})),
+                );
+            }
+        };
+        st.counters.executions += 1;
+        st.events.publish("receipt.created", now, || {
+            json!({"requestId": id, "method": method.as_str(), "taskId": task_id.as_deref()})
+        });
+
+        // Closing a task touches no executor: apply it in this critical section, so no action
+        // can slip in between the check and the change.
+        if let (Command::TaskFinish(_) | Command::TaskStop(_), Some(tid)) = (&cmd, &task_id) {
+            let task = st.tasks.get_mut(tid).expect("admitted task exists");
+            match &cmd {
+                Command::TaskStop(p) => task.stop(p.reason.clone(), now),
+                _ => task.finish(now),
+            }
+            task.record(id, method, now, "ok");
+            let state = task.state().as_str();
+            let summary = task.summary_json();
+            let outcome = Arc::new(Outcome::ok(&json!({"taskId": &**tid, "state": state})));
+            st.book.complete(&key, outcome.clone(), now);
+            st.events.publish("task.updated", now, || summary);
+            publish_completed(st, id, method, &outcome, now);
+            drop(guard);
+            drop(tx);
+            return Handled::Ready(outcome.reply_line(Some(id), run_id, ReceiptKind::New));
+        }
+        let rx = tx.subscribe();
+        drop(guard);
+
+        let host = self.clone();
+        let exec_id = id.to_owned();
+        let params = params.clone();
+        tokio::spawn(async move {
+            let run = host.execute(&exec_id, &cmd, task_id.clone());
+            let (outcome, effect) = match AssertUnwindSafe(run).catch_unwind().await {
+                Ok(done) => done,
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".into());
+                    tracing::error!(request_id = %exec_id, method = %method, "execution panicked: {what}");
+                    let error = internal_error(&exec_id, method, task_id.as_deref(), &what);
+                    let effect = match expectation(&cmd) {
+                        Some(e) => Effect::Uncertain(e),
+                        None => Effect::None,
+                    };
+                    (Outcome::err(&error), effect)
+                }
+            };
+            host.complete(key, &exec_id, method, params, task_id, outcome, effect, tx);
+        });
+        self.reply_when_done(id, rx, ReceiptKind::New)
+    }
+
+    fn reply_when_done(
+        &self,
+        id: &str,
+        rx: watch::Receiver<Option<Arc<Outcome>>>,
+        kind: ReceiptKind,
+    ) -> Handled {
+        let host = self.clone();
+        let id = id.to_owned();
+        Handled::Later(Box::pin(async move {
+            match wait_outcome(rx).await {
+                Some(outcome) => outcome.reply_line(Some(&id), host.run_id(), kind),
+                // The execution task vanished without storing a reply; the runtime is going
+                // away. Say so rather than pretend.
+                None => Outcome::err(&ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("the execution of request {id} ended without a reply; read receipt.status for {id} before doing anything else"),
+                ))
+                .reply_line(Some(&id), host.run_id(), ReceiptKind::None),
+            }
+        }))
+    }
+
+    /// Runs one mutation against the executor. Never called twice for one receipt.
+    async fn execute(&self, id: &str, cmd: &Command, task: Option<TaskId>) -> (Outcome, Effect) {
+        let executor = self.inner.executor.clone();
+        let deadline = Instant::now() + self.inner.config.action_timeout;
+        let method = cmd.method();
+        if let Command::TaskStart(p) = cmd {
+            let task_id: TaskId = uuid::Uuid::new_v4().to_string().into();
+            return match executor.open(task_id.clone(), p.fixture.clone().unwrap_or_default()).await {
+                Ok(()) => {
+                    let mut t = Task::new(task_id.clone(), p.title.clone(), p.url.clone(), now_millis());
+                    t.record(id, method, now_millis(), "ok");
+                    let result = json!({"taskId": &*task_id, "runId": self.run_id(), "state": "running"});
+                    (Outcome::ok(&result), Effect::TaskStarted(t))
+                }
+                Err(e) => (
+                    Outcome::err(&ErrorBody::new(
+                        ErrorCode::ActionFailed,
+                        format!("the executor could not open a page for the task: {e}; nothing was started"),
+                    )),
+                    Effect::None,
+                ),
+            };
+        }
+        let task = task.expect("page actions name an admitted task");
+        let (action, expect) = match cmd {
+            Command::PageFill(p) => (
+                Action::Fill { target: p.target.clone(), value: p.value.clone() },
+                expectation(cmd).expect("a fill has an implicit expectation"),
+            ),
+            Command::PageClick(p) => (
+                Action::Click { target: p.target.clone(), expect: p.expect.clone() },
+                p.expect.clone(),
+            ),
+            Command::PagePress(p) => (
+                Action::Press { key: p.key.clone(), target: p.target.clone(), expect: p.expect.clone() },
+                p.expect.clone(),
+            ),
+            other => unreachable!("{} is not executed as a page action", other.method()),
+        };
+        match executor.act(task.clone(), action, deadline).await {
+            ActionOutcome::Applied(obs) => {
+                let result = match cmd {
+                    Command::PageFill(p) => json!({"target": p.target, "value": p.value}),
+                    _ => json!({"observation": obs}),
+                };
+                (Outcome::ok(&result), Effect::None)
+            }
+            ActionOutcome::Failed(reason) => (
+                Outcome::err(
+                    &ErrorBody::new(
+                        ErrorCode::ActionFailed,
+                        format!("{method} failed with no effect: {reason}. Task {task} is still running; read the page (page.read) before deciding what to send next"),
+                    )
+                    .with_details(json!({"taskId": &*task, "requestId": id, "reason": reason})),
+                ),
+                Effect::None,
+            ),
+            ActionOutcome::Uncertain(reason) => (
+                Outcome::err(
+                    &ErrorBody::new(
+                        ErrorCode::OutcomeUncertain,
+                        format!("the outcome of {method} (request {id}) is uncertain: {reason}. Do not resend it: call task.verifyOutcome for task {task} before sending anything else"),
+                    )
+                    .with_details(json!({
+                        "taskId": &*task,
+                        "requestId": id,
+                        "expect": expect,
+                        "reason": reason,
+                        "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
+                    })),
+                ),
+                Effect::Uncertain(expect),
+            ),
+        }
+    }
+
+    /// Stores an execution's outcome and applies its effect on the task, atomically, then wakes
+    /// every copy waiting for it.
+    #[allow(clippy::too_many_arguments)]
+    fn complete(
+        &self,
+        key: RequestKey,
+        id: &str,
+        method: Method,
+        params: Value,
+        task_id: Option<TaskId>,
+        outcome: Outcome,
+        effect: Effect,
+        tx: watch::Sender<Option<Arc<Outcome>>>,
+    ) {
+        let now = now_millis();
+        let outcome = Arc::new(outcome);
+        let result = outcome.code.map_or("ok", ErrorCode::as_str);
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        match effect {
+            Effect::TaskStarted(task) => {
+                let summary = task.summary_json();
+                st.tasks.insert(task);
+                st.events.publish("task.updated", now, || summary);
+            }
+            Effect::Uncertain(expect) => {
+                if let Some(task) = task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
+                    let pending = PendingOutcome {
+                        request_id: id.to_owned(),
+                        method,
+                        params,
+                        expect,
+                        since: now,
+                        last_verify: None,
+                    };
+                    let pending_json = pending.to_json();
+                    task.add_pending(pending);
+                    task.record(id, method, now, result);
+                    let summary = task.summary_json();
+                    let tid = task.id.clone();
+                    st.events.publish("pending.created", now, || {
+                        json!({"taskId": &*tid, "pendingOutcome": pending_json})
+                    });
+                    st.events.publish("task.updated", now, || summary);
+                }
+            }
+            Effect::None => {
+                if let Some(task) = task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
+                    task.record(id, method, now, result);
+                }
+            }
+        }
+        st.book.complete(&key, outcome.clone(), now);
+        publish_completed(st, id, method, &outcome, now);
+        let idle = st.book.running() == 0;
+        drop(guard);
+        tx.send_replace(Some(outcome));
+        if idle {
+            self.inner.idle.notify_waiters();
+        }
+    }
+
+    /// Reads: executed every time, never stored.
+    fn read(&self, id: &str, cmd: Command) -> Handled {
+        let run_id = self.run_id();
+        match cmd {
+            Command::HostHello => ready_ok(id, run_id, self.hello()),
+            Command::ToolsList => ready_ok(
+                id,
+                run_id,
+                json!({"tools": Method::BRIDGE.iter().map(|m| json!({
+                    "method": m.as_str(),
+                    "kind": if m.is_mutating() { "mutating" } else { "read" },
+                    "description": m.description(),
+                })).collect::<Vec<_>>()}),
+            ),
+            Command::RunStatus(p) => {
+                let mut v = self.run_status();
+                v["current"] = json!(p.run_id.as_deref().is_none_or(|r| r == run_id));
+                ready_ok(id, run_id, v)
+            }
+            Command::ReceiptStatus(p) => ready_ok(id, run_id, self.receipt_status(&p.request_id)),
+            Command::TaskStatus(p) => match self.lock().tasks.get(&p.task_id) {
+                Some(t) => ready_ok(id, run_id, t.status_json(run_id)),
+                None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
+            },
+            Command::TaskResume(p) => {
+                if p.run_id != run_id {
+                    return reject(
+                        Some(id),
+                        run_id,
+                        ErrorBody::new(
+                            ErrorCode::RunNotCurrent,
+                            format!(
+                                "run {} is not this host's run ({run_id}): the host restarted and its receipts and tasks are gone. Check what your earlier requests did outside Polaris before starting a new task",
+                                p.run_id
+                            ),
+                        )
+                        .with_details(json!({"currentRunId": run_id, "runId": p.run_id})),
+                    );
+                }
+                match self.lock().tasks.get(&p.task_id) {
+                    Some(t) => {
+                        let mut v = json!({"taskId": &*t.id, "runId": run_id, "state": t.state().as_str()});
+                        if let Some(po) = t.pending_outcome() {
+                            v["pendingOutcome"] = po.to_json();
+                        }
+                        ready_ok(id, run_id, v)
+                    }
+                    None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
+                }
+            }
+            Command::PageRead(p) => {
+                let Some(task) = self.lock().tasks.shared_id(&p.task_id) else {
+                    return reject(Some(id), run_id, self.task_not_found(&p.task_id));
+                };
+                let host = self.clone();
+                let id = id.to_owned();
+                let deadline = Instant::now() + self.inner.config.action_timeout;
+                let read = self.inner.executor.observe(task.clone(), p.target.clone(), deadline);
+                Handled::Later(Box::pin(async move {
+                    let run_id = host.run_id();
+                    let outcome = match read.await {
+                        ReadOutcome::Value(value) => Outcome::ok(&json!({"target": p.target, "value": value})),
+                        ReadOutcome::TimedOut => Outcome::err(&ErrorBody::new(
+                            ErrorCode::ReadTimeout,
+                            format!("reading {} on task {task} did not finish within {} ms; nothing changed — read again later", p.target, host.inner.config.action_timeout.as_millis()),
+                        ).with_details(json!({"taskId": &*task, "target": p.target}))),
+                        ReadOutcome::Failed(reason) => Outcome::err(&ErrorBody::new(
+                            ErrorCode::ActionFailed,
+                            format!("reading {} on task {task} failed: {reason}; nothing changed", p.target),
+                        )),
+                    };
+                    outcome.reply_line(Some(&id), run_id, ReceiptKind::None)
+                }))
+            }
+            Command::TaskVerifyOutcome(p) => {
+                let id = id.to_owned();
+                match self.verify(&p.task_id) {
+                    Ok(fut) => {
+                        let host = self.clone();
+                        Handled::Later(Box::pin(async move {
+                            let outcome = fut.await;
+                            outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::None)
+                        }))
+                    }
+                    Err(error) => reject(Some(&id), run_id, error),
+                }
+            }
+            other => unreachable!("{} is not a read", other.method()),
+        }
+    }
+
+    /// `task.verifyOutcome`: evaluates only the stored expectation of the task's pending
+    /// action, with a read-only observation. A verification already running for the task is
+    /// shared, not repeated. The verification runs detached, so a caller that goes away does
+    /// not leave it half done.
+    pub fn verify(&self, task_id: &str) -> Result<BoxFuture<'static, Arc<Outcome>>, ErrorBody> {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let Some(task) = st.tasks.get(task_id) else {
+            return Err(self.task_not_found(task_id));
+        };
+        let tid = task.id.clone();
+        if let Some(rx) = st.verifying.get(&tid) {
+            let rx = rx.clone();
+            return Ok(Box::pin(async move {
+                wait_outcome(rx).await.unwrap_or_else(|| {
+                    Arc::new(Outcome::err(&ErrorBody::new(ErrorCode::Internal, "the verification ended without a result; call task.verifyOutcome again")))
+                })
+            }));
+        }
+        let Some(pending) = task.pending_outcome().cloned() else {
+            let result = json!({"taskId": &*tid, "outcome": "none", "state": task.state().as_str()});
+            return Ok(Box::pin(std::future::ready(Arc::new(Outcome::ok(&result)))));
+        };
+        let (tx, rx) = watch::channel(None);
+        st.verifying.insert(tid.clone(), rx.clone());
+        drop(guard);
+
+        let host = self.clone();
+        let deadline = Instant::now() + self.inner.config.action_timeout;
+        let read = self.inner.executor.observe(tid.clone(), pending.expect.target.clone(), deadline);
+        tokio::spawn(async move {
+            let read = AssertUnwindSafe(read).catch_unwind().await.unwrap_or_else(|_| {
+                ReadOutcome::Failed("the read panicked".into())
+            });
+            let (outcome, observation) = match read {
+                ReadOutcome::Value(value) => {
+                    let obs = Observation { target: pending.expect.target.clone(), value };
+                    if pending.expect.holds(&obs.value) {
+                        (VerifyOutcome::Confirmed, Some(obs))
+                    } else {
+                        (VerifyOutcome::NotObserved, Some(obs))
+                    }
+                }
+                ReadOutcome::TimedOut | ReadOutcome::Failed(_) => (VerifyOutcome::Unknown, None),
+            };
+            let now = now_millis();
+            let mut guard = host.lock();
+            let st = &mut *guard;
+            st.verifying.remove(&tid);
+            let task = st.tasks.get_mut(&tid).expect("tasks are never removed");
+            task.apply_verification(VerifyRecord { at: now, outcome, observation: observation.clone() });
+            let mut result = json!({"taskId": &*tid, "outcome": outcome.as_str(), "state": task.state().as_str()});
+            if let Some(o) = &observation {
+                result["observation"] = json!(o);
+            }
+            match outcome {
+                VerifyOutcome::Confirmed => {
+                    result["resolved"] = pending.to_json();
+                    if let Some(next) = task.pending_outcome() {
+                        result["pendingOutcome"] = next.to_json();
+                    }
+                }
+                _ => {
+                    if let Some(p) = task.pending_outcome() {
+                        result["pendingOutcome"] = p.to_json();
+                    }
+                }
+            }
+            let summary = task.summary_json();
+            if outcome == VerifyOutcome::Confirmed {
+                let rid = pending.request_id.clone();
+                st.events.publish("pending.resolved", now, || {
+                    json!({"taskId": &*tid, "requestId": rid, "outcome": "confirmed"})
+                });
+            }
+            st.events.publish("task.updated", now, || summary);
+            drop(guard);
+            tx.send_replace(Some(Arc::new(Outcome::ok(&result))));
+        });
+        Ok(Box::pin(async move {
+            wait_outcome(rx).await.unwrap_or_else(|| {
+                Arc::new(Outcome::err(&ErrorBody::new(ErrorCode::Internal, "the verification ended without a result; call task.verifyOutcome again")))
+            })
+        }))
+    }
+
+    fn task_not_found(&self, task_id: &str) -> ErrorBody {
+        ErrorBody::new(
+            ErrorCode::TaskNotFound,
+            format!(
+                "no task {task_id} in this run ({}); if you kept its runId, task.resume tells whether the host restarted",
+                self.run_id()
+            ),
+        )
+        .with_details(json!({"taskId": task_id, "runId": self.run_id()}))
+    }
+
+    /// The `host.hello` result.
+    pub fn hello(&self) -> Value {
+        json!({
+            "name": "polaris",
+            "version": env!("CARGO_PKG_VERSION"),
+            "protocol": PROTOCOL_VERSION,
+            "runId": self.run_id(),
+            "startedAt": format_millis(self.started_at()),
+            "capacity": self.inner.config.capacity,
+        })
+    }
+
+    /// The `run.status` result (without `current`).
+    pub fn run_status(&self) -> Value {
+        let st = self.lock();
+        json!({
+            "runId": self.run_id(),
+            "startedAt": format_millis(self.started_at()),
+            "receipts": receipts_json(&st.book),
+            "tasks": st.tasks.counts(),
+            "executor": {"kind": self.inner.executor.kind(), "mutations": self.inner.executor.mutations()},
+        })
+    }
+
+    /// The `receipt.status` result for a request ID.
+    pub fn receipt_status(&self, request_id: &str) -> Value {
+        let key = RequestKey::new(request_id);
+        let st = self.lock();
+        if let Some(r) = st.book.get(&key) {
+            let mut v = json!({
+                "requestId": request_id,
+                "state": if r.is_running() { "running" } else { "completed" },
+                "method": r.method.as_str(),
+                "firstSeenAt": format_millis(r.first_seen),
+                "joins": r.joins,
+                "replays": r.replays,
+            });
+            if let Some(t) = &r.task_id {
+                v["taskId"] = json!(&**t);
+            }
+            if let Some(o) = r.outcome() {
+                v["completedAt"] = json!(format_millis(r.completed_at));
+                v["ok"] = json!(o.is_ok());
+                v["reply"] = o.to_value();
+            }
+            return v;
+        }
+        if let Some((_, batch)) = st.book.tombstone(&key) {
+            return json!({
+                "requestId": request_id,
+                "state": "cleared",
+                "clearedAt": format_millis(batch.at),
+                "reason": &*batch.reason,
+            });
+        }
+        json!({"requestId": request_id, "state": "unknown"})
+    }
+}
+
+/// `receipts` of `run.status` and `snapshot`.
+pub(crate) fn receipts_json(book: &Book) -> Value {
+    json!({
+        "used": book.used(),
+        "capacity": book.capacity(),
+        "running": book.running(),
+        "tombstones": book.tombstones(),
+        "tombstoneCapacity": book.tombstone_capacity(),
+    })
+}
+
+fn publish_completed(st: &mut State, id: &str, method: Method, outcome: &Outcome, now: i64) {
+    let code = outcome.code.map(ErrorCode::as_str);
+    st.events.publish("receipt.completed", now, || {
+        json!({"requestId": id, "method": method.as_str(), "ok": code.is_none(), "code": code})
+    });
+}
+
+fn cleared_error(id: &str, _t: Tombstone, batch: &ClearBatch, same: bool) -> ErrorBody {
+    let (delivery, what) = if same {
+        (Delivery::Cleared, "its content ran earlier in this run")
+    } else {
+        (Delivery::NotExecuted, "this other content was not executed")
+    };
+    ErrorBody::new(
+        ErrorCode::ReceiptCleared,
+        format!(
+            "request id {id} was cleared by an operator at {} (reason: {}); {what} and the id will not run again in this run. Read the task's state (task.status) before sending new work under a fresh id",
+            format_millis(batch.at),
+            batch.reason
+        ),
+    )
+    .with_delivery(delivery)
+    .with_details(json!({
+        "requestId": id,
+        "clearedAt": format_millis(batch.at),
+        "reason": &*batch.reason,
+        "sameContent": same,
+    }))
+}
+
+fn admission_error(task: &Task, method: Method, code: ErrorCode) -> ErrorBody {
+    let tid = &*task.id;
+    match code {
+        ErrorCode::TaskBlocked => {
+            let pending = task.pending_outcome().expect("a blocked task has a pending outcome");
+            ErrorBody::new(
+                code,
+                format!(
+                    "task {tid} is blocked: the outcome of {} (request {}) is uncertain, so {method} was not sent. Call task.verifyOutcome for task {tid}; once it is confirmed, send this request again under the same id",
+                    pending.method, pending.request_id
+                ),
+            )
+            .with_details(json!({"taskId": tid, "pendingOutcome": pending.to_json()}))
+        }
+        _ => ErrorBody::new(
+            code,
+            format!(
+                "task {tid} is {}; {method} was not sent. Start a new task (task.start) for new work; task.status shows what this one did",
+                task.state().as_str()
+            ),
+        )
+        .with_details(json!({"taskId": tid, "state": task.state().as_str()})),
+    }
+}
+
+fn internal_error(id: &str, method: Method, task: Option<&str>, what: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::Internal,
+        format!(
+            "the execution of {method} (request {id}) failed inside the host ({what}); its effect is uncertain. Do not resend it: read receipt.status for {id}{}",
+            task.map(|t| format!(" and call task.verifyOutcome for task {t}")).unwrap_or_default()
+        ),
+    )
+    .with_details(json!({"requestId": id, "taskId": task}))
+}

@@ -1,0 +1,23 @@
+//! Polaris stands between AI agents and the side effects they cause.
+//!
+//! Within one host run, one request ID executes at most once, means exactly one request
+//! content, and its outcome — success, failure or "unknown" — can always be read back instead
+//! of being re-sent. See `README.md` for the guarantee and what it does not cover.
+//!
+//! The modules follow the shape of the system: [`protocol`] (the wire), [`book`] (receipts),
+//! [`tasks`] (task states and pending outcomes), [`executor`] (what acts on pages),
+//! [`host`] (the rules), [`events`] (the operator's live feed), [`server`] (sockets),
+//! [`introspect`] (the operator's channel), [`client`] (the bridge client) and [`cli`].
+
+#![warn(missing_docs)]
+
+pub mod book;
+pub mod cli;
+pub mod client;
+pub mod events;
+pub mod executor;
+pub mod host;
+pub mod introspect;
+pub mod protocol;
+pub mod server;
+pub mod tasks;

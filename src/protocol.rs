@@ -1,0 +1,1028 @@
+//! The wire format: request and reply shapes, error codes with their `delivery`, the
+//! per-method parameter types and the line codec with its frame limit.
+//!
+//! This is the only place the wire format is spelled out; the host, the clients, the console
+//! and the tests all speak through these types.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt};
+
+/// The protocol version `host.hello` reports.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Default `--max-frame-bytes`: the longest line a peer may send.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 1024 * 1024;
+/// At most this many requests of one connection are handled at once; beyond it the host stops
+/// reading from that connection until replies drain.
+pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 64;
+/// The longest request ID accepted.
+pub const MAX_ID_LEN: usize = 128;
+
+/// What happened to the side effect a message asked for. Every error carries one, so a caller
+/// never has to guess whether resending would repeat an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// The host is certain it did not execute this message's content (and will not).
+    NotExecuted,
+    /// Executed and definitively failed; the executor reports no effect.
+    Failed,
+    /// Delivered; whether the effect happened is unknown: read, don't resend.
+    Uncertain,
+    /// This ID's content ran earlier; its stored reply was cleared by an operator.
+    Cleared,
+    /// (client side) the connection broke after sending; the host may or may not have it.
+    Unknown,
+    /// (client side) nothing was written to the host.
+    NotSent,
+}
+
+impl Delivery {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Delivery::NotExecuted => "not_executed",
+            Delivery::Failed => "failed",
+            Delivery::Uncertain => "uncertain",
+            Delivery::Cleared => "cleared",
+            Delivery::Unknown => "unknown",
+            Delivery::NotSent => "not_sent",
+        }
+    }
+}
+
+macro_rules! error_codes {
+    ($($variant:ident => $wire:literal, $delivery:ident;)*) => {
+        /// Every error code of the contract, host and client side.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        pub enum ErrorCode {
+            $(
+                #[doc = concat!("`", $wire, "`")]
+                #[serde(rename = $wire)]
+                $variant,
+            )*
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order of the contract's table.
+            pub const ALL: &'static [ErrorCode] = &[$(ErrorCode::$variant),*];
+
+            /// The wire spelling, e.g. `TASK_BLOCKED`.
+            pub fn as_str(self) -> &'static str {
+                match self { $(ErrorCode::$variant => $wire,)* }
+            }
+
+            /// The `delivery` this code carries unless the situation says otherwise
+            /// (only `RECEIPT_CLEARED` varies: `cleared` or `not_executed`).
+            pub fn default_delivery(self) -> Delivery {
+                match self { $(ErrorCode::$variant => Delivery::$delivery,)* }
+            }
+        }
+
+        impl FromStr for ErrorCode {
+            type Err = ();
+            fn from_str(s: &str) -> Result<Self, ()> {
+                match s { $($wire => Ok(ErrorCode::$variant),)* _ => Err(()) }
+            }
+        }
+    };
+}
+
+error_codes! {
+    BadRequest => "BAD_REQUEST", NotExecuted;
+    UnknownMethod => "UNKNOWN_METHOD", NotExecuted;
+    FrameTooLarge => "FRAME_TOO_LARGE", NotExecuted;
+    RequestIdReused => "MCP_REQUEST_ID_REUSED", NotExecuted;
+    ReceiptCleared => "RECEIPT_CLEARED", Cleared;
+    ReceiptCapacityFull => "RECEIPT_CAPACITY_FULL", NotExecuted;
+    TaskNotFound => "TASK_NOT_FOUND", NotExecuted;
+    TaskBlocked => "TASK_BLOCKED", NotExecuted;
+    TaskClosed => "TASK_CLOSED", NotExecuted;
+    ActionFailed => "ACTION_FAILED", Failed;
+    OutcomeUncertain => "OUTCOME_UNCERTAIN", Uncertain;
+    ReadTimeout => "READ_TIMEOUT", NotExecuted;
+    RunNotCurrent => "RUN_NOT_CURRENT", NotExecuted;
+    Internal => "INTERNAL", Uncertain;
+    ShuttingDown => "SHUTTING_DOWN", NotExecuted;
+    ClearTokenStale => "CLEAR_TOKEN_STALE", NotExecuted;
+    TombstoneCapacityFull => "TOMBSTONE_CAPACITY_FULL", NotExecuted;
+    BridgeUnavailable => "BRIDGE_UNAVAILABLE", NotSent;
+    BridgeDisconnected => "BRIDGE_DISCONNECTED", Unknown;
+    BridgeTimeout => "BRIDGE_TIMEOUT", Unknown;
+    ClientBlockedAmbiguous => "CLIENT_BLOCKED_AMBIGUOUS", NotSent;
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `error` object of a reply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    /// Which rule refused or failed the request.
+    pub code: ErrorCode,
+    /// One sentence: what happened and what to read next.
+    pub message: String,
+    /// What happened to the side effect this message asked for.
+    pub delivery: Delivery,
+    /// Always `false`: no error is a licence to resend automatically.
+    pub automatic_replay: bool,
+    /// Code-specific facts (stored method, pending outcome, capacity, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<Value>,
+}
+
+impl ErrorBody {
+    /// An error with the code's usual delivery.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ErrorBody {
+            code,
+            message: message.into(),
+            delivery: code.default_delivery(),
+            automatic_replay: false,
+            details: None,
+        }
+    }
+
+    /// Attaches `details`.
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// Overrides the delivery (used by `RECEIPT_CLEARED`).
+    pub fn with_delivery(mut self, delivery: Delivery) -> Self {
+        self.delivery = delivery;
+        self
+    }
+}
+
+/// `meta.receipt`: how this reply relates to the receipt book.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptKind {
+    /// Executed now; a receipt was created.
+    New,
+    /// The same ID and content arrived while the first was running; this is its reply.
+    Joined,
+    /// The same ID and content after completion; the stored reply.
+    Replayed,
+    /// Nothing stored: a read, or a rejection.
+    None,
+}
+
+impl ReceiptKind {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiptKind::New => "new",
+            ReceiptKind::Joined => "joined",
+            ReceiptKind::Replayed => "replayed",
+            ReceiptKind::None => "none",
+        }
+    }
+}
+
+/// `meta` of a reply.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Meta {
+    /// The host run that answered; a different one means the book was not the same.
+    pub run_id: String,
+    /// How this reply relates to the receipt book.
+    pub receipt: ReceiptKind,
+}
+
+/// A reply as a client reads it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// The request's `id`, or `null` when it could not be read.
+    pub id: Option<String>,
+    /// `true` with `result`, `false` with `error`.
+    pub ok: bool,
+    /// The method's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// What went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+    /// Run and receipt information; absent on replies written by a client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Meta>,
+}
+
+/// The stored part of a reply, `"ok":…,"result"|"error":…`, already serialised so that a replay
+/// is byte-for-byte the first reply and costs no serialisation.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The JSON members `ok` and `result` or `error`, without braces.
+    pub body: Box<str>,
+    /// The error code when `ok` is false.
+    pub code: Option<ErrorCode>,
+}
+
+impl Outcome {
+    /// A successful result.
+    pub fn ok(result: &Value) -> Outcome {
+        let mut body = String::from("\"ok\":true,\"result\":");
+        body.push_str(&serde_json::to_string(result).expect("a JSON value always serialises"));
+        Outcome { body: body.into_boxed_str(), code: None }
+    }
+
+    /// An error result.
+    pub fn err(error: &ErrorBody) -> Outcome {
+        let mut body = String::from("\"ok\":false,\"error\":");
+        body.push_str(&serde_json::to_string(error).expect("an error body always serialises"));
+        Outcome { body: body.into_boxed_str(), code: Some(error.code) }
+    }
+
+    /// Whether the outcome is a success.
+    pub fn is_ok(&self) -> bool {
+        self.code.is_none()
+    }
+
+    /// The outcome as a JSON object `{"ok":…,"result"|"error":…}`.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(&format!("{{{}}}", self.body)).unwrap_or(Value::Null)
+    }
+
+    /// Writes the full reply line (with its trailing newline).
+    pub fn reply_line(&self, id: Option<&str>, run_id: &str, receipt: ReceiptKind) -> Vec<u8> {
+        let mut line = Vec::with_capacity(self.body.len() + 96 + id.map_or(4, str::len));
+        line.extend_from_slice(b"{\"id\":");
+        match id {
+            // IDs are validated to a JSON-safe alphabet, but quote through serde to be sure.
+            Some(id) => serde_json::to_writer(&mut line, id).expect("a string always serialises"),
+            None => line.extend_from_slice(b"null"),
+        }
+        line.push(b',');
+        line.extend_from_slice(self.body.as_bytes());
+        line.extend_from_slice(b",\"meta\":{\"runId\":");
+        serde_json::to_writer(&mut line, run_id).expect("a string always serialises");
+        line.extend_from_slice(b",\"receipt\":\"");
+        line.extend_from_slice(receipt.as_str().as_bytes());
+        line.extend_from_slice(b"\"}}\n");
+        line
+    }
+}
+
+/// Checks a request ID: 1–128 characters from `[A-Za-z0-9._:-]`.
+pub fn validate_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > MAX_ID_LEN {
+        return Err(format!(
+            "id must be 1 to {MAX_ID_LEN} characters long (got {})",
+            id.len()
+        ));
+    }
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
+    {
+        return Err(format!(
+            "id may only contain letters, digits and . _ : - (found {bad:?}); a fresh UUID is a good id"
+        ));
+    }
+    Ok(())
+}
+
+/// Every method of both sockets, by wire name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Method {
+    /// `task.start`
+    TaskStart,
+    /// `page.fill`
+    PageFill,
+    /// `page.click`
+    PageClick,
+    /// `page.press`
+    PagePress,
+    /// `task.finish`
+    TaskFinish,
+    /// `task.stop`
+    TaskStop,
+    /// `host.hello`
+    HostHello,
+    /// `tools.list`
+    ToolsList,
+    /// `page.read`
+    PageRead,
+    /// `task.status`
+    TaskStatus,
+    /// `task.resume`
+    TaskResume,
+    /// `task.verifyOutcome`
+    TaskVerifyOutcome,
+    /// `run.status`
+    RunStatus,
+    /// `receipt.status`
+    ReceiptStatus,
+}
+
+impl Method {
+    /// The methods of the bridge socket, in the order `tools.list` reports them.
+    pub const BRIDGE: &'static [Method] = &[
+        Method::TaskStart,
+        Method::PageFill,
+        Method::PageClick,
+        Method::PagePress,
+        Method::PageRead,
+        Method::TaskFinish,
+        Method::TaskStop,
+        Method::TaskStatus,
+        Method::TaskResume,
+        Method::TaskVerifyOutcome,
+        Method::RunStatus,
+        Method::ReceiptStatus,
+        Method::HostHello,
+        Method::ToolsList,
+    ];
+
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::TaskStart => "task.start",
+            Method::PageFill => "page.fill",
+            Method::PageClick => "page.click",
+            Method::PagePress => "page.press",
+            Method::TaskFinish => "task.finish",
+            Method::TaskStop => "task.stop",
+            Method::HostHello => "host.hello",
+            Method::ToolsList => "tools.list",
+            Method::PageRead => "page.read",
+            Method::TaskStatus => "task.status",
+            Method::TaskResume => "task.resume",
+            Method::TaskVerifyOutcome => "task.verifyOutcome",
+            Method::RunStatus => "run.status",
+            Method::ReceiptStatus => "receipt.status",
+        }
+    }
+
+    /// Whether the method asks for a side effect (and so takes a receipt).
+    pub fn is_mutating(self) -> bool {
+        matches!(
+            self,
+            Method::TaskStart
+                | Method::PageFill
+                | Method::PageClick
+                | Method::PagePress
+                | Method::TaskFinish
+                | Method::TaskStop
+        )
+    }
+
+    /// One line for `tools.list` and the MCP tool descriptions.
+    pub fn description(self) -> &'static str {
+        match self {
+            Method::TaskStart => "Start a task: opens a page for one unit of business work and returns its taskId and runId; keep both.",
+            Method::PageFill => "Fill a field of the task's page with a value (a page-local change).",
+            Method::PageClick => "Click a target and observe the expectation that shows the click took effect.",
+            Method::PagePress => "Press a key (Enter submits) and observe the expectation that shows it took effect.",
+            Method::TaskFinish => "Finish a task whose work is done; a blocked task cannot finish until its outcome is verified.",
+            Method::TaskStop => "Stop a task with a reason; an unresolved pending outcome stays recorded.",
+            Method::HostHello => "Name, version, protocol, run and capacity of this host.",
+            Method::ToolsList => "The methods of this socket and whether each one mutates.",
+            Method::PageRead => "Read the current value of a target on the task's page.",
+            Method::TaskStatus => "A task's state, its pending outcome and its recent history.",
+            Method::TaskResume => "Check a kept (taskId, runId) pair against this run and return the task's state.",
+            Method::TaskVerifyOutcome => "Read-only check of a blocked task's pending action against its original expectation.",
+            Method::RunStatus => "This run's receipts, tasks and executor mutation count.",
+            Method::ReceiptStatus => "The current state and stored reply of a request ID: read this instead of resending.",
+        }
+    }
+}
+
+impl FromStr for Method {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Method::BRIDGE
+            .iter()
+            .copied()
+            .find(|m| m.as_str() == s)
+            .ok_or(())
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The observation that shows an action took effect.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Expect {
+    /// The selector to read.
+    pub target: String,
+    /// What the target's value must be, or contain.
+    #[serde(flatten)]
+    pub check: ExpectCheck,
+}
+
+/// How an expectation compares the observed value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExpectCheck {
+    /// The value equals this string exactly.
+    Equals(String),
+    /// The value contains this string.
+    Contains(String),
+}
+
+impl Expect {
+    /// Whether an observed value satisfies the expectation.
+    pub fn holds(&self, observed: &str) -> bool {
+        match &self.check {
+            ExpectCheck::Equals(want) => observed == want,
+            ExpectCheck::Contains(want) => observed.contains(want.as_str()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            target: String,
+            equals: Option<String>,
+            contains: Option<String>,
+        }
+        let raw = Raw::deserialize(d)?;
+        let check = match (raw.equals, raw.contains) {
+            (Some(e), None) => ExpectCheck::Equals(e),
+            (None, Some(c)) => ExpectCheck::Contains(c),
+            _ => {
+                return Err(serde::de::Error::custom(
+                    "expect needs exactly one of `equals` or `contains` beside `target`",
+                ))
+            }
+        };
+        Ok(Expect { target: raw.target, check })
+    }
+}
+
+/// Options of the fixture page, chosen per task at `task.start`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FixtureOptions {
+    /// The submit applies after this delay, even after the action's deadline (0–60000).
+    #[serde(default)]
+    pub submit_delay_ms: u64,
+    /// The submit is lost and never applies.
+    #[serde(default)]
+    pub drop_submit: bool,
+    /// The backend rejects the submit definitively.
+    #[serde(default)]
+    pub fail_submit: bool,
+    /// Every read takes this long (0–60000).
+    #[serde(default)]
+    pub read_delay_ms: u64,
+}
+
+/// The longest delay a fixture option accepts.
+pub const MAX_FIXTURE_DELAY_MS: u64 = 60_000;
+
+/// `task.start` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskStartParams {
+    /// What the task is for (1–200 characters).
+    pub title: String,
+    /// The page the task works on.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Fixture behaviour for this task's page.
+    #[serde(default)]
+    pub fixture: Option<FixtureOptions>,
+}
+
+/// `page.fill` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageFillParams {
+    /// The task whose page is filled.
+    pub task_id: String,
+    /// The field selector.
+    pub target: String,
+    /// The text to put in the field.
+    pub value: String,
+}
+
+/// `page.click` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageClickParams {
+    /// The task whose page is clicked.
+    pub task_id: String,
+    /// What to click.
+    pub target: String,
+    /// The observation that shows the click took effect.
+    pub expect: Expect,
+}
+
+/// `page.press` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PagePressParams {
+    /// The task whose page gets the key.
+    pub task_id: String,
+    /// The key, e.g. `Enter`.
+    pub key: String,
+    /// The focused target.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// The observation that shows the key press took effect.
+    pub expect: Expect,
+}
+
+/// `page.read` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageReadParams {
+    /// The task whose page is read.
+    pub task_id: String,
+    /// The selector to read.
+    pub target: String,
+}
+
+/// Params of methods that only name a task (`task.finish`, `task.status`, `task.verifyOutcome`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskParams {
+    /// The task.
+    pub task_id: String,
+}
+
+/// `task.stop` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskStopParams {
+    /// The task to stop.
+    pub task_id: String,
+    /// Why it is stopped (1–500 characters); kept with the task.
+    pub reason: String,
+}
+
+/// `task.resume` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskResumeParams {
+    /// The task the caller kept.
+    pub task_id: String,
+    /// The run the caller kept with it.
+    pub run_id: String,
+}
+
+/// `run.status` params.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunStatusParams {
+    /// A run the caller kept, to compare with the current one.
+    #[serde(default)]
+    pub run_id: Option<String>,
+}
+
+/// `receipt.status` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReceiptStatusParams {
+    /// The request ID to look up.
+    pub request_id: String,
+}
+
+/// Params of methods that take none.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+/// A bridge request after validation: the typed command plus what the receipt book needs.
+#[derive(Clone, Debug)]
+pub enum Command {
+    /// `task.start`
+    TaskStart(TaskStartParams),
+    /// `page.fill`
+    PageFill(PageFillParams),
+    /// `page.click`
+    PageClick(PageClickParams),
+    /// `page.press`
+    PagePress(PagePressParams),
+    /// `task.finish`
+    TaskFinish(TaskParams),
+    /// `task.stop`
+    TaskStop(TaskStopParams),
+    /// `host.hello`
+    HostHello,
+    /// `tools.list`
+    ToolsList,
+    /// `page.read`
+    PageRead(PageReadParams),
+    /// `task.status`
+    TaskStatus(TaskParams),
+    /// `task.resume`
+    TaskResume(TaskResumeParams),
+    /// `task.verifyOutcome`
+    TaskVerifyOutcome(TaskParams),
+    /// `run.status`
+    RunStatus(RunStatusParams),
+    /// `receipt.status`
+    ReceiptStatus(ReceiptStatusParams),
+}
+
+impl Command {
+    /// The method this command came from.
+    pub fn method(&self) -> Method {
+        match self {
+            Command::TaskStart(_) => Method::TaskStart,
+            Command::PageFill(_) => Method::PageFill,
+            Command::PageClick(_) => Method::PageClick,
+            Command::PagePress(_) => Method::PagePress,
+            Command::TaskFinish(_) => Method::TaskFinish,
+            Command::TaskStop(_) => Method::TaskStop,
+            Command::HostHello => Method::HostHello,
+            Command::ToolsList => Method::ToolsList,
+            Command::PageRead(_) => Method::PageRead,
+            Command::TaskStatus(_) => Method::TaskStatus,
+            Command::TaskResume(_) => Method::TaskResume,
+            Command::TaskVerifyOutcome(_) => Method::TaskVerifyOutcome,
+            Command::RunStatus(_) => Method::RunStatus,
+            Command::ReceiptStatus(_) => Method::ReceiptStatus,
+        }
+    }
+
+    /// The task a command acts on, if any.
+    pub fn task_id(&self) -> Option<&str> {
+        match self {
+            Command::PageFill(p) => Some(&p.task_id),
+            Command::PageClick(p) => Some(&p.task_id),
+            Command::PagePress(p) => Some(&p.task_id),
+            Command::PageRead(p) => Some(&p.task_id),
+            Command::TaskFinish(p) | Command::TaskStatus(p) | Command::TaskVerifyOutcome(p) => {
+                Some(&p.task_id)
+            }
+            Command::TaskStop(p) => Some(&p.task_id),
+            Command::TaskResume(p) => Some(&p.task_id),
+            _ => None,
+        }
+    }
+
+    /// Parses and checks the params of `method`. `check_target` is the executor's selector check.
+    pub fn parse(
+        method: Method,
+        params: &Value,
+        check_target: &dyn Fn(&str) -> Result<(), String>,
+    ) -> Result<Command, String> {
+        fn typed<'a, T: Deserialize<'a>>(method: Method, params: &'a Value) -> Result<T, String> {
+            T::deserialize(params).map_err(|e| format!("invalid params for {method}: {e}"))
+        }
+        let target_ok = |what: &str, target: &str| {
+            check_target(target).map_err(|e| format!("invalid {what} for {method}: {e}"))
+        };
+        let cmd = match method {
+            Method::TaskStart => {
+                let p: TaskStartParams = typed(method, params)?;
+                let len = p.title.chars().count();
+                if !(1..=200).contains(&len) {
+                    return Err(format!(
+                        "invalid params for task.start: title must be 1 to 200 characters (got {len})"
+                    ));
+                }
+                if let Some(f) = &p.fixture {
+                    for (name, v) in [("submitDelayMs", f.submit_delay_ms), ("readDelayMs", f.read_delay_ms)] {
+                        if v > MAX_FIXTURE_DELAY_MS {
+                            return Err(format!(
+                                "invalid params for task.start: fixture.{name} must be 0 to {MAX_FIXTURE_DELAY_MS} (got {v})"
+                            ));
+                        }
+                    }
+                }
+                Command::TaskStart(p)
+            }
+            Method::PageFill => {
+                let p: PageFillParams = typed(method, params)?;
+                target_ok("target", &p.target)?;
+                Command::PageFill(p)
+            }
+            Method::PageClick => {
+                let p: PageClickParams = typed(method, params)?;
+                target_ok("target", &p.target)?;
+                target_ok("expect.target", &p.expect.target)?;
+                Command::PageClick(p)
+            }
+            Method::PagePress => {
+                let p: PagePressParams = typed(method, params)?;
+                if p.key.is_empty() {
+                    return Err("invalid params for page.press: key must not be empty".into());
+                }
+                if let Some(t) = &p.target {
+                    target_ok("target", t)?;
+                }
+                target_ok("expect.target", &p.expect.target)?;
+                Command::PagePress(p)
+            }
+            Method::TaskFinish => Command::TaskFinish(typed(method, params)?),
+            Method::TaskStop => {
+                let p: TaskStopParams = typed(method, params)?;
+                let len = p.reason.chars().count();
+                if !(1..=500).contains(&len) {
+                    return Err(format!(
+                        "invalid params for task.stop: reason must be 1 to 500 characters (got {len})"
+                    ));
+                }
+                Command::TaskStop(p)
+            }
+            Method::HostHello => {
+                typed::<NoParams>(method, params)?;
+                Command::HostHello
+            }
+            Method::ToolsList => {
+                typed::<NoParams>(method, params)?;
+                Command::ToolsList
+            }
+            Method::PageRead => {
+                let p: PageReadParams = typed(method, params)?;
+                target_ok("target", &p.target)?;
+                Command::PageRead(p)
+            }
+            Method::TaskStatus => Command::TaskStatus(typed(method, params)?),
+            Method::TaskResume => Command::TaskResume(typed(method, params)?),
+            Method::TaskVerifyOutcome => Command::TaskVerifyOutcome(typed(method, params)?),
+            Method::RunStatus => Command::RunStatus(typed(method, params)?),
+            Method::ReceiptStatus => {
+                let p: ReceiptStatusParams = typed(method, params)?;
+                validate_id(&p.request_id)
+                    .map_err(|e| format!("invalid params for receipt.status: requestId: {e}"))?;
+                Command::ReceiptStatus(p)
+            }
+        };
+        Ok(cmd)
+    }
+}
+
+/// The envelope of a request frame, before the method's params are checked.
+#[derive(Debug)]
+pub struct Envelope {
+    /// The caller's request ID.
+    pub id: String,
+    /// The method name as sent.
+    pub method: String,
+    /// The params object (`{}` when absent).
+    pub params: Value,
+}
+
+/// Why a frame could not become an [`Envelope`]: the error to send, and the `id` if it was read.
+#[derive(Debug)]
+pub struct FrameError {
+    /// The request's `id`, when it could be read.
+    pub id: Option<String>,
+    /// The error to reply with.
+    pub error: ErrorBody,
+}
+
+impl FrameError {
+    fn bad(id: Option<String>, message: impl Into<String>) -> FrameError {
+        FrameError { id, error: ErrorBody::new(ErrorCode::BadRequest, message) }
+    }
+}
+
+/// Parses one frame (without its newline) into an envelope.
+pub fn parse_envelope(frame: &[u8]) -> Result<Envelope, FrameError> {
+    let text = std::str::from_utf8(frame).map_err(|e| {
+        FrameError::bad(None, format!("the frame is not valid UTF-8 ({e}); send one UTF-8 JSON object per line"))
+    })?;
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        FrameError::bad(None, format!("the frame is not JSON ({e}); send one JSON object per line"))
+    })?;
+    let Value::Object(mut obj) = value else {
+        return Err(FrameError::bad(None, "the frame is not a JSON object; send {\"id\":…,\"method\":…,\"params\":{…}}"));
+    };
+    let id = match obj.remove("id") {
+        Some(Value::String(s)) => match validate_id(&s) {
+            Ok(()) => s,
+            Err(e) => return Err(FrameError::bad(None, format!("bad id: {e}"))),
+        },
+        Some(other) => {
+            return Err(FrameError::bad(
+                None,
+                format!("bad id: it must be a string, got {}", json_type(&other)),
+            ))
+        }
+        None => return Err(FrameError::bad(None, "the request has no id; give each request a fresh UUID")),
+    };
+    let method = match obj.remove("method") {
+        Some(Value::String(s)) => s,
+        Some(other) => {
+            return Err(FrameError::bad(
+                Some(id),
+                format!("method must be a string, got {}", json_type(&other)),
+            ))
+        }
+        None => return Err(FrameError::bad(Some(id), "the request has no method; call tools.list to see them")),
+    };
+    let params = match obj.remove("params") {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(p @ Value::Object(_)) => p,
+        Some(other) => {
+            return Err(FrameError::bad(
+                Some(id),
+                format!("params must be an object, got {}", json_type(&other)),
+            ))
+        }
+    };
+    if let Some(field) = obj.keys().next() {
+        return Err(FrameError::bad(
+            Some(id),
+            format!("unknown field `{field}` in the request; only id, method and params are allowed"),
+        ));
+    }
+    Ok(Envelope { id, method, params })
+}
+
+/// A JSON type's name for error messages.
+pub fn json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The RFC 8785 canonical form of `{method, params}`: the request's fingerprint. Key order and
+/// whitespace do not change it; any other difference does.
+pub fn fingerprint(method: &str, params: &Value) -> String {
+    #[derive(Serialize)]
+    struct Fp<'a> {
+        method: &'a str,
+        params: &'a Value,
+    }
+    serde_json_canonicalizer::to_string(&Fp { method, params })
+        .expect("a JSON value always canonicalises")
+}
+
+/// What one read of the line codec produced.
+#[derive(Debug, PartialEq, Eq)]
+pub enum FrameRead {
+    /// A complete line is in the buffer (without its newline or a trailing `\r`).
+    Frame,
+    /// The line exceeded the frame limit; the rest of the line was not read.
+    TooLarge,
+    /// The peer closed after a partial line (kept in the buffer).
+    Partial,
+    /// The peer closed cleanly between frames.
+    Eof,
+}
+
+/// Reads one `\n`-terminated frame of at most `max` bytes into `buf`.
+///
+/// Cancel-safe as long as `buf` is kept between calls: bytes are moved from the reader into
+/// `buf` as they are consumed, so a cancelled call loses nothing.
+pub async fn read_frame<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<FrameRead> {
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(if buf.is_empty() { FrameRead::Eof } else { FrameRead::Partial });
+        }
+        if let Some(pos) = memchr::memchr(b'\n', available) {
+            if buf.len() + pos > max {
+                reader.consume(pos + 1);
+                return Ok(FrameRead::TooLarge);
+            }
+            buf.extend_from_slice(&available[..pos]);
+            reader.consume(pos + 1);
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            return Ok(FrameRead::Frame);
+        }
+        let n = available.len();
+        if buf.len() + n > max {
+            reader.consume(n);
+            return Ok(FrameRead::TooLarge);
+        }
+        buf.extend_from_slice(available);
+        reader.consume(n);
+    }
+}
+
+/// Now, as an RFC 3339 UTC timestamp with milliseconds.
+pub fn now_rfc3339() -> String {
+    format_millis(now_millis())
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_millis() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+/// Formats epoch milliseconds as RFC 3339 UTC with milliseconds.
+pub fn format_millis(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn fingerprints_ignore_key_order_and_whitespace() {
+        let a: Value = serde_json::from_str(r##"{"taskId":"t1","target":"#title","value":"Hi"}"##).unwrap();
+        let b: Value = serde_json::from_str(r##"{ "value" : "Hi", "target":"#title",  "taskId":"t1" }"##).unwrap();
+        assert_eq!(fingerprint("page.fill", &a), fingerprint("page.fill", &b));
+        assert_eq!(
+            fingerprint("page.fill", &a),
+            r##"{"method":"page.fill","params":{"target":"#title","taskId":"t1","value":"Hi"}}"##
+        );
+    }
+
+    #[test]
+    fn fingerprints_are_pinned() {
+        // These strings are the contract: a dependency that changes map order or number
+        // formatting would change every stored fingerprint.
+        assert_eq!(
+            fingerprint("task.start", &json!({"title": "Post", "fixture": {"submitDelayMs": 1.0e3}})),
+            r#"{"method":"task.start","params":{"fixture":{"submitDelayMs":1000},"title":"Post"}}"#
+        );
+        assert_eq!(
+            fingerprint("page.press", &json!({"taskId":"t","key":"Enter","expect":{"target":"#status","contains":"Saved"}})),
+            r##"{"method":"page.press","params":{"expect":{"contains":"Saved","target":"#status"},"key":"Enter","taskId":"t"}}"##
+        );
+        assert_eq!(
+            fingerprint("task.stop", &json!({"taskId":"t","reason":"é\u{1F600}\n"})),
+            "{\"method\":\"task.stop\",\"params\":{\"reason\":\"é\u{1F600}\\n\",\"taskId\":\"t\"}}"
+        );
+        assert_ne!(
+            fingerprint("page.fill", &json!({"taskId":"t","target":"#a","value":"1"})),
+            fingerprint("page.fill", &json!({"taskId":"t","target":"#a","value":1}))
+        );
+    }
+
+    #[test]
+    fn ids_are_checked() {
+        assert!(validate_id("9b1d-ab.c_d:e").is_ok());
+        assert!(validate_id("").is_err());
+        assert!(validate_id(&"a".repeat(129)).is_err());
+        assert!(validate_id(&"a".repeat(128)).is_ok());
+        assert!(validate_id("a b").is_err());
+        assert!(validate_id("é").is_err());
+    }
+
+    #[test]
+    fn every_error_code_round_trips_and_never_licenses_a_replay() {
+        for code in ErrorCode::ALL {
+            let e = ErrorBody::new(*code, "x");
+            let v = serde_json::to_value(&e).unwrap();
+            assert_eq!(v["code"], code.as_str());
+            assert_eq!(v["automaticReplay"], false);
+            assert_eq!(code.as_str().parse::<ErrorCode>(), Ok(*code));
+        }
+    }
+
+    #[test]
+    fn outcome_lines_are_valid_json() {
+        let o = Outcome::ok(&json!({"a": 1}));
+        let line = o.reply_line(Some("r1"), "run", ReceiptKind::Replayed);
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(v, json!({"id":"r1","ok":true,"result":{"a":1},"meta":{"runId":"run","receipt":"replayed"}}));
+        let e = Outcome::err(&ErrorBody::new(ErrorCode::TaskBlocked, "m"));
+        let v: Value = serde_json::from_slice(&e.reply_line(None, "run", ReceiptKind::None)).unwrap();
+        assert_eq!(v["id"], Value::Null);
+        assert_eq!(v["error"]["delivery"], "not_executed");
+    }
+
+    #[test]
+    fn expect_needs_exactly_one_check() {
+        assert!(serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a"})).is_ok());
+        assert!(serde_json::from_value::<Expect>(json!({"target":"#s"})).is_err());
+        assert!(serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a","contains":"b"})).is_err());
+        assert!(serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a","x":1})).is_err());
+    }
+
+    #[tokio::test]
+    async fn frames_are_limited_and_split_on_newlines() {
+        let data: &[u8] = b"{\"a\":1}\r\n0123456789ABCDEF\nlast";
+        let mut r = tokio::io::BufReader::new(data);
+        let mut buf = Vec::new();
+        assert_eq!(read_frame(&mut r, &mut buf, 10).await.unwrap(), FrameRead::Frame);
+        assert_eq!(buf, b"{\"a\":1}");
+        buf.clear();
+        assert_eq!(read_frame(&mut r, &mut buf, 10).await.unwrap(), FrameRead::TooLarge);
+        buf.clear();
+        assert_eq!(read_frame(&mut r, &mut buf, 10).await.unwrap(), FrameRead::Partial);
+        assert_eq!(buf, b"last");
+    }
+}

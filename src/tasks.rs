@@ -1,0 +1,506 @@
+//! Tasks and pending outcomes: the state machine that keeps an action whose effect is unknown
+//! from being followed by another one.
+//!
+//! A task's state is derived, never stored twice: a closed task is `finished` or `stopped`; an
+//! open task with an unresolved pending outcome is `blocked`; otherwise it is `running`. This
+//! module is pure logic (no I/O, no clocks: callers pass `now`), so every transition is a unit
+//! test.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use crate::protocol::{format_millis, ErrorCode, Expect, Method};
+
+/// A task's ID, shared cheaply between the task table and the receipts that name it.
+pub type TaskId = Arc<str>;
+
+/// How many history entries a task keeps.
+pub const HISTORY_LIMIT: usize = 100;
+
+/// The four states of the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskState {
+    /// Accepts actions.
+    Running,
+    /// Has an unresolved pending outcome: mutations are refused, reads pass.
+    Blocked,
+    /// Finished by the caller; refuses mutations.
+    Finished,
+    /// Stopped by the caller; refuses mutations, keeps any pending outcome.
+    Stopped,
+}
+
+impl TaskState {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Running => "running",
+            TaskState::Blocked => "blocked",
+            TaskState::Finished => "finished",
+            TaskState::Stopped => "stopped",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<TaskState> {
+        [TaskState::Running, TaskState::Blocked, TaskState::Finished, TaskState::Stopped]
+            .into_iter()
+            .find(|t| t.as_str() == s)
+    }
+}
+
+/// The result of a read-only verification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyOutcome {
+    /// The expectation was observed: the pending outcome is resolved.
+    Confirmed,
+    /// The read worked but the expectation does not hold (yet).
+    NotObserved,
+    /// The read failed or timed out.
+    Unknown,
+    /// The task has no pending outcome.
+    None,
+}
+
+impl VerifyOutcome {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifyOutcome::Confirmed => "confirmed",
+            VerifyOutcome::NotObserved => "not_observed",
+            VerifyOutcome::Unknown => "unknown",
+            VerifyOutcome::None => "none",
+        }
+    }
+}
+
+/// What a read of a target showed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Observation {
+    /// The selector read.
+    pub target: String,
+    /// Its value at the time of the read.
+    pub value: String,
+}
+
+/// The last verification of a pending outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerifyRecord {
+    /// When it finished (epoch ms).
+    pub at: i64,
+    /// What it found.
+    pub outcome: VerifyOutcome,
+    /// What it read, when the read worked.
+    pub observation: Option<Observation>,
+}
+
+/// A mutating action whose effect is unknown. It blocks its task until a verification
+/// confirms it; stopping the task keeps it recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PendingOutcome {
+    /// The request ID of the action.
+    pub request_id: String,
+    /// The action's method.
+    pub method: Method,
+    /// The action's params as sent.
+    pub params: Value,
+    /// The original expectation; the only thing verification evaluates.
+    pub expect: Expect,
+    /// When the outcome became uncertain (epoch ms).
+    pub since: i64,
+    /// The last verification, if any.
+    pub last_verify: Option<VerifyRecord>,
+}
+
+impl PendingOutcome {
+    /// The wire form.
+    pub fn to_json(&self) -> Value {
+        let mut v = json!({
+            "requestId": self.request_id,
+            "method": self.method.as_str(),
+            "params": self.params,
+            "expect": self.expect,
+            "since": format_millis(self.since),
+        });
+        if let Some(lv) = &self.last_verify {
+            let mut l = json!({"at": format_millis(lv.at), "outcome": lv.outcome.as_str()});
+            if let Some(o) = &lv.observation {
+                l["observation"] = json!(o);
+            }
+            v["lastVerify"] = l;
+        }
+        v
+    }
+}
+
+/// One line of a task's history.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HistoryEntry {
+    /// The request ID, when the entry came from a request.
+    pub request_id: String,
+    /// The method.
+    pub method: Method,
+    /// When it happened (epoch ms).
+    pub at: i64,
+    /// `ok`, an error code, or a verification outcome.
+    pub result: String,
+}
+
+/// Why a task refuses a mutation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The task has an unresolved pending outcome.
+    Blocked,
+    /// The task is finished or stopped.
+    Closed,
+}
+
+impl Refusal {
+    /// The error code of the refusal.
+    pub fn code(self) -> ErrorCode {
+        match self {
+            Refusal::Blocked => ErrorCode::TaskBlocked,
+            Refusal::Closed => ErrorCode::TaskClosed,
+        }
+    }
+}
+
+/// How a task was closed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Closed {
+    /// `task.finish`
+    Finished,
+    /// `task.stop`, with the caller's reason.
+    Stopped {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One task.
+#[derive(Clone, Debug)]
+pub struct Task {
+    /// The task's ID.
+    pub id: TaskId,
+    /// What it is for.
+    pub title: String,
+    /// The page it works on.
+    pub url: Option<String>,
+    /// When it started (epoch ms).
+    pub created_at: i64,
+    /// When its state last changed (epoch ms).
+    pub updated_at: i64,
+    /// Set once finished or stopped.
+    pub closed: Option<Closed>,
+    /// Unresolved pending outcomes, oldest first; the first is the one reported and verified.
+    pub pending: VecDeque<PendingOutcome>,
+    /// The last [`HISTORY_LIMIT`] events.
+    pub history: VecDeque<HistoryEntry>,
+}
+
+impl Task {
+    /// A running task.
+    pub fn new(id: TaskId, title: String, url: Option<String>, now: i64) -> Task {
+        Task {
+            id,
+            title,
+            url,
+            created_at: now,
+            updated_at: now,
+            closed: None,
+            pending: VecDeque::new(),
+            history: VecDeque::new(),
+        }
+    }
+
+    /// The derived state.
+    pub fn state(&self) -> TaskState {
+        match (&self.closed, self.pending.is_empty()) {
+            (Some(Closed::Finished), _) => TaskState::Finished,
+            (Some(Closed::Stopped { .. }), _) => TaskState::Stopped,
+            (None, false) => TaskState::Blocked,
+            (None, true) => TaskState::Running,
+        }
+    }
+
+    /// Whether the task accepts `method` now. Reads always pass; `task.stop` passes a blocked
+    /// task; closed tasks refuse every mutation.
+    pub fn admit(&self, method: Method) -> Result<(), Refusal> {
+        if !method.is_mutating() {
+            return Ok(());
+        }
+        match self.state() {
+            TaskState::Running => Ok(()),
+            TaskState::Blocked if method == Method::TaskStop => Ok(()),
+            TaskState::Blocked => Err(Refusal::Blocked),
+            TaskState::Finished | TaskState::Stopped => Err(Refusal::Closed),
+        }
+    }
+
+    /// The first unresolved pending outcome.
+    pub fn pending_outcome(&self) -> Option<&PendingOutcome> {
+        self.pending.front()
+    }
+
+    /// Appends to the bounded history.
+    pub fn record(&mut self, request_id: &str, method: Method, at: i64, result: &str) {
+        if self.history.len() == HISTORY_LIMIT {
+            self.history.pop_front();
+        }
+        self.history.push_back(HistoryEntry {
+            request_id: request_id.to_owned(),
+            method,
+            at,
+            result: result.to_owned(),
+        });
+    }
+
+    /// `task.finish`: closes the task. The caller has admitted the request.
+    pub fn finish(&mut self, now: i64) {
+        self.closed = Some(Closed::Finished);
+        self.updated_at = now;
+    }
+
+    /// `task.stop`: closes the task, keeping any pending outcome.
+    pub fn stop(&mut self, reason: String, now: i64) {
+        self.closed = Some(Closed::Stopped { reason });
+        self.updated_at = now;
+    }
+
+    /// An action's effect was not observed in time: the task blocks on it (a closed task keeps
+    /// it recorded and stays closed).
+    pub fn add_pending(&mut self, pending: PendingOutcome) {
+        self.updated_at = pending.since;
+        self.pending.push_back(pending);
+    }
+
+    /// Applies a verification of the first pending outcome. `confirmed` resolves it (the task
+    /// runs again unless another pending outcome or a close says otherwise); anything else is
+    /// recorded as its last verification.
+    pub fn apply_verification(&mut self, record: VerifyRecord) {
+        let Some(first) = self.pending.front_mut() else { return };
+        let request_id = first.request_id.clone();
+        let at = record.at;
+        let outcome = record.outcome;
+        if outcome == VerifyOutcome::Confirmed {
+            self.pending.pop_front();
+        } else {
+            first.last_verify = Some(record);
+        }
+        self.record(&request_id, Method::TaskVerifyOutcome, at, outcome.as_str());
+        self.updated_at = at;
+    }
+
+    /// A short summary for listings.
+    pub fn summary_json(&self) -> Value {
+        let mut v = json!({
+            "taskId": &*self.id,
+            "title": self.title,
+            "state": self.state().as_str(),
+            "createdAt": format_millis(self.created_at),
+            "updatedAt": format_millis(self.updated_at),
+        });
+        if let Some(p) = self.pending_outcome() {
+            v["pendingOutcome"] = p.to_json();
+        }
+        v
+    }
+
+    /// The `task.status` result.
+    pub fn status_json(&self, run_id: &str) -> Value {
+        let mut v = json!({
+            "taskId": &*self.id,
+            "runId": run_id,
+            "title": self.title,
+            "state": self.state().as_str(),
+            "createdAt": format_millis(self.created_at),
+            "history": self.history.iter().map(|h| json!({
+                "requestId": h.request_id,
+                "method": h.method.as_str(),
+                "at": format_millis(h.at),
+                "result": h.result,
+            })).collect::<Vec<_>>(),
+        });
+        if let Some(url) = &self.url {
+            v["url"] = json!(url);
+        }
+        if let Some(p) = self.pending_outcome() {
+            v["pendingOutcome"] = p.to_json();
+        }
+        if self.pending.len() > 1 {
+            v["morePendingOutcomes"] =
+                Value::Array(self.pending.iter().skip(1).map(PendingOutcome::to_json).collect());
+        }
+        if let Some(Closed::Stopped { reason }) = &self.closed {
+            v["stopReason"] = json!(reason);
+        }
+        v
+    }
+}
+
+/// Every task of the run.
+#[derive(Default)]
+pub struct Tasks {
+    map: HashMap<TaskId, Task>,
+}
+
+/// Counts of tasks by state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TaskCounts {
+    /// `running`
+    pub running: usize,
+    /// `blocked`
+    pub blocked: usize,
+    /// `finished`
+    pub finished: usize,
+    /// `stopped`
+    pub stopped: usize,
+}
+
+impl Tasks {
+    /// Adds a task.
+    pub fn insert(&mut self, task: Task) {
+        self.map.insert(task.id.clone(), task);
+    }
+
+    /// A task by ID.
+    pub fn get(&self, id: &str) -> Option<&Task> {
+        self.map.get(id)
+    }
+
+    /// A task by ID, to change it.
+    pub fn get_mut(&mut self, id: &str) -> Option<&mut Task> {
+        self.map.get_mut(id)
+    }
+
+    /// The shared ID of a task, so receipts need not copy it.
+    pub fn shared_id(&self, id: &str) -> Option<TaskId> {
+        self.map.get_key_value(id).map(|(k, _)| k.clone())
+    }
+
+    /// Counts by state.
+    pub fn counts(&self) -> TaskCounts {
+        let mut c = TaskCounts::default();
+        for t in self.map.values() {
+            match t.state() {
+                TaskState::Running => c.running += 1,
+                TaskState::Blocked => c.blocked += 1,
+                TaskState::Finished => c.finished += 1,
+                TaskState::Stopped => c.stopped += 1,
+            }
+        }
+        c
+    }
+
+    /// All tasks, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = &Task> {
+        self.map.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ExpectCheck;
+
+    fn pending(id: &str) -> PendingOutcome {
+        PendingOutcome {
+            request_id: id.into(),
+            method: Method::PagePress,
+            params: json!({}),
+            expect: Expect { target: "#status".into(), check: ExpectCheck::Contains("Saved".into()) },
+            since: 10,
+            last_verify: None,
+        }
+    }
+
+    fn verify(outcome: VerifyOutcome, at: i64) -> VerifyRecord {
+        VerifyRecord { at, outcome, observation: None }
+    }
+
+    #[test]
+    fn a_running_task_admits_everything() {
+        let t = Task::new("t".into(), "x".into(), None, 0);
+        assert_eq!(t.state(), TaskState::Running);
+        for m in Method::BRIDGE {
+            assert_eq!(t.admit(*m), Ok(()));
+        }
+    }
+
+    #[test]
+    fn an_uncertain_action_blocks_mutations_but_not_reads_or_stop() {
+        let mut t = Task::new("t".into(), "x".into(), None, 0);
+        t.add_pending(pending("r1"));
+        assert_eq!(t.state(), TaskState::Blocked);
+        for m in [Method::PageFill, Method::PageClick, Method::PagePress, Method::TaskFinish] {
+            assert_eq!(t.admit(m), Err(Refusal::Blocked), "{m}");
+        }
+        for m in [Method::PageRead, Method::TaskStatus, Method::TaskVerifyOutcome, Method::TaskStop] {
+            assert_eq!(t.admit(m), Ok(()), "{m}");
+        }
+    }
+
+    #[test]
+    fn only_confirmation_unblocks() {
+        let mut t = Task::new("t".into(), "x".into(), None, 0);
+        t.add_pending(pending("r1"));
+        t.apply_verification(verify(VerifyOutcome::NotObserved, 20));
+        assert_eq!(t.state(), TaskState::Blocked);
+        assert_eq!(t.pending_outcome().unwrap().last_verify.as_ref().unwrap().outcome, VerifyOutcome::NotObserved);
+        t.apply_verification(verify(VerifyOutcome::Unknown, 30));
+        assert_eq!(t.state(), TaskState::Blocked);
+        t.apply_verification(verify(VerifyOutcome::Confirmed, 40));
+        assert_eq!(t.state(), TaskState::Running);
+        let results: Vec<_> = t.history.iter().map(|h| h.result.as_str()).collect();
+        assert_eq!(results, ["not_observed", "unknown", "confirmed"]);
+    }
+
+    #[test]
+    fn two_pending_outcomes_need_two_confirmations() {
+        let mut t = Task::new("t".into(), "x".into(), None, 0);
+        t.add_pending(pending("r1"));
+        t.add_pending(pending("r2"));
+        t.apply_verification(verify(VerifyOutcome::Confirmed, 40));
+        assert_eq!(t.state(), TaskState::Blocked);
+        assert_eq!(t.pending_outcome().unwrap().request_id, "r2");
+        t.apply_verification(verify(VerifyOutcome::Confirmed, 41));
+        assert_eq!(t.state(), TaskState::Running);
+    }
+
+    #[test]
+    fn stopping_keeps_the_pending_outcome_and_closes() {
+        let mut t = Task::new("t".into(), "x".into(), None, 0);
+        t.add_pending(pending("r1"));
+        t.stop("gave up".into(), 50);
+        assert_eq!(t.state(), TaskState::Stopped);
+        assert!(t.pending_outcome().is_some());
+        assert_eq!(t.admit(Method::PageFill), Err(Refusal::Closed));
+        assert_eq!(t.admit(Method::TaskStop), Err(Refusal::Closed));
+        assert_eq!(t.admit(Method::PageRead), Ok(()));
+        assert_eq!(t.status_json("run")["pendingOutcome"]["requestId"], "r1");
+    }
+
+    #[test]
+    fn finished_tasks_refuse_mutations() {
+        let mut t = Task::new("t".into(), "x".into(), None, 0);
+        t.finish(5);
+        assert_eq!(t.state(), TaskState::Finished);
+        assert_eq!(t.admit(Method::TaskFinish), Err(Refusal::Closed));
+        assert_eq!(t.admit(Method::TaskStatus), Ok(()));
+    }
+
+    #[test]
+    fn history_is_bounded() {
+        let mut t = Task::new("t".into(), "x".into(), None, 0);
+        for i in 0..(HISTORY_LIMIT + 20) {
+            t.record(&format!("r{i}"), Method::PageFill, i as i64, "ok");
+        }
+        assert_eq!(t.history.len(), HISTORY_LIMIT);
+        assert_eq!(t.history.front().unwrap().request_id, "r20");
+    }
+}
