@@ -68,6 +68,7 @@ pub struct BridgeClient {
     path: PathBuf,
     conn: Arc<tokio::sync::Mutex<Option<Arc<Conn>>>>,
     timeout: Duration,
+    events: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
 }
 
 impl BridgeClient {
@@ -78,7 +79,25 @@ impl BridgeClient {
             path: socket_dir.join(BRIDGE_SOCKET),
             conn: Arc::new(tokio::sync::Mutex::new(None)),
             timeout: DEFAULT_CALL_TIMEOUT,
+            events: None,
         }
+    }
+
+    /// A client of the socket at `path` (the introspection socket speaks the same framing).
+    pub fn at_path(path: &Path) -> BridgeClient {
+        BridgeClient {
+            path: path.to_path_buf(),
+            conn: Arc::new(tokio::sync::Mutex::new(None)),
+            timeout: DEFAULT_CALL_TIMEOUT,
+            events: None,
+        }
+    }
+
+    /// Sends event frames (frames without an `id`, after `subscribe` on the introspection
+    /// socket) to `sink` instead of dropping them.
+    pub fn with_event_sink(mut self, sink: tokio::sync::mpsc::UnboundedSender<Value>) -> BridgeClient {
+        self.events = Some(sink);
+        self
     }
 
     /// Sets how long a call waits for its reply before `BRIDGE_TIMEOUT`.
@@ -113,7 +132,7 @@ impl BridgeClient {
         let stream = Arc::new(Stream::connect(name).await.map_err(unavailable)?);
         let waiters: Waiters = Default::default();
         let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        tokio::spawn(read_loop(stream.clone(), waiters.clone(), alive.clone()));
+        tokio::spawn(read_loop(stream.clone(), waiters.clone(), alive.clone(), self.events.clone()));
         let conn = Arc::new(Conn { stream, waiters, write: tokio::sync::Mutex::new(()), alive });
         *slot = Some(conn.clone());
         Ok(conn)
@@ -183,7 +202,12 @@ impl BridgeClient {
     }
 }
 
-async fn read_loop(stream: Arc<Stream>, waiters: Waiters, alive: Arc<std::sync::atomic::AtomicBool>) {
+async fn read_loop(
+    stream: Arc<Stream>,
+    waiters: Waiters,
+    alive: Arc<std::sync::atomic::AtomicBool>,
+    events: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
+) {
     let mut reader = BufReader::new(&*stream);
     let mut line = String::new();
     loop {
@@ -192,8 +216,18 @@ async fn read_loop(stream: Arc<Stream>, waiters: Waiters, alive: Arc<std::sync::
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let Ok(reply) = serde_json::from_str::<Reply>(line.trim_end()) else {
-            // An event frame or something unexpected: not a reply to any call.
+        let Ok(frame) = serde_json::from_str::<Value>(line.trim_end()) else {
+            tracing::warn!("the host sent a line that is not JSON: {}", line.trim_end());
+            continue;
+        };
+        if frame.get("event").is_some() && frame.get("id").is_none() {
+            if let Some(sink) = &events {
+                let _ = sink.send(frame);
+            }
+            continue;
+        }
+        let Ok(reply) = serde_json::from_value::<Reply>(frame) else {
+            tracing::warn!("the host sent a frame that is not a reply: {}", line.trim_end());
             continue;
         };
         let Some(id) = reply.id.clone() else {
