@@ -165,11 +165,68 @@ pub enum ClearError {
     },
 }
 
+/// A tombstone of a UUID request ID in its fixed-size form: 36 bytes, no pointers.
+#[derive(Clone, Copy)]
+struct UuidTombstone {
+    key: [u8; 16],
+    digest: FingerprintDigest,
+    batch: u32,
+}
+
+/// The tombstone store. Request IDs are UUIDs in practice, so their tombstones live in one
+/// sorted array of fixed-size records (36 bytes each, found by binary search) instead of a hash
+/// map of enum keys (about 100 bytes each at a million); any other ID goes to a small map.
+/// Clears are rare operator actions, so paying a sort per clear for compact storage is right.
+#[derive(Default)]
+struct Tombstones {
+    /// Sorted by `key`, allocated exactly.
+    uuids: Vec<UuidTombstone>,
+    texts: HashMap<Box<str>, Tombstone>,
+}
+
+impl Tombstones {
+    fn get(&self, key: &RequestKey) -> Option<Tombstone> {
+        match key {
+            RequestKey::Uuid(k) => self
+                .uuids
+                .binary_search_by(|t| t.key.cmp(k))
+                .ok()
+                .map(|i| Tombstone { digest: self.uuids[i].digest, batch: self.uuids[i].batch }),
+            RequestKey::Text(k) => self.texts.get(k).copied(),
+        }
+    }
+
+    fn contains(&self, key: &RequestKey) -> bool {
+        self.get(key).is_some()
+    }
+
+    fn len(&self) -> usize {
+        self.uuids.len() + self.texts.len()
+    }
+
+    /// Adds tombstones for keys that have none yet.
+    fn extend(&mut self, new: Vec<(RequestKey, Tombstone)>) {
+        let uuids = new.iter().filter(|(k, _)| matches!(k, RequestKey::Uuid(_))).count();
+        self.uuids.reserve_exact(uuids);
+        for (key, t) in new {
+            match key {
+                RequestKey::Uuid(key) => self.uuids.push(UuidTombstone { key, digest: t.digest, batch: t.batch }),
+                RequestKey::Text(key) => {
+                    self.texts.insert(key, t);
+                }
+            }
+        }
+        // Two sorted runs (the old array and the new batch once sorted): the stable sort
+        // merges them in linear time.
+        self.uuids.sort_by(|a, b| a.key.cmp(&b.key));
+    }
+}
+
 /// The receipt book.
 pub struct Book {
     /// Receipts in the order they were created (oldest first), for newest/oldest listings.
     receipts: IndexMap<RequestKey, Receipt>,
-    tombstones: HashMap<RequestKey, Tombstone>,
+    tombstones: Tombstones,
     batches: Vec<ClearBatch>,
     capacity: usize,
     tombstone_capacity: usize,
@@ -181,7 +238,7 @@ impl Book {
     pub fn new(capacity: usize, tombstone_capacity: usize) -> Book {
         Book {
             receipts: IndexMap::new(),
-            tombstones: HashMap::new(),
+            tombstones: Tombstones::default(),
             batches: Vec::new(),
             capacity,
             tombstone_capacity,
@@ -195,7 +252,7 @@ impl Book {
             return Entry::Receipt(r);
         }
         match self.tombstones.get(key) {
-            Some(t) => Entry::Tombstone(*t, &self.batches[t.batch as usize]),
+            Some(t) => Entry::Tombstone(t, &self.batches[t.batch as usize]),
             None => Entry::Vacant,
         }
     }
@@ -207,9 +264,7 @@ impl Book {
 
     /// A tombstone by key, with its batch.
     pub fn tombstone(&self, key: &RequestKey) -> Option<(Tombstone, &ClearBatch)> {
-        self.tombstones
-            .get(key)
-            .map(|t| (*t, &self.batches[t.batch as usize]))
+        self.tombstones.get(key).map(|t| (t, &self.batches[t.batch as usize]))
     }
 
     /// Creates a running receipt for a vacant key, or refuses when the book is full.
@@ -224,7 +279,7 @@ impl Book {
         task_id: Option<TaskId>,
         now: i64,
     ) -> Result<watch::Sender<Option<Arc<Outcome>>>, BookFull> {
-        debug_assert!(!self.receipts.contains_key(&key) && !self.tombstones.contains_key(&key));
+        debug_assert!(!self.receipts.contains_key(&key) && !self.tombstones.contains(&key));
         if self.receipts.len() >= self.capacity {
             return Err(BookFull { capacity: self.capacity, used: self.receipts.len() });
         }
@@ -285,9 +340,11 @@ impl Book {
                 true
             }
         });
-        for (k, d) in moved {
-            self.tombstones.insert(k, Tombstone { digest: d, batch });
-            cleared += 1;
+        cleared += moved.len();
+        self.tombstones.extend(moved.into_iter().map(|(k, digest)| (k, Tombstone { digest, batch })).collect());
+        // A large clear leaves the receipt table mostly empty: give the memory back.
+        if self.receipts.capacity() > 1024 && self.receipts.capacity() > 4 * self.receipts.len() {
+            self.receipts.shrink_to_fit();
         }
         Ok(cleared)
     }
@@ -376,6 +433,33 @@ mod tests {
         assert_eq!(b.clear(&keys[..1], 5, "why".into()), Ok(1));
         assert_eq!(b.used(), 1);
         assert!(matches!(b.entry(&keys[0]), Entry::Tombstone(t, batch) if t.digest == digest("{}") && batch.at == 5));
+    }
+
+    #[test]
+    fn tombstones_of_every_clear_are_found_by_uuid_and_by_text() {
+        let mut b = Book::new(1000, 1000);
+        let ids: Vec<String> = (0..300)
+            .map(|i| if i % 3 == 0 { format!("text-{i}") } else { uuid::Uuid::new_v4().to_string() })
+            .collect();
+        for id in &ids {
+            let k = RequestKey::new(id);
+            let _tx = b.insert_running(k.clone(), format!("{{\"r\":\"{id}\"}}").into(), Method::PageFill, None, 0).unwrap();
+            b.complete(&k, done(false), 1);
+        }
+        // Three clears in an order unrelated to the keys' order.
+        let keys: Vec<RequestKey> = ids.iter().map(|i| RequestKey::new(i)).collect();
+        for (n, chunk) in keys.chunks(100).rev().enumerate() {
+            assert_eq!(b.clear(chunk, 10 + n as i64, format!("clear {n}").into()), Ok(100));
+        }
+        assert_eq!(b.used(), 0);
+        assert_eq!(b.tombstones(), 300);
+        for (i, id) in ids.iter().enumerate() {
+            let (t, batch) = b.tombstone(&RequestKey::new(id)).expect("every cleared id has a tombstone");
+            assert_eq!(t.digest, digest(&format!("{{\"r\":\"{id}\"}}")));
+            assert_eq!(batch.at, 10 + (2 - (i / 100)) as i64, "{id} keeps the batch that cleared it");
+        }
+        assert!(b.tombstone(&RequestKey::new(&uuid::Uuid::new_v4().to_string())).is_none());
+        assert!(b.tombstone(&RequestKey::new("text-1")).is_none());
     }
 
     #[derive(Clone, Debug)]
