@@ -730,7 +730,7 @@ fn main() {
     if wanted("throughput") {
         throughput(&mut c, &srv, &cli);
     }
-    if wanted("redis") || wanted("throughput") {
+    if wanted("redis") {
         redis(quick);
     }
     if wanted("duplicate_storm") {
