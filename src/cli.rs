@@ -8,7 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
 use crate::client::BridgeClient;
-use crate::host::{HostConfig, DEFAULT_ACTION_TIMEOUT_MS, DEFAULT_CAPACITY, DEFAULT_TOMBSTONE_CAPACITY};
+use crate::host::{
+    HostConfig, DEFAULT_ACTION_TIMEOUT_MS, DEFAULT_CAPACITY, DEFAULT_TOMBSTONE_CAPACITY,
+};
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 use crate::server::{resolve_socket_dir, Limits, ServeOptions, DEFAULT_MAX_CONNECTIONS};
 
@@ -125,7 +127,10 @@ pub fn main() -> ExitCode {
                     tombstone_capacity: args.tombstone_capacity,
                     action_timeout: Duration::from_millis(args.action_timeout_ms),
                 },
-                limits: Limits { max_frame_bytes: args.max_frame_bytes, max_connections: args.max_connections.max(1) },
+                limits: Limits {
+                    max_frame_bytes: args.max_frame_bytes,
+                    max_connections: args.max_connections.max(1),
+                },
                 audit_log: args.audit_log.unwrap_or_else(default_audit_log),
             };
             match runtime().block_on(crate::server::serve(options)) {
@@ -163,11 +168,15 @@ fn call(args: CallArgs) -> ExitCode {
         eprintln!("polaris call: --id: {e}");
         return ExitCode::from(2);
     }
-    let client = BridgeClient::new(&args.dir.resolve()).with_timeout(Duration::from_millis(args.timeout_ms));
+    let client =
+        BridgeClient::new(&args.dir.resolve()).with_timeout(Duration::from_millis(args.timeout_ms));
     let result = runtime().block_on(client.call_with_id(&id, &args.method, params));
     match result {
         Ok(reply) => {
-            println!("{}", serde_json::to_string(&reply).expect("a reply always serialises"));
+            println!(
+                "{}",
+                serde_json::to_string(&reply).expect("a reply always serialises")
+            );
             if reply.ok {
                 ExitCode::SUCCESS
             } else {

@@ -22,7 +22,7 @@ use crate::book::{digest, Book, ClearBatch, Entry, RequestKey, Tombstone};
 use crate::events::{Event, EventBus};
 use crate::executor::{Action, ActionOutcome, Executor, ReadOutcome};
 use crate::protocol::{
-    fingerprint, format_millis, now_millis, parse_envelope, Command, Delivery, ErrorBody,
+    format_millis, now_millis, parse_envelope, try_fingerprint, Command, Delivery, ErrorBody,
     ErrorCode, Expect, ExpectCheck, Method, Outcome, ReceiptKind, PROTOCOL_VERSION,
 };
 use crate::tasks::{Observation, PendingOutcome, Task, TaskId, Tasks, VerifyOutcome, VerifyRecord};
@@ -259,9 +259,16 @@ impl Host {
         let executor = &self.inner.executor;
         let cmd = match Command::parse(method, params, &|t| executor.check_target(t)) {
             Ok(c) => c,
-            Err(msg) => return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg)),
+            Err(msg) => {
+                return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
+            }
         };
-        let request = fingerprint(method.as_str(), params);
+        let request = match try_fingerprint(method.as_str(), params) {
+            Ok(r) => r,
+            Err(msg) => {
+                return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
+            }
+        };
         let key = RequestKey::new(id);
         let now = now_millis();
 
@@ -298,18 +305,22 @@ impl Host {
                         r.replays += 1;
                         let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
                         st.counters.replays += 1;
-                        st.events.publish("receipt.replayed", now, || {
-                            json!({"requestId": id, "method": method.as_str()})
-                        });
+                        st.events.publish(
+                            "receipt.replayed",
+                            now,
+                            || json!({"requestId": id, "method": method.as_str()}),
+                        );
                         Handled::Ready(line)
                     }
                     crate::book::ReplySlot::Running(rx) => {
                         r.joins += 1;
                         let rx = rx.clone();
                         st.counters.joins += 1;
-                        st.events.publish("receipt.joined", now, || {
-                            json!({"requestId": id, "method": method.as_str()})
-                        });
+                        st.events.publish(
+                            "receipt.joined",
+                            now,
+                            || json!({"requestId": id, "method": method.as_str()}),
+                        );
                         drop(guard);
                         self.reply_when_done(id, rx, ReceiptKind::Joined)
                     }
@@ -373,7 +384,13 @@ impl Host {
             }
         };
 
-        let tx = match st.book.insert_running(key.clone(), request.into_boxed_str(), method, task_id.clone(), now) {
+        let tx = match st.book.insert_running(
+            key.clone(),
+            request.into_boxed_str(),
+            method,
+            task_id.clone(),
+            now,
+        ) {
             Ok(tx) => tx,
             Err(full) => {
                 st.counters.rejected_capacity += 1;
@@ -395,9 +412,11 @@ impl Host {
             }
         };
         st.counters.executions += 1;
-        st.events.publish("receipt.created", now, || {
-            json!({"requestId": id, "method": method.as_str(), "taskId": task_id.as_deref()})
-        });
+        st.events.publish(
+            "receipt.created",
+            now,
+            || json!({"requestId": id, "method": method.as_str(), "taskId": task_id.as_deref()}),
+        );
 
         // Closing a task touches no executor: apply it in this critical section, so no action
         // can slip in between the check and the change.
@@ -496,15 +515,25 @@ impl Host {
         let task = task.expect("page actions name an admitted task");
         let (action, expect) = match cmd {
             Command::PageFill(p) => (
-                Action::Fill { target: p.target.clone(), value: p.value.clone() },
+                Action::Fill {
+                    target: p.target.clone(),
+                    value: p.value.clone(),
+                },
                 expectation(cmd).expect("a fill has an implicit expectation"),
             ),
             Command::PageClick(p) => (
-                Action::Click { target: p.target.clone(), expect: p.expect.clone() },
+                Action::Click {
+                    target: p.target.clone(),
+                    expect: p.expect.clone(),
+                },
                 p.expect.clone(),
             ),
             Command::PagePress(p) => (
-                Action::Press { key: p.key.clone(), target: p.target.clone(), expect: p.expect.clone() },
+                Action::Press {
+                    key: p.key.clone(),
+                    target: p.target.clone(),
+                    expect: p.expect.clone(),
+                },
                 p.expect.clone(),
             ),
             other => unreachable!("{} is not executed as a page action", other.method()),
@@ -586,9 +615,11 @@ impl Host {
                     task.record(id, method, now, result);
                     let summary = task.summary_json();
                     let tid = task.id.clone();
-                    st.events.publish("pending.created", now, || {
-                        json!({"taskId": &*tid, "pendingOutcome": pending_json})
-                    });
+                    st.events.publish(
+                        "pending.created",
+                        now,
+                        || json!({"taskId": &*tid, "pendingOutcome": pending_json}),
+                    );
                     st.events.publish("task.updated", now, || summary);
                 }
             }
@@ -649,7 +680,8 @@ impl Host {
                 }
                 match self.lock().tasks.get(&p.task_id) {
                     Some(t) => {
-                        let mut v = json!({"taskId": &*t.id, "runId": run_id, "state": t.state().as_str()});
+                        let mut v =
+                            json!({"taskId": &*t.id, "runId": run_id, "state": t.state().as_str()});
                         if let Some(po) = t.pending_outcome() {
                             v["pendingOutcome"] = po.to_json();
                         }
@@ -665,7 +697,10 @@ impl Host {
                 let host = self.clone();
                 let id = id.to_owned();
                 let deadline = Instant::now() + self.inner.config.action_timeout;
-                let read = self.inner.executor.observe(task.clone(), p.target.clone(), deadline);
+                let read = self
+                    .inner
+                    .executor
+                    .observe(task.clone(), p.target.clone(), deadline);
                 Handled::Later(Box::pin(async move {
                     let run_id = host.run_id();
                     let outcome = match read.await {
@@ -714,12 +749,16 @@ impl Host {
             let rx = rx.clone();
             return Ok(Box::pin(async move {
                 wait_outcome(rx).await.unwrap_or_else(|| {
-                    Arc::new(Outcome::err(&ErrorBody::new(ErrorCode::Internal, "the verification ended without a result; call task.verifyOutcome again")))
+                    Arc::new(Outcome::err(&ErrorBody::new(
+                        ErrorCode::Internal,
+                        "the verification ended without a result; call task.verifyOutcome again",
+                    )))
                 })
             }));
         }
         let Some(pending) = task.pending_outcome().cloned() else {
-            let result = json!({"taskId": &*tid, "outcome": "none", "state": task.state().as_str()});
+            let result =
+                json!({"taskId": &*tid, "outcome": "none", "state": task.state().as_str()});
             return Ok(Box::pin(std::future::ready(Arc::new(Outcome::ok(&result)))));
         };
         let (tx, rx) = watch::channel(None);
@@ -728,14 +767,21 @@ impl Host {
 
         let host = self.clone();
         let deadline = Instant::now() + self.inner.config.action_timeout;
-        let read = self.inner.executor.observe(tid.clone(), pending.expect.target.clone(), deadline);
+        let read =
+            self.inner
+                .executor
+                .observe(tid.clone(), pending.expect.target.clone(), deadline);
         tokio::spawn(async move {
-            let read = AssertUnwindSafe(read).catch_unwind().await.unwrap_or_else(|_| {
-                ReadOutcome::Failed("the read panicked".into())
-            });
+            let read = AssertUnwindSafe(read)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| ReadOutcome::Failed("the read panicked".into()));
             let (outcome, observation) = match read {
                 ReadOutcome::Value(value) => {
-                    let obs = Observation { target: pending.expect.target.clone(), value };
+                    let obs = Observation {
+                        target: pending.expect.target.clone(),
+                        value,
+                    };
                     if pending.expect.holds(&obs.value) {
                         (VerifyOutcome::Confirmed, Some(obs))
                     } else {
@@ -749,7 +795,11 @@ impl Host {
             let st = &mut *guard;
             st.verifying.remove(&tid);
             let task = st.tasks.get_mut(&tid).expect("tasks are never removed");
-            task.apply_verification(VerifyRecord { at: now, outcome, observation: observation.clone() });
+            task.apply_verification(VerifyRecord {
+                at: now,
+                outcome,
+                observation: observation.clone(),
+            });
             let mut result = json!({"taskId": &*tid, "outcome": outcome.as_str(), "state": task.state().as_str()});
             if let Some(o) = &observation {
                 result["observation"] = json!(o);
@@ -770,9 +820,11 @@ impl Host {
             let summary = task.summary_json();
             if outcome == VerifyOutcome::Confirmed {
                 let rid = pending.request_id.clone();
-                st.events.publish("pending.resolved", now, || {
-                    json!({"taskId": &*tid, "requestId": rid, "outcome": "confirmed"})
-                });
+                st.events.publish(
+                    "pending.resolved",
+                    now,
+                    || json!({"taskId": &*tid, "requestId": rid, "outcome": "confirmed"}),
+                );
             }
             st.events.publish("task.updated", now, || summary);
             drop(guard);
@@ -780,7 +832,10 @@ impl Host {
         });
         Ok(Box::pin(async move {
             wait_outcome(rx).await.unwrap_or_else(|| {
-                Arc::new(Outcome::err(&ErrorBody::new(ErrorCode::Internal, "the verification ended without a result; call task.verifyOutcome again")))
+                Arc::new(Outcome::err(&ErrorBody::new(
+                    ErrorCode::Internal,
+                    "the verification ended without a result; call task.verifyOutcome again",
+                )))
             })
         }))
     }
@@ -868,9 +923,11 @@ pub(crate) fn receipts_json(book: &Book) -> Value {
 
 fn publish_completed(st: &mut State, id: &str, method: Method, outcome: &Outcome, now: i64) {
     let code = outcome.code.map(ErrorCode::as_str);
-    st.events.publish("receipt.completed", now, || {
-        json!({"requestId": id, "method": method.as_str(), "ok": code.is_none(), "code": code})
-    });
+    st.events.publish(
+        "receipt.completed",
+        now,
+        || json!({"requestId": id, "method": method.as_str(), "ok": code.is_none(), "code": code}),
+    );
 }
 
 fn cleared_error(id: &str, _t: Tombstone, batch: &ClearBatch, same: bool) -> ErrorBody {
@@ -930,4 +987,109 @@ fn internal_error(id: &str, method: Method, task: Option<&str>, what: &str) -> E
         ),
     )
     .with_details(json!({"requestId": id, "taskId": task}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::FixtureExecutor;
+    use proptest::prelude::*;
+
+    fn frame_strategy() -> impl Strategy<Value = Vec<u8>> {
+        let method = prop_oneof![
+            Just("task.start".to_owned()),
+            Just("page.fill".to_owned()),
+            Just("page.click".to_owned()),
+            Just("page.press".to_owned()),
+            Just("page.read".to_owned()),
+            Just("task.finish".to_owned()),
+            Just("task.stop".to_owned()),
+            Just("task.status".to_owned()),
+            Just("task.resume".to_owned()),
+            Just("task.verifyOutcome".to_owned()),
+            Just("run.status".to_owned()),
+            Just("receipt.status".to_owned()),
+            Just("host.hello".to_owned()),
+            "[a-z.]{0,12}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            "[#a-zA-Z0-9 ._:-]{0,20}".prop_map(Value::String),
+            Just(json!("#title")),
+            Just(json!("#submit")),
+            Just(json!("Enter")),
+        ];
+        let value = leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("taskId".to_owned()),
+                        Just("target".to_owned()),
+                        Just("value".to_owned()),
+                        Just("title".to_owned()),
+                        Just("expect".to_owned()),
+                        Just("equals".to_owned()),
+                        Just("contains".to_owned()),
+                        Just("key".to_owned()),
+                        Just("fixture".to_owned()),
+                        Just("submitDelayMs".to_owned()),
+                        Just("reason".to_owned()),
+                        Just("requestId".to_owned()),
+                        Just("runId".to_owned()),
+                        "[a-z]{1,6}",
+                    ],
+                    inner,
+                    0..5
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        let id = prop_oneof![
+            Just(json!("same-id")),
+            "[A-Za-z0-9._:-]{1,10}".prop_map(Value::String),
+            Just(json!(7)),
+            Just(Value::Null),
+        ];
+        prop_oneof![
+            8 => (id, method, value).prop_map(|(id, method, params)| {
+                serde_json::to_vec(&json!({"id": id, "method": method, "params": params})).unwrap()
+            }),
+            1 => proptest::collection::vec(any::<u8>(), 0..64),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        /// Whatever arrives, the host answers with one well-formed reply line and never panics.
+        #[test]
+        fn any_frame_gets_one_well_formed_reply(frames in proptest::collection::vec(frame_strategy(), 1..12)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+            rt.block_on(async {
+                let host = Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()));
+                for frame in frames {
+                    let line = match host.handle_frame(&frame) {
+                        Handled::Ready(line) => line,
+                        Handled::Later(fut) => fut.await,
+                    };
+                    assert_eq!(line.last(), Some(&b'\n'));
+                    assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+                    let reply: Value = serde_json::from_slice(&line).expect("a JSON reply");
+                    assert!(reply["ok"].is_boolean());
+                    if reply["ok"] == false {
+                        assert_eq!(reply["error"]["automaticReplay"], false);
+                        let code = reply["error"]["code"].as_str().unwrap();
+                        assert!(code.parse::<ErrorCode>().is_ok(), "{code}");
+                    }
+                }
+                let st = host.lock();
+                assert!(st.book.used() <= st.book.capacity());
+            });
+        }
+    }
 }
