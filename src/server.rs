@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
 use interprocess::local_socket::tokio::{prelude::*, Listener, Stream};
 use interprocess::local_socket::{GenericFilePath, ListenerOptions};
 use tokio::io::{AsyncWriteExt, BufReader};
@@ -306,8 +308,21 @@ pub async fn accept_loop<S: Service>(
     drop(listener);
 }
 
-/// Reads frames from one connection and hands them to the service; a writer task sends the
-/// replies in whatever order they complete.
+/// A reply that needs waiting (an execution, a slow read), and the in-flight slot it frees.
+type LaterReply = (BoxFuture<'static, Vec<u8>>, OwnedSemaphorePermit);
+
+/// A pending reply as the writer polls it: the line, then the slot is freed once written.
+async fn owed(
+    fut: BoxFuture<'static, Vec<u8>>,
+    permit: OwnedSemaphorePermit,
+) -> (Vec<u8>, OwnedSemaphorePermit) {
+    (fut.await, permit)
+}
+
+/// Reads frames from one connection and hands them to the service. Replies that are ready at
+/// once (replays, reads, rejections) are written by the reader itself, batched per read, so a
+/// replay costs no hop to another task; replies that need waiting go to the writer task, which
+/// polls them and writes each as it completes, in whatever order.
 pub async fn serve_connection<S: Service>(
     stream: Stream,
     service: S,
@@ -315,9 +330,18 @@ pub async fn serve_connection<S: Service>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let stream = Arc::new(stream);
+    // The reader and the writer task both write; a line is always written whole under this lock.
+    let write_lock = Arc::new(tokio::sync::Mutex::new(()));
     let (out, out_rx) = mpsc::unbounded_channel::<Outbound>();
+    let (later_tx, later_rx) = mpsc::unbounded_channel::<LaterReply>();
     let (close_tx, close_rx) = tokio::sync::oneshot::channel::<()>();
-    let writer = tokio::spawn(write_loop(stream.clone(), out_rx, close_rx));
+    let writer = tokio::spawn(write_loop(
+        stream.clone(),
+        write_lock.clone(),
+        out_rx,
+        later_rx,
+        close_rx,
+    ));
     let conn = Connection {
         out: out.clone(),
         shutdown: shutdown.clone(),
@@ -325,11 +349,26 @@ pub async fn serve_connection<S: Service>(
     let inflight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let mut reader = BufReader::with_capacity(64 * 1024, &*stream);
     let mut buf = Vec::with_capacity(1024);
+    // Ready replies not yet written, and the in-flight slots they free once written.
+    let mut ready: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let mut ready_permits: Vec<OwnedSemaphorePermit> = Vec::new();
     let run_id = service.run_id().to_owned();
     let error_line = |code: ErrorCode, message: &str| {
         Outcome::err(&ErrorBody::new(code, message)).reply_line(None, &run_id, ReceiptKind::None)
     };
     loop {
+        // Before waiting for more input, write what is ready (the peer may be waiting for it).
+        if !ready.is_empty() && memchr::memchr(b'\n', reader.buffer()).is_none() {
+            let written = {
+                let _guard = write_lock.lock().await;
+                (&*stream).write_all(&ready).await.is_ok()
+            };
+            ready.clear();
+            ready_permits.clear();
+            if !written {
+                break;
+            }
+        }
         let permit = tokio::select! {
             p = inflight.clone().acquire_owned() => p.expect("the in-flight semaphore is never closed"),
             _ = shutdown.wait_for(|s| *s) => break,
@@ -342,20 +381,20 @@ pub async fn serve_connection<S: Service>(
             Ok(FrameRead::Frame) => {
                 match service.handle_frame(&buf, &conn) {
                     Handled::Ready(line) => {
-                        let _ = out.send(Outbound {
-                            line,
-                            permit: Some(permit),
-                        });
+                        ready.extend_from_slice(&line);
+                        ready_permits.push(permit);
                     }
                     Handled::Later(fut) => {
-                        let out = out.clone();
-                        tokio::spawn(async move {
-                            let line = fut.await;
-                            let _ = out.send(Outbound {
-                                line,
-                                permit: Some(permit),
+                        if let Err(mpsc::error::SendError((fut, permit))) =
+                            later_tx.send((fut, permit))
+                        {
+                            // The writer is gone (the peer stopped reading): the work still
+                            // runs to its end, detached, as it would have with a live peer.
+                            tokio::spawn(async move {
+                                fut.await;
+                                drop(permit);
                             });
-                        });
+                        }
                     }
                 }
                 buf.clear();
@@ -365,20 +404,14 @@ pub async fn serve_connection<S: Service>(
                     "the frame is longer than {} bytes; send smaller requests or start the host with a larger --max-frame-bytes. The connection is closed",
                     limits.max_frame_bytes
                 );
-                let _ = out.send(Outbound {
-                    line: error_line(ErrorCode::FrameTooLarge, &msg),
-                    permit: None,
-                });
+                ready.extend_from_slice(&error_line(ErrorCode::FrameTooLarge, &msg));
                 break;
             }
             Ok(FrameRead::Partial) => {
-                let _ = out.send(Outbound {
-                    line: error_line(
-                        ErrorCode::BadRequest,
-                        "the connection closed in the middle of a frame; nothing of it was executed. End every request with a newline",
-                    ),
-                    permit: None,
-                });
+                ready.extend_from_slice(&error_line(
+                    ErrorCode::BadRequest,
+                    "the connection closed in the middle of a frame; nothing of it was executed. End every request with a newline",
+                ));
                 break;
             }
             Ok(FrameRead::Eof) => break,
@@ -388,6 +421,15 @@ pub async fn serve_connection<S: Service>(
             }
         }
     }
+    // Hand the ready replies not written yet to the writer, which writes them before closing.
+    if !ready.is_empty() {
+        let _ = out.send(Outbound {
+            line: std::mem::take(&mut ready),
+            permit: None,
+        });
+        ready_permits.clear();
+    }
+    drop(later_tx);
     // Let the replies of requests already accepted reach the peer (their executions run on
     // regardless), bounded so a stuck peer cannot hold the connection forever.
     let drain = inflight.acquire_many(MAX_IN_FLIGHT_PER_CONNECTION as u32);
@@ -396,45 +438,100 @@ pub async fn serve_connection<S: Service>(
     let _ = writer.await;
 }
 
-/// Writes queued lines, batching whatever is ready into one write. Ends when told to close (after
-/// writing everything queued before that) or when the peer is gone.
+/// Writes queued lines and the replies of pending futures as they complete, batching whatever
+/// is ready into one write. Ends when told to close (after writing everything queued before
+/// that and every pending reply) or when the peer is gone; pending replies then still run to
+/// their end, detached, so no work is ever cancelled by a connection.
 async fn write_loop(
     stream: Arc<Stream>,
+    write_lock: Arc<tokio::sync::Mutex<()>>,
     mut rx: mpsc::UnboundedReceiver<Outbound>,
+    mut later_rx: mpsc::UnboundedReceiver<LaterReply>,
     mut close: tokio::sync::oneshot::Receiver<()>,
 ) {
+    let mut pending = FuturesUnordered::new();
     let mut batch: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut permits = Vec::new();
     let mut closing = false;
+    let mut later_open = true;
     loop {
-        let first = if closing {
-            match rx.try_recv() {
-                Ok(o) => o,
-                Err(_) => return,
+        batch.clear();
+        if closing {
+            while let Ok((fut, permit)) = later_rx.try_recv() {
+                pending.push(owed(fut, permit));
+            }
+            while let Ok(o) = rx.try_recv() {
+                batch.extend_from_slice(&o.line);
+                permits.push(o.permit);
+            }
+            if batch.is_empty() {
+                if pending.is_empty() {
+                    return;
+                }
+                // Replies still owed: wait for the next one.
+                if let Some((line, permit)) = pending.next().await {
+                    batch.extend_from_slice(&line);
+                    permits.push(Some(permit));
+                }
             }
         } else {
             tokio::select! {
                 biased;
-                o = rx.recv() => match o { Some(o) => o, None => return },
-                _ = &mut close => { closing = true; continue; }
-            }
-        };
-        batch.clear();
-        batch.extend_from_slice(&first.line);
-        permits.push(first.permit);
-        while batch.len() < 256 * 1024 {
-            match rx.try_recv() {
-                Ok(o) => {
-                    batch.extend_from_slice(&o.line);
-                    permits.push(o.permit);
+                o = rx.recv() => match o {
+                    Some(o) => {
+                        batch.extend_from_slice(&o.line);
+                        permits.push(o.permit);
+                    }
+                    None => closing = true,
+                },
+                Some((line, permit)) = pending.next(), if !pending.is_empty() => {
+                    batch.extend_from_slice(&line);
+                    permits.push(Some(permit));
                 }
-                Err(_) => break,
+                l = later_rx.recv(), if later_open => match l {
+                    Some((fut, permit)) => pending.push(owed(fut, permit)),
+                    None => later_open = false,
+                },
+                _ = &mut close => closing = true,
             }
         }
-        if (&*stream).write_all(&batch).await.is_err() {
+        // Take whatever else is ready without waiting.
+        while batch.len() < 256 * 1024 {
+            if let Ok((fut, permit)) = later_rx.try_recv() {
+                pending.push(owed(fut, permit));
+                continue;
+            }
+            if let Ok(o) = rx.try_recv() {
+                batch.extend_from_slice(&o.line);
+                permits.push(o.permit);
+                continue;
+            }
+            match futures::FutureExt::now_or_never(pending.next()) {
+                Some(Some((line, permit))) => {
+                    batch.extend_from_slice(&line);
+                    permits.push(Some(permit));
+                }
+                _ => break,
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let written = {
+            let _guard = write_lock.lock().await;
+            (&*stream).write_all(&batch).await.is_ok()
+        };
+        permits.clear();
+        if !written {
+            // The peer is gone; what it asked for still runs to its end.
+            while let Ok((fut, permit)) = later_rx.try_recv() {
+                pending.push(owed(fut, permit));
+            }
+            if !pending.is_empty() {
+                tokio::spawn(async move { while pending.next().await.is_some() {} });
+            }
             return;
         }
-        permits.clear();
     }
 }
 
