@@ -442,7 +442,6 @@ impl Host {
 
         let host = self.clone();
         let exec_id = id.to_owned();
-        let params = params.clone();
         tokio::spawn(async move {
             let run = host.execute(&exec_id, &cmd, task_id.clone());
             let (outcome, effect) = match AssertUnwindSafe(run).catch_unwind().await {
@@ -462,7 +461,7 @@ impl Host {
                     (Outcome::err(&error), effect)
                 }
             };
-            host.complete(key, &exec_id, method, params, task_id, outcome, effect, tx);
+            host.complete(key, &exec_id, method, task_id, outcome, effect, tx);
         });
         self.reply_when_done(id, rx, ReceiptKind::New)
     }
@@ -583,7 +582,6 @@ impl Host {
         key: RequestKey,
         id: &str,
         method: Method,
-        params: Value,
         task_id: Option<TaskId>,
         outcome: Outcome,
         effect: Effect,
@@ -601,6 +599,14 @@ impl Host {
                 st.events.publish("task.updated", now, || summary);
             }
             Effect::Uncertain(expect) => {
+                // The pending outcome records the params the receipt holds (in canonical form),
+                // so executions need not carry a copy of them for this rare case.
+                let params = st
+                    .book
+                    .get(&key)
+                    .and_then(|r| serde_json::from_str::<Value>(&r.request).ok())
+                    .map(|mut request| request["params"].take())
+                    .unwrap_or_default();
                 if let Some(task) = task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
                     let pending = PendingOutcome {
                         request_id: id.to_owned(),
