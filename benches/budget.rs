@@ -48,7 +48,10 @@ unsafe impl GlobalAlloc for Counting {
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if COUNTING.load(Ordering::Relaxed) {
-            ALLOCATED.fetch_add(new_size as isize - layout.size() as isize, Ordering::Relaxed);
+            ALLOCATED.fetch_add(
+                new_size as isize - layout.size() as isize,
+                Ordering::Relaxed,
+            );
         }
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -78,7 +81,23 @@ fn filter() -> Option<String> {
         }
         if a.starts_with('-') {
             // Options with a value.
-            if matches!(a.as_str(), "--save-baseline" | "--baseline" | "--load-baseline" | "--sample-size" | "--measurement-time" | "--warm-up-time" | "--profile-time" | "--output-format" | "--color" | "--plotting-backend" | "--noise-threshold" | "--confidence-level" | "--significance-level" | "--nresamples") {
+            if matches!(
+                a.as_str(),
+                "--save-baseline"
+                    | "--baseline"
+                    | "--load-baseline"
+                    | "--sample-size"
+                    | "--measurement-time"
+                    | "--warm-up-time"
+                    | "--profile-time"
+                    | "--output-format"
+                    | "--color"
+                    | "--plotting-backend"
+                    | "--noise-threshold"
+                    | "--confidence-level"
+                    | "--significance-level"
+                    | "--nresamples"
+            ) {
                 args.next();
             }
             continue;
@@ -93,7 +112,10 @@ fn wanted(name: &str) -> bool {
 }
 
 fn temp_dir() -> tempfile::TempDir {
-    tempfile::Builder::new().prefix("pl").tempdir_in("/tmp").expect("a temp dir in /tmp")
+    tempfile::Builder::new()
+        .prefix("pl")
+        .tempdir_in("/tmp")
+        .expect("a temp dir in /tmp")
 }
 
 fn uuid() -> String {
@@ -108,11 +130,21 @@ fn start_polaris(srv: &Runtime, dir: &Path, capacity: usize) -> Running {
     let _enter = srv.enter();
     let options = ServeOptions {
         socket_dir: dir.to_path_buf(),
-        host: HostConfig { capacity, ..HostConfig::default() },
-        limits: Limits { max_frame_bytes: polaris::protocol::DEFAULT_MAX_FRAME_BYTES, max_connections: 256 },
+        host: HostConfig {
+            capacity,
+            ..HostConfig::default()
+        },
+        limits: Limits {
+            max_frame_bytes: polaris::protocol::DEFAULT_MAX_FRAME_BYTES,
+            max_connections: 256,
+        },
         audit_log: dir.join("audit.jsonl"),
     };
-    polaris::server::start(&options, Arc::new(polaris::executor::FixtureExecutor::new())).expect("the host starts")
+    polaris::server::start(
+        &options,
+        Arc::new(polaris::executor::FixtureExecutor::new()),
+    )
+    .expect("the host starts")
 }
 
 /// The raw echo: the same line codec, each line written straight back; lines that arrived
@@ -126,7 +158,8 @@ fn start_raw_echo(srv: &Runtime, path: &Path) {
                 let mut reader = BufReader::with_capacity(64 * 1024, &stream);
                 let mut frame = Vec::with_capacity(1024);
                 let mut out = Vec::with_capacity(64 * 1024);
-                while let Ok(FrameRead::Frame) = read_frame(&mut reader, &mut frame, 1 << 20).await {
+                while let Ok(FrameRead::Frame) = read_frame(&mut reader, &mut frame, 1 << 20).await
+                {
                     out.extend_from_slice(&frame);
                     out.push(b'\n');
                     frame.clear();
@@ -150,7 +183,8 @@ struct JsonEcho;
 impl Service for JsonEcho {
     fn handle_frame(&self, frame: &[u8], _conn: &Connection) -> Handled {
         let request: Value = serde_json::from_slice(frame).unwrap_or(Value::Null);
-        let mut line = serde_json::to_vec(&json!({"id": request["id"], "ok": true, "result": {}})).unwrap();
+        let mut line =
+            serde_json::to_vec(&json!({"id": request["id"], "ok": true, "result": {}})).unwrap();
         line.push(b'\n');
         Handled::Ready(line)
     }
@@ -168,7 +202,10 @@ fn start_json_echo(srv: &Runtime, path: &Path) {
     srv.spawn(polaris::server::accept_loop(
         listener,
         JsonEcho,
-        Limits { max_frame_bytes: 1 << 20, max_connections: 256 },
+        Limits {
+            max_frame_bytes: 1 << 20,
+            max_connections: 256,
+        },
         rx.clone(),
         rx,
         Arc::new(tokio::sync::Semaphore::new(256)),
@@ -188,14 +225,20 @@ struct Conn {
 async fn connect(path: &Path) -> Conn {
     let name = path.to_fs_name::<GenericFilePath>().expect("a socket path");
     let stream = Stream::connect(name).await.expect("the server listens");
-    Conn { io: BufReader::with_capacity(64 * 1024, stream), reply: Vec::with_capacity(1024) }
+    Conn {
+        io: BufReader::with_capacity(64 * 1024, stream),
+        reply: Vec::with_capacity(1024),
+    }
 }
 
 impl Conn {
     async fn call(&mut self, line: &[u8]) -> &[u8] {
         self.io.get_mut().write_all(line).await.expect("write");
         self.reply.clear();
-        self.io.read_until(b'\n', &mut self.reply).await.expect("read");
+        self.io
+            .read_until(b'\n', &mut self.reply)
+            .await
+            .expect("read");
         assert!(!self.reply.is_empty(), "the server closed the connection");
         &self.reply
     }
@@ -221,7 +264,10 @@ impl Conn {
             }
             loop {
                 self.reply.clear();
-                self.io.read_until(b'\n', &mut self.reply).await.expect("read");
+                self.io
+                    .read_until(b'\n', &mut self.reply)
+                    .await
+                    .expect("read");
                 assert!(
                     memchr::memmem::find(&self.reply, b"\"ok\":true").is_some(),
                     "a reply was not ok: {}",
@@ -243,7 +289,9 @@ fn line(v: &Value) -> Vec<u8> {
 }
 
 fn fill_line(task: &str) -> Vec<u8> {
-    line(&json!({"id": uuid(), "method": "page.fill", "params": {"taskId": task, "target": "#title", "value": "Hello"}}))
+    line(
+        &json!({"id": uuid(), "method": "page.fill", "params": {"taskId": task, "target": "#title", "value": "Hello"}}),
+    )
 }
 
 async fn start_task(conn: &mut Conn) -> String {
@@ -253,7 +301,10 @@ async fn start_task(conn: &mut Conn) -> String {
             uuid()
         ))
         .await;
-    reply["result"]["taskId"].as_str().expect("task.start returns a taskId").to_owned()
+    reply["result"]["taskId"]
+        .as_str()
+        .expect("task.start returns a taskId")
+        .to_owned()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -274,11 +325,19 @@ fn round_trip(c: &mut Criterion, srv: &Runtime, cli: &Runtime) {
         let replay_line = fill_line(&task);
         let first = conn.call(&replay_line).await.to_vec();
         assert!(memchr::memmem::find(&first, b"\"receipt\":\"new\"").is_some());
-        (connect(&echo_path).await, connect(&jecho_path).await, conn, task, replay_line)
+        (
+            connect(&echo_path).await,
+            connect(&jecho_path).await,
+            conn,
+            task,
+            replay_line,
+        )
     });
 
     let mut g = c.benchmark_group("round_trip");
-    g.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     g.bench_function("raw_echo", |b| {
         b.iter_custom(|iters| {
             cli.block_on(async {
@@ -357,7 +416,10 @@ fn throughput(c: &mut Criterion, srv: &Runtime, cli: &Runtime) {
     let jecho_path = dir.path().join("jecho.sock");
     start_json_echo(srv, &jecho_path);
 
-    for (group, target) in [("throughput_json_echo", None), ("throughput_fresh_fill", Some("p"))] {
+    for (group, target) in [
+        ("throughput_json_echo", None),
+        ("throughput_fresh_fill", Some("p")),
+    ] {
         let mut g = c.benchmark_group(group);
         g.sample_size(10)
             .sampling_mode(SamplingMode::Flat)
@@ -365,7 +427,8 @@ fn throughput(c: &mut Criterion, srv: &Runtime, cli: &Runtime) {
             .measurement_time(Duration::from_secs(2));
         for clients in CLIENT_COUNTS {
             // A fresh host per client count, so each starts from an empty book.
-            let polaris = target.map(|t| start_polaris(srv, &dir.path().join(format!("{t}{clients}")), 50_000_000));
+            let polaris = target
+                .map(|t| start_polaris(srv, &dir.path().join(format!("{t}{clients}")), 50_000_000));
             let path = match target {
                 Some(t) => dir.path().join(format!("{t}{clients}/bridge.sock")),
                 None => jecho_path.clone(),
@@ -374,48 +437,55 @@ fn throughput(c: &mut Criterion, srv: &Runtime, cli: &Runtime) {
                 let mut v = Vec::new();
                 for _ in 0..clients {
                     let mut conn = connect(&path).await;
-                    let task = if target.is_some() { start_task(&mut conn).await } else { uuid() };
+                    let task = if target.is_some() {
+                        start_task(&mut conn).await
+                    } else {
+                        uuid()
+                    };
                     v.push((conn, task));
                 }
                 v
             });
             let n = per_client(clients);
             g.throughput(Throughput::Elements((n * clients) as u64));
-            g.bench_function(BenchmarkId::from_parameter(format!("{clients}_clients")), |b| {
-                b.iter_custom(|iters| {
-                    let mut total = Duration::ZERO;
-                    for _ in 0..iters {
-                        // Fresh request IDs for every round, made before the clock starts.
-                        let work: Vec<(Conn, String, Vec<Vec<u8>>)> = conns
-                            .drain(..)
-                            .map(|(conn, task)| {
-                                let lines = (0..n).map(|_| fill_line(&task)).collect();
-                                (conn, task, lines)
-                            })
-                            .collect();
-                        let (elapsed, back) = cli.block_on(async move {
-                            let start = Instant::now();
-                            let handles: Vec<_> = work
-                                .into_iter()
-                                .map(|(mut conn, task, lines)| {
-                                    tokio::spawn(async move {
-                                        conn.pipeline(&lines, 64).await;
-                                        (conn, task)
-                                    })
+            g.bench_function(
+                BenchmarkId::from_parameter(format!("{clients}_clients")),
+                |b| {
+                    b.iter_custom(|iters| {
+                        let mut total = Duration::ZERO;
+                        for _ in 0..iters {
+                            // Fresh request IDs for every round, made before the clock starts.
+                            let work: Vec<(Conn, String, Vec<Vec<u8>>)> = conns
+                                .drain(..)
+                                .map(|(conn, task)| {
+                                    let lines = (0..n).map(|_| fill_line(&task)).collect();
+                                    (conn, task, lines)
                                 })
                                 .collect();
-                            let mut back = Vec::new();
-                            for h in handles {
-                                back.push(h.await.expect("a client failed"));
-                            }
-                            (start.elapsed(), back)
-                        });
-                        conns = back;
-                        total += elapsed;
-                    }
-                    total
-                })
-            });
+                            let (elapsed, back) = cli.block_on(async move {
+                                let start = Instant::now();
+                                let handles: Vec<_> = work
+                                    .into_iter()
+                                    .map(|(mut conn, task, lines)| {
+                                        tokio::spawn(async move {
+                                            conn.pipeline(&lines, 64).await;
+                                            (conn, task)
+                                        })
+                                    })
+                                    .collect();
+                                let mut back = Vec::new();
+                                for h in handles {
+                                    back.push(h.await.expect("a client failed"));
+                                }
+                                (start.elapsed(), back)
+                            });
+                            conns = back;
+                            total += elapsed;
+                        }
+                        total
+                    })
+                },
+            );
             drop(conns);
             if let Some(p) = polaris {
                 srv.block_on(p.stop());
@@ -446,7 +516,16 @@ fn redis(quick: bool) {
     let mut server = std::process::Command::new("redis-server")
         .args(["--port", "0", "--unixsocket"])
         .arg(&sock)
-        .args(["--unixsocketperm", "700", "--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .args([
+            "--unixsocketperm",
+            "700",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--daemonize",
+            "no",
+        ])
         .stdout(std::process::Stdio::null())
         .spawn()
         .expect("redis-server starts");
@@ -460,7 +539,17 @@ fn redis(quick: bool) {
         let out = std::process::Command::new("redis-benchmark")
             .arg("-s")
             .arg(&sock)
-            .args(["-c", &clients.to_string(), "-P", "64", "-n", &requests.to_string(), "-r", "1000000000", "--csv"])
+            .args([
+                "-c",
+                &clients.to_string(),
+                "-P",
+                "64",
+                "-n",
+                &requests.to_string(),
+                "-r",
+                "1000000000",
+                "--csv",
+            ])
             .args(["SET", "receipt:__rand_int__", "1", "NX"])
             .output()
             .expect("redis-benchmark runs");
@@ -487,8 +576,15 @@ const STORM_CONNECTIONS: usize = 200;
 const STORM_COPIES: usize = 10_000;
 
 async fn mutations(conn: &mut Conn) -> u64 {
-    let status = conn.call_json(&format!("{{\"id\":\"{}\",\"method\":\"run.status\"}}\n", uuid())).await;
-    status["result"]["executor"]["mutations"].as_u64().expect("run.status has executor.mutations")
+    let status = conn
+        .call_json(&format!(
+            "{{\"id\":\"{}\",\"method\":\"run.status\"}}\n",
+            uuid()
+        ))
+        .await;
+    status["result"]["executor"]["mutations"]
+        .as_u64()
+        .expect("run.status has executor.mutations")
 }
 
 fn storm(c: &mut Criterion, srv: &Runtime, cli: &Runtime) {
@@ -505,7 +601,9 @@ fn storm(c: &mut Criterion, srv: &Runtime, cli: &Runtime) {
     });
     let mut storms = 0u64;
     let mut g = c.benchmark_group("duplicate_storm");
-    g.sample_size(10).sampling_mode(SamplingMode::Flat).warm_up_time(Duration::from_millis(300));
+    g.sample_size(10)
+        .sampling_mode(SamplingMode::Flat)
+        .warm_up_time(Duration::from_millis(300));
     g.measurement_time(Duration::from_secs(2));
     g.bench_function("10000_copies", |b| {
         b.iter_custom(|iters| {
@@ -566,7 +664,10 @@ fn storm(c: &mut Criterion, srv: &Runtime, cli: &Runtime) {
         })
     });
     g.finish();
-    table::write_extra("storm", &json!({"storms": storms, "executions_per_storm": 1}));
+    table::write_extra(
+        "storm",
+        &json!({"storms": storms, "executions_per_storm": 1}),
+    );
     drop((control, conns));
     srv.block_on(polaris.stop());
 }
@@ -575,11 +676,16 @@ fn storm(c: &mut Criterion, srv: &Runtime, cli: &Runtime) {
 // Memory: bytes of book per completed receipt (beyond its reply) and per tombstone
 
 fn page_fill_request(task: &str, i: usize) -> String {
-    fingerprint("page.fill", &json!({"taskId": task, "target": "#title", "value": format!("Hello {i}")}))
+    fingerprint(
+        "page.fill",
+        &json!({"taskId": task, "target": "#title", "value": format!("Hello {i}")}),
+    )
 }
 
 fn receipt_key(i: usize) -> RequestKey {
-    let id = uuid::Uuid::from_u128(0x9b1d_eb4d_3b7d_4bad_9bdd_2b0d_7b3d_cb6du128.wrapping_mul(i as u128 + 1));
+    let id = uuid::Uuid::from_u128(
+        0x9b1d_eb4d_3b7d_4bad_9bdd_2b0d_7b3d_cb6du128.wrapping_mul(i as u128 + 1),
+    );
     RequestKey::new(&id.hyphenated().to_string())
 }
 
@@ -591,7 +697,13 @@ fn filled_book(n: usize, task: &polaris::tasks::TaskId, reply: &Arc<Outcome>) ->
     for i in 0..n {
         let key = receipt_key(i);
         let tx = book
-            .insert_running(key.clone(), page_fill_request(task, i).into_boxed_str(), Method::PageFill, Some(task.clone()), 1)
+            .insert_running(
+                key.clone(),
+                page_fill_request(task, i).into_boxed_str(),
+                Method::PageFill,
+                Some(task.clone()),
+                1,
+            )
             .expect("room in the book");
         assert!(book.complete(&key, reply.clone(), 2));
         drop(tx);
@@ -603,7 +715,11 @@ fn filled_book(n: usize, task: &polaris::tasks::TaskId, reply: &Arc<Outcome>) ->
 fn memory(quick: bool) {
     let task: polaris::tasks::TaskId = uuid().into();
     let reply = Arc::new(Outcome::ok(&json!({"target": "#title", "value": "Hello"})));
-    let sizes: &[usize] = if quick { &[1_000] } else { &[1_000, 10_000, 100_000, 1_000_000] };
+    let sizes: &[usize] = if quick {
+        &[1_000]
+    } else {
+        &[1_000, 10_000, 100_000, 1_000_000]
+    };
     let mut receipts = json!({});
     let mut tombstones = json!({});
     COUNTING.store(true, Ordering::SeqCst);
@@ -615,7 +731,8 @@ fn memory(quick: bool) {
         let keys: Vec<RequestKey> = (0..n).map(receipt_key).collect();
         let keys_bytes = allocated() - base - bytes;
         for chunk in keys.chunks(100_000) {
-            book.clear(chunk, 3, Arc::from("cleared by the memory benchmark")).expect("room for tombstones");
+            book.clear(chunk, 3, Arc::from("cleared by the memory benchmark"))
+                .expect("room for tombstones");
         }
         assert_eq!(book.used(), 0);
         assert_eq!(book.tombstones(), n);
@@ -627,7 +744,10 @@ fn memory(quick: bool) {
         drop(book);
     }
     COUNTING.store(false, Ordering::SeqCst);
-    table::write_extra("memory", &json!({"receipt_bytes": receipts, "tombstone_bytes": tombstones}));
+    table::write_extra(
+        "memory",
+        &json!({"receipt_bytes": receipts, "tombstone_bytes": tombstones}),
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -679,7 +799,9 @@ fn growth(c: &mut Criterion, srv: &Runtime, cli: &Runtime, quick: bool) {
         (conn, task, replay_line)
     });
     let mut g = c.benchmark_group("growth_replay");
-    g.sample_size(20).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
+    g.sample_size(20)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
     let sizes: &[usize] = if quick { &[1_000] } else { &[1_000, 1_000_000] };
     for &n in sizes {
         fill_host(srv, &polaris.host, &task, n);
@@ -712,9 +834,15 @@ fn main() {
         .configure_from_args();
     let machine = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
         .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
     table::write_extra("machine", &json!({"cpu": machine, "cores": cores}));
 
     if wanted("memory") {
@@ -722,8 +850,15 @@ fn main() {
     }
     // The hosts and baselines share one server runtime (as `polaris serve` would have on this
     // machine); the clients run on their own single thread.
-    let srv = tokio::runtime::Builder::new_multi_thread().worker_threads(cores.min(2)).enable_all().build().unwrap();
-    let cli = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let srv = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores.min(2))
+        .enable_all()
+        .build()
+        .unwrap();
+    let cli = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     if wanted("round_trip") {
         round_trip(&mut c, &srv, &cli);
     }

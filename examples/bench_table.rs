@@ -9,9 +9,16 @@ fn main() {
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok());
     if let Some(m) = machine {
-        println!("Machine: {} ({} cores)\n", m["cpu"].as_str().unwrap_or("?"), m["cores"]);
+        println!(
+            "Machine: {} ({} cores)\n",
+            m["cpu"].as_str().unwrap_or("?"),
+            m["cores"]
+        );
     } else {
-        println!("No benchmark results under {}; run `cargo bench --bench budget` first.\n", table::criterion_dir().display());
+        println!(
+            "No benchmark results under {}; run `cargo bench --bench budget` first.\n",
+            table::criterion_dir().display()
+        );
     }
     println!("{}", table::render());
 }

@@ -187,11 +187,15 @@ struct Tombstones {
 impl Tombstones {
     fn get(&self, key: &RequestKey) -> Option<Tombstone> {
         match key {
-            RequestKey::Uuid(k) => self
-                .uuids
-                .binary_search_by(|t| t.key.cmp(k))
-                .ok()
-                .map(|i| Tombstone { digest: self.uuids[i].digest, batch: self.uuids[i].batch }),
+            RequestKey::Uuid(k) => {
+                self.uuids
+                    .binary_search_by(|t| t.key.cmp(k))
+                    .ok()
+                    .map(|i| Tombstone {
+                        digest: self.uuids[i].digest,
+                        batch: self.uuids[i].batch,
+                    })
+            }
             RequestKey::Text(k) => self.texts.get(k).copied(),
         }
     }
@@ -206,11 +210,18 @@ impl Tombstones {
 
     /// Adds tombstones for keys that have none yet.
     fn extend(&mut self, new: Vec<(RequestKey, Tombstone)>) {
-        let uuids = new.iter().filter(|(k, _)| matches!(k, RequestKey::Uuid(_))).count();
+        let uuids = new
+            .iter()
+            .filter(|(k, _)| matches!(k, RequestKey::Uuid(_)))
+            .count();
         self.uuids.reserve_exact(uuids);
         for (key, t) in new {
             match key {
-                RequestKey::Uuid(key) => self.uuids.push(UuidTombstone { key, digest: t.digest, batch: t.batch }),
+                RequestKey::Uuid(key) => self.uuids.push(UuidTombstone {
+                    key,
+                    digest: t.digest,
+                    batch: t.batch,
+                }),
                 RequestKey::Text(key) => {
                     self.texts.insert(key, t);
                 }
@@ -264,7 +275,9 @@ impl Book {
 
     /// A tombstone by key, with its batch.
     pub fn tombstone(&self, key: &RequestKey) -> Option<(Tombstone, &ClearBatch)> {
-        self.tombstones.get(key).map(|t| (t, &self.batches[t.batch as usize]))
+        self.tombstones
+            .get(key)
+            .map(|t| (t, &self.batches[t.batch as usize]))
     }
 
     /// Creates a running receipt for a vacant key, or refuses when the book is full.
@@ -352,7 +365,12 @@ impl Book {
             }
         });
         cleared += moved.len();
-        self.tombstones.extend(moved.into_iter().map(|(k, digest)| (k, Tombstone { digest, batch })).collect());
+        self.tombstones.extend(
+            moved
+                .into_iter()
+                .map(|(k, digest)| (k, Tombstone { digest, batch }))
+                .collect(),
+        );
         // A large clear leaves the receipt table mostly empty: give the memory back.
         if self.receipts.capacity() > 1024 && self.receipts.capacity() > 4 * self.receipts.len() {
             self.receipts.shrink_to_fit();
@@ -478,26 +496,51 @@ mod tests {
     fn tombstones_of_every_clear_are_found_by_uuid_and_by_text() {
         let mut b = Book::new(1000, 1000);
         let ids: Vec<String> = (0..300)
-            .map(|i| if i % 3 == 0 { format!("text-{i}") } else { uuid::Uuid::new_v4().to_string() })
+            .map(|i| {
+                if i % 3 == 0 {
+                    format!("text-{i}")
+                } else {
+                    uuid::Uuid::new_v4().to_string()
+                }
+            })
             .collect();
         for id in &ids {
             let k = RequestKey::new(id);
-            let _tx = b.insert_running(k.clone(), format!("{{\"r\":\"{id}\"}}").into(), Method::PageFill, None, 0).unwrap();
+            let _tx = b
+                .insert_running(
+                    k.clone(),
+                    format!("{{\"r\":\"{id}\"}}").into(),
+                    Method::PageFill,
+                    None,
+                    0,
+                )
+                .unwrap();
             b.complete(&k, done(false), 1);
         }
         // Three clears in an order unrelated to the keys' order.
         let keys: Vec<RequestKey> = ids.iter().map(|i| RequestKey::new(i)).collect();
         for (n, chunk) in keys.chunks(100).rev().enumerate() {
-            assert_eq!(b.clear(chunk, 10 + n as i64, format!("clear {n}").into()), Ok(100));
+            assert_eq!(
+                b.clear(chunk, 10 + n as i64, format!("clear {n}").into()),
+                Ok(100)
+            );
         }
         assert_eq!(b.used(), 0);
         assert_eq!(b.tombstones(), 300);
         for (i, id) in ids.iter().enumerate() {
-            let (t, batch) = b.tombstone(&RequestKey::new(id)).expect("every cleared id has a tombstone");
+            let (t, batch) = b
+                .tombstone(&RequestKey::new(id))
+                .expect("every cleared id has a tombstone");
             assert_eq!(t.digest, digest(&format!("{{\"r\":\"{id}\"}}")));
-            assert_eq!(batch.at, 10 + (2 - (i / 100)) as i64, "{id} keeps the batch that cleared it");
+            assert_eq!(
+                batch.at,
+                10 + (2 - (i / 100)) as i64,
+                "{id} keeps the batch that cleared it"
+            );
         }
-        assert!(b.tombstone(&RequestKey::new(&uuid::Uuid::new_v4().to_string())).is_none());
+        assert!(b
+            .tombstone(&RequestKey::new(&uuid::Uuid::new_v4().to_string()))
+            .is_none());
         assert!(b.tombstone(&RequestKey::new("text-1")).is_none());
     }
 

@@ -33,7 +33,10 @@ pub fn extra_dir() -> PathBuf {
 pub fn write_extra(name: &str, value: &Value) {
     let dir = extra_dir();
     let _ = std::fs::create_dir_all(&dir);
-    let _ = std::fs::write(dir.join(format!("{name}.json")), serde_json::to_vec_pretty(value).unwrap());
+    let _ = std::fs::write(
+        dir.join(format!("{name}.json")),
+        serde_json::to_vec_pretty(value).unwrap(),
+    );
 }
 
 fn read_json(path: &Path) -> Option<Value> {
@@ -46,13 +49,23 @@ fn extra(name: &str) -> Option<Value> {
 
 /// Mean nanoseconds per iteration of `group/id` in the latest run.
 fn mean_ns(group: &str, id: &str) -> Option<f64> {
-    let est = read_json(&criterion_dir().join(group).join(id).join("new/estimates.json"))?;
+    let est = read_json(
+        &criterion_dir()
+            .join(group)
+            .join(id)
+            .join("new/estimates.json"),
+    )?;
     est["mean"]["point_estimate"].as_f64()
 }
 
 /// Elements per second of a throughput benchmark in the latest run.
 fn rate(group: &str, id: &str) -> Option<f64> {
-    let bench = read_json(&criterion_dir().join(group).join(id).join("new/benchmark.json"))?;
+    let bench = read_json(
+        &criterion_dir()
+            .join(group)
+            .join(id)
+            .join("new/benchmark.json"),
+    )?;
     let elements = bench["throughput"]["Elements"].as_f64()?;
     Some(elements / (mean_ns(group, id)? / 1e9))
 }
@@ -87,12 +100,20 @@ fn verdict(met: Option<bool>) -> &'static str {
 /// The Markdown table of the latest run.
 pub fn render() -> String {
     let mut out = String::new();
-    let mut row = |what: &str, value: String, baseline: &str, r: String, budget: &str, met: Option<bool>| {
-        let _ = writeln!(out, "| {what} | {value} | {baseline} | {r} | {budget} | {} |", verdict(met));
-    };
+    let mut row =
+        |what: &str, value: String, baseline: &str, r: String, budget: &str, met: Option<bool>| {
+            let _ = writeln!(
+                out,
+                "| {what} | {value} | {baseline} | {r} | {budget} | {} |",
+                verdict(met)
+            );
+        };
     let _ = &mut row;
     let mut head = String::new();
-    let _ = writeln!(head, "| measure | Polaris | baseline (same run) | ratio | budget | |");
+    let _ = writeln!(
+        head,
+        "| measure | Polaris | baseline (same run) | ratio | budget | |"
+    );
     let _ = writeln!(head, "|---|---|---|---|---|---|");
 
     // Round trips, each against the raw echo.
