@@ -346,6 +346,11 @@ impl Host {
             return self.read(id, cmd);
         }
         if self.is_shutting_down() {
+            st.events.publish(
+                "request.rejected",
+                now,
+                || json!({"requestId": id, "method": method.as_str(), "code": "SHUTTING_DOWN"}),
+            );
             return reject(
                 Some(id),
                 run_id,
@@ -361,6 +366,9 @@ impl Host {
             None => None,
             Some(tid) => {
                 let Some(task) = st.tasks.get_mut(tid) else {
+                    st.events.publish("request.rejected", now, || {
+                        json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": "TASK_NOT_FOUND"})
+                    });
                     return reject(
                         Some(id),
                         run_id,

@@ -164,6 +164,8 @@ async fn a_subscriber_sees_the_events_of_a_scripted_run_in_order() {
         json!({"taskId": task, "reason": "gave up"}),
     )
     .await);
+    let lost = call_id(&h.bridge, "n1", "page.fill", fill("no-such-task", "a")).await;
+    assert_eq!(err_code(&lost), "TASK_NOT_FOUND");
     let prepared = ok(call(
         &h.intro,
         "receipts.clearPrepare",
@@ -193,6 +195,7 @@ async fn a_subscriber_sees_the_events_of_a_scripted_run_in_order() {
         ("receipt.created", "x1"),
         ("task.updated", ""),
         ("receipt.completed", "x1"),
+        ("request.rejected", "n1"),
         ("receipts.cleared", ""),
     ];
     let got = events(&mut rx, expected.len()).await;
@@ -211,8 +214,9 @@ async fn a_subscriber_sees_the_events_of_a_scripted_run_in_order() {
     assert_eq!(got[11]["data"]["code"], "TASK_BLOCKED");
     assert_eq!(got[8]["data"]["pendingOutcome"]["requestId"], "c1");
     assert_eq!(got[13]["data"]["state"], "stopped");
-    assert_eq!(got[15]["data"]["requestIds"], json!(["f1"]));
-    assert_eq!(got[15]["data"]["reason"], "test");
+    assert_eq!(got[15]["data"]["code"], "TASK_NOT_FOUND");
+    assert_eq!(got[16]["data"]["requestIds"], json!(["f1"]));
+    assert_eq!(got[16]["data"]["reason"], "test");
     // The snapshot agrees with the stream: its seq is the last event's.
     let snap = ok(call(&h.intro, "snapshot", json!({})).await);
     assert_eq!(snap["seq"], got.last().unwrap()["seq"]);
@@ -1069,5 +1073,122 @@ async fn the_introspection_socket_has_the_bridges_permissions_and_peer_check() {
         // The owner is still served.
         ok(call(&h.intro, "host.hello", json!({})).await);
     }
+    h.running.stop().await;
+}
+
+/// `polaris clear` on a terminal: the output read so far, the keyboard, the process.
+struct Terminal {
+    output: Arc<std::sync::Mutex<String>>,
+    keys: Box<dyn std::io::Write + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    _master: Box<dyn portable_pty::MasterPty + Send>,
+}
+
+impl Terminal {
+    fn run(args: &[&str]) -> Terminal {
+        use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+        let pty = native_pty_system()
+            .openpty(PtySize {
+                rows: 40,
+                cols: 200,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("a pseudo-terminal");
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_polaris"));
+        cmd.args(args);
+        let child = pty.slave.spawn_command(cmd).expect("polaris starts");
+        drop(pty.slave);
+        let output = Arc::new(std::sync::Mutex::new(String::new()));
+        let mut reader = pty.master.try_clone_reader().unwrap();
+        let sink = output.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = std::io::Read::read(&mut reader, &mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        let keys = pty.master.take_writer().unwrap();
+        Terminal {
+            output,
+            keys,
+            child,
+            _master: pty.master,
+        }
+    }
+
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = std::time::Instant::now() + PATIENCE;
+        loop {
+            let text = self.output.lock().unwrap().clone();
+            if text.contains(needle) {
+                return text;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "never saw {needle:?}; the terminal shows:\n{text}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn type_line(&mut self, line: &str) {
+        self.keys.write_all(format!("{line}\r").as_bytes()).unwrap();
+        self.keys.flush().unwrap();
+    }
+
+    fn exit_code(mut self) -> u32 {
+        self.child.wait().unwrap().exit_code()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clear_on_a_terminal_asks_for_a_reason_and_commits_only_on_yes() {
+    let h = start_host(10, 10, 300);
+    let task = start_task(&h, json!({})).await;
+    ok(call_id(&h.bridge, "f1", "page.fill", fill(&task, "a")).await);
+    let dir = h.dir.to_str().unwrap().to_owned();
+
+    let d = dir.clone();
+    let declined = tokio::task::spawn_blocking(move || {
+        let mut t = Terminal::run(&["clear", "f1", "--socket-dir", &d]);
+        t.wait_for("Reason for clearing");
+        t.type_line("incident 9");
+        t.wait_for("Type y to confirm");
+        t.type_line("n");
+        let text = t.wait_for("nothing was cleared");
+        (text, t.exit_code())
+    })
+    .await
+    .unwrap();
+    assert!(
+        declined.0.contains("f1") && declined.0.contains("page.fill"),
+        "{}",
+        declined.0
+    );
+    assert_eq!(declined.1, 1);
+    assert_eq!(run_status(&h).await["receipts"]["tombstones"], 0);
+
+    let confirmed = tokio::task::spawn_blocking(move || {
+        let mut t = Terminal::run(&["clear", "f1", "--socket-dir", &dir]);
+        t.wait_for("Reason for clearing");
+        t.type_line("incident 9");
+        t.wait_for("Type y to confirm");
+        t.type_line("y");
+        t.wait_for("cleared 1 receipt(s)");
+        t.exit_code()
+    })
+    .await
+    .unwrap();
+    assert_eq!(confirmed, 0);
+    assert_eq!(run_status(&h).await["receipts"]["tombstones"], 1);
+    let entry: Value =
+        serde_json::from_str(std::fs::read_to_string(&h.audit).unwrap().trim()).unwrap();
+    assert_eq!(entry["reason"], "incident 9");
     h.running.stop().await;
 }
