@@ -357,8 +357,11 @@ pub async fn serve_connection<S: Service>(
         Outcome::err(&ErrorBody::new(code, message)).reply_line(None, &run_id, ReceiptKind::None)
     };
     loop {
-        // Before waiting for more input, write what is ready (the peer may be waiting for it).
-        if !ready.is_empty() && memchr::memchr(b'\n', reader.buffer()).is_none() {
+        // Before waiting — for more input, or for an in-flight slot that only a written reply
+        // frees — write what is ready (the peer may be waiting for it).
+        let would_wait =
+            memchr::memchr(b'\n', reader.buffer()).is_none() || inflight.available_permits() == 0;
+        if !ready.is_empty() && would_wait {
             let written = {
                 let _guard = write_lock.lock().await;
                 (&*stream).write_all(&ready).await.is_ok()
