@@ -32,12 +32,20 @@ pub struct Event {
 impl Event {
     /// The event frame: `{"event":KIND,"seq":N,"at":TS,"data":{…}}` with its newline.
     pub fn to_line(&self) -> Vec<u8> {
-        let frame = serde_json::json!({
-            "event": self.kind,
-            "seq": self.seq,
-            "at": format_millis(self.at),
-            "data": self.data,
-        });
+        /// The frame, borrowing the event's data instead of copying it into a new value.
+        #[derive(serde::Serialize)]
+        struct Frame<'a> {
+            event: &'a str,
+            seq: u64,
+            at: String,
+            data: &'a Value,
+        }
+        let frame = Frame {
+            event: self.kind,
+            seq: self.seq,
+            at: format_millis(self.at),
+            data: &self.data,
+        };
         let mut line = serde_json::to_vec(&frame).expect("an event always serialises");
         line.push(b'\n');
         line
