@@ -244,8 +244,27 @@ pub fn render() -> String {
             None,
         );
     }
-    if let Some(sub) = extra("subscriber") {
-        let _ = sub;
+    // Written by `cargo bench --bench subscriber` (it runs after this bench in `cargo bench`).
+    let quiet = rate("subscriber_cost_fresh_fill", "none");
+    let watched = rate("subscriber_cost_fresh_fill", "reading");
+    if quiet.is_some() || watched.is_some() {
+        let drop = ratio(watched, quiet).map(|r| 1.0 - r);
+        row(
+            "subscriber overhead: 32 clients, fresh page.fill, one live subscriber vs none",
+            fmt_rate(watched),
+            &format!("no subscriber {}", fmt_rate(quiet)),
+            drop.map_or("–".into(), |d| format!("{:+.1} % lower", d * 100.0)),
+            "≤ 5 % lower",
+            drop.map(|d| d <= 0.05),
+        );
     }
+    row(
+        "console: one frame with 1,000,000 receipts",
+        "not measured".into(),
+        "",
+        "–".into(),
+        "≤ 5 ms",
+        None,
+    );
     head + &out
 }
