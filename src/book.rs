@@ -229,7 +229,7 @@ impl Tombstones {
         }
         // Two sorted runs (the old array and the new batch once sorted): the stable sort
         // merges them in linear time.
-        self.uuids.sort_by(|a, b| a.key.cmp(&b.key));
+        self.uuids.sort_by_key(|t| t.key);
     }
 }
 
