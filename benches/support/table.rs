@@ -47,7 +47,8 @@ fn extra(name: &str) -> Option<Value> {
     read_json(&extra_dir().join(format!("{name}.json")))
 }
 
-/// Mean nanoseconds per iteration of `group/id` in the latest run.
+/// Median nanoseconds per iteration of `group/id` in the latest run (the median, because other
+/// processes on a shared machine add outliers that move a mean).
 fn mean_ns(group: &str, id: &str) -> Option<f64> {
     let est = read_json(
         &criterion_dir()
@@ -55,7 +56,7 @@ fn mean_ns(group: &str, id: &str) -> Option<f64> {
             .join(id)
             .join("new/estimates.json"),
     )?;
-    est["mean"]["point_estimate"].as_f64()
+    est["median"]["point_estimate"].as_f64()
 }
 
 /// Elements per second of a throughput benchmark in the latest run.
