@@ -8,7 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
 use crate::client::BridgeClient;
-use crate::host::{HostConfig, DEFAULT_ACTION_TIMEOUT_MS, DEFAULT_CAPACITY, DEFAULT_TOMBSTONE_CAPACITY};
+use crate::host::{
+    HostConfig, DEFAULT_ACTION_TIMEOUT_MS, DEFAULT_CAPACITY, DEFAULT_TOMBSTONE_CAPACITY,
+};
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 use crate::server::{resolve_socket_dir, Limits, ServeOptions, DEFAULT_MAX_CONNECTIONS};
 
@@ -43,6 +45,35 @@ enum Command {
     /// Send one request to the host and print the reply (exit 0 ok, 1 error reply, 3 host
     /// unavailable or connection lost).
     Call(CallArgs),
+    /// The operator console: receipts, capacity, tasks and blocked outcomes, live; verify and
+    /// clear from the keyboard (press ? inside for the keys).
+    Console(ConsoleArgs),
+    /// A host with the fixture executor, simulated agents and the console, in one process.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+struct ConsoleArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// Where the console logs [default: $XDG_STATE_HOME/polaris/console.log, else
+    /// ~/.local/state/polaris/console.log]; never the screen.
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Directory for the demo host's sockets [default: a fresh /tmp/polaris-demo-<pid>, removed
+    /// on exit]. Other terminals can run `polaris console --socket-dir` against it.
+    #[arg(long, value_name = "DIR")]
+    socket_dir: Option<PathBuf>,
+    /// The demo host's receipt capacity (small, so the book fills).
+    #[arg(long, default_value_t = crate::console::demo::DEMO_CAPACITY, value_name = "N")]
+    capacity: usize,
+    /// Where the demo logs [default: as for `polaris console`].
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -88,12 +119,52 @@ struct CallArgs {
 
 /// The default audit log path.
 pub fn default_audit_log() -> PathBuf {
+    state_dir().join("audit.jsonl")
+}
+
+/// Polaris's state directory: `$XDG_STATE_HOME/polaris`, else `~/.local/state/polaris`.
+pub fn state_dir() -> PathBuf {
     let state = std::env::var_os("XDG_STATE_HOME")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
         .unwrap_or_else(|| PathBuf::from("."));
-    state.join("polaris").join("audit.jsonl")
+    state.join("polaris")
+}
+
+/// The console's default log file.
+pub fn default_console_log() -> PathBuf {
+    state_dir().join("console.log")
+}
+
+/// Logs to `path` (appending), never to the terminal the console draws on.
+fn init_file_logging(path: &std::path::Path) -> Result<(), String> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            format!(
+                "cannot create {} for the log file ({e}); pass --log-file",
+                parent.display()
+            )
+        })?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| {
+            format!(
+                "cannot open the log file {} ({e}); pass --log-file",
+                path.display()
+            )
+        })?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
+    Ok(())
 }
 
 fn init_logging(default: &str) {
@@ -125,7 +196,10 @@ pub fn main() -> ExitCode {
                     tombstone_capacity: args.tombstone_capacity,
                     action_timeout: Duration::from_millis(args.action_timeout_ms),
                 },
-                limits: Limits { max_frame_bytes: args.max_frame_bytes, max_connections: args.max_connections.max(1) },
+                limits: Limits {
+                    max_frame_bytes: args.max_frame_bytes,
+                    max_connections: args.max_connections.max(1),
+                },
                 audit_log: args.audit_log.unwrap_or_else(default_audit_log),
             };
             match runtime().block_on(crate::server::serve(options)) {
@@ -139,6 +213,36 @@ pub fn main() -> ExitCode {
         Command::Call(args) => {
             init_logging("warn");
             call(args)
+        }
+        Command::Console(args) => {
+            if let Err(e) = init_file_logging(&args.log_file.unwrap_or_else(default_console_log)) {
+                eprintln!("polaris console: {e}");
+                return ExitCode::from(2);
+            }
+            match runtime().block_on(crate::console::run(args.dir.resolve())) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("polaris console: the terminal failed ({e}); run it in an interactive terminal");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Demo(args) => {
+            if let Err(e) = init_file_logging(&args.log_file.unwrap_or_else(default_console_log)) {
+                eprintln!("polaris demo: {e}");
+                return ExitCode::from(2);
+            }
+            let options = crate::console::demo::DemoOptions {
+                socket_dir: args.socket_dir,
+                capacity: args.capacity.max(1),
+            };
+            match runtime().block_on(crate::console::demo::run(options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("polaris demo: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }
@@ -163,11 +267,15 @@ fn call(args: CallArgs) -> ExitCode {
         eprintln!("polaris call: --id: {e}");
         return ExitCode::from(2);
     }
-    let client = BridgeClient::new(&args.dir.resolve()).with_timeout(Duration::from_millis(args.timeout_ms));
+    let client =
+        BridgeClient::new(&args.dir.resolve()).with_timeout(Duration::from_millis(args.timeout_ms));
     let result = runtime().block_on(client.call_with_id(&id, &args.method, params));
     match result {
         Ok(reply) => {
-            println!("{}", serde_json::to_string(&reply).expect("a reply always serialises"));
+            println!(
+                "{}",
+                serde_json::to_string(&reply).expect("a reply always serialises")
+            );
             if reply.ok {
                 ExitCode::SUCCESS
             } else {

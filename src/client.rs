@@ -39,7 +39,12 @@ pub struct ClientError {
 
 impl ClientError {
     fn new(code: ErrorCode, request_id: &str, message: String) -> ClientError {
-        ClientError { code, delivery: code.default_delivery(), request_id: request_id.to_owned(), message }
+        ClientError {
+            code,
+            delivery: code.default_delivery(),
+            request_id: request_id.to_owned(),
+            message,
+        }
     }
 
     /// The error as a reply-shaped JSON object, as `polaris call` prints it.
@@ -94,8 +99,13 @@ impl BridgeClient {
     }
 
     /// Sends event frames (frames without an `id`, after `subscribe` on the introspection
-    /// socket) to `sink` instead of dropping them.
-    pub fn with_event_sink(mut self, sink: tokio::sync::mpsc::UnboundedSender<Value>) -> BridgeClient {
+    /// socket) to `sink` instead of dropping them. When a connection ends, the sink also gets
+    /// `{"event":"connection.closed"}` (the client's own frame, never sent by a host), so a
+    /// subscriber learns at once that its subscription is gone.
+    pub fn with_event_sink(
+        mut self,
+        sink: tokio::sync::mpsc::UnboundedSender<Value>,
+    ) -> BridgeClient {
         self.events = Some(sink);
         self
     }
@@ -128,23 +138,43 @@ impl BridgeClient {
                 ),
             )
         };
-        let name = self.path.as_path().to_fs_name::<GenericFilePath>().map_err(unavailable)?;
+        let name = self
+            .path
+            .as_path()
+            .to_fs_name::<GenericFilePath>()
+            .map_err(unavailable)?;
         let stream = Arc::new(Stream::connect(name).await.map_err(unavailable)?);
         let waiters: Waiters = Default::default();
         let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
-        tokio::spawn(read_loop(stream.clone(), waiters.clone(), alive.clone(), self.events.clone()));
-        let conn = Arc::new(Conn { stream, waiters, write: tokio::sync::Mutex::new(()), alive });
+        tokio::spawn(read_loop(
+            stream.clone(),
+            waiters.clone(),
+            alive.clone(),
+            self.events.clone(),
+        ));
+        let conn = Arc::new(Conn {
+            stream,
+            waiters,
+            write: tokio::sync::Mutex::new(()),
+            alive,
+        });
         *slot = Some(conn.clone());
         Ok(conn)
     }
 
     /// Calls `method` with a fresh UUID as request ID.
     pub async fn call(&self, method: &str, params: Value) -> Result<Reply, ClientError> {
-        self.call_with_id(&uuid::Uuid::new_v4().to_string(), method, params).await
+        self.call_with_id(&uuid::Uuid::new_v4().to_string(), method, params)
+            .await
     }
 
     /// Calls `method` under the given request ID (a re-query when the content is the same).
-    pub async fn call_with_id(&self, request_id: &str, method: &str, params: Value) -> Result<Reply, ClientError> {
+    pub async fn call_with_id(
+        &self,
+        request_id: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<Reply, ClientError> {
         let (tx, rx) = oneshot::channel();
         let mut tx = Some(tx);
         let conn = loop {
@@ -153,13 +183,16 @@ impl BridgeClient {
             // connection ends, so a waiter is never left behind on a dead connection.
             let mut w = conn.waiters.lock().expect("waiters lock");
             if conn.alive.load(std::sync::atomic::Ordering::SeqCst) {
-                w.entry(request_id.to_owned()).or_default().push_back(tx.take().expect("sent once"));
+                w.entry(request_id.to_owned())
+                    .or_default()
+                    .push_back(tx.take().expect("sent once"));
                 drop(w);
                 break conn;
             }
         };
-        let mut line = serde_json::to_vec(&json!({"id": request_id, "method": method, "params": params}))
-            .expect("a request always serialises");
+        let mut line =
+            serde_json::to_vec(&json!({"id": request_id, "method": method, "params": params}))
+                .expect("a request always serialises");
         line.push(b'\n');
         let written = {
             let _w = conn.write.lock().await;
@@ -227,7 +260,10 @@ async fn read_loop(
             continue;
         }
         let Ok(reply) = serde_json::from_value::<Reply>(frame) else {
-            tracing::warn!("the host sent a frame that is not a reply: {}", line.trim_end());
+            tracing::warn!(
+                "the host sent a frame that is not a reply: {}",
+                line.trim_end()
+            );
             continue;
         };
         let Some(id) = reply.id.clone() else {
@@ -250,4 +286,11 @@ async fn read_loop(
     alive.store(false, std::sync::atomic::Ordering::SeqCst);
     // Dropping the senders tells every waiting call that the connection broke.
     w.clear();
+    drop(w);
+    if let Some(sink) = &events {
+        let _ = sink.send(json!({"event": CONNECTION_CLOSED_EVENT}));
+    }
 }
+
+/// The event kind the client hands its event sink when a connection ends.
+pub const CONNECTION_CLOSED_EVENT: &str = "connection.closed";
