@@ -50,6 +50,93 @@ enum Command {
     Console(ConsoleArgs),
     /// A host with the fixture executor, simulated agents and the console, in one process.
     Demo(DemoArgs),
+    /// List the host's receipts, newest first: state, result, copies, and whether each may be
+    /// cleared (exit 0 ok, 1 error reply, 3 host unavailable).
+    Receipts(ReceiptsArgs),
+    /// Verify a blocked task's uncertain outcome: a read-only check of the action's original
+    /// expectation (exit 0 ok, 1 error reply, 3 host unavailable).
+    Verify(VerifyArgs),
+    /// Clear completed receipts deliberately to free capacity: prepare, show their current
+    /// results, confirm (or --yes --reason in scripts), commit; recorded in the audit log.
+    Clear(ClearArgs),
+}
+
+/// Which receipts to select.
+#[derive(Debug, Args, Clone)]
+struct FilterArgs {
+    /// running, completed, ok, error or clearable
+    #[arg(long, value_name = "STATE")]
+    state: Option<String>,
+    /// A method, e.g. page.click
+    #[arg(long, value_name = "METHOD")]
+    method: Option<String>,
+    /// A task ID
+    #[arg(long, value_name = "TASK_ID")]
+    task: Option<String>,
+    /// A substring of the request ID, method, task ID or error code
+    #[arg(long, value_name = "TEXT")]
+    search: Option<String>,
+}
+
+impl FilterArgs {
+    fn selection(self) -> crate::operator::Selection {
+        crate::operator::Selection {
+            state: self.state,
+            method: self.method,
+            task: self.task,
+            search: self.search,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct ReceiptsArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Print the raw receipts.list result as JSON.
+    #[arg(long)]
+    json: bool,
+    /// newest, oldest, state, method or task
+    #[arg(long, value_name = "KEY")]
+    sort: Option<String>,
+    /// Rows to show (at most 1000).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    limit: usize,
+    /// Rows to skip.
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    offset: usize,
+}
+
+#[derive(Debug, Args)]
+struct VerifyArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// The blocked task.
+    task_id: String,
+    /// Print the raw task.verifyOutcome result as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ClearArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// Request IDs to clear (or select with the filter options instead).
+    ids: Vec<String>,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Why, for the audit log (asked for on a terminal).
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    /// Who, for the audit log [default: the OS user]
+    #[arg(long, value_name = "NAME")]
+    operator: Option<String>,
+    /// Commit without asking (with --reason; required when stdin is not a terminal).
+    #[arg(long)]
+    yes: bool,
 }
 
 #[derive(Debug, Args)]
@@ -213,6 +300,32 @@ pub fn main() -> ExitCode {
         Command::Call(args) => {
             init_logging("warn");
             call(args)
+        }
+        Command::Receipts(args) => {
+            init_logging("warn");
+            let options = crate::operator::ListOptions {
+                selection: args.filter.selection(),
+                sort: args.sort,
+                offset: args.offset,
+                limit: args.limit,
+                json: args.json,
+            };
+            crate::operator::receipts(&args.dir.resolve(), options)
+        }
+        Command::Verify(args) => {
+            init_logging("warn");
+            crate::operator::verify(&args.dir.resolve(), &args.task_id, args.json)
+        }
+        Command::Clear(args) => {
+            init_logging("warn");
+            let options = crate::operator::ClearOptions {
+                ids: args.ids,
+                selection: args.filter.selection(),
+                reason: args.reason,
+                operator: args.operator,
+                yes: args.yes,
+            };
+            crate::operator::clear(&args.dir.resolve(), options)
         }
         Command::Console(args) => {
             if let Err(e) = init_file_logging(&args.log_file.unwrap_or_else(default_console_log)) {

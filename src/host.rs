@@ -18,11 +18,11 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, watch, Notify};
 use tokio::time::Instant;
 
-use crate::book::{digest, Book, ClearBatch, Entry, RequestKey, Tombstone};
+use crate::book::{digest, Book, ClearBatch, Entry, Receipt, ReplySlot, RequestKey, Tombstone};
 use crate::events::{Event, EventBus};
 use crate::executor::{Action, ActionOutcome, Executor, ReadOutcome};
 use crate::protocol::{
-    fingerprint, format_millis, now_millis, parse_envelope, Command, Delivery, ErrorBody,
+    format_millis, now_millis, parse_envelope, try_fingerprint, Command, Delivery, ErrorBody,
     ErrorCode, Expect, ExpectCheck, Method, Outcome, ReceiptKind, PROTOCOL_VERSION,
 };
 use crate::tasks::{Observation, PendingOutcome, Task, TaskId, Tasks, VerifyOutcome, VerifyRecord};
@@ -83,6 +83,8 @@ pub(crate) struct State {
     pub(crate) events: EventBus,
     /// Verifications in progress, so a second one shares the first.
     verifying: std::collections::HashMap<TaskId, watch::Receiver<Option<Arc<Outcome>>>>,
+    /// Clears prepared and not yet committed, by token.
+    prepared_clears: std::collections::HashMap<String, PreparedClear>,
 }
 
 /// The host: a cheap-to-clone handle shared by every connection and execution.
@@ -159,6 +161,7 @@ impl Host {
                     counters: Counters::default(),
                     events: EventBus::default(),
                     verifying: Default::default(),
+                    prepared_clears: Default::default(),
                 }),
                 config,
                 executor,
@@ -263,7 +266,12 @@ impl Host {
                 return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
             }
         };
-        let request = fingerprint(method.as_str(), params);
+        let request = match try_fingerprint(method.as_str(), params) {
+            Ok(r) => r,
+            Err(msg) => {
+                return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
+            }
+        };
         let key = RequestKey::new(id);
         let now = now_millis();
 
@@ -338,6 +346,11 @@ impl Host {
             return self.read(id, cmd);
         }
         if self.is_shutting_down() {
+            st.events.publish(
+                "request.rejected",
+                now,
+                || json!({"requestId": id, "method": method.as_str(), "code": "SHUTTING_DOWN"}),
+            );
             return reject(
                 Some(id),
                 run_id,
@@ -353,6 +366,9 @@ impl Host {
             None => None,
             Some(tid) => {
                 let Some(task) = st.tasks.get_mut(tid) else {
+                    st.events.publish("request.rejected", now, || {
+                        json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": "TASK_NOT_FOUND"})
+                    });
                     return reject(
                         Some(id),
                         run_id,
@@ -982,4 +998,495 @@ fn internal_error(id: &str, method: Method, task: Option<&str>, what: &str) -> E
         ),
     )
     .with_details(json!({"requestId": id, "taskId": task}))
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deliberate clearing: the clearability rule and the two phases, each one critical section.
+// ---------------------------------------------------------------------------------------------
+
+/// How long a prepared clear may wait for its commit.
+pub const CLEAR_TOKEN_TTL_MS: i64 = 5 * 60 * 1000;
+/// Prepared clears kept at once; preparing beyond this forgets the one that expires first, so
+/// input cannot grow the host's memory without bound.
+pub const MAX_PREPARED_CLEARS: usize = 64;
+
+/// Why a receipt cannot be cleared (the `reason` of a refusal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClearRefusal {
+    /// Its execution is still running.
+    Running,
+    /// Its reply is uncertain and its pending outcome is unresolved on a task that is not
+    /// stopped: clearing it would hide the one thing an operator must look at.
+    UnverifiedOutcome,
+    /// No receipt or tombstone has this ID in this run.
+    Unknown,
+    /// It is already a tombstone.
+    AlreadyCleared,
+}
+
+impl ClearRefusal {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClearRefusal::Running => "running",
+            ClearRefusal::UnverifiedOutcome => "unverified_outcome",
+            ClearRefusal::Unknown => "unknown",
+            ClearRefusal::AlreadyCleared => "already_cleared",
+        }
+    }
+}
+
+/// The clearability rule for a live receipt: `None` when it may be cleared now.
+pub(crate) fn clear_refusal(
+    tasks: &Tasks,
+    key: &RequestKey,
+    receipt: &Receipt,
+) -> Option<ClearRefusal> {
+    let outcome = match &receipt.reply {
+        ReplySlot::Running(_) => return Some(ClearRefusal::Running),
+        ReplySlot::Done(o) => o,
+    };
+    let uncertain = outcome
+        .code
+        .is_some_and(|c| c.default_delivery() == Delivery::Uncertain);
+    if !uncertain {
+        return None;
+    }
+    let task = receipt.task_id.as_deref().and_then(|t| tasks.get(t))?;
+    let unresolved = task
+        .pending
+        .iter()
+        .any(|p| RequestKey::new(&p.request_id) == *key);
+    (unresolved && task.state() != crate::tasks::TaskState::Stopped)
+        .then_some(ClearRefusal::UnverifiedOutcome)
+}
+
+/// What a prepare remembers of each listed receipt, to tell at commit time whether it changed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ReceiptVersion {
+    joins: u32,
+    replays: u32,
+    completed_at: i64,
+}
+
+impl ReceiptVersion {
+    fn of(r: &Receipt) -> ReceiptVersion {
+        ReceiptVersion {
+            joins: r.joins,
+            replays: r.replays,
+            completed_at: r.completed_at,
+        }
+    }
+}
+
+/// A prepared clear waiting for its commit.
+pub(crate) struct PreparedClear {
+    expires_at: i64,
+    items: Vec<(RequestKey, ReceiptVersion)>,
+}
+
+/// Which receipts a prepare is about.
+pub enum ClearTargets<'a> {
+    /// These request IDs (duplicates count once).
+    Ids(&'a [String]),
+    /// Every receipt the predicate accepts: `(request ID, receipt, refusal if not clearable)`.
+    Matching(&'a dyn Fn(&RequestKey, &Receipt, Option<ClearRefusal>) -> bool),
+}
+
+/// A receipt a prepare would clear, with its current result.
+#[derive(Clone, Debug)]
+pub struct ClearCandidate {
+    /// The request ID.
+    pub request_id: String,
+    /// Its method.
+    pub method: Method,
+    /// Its task, when it names one.
+    pub task_id: Option<TaskId>,
+    /// Its stored reply.
+    pub outcome: Arc<Outcome>,
+    /// Copies that joined it.
+    pub joins: u32,
+    /// Copies answered from it.
+    pub replays: u32,
+    /// When it completed (epoch ms).
+    pub completed_at: i64,
+}
+
+/// The result of `receipts.clearPrepare`.
+#[derive(Debug)]
+pub struct PreparedClearView {
+    /// The token the commit must present.
+    pub token: String,
+    /// When the token expires (epoch ms).
+    pub expires_at: i64,
+    /// What the commit would clear, with current results.
+    pub clearable: Vec<ClearCandidate>,
+    /// What it refuses, and why.
+    pub refused: Vec<(String, ClearRefusal)>,
+}
+
+/// One receipt a commit cleared, as the audit log records it.
+#[derive(Clone, Debug)]
+pub struct ClearedReceipt {
+    /// The request ID.
+    pub request_id: String,
+    /// Its method.
+    pub method: Method,
+    /// Its task, when it names one.
+    pub task_id: Option<TaskId>,
+    /// Its error code when it failed; `None` when it succeeded.
+    pub code: Option<ErrorCode>,
+}
+
+/// The result of a committed clear.
+#[derive(Debug)]
+pub struct CommittedClear {
+    /// When it applied (epoch ms).
+    pub at: i64,
+    /// What became tombstones.
+    pub cleared: Vec<ClearedReceipt>,
+    /// Tombstones held after the commit.
+    pub tombstones: usize,
+    /// `receipts` as `run.status` shows them, after the commit.
+    pub receipts: Value,
+}
+
+fn stale(message: String) -> ErrorBody {
+    ErrorBody::new(ErrorCode::ClearTokenStale, message)
+}
+
+impl Host {
+    /// `receipts.clearPrepare`: lists what would be cleared (with current results) and what is
+    /// refused, and remembers the listed receipts' versions under a fresh token.
+    pub fn clear_prepare(&self, targets: ClearTargets<'_>) -> PreparedClearView {
+        self.clear_prepare_at(targets, now_millis())
+    }
+
+    fn clear_prepare_at(&self, targets: ClearTargets<'_>, now: i64) -> PreparedClearView {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let mut clearable = Vec::new();
+        let mut refused = Vec::new();
+        let mut items = Vec::new();
+        let mut take = |key: &RequestKey, r: &Receipt| {
+            if let ReplySlot::Done(outcome) = &r.reply {
+                items.push((key.clone(), ReceiptVersion::of(r)));
+                clearable.push(ClearCandidate {
+                    request_id: key.to_string(),
+                    method: r.method,
+                    task_id: r.task_id.clone(),
+                    outcome: outcome.clone(),
+                    joins: r.joins,
+                    replays: r.replays,
+                    completed_at: r.completed_at,
+                });
+            }
+        };
+        match targets {
+            ClearTargets::Ids(ids) => {
+                let mut seen = std::collections::HashSet::new();
+                for id in ids {
+                    let key = RequestKey::new(id);
+                    if !seen.insert(key.clone()) {
+                        continue;
+                    }
+                    if let Some(r) = st.book.get(&key) {
+                        match clear_refusal(&st.tasks, &key, r) {
+                            None => take(&key, r),
+                            Some(why) => refused.push((id.clone(), why)),
+                        }
+                    } else if st.book.tombstone(&key).is_some() {
+                        refused.push((id.clone(), ClearRefusal::AlreadyCleared));
+                    } else {
+                        refused.push((id.clone(), ClearRefusal::Unknown));
+                    }
+                }
+            }
+            ClearTargets::Matching(accept) => {
+                for (key, r) in st.book.iter() {
+                    let refusal = clear_refusal(&st.tasks, key, r);
+                    if !accept(key, r, refusal) {
+                        continue;
+                    }
+                    match refusal {
+                        None => take(key, r),
+                        Some(why) => refused.push((key.to_string(), why)),
+                    }
+                }
+            }
+        }
+        let prepared = &mut st.prepared_clears;
+        prepared.retain(|_, p| p.expires_at > now);
+        while prepared.len() >= MAX_PREPARED_CLEARS {
+            let first = prepared
+                .iter()
+                .min_by_key(|(_, p)| p.expires_at)
+                .map(|(t, _)| t.clone());
+            match first {
+                Some(t) => prepared.remove(&t),
+                None => break,
+            };
+        }
+        let token = uuid::Uuid::new_v4().to_string();
+        let expires_at = now + CLEAR_TOKEN_TTL_MS;
+        prepared.insert(token.clone(), PreparedClear { expires_at, items });
+        PreparedClearView {
+            token,
+            expires_at,
+            clearable,
+            refused,
+        }
+    }
+
+    /// `receipts.clearCommit`: applies a prepared clear only if its token is fresh and nothing
+    /// it listed changed since (no join, replay or state change); the listed receipts become
+    /// tombstones all at once, or nothing changes. The token is used up either way.
+    pub fn clear_commit(
+        &self,
+        token: &str,
+        reason: &str,
+        operator: &str,
+    ) -> Result<CommittedClear, ErrorBody> {
+        self.clear_commit_at(token, reason, operator, now_millis())
+    }
+
+    fn clear_commit_at(
+        &self,
+        token: &str,
+        reason: &str,
+        operator: &str,
+        now: i64,
+    ) -> Result<CommittedClear, ErrorBody> {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let Some(prepared) = st.prepared_clears.remove(token) else {
+            return Err(stale(format!(
+                "clear token {token} is unknown or already used; nothing was cleared. Run receipts.clearPrepare (polaris clear) again and commit its new token"
+            )));
+        };
+        if prepared.expires_at <= now {
+            return Err(stale(format!(
+                "clear token {token} expired at {}; nothing was cleared. Prepare again to see the receipts' current results",
+                format_millis(prepared.expires_at)
+            )));
+        }
+        let mut cleared = Vec::with_capacity(prepared.items.len());
+        for (key, version) in &prepared.items {
+            let changed = match st.book.get(key) {
+                Some(r) => {
+                    ReceiptVersion::of(r) != *version || clear_refusal(&st.tasks, key, r).is_some()
+                }
+                None => true,
+            };
+            if changed {
+                return Err(stale(format!(
+                    "receipt {key} changed since the prepare (it was re-queried, joined or cleared); nothing was cleared. Prepare again to see its current result"
+                ))
+                .with_details(json!({"requestId": key.to_string()})));
+            }
+            let r = st.book.get(key).expect("checked above");
+            cleared.push(ClearedReceipt {
+                request_id: key.to_string(),
+                method: r.method,
+                task_id: r.task_id.clone(),
+                code: r.outcome().and_then(|o| o.code),
+            });
+        }
+        let keys: Vec<RequestKey> = prepared.items.into_iter().map(|(k, _)| k).collect();
+        let reason: Arc<str> = reason.into();
+        match st.book.clear(&keys, now, reason.clone()) {
+            Ok(_) => {}
+            Err(crate::book::ClearError::TombstonesFull { capacity, used }) => {
+                return Err(ErrorBody::new(
+                    ErrorCode::TombstoneCapacityFull,
+                    format!(
+                        "clearing {} receipts would exceed the tombstone capacity ({used} of {capacity} used); nothing was cleared. Clear fewer receipts, or restart the host with a larger --tombstone-capacity when duplicate protection for this run may be given up",
+                        keys.len()
+                    ),
+                )
+                .with_details(json!({"tombstoneCapacity": capacity, "tombstones": used, "requested": keys.len()})));
+            }
+        }
+        let ids: Vec<&str> = cleared.iter().map(|c| c.request_id.as_str()).collect();
+        st.events.publish("receipts.cleared", now, || {
+            json!({"requestIds": ids, "count": ids.len(), "reason": &*reason, "operator": operator})
+        });
+        Ok(CommittedClear {
+            at: now,
+            tombstones: st.book.tombstones(),
+            receipts: receipts_json(&st.book),
+            cleared,
+        })
+    }
+}
+
+#[cfg(test)]
+mod clear_tests {
+    use super::*;
+
+    async fn host_with_receipt() -> Host {
+        let host = Host::new(
+            HostConfig::default(),
+            Arc::new(crate::executor::FixtureExecutor::new()),
+        );
+        match host.handle("t1", "task.start", &json!({"title": "t"})) {
+            Handled::Later(f) => drop(f.await),
+            Handled::Ready(line) => panic!(
+                "task.start answered at once: {}",
+                String::from_utf8_lossy(&line)
+            ),
+        }
+        host
+    }
+
+    #[tokio::test]
+    async fn a_clear_token_expires_after_five_minutes() {
+        let host = host_with_receipt().await;
+        let ids = ["t1".to_string()];
+        let prepared = host.clear_prepare_at(ClearTargets::Ids(&ids), 1_000);
+        assert_eq!(prepared.clearable.len(), 1);
+        let err = host
+            .clear_commit_at(&prepared.token, "late", "ops", 1_000 + CLEAR_TOKEN_TTL_MS)
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::ClearTokenStale);
+        assert_eq!(host.lock().book.used(), 1);
+
+        let prepared = host.clear_prepare_at(ClearTargets::Ids(&ids), 2_000);
+        let done = host
+            .clear_commit_at(
+                &prepared.token,
+                "in time",
+                "ops",
+                1_999 + CLEAR_TOKEN_TTL_MS,
+            )
+            .unwrap();
+        assert_eq!(done.cleared.len(), 1);
+        assert_eq!(host.lock().book.tombstones(), 1);
+    }
+
+    #[tokio::test]
+    async fn prepared_clears_are_bounded() {
+        let host = host_with_receipt().await;
+        let ids = ["t1".to_string()];
+        let tokens: Vec<String> = (0..MAX_PREPARED_CLEARS + 5)
+            .map(|i| {
+                host.clear_prepare_at(ClearTargets::Ids(&ids), 1_000 + i as i64)
+                    .token
+            })
+            .collect();
+        assert_eq!(host.lock().prepared_clears.len(), MAX_PREPARED_CLEARS);
+        // The oldest were forgotten; the newest still commits.
+        let err = host
+            .clear_commit_at(&tokens[0], "x", "ops", 2_000)
+            .unwrap_err();
+        assert_eq!(err.code, ErrorCode::ClearTokenStale);
+        assert!(host
+            .clear_commit_at(tokens.last().unwrap(), "x", "ops", 2_000)
+            .is_ok());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::FixtureExecutor;
+    use proptest::prelude::*;
+
+    fn frame_strategy() -> impl Strategy<Value = Vec<u8>> {
+        let method = prop_oneof![
+            Just("task.start".to_owned()),
+            Just("page.fill".to_owned()),
+            Just("page.click".to_owned()),
+            Just("page.press".to_owned()),
+            Just("page.read".to_owned()),
+            Just("task.finish".to_owned()),
+            Just("task.stop".to_owned()),
+            Just("task.status".to_owned()),
+            Just("task.resume".to_owned()),
+            Just("task.verifyOutcome".to_owned()),
+            Just("run.status".to_owned()),
+            Just("receipt.status".to_owned()),
+            Just("host.hello".to_owned()),
+            "[a-z.]{0,12}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            "[#a-zA-Z0-9 ._:-]{0,20}".prop_map(Value::String),
+            Just(json!("#title")),
+            Just(json!("#submit")),
+            Just(json!("Enter")),
+        ];
+        let value = leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("taskId".to_owned()),
+                        Just("target".to_owned()),
+                        Just("value".to_owned()),
+                        Just("title".to_owned()),
+                        Just("expect".to_owned()),
+                        Just("equals".to_owned()),
+                        Just("contains".to_owned()),
+                        Just("key".to_owned()),
+                        Just("fixture".to_owned()),
+                        Just("submitDelayMs".to_owned()),
+                        Just("reason".to_owned()),
+                        Just("requestId".to_owned()),
+                        Just("runId".to_owned()),
+                        "[a-z]{1,6}",
+                    ],
+                    inner,
+                    0..5
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        let id = prop_oneof![
+            Just(json!("same-id")),
+            "[A-Za-z0-9._:-]{1,10}".prop_map(Value::String),
+            Just(json!(7)),
+            Just(Value::Null),
+        ];
+        prop_oneof![
+            8 => (id, method, value).prop_map(|(id, method, params)| {
+                serde_json::to_vec(&json!({"id": id, "method": method, "params": params})).unwrap()
+            }),
+            1 => proptest::collection::vec(any::<u8>(), 0..64),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        /// Whatever arrives, the host answers with one well-formed reply line and never panics.
+        #[test]
+        fn any_frame_gets_one_well_formed_reply(frames in proptest::collection::vec(frame_strategy(), 1..12)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+            rt.block_on(async {
+                let host = Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()));
+                for frame in frames {
+                    let line = match host.handle_frame(&frame) {
+                        Handled::Ready(line) => line,
+                        Handled::Later(fut) => fut.await,
+                    };
+                    assert_eq!(line.last(), Some(&b'\n'));
+                    assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+                    let reply: Value = serde_json::from_slice(&line).expect("a JSON reply");
+                    assert!(reply["ok"].is_boolean());
+                    if reply["ok"] == false {
+                        assert_eq!(reply["error"]["automaticReplay"], false);
+                        let code = reply["error"]["code"].as_str().unwrap();
+                        assert!(code.parse::<ErrorCode>().is_ok(), "{code}");
+                    }
+                }
+                let st = host.lock();
+                assert!(st.book.used() <= st.book.capacity());
+            });
+        }
+    }
 }

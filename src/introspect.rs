@@ -1,52 +1,848 @@
 //! The introspection channel (`introspect.sock`): what the operator console and the operator
-//! commands speak. No receipts are taken here.
+//! commands speak. No receipts are taken here. `docs/introspection.md` is its exact contract.
+//!
+//! Reads of the book (snapshot, listings) take the host's state lock briefly and build their
+//! JSON from what they copied; the two phases of a clear run in the host, each in one critical
+//! section. Event subscriptions are fed from the host's broadcast bus through a bounded budget
+//! per subscriber: when a subscriber does not read, its events are dropped and counted, and it
+//! is told `lagged` once it drains. Nothing on the bridge's request path ever waits for it.
 
-use serde_json::json;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use crate::host::{Handled, Host};
-use crate::protocol::{parse_envelope, ErrorBody, ErrorCode, Outcome, ReceiptKind};
-use crate::server::{Connection, Service};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::{broadcast, mpsc, watch, Semaphore};
+
+use crate::book::{Receipt, RequestKey};
+use crate::events::Event;
+use crate::host::{
+    clear_refusal, receipts_json, ClearRefusal, ClearTargets, CommittedClear, Handled, Host,
+};
+use crate::protocol::{
+    format_millis, now_millis, parse_envelope, Delivery, ErrorBody, ErrorCode, Method, NoParams,
+    Outcome, ReceiptKind,
+};
+use crate::server::{Connection, Outbound, Service};
+use crate::tasks::{Task, TaskState, Tasks};
+
+/// Event lines a subscriber may have queued and unwritten before its events are dropped (and
+/// it is told `lagged`).
+pub const SUBSCRIBER_BUDGET: usize = 4096;
+/// Default `limit` of `receipts.list`.
+pub const DEFAULT_LIST_LIMIT: usize = 100;
+/// Largest `limit` of `receipts.list` and `audit.list`.
+pub const MAX_LIST_LIMIT: usize = 1000;
+/// Default `limit` of `audit.list`.
+pub const DEFAULT_AUDIT_LIMIT: usize = 50;
+/// Longest clear reason accepted, in characters.
+pub const MAX_REASON_CHARS: usize = 500;
+
+/// The methods of the introspection socket.
+pub const METHODS: &[&str] = &[
+    "host.hello",
+    "snapshot",
+    "receipts.list",
+    "receipts.get",
+    "tasks.list",
+    "subscribe",
+    "task.verifyOutcome",
+    "receipts.clearPrepare",
+    "receipts.clearCommit",
+    "audit.list",
+];
 
 /// The introspection service over a host.
 #[derive(Clone)]
 pub struct Introspect {
     host: Host,
+    audit: Arc<AuditLog>,
 }
 
-impl Introspect {
-    /// The introspection service of `host`.
-    pub fn new(host: Host) -> Introspect {
-        Introspect { host }
+/// The append-only audit log of clear commits (one JSON line each), shared by every
+/// introspection connection. Its lock also orders commits, so the log's lines follow the order
+/// in which the clears applied.
+pub struct AuditLog {
+    path: PathBuf,
+    lock: tokio::sync::Mutex<()>,
+}
+
+impl AuditLog {
+    /// The audit log at `path` (created on the first commit).
+    pub fn new(path: PathBuf) -> AuditLog {
+        AuditLog {
+            path,
+            lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// Where the log is.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn open_for_append(&self) -> std::io::Result<std::fs::File> {
+        if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let mut options = std::fs::OpenOptions::new();
+        options.create(true).append(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options.open(&self.path)
+    }
+
+    /// The last `limit` entries, newest first. Reads the file from its end, so a long log costs
+    /// only what is shown. Lines that are not JSON are skipped.
+    pub fn recent(&self, limit: usize) -> std::io::Result<Vec<Value>> {
+        let mut file = match std::fs::File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let len = file.seek(SeekFrom::End(0))?;
+        let mut chunk: u64 = 64 * 1024;
+        loop {
+            let start = len.saturating_sub(chunk);
+            file.seek(SeekFrom::Start(start))?;
+            let mut buf = Vec::with_capacity((len - start) as usize);
+            (&mut file).take(len - start).read_to_end(&mut buf)?;
+            let mut lines: Vec<&[u8]> = buf
+                .split(|b| *b == b'\n')
+                .filter(|l| !l.is_empty())
+                .collect();
+            if start > 0 {
+                // The first line may be cut; it only counts once the whole file is read.
+                if lines.len() <= limit {
+                    chunk = chunk.saturating_mul(4);
+                    continue;
+                }
+                lines.remove(0);
+            }
+            return Ok(lines
+                .iter()
+                .rev()
+                .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+                .take(limit)
+                .collect());
+        }
     }
 }
 
+impl Introspect {
+    /// The introspection service of `host`, recording clear commits in `audit_log`.
+    pub fn new(host: Host, audit_log: PathBuf) -> Introspect {
+        Introspect {
+            host,
+            audit: Arc::new(AuditLog::new(audit_log)),
+        }
+    }
+
+    /// The audit log this service appends to.
+    pub fn audit_log(&self) -> &AuditLog {
+        &self.audit
+    }
+}
+
+fn bad_params(method: &str, e: impl std::fmt::Display) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::BadRequest,
+        format!("bad params for {method}: {e}; nothing was changed. docs/introspection.md lists the params"),
+    )
+}
+
+fn parse<T: DeserializeOwned>(method: &str, params: &Value) -> Result<T, ErrorBody> {
+    serde_json::from_value(params.clone()).map_err(|e| bad_params(method, e))
+}
+
+fn reply_line(id: &str, run_id: &str, result: Result<Value, ErrorBody>) -> Vec<u8> {
+    let outcome = match result {
+        Ok(v) => Outcome::ok(&v),
+        Err(e) => Outcome::err(&e),
+    };
+    outcome.reply_line(Some(id), run_id, ReceiptKind::None)
+}
+
+fn ok(result: Value) -> Result<Value, ErrorBody> {
+    Ok(result)
+}
+
 impl Service for Introspect {
-    fn handle_frame(&self, frame: &[u8], _conn: &Connection) -> Handled {
-        let run_id = self.host.run_id();
+    fn handle_frame(&self, frame: &[u8], conn: &Connection) -> Handled {
+        let run_id = self.host.run_id().to_owned();
         let env = match parse_envelope(frame) {
             Ok(env) => env,
             Err(e) => {
                 return Handled::Ready(Outcome::err(&e.error).reply_line(
                     e.id.as_deref(),
-                    run_id,
+                    &run_id,
                     ReceiptKind::None,
                 ))
             }
         };
-        let outcome = match env.method.as_str() {
-            "host.hello" => Outcome::ok(&self.host.hello()),
-            other => Outcome::err(
-                &ErrorBody::new(
-                    ErrorCode::UnknownMethod,
-                    format!("unknown method {other:?} on the introspection socket"),
-                )
-                .with_details(json!({"method": other})),
-            ),
+        let id = env.id;
+        let method = env.method.as_str();
+        let params = &env.params;
+        let result = match method {
+            "host.hello" => parse::<NoParams>(method, params).and_then(|_| ok(self.host.hello())),
+            "snapshot" => parse::<NoParams>(method, params).map(|_| snapshot(&self.host)),
+            "receipts.list" => {
+                parse::<ListParams>(method, params).and_then(|p| list(&self.host, p))
+            }
+            "receipts.get" => {
+                parse::<GetParams>(method, params).map(|p| get(&self.host, &p.request_id))
+            }
+            "tasks.list" => {
+                parse::<TasksParams>(method, params).and_then(|p| tasks_list(&self.host, p))
+            }
+            "receipts.clearPrepare" => {
+                parse::<PrepareParams>(method, params).and_then(|p| clear_prepare(&self.host, p))
+            }
+            "subscribe" => match parse::<NoParams>(method, params) {
+                Err(e) => Err(e),
+                Ok(_) => {
+                    // The reply must precede the first event frame on this connection, so it
+                    // is queued here, before the forwarder starts; the empty line handed back
+                    // writes nothing and releases the request's in-flight slot.
+                    let (seq, rx) = self.host.subscribe();
+                    let reply =
+                        reply_line(&id, &run_id, Ok(json!({"subscribed": true, "seq": seq})));
+                    let _ = conn.out.send(Outbound {
+                        line: reply,
+                        permit: None,
+                    });
+                    tokio::spawn(forward_events(
+                        rx,
+                        seq,
+                        conn.out.clone(),
+                        conn.shutdown.clone(),
+                    ));
+                    return Handled::Ready(Vec::new());
+                }
+            },
+            "task.verifyOutcome" => match parse::<VerifyParams>(method, params) {
+                Err(e) => Err(e),
+                Ok(p) => match self.host.verify(&p.task_id) {
+                    Err(e) => Err(e),
+                    Ok(fut) => {
+                        return Handled::Later(Box::pin(async move {
+                            fut.await.reply_line(Some(&id), &run_id, ReceiptKind::None)
+                        }))
+                    }
+                },
+            },
+            "receipts.clearCommit" => {
+                match parse::<CommitParams>(method, params).and_then(CommitParams::checked) {
+                    Err(e) => Err(e),
+                    Ok(p) => {
+                        let host = self.host.clone();
+                        let audit = self.audit.clone();
+                        return Handled::Later(Box::pin(async move {
+                            reply_line(&id, &run_id, clear_commit(&host, &audit, p).await)
+                        }));
+                    }
+                }
+            }
+            "audit.list" => match parse::<AuditParams>(method, params) {
+                Err(e) => Err(e),
+                Ok(p) if p.limit.unwrap_or(DEFAULT_AUDIT_LIMIT) > MAX_LIST_LIMIT => {
+                    Err(bad_params(
+                        method,
+                        format_args!("limit may be at most {MAX_LIST_LIMIT}"),
+                    ))
+                }
+                Ok(p) => {
+                    let audit = self.audit.clone();
+                    return Handled::Later(Box::pin(async move {
+                        let limit = p.limit.unwrap_or(DEFAULT_AUDIT_LIMIT);
+                        let read = tokio::task::spawn_blocking(move || {
+                            audit.recent(limit).map_err(|e| (e, audit))
+                        })
+                        .await
+                        .expect("reading the audit log does not panic");
+                        let result = match read {
+                            Ok(entries) => Ok(json!({"entries": entries})),
+                            Err((e, audit)) => Err(ErrorBody::new(
+                                ErrorCode::Internal,
+                                format!("could not read the audit log {} ({e}); check the file's permissions", audit.path().display()),
+                            )
+                            .with_delivery(Delivery::NotExecuted)),
+                        };
+                        reply_line(&id, &run_id, result)
+                    }));
+                }
+            },
+            other => Err(ErrorBody::new(
+                ErrorCode::UnknownMethod,
+                format!(
+                    "unknown method {other:?} on the introspection socket; its methods are {}",
+                    METHODS.join(", ")
+                ),
+            )
+            .with_details(json!({"method": other}))),
         };
-        Handled::Ready(outcome.reply_line(Some(&env.id), run_id, ReceiptKind::None))
+        Handled::Ready(reply_line(&id, &run_id, result))
     }
 
     fn run_id(&self) -> &str {
         self.host.run_id()
     }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Event forwarding
+// ----------------------------------------------------------------------------------------------
+
+fn lagged_line(seq: u64, missed: u64) -> Vec<u8> {
+    Event {
+        seq,
+        at: now_millis(),
+        kind: "lagged",
+        data: json!({"missed": missed}),
+    }
+    .to_line()
+}
+
+/// Moves one subscriber's events from the host's bus to its connection's writer, within
+/// [`SUBSCRIBER_BUDGET`] unwritten lines. Never blocks the publisher: broadcast sends do not
+/// wait, and this task only ever drops what the subscriber cannot take.
+async fn forward_events(
+    mut rx: broadcast::Receiver<Arc<Event>>,
+    start_seq: u64,
+    out: mpsc::UnboundedSender<Outbound>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let budget = Arc::new(Semaphore::new(SUBSCRIBER_BUDGET));
+    // Events dropped since the last line that reached the queue, and the last seq seen (sent,
+    // dropped, or skipped by the bus), which the `lagged` notice reports.
+    let mut missed: u64 = 0;
+    let mut last_seq = start_seq;
+    loop {
+        tokio::select! {
+            biased;
+            _ = out.closed() => break,
+            _ = shutdown.wait_for(|s| *s) => break,
+            permit = budget.clone().acquire_owned(), if missed > 0 => {
+                let permit = permit.expect("the budget is never closed");
+                let _ = out.send(Outbound { line: lagged_line(last_seq, missed), permit: Some(permit) });
+                missed = 0;
+            }
+            event = rx.recv() => match event {
+                Ok(event) => {
+                    last_seq = event.seq;
+                    if missed > 0 {
+                        missed += 1;
+                        continue;
+                    }
+                    match budget.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            let _ = out.send(Outbound { line: event.to_line(), permit: Some(permit) });
+                        }
+                        Err(_) => missed = 1,
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    last_seq += n;
+                    missed += n;
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+        }
+    }
+}
+
+// ----------------------------------------------------------------------------------------------
+// Listing and reading
+// ----------------------------------------------------------------------------------------------
+
+/// The `state` filter of `receipts.list` and of a clear's `filter`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateFilter {
+    /// Still executing.
+    Running,
+    /// Finished, successfully or not.
+    Completed,
+    /// Finished successfully.
+    Ok,
+    /// Finished with an error.
+    Error,
+    /// Would be accepted by a clear now.
+    Clearable,
+}
+
+/// Which receipts a listing or a clear is about; every given field must match.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ReceiptFilter {
+    /// By state.
+    pub state: Option<StateFilter>,
+    /// By method (wire name).
+    pub method: Option<String>,
+    /// By task ID.
+    pub task_id: Option<String>,
+    /// A substring of the request ID, method, task ID or error code.
+    pub search: Option<String>,
+}
+
+impl ReceiptFilter {
+    fn checked(self, method: &str) -> Result<ReceiptFilter, ErrorBody> {
+        if let Some(m) = &self.method {
+            if m.parse::<Method>().is_err() {
+                return Err(bad_params(
+                    method,
+                    format_args!("method {m:?} is not a Polaris method"),
+                ));
+            }
+        }
+        Ok(self)
+    }
+
+    /// Whether a receipt matches.
+    pub fn matches(&self, key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> bool {
+        let code = r.outcome().and_then(|o| o.code);
+        if let Some(state) = self.state {
+            let keep = match state {
+                StateFilter::Running => r.is_running(),
+                StateFilter::Completed => !r.is_running(),
+                StateFilter::Ok => !r.is_running() && code.is_none(),
+                StateFilter::Error => code.is_some(),
+                StateFilter::Clearable => refusal.is_none(),
+            };
+            if !keep {
+                return false;
+            }
+        }
+        if self
+            .method
+            .as_deref()
+            .is_some_and(|m| m != r.method.as_str())
+        {
+            return false;
+        }
+        if self
+            .task_id
+            .as_deref()
+            .is_some_and(|t| r.task_id.as_deref() != Some(t))
+        {
+            return false;
+        }
+        if let Some(q) = self.search.as_deref() {
+            let hit = key.to_string().contains(q)
+                || r.method.as_str().contains(q)
+                || r.task_id.as_deref().is_some_and(|t| t.contains(q))
+                || code.is_some_and(|c| c.as_str().contains(q));
+            if !hit {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ListParams {
+    offset: Option<usize>,
+    limit: Option<usize>,
+    sort: Option<Sort>,
+    state: Option<StateFilter>,
+    method: Option<String>,
+    task_id: Option<String>,
+    search: Option<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Sort {
+    Newest,
+    Oldest,
+    State,
+    Method,
+    Task,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct GetParams {
+    request_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TasksParams {
+    state: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct VerifyParams {
+    task_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct PrepareParams {
+    request_ids: Option<Vec<String>>,
+    filter: Option<ReceiptFilter>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct CommitParams {
+    token: String,
+    reason: String,
+    operator: Option<String>,
+}
+
+impl CommitParams {
+    fn checked(self) -> Result<CommitParams, ErrorBody> {
+        let n = self.reason.chars().count();
+        if self.reason.trim().is_empty() || n > MAX_REASON_CHARS {
+            return Err(bad_params(
+                "receipts.clearCommit",
+                format_args!(
+                    "reason must be 1–{MAX_REASON_CHARS} characters and say why (got {n})"
+                ),
+            ));
+        }
+        if self
+            .operator
+            .as_ref()
+            .is_some_and(|o| o.trim().is_empty() || o.chars().count() > 200)
+        {
+            return Err(bad_params(
+                "receipts.clearCommit",
+                "operator must be 1–200 characters",
+            ));
+        }
+        Ok(self)
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AuditParams {
+    limit: Option<usize>,
+}
+
+/// A ReceiptItem (one listing row).
+fn item_json(key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> Value {
+    let mut v = json!({
+        "requestId": key.to_string(),
+        "method": r.method.as_str(),
+        "state": if r.is_running() { "running" } else { "completed" },
+        "firstSeenAt": format_millis(r.first_seen),
+        "joins": r.joins,
+        "replays": r.replays,
+        "clearable": refusal.is_none(),
+    });
+    if let Some(t) = &r.task_id {
+        v["taskId"] = json!(&**t);
+    }
+    if let Some(o) = r.outcome() {
+        v["ok"] = json!(o.is_ok());
+        if let Some(c) = o.code {
+            v["code"] = json!(c.as_str());
+        }
+        v["completedAt"] = json!(format_millis(r.completed_at));
+    }
+    if let Some(why) = refusal {
+        v["refusal"] = json!(why.as_str());
+    }
+    v
+}
+
+fn list(host: &Host, p: ListParams) -> Result<Value, ErrorBody> {
+    const M: &str = "receipts.list";
+    let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    if limit > MAX_LIST_LIMIT {
+        return Err(bad_params(
+            M,
+            format_args!("limit may be at most {MAX_LIST_LIMIT}; page with offset"),
+        ));
+    }
+    let offset = p.offset.unwrap_or(0);
+    let filter = ReceiptFilter {
+        state: p.state,
+        method: p.method,
+        task_id: p.task_id,
+        search: p.search,
+    }
+    .checked(M)?;
+    let sort = p.sort.unwrap_or(Sort::Newest);
+    let st = host.lock();
+    let tasks = &st.tasks;
+    let refusal = |k: &RequestKey, r: &Receipt| clear_refusal(tasks, k, r);
+    let page = |rows: &mut dyn Iterator<Item = (&RequestKey, &Receipt)>| -> (usize, Vec<Value>) {
+        let mut total = 0;
+        let mut items = Vec::new();
+        for (k, r) in rows {
+            let why = refusal(k, r);
+            if !filter.matches(k, r, why) {
+                continue;
+            }
+            if total >= offset && items.len() < limit {
+                items.push(item_json(k, r, why));
+            }
+            total += 1;
+        }
+        (total, items)
+    };
+    let (total, items) = match sort {
+        Sort::Newest => page(&mut st.book.iter().rev()),
+        Sort::Oldest => page(&mut st.book.iter()),
+        Sort::State | Sort::Method | Sort::Task => {
+            // Newest first within each group: a stable sort of the newest-first order.
+            let mut rows: Vec<(&RequestKey, &Receipt)> = st.book.iter().rev().collect();
+            match sort {
+                Sort::State => rows.sort_by_key(|(_, r)| !r.is_running()),
+                Sort::Method => rows.sort_by_key(|(_, r)| r.method.as_str()),
+                _ => rows.sort_by(|(_, a), (_, b)| match (&a.task_id, &b.task_id) {
+                    (Some(x), Some(y)) => x.cmp(y),
+                    (Some(_), None) => std::cmp::Ordering::Less,
+                    (None, Some(_)) => std::cmp::Ordering::Greater,
+                    (None, None) => std::cmp::Ordering::Equal,
+                }),
+            }
+            page(&mut rows.into_iter())
+        }
+    };
+    Ok(json!({"total": total, "items": items}))
+}
+
+fn get(host: &Host, request_id: &str) -> Value {
+    let key = RequestKey::new(request_id);
+    let st = host.lock();
+    if let Some(r) = st.book.get(&key) {
+        let mut v = item_json(&key, r, clear_refusal(&st.tasks, &key, r));
+        let request = r.request.clone();
+        let outcome = r.outcome().cloned();
+        drop(st);
+        v["request"] = serde_json::from_str(&request).unwrap_or(Value::Null);
+        if let Some(o) = outcome {
+            v["reply"] = o.to_value();
+        }
+        return v;
+    }
+    if let Some((_, batch)) = st.book.tombstone(&key) {
+        return json!({
+            "requestId": request_id,
+            "state": "cleared",
+            "clearedAt": format_millis(batch.at),
+            "reason": &*batch.reason,
+        });
+    }
+    json!({"requestId": request_id, "state": "unknown"})
+}
+
+fn newest_first(tasks: &Tasks) -> Vec<&Task> {
+    let mut all: Vec<&Task> = tasks.iter().collect();
+    all.sort_by(|a, b| {
+        b.created_at
+            .cmp(&a.created_at)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    all
+}
+
+fn tasks_list(host: &Host, p: TasksParams) -> Result<Value, ErrorBody> {
+    let state = match p.state.as_deref() {
+        None => None,
+        Some(s) => Some(TaskState::parse(s).ok_or_else(|| {
+            bad_params(
+                "tasks.list",
+                format_args!("state {s:?} is not one of running, blocked, finished, stopped"),
+            )
+        })?),
+    };
+    let st = host.lock();
+    let tasks: Vec<Value> = newest_first(&st.tasks)
+        .into_iter()
+        .filter(|t| state.is_none_or(|s| t.state() == s))
+        .map(Task::summary_json)
+        .collect();
+    Ok(json!({"tasks": tasks}))
+}
+
+fn snapshot(host: &Host) -> Value {
+    let executor =
+        json!({"kind": host.executor().kind(), "mutations": host.executor().mutations()});
+    let st = host.lock();
+    let tasks = newest_first(&st.tasks);
+    let pending: Vec<Value> = tasks
+        .iter()
+        .flat_map(|t| {
+            t.pending.iter().map(|p| {
+                let mut v = p.to_json();
+                v["taskId"] = json!(&*t.id);
+                v["title"] = json!(t.title);
+                v["taskState"] = json!(t.state().as_str());
+                v
+            })
+        })
+        .collect();
+    json!({
+        "runId": host.run_id(),
+        "startedAt": format_millis(host.started_at()),
+        "seq": st.events.seq(),
+        "receipts": receipts_json(&st.book),
+        "counters": st.counters,
+        "tasks": tasks.iter().map(|t| t.summary_json()).collect::<Vec<_>>(),
+        "pending": pending,
+        "executor": executor,
+    })
+}
+
+// ----------------------------------------------------------------------------------------------
+// Clearing
+// ----------------------------------------------------------------------------------------------
+
+fn clear_prepare(host: &Host, p: PrepareParams) -> Result<Value, ErrorBody> {
+    const M: &str = "receipts.clearPrepare";
+    let view = match (&p.request_ids, p.filter) {
+        (Some(ids), None) => {
+            if ids.is_empty() {
+                return Err(bad_params(
+                    M,
+                    "requestIds is empty; name at least one request ID",
+                ));
+            }
+            if let Some(bad) = ids
+                .iter()
+                .find(|id| crate::protocol::validate_id(id).is_err())
+            {
+                return Err(bad_params(
+                    M,
+                    format_args!("{bad:?} is not a valid request ID"),
+                ));
+            }
+            host.clear_prepare(ClearTargets::Ids(ids))
+        }
+        (None, Some(filter)) => {
+            let filter = filter.checked(M)?;
+            host.clear_prepare(ClearTargets::Matching(&|k, r, why| {
+                filter.matches(k, r, why)
+            }))
+        }
+        _ => return Err(bad_params(M, "give exactly one of requestIds or filter")),
+    };
+    let clearable: Vec<Value> = view
+        .clearable
+        .iter()
+        .map(|c| {
+            let mut v = json!({
+                "requestId": c.request_id,
+                "method": c.method.as_str(),
+                "ok": c.outcome.is_ok(),
+                "reply": c.outcome.to_value(),
+                "joins": c.joins,
+                "replays": c.replays,
+                "completedAt": format_millis(c.completed_at),
+            });
+            if let Some(t) = &c.task_id {
+                v["taskId"] = json!(&**t);
+            }
+            if let Some(code) = c.outcome.code {
+                v["code"] = json!(code.as_str());
+            }
+            v
+        })
+        .collect();
+    let refused: Vec<Value> = view
+        .refused
+        .iter()
+        .map(|(id, why)| json!({"requestId": id, "reason": why.as_str()}))
+        .collect();
+    Ok(json!({
+        "token": view.token,
+        "expiresAt": format_millis(view.expires_at),
+        "clearable": clearable,
+        "refused": refused,
+    }))
+}
+
+/// The operator name recorded when a commit names none: the OS user running the host (the
+/// only user its sockets accept).
+pub fn os_user_name() -> String {
+    for var in ["USER", "LOGNAME"] {
+        if let Some(u) = std::env::var_os(var)
+            .and_then(|u| u.into_string().ok())
+            .filter(|u| !u.is_empty())
+        {
+            return u;
+        }
+    }
+    format!("uid:{}", crate::server::current_uid())
+}
+
+fn audit_entry(host: &Host, done: &CommittedClear, operator: &str, reason: &str) -> Value {
+    let cleared: Vec<Value> = done
+        .cleared
+        .iter()
+        .map(|c| {
+            let mut v = json!({"requestId": c.request_id, "method": c.method.as_str(), "ok": c.code.is_none()});
+            if let Some(t) = &c.task_id {
+                v["taskId"] = json!(&**t);
+            }
+            if let Some(code) = c.code {
+                v["code"] = json!(code.as_str());
+            }
+            v
+        })
+        .collect();
+    json!({
+        "at": format_millis(done.at),
+        "runId": host.run_id(),
+        "operator": operator,
+        "reason": reason,
+        "cleared": cleared,
+    })
+}
+
+async fn clear_commit(
+    host: &Host,
+    audit: &Arc<AuditLog>,
+    p: CommitParams,
+) -> Result<Value, ErrorBody> {
+    let operator = p.operator.clone().unwrap_or_else(os_user_name);
+    // One commit at a time, so the log's order is the order the clears applied in.
+    let _order = audit.lock.lock().await;
+    // The log must be writable before anything is cleared: a clear nobody can account for is
+    // worse than one refused.
+    let opener = audit.clone();
+    let file = tokio::task::spawn_blocking(move || opener.open_for_append())
+        .await
+        .expect("opening the audit log does not panic")
+        .map_err(|e| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!(
+                    "could not open the audit log {} ({e}); nothing was cleared. Fix its directory or start the host with another --audit-log",
+                    audit.path().display()
+                ),
+            )
+            .with_delivery(Delivery::NotExecuted)
+        })?;
+    let done = host.clear_commit(&p.token, &p.reason, &operator)?;
+    let mut line = serde_json::to_vec(&audit_entry(host, &done, &operator, &p.reason))
+        .expect("JSON serialises");
+    line.push(b'\n');
+    let written = tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        file.write_all(&line).and_then(|_| file.sync_data())
+    })
+    .await
+    .expect("writing the audit log does not panic");
+    let mut result = json!({"cleared": done.cleared.len(), "tombstones": done.tombstones, "receipts": done.receipts});
+    if let Err(e) = written {
+        tracing::error!(path = %audit.path().display(), "the clear applied but its audit line was not written: {e}");
+        result["auditError"] = json!(format!(
+            "the clear applied but its audit line could not be written to {}: {e}",
+            audit.path().display()
+        ));
+    }
+    Ok(result)
 }

@@ -493,7 +493,7 @@ pub fn start(
         )),
         tokio::spawn(accept_loop(
             introspect,
-            crate::introspect::Introspect::new(host.clone()),
+            crate::introspect::Introspect::new(host.clone(), options.audit_log.clone()),
             options.limits,
             stop_rx,
             shutdown_rx,

@@ -1,0 +1,210 @@
+//! What an introspection subscriber costs the bridge: fresh `page.fill` mutations from 32
+//! pipelining clients with no subscriber, with a subscriber that reads every event (a live
+//! console), and with one that never reads (a stuck console, which must cost nothing more than
+//! a reading one). `cargo bench --bench subscriber`; `-- --test` runs each case once.
+//!
+//! Server and clients run on separate runtimes, as a real console and agents would be separate
+//! processes.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use interprocess::local_socket::tokio::{prelude::*, Stream};
+use interprocess::local_socket::GenericFilePath;
+use polaris::host::HostConfig;
+use polaris::server::{Limits, Running, ServeOptions};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::runtime::Runtime;
+
+const CLIENTS: usize = 32;
+const PER_CLIENT: usize = 500;
+const WINDOW: usize = 64;
+
+fn runtime(threads: usize) -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn start_polaris(srv: &Runtime, dir: &Path) -> Running {
+    let _enter = srv.enter();
+    let options = ServeOptions {
+        socket_dir: dir.to_path_buf(),
+        host: HostConfig {
+            capacity: 50_000_000,
+            ..HostConfig::default()
+        },
+        limits: Limits {
+            max_frame_bytes: polaris::protocol::DEFAULT_MAX_FRAME_BYTES,
+            max_connections: 256,
+        },
+        audit_log: dir.join("audit.jsonl"),
+    };
+    polaris::server::start(
+        &options,
+        Arc::new(polaris::executor::FixtureExecutor::new()),
+    )
+    .unwrap()
+}
+
+async fn connect(path: &Path) -> Stream {
+    Stream::connect(path.to_fs_name::<GenericFilePath>().unwrap())
+        .await
+        .unwrap()
+}
+
+/// One client: sends its lines keeping at most `WINDOW` in flight, checks every reply is ok.
+async fn pipeline(path: PathBuf, lines: Vec<Vec<u8>>) {
+    let mut io = BufReader::with_capacity(64 * 1024, connect(&path).await);
+    let (mut sent, mut received) = (0, 0);
+    let mut out = Vec::new();
+    let mut reply = Vec::new();
+    while received < lines.len() {
+        out.clear();
+        while sent < lines.len() && sent - received < WINDOW {
+            out.extend_from_slice(&lines[sent]);
+            sent += 1;
+        }
+        if !out.is_empty() {
+            io.get_mut().write_all(&out).await.unwrap();
+        }
+        loop {
+            reply.clear();
+            io.read_until(b'\n', &mut reply).await.unwrap();
+            assert!(
+                memchr::memmem::find(&reply, b"\"ok\":true").is_some(),
+                "{}",
+                String::from_utf8_lossy(&reply)
+            );
+            received += 1;
+            if memchr::memchr(b'\n', io.buffer()).is_none() {
+                break;
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Subscriber {
+    None,
+    Reading,
+    Stuck,
+}
+
+fn bench(c: &mut Criterion) {
+    let srv = runtime(1);
+    let cli = runtime(1);
+    let tmp = tempfile::Builder::new()
+        .prefix("pl")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let dir = tmp.path().join("s");
+    let running = start_polaris(&srv, &dir);
+    let bridge = dir.join("bridge.sock");
+    let task = cli.block_on(async {
+        let mut io = BufReader::new(connect(&bridge).await);
+        io.get_mut()
+            .write_all(
+                b"{\"id\":\"start\",\"method\":\"task.start\",\"params\":{\"title\":\"bench\"}}\n",
+            )
+            .await
+            .unwrap();
+        let mut line = String::new();
+        io.read_line(&mut line).await.unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        v["result"]["taskId"].as_str().unwrap().to_owned()
+    });
+    let seen = Arc::new(AtomicU64::new(0));
+    let counter = AtomicU64::new(0);
+
+    let mut g = c.benchmark_group("subscriber_cost_fresh_fill");
+    g.throughput(Throughput::Elements((CLIENTS * PER_CLIENT) as u64));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(8))
+        .warm_up_time(Duration::from_secs(1));
+    for (name, kind) in [
+        ("none", Subscriber::None),
+        ("reading", Subscriber::Reading),
+        ("stuck", Subscriber::Stuck),
+    ] {
+        // The subscriber lives for the whole case; it connects before the first request.
+        let intro = dir.join("introspect.sock");
+        let seen = seen.clone();
+        let holder = cli.block_on(async move {
+            if let Subscriber::None = kind {
+                return None;
+            }
+            let stream = connect(&intro).await;
+            (&stream)
+                .write_all(b"{\"id\":\"sub\",\"method\":\"subscribe\"}\n")
+                .await
+                .unwrap();
+            let mut io = BufReader::new(stream);
+            let mut line = String::new();
+            io.read_line(&mut line).await.unwrap();
+            assert!(line.contains("\"subscribed\":true"), "{line}");
+            Some(match kind {
+                Subscriber::Reading => tokio::spawn(async move {
+                    let mut line = Vec::new();
+                    while io.read_until(b'\n', &mut line).await.unwrap_or(0) > 0 {
+                        seen.fetch_add(1, Ordering::Relaxed);
+                        line.clear();
+                    }
+                    drop(io);
+                }),
+                // Holds the connection open and never reads it.
+                _ => tokio::spawn(async move {
+                    let _keep = io;
+                    std::future::pending::<()>().await
+                }),
+            })
+        });
+        g.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let round = counter.fetch_add(1, Ordering::Relaxed);
+                    let batches: Vec<Vec<Vec<u8>>> = (0..CLIENTS)
+                        .map(|c| {
+                            (0..PER_CLIENT)
+                                .map(|i| {
+                                    format!(
+                                        "{{\"id\":\"r{round}-{c}-{i}\",\"method\":\"page.fill\",\"params\":{{\"taskId\":\"{task}\",\"target\":\"#t{c}\",\"value\":\"{i}\"}}}}\n"
+                                    )
+                                    .into_bytes()
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    let start = Instant::now();
+                    cli.block_on(async {
+                        let runs: Vec<_> =
+                            batches.into_iter().map(|lines| tokio::spawn(pipeline(bridge.clone(), lines))).collect();
+                        for r in runs {
+                            r.await.unwrap();
+                        }
+                    });
+                    total += start.elapsed();
+                }
+                total
+            })
+        });
+        if let Some(h) = holder {
+            h.abort();
+        }
+    }
+    g.finish();
+    eprintln!(
+        "the reading subscriber saw {} event lines",
+        seen.load(Ordering::Relaxed)
+    );
+    srv.block_on(running.stop());
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
