@@ -438,6 +438,8 @@ pub struct App {
     pub quit: bool,
     /// Whether to use colour (off when `NO_COLOR` is set).
     pub color: bool,
+    /// The first line of the confirmation dialog's list shown (↑/↓ while typing the reason).
+    pub dialog_scroll: usize,
     /// A page read was asked for and not answered yet.
     page_in_flight: bool,
     /// Something changed on the host since the last read.
@@ -557,6 +559,7 @@ impl App {
             mode: Mode::Normal,
             quit: false,
             color: true,
+            dialog_scroll: 0,
             page_in_flight: false,
             dirty: false,
         }
@@ -891,6 +894,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
             match reply {
                 Ok(v) => {
                     let prepared = parse_prepared(&v);
+                    app.dialog_scroll = 0;
                     app.mode = Mode::Confirm {
                         prepared,
                         reason: String::new(),
@@ -1056,6 +1060,10 @@ fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
                     KeyCode::Backspace => {
                         reason.pop();
                     }
+                    KeyCode::Up => app.dialog_scroll = app.dialog_scroll.saturating_sub(1),
+                    KeyCode::Down => app.dialog_scroll = app.dialog_scroll.saturating_add(1),
+                    KeyCode::PageUp => app.dialog_scroll = app.dialog_scroll.saturating_sub(10),
+                    KeyCode::PageDown => app.dialog_scroll = app.dialog_scroll.saturating_add(10),
                     KeyCode::Char(c)
                         if !key.modifiers.contains(KeyModifiers::CONTROL)
                             && reason.chars().count() < 500 =>

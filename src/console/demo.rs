@@ -146,7 +146,7 @@ async fn agent(n: usize, client: BridgeClient, stop: Arc<AtomicBool>) {
                 continue;
             }
         };
-        pause(&mut rng, 150, 600).await;
+        pause(&mut rng, 400, 1_200).await;
         let fill_id = uuid::Uuid::new_v4().to_string();
         let value = format!("item {}", rng.below(1000));
         let _ = client
@@ -166,7 +166,7 @@ async fn agent(n: usize, client: BridgeClient, stop: Arc<AtomicBool>) {
                 )
                 .await;
         }
-        pause(&mut rng, 150, 600).await;
+        pause(&mut rng, 400, 1_200).await;
         let press_id = uuid::Uuid::new_v4().to_string();
         let press: Value = json!({
             "taskId": task_id, "key": "Enter", "target": "#title",
@@ -185,8 +185,8 @@ async fn agent(n: usize, client: BridgeClient, stop: Arc<AtomicBool>) {
             pause(&mut rng, 300, 900).await;
             continue;
         }
-        pause(&mut rng, 150, 600).await;
+        pause(&mut rng, 400, 1_200).await;
         let _ = client.call("task.finish", json!({"taskId": task_id})).await;
-        pause(&mut rng, 200, 1_000).await;
+        pause(&mut rng, 600, 1_800).await;
     }
 }

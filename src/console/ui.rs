@@ -39,7 +39,7 @@ fn areas(area: Rect) -> Areas {
     let [capacity, activity] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
     let [tasks, blocked] =
-        Layout::horizontal([Constraint::Percentage(40), Constraint::Percentage(60)]).areas(bottom);
+        Layout::horizontal([Constraint::Percentage(35), Constraint::Percentage(65)]).areas(bottom);
     Areas {
         header,
         capacity,
@@ -149,6 +149,21 @@ fn result_text(r: &ReceiptRow) -> String {
     }
 }
 
+/// Widths of two flexible columns beside fixed ones in `inner` cells with one space between
+/// columns: at least `min` each, the rest shared evenly, so the layout never depends on the
+/// constraint solver's choice.
+fn share(inner: u16, fixed: &[u16], min: [u16; 2]) -> [u16; 2] {
+    let spacing = (fixed.len() + 1) as u16;
+    let used: u16 = fixed.iter().sum::<u16>() + spacing;
+    let room = inner.saturating_sub(used);
+    if room <= min[0] + min[1] {
+        let first = (room * min[0]) / (min[0] + min[1]).max(1);
+        return [first, room - first];
+    }
+    let extra = room - min[0] - min[1];
+    [min[0] + extra / 2, min[1] + extra - extra / 2]
+}
+
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
     let h = height.min(area.height);
@@ -185,7 +200,15 @@ impl Widget for &App {
                 prepared,
                 reason,
                 stage,
-            } => render_confirm(&theme, prepared, reason, stage, area, buf),
+            } => render_confirm(
+                &theme,
+                prepared,
+                reason,
+                stage,
+                self.dialog_scroll,
+                area,
+                buf,
+            ),
             Mode::Normal | Mode::Filter => {}
         }
     }
@@ -297,7 +320,8 @@ fn render_activity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     ];
     for (row, (label, data, color)) in rows.into_iter().zip(series) {
         let [l, s] = Layout::horizontal([Constraint::Length(9), Constraint::Min(1)]).areas(row);
-        let now = data.back().copied().unwrap_or(0);
+        // The last complete second: the current one is still counting.
+        let now = data.iter().rev().nth(1).copied().unwrap_or(0);
         Line::raw(format!("{label} {now:>4}")).render(l, buf);
         let width = s.width as usize;
         let tail: Vec<u64> = data
@@ -381,13 +405,18 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         }
         rows.push(row);
     }
+    let [method_w, result_w] = share(
+        area.width.saturating_sub(2),
+        &[2, if wide { 36 } else { 8 }, 8, 7, 5, 3, 3, 5],
+        [11, 17],
+    );
     let widths = [
         Constraint::Length(2),
         Constraint::Length(if wide { 36 } else { 8 }),
-        Constraint::Min(11),
+        Constraint::Length(method_w),
         Constraint::Length(8),
         Constraint::Length(7),
-        Constraint::Min(17),
+        Constraint::Length(result_w),
         Constraint::Length(5),
         Constraint::Length(3),
         Constraint::Length(3),
@@ -440,7 +469,7 @@ fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         rows,
         [
             Constraint::Length(8),
-            Constraint::Min(6),
+            Constraint::Length(area.width.saturating_sub(2 + 8 + 6 + 2).max(6)),
             Constraint::Length(6),
         ],
     )
@@ -510,13 +539,15 @@ fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             }
         })
         .collect();
+    let request_w = if area.width >= 70 { 8 } else { 4 };
+    let [action_w, expect_w] = share(area.width.saturating_sub(2), &[8, request_w, 5, 12], [8, 8]);
     let widths = [
         Constraint::Length(8),
-        Constraint::Length(8),
-        Constraint::Min(8),
-        Constraint::Min(8),
-        Constraint::Length(6),
-        Constraint::Length(13),
+        Constraint::Length(request_w),
+        Constraint::Length(action_w),
+        Constraint::Length(expect_w),
+        Constraint::Length(5),
+        Constraint::Length(12),
     ];
     Table::new(rows, widths)
         .header(header)
@@ -648,6 +679,7 @@ fn render_confirm(
     prepared: &super::app::PreparedClear,
     reason: &str,
     stage: &ConfirmStage,
+    scroll: usize,
     area: Rect,
     buf: &mut Buffer,
 ) {
@@ -669,38 +701,27 @@ fn render_confirm(
         Constraint::Length(3),
     ])
     .areas(inner);
-    Paragraph::new(vec![
-        Line::styled(
-            format!("Clear {n} receipts? Their stored replies are forgotten;"),
-            t.bold(),
-        ),
-        Line::raw("a re-sent ID then gets RECEIPT_CLEARED. Current results:"),
-    ])
-    .render(head, buf);
-    let mut lines: Vec<Line> = prepared
+    let errors = prepared
         .clearable
         .iter()
-        .map(|c| {
-            let style = if c.result == "ok" {
-                t.fg(Color::Green)
-            } else {
-                t.fg(Color::Red)
-            };
-            Line::from(vec![
-                Span::raw(format!(
-                    " {} {:<14} {:<8} ",
-                    short(&c.request_id),
-                    c.method,
-                    c.task_id.as_deref().map(short).unwrap_or("-")
-                )),
-                Span::styled(format!("{:<18}", c.result), style),
-                Span::raw(format!(" j{} r{}", c.joins, c.replays)),
-            ])
-        })
-        .collect();
+        .filter(|c| c.result != "ok")
+        .count();
+    Paragraph::new(vec![
+        Line::styled(
+            format!(
+                "Clear {n} receipts? ({} ok, {errors} errors; {} refused) Their replies are forgotten:",
+                n - errors,
+                prepared.refused.len()
+            ),
+            t.bold(),
+        ),
+        Line::raw("a re-sent ID then gets RECEIPT_CLEARED. Refused first, then current results:"),
+    ])
+    .render(head, buf);
+    let mut lines: Vec<Line> = Vec::new();
     if !prepared.refused.is_empty() {
         lines.push(Line::styled(
-            format!("Refused ({}):", prepared.refused.len()),
+            format!("Refused ({}), kept:", prepared.refused.len()),
             t.bold(),
         ));
         for (id, why) in &prepared.refused {
@@ -709,12 +730,35 @@ fn render_confirm(
                 t.fg(Color::Yellow),
             ));
         }
+        lines.push(Line::styled(format!("To clear ({n}):"), t.bold()));
+    }
+    for c in &prepared.clearable {
+        let style = if c.result == "ok" {
+            t.fg(Color::Green)
+        } else {
+            t.fg(Color::Red)
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!(
+                " {} {:<14} {:<8} ",
+                short(&c.request_id),
+                c.method,
+                c.task_id.as_deref().map(short).unwrap_or("-")
+            )),
+            Span::styled(format!("{:<18}", c.result), style),
+            Span::raw(format!(" joins {} replays {}", c.joins, c.replays)),
+        ]));
     }
     let room = list.height as usize;
+    let first = scroll.min(lines.len().saturating_sub(room));
+    let mut lines: Vec<Line> = lines.into_iter().skip(first).collect();
     if lines.len() > room && room > 0 {
         let more = lines.len() - (room - 1);
         lines.truncate(room - 1);
-        lines.push(Line::styled(format!(" … and {more} more lines"), t.dim()));
+        lines.push(Line::styled(
+            format!(" … {more} more (↑/↓ to scroll)"),
+            t.dim(),
+        ));
     }
     Paragraph::new(lines).render(list, buf);
     let cursor = if *stage == ConfirmStage::Reason {
@@ -723,7 +767,9 @@ fn render_confirm(
         ""
     };
     let instruction = match stage {
-        ConfirmStage::Reason => Line::raw("Type why (for the audit log), then enter. esc cancels."),
+        ConfirmStage::Reason => {
+            Line::raw("Type why (for the audit log), then enter. ↑/↓ scroll, esc cancels.")
+        }
         ConfirmStage::Confirm => Line::styled(
             format!("Press y to clear {n} receipts. Any other key cancels."),
             t.alert(),
