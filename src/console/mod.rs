@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crossterm::event::{Event as TermEvent, EventStream};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use ratatui::DefaultTerminal;
 
 use app::{update, Action, App, Effect};
@@ -64,6 +64,15 @@ async fn event_loop(terminal: &mut DefaultTerminal, socket_dir: PathBuf) -> io::
             _ = tick.tick() => Action::Tick(crate::protocol::now_millis()),
         };
         apply(&mut app, &net, action);
+        // Drain whatever else is already waiting (typed-ahead keys, a burst of host events)
+        // before the next redraw.
+        while let Some(Some(Ok(ev))) = input.next().now_or_never() {
+            match ev {
+                TermEvent::Key(k) => apply(&mut app, &net, Action::Key(k)),
+                TermEvent::Resize(c, r) => apply(&mut app, &net, Action::Resize(c, r)),
+                _ => {}
+            }
+        }
         while let Ok(a) = rx.try_recv() {
             apply(&mut app, &net, a);
         }

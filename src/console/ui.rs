@@ -149,6 +149,14 @@ fn result_text(r: &ReceiptRow) -> String {
     }
 }
 
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
 /// Widths of two flexible columns beside fixed ones in `inner` cells with one space between
 /// columns: at least `min` each, the rest shared evenly, so the layout never depends on the
 /// constraint solver's choice.
@@ -539,7 +547,7 @@ fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             }
         })
         .collect();
-    let request_w = if area.width >= 70 { 8 } else { 4 };
+    let request_w = if area.width >= 60 { 8 } else { 4 };
     let [action_w, expect_w] = share(area.width.saturating_sub(2), &[8, request_w, 5, 12], [8, 8]);
     let widths = [
         Constraint::Length(8),
@@ -709,8 +717,9 @@ fn render_confirm(
     Paragraph::new(vec![
         Line::styled(
             format!(
-                "Clear {n} receipts? ({} ok, {errors} errors; {} refused) Their replies are forgotten:",
+                "Clear {n} receipts? ({} ok, {}, {} refused) Their replies are forgotten:",
                 n - errors,
+                plural(errors, "error"),
                 prepared.refused.len()
             ),
             t.bold(),
