@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use portable_pty::{native_pty_system, CommandBuilder, PtySize};
 use serde_json::{json, Value};
 
-use common::{new_id, polaris_bin, saved, sync_call, TestHost};
+use common::{polaris_bin, saved, sync_call, TestHost};
 
 const ROWS: u16 = 30;
 const COLS: u16 = 100;
@@ -230,7 +230,6 @@ fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
     .unwrap();
     assert_eq!(r["ok"], true, "{r}");
     console.shows("2/8 receipts");
-    let _ = new_id;
 
     console.press("q");
     let status = console.child.wait().expect("the console exits");
@@ -238,4 +237,54 @@ fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
         status.success(),
         "the console exits cleanly on q: {status:?}"
     );
+}
+
+#[test]
+fn a_lost_host_marks_the_data_stale_and_the_console_reconnects_to_the_next_run() {
+    let mut host = TestHost::start(&["--capacity", "8"]);
+    let mut console = Console::start(&host);
+    console.wait_for("a connected host", |t| {
+        t.contains("connected") && t.contains("0/8 receipts")
+    });
+    start_task(&host, json!({}));
+    start_task(&host, json!({}));
+    let first = console.shows("2/8 receipts");
+    let run = |screen: &str| {
+        screen
+            .split("run ")
+            .nth(1)
+            .and_then(|s| s.split_whitespace().next())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let first_run = run(&first);
+
+    let status = host.terminate();
+    assert!(status.success(), "the host stops cleanly: {status}");
+    let stale = console.wait_for("the disconnection banner", |t| {
+        t.contains("DISCONNECTED for") && t.contains("stale")
+    });
+    assert!(
+        stale.contains("2/8 receipts"),
+        "the last data stays on screen:\n{stale}"
+    );
+
+    // A new host run on the same socket directory: the console finds it by itself.
+    let log = std::fs::File::create(host.root.path().join("serve2.log")).unwrap();
+    let mut next = std::process::Command::new(polaris_bin())
+        .args(["serve", "--capacity", "8", "--socket-dir"])
+        .arg(&host.dir)
+        .arg("--audit-log")
+        .arg(host.root.path().join("audit.jsonl"))
+        .stderr(log)
+        .spawn()
+        .expect("a second host starts");
+    let back = console.wait_for("the new run", |t| {
+        t.contains("connected") && !t.contains("DISCONNECTED") && t.contains("0/8 receipts")
+    });
+    assert_ne!(run(&back), first_run, "the header shows the new run");
+    console.press("q");
+    assert!(console.child.wait().expect("the console exits").success());
+    let _ = next.kill();
+    let _ = next.wait();
 }
