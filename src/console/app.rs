@@ -811,10 +811,21 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
         Action::Page { offset, reply } => {
             app.page_in_flight = false;
             match reply {
+                Ok(_) if offset != app.scroll => {
+                    // An older window, overtaken by a later move: its successor is on its way.
+                    app.page_in_flight = true;
+                }
                 Ok(v) => {
+                    // The selection follows its receipt while new ones push the rows down.
+                    let keep = app.selected_receipt().map(|r| r.request_id.clone());
                     app.total = v["total"].as_u64().unwrap_or(0);
                     app.page_offset = offset;
                     app.page = serde_json::from_value(v["items"].clone()).unwrap_or_default();
+                    if let Some(k) =
+                        keep.and_then(|id| app.page.iter().position(|r| r.request_id == id))
+                    {
+                        app.selected = offset + k as u64;
+                    }
                     if app.clamp_selection() {
                         return app.fetch_page();
                     }

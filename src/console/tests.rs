@@ -241,6 +241,41 @@ fn moving_past_the_window_asks_the_host_for_the_next_page_only() {
 }
 
 #[test]
+fn the_selection_follows_its_receipt_when_new_ones_arrive_and_stale_pages_are_ignored() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('j'));
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(1));
+    let mut fresh = page(5, 0, 5);
+    let newer = receipt(77, "task.start", "completed", Some(true), None, 0);
+    fresh["items"].as_array_mut().unwrap().insert(0, newer);
+    fresh["total"] = json!(6);
+    update(
+        &mut app,
+        Action::Page {
+            offset: 0,
+            reply: Ok(fresh),
+        },
+    );
+    assert_eq!(app.selected, 2);
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(1));
+    // A page for a window the console has already left changes nothing.
+    update(
+        &mut app,
+        Action::Page {
+            offset: 3,
+            reply: Ok(page(6, 3, 3)),
+        },
+    );
+    assert_eq!(
+        (
+            app.page_offset,
+            app.selected_receipt().unwrap().request_id.clone()
+        ),
+        (0, id(1))
+    );
+}
+
+#[test]
 fn a_resize_changes_the_page_size_asked_for() {
     let mut app = connected(100, 30, 5, 60, 500, false);
     let before = app.visible_rows;

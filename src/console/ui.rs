@@ -652,8 +652,15 @@ fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer)
             let req = serde_json::to_string(&v["request"]).unwrap_or_default();
             lines.push(Line::raw(req));
             lines.push(Line::styled("stored reply", t.bold()));
-            let reply = serde_json::to_string_pretty(&v["reply"]).unwrap_or_default();
-            lines.extend(reply.lines().map(|l| Line::raw(l.to_owned())));
+            if v["reply"].is_null() {
+                lines.push(Line::styled(
+                    "none yet: still running (Esc, then Enter again to re-read)",
+                    t.dim(),
+                ));
+            } else {
+                let reply = serde_json::to_string_pretty(&v["reply"]).unwrap_or_default();
+                lines.extend(reply.lines().map(|l| Line::raw(l.to_owned())));
+            }
             (format!(" Receipt {id} "), lines)
         }
         Detail::Task { task, history } => {
