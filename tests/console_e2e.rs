@@ -24,6 +24,8 @@ struct Console {
     screen: Arc<Mutex<vt100::Parser>>,
     keys: Box<dyn Write + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
+    /// The terminal's master side: the console's terminal stays open while it is held.
+    _master: Box<dyn portable_pty::MasterPty + Send>,
 }
 
 impl Console {
@@ -61,12 +63,11 @@ impl Console {
             }
         });
         let keys = pty.master.take_writer().expect("pty writer");
-        // The master must outlive the child; leaking it keeps the terminal open for the test.
-        std::mem::forget(pty.master);
         Console {
             screen,
             keys,
             child,
+            _master: pty.master,
         }
     }
 
