@@ -30,6 +30,17 @@ struct Console {
 
 impl Console {
     fn start(host: &TestHost) -> Console {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "console".into(),
+            "--socket-dir".into(),
+            host.dir.clone().into(),
+        ];
+        args.push("--log-file".into());
+        args.push(host.root.path().join("console.log").into());
+        Console::spawn(&args, &[("NO_COLOR", "1")])
+    }
+
+    fn spawn(args: &[std::ffi::OsString], env: &[(&str, &str)]) -> Console {
         let pty = native_pty_system()
             .openpty(PtySize {
                 rows: ROWS,
@@ -39,12 +50,12 @@ impl Console {
             })
             .expect("a pseudo-terminal");
         let mut cmd = CommandBuilder::new(polaris_bin());
-        cmd.args(["console", "--socket-dir"]);
-        cmd.arg(&host.dir);
-        cmd.arg("--log-file");
-        cmd.arg(host.root.path().join("console.log"));
+        cmd.args(args);
         cmd.env("TERM", "xterm-256color");
-        cmd.env("NO_COLOR", "1");
+        cmd.env_remove("NO_COLOR");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
         let child = pty
             .slave
             .spawn_command(cmd)
@@ -87,6 +98,25 @@ impl Console {
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Cells drawn in a colour other than the terminal's default.
+    fn coloured_cells(&self) -> usize {
+        let parser = self.screen.lock().unwrap();
+        let screen = parser.screen();
+        let mut n = 0;
+        for row in 0..ROWS {
+            for col in 0..COLS {
+                if let Some(cell) = screen.cell(row, col) {
+                    if cell.fgcolor() != vt100::Color::Default
+                        || cell.bgcolor() != vt100::Color::Default
+                    {
+                        n += 1;
+                    }
+                }
+            }
+        }
+        n
     }
 
     fn shows(&self, needle: &str) -> String {
@@ -288,4 +318,32 @@ fn a_lost_host_marks_the_data_stale_and_the_console_reconnects_to_the_next_run()
     assert!(console.child.wait().expect("the console exits").success());
     let _ = next.kill();
     let _ = next.wait();
+}
+
+#[test]
+fn the_demo_runs_agents_against_its_own_host_and_cleans_up_on_quit() {
+    let state = common::short_tempdir();
+    let args: Vec<std::ffi::OsString> = vec!["demo".into()];
+    let xdg = state.path().to_str().unwrap();
+    let mut demo = Console::spawn(&args, &[("XDG_STATE_HOME", xdg)]);
+    let pid = demo.child.process_id().expect("the demo's pid");
+    let dir = std::path::PathBuf::from(format!("/tmp/polaris-demo-{pid}"));
+    demo.wait_for("agents at work", |t| {
+        t.contains("connected") && t.contains("/60 receipts") && !t.contains("Receipts 0 ")
+    });
+    assert!(
+        dir.join("bridge.sock").exists(),
+        "the demo host listens in {}",
+        dir.display()
+    );
+    assert!(demo.coloured_cells() > 0, "colour is on without NO_COLOR");
+    demo.press("q");
+    assert!(demo.child.wait().expect("the demo exits").success());
+    assert!(!dir.exists(), "the demo removes its socket directory");
+    let log =
+        std::fs::read_to_string(state.path().join("polaris/console.log")).expect("the log file");
+    assert!(
+        log.contains("connected and subscribed"),
+        "logs go to the file:\n{log}"
+    );
 }
