@@ -12,6 +12,10 @@ use serde_json::{json, Value};
 
 use super::keymap::{command_for, Command};
 
+/// The shortest time between two re-reads caused by host events: a busy host is shown at most
+/// twice a second, so a subscribed console costs the host little however many events it sends.
+pub const REFRESH_EVERY_MS: i64 = 500;
+
 /// Seconds of history in each sparkline.
 pub const SPARK_SECONDS: usize = 180;
 
@@ -444,6 +448,8 @@ pub struct App {
     page_in_flight: bool,
     /// Something changed on the host since the last read.
     dirty: bool,
+    /// When the last coalesced re-read was sent (ms).
+    last_refresh: i64,
 }
 
 /// Everything that can happen to the console.
@@ -562,6 +568,7 @@ impl App {
             dialog_scroll: 0,
             page_in_flight: false,
             dirty: false,
+            last_refresh: i64::MIN / 2,
         }
     }
 
@@ -743,8 +750,13 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
         Action::Tick(now) => {
             app.now = now;
             app.activity.roll(now);
-            if app.dirty && !app.stale() && !app.page_in_flight {
+            if app.dirty
+                && !app.stale()
+                && !app.page_in_flight
+                && now - app.last_refresh >= REFRESH_EVERY_MS
+            {
                 app.dirty = false;
+                app.last_refresh = now;
                 return Some(Effect::Refresh);
             }
             None
@@ -762,6 +774,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
         Action::Connected => {
             app.link = Link::Connected;
             app.dirty = false;
+            app.last_refresh = app.now;
             Some(Effect::Refresh)
         }
         Action::Disconnected { reason, attempts } => {

@@ -649,9 +649,10 @@ fn v_verifies_the_blocked_outcome_once_and_shows_the_result_in_place() {
     );
     assert_eq!(app.verify_results[&task], "not_observed");
     assert!(screen(&app, 100, 30).contains("not_observed"));
-    // The host changed: the next tick re-reads.
+    // The host changed: a tick re-reads, at most twice a second.
+    assert_eq!(update(&mut app, Action::Tick(NOW + 250)), None);
     assert_eq!(
-        update(&mut app, Action::Tick(NOW + 250)),
+        update(&mut app, Action::Tick(NOW + 500)),
         Some(Effect::Refresh)
     );
     assert_eq!(update(&mut app, key('v')), Some(Effect::Verify(task)));
@@ -934,4 +935,41 @@ fn snapshot_disconnected() {
 fn snapshot_80x24() {
     let app = connected(80, 24, 45, 60, 45, true);
     insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+#[test]
+fn any_terminal_size_draws_without_a_panic_in_every_mode() {
+    let mut modes = vec![];
+    let mut app = connected(100, 30, 60, 60, 60, true);
+    modes.push(app.clone());
+    update(&mut app, key('?'));
+    modes.push(app.clone());
+    update(&mut app, code(KeyCode::Esc));
+    update(&mut app, code(KeyCode::Enter));
+    update(
+        &mut app,
+        Action::ReceiptDetail(Ok(json!({"requestId": id(0), "reply": {"ok": true}}))),
+    );
+    modes.push(app.clone());
+    update(&mut app, code(KeyCode::Esc));
+    update(&mut app, key('a'));
+    update(&mut app, key('c'));
+    modes.push(app.clone());
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    modes.push(app.clone());
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "gone".into(),
+            attempts: 1,
+        },
+    );
+    modes.push(app.clone());
+    for app in &modes {
+        for (cols, rows) in [(1, 1), (5, 3), (20, 6), (40, 12), (79, 23), (300, 100)] {
+            let mut sized = app.clone();
+            update(&mut sized, Action::Resize(cols, rows));
+            draw(&sized, cols, rows);
+        }
+    }
 }
