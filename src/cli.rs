@@ -8,7 +8,9 @@ use clap::{Args, Parser, Subcommand};
 use serde_json::Value;
 
 use crate::client::BridgeClient;
-use crate::host::{HostConfig, DEFAULT_ACTION_TIMEOUT_MS, DEFAULT_CAPACITY, DEFAULT_TOMBSTONE_CAPACITY};
+use crate::host::{
+    HostConfig, DEFAULT_ACTION_TIMEOUT_MS, DEFAULT_CAPACITY, DEFAULT_TOMBSTONE_CAPACITY,
+};
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 use crate::server::{resolve_socket_dir, Limits, ServeOptions, DEFAULT_MAX_CONNECTIONS};
 
@@ -43,6 +45,19 @@ enum Command {
     /// Send one request to the host and print the reply (exit 0 ok, 1 error reply, 3 host
     /// unavailable or connection lost).
     Call(CallArgs),
+    /// Serve the host's tools to an MCP client on stdin/stdout (register this command with
+    /// your agent); logs go to stderr.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+struct McpArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// How long a mutating tool call waits for its reply before answering
+    /// {"state":"running","request_id":…}; the host finishes the call regardless.
+    #[arg(long, default_value_t = crate::mcp::DEFAULT_CALL_WAIT_MS, value_name = "MS")]
+    call_wait_ms: u64,
 }
 
 #[derive(Debug, Args)]
@@ -125,7 +140,10 @@ pub fn main() -> ExitCode {
                     tombstone_capacity: args.tombstone_capacity,
                     action_timeout: Duration::from_millis(args.action_timeout_ms),
                 },
-                limits: Limits { max_frame_bytes: args.max_frame_bytes, max_connections: args.max_connections.max(1) },
+                limits: Limits {
+                    max_frame_bytes: args.max_frame_bytes,
+                    max_connections: args.max_connections.max(1),
+                },
                 audit_log: args.audit_log.unwrap_or_else(default_audit_log),
             };
             match runtime().block_on(crate::server::serve(options)) {
@@ -139,6 +157,20 @@ pub fn main() -> ExitCode {
         Command::Call(args) => {
             init_logging("warn");
             call(args)
+        }
+        Command::Mcp(args) => {
+            init_logging("warn");
+            let options = crate::mcp::McpOptions {
+                socket_dir: args.dir.resolve(),
+                call_wait: Duration::from_millis(args.call_wait_ms),
+            };
+            match runtime().block_on(crate::mcp::run(options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("polaris mcp: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }
@@ -163,11 +195,15 @@ fn call(args: CallArgs) -> ExitCode {
         eprintln!("polaris call: --id: {e}");
         return ExitCode::from(2);
     }
-    let client = BridgeClient::new(&args.dir.resolve()).with_timeout(Duration::from_millis(args.timeout_ms));
+    let client =
+        BridgeClient::new(&args.dir.resolve()).with_timeout(Duration::from_millis(args.timeout_ms));
     let result = runtime().block_on(client.call_with_id(&id, &args.method, params));
     match result {
         Ok(reply) => {
-            println!("{}", serde_json::to_string(&reply).expect("a reply always serialises"));
+            println!(
+                "{}",
+                serde_json::to_string(&reply).expect("a reply always serialises")
+            );
             if reply.ok {
                 ExitCode::SUCCESS
             } else {
