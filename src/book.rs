@@ -226,7 +226,10 @@ impl Book {
     ) -> Result<watch::Sender<Option<Arc<Outcome>>>, BookFull> {
         debug_assert!(!self.receipts.contains_key(&key) && !self.tombstones.contains_key(&key));
         if self.receipts.len() >= self.capacity {
-            return Err(BookFull { capacity: self.capacity, used: self.receipts.len() });
+            return Err(BookFull {
+                capacity: self.capacity,
+                used: self.receipts.len(),
+            });
         }
         let (tx, rx) = watch::channel(None);
         self.receipts.insert(
@@ -263,8 +266,16 @@ impl Book {
     /// Turns the given receipts into tombstones, all or nothing.
     ///
     /// The caller has checked each one is clearable (completed, not already cleared).
-    pub fn clear(&mut self, keys: &[RequestKey], at: i64, reason: Arc<str>) -> Result<usize, ClearError> {
-        let new = keys.iter().filter(|k| self.receipts.contains_key(*k)).count();
+    pub fn clear(
+        &mut self,
+        keys: &[RequestKey],
+        at: i64,
+        reason: Arc<str>,
+    ) -> Result<usize, ClearError> {
+        let new = keys
+            .iter()
+            .filter(|k| self.receipts.contains_key(*k))
+            .count();
         if self.tombstones.len() + new > self.tombstone_capacity {
             return Err(ClearError::TombstonesFull {
                 capacity: self.tombstone_capacity,
@@ -318,7 +329,9 @@ impl Book {
     }
 
     /// Receipts oldest first.
-    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&RequestKey, &Receipt)> + ExactSizeIterator {
+    pub fn iter(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (&RequestKey, &Receipt)> + ExactSizeIterator {
         self.receipts.iter()
     }
 }
@@ -330,7 +343,10 @@ mod tests {
 
     fn done(code: bool) -> Arc<Outcome> {
         Arc::new(if code {
-            Outcome::err(&crate::protocol::ErrorBody::new(crate::protocol::ErrorCode::ActionFailed, "x"))
+            Outcome::err(&crate::protocol::ErrorBody::new(
+                crate::protocol::ErrorCode::ActionFailed,
+                "x",
+            ))
         } else {
             Outcome::ok(&serde_json::json!({}))
         })
@@ -351,12 +367,28 @@ mod tests {
     fn a_full_book_refuses_and_keeps_everything() {
         let mut b = Book::new(2, 10);
         for i in 0..2 {
-            b.insert_running(RequestKey::new(&format!("r{i}")), "{}".into(), Method::TaskStart, None, 0)
-                .unwrap();
+            b.insert_running(
+                RequestKey::new(&format!("r{i}")),
+                "{}".into(),
+                Method::TaskStart,
+                None,
+                0,
+            )
+            .unwrap();
         }
         assert_eq!(
-            b.insert_running(RequestKey::new("r9"), "{}".into(), Method::TaskStart, None, 0).unwrap_err(),
-            BookFull { capacity: 2, used: 2 }
+            b.insert_running(
+                RequestKey::new("r9"),
+                "{}".into(),
+                Method::TaskStart,
+                None,
+                0
+            )
+            .unwrap_err(),
+            BookFull {
+                capacity: 2,
+                used: 2
+            }
         );
         assert!(b.get(&RequestKey::new("r0")).is_some());
         assert!(b.get(&RequestKey::new("r1")).is_some());
@@ -367,15 +399,22 @@ mod tests {
         let mut b = Book::new(10, 1);
         for i in 0..2 {
             let k = RequestKey::new(&format!("r{i}"));
-            let _tx = b.insert_running(k.clone(), "{}".into(), Method::TaskStart, None, 0).unwrap();
+            let _tx = b
+                .insert_running(k.clone(), "{}".into(), Method::TaskStart, None, 0)
+                .unwrap();
             b.complete(&k, done(false), 1);
         }
         let keys = [RequestKey::new("r0"), RequestKey::new("r1")];
-        assert!(matches!(b.clear(&keys, 5, "why".into()), Err(ClearError::TombstonesFull { .. })));
+        assert!(matches!(
+            b.clear(&keys, 5, "why".into()),
+            Err(ClearError::TombstonesFull { .. })
+        ));
         assert_eq!(b.used(), 2);
         assert_eq!(b.clear(&keys[..1], 5, "why".into()), Ok(1));
         assert_eq!(b.used(), 1);
-        assert!(matches!(b.entry(&keys[0]), Entry::Tombstone(t, batch) if t.digest == digest("{}") && batch.at == 5));
+        assert!(
+            matches!(b.entry(&keys[0]), Entry::Tombstone(t, batch) if t.digest == digest("{}") && batch.at == 5)
+        );
     }
 
     #[derive(Clone, Debug)]

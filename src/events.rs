@@ -52,7 +52,10 @@ pub struct EventBus {
 
 impl Default for EventBus {
     fn default() -> Self {
-        EventBus { sender: broadcast::channel(EVENT_BUFFER).0, seq: 0 }
+        EventBus {
+            sender: broadcast::channel(EVENT_BUFFER).0,
+            seq: 0,
+        }
     }
 }
 
@@ -61,7 +64,12 @@ impl EventBus {
     pub fn publish(&mut self, kind: &'static str, at: i64, data: impl FnOnce() -> Value) {
         self.seq += 1;
         if self.sender.receiver_count() > 0 {
-            let _ = self.sender.send(Arc::new(Event { seq: self.seq, at, kind, data: data() }));
+            let _ = self.sender.send(Arc::new(Event {
+                seq: self.seq,
+                at,
+                kind,
+                data: data(),
+            }));
         }
     }
 

@@ -76,13 +76,24 @@ pub trait Executor: Send + Sync + 'static {
     fn check_target(&self, target: &str) -> Result<(), String>;
 
     /// Opens the page of a new task.
-    fn open(&self, task: TaskId, options: FixtureOptions) -> BoxFuture<'static, Result<(), String>>;
+    fn open(&self, task: TaskId, options: FixtureOptions)
+        -> BoxFuture<'static, Result<(), String>>;
 
     /// Performs an action and waits, until `deadline` at most, for its effect.
-    fn act(&self, task: TaskId, action: Action, deadline: Instant) -> BoxFuture<'static, ActionOutcome>;
+    fn act(
+        &self,
+        task: TaskId,
+        action: Action,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ActionOutcome>;
 
     /// Reads a target without changing anything.
-    fn observe(&self, task: TaskId, target: String, deadline: Instant) -> BoxFuture<'static, ReadOutcome>;
+    fn observe(
+        &self,
+        task: TaskId,
+        target: String,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ReadOutcome>;
 
     /// The number of applied backend mutations in this run.
     fn mutations(&self) -> u64;
@@ -159,12 +170,20 @@ impl FixtureExecutor {
     }
 
     fn page(&self, task: &str) -> Option<Arc<FixturePage>> {
-        self.pages.lock().expect("fixture pages lock").get(task).cloned()
+        self.pages
+            .lock()
+            .expect("fixture pages lock")
+            .get(task)
+            .cloned()
     }
 }
 
 /// Waits until `expect` holds on `page` or the deadline passes.
-async fn observe_effect(page: Arc<FixturePage>, expect: Expect, deadline: Instant) -> ActionOutcome {
+async fn observe_effect(
+    page: Arc<FixturePage>,
+    expect: Expect,
+    deadline: Instant,
+) -> ActionOutcome {
     let mut changes = page.changed.subscribe();
     loop {
         changes.borrow_and_update();
@@ -176,7 +195,10 @@ async fn observe_effect(page: Arc<FixturePage>, expect: Expect, deadline: Instan
                 ))
             }
             Some(value) if expect.holds(&value) => {
-                return ActionOutcome::Applied(Observation { target: expect.target, value })
+                return ActionOutcome::Applied(Observation {
+                    target: expect.target,
+                    value,
+                })
             }
             Some(_) => {}
         }
@@ -214,7 +236,11 @@ impl Executor for FixtureExecutor {
         }
     }
 
-    fn open(&self, task: TaskId, options: FixtureOptions) -> BoxFuture<'static, Result<(), String>> {
+    fn open(
+        &self,
+        task: TaskId,
+        options: FixtureOptions,
+    ) -> BoxFuture<'static, Result<(), String>> {
         let (changed, _) = watch::channel(0);
         let page = Arc::new(FixturePage {
             options,
@@ -225,11 +251,19 @@ impl Executor for FixtureExecutor {
             }),
             changed,
         });
-        self.pages.lock().expect("fixture pages lock").insert(task, page);
+        self.pages
+            .lock()
+            .expect("fixture pages lock")
+            .insert(task, page);
         Box::pin(async { Ok(()) })
     }
 
-    fn act(&self, task: TaskId, action: Action, deadline: Instant) -> BoxFuture<'static, ActionOutcome> {
+    fn act(
+        &self,
+        task: TaskId,
+        action: Action,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ActionOutcome> {
         let page = self.page(&task);
         let mutations = self.mutations.clone();
         Box::pin(async move {
@@ -260,7 +294,11 @@ impl Executor for FixtureExecutor {
                     }
                     expect
                 }
-                Action::Press { key, target, expect } => {
+                Action::Press {
+                    key,
+                    target,
+                    expect,
+                } => {
                     if key != "Enter" {
                         return ActionOutcome::Failed(format!(
                             "key {key:?} does nothing on the fixture page; press Enter in a field to submit"
@@ -285,9 +323,12 @@ impl Executor for FixtureExecutor {
             // The draft is submitted to the fixture backend.
             let options = &page.options;
             if options.fail_submit {
-                page.state.lock().expect("fixture page lock").status = "Error: submit rejected".to_owned();
+                page.state.lock().expect("fixture page lock").status =
+                    "Error: submit rejected".to_owned();
                 page.changed.send_modify(|v| *v += 1);
-                return ActionOutcome::Failed("the backend rejected the submit; nothing was saved".into());
+                return ActionOutcome::Failed(
+                    "the backend rejected the submit; nothing was saved".into(),
+                );
             }
             if !options.drop_submit {
                 if options.submit_delay_ms == 0 {
@@ -306,7 +347,12 @@ impl Executor for FixtureExecutor {
         })
     }
 
-    fn observe(&self, task: TaskId, target: String, deadline: Instant) -> BoxFuture<'static, ReadOutcome> {
+    fn observe(
+        &self,
+        task: TaskId,
+        target: String,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ReadOutcome> {
         let page = self.page(&task);
         Box::pin(async move {
             let Some(page) = page else {
@@ -330,7 +376,10 @@ mod tests {
     use crate::protocol::ExpectCheck;
 
     fn saved() -> Expect {
-        Expect { target: "#status".into(), check: ExpectCheck::Contains("Saved".into()) }
+        Expect {
+            target: "#status".into(),
+            check: ExpectCheck::Contains("Saved".into()),
+        }
     }
 
     fn soon(ms: u64) -> Instant {
@@ -347,52 +396,149 @@ mod tests {
     async fn a_submit_applies_once_and_is_observed() {
         let fx = FixtureExecutor::new();
         let t = page(&fx, FixtureOptions::default()).await;
-        let out = fx.act(t.clone(), Action::Click { target: "#submit".into(), expect: saved() }, soon(500)).await;
-        assert_eq!(out, ActionOutcome::Applied(Observation { target: "#status".into(), value: "Saved #1".into() }));
+        let out = fx
+            .act(
+                t.clone(),
+                Action::Click {
+                    target: "#submit".into(),
+                    expect: saved(),
+                },
+                soon(500),
+            )
+            .await;
+        assert_eq!(
+            out,
+            ActionOutcome::Applied(Observation {
+                target: "#status".into(),
+                value: "Saved #1".into()
+            })
+        );
         assert_eq!(fx.mutations(), 1);
-        assert_eq!(fx.observe(t, "#submissions".into(), soon(100)).await, ReadOutcome::Value("1".into()));
+        assert_eq!(
+            fx.observe(t, "#submissions".into(), soon(100)).await,
+            ReadOutcome::Value("1".into())
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_late_submit_is_uncertain_then_lands() {
         let fx = FixtureExecutor::new();
-        let t = page(&fx, FixtureOptions { submit_delay_ms: 300, ..Default::default() }).await;
-        let press = Action::Press { key: "Enter".into(), target: Some("#title".into()), expect: saved() };
-        assert!(matches!(fx.act(t.clone(), press, soon(100)).await, ActionOutcome::Uncertain(_)));
+        let t = page(
+            &fx,
+            FixtureOptions {
+                submit_delay_ms: 300,
+                ..Default::default()
+            },
+        )
+        .await;
+        let press = Action::Press {
+            key: "Enter".into(),
+            target: Some("#title".into()),
+            expect: saved(),
+        };
+        assert!(matches!(
+            fx.act(t.clone(), press, soon(100)).await,
+            ActionOutcome::Uncertain(_)
+        ));
         assert_eq!(fx.mutations(), 0);
         tokio::time::sleep(Duration::from_millis(250)).await;
         assert_eq!(fx.mutations(), 1);
-        assert_eq!(fx.observe(t, "#status".into(), soon(100)).await, ReadOutcome::Value("Saved #1".into()));
+        assert_eq!(
+            fx.observe(t, "#status".into(), soon(100)).await,
+            ReadOutcome::Value("Saved #1".into())
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn dropped_failed_and_slow_reads() {
         let fx = FixtureExecutor::new();
-        let t = page(&fx, FixtureOptions { drop_submit: true, ..Default::default() }).await;
-        let click = Action::Click { target: "#submit".into(), expect: saved() };
-        assert!(matches!(fx.act(t.clone(), click.clone(), soon(100)).await, ActionOutcome::Uncertain(_)));
+        let t = page(
+            &fx,
+            FixtureOptions {
+                drop_submit: true,
+                ..Default::default()
+            },
+        )
+        .await;
+        let click = Action::Click {
+            target: "#submit".into(),
+            expect: saved(),
+        };
+        assert!(matches!(
+            fx.act(t.clone(), click.clone(), soon(100)).await,
+            ActionOutcome::Uncertain(_)
+        ));
         let fx2 = FixtureExecutor::new();
-        let t2 = page(&fx2, FixtureOptions { fail_submit: true, ..Default::default() }).await;
-        assert!(matches!(fx2.act(t2.clone(), click.clone(), soon(100)).await, ActionOutcome::Failed(_)));
-        assert_eq!(fx2.observe(t2, "#status".into(), soon(10)).await, ReadOutcome::Value("Error: submit rejected".into()));
+        let t2 = page(
+            &fx2,
+            FixtureOptions {
+                fail_submit: true,
+                ..Default::default()
+            },
+        )
+        .await;
+        assert!(matches!(
+            fx2.act(t2.clone(), click.clone(), soon(100)).await,
+            ActionOutcome::Failed(_)
+        ));
+        assert_eq!(
+            fx2.observe(t2, "#status".into(), soon(10)).await,
+            ReadOutcome::Value("Error: submit rejected".into())
+        );
         assert_eq!(fx2.mutations(), 0);
         let fx3 = FixtureExecutor::new();
-        let t3 = page(&fx3, FixtureOptions { read_delay_ms: 500, ..Default::default() }).await;
-        assert_eq!(fx3.observe(t3.clone(), "#status".into(), soon(100)).await, ReadOutcome::TimedOut);
-        assert!(matches!(fx3.act(t3, click, soon(100)).await, ActionOutcome::Uncertain(_)));
-        assert_eq!(fx3.mutations(), 1, "the submit applied; only its observation was too slow");
+        let t3 = page(
+            &fx3,
+            FixtureOptions {
+                read_delay_ms: 500,
+                ..Default::default()
+            },
+        )
+        .await;
+        assert_eq!(
+            fx3.observe(t3.clone(), "#status".into(), soon(100)).await,
+            ReadOutcome::TimedOut
+        );
+        assert!(matches!(
+            fx3.act(t3, click, soon(100)).await,
+            ActionOutcome::Uncertain(_)
+        ));
+        assert_eq!(
+            fx3.mutations(),
+            1,
+            "the submit applied; only its observation was too slow"
+        );
     }
 
     #[tokio::test]
     async fn reserved_targets_and_other_keys_fail_definitively() {
         let fx = FixtureExecutor::new();
         let t = page(&fx, FixtureOptions::default()).await;
-        let fill = Action::Fill { target: "#status".into(), value: "x".into() };
-        assert!(matches!(fx.act(t.clone(), fill, soon(100)).await, ActionOutcome::Failed(_)));
-        let tab = Action::Press { key: "Tab".into(), target: Some("#title".into()), expect: saved() };
-        assert!(matches!(fx.act(t.clone(), tab, soon(100)).await, ActionOutcome::Failed(_)));
-        let click = Action::Click { target: "#title".into(), expect: saved() };
-        assert!(matches!(fx.act(t, click, soon(100)).await, ActionOutcome::Failed(_)));
+        let fill = Action::Fill {
+            target: "#status".into(),
+            value: "x".into(),
+        };
+        assert!(matches!(
+            fx.act(t.clone(), fill, soon(100)).await,
+            ActionOutcome::Failed(_)
+        ));
+        let tab = Action::Press {
+            key: "Tab".into(),
+            target: Some("#title".into()),
+            expect: saved(),
+        };
+        assert!(matches!(
+            fx.act(t.clone(), tab, soon(100)).await,
+            ActionOutcome::Failed(_)
+        ));
+        let click = Action::Click {
+            target: "#title".into(),
+            expect: saved(),
+        };
+        assert!(matches!(
+            fx.act(t, click, soon(100)).await,
+            ActionOutcome::Failed(_)
+        ));
         assert_eq!(fx.mutations(), 0);
         assert!(fx.check_target("#ok-1_a").is_ok());
         for bad in ["title", "#", "#Title", "#a b", ".x"] {

@@ -259,7 +259,9 @@ impl Host {
         let executor = &self.inner.executor;
         let cmd = match Command::parse(method, params, &|t| executor.check_target(t)) {
             Ok(c) => c,
-            Err(msg) => return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg)),
+            Err(msg) => {
+                return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
+            }
         };
         let request = fingerprint(method.as_str(), params);
         let key = RequestKey::new(id);
@@ -298,18 +300,22 @@ impl Host {
                         r.replays += 1;
                         let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
                         st.counters.replays += 1;
-                        st.events.publish("receipt.replayed", now, || {
-                            json!({"requestId": id, "method": method.as_str()})
-                        });
+                        st.events.publish(
+                            "receipt.replayed",
+                            now,
+                            || json!({"requestId": id, "method": method.as_str()}),
+                        );
                         Handled::Ready(line)
                     }
                     crate::book::ReplySlot::Running(rx) => {
                         r.joins += 1;
                         let rx = rx.clone();
                         st.counters.joins += 1;
-                        st.events.publish("receipt.joined", now, || {
-                            json!({"requestId": id, "method": method.as_str()})
-                        });
+                        st.events.publish(
+                            "receipt.joined",
+                            now,
+                            || json!({"requestId": id, "method": method.as_str()}),
+                        );
                         drop(guard);
                         self.reply_when_done(id, rx, ReceiptKind::Joined)
                     }
@@ -373,7 +379,13 @@ impl Host {
             }
         };
 
-        let tx = match st.book.insert_running(key.clone(), request.into_boxed_str(), method, task_id.clone(), now) {
+        let tx = match st.book.insert_running(
+            key.clone(),
+            request.into_boxed_str(),
+            method,
+            task_id.clone(),
+            now,
+        ) {
             Ok(tx) => tx,
             Err(full) => {
                 st.counters.rejected_capacity += 1;
@@ -395,9 +407,11 @@ impl Host {
             }
         };
         st.counters.executions += 1;
-        st.events.publish("receipt.created", now, || {
-            json!({"requestId": id, "method": method.as_str(), "taskId": task_id.as_deref()})
-        });
+        st.events.publish(
+            "receipt.created",
+            now,
+            || json!({"requestId": id, "method": method.as_str(), "taskId": task_id.as_deref()}),
+        );
 
         // Closing a task touches no executor: apply it in this critical section, so no action
         // can slip in between the check and the change.
@@ -496,15 +510,25 @@ impl Host {
         let task = task.expect("page actions name an admitted task");
         let (action, expect) = match cmd {
             Command::PageFill(p) => (
-                Action::Fill { target: p.target.clone(), value: p.value.clone() },
+                Action::Fill {
+                    target: p.target.clone(),
+                    value: p.value.clone(),
+                },
                 expectation(cmd).expect("a fill has an implicit expectation"),
             ),
             Command::PageClick(p) => (
-                Action::Click { target: p.target.clone(), expect: p.expect.clone() },
+                Action::Click {
+                    target: p.target.clone(),
+                    expect: p.expect.clone(),
+                },
                 p.expect.clone(),
             ),
             Command::PagePress(p) => (
-                Action::Press { key: p.key.clone(), target: p.target.clone(), expect: p.expect.clone() },
+                Action::Press {
+                    key: p.key.clone(),
+                    target: p.target.clone(),
+                    expect: p.expect.clone(),
+                },
                 p.expect.clone(),
             ),
             other => unreachable!("{} is not executed as a page action", other.method()),
@@ -586,9 +610,11 @@ impl Host {
                     task.record(id, method, now, result);
                     let summary = task.summary_json();
                     let tid = task.id.clone();
-                    st.events.publish("pending.created", now, || {
-                        json!({"taskId": &*tid, "pendingOutcome": pending_json})
-                    });
+                    st.events.publish(
+                        "pending.created",
+                        now,
+                        || json!({"taskId": &*tid, "pendingOutcome": pending_json}),
+                    );
                     st.events.publish("task.updated", now, || summary);
                 }
             }
@@ -649,7 +675,8 @@ impl Host {
                 }
                 match self.lock().tasks.get(&p.task_id) {
                     Some(t) => {
-                        let mut v = json!({"taskId": &*t.id, "runId": run_id, "state": t.state().as_str()});
+                        let mut v =
+                            json!({"taskId": &*t.id, "runId": run_id, "state": t.state().as_str()});
                         if let Some(po) = t.pending_outcome() {
                             v["pendingOutcome"] = po.to_json();
                         }
@@ -665,7 +692,10 @@ impl Host {
                 let host = self.clone();
                 let id = id.to_owned();
                 let deadline = Instant::now() + self.inner.config.action_timeout;
-                let read = self.inner.executor.observe(task.clone(), p.target.clone(), deadline);
+                let read = self
+                    .inner
+                    .executor
+                    .observe(task.clone(), p.target.clone(), deadline);
                 Handled::Later(Box::pin(async move {
                     let run_id = host.run_id();
                     let outcome = match read.await {
@@ -714,12 +744,16 @@ impl Host {
             let rx = rx.clone();
             return Ok(Box::pin(async move {
                 wait_outcome(rx).await.unwrap_or_else(|| {
-                    Arc::new(Outcome::err(&ErrorBody::new(ErrorCode::Internal, "the verification ended without a result; call task.verifyOutcome again")))
+                    Arc::new(Outcome::err(&ErrorBody::new(
+                        ErrorCode::Internal,
+                        "the verification ended without a result; call task.verifyOutcome again",
+                    )))
                 })
             }));
         }
         let Some(pending) = task.pending_outcome().cloned() else {
-            let result = json!({"taskId": &*tid, "outcome": "none", "state": task.state().as_str()});
+            let result =
+                json!({"taskId": &*tid, "outcome": "none", "state": task.state().as_str()});
             return Ok(Box::pin(std::future::ready(Arc::new(Outcome::ok(&result)))));
         };
         let (tx, rx) = watch::channel(None);
@@ -728,14 +762,21 @@ impl Host {
 
         let host = self.clone();
         let deadline = Instant::now() + self.inner.config.action_timeout;
-        let read = self.inner.executor.observe(tid.clone(), pending.expect.target.clone(), deadline);
+        let read =
+            self.inner
+                .executor
+                .observe(tid.clone(), pending.expect.target.clone(), deadline);
         tokio::spawn(async move {
-            let read = AssertUnwindSafe(read).catch_unwind().await.unwrap_or_else(|_| {
-                ReadOutcome::Failed("the read panicked".into())
-            });
+            let read = AssertUnwindSafe(read)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| ReadOutcome::Failed("the read panicked".into()));
             let (outcome, observation) = match read {
                 ReadOutcome::Value(value) => {
-                    let obs = Observation { target: pending.expect.target.clone(), value };
+                    let obs = Observation {
+                        target: pending.expect.target.clone(),
+                        value,
+                    };
                     if pending.expect.holds(&obs.value) {
                         (VerifyOutcome::Confirmed, Some(obs))
                     } else {
@@ -749,7 +790,11 @@ impl Host {
             let st = &mut *guard;
             st.verifying.remove(&tid);
             let task = st.tasks.get_mut(&tid).expect("tasks are never removed");
-            task.apply_verification(VerifyRecord { at: now, outcome, observation: observation.clone() });
+            task.apply_verification(VerifyRecord {
+                at: now,
+                outcome,
+                observation: observation.clone(),
+            });
             let mut result = json!({"taskId": &*tid, "outcome": outcome.as_str(), "state": task.state().as_str()});
             if let Some(o) = &observation {
                 result["observation"] = json!(o);
@@ -770,9 +815,11 @@ impl Host {
             let summary = task.summary_json();
             if outcome == VerifyOutcome::Confirmed {
                 let rid = pending.request_id.clone();
-                st.events.publish("pending.resolved", now, || {
-                    json!({"taskId": &*tid, "requestId": rid, "outcome": "confirmed"})
-                });
+                st.events.publish(
+                    "pending.resolved",
+                    now,
+                    || json!({"taskId": &*tid, "requestId": rid, "outcome": "confirmed"}),
+                );
             }
             st.events.publish("task.updated", now, || summary);
             drop(guard);
@@ -780,7 +827,10 @@ impl Host {
         });
         Ok(Box::pin(async move {
             wait_outcome(rx).await.unwrap_or_else(|| {
-                Arc::new(Outcome::err(&ErrorBody::new(ErrorCode::Internal, "the verification ended without a result; call task.verifyOutcome again")))
+                Arc::new(Outcome::err(&ErrorBody::new(
+                    ErrorCode::Internal,
+                    "the verification ended without a result; call task.verifyOutcome again",
+                )))
             })
         }))
     }
@@ -868,9 +918,11 @@ pub(crate) fn receipts_json(book: &Book) -> Value {
 
 fn publish_completed(st: &mut State, id: &str, method: Method, outcome: &Outcome, now: i64) {
     let code = outcome.code.map(ErrorCode::as_str);
-    st.events.publish("receipt.completed", now, || {
-        json!({"requestId": id, "method": method.as_str(), "ok": code.is_none(), "code": code})
-    });
+    st.events.publish(
+        "receipt.completed",
+        now,
+        || json!({"requestId": id, "method": method.as_str(), "ok": code.is_none(), "code": code}),
+    );
 }
 
 fn cleared_error(id: &str, _t: Tombstone, batch: &ClearBatch, same: bool) -> ErrorBody {

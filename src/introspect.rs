@@ -26,9 +26,11 @@ impl Service for Introspect {
         let env = match parse_envelope(frame) {
             Ok(env) => env,
             Err(e) => {
-                return Handled::Ready(
-                    Outcome::err(&e.error).reply_line(e.id.as_deref(), run_id, ReceiptKind::None),
-                )
+                return Handled::Ready(Outcome::err(&e.error).reply_line(
+                    e.id.as_deref(),
+                    run_id,
+                    ReceiptKind::None,
+                ))
             }
         };
         let outcome = match env.method.as_str() {

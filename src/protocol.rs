@@ -232,14 +232,20 @@ impl Outcome {
     pub fn ok(result: &Value) -> Outcome {
         let mut body = String::from("\"ok\":true,\"result\":");
         body.push_str(&serde_json::to_string(result).expect("a JSON value always serialises"));
-        Outcome { body: body.into_boxed_str(), code: None }
+        Outcome {
+            body: body.into_boxed_str(),
+            code: None,
+        }
     }
 
     /// An error result.
     pub fn err(error: &ErrorBody) -> Outcome {
         let mut body = String::from("\"ok\":false,\"error\":");
         body.push_str(&serde_json::to_string(error).expect("an error body always serialises"));
-        Outcome { body: body.into_boxed_str(), code: Some(error.code) }
+        Outcome {
+            body: body.into_boxed_str(),
+            code: Some(error.code),
+        }
     }
 
     /// Whether the outcome is a success.
@@ -463,7 +469,10 @@ impl<'de> Deserialize<'de> for Expect {
                 ))
             }
         };
-        Ok(Expect { target: raw.target, check })
+        Ok(Expect {
+            target: raw.target,
+            check,
+        })
     }
 }
 
@@ -693,7 +702,10 @@ impl Command {
                     ));
                 }
                 if let Some(f) = &p.fixture {
-                    for (name, v) in [("submitDelayMs", f.submit_delay_ms), ("readDelayMs", f.read_delay_ms)] {
+                    for (name, v) in [
+                        ("submitDelayMs", f.submit_delay_ms),
+                        ("readDelayMs", f.read_delay_ms),
+                    ] {
                         if v > MAX_FIXTURE_DELAY_MS {
                             return Err(format!(
                                 "invalid params for task.start: fixture.{name} must be 0 to {MAX_FIXTURE_DELAY_MS} (got {v})"
@@ -786,20 +798,32 @@ pub struct FrameError {
 
 impl FrameError {
     fn bad(id: Option<String>, message: impl Into<String>) -> FrameError {
-        FrameError { id, error: ErrorBody::new(ErrorCode::BadRequest, message) }
+        FrameError {
+            id,
+            error: ErrorBody::new(ErrorCode::BadRequest, message),
+        }
     }
 }
 
 /// Parses one frame (without its newline) into an envelope.
 pub fn parse_envelope(frame: &[u8]) -> Result<Envelope, FrameError> {
     let text = std::str::from_utf8(frame).map_err(|e| {
-        FrameError::bad(None, format!("the frame is not valid UTF-8 ({e}); send one UTF-8 JSON object per line"))
+        FrameError::bad(
+            None,
+            format!("the frame is not valid UTF-8 ({e}); send one UTF-8 JSON object per line"),
+        )
     })?;
     let value: Value = serde_json::from_str(text).map_err(|e| {
-        FrameError::bad(None, format!("the frame is not JSON ({e}); send one JSON object per line"))
+        FrameError::bad(
+            None,
+            format!("the frame is not JSON ({e}); send one JSON object per line"),
+        )
     })?;
     let Value::Object(mut obj) = value else {
-        return Err(FrameError::bad(None, "the frame is not a JSON object; send {\"id\":…,\"method\":…,\"params\":{…}}"));
+        return Err(FrameError::bad(
+            None,
+            "the frame is not a JSON object; send {\"id\":…,\"method\":…,\"params\":{…}}",
+        ));
     };
     let id = match obj.remove("id") {
         Some(Value::String(s)) => match validate_id(&s) {
@@ -812,7 +836,12 @@ pub fn parse_envelope(frame: &[u8]) -> Result<Envelope, FrameError> {
                 format!("bad id: it must be a string, got {}", json_type(&other)),
             ))
         }
-        None => return Err(FrameError::bad(None, "the request has no id; give each request a fresh UUID")),
+        None => {
+            return Err(FrameError::bad(
+                None,
+                "the request has no id; give each request a fresh UUID",
+            ))
+        }
     };
     let method = match obj.remove("method") {
         Some(Value::String(s)) => s,
@@ -822,7 +851,12 @@ pub fn parse_envelope(frame: &[u8]) -> Result<Envelope, FrameError> {
                 format!("method must be a string, got {}", json_type(&other)),
             ))
         }
-        None => return Err(FrameError::bad(Some(id), "the request has no method; call tools.list to see them")),
+        None => {
+            return Err(FrameError::bad(
+                Some(id),
+                "the request has no method; call tools.list to see them",
+            ))
+        }
     };
     let params = match obj.remove("params") {
         None | Some(Value::Null) => Value::Object(Default::default()),
@@ -837,7 +871,9 @@ pub fn parse_envelope(frame: &[u8]) -> Result<Envelope, FrameError> {
     if let Some(field) = obj.keys().next() {
         return Err(FrameError::bad(
             Some(id),
-            format!("unknown field `{field}` in the request; only id, method and params are allowed"),
+            format!(
+                "unknown field `{field}` in the request; only id, method and params are allowed"
+            ),
         ));
     }
     Ok(Envelope { id, method, params })
@@ -892,7 +928,11 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
     loop {
         let available = reader.fill_buf().await?;
         if available.is_empty() {
-            return Ok(if buf.is_empty() { FrameRead::Eof } else { FrameRead::Partial });
+            return Ok(if buf.is_empty() {
+                FrameRead::Eof
+            } else {
+                FrameRead::Partial
+            });
         }
         if let Some(pos) = memchr::memchr(b'\n', available) {
             if buf.len() + pos > max {
@@ -940,8 +980,11 @@ mod tests {
 
     #[test]
     fn fingerprints_ignore_key_order_and_whitespace() {
-        let a: Value = serde_json::from_str(r##"{"taskId":"t1","target":"#title","value":"Hi"}"##).unwrap();
-        let b: Value = serde_json::from_str(r##"{ "value" : "Hi", "target":"#title",  "taskId":"t1" }"##).unwrap();
+        let a: Value =
+            serde_json::from_str(r##"{"taskId":"t1","target":"#title","value":"Hi"}"##).unwrap();
+        let b: Value =
+            serde_json::from_str(r##"{ "value" : "Hi", "target":"#title",  "taskId":"t1" }"##)
+                .unwrap();
         assert_eq!(fingerprint("page.fill", &a), fingerprint("page.fill", &b));
         assert_eq!(
             fingerprint("page.fill", &a),
@@ -954,11 +997,17 @@ mod tests {
         // These strings are the contract: a dependency that changes map order or number
         // formatting would change every stored fingerprint.
         assert_eq!(
-            fingerprint("task.start", &json!({"title": "Post", "fixture": {"submitDelayMs": 1.0e3}})),
+            fingerprint(
+                "task.start",
+                &json!({"title": "Post", "fixture": {"submitDelayMs": 1.0e3}})
+            ),
             r#"{"method":"task.start","params":{"fixture":{"submitDelayMs":1000},"title":"Post"}}"#
         );
         assert_eq!(
-            fingerprint("page.press", &json!({"taskId":"t","key":"Enter","expect":{"target":"#status","contains":"Saved"}})),
+            fingerprint(
+                "page.press",
+                &json!({"taskId":"t","key":"Enter","expect":{"target":"#status","contains":"Saved"}})
+            ),
             r##"{"method":"page.press","params":{"expect":{"contains":"Saved","target":"#status"},"key":"Enter","taskId":"t"}}"##
         );
         assert_eq!(
@@ -966,7 +1015,10 @@ mod tests {
             "{\"method\":\"task.stop\",\"params\":{\"reason\":\"é\u{1F600}\\n\",\"taskId\":\"t\"}}"
         );
         assert_ne!(
-            fingerprint("page.fill", &json!({"taskId":"t","target":"#a","value":"1"})),
+            fingerprint(
+                "page.fill",
+                &json!({"taskId":"t","target":"#a","value":"1"})
+            ),
             fingerprint("page.fill", &json!({"taskId":"t","target":"#a","value":1}))
         );
     }
@@ -997,9 +1049,13 @@ mod tests {
         let o = Outcome::ok(&json!({"a": 1}));
         let line = o.reply_line(Some("r1"), "run", ReceiptKind::Replayed);
         let v: Value = serde_json::from_slice(&line).unwrap();
-        assert_eq!(v, json!({"id":"r1","ok":true,"result":{"a":1},"meta":{"runId":"run","receipt":"replayed"}}));
+        assert_eq!(
+            v,
+            json!({"id":"r1","ok":true,"result":{"a":1},"meta":{"runId":"run","receipt":"replayed"}})
+        );
         let e = Outcome::err(&ErrorBody::new(ErrorCode::TaskBlocked, "m"));
-        let v: Value = serde_json::from_slice(&e.reply_line(None, "run", ReceiptKind::None)).unwrap();
+        let v: Value =
+            serde_json::from_slice(&e.reply_line(None, "run", ReceiptKind::None)).unwrap();
         assert_eq!(v["id"], Value::Null);
         assert_eq!(v["error"]["delivery"], "not_executed");
     }
@@ -1008,8 +1064,13 @@ mod tests {
     fn expect_needs_exactly_one_check() {
         assert!(serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a"})).is_ok());
         assert!(serde_json::from_value::<Expect>(json!({"target":"#s"})).is_err());
-        assert!(serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a","contains":"b"})).is_err());
-        assert!(serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a","x":1})).is_err());
+        assert!(serde_json::from_value::<Expect>(
+            json!({"target":"#s","equals":"a","contains":"b"})
+        )
+        .is_err());
+        assert!(
+            serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a","x":1})).is_err()
+        );
     }
 
     #[tokio::test]
@@ -1017,12 +1078,21 @@ mod tests {
         let data: &[u8] = b"{\"a\":1}\r\n0123456789ABCDEF\nlast";
         let mut r = tokio::io::BufReader::new(data);
         let mut buf = Vec::new();
-        assert_eq!(read_frame(&mut r, &mut buf, 10).await.unwrap(), FrameRead::Frame);
+        assert_eq!(
+            read_frame(&mut r, &mut buf, 10).await.unwrap(),
+            FrameRead::Frame
+        );
         assert_eq!(buf, b"{\"a\":1}");
         buf.clear();
-        assert_eq!(read_frame(&mut r, &mut buf, 10).await.unwrap(), FrameRead::TooLarge);
+        assert_eq!(
+            read_frame(&mut r, &mut buf, 10).await.unwrap(),
+            FrameRead::TooLarge
+        );
         buf.clear();
-        assert_eq!(read_frame(&mut r, &mut buf, 10).await.unwrap(), FrameRead::Partial);
+        assert_eq!(
+            read_frame(&mut r, &mut buf, 10).await.unwrap(),
+            FrameRead::Partial
+        );
         assert_eq!(buf, b"last");
     }
 }

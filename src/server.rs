@@ -88,28 +88,42 @@ pub fn current_uid() -> u32 {
 /// owned by this user and not writable by group or others.
 pub fn prepare_socket_dir(dir: &Path) -> Result<(), ServeError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    let unsafe_dir = |problem: String| ServeError::UnsafeDir { dir: dir.to_path_buf(), problem };
+    let unsafe_dir = |problem: String| ServeError::UnsafeDir {
+        dir: dir.to_path_buf(),
+        problem,
+    };
     match std::fs::symlink_metadata(dir) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
-                std::fs::create_dir_all(parent).map_err(io_err(format!("creating {}", parent.display())))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(io_err(format!("creating {}", parent.display())))?;
             }
             std::fs::DirBuilder::new()
                 .mode(0o700)
                 .create(dir)
-                .map_err(io_err(format!("creating socket directory {}", dir.display())))?;
+                .map_err(io_err(format!(
+                    "creating socket directory {}",
+                    dir.display()
+                )))?;
             // The mode passed to mkdir is filtered by the umask; set it exactly.
             std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
                 .map_err(io_err(format!("setting mode 0700 on {}", dir.display())))?;
             Ok(())
         }
-        Err(e) => Err(io_err(format!("inspecting socket directory {}", dir.display()))(e)),
+        Err(e) => Err(io_err(format!(
+            "inspecting socket directory {}",
+            dir.display()
+        ))(e)),
         Ok(meta) => {
             if meta.file_type().is_symlink() {
-                return Err(unsafe_dir("is a symbolic link; point --socket-dir at a real directory".into()));
+                return Err(unsafe_dir(
+                    "is a symbolic link; point --socket-dir at a real directory".into(),
+                ));
             }
             if !meta.is_dir() {
-                return Err(unsafe_dir("is not a directory; choose another --socket-dir".into()));
+                return Err(unsafe_dir(
+                    "is not a directory; choose another --socket-dir".into(),
+                ));
             }
             if meta.uid() != current_uid() {
                 return Err(unsafe_dir(format!(
@@ -134,23 +148,33 @@ pub fn prepare_socket_dir(dir: &Path) -> Result<(), ServeError> {
 /// runs, a stale one (nobody answers) is removed.
 pub fn reclaim_socket_path(dir: &Path, path: &Path) -> Result<(), ServeError> {
     use std::os::unix::fs::FileTypeExt;
-    let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+    let name = path
+        .file_name()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io_err(format!("inspecting {}", path.display()))(e)),
         Ok(meta) if meta.file_type().is_symlink() => Err(ServeError::UnsafeDir {
             dir: dir.to_path_buf(),
-            problem: format!("{name} is a symbolic link; remove it (nothing of Polaris's is a link)"),
+            problem: format!(
+                "{name} is a symbolic link; remove it (nothing of Polaris's is a link)"
+            ),
         }),
         Ok(meta) if !meta.file_type().is_socket() => Err(ServeError::UnsafeDir {
             dir: dir.to_path_buf(),
             problem: format!("{name} exists and is not a socket; move it away"),
         }),
         Ok(_) => match std::os::unix::net::UnixStream::connect(path) {
-            Ok(_) => Err(ServeError::AlreadyRunning { dir: dir.to_path_buf(), socket: name }),
+            Ok(_) => Err(ServeError::AlreadyRunning {
+                dir: dir.to_path_buf(),
+                socket: name,
+            }),
             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {
                 tracing::info!(path = %path.display(), "removing a stale socket nobody listens on");
-                std::fs::remove_file(path).map_err(io_err(format!("removing stale socket {}", path.display())))
+                std::fs::remove_file(path)
+                    .map_err(io_err(format!("removing stale socket {}", path.display())))
             }
             Err(e) => Err(io_err(format!("probing {}", path.display()))(e)),
         },
@@ -181,7 +205,11 @@ pub fn bind(path: &Path) -> Result<Listener, ServeError> {
         .map_err(|e| match e.kind() {
             io::ErrorKind::AddrInUse => ServeError::AlreadyRunning {
                 dir: path.parent().unwrap_or(path).to_path_buf(),
-                socket: path.file_name().unwrap_or_default().to_string_lossy().into_owned(),
+                socket: path
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned(),
             },
             _ => io_err(format!("binding {}", path.display()))(e),
         })
@@ -290,7 +318,10 @@ pub async fn serve_connection<S: Service>(
     let (out, out_rx) = mpsc::unbounded_channel::<Outbound>();
     let (close_tx, close_rx) = tokio::sync::oneshot::channel::<()>();
     let writer = tokio::spawn(write_loop(stream.clone(), out_rx, close_rx));
-    let conn = Connection { out: out.clone(), shutdown: shutdown.clone() };
+    let conn = Connection {
+        out: out.clone(),
+        shutdown: shutdown.clone(),
+    };
     let inflight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let mut reader = BufReader::with_capacity(64 * 1024, &*stream);
     let mut buf = Vec::with_capacity(1024);
@@ -311,13 +342,19 @@ pub async fn serve_connection<S: Service>(
             Ok(FrameRead::Frame) => {
                 match service.handle_frame(&buf, &conn) {
                     Handled::Ready(line) => {
-                        let _ = out.send(Outbound { line, permit: Some(permit) });
+                        let _ = out.send(Outbound {
+                            line,
+                            permit: Some(permit),
+                        });
                     }
                     Handled::Later(fut) => {
                         let out = out.clone();
                         tokio::spawn(async move {
                             let line = fut.await;
-                            let _ = out.send(Outbound { line, permit: Some(permit) });
+                            let _ = out.send(Outbound {
+                                line,
+                                permit: Some(permit),
+                            });
                         });
                     }
                 }
@@ -328,7 +365,10 @@ pub async fn serve_connection<S: Service>(
                     "the frame is longer than {} bytes; send smaller requests or start the host with a larger --max-frame-bytes. The connection is closed",
                     limits.max_frame_bytes
                 );
-                let _ = out.send(Outbound { line: error_line(ErrorCode::FrameTooLarge, &msg), permit: None });
+                let _ = out.send(Outbound {
+                    line: error_line(ErrorCode::FrameTooLarge, &msg),
+                    permit: None,
+                });
                 break;
             }
             Ok(FrameRead::Partial) => {
@@ -424,7 +464,10 @@ pub struct Running {
 
 /// Prepares the socket directory, binds both sockets and starts serving. Returns once the
 /// sockets accept connections.
-pub fn start(options: &ServeOptions, executor: Arc<dyn crate::executor::Executor>) -> Result<Running, ServeError> {
+pub fn start(
+    options: &ServeOptions,
+    executor: Arc<dyn crate::executor::Executor>,
+) -> Result<Running, ServeError> {
     let dir = &options.socket_dir;
     prepare_socket_dir(dir)?;
     let bridge_path = dir.join(BRIDGE_SOCKET);
@@ -464,7 +507,14 @@ pub fn start(options: &ServeOptions, executor: Arc<dyn crate::executor::Executor
         capacity = options.host.capacity,
         "polaris host ready"
     );
-    Ok(Running { host, stop_accepting, shutdown, tracker, accept_loops, socket_paths: vec![bridge_path, introspect_path] })
+    Ok(Running {
+        host,
+        stop_accepting,
+        shutdown,
+        tracker,
+        accept_loops,
+        socket_paths: vec![bridge_path, introspect_path],
+    })
 }
 
 impl Running {
@@ -495,7 +545,10 @@ impl Running {
         }
         let _ = self.shutdown.send(true);
         self.tracker.close();
-        if tokio::time::timeout(Duration::from_secs(2), self.tracker.wait()).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(2), self.tracker.wait())
+            .await
+            .is_err()
+        {
             tracing::warn!("some connections did not drain their replies in time");
         }
     }
@@ -503,7 +556,8 @@ impl Running {
 
 /// Serves until SIGINT or SIGTERM, then stops gracefully.
 pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
-    let executor: Arc<dyn crate::executor::Executor> = Arc::new(crate::executor::FixtureExecutor::new());
+    let executor: Arc<dyn crate::executor::Executor> =
+        Arc::new(crate::executor::FixtureExecutor::new());
     let running = start(&options, executor)?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(io_err("installing the SIGTERM handler"))?;

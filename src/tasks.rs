@@ -47,9 +47,14 @@ impl TaskState {
 
     /// Parses the wire spelling.
     pub fn parse(s: &str) -> Option<TaskState> {
-        [TaskState::Running, TaskState::Blocked, TaskState::Finished, TaskState::Stopped]
-            .into_iter()
-            .find(|t| t.as_str() == s)
+        [
+            TaskState::Running,
+            TaskState::Blocked,
+            TaskState::Finished,
+            TaskState::Stopped,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
     }
 }
 
@@ -283,7 +288,9 @@ impl Task {
     /// runs again unless another pending outcome or a close says otherwise); anything else is
     /// recorded as its last verification.
     pub fn apply_verification(&mut self, record: VerifyRecord) {
-        let Some(first) = self.pending.front_mut() else { return };
+        let Some(first) = self.pending.front_mut() else {
+            return;
+        };
         let request_id = first.request_id.clone();
         let at = record.at;
         let outcome = record.outcome;
@@ -333,8 +340,13 @@ impl Task {
             v["pendingOutcome"] = p.to_json();
         }
         if self.pending.len() > 1 {
-            v["morePendingOutcomes"] =
-                Value::Array(self.pending.iter().skip(1).map(PendingOutcome::to_json).collect());
+            v["morePendingOutcomes"] = Value::Array(
+                self.pending
+                    .iter()
+                    .skip(1)
+                    .map(PendingOutcome::to_json)
+                    .collect(),
+            );
         }
         if let Some(Closed::Stopped { reason }) = &self.closed {
             v["stopReason"] = json!(reason);
@@ -413,14 +425,21 @@ mod tests {
             request_id: id.into(),
             method: Method::PagePress,
             params: json!({}),
-            expect: Expect { target: "#status".into(), check: ExpectCheck::Contains("Saved".into()) },
+            expect: Expect {
+                target: "#status".into(),
+                check: ExpectCheck::Contains("Saved".into()),
+            },
             since: 10,
             last_verify: None,
         }
     }
 
     fn verify(outcome: VerifyOutcome, at: i64) -> VerifyRecord {
-        VerifyRecord { at, outcome, observation: None }
+        VerifyRecord {
+            at,
+            outcome,
+            observation: None,
+        }
     }
 
     #[test]
@@ -437,10 +456,20 @@ mod tests {
         let mut t = Task::new("t".into(), "x".into(), None, 0);
         t.add_pending(pending("r1"));
         assert_eq!(t.state(), TaskState::Blocked);
-        for m in [Method::PageFill, Method::PageClick, Method::PagePress, Method::TaskFinish] {
+        for m in [
+            Method::PageFill,
+            Method::PageClick,
+            Method::PagePress,
+            Method::TaskFinish,
+        ] {
             assert_eq!(t.admit(m), Err(Refusal::Blocked), "{m}");
         }
-        for m in [Method::PageRead, Method::TaskStatus, Method::TaskVerifyOutcome, Method::TaskStop] {
+        for m in [
+            Method::PageRead,
+            Method::TaskStatus,
+            Method::TaskVerifyOutcome,
+            Method::TaskStop,
+        ] {
             assert_eq!(t.admit(m), Ok(()), "{m}");
         }
     }
@@ -451,7 +480,15 @@ mod tests {
         t.add_pending(pending("r1"));
         t.apply_verification(verify(VerifyOutcome::NotObserved, 20));
         assert_eq!(t.state(), TaskState::Blocked);
-        assert_eq!(t.pending_outcome().unwrap().last_verify.as_ref().unwrap().outcome, VerifyOutcome::NotObserved);
+        assert_eq!(
+            t.pending_outcome()
+                .unwrap()
+                .last_verify
+                .as_ref()
+                .unwrap()
+                .outcome,
+            VerifyOutcome::NotObserved
+        );
         t.apply_verification(verify(VerifyOutcome::Unknown, 30));
         assert_eq!(t.state(), TaskState::Blocked);
         t.apply_verification(verify(VerifyOutcome::Confirmed, 40));
