@@ -97,6 +97,15 @@ struct Conn {
     write: tokio::sync::Mutex<()>,
     /// Cleared by the reader when the connection ends.
     alive: Arc<std::sync::atomic::AtomicBool>,
+    /// Cancelled when the last handle goes away, so the reader drops the stream and the host
+    /// sees the connection close (the reader alone would keep it open forever).
+    closed: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
 }
 
 /// A bridge client. Cheap to clone; clones share the connection.
@@ -176,17 +185,20 @@ impl BridgeClient {
         let stream = Arc::new(Stream::connect(name).await.map_err(unavailable)?);
         let waiters: Waiters = Default::default();
         let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let closed = tokio_util::sync::CancellationToken::new();
         tokio::spawn(read_loop(
             stream.clone(),
             waiters.clone(),
             alive.clone(),
             self.events.clone(),
+            closed.clone(),
         ));
         let conn = Arc::new(Conn {
             stream,
             waiters,
             write: tokio::sync::Mutex::new(()),
             alive,
+            closed,
         });
         *slot = Some(conn.clone());
         Ok(conn)
@@ -237,7 +249,11 @@ impl BridgeClient {
             }
             written
         });
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        let now = tokio::time::Instant::now();
+        // A timeout too large to add means "wait a very long time", never a panic.
+        let deadline = now
+            .checked_add(self.timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(10 * 365 * 86_400));
         let timed_out = |conn: &Conn| {
             // Forget the waiter; a late reply is dropped, the receipt keeps it.
             if let Some(q) = conn
@@ -302,12 +318,18 @@ async fn read_loop(
     waiters: Waiters,
     alive: Arc<std::sync::atomic::AtomicBool>,
     events: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
+    closed: tokio_util::sync::CancellationToken,
 ) {
     let mut reader = BufReader::new(&*stream);
     let mut line = String::new();
     loop {
         line.clear();
-        match reader.read_line(&mut line).await {
+        let read = tokio::select! {
+            read = reader.read_line(&mut line) => read,
+            // Every handle is gone: nobody waits for a reply on this connection any more.
+            _ = closed.cancelled() => break,
+        };
+        match read {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }

@@ -621,7 +621,8 @@ impl Front {
     fn new(options: &McpOptions) -> Front {
         // The bridge timeout bounds reads and the background wait of a running mutation; it
         // must outlast --call-wait-ms so the in-progress answer comes first.
-        let timeout = DEFAULT_CALL_TIMEOUT.max(options.call_wait + Duration::from_secs(10));
+        let timeout =
+            DEFAULT_CALL_TIMEOUT.max(options.call_wait.saturating_add(Duration::from_secs(10)));
         let client = BridgeClient::new(&options.socket_dir).with_timeout(timeout);
         Front {
             session: Session::new(client),
