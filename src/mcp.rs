@@ -499,11 +499,23 @@ struct ErrorFacts<'a> {
     details: Option<&'a Value>,
 }
 
+/// The host and the client speak of bridge methods (`receipt.status`, `task.verifyOutcome`);
+/// an agent knows them as tools (`request_status`, `verify_outcome`).
+fn in_tool_words(message: &str) -> String {
+    let mut out = message.to_owned();
+    for spec in TOOLS {
+        out = out.replace(spec.method.as_str(), spec.name);
+    }
+    out.replace("requestId", "request_id")
+        .replace("taskId", "task_id")
+        .replace("runId", "run_id")
+}
+
 fn error_result(e: ErrorFacts<'_>, extra: Map<String, Value>) -> CallToolResult {
     let next = next_read(e.code, e.delivery, e.request_id, e.task_id, e.details);
     let mut body = json!({
         "code": e.code.as_str(),
-        "message": e.message,
+        "message": in_tool_words(e.message),
         "delivery": e.delivery.as_str(),
         "automaticReplay": false,
         "request_id": e.request_id,
@@ -863,6 +875,14 @@ mod tests {
                 .clone()
         )
         .is_err());
+    }
+
+    #[test]
+    fn messages_name_tools_not_bridge_methods() {
+        assert_eq!(
+            in_tool_words("do not resend page.press: read receipt.status for r, or call task.verifyOutcome for task t (taskId)"),
+            "do not resend page_press: read request_status for r, or call verify_outcome for task t (task_id)"
+        );
     }
 
     #[test]
