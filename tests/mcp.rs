@@ -391,7 +391,15 @@ async fn a_host_killed_mid_call_is_disconnected_and_the_gate_holds_until_a_read_
     let refused = err(&call(&client, "task_finish", json!({"task_id": task})).await);
     assert_eq!(refused["code"], "CLIENT_BLOCKED_AMBIGUOUS");
 
-    // Reads pass the gate: with the host gone, they say nothing was sent.
+    // task_stop (the way out) and reads pass the gate: with the host gone, nothing was sent.
+    let stop = err(&call(
+        &client,
+        "task_stop",
+        json!({"task_id": task, "reason": "host lost"}),
+    )
+    .await);
+    assert_eq!(stop["code"], "BRIDGE_UNAVAILABLE");
+    assert_eq!(stop["delivery"], "not_sent");
     let down = err(&call(&client, "task_status", json!({"task_id": task})).await);
     assert_eq!(down["code"], "BRIDGE_UNAVAILABLE");
     assert_eq!(down["delivery"], "not_sent");

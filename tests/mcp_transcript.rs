@@ -23,6 +23,8 @@ impl Transcript {
             .arg("mcp")
             .arg("--socket-dir")
             .arg(dir)
+            // Logs at their most verbose must still stay off stdout.
+            .env("RUST_LOG", "debug")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
