@@ -22,7 +22,7 @@ use crate::book::{digest, Book, ClearBatch, Entry, RequestKey, Tombstone};
 use crate::events::{Event, EventBus};
 use crate::executor::{Action, ActionOutcome, Executor, ReadOutcome};
 use crate::protocol::{
-    fingerprint, format_millis, now_millis, parse_envelope, Command, Delivery, ErrorBody,
+    format_millis, now_millis, parse_envelope, try_fingerprint, Command, Delivery, ErrorBody,
     ErrorCode, Expect, ExpectCheck, Method, Outcome, ReceiptKind, PROTOCOL_VERSION,
 };
 use crate::tasks::{Observation, PendingOutcome, Task, TaskId, Tasks, VerifyOutcome, VerifyRecord};
@@ -263,7 +263,12 @@ impl Host {
                 return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
             }
         };
-        let request = fingerprint(method.as_str(), params);
+        let request = match try_fingerprint(method.as_str(), params) {
+            Ok(r) => r,
+            Err(msg) => {
+                return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
+            }
+        };
         let key = RequestKey::new(id);
         let now = now_millis();
 
@@ -982,4 +987,109 @@ fn internal_error(id: &str, method: Method, task: Option<&str>, what: &str) -> E
         ),
     )
     .with_details(json!({"requestId": id, "taskId": task}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::executor::FixtureExecutor;
+    use proptest::prelude::*;
+
+    fn frame_strategy() -> impl Strategy<Value = Vec<u8>> {
+        let method = prop_oneof![
+            Just("task.start".to_owned()),
+            Just("page.fill".to_owned()),
+            Just("page.click".to_owned()),
+            Just("page.press".to_owned()),
+            Just("page.read".to_owned()),
+            Just("task.finish".to_owned()),
+            Just("task.stop".to_owned()),
+            Just("task.status".to_owned()),
+            Just("task.resume".to_owned()),
+            Just("task.verifyOutcome".to_owned()),
+            Just("run.status".to_owned()),
+            Just("receipt.status".to_owned()),
+            Just("host.hello".to_owned()),
+            "[a-z.]{0,12}",
+        ];
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            "[#a-zA-Z0-9 ._:-]{0,20}".prop_map(Value::String),
+            Just(json!("#title")),
+            Just(json!("#submit")),
+            Just(json!("Enter")),
+        ];
+        let value = leaf.prop_recursive(3, 24, 6, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map(
+                    prop_oneof![
+                        Just("taskId".to_owned()),
+                        Just("target".to_owned()),
+                        Just("value".to_owned()),
+                        Just("title".to_owned()),
+                        Just("expect".to_owned()),
+                        Just("equals".to_owned()),
+                        Just("contains".to_owned()),
+                        Just("key".to_owned()),
+                        Just("fixture".to_owned()),
+                        Just("submitDelayMs".to_owned()),
+                        Just("reason".to_owned()),
+                        Just("requestId".to_owned()),
+                        Just("runId".to_owned()),
+                        "[a-z]{1,6}",
+                    ],
+                    inner,
+                    0..5
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        let id = prop_oneof![
+            Just(json!("same-id")),
+            "[A-Za-z0-9._:-]{1,10}".prop_map(Value::String),
+            Just(json!(7)),
+            Just(Value::Null),
+        ];
+        prop_oneof![
+            8 => (id, method, value).prop_map(|(id, method, params)| {
+                serde_json::to_vec(&json!({"id": id, "method": method, "params": params})).unwrap()
+            }),
+            1 => proptest::collection::vec(any::<u8>(), 0..64),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(400))]
+        /// Whatever arrives, the host answers with one well-formed reply line and never panics.
+        #[test]
+        fn any_frame_gets_one_well_formed_reply(frames in proptest::collection::vec(frame_strategy(), 1..12)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build().unwrap();
+            rt.block_on(async {
+                let host = Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()));
+                for frame in frames {
+                    let line = match host.handle_frame(&frame) {
+                        Handled::Ready(line) => line,
+                        Handled::Later(fut) => fut.await,
+                    };
+                    assert_eq!(line.last(), Some(&b'\n'));
+                    assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+                    let reply: Value = serde_json::from_slice(&line).expect("a JSON reply");
+                    assert!(reply["ok"].is_boolean());
+                    if reply["ok"] == false {
+                        assert_eq!(reply["error"]["automaticReplay"], false);
+                        let code = reply["error"]["code"].as_str().unwrap();
+                        assert!(code.parse::<ErrorCode>().is_ok(), "{code}");
+                    }
+                }
+                let st = host.lock();
+                assert!(st.book.used() <= st.book.capacity());
+            });
+        }
+    }
 }

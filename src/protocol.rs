@@ -894,13 +894,19 @@ pub fn json_type(v: &Value) -> &'static str {
 /// The RFC 8785 canonical form of `{method, params}`: the request's fingerprint. Key order and
 /// whitespace do not change it; any other difference does.
 pub fn fingerprint(method: &str, params: &Value) -> String {
+    try_fingerprint(method, params).expect("a parsed JSON value always canonicalises")
+}
+
+/// [`fingerprint`] for values that came from the wire: a value the canonicaliser cannot write
+/// is an error for the caller to report, never a panic.
+pub fn try_fingerprint(method: &str, params: &Value) -> Result<String, String> {
     #[derive(Serialize)]
     struct Fp<'a> {
         method: &'a str,
         params: &'a Value,
     }
     serde_json_canonicalizer::to_string(&Fp { method, params })
-        .expect("a JSON value always canonicalises")
+        .map_err(|e| format!("the params cannot be written as canonical JSON ({e})"))
 }
 
 /// What one read of the line codec produced.
