@@ -479,7 +479,7 @@ async fn a_slow_action_answers_running_then_request_status_shows_it_completed() 
     let dir = socket_dir();
     let _host = HostProcess::start(dir.path(), &["--action-timeout-ms", "10000"]).await;
     let client = mcp(dir.path(), 100).await;
-    let (task, _) = start_task(&client, json!({"submit_delay_ms": 800})).await;
+    let (task, _) = start_task(&client, json!({"submit_delay_ms": 2000})).await;
 
     let running = call(&client, "page_press", press_args(&task)).await;
     assert_eq!(running.is_error, Some(false));
@@ -526,7 +526,7 @@ async fn a_cancelled_call_still_completes_once_on_the_host() {
     let dir = socket_dir();
     let _host = HostProcess::start(dir.path(), &["--action-timeout-ms", "10000"]).await;
     let client = mcp(dir.path(), 20_000).await;
-    let (task, _) = start_task(&client, json!({"submit_delay_ms": 600})).await;
+    let (task, _) = start_task(&client, json!({"submit_delay_ms": 1500})).await;
 
     // rmcp's client gives up after 100 ms and sends notifications/cancelled, as agents do.
     let Value::Object(args) = press_args(&task) else {
