@@ -54,6 +54,9 @@ enum Command {
     /// Clear completed receipts deliberately to free capacity: prepare, show their current
     /// results, confirm (or --yes --reason in scripts), commit; recorded in the audit log.
     Clear(ClearArgs),
+    /// Serve the host's tools to an MCP client on stdin/stdout (register this command with
+    /// your agent); logs go to stderr.
+    Mcp(McpArgs),
 }
 
 /// Which receipts to select.
@@ -132,6 +135,16 @@ struct ClearArgs {
     /// Commit without asking (with --reason; required when stdin is not a terminal).
     #[arg(long)]
     yes: bool,
+}
+
+#[derive(Debug, Args)]
+struct McpArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// How long a mutating tool call waits for its reply before answering
+    /// {"state":"running","request_id":…}; the host finishes the call regardless.
+    #[arg(long, default_value_t = crate::mcp::DEFAULT_CALL_WAIT_MS, value_name = "MS")]
+    call_wait_ms: u64,
 }
 
 #[derive(Debug, Args)]
@@ -257,6 +270,20 @@ pub fn main() -> ExitCode {
                 yes: args.yes,
             };
             crate::operator::clear(&args.dir.resolve(), options)
+        }
+        Command::Mcp(args) => {
+            init_logging("warn");
+            let options = crate::mcp::McpOptions {
+                socket_dir: args.dir.resolve(),
+                call_wait: Duration::from_millis(args.call_wait_ms),
+            };
+            match runtime().block_on(crate::mcp::run(options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("polaris mcp: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }
