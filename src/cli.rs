@@ -45,6 +45,11 @@ enum Command {
     /// Send one request to the host and print the reply (exit 0 ok, 1 error reply, 3 host
     /// unavailable or connection lost).
     Call(CallArgs),
+    /// The operator console: receipts, capacity, tasks and blocked outcomes, live; verify and
+    /// clear from the keyboard (press ? inside for the keys).
+    Console(ConsoleArgs),
+    /// A host with the fixture executor, simulated agents and the console, in one process.
+    Demo(DemoArgs),
     /// List the host's receipts, newest first: state, result, copies, and whether each may be
     /// cleared (exit 0 ok, 1 error reply, 3 host unavailable).
     Receipts(ReceiptsArgs),
@@ -54,6 +59,9 @@ enum Command {
     /// Clear completed receipts deliberately to free capacity: prepare, show their current
     /// results, confirm (or --yes --reason in scripts), commit; recorded in the audit log.
     Clear(ClearArgs),
+    /// Serve the host's tools to an MCP client on stdin/stdout (register this command with
+    /// your agent); logs go to stderr.
+    Mcp(McpArgs),
 }
 
 /// Which receipts to select.
@@ -135,6 +143,40 @@ struct ClearArgs {
 }
 
 #[derive(Debug, Args)]
+struct ConsoleArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// Where the console logs [default: $XDG_STATE_HOME/polaris/console.log, else
+    /// ~/.local/state/polaris/console.log]; never the screen.
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct DemoArgs {
+    /// Directory for the demo host's sockets [default: a fresh /tmp/polaris-demo-<pid>, removed
+    /// on exit]. Other terminals can run `polaris console --socket-dir` against it.
+    #[arg(long, value_name = "DIR")]
+    socket_dir: Option<PathBuf>,
+    /// The demo host's receipt capacity (small, so the book fills).
+    #[arg(long, default_value_t = crate::console::demo::DEMO_CAPACITY, value_name = "N")]
+    capacity: usize,
+    /// Where the demo logs [default: as for `polaris console`].
+    #[arg(long, value_name = "PATH")]
+    log_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+struct McpArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// How long a mutating tool call waits for its reply before answering
+    /// {"state":"running","request_id":…}; the host finishes the call regardless.
+    #[arg(long, default_value_t = crate::mcp::DEFAULT_CALL_WAIT_MS, value_name = "MS")]
+    call_wait_ms: u64,
+}
+
+#[derive(Debug, Args)]
 struct ServeArgs {
     #[command(flatten)]
     dir: SocketDir,
@@ -177,12 +219,52 @@ struct CallArgs {
 
 /// The default audit log path.
 pub fn default_audit_log() -> PathBuf {
+    state_dir().join("audit.jsonl")
+}
+
+/// Polaris's state directory: `$XDG_STATE_HOME/polaris`, else `~/.local/state/polaris`.
+pub fn state_dir() -> PathBuf {
     let state = std::env::var_os("XDG_STATE_HOME")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
         .unwrap_or_else(|| PathBuf::from("."));
-    state.join("polaris").join("audit.jsonl")
+    state.join("polaris")
+}
+
+/// The console's default log file.
+pub fn default_console_log() -> PathBuf {
+    state_dir().join("console.log")
+}
+
+/// Logs to `path` (appending), never to the terminal the console draws on.
+fn init_file_logging(path: &std::path::Path) -> Result<(), String> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(|e| {
+            format!(
+                "cannot create {} for the log file ({e}); pass --log-file",
+                parent.display()
+            )
+        })?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| {
+            format!(
+                "cannot open the log file {} ({e}); pass --log-file",
+                path.display()
+            )
+        })?;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(false)
+        .with_writer(std::sync::Mutex::new(file))
+        .try_init();
+    Ok(())
 }
 
 fn init_logging(default: &str) {
@@ -257,6 +339,50 @@ pub fn main() -> ExitCode {
                 yes: args.yes,
             };
             crate::operator::clear(&args.dir.resolve(), options)
+        }
+        Command::Console(args) => {
+            if let Err(e) = init_file_logging(&args.log_file.unwrap_or_else(default_console_log)) {
+                eprintln!("polaris console: {e}");
+                return ExitCode::from(2);
+            }
+            match runtime().block_on(crate::console::run(args.dir.resolve())) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("polaris console: the terminal failed ({e}); run it in an interactive terminal");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Demo(args) => {
+            if let Err(e) = init_file_logging(&args.log_file.unwrap_or_else(default_console_log)) {
+                eprintln!("polaris demo: {e}");
+                return ExitCode::from(2);
+            }
+            let options = crate::console::demo::DemoOptions {
+                socket_dir: args.socket_dir,
+                capacity: args.capacity.max(1),
+            };
+            match runtime().block_on(crate::console::demo::run(options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("polaris demo: {e}");
+                    ExitCode::from(2)
+                }
+            }
+        }
+        Command::Mcp(args) => {
+            init_logging("warn");
+            let options = crate::mcp::McpOptions {
+                socket_dir: args.dir.resolve(),
+                call_wait: Duration::from_millis(args.call_wait_ms),
+            };
+            match runtime().block_on(crate::mcp::run(options)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("polaris mcp: {e}");
+                    ExitCode::from(2)
+                }
+            }
         }
     }
 }

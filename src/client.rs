@@ -20,39 +20,71 @@ use tokio::sync::oneshot;
 use crate::protocol::{Delivery, ErrorBody, ErrorCode, Reply};
 use crate::server::BRIDGE_SOCKET;
 
+pub mod session;
+
 /// Default time a call waits for its reply.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A call that did not get a reply from the host: the three client-side errors.
+/// A call that got no reply from the host, or that the client refused to send: the client-side
+/// errors `BRIDGE_UNAVAILABLE`, `BRIDGE_DISCONNECTED`, `BRIDGE_TIMEOUT` and (from the
+/// [`session::Session`] gate) `CLIENT_BLOCKED_AMBIGUOUS`.
+///
+/// None of them is a licence to resend: [`ClientError::automatic_replay`] is always `false`.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{code}: {message}")]
 pub struct ClientError {
-    /// `BRIDGE_UNAVAILABLE`, `BRIDGE_DISCONNECTED` or `BRIDGE_TIMEOUT`.
+    /// Which client-side rule ended the call.
     pub code: ErrorCode,
-    /// `not_sent` or `unknown`.
+    /// `not_sent` (nothing was written) or `unknown` (written; the host may or may not have it).
     pub delivery: Delivery,
     /// The request ID of the call, to read its receipt with.
     pub request_id: String,
     /// What happened and what to read next.
     pub message: String,
+    /// Code-specific facts, in the host's camelCase; `details.next` is the read to call next
+    /// as `{"method", "params"}`.
+    pub details: Option<Value>,
 }
 
 impl ClientError {
-    fn new(code: ErrorCode, request_id: &str, message: String) -> ClientError {
+    /// An error with the code's usual delivery and `details.next`: the receipt when the
+    /// delivery is unknown, the run otherwise.
+    pub fn new(code: ErrorCode, request_id: &str, message: String) -> ClientError {
+        let delivery = code.default_delivery();
+        // Unknown delivery: the receipt tells what happened. Nothing sent: the run tells
+        // whether the host is back.
+        let next = if delivery == Delivery::Unknown {
+            json!({"method": "receipt.status", "params": {"requestId": request_id}})
+        } else {
+            json!({"method": "run.status", "params": {}})
+        };
         ClientError {
             code,
-            delivery: code.default_delivery(),
+            delivery,
             request_id: request_id.to_owned(),
             message,
+            details: Some(json!({"requestId": request_id, "next": next})),
+        }
+    }
+
+    /// Always `false`: a client error never licenses resending the request.
+    pub fn automatic_replay(&self) -> bool {
+        false
+    }
+
+    /// The error as the wire's `error` object (`code`, `message`, `delivery`,
+    /// `automaticReplay: false`, `details`).
+    pub fn to_error_body(&self) -> ErrorBody {
+        let body = ErrorBody::new(self.code, self.message.clone()).with_delivery(self.delivery);
+        match &self.details {
+            Some(d) => body.with_details(d.clone()),
+            None => body.with_details(json!({"requestId": self.request_id})),
         }
     }
 
     /// The error as a reply-shaped JSON object, as `polaris call` prints it.
     pub fn to_reply_json(&self) -> Value {
-        let body = ErrorBody::new(self.code, self.message.clone())
-            .with_delivery(self.delivery)
-            .with_details(json!({"requestId": self.request_id}));
-        json!({"id": self.request_id, "ok": false, "error": body})
+        json!({"id": self.request_id, "ok": false, "error": self.to_error_body()})
     }
 }
 
@@ -65,6 +97,15 @@ struct Conn {
     write: tokio::sync::Mutex<()>,
     /// Cleared by the reader when the connection ends.
     alive: Arc<std::sync::atomic::AtomicBool>,
+    /// Cancelled when the last handle goes away, so the reader drops the stream and the host
+    /// sees the connection close (the reader alone would keep it open forever).
+    closed: tokio_util::sync::CancellationToken,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.closed.cancel();
+    }
 }
 
 /// A bridge client. Cheap to clone; clones share the connection.
@@ -99,7 +140,9 @@ impl BridgeClient {
     }
 
     /// Sends event frames (frames without an `id`, after `subscribe` on the introspection
-    /// socket) to `sink` instead of dropping them.
+    /// socket) to `sink` instead of dropping them. When a connection ends, the sink also gets
+    /// `{"event":"connection.closed"}` (the client's own frame, never sent by a host), so a
+    /// subscriber learns at once that its subscription is gone.
     pub fn with_event_sink(
         mut self,
         sink: tokio::sync::mpsc::UnboundedSender<Value>,
@@ -144,17 +187,20 @@ impl BridgeClient {
         let stream = Arc::new(Stream::connect(name).await.map_err(unavailable)?);
         let waiters: Waiters = Default::default();
         let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let closed = tokio_util::sync::CancellationToken::new();
         tokio::spawn(read_loop(
             stream.clone(),
             waiters.clone(),
             alive.clone(),
             self.events.clone(),
+            closed.clone(),
         ));
         let conn = Arc::new(Conn {
             stream,
             waiters,
             write: tokio::sync::Mutex::new(()),
             alive,
+            closed,
         });
         *slot = Some(conn.clone());
         Ok(conn)
@@ -192,21 +238,70 @@ impl BridgeClient {
             serde_json::to_vec(&json!({"id": request_id, "method": method, "params": params}))
                 .expect("a request always serialises");
         line.push(b'\n');
-        let written = {
-            let _w = conn.write.lock().await;
-            (&*conn.stream).write_all(&line).await
-        };
-        if let Err(e) = written {
-            conn.alive.store(false, std::sync::atomic::Ordering::SeqCst);
-            return Err(ClientError::new(
-                ErrorCode::BridgeDisconnected,
+        // The write runs in its own task, so a caller that stops waiting (a timeout around this
+        // call, an MCP cancellation) never leaves half a line on the shared connection.
+        let writer = conn.clone();
+        let write = tokio::spawn(async move {
+            let _w = writer.write.lock().await;
+            let written = (&*writer.stream).write_all(&line).await;
+            if written.is_err() {
+                writer
+                    .alive
+                    .store(false, std::sync::atomic::Ordering::SeqCst);
+            }
+            written
+        });
+        let now = tokio::time::Instant::now();
+        // A timeout too large to add means "wait a very long time", never a panic.
+        let deadline = now
+            .checked_add(self.timeout)
+            .unwrap_or_else(|| now + Duration::from_secs(10 * 365 * 86_400));
+        let timed_out = |conn: &Conn| {
+            // Forget the waiter; a late reply is dropped, the receipt keeps it.
+            if let Some(q) = conn
+                .waiters
+                .lock()
+                .expect("waiters lock")
+                .get_mut(request_id)
+            {
+                q.retain(|s| !s.is_closed());
+            }
+            ClientError::new(
+                ErrorCode::BridgeTimeout,
                 request_id,
                 format!(
-                    "the connection to the host broke while sending {method} ({e}); the host may or may not have it. Do not resend: read receipt.status for {request_id}"
+                    "no reply to {method} within {} ms; it may still be running. Do not resend: read receipt.status for {request_id}",
+                    self.timeout.as_millis()
                 ),
-            ));
+            )
+        };
+        match tokio::time::timeout_at(deadline, write).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => {
+                return Err(ClientError::new(
+                    ErrorCode::BridgeDisconnected,
+                    request_id,
+                    format!(
+                        "the connection to the host broke while sending {method} ({e}); the host may or may not have it. Do not resend: read receipt.status for {request_id}"
+                    ),
+                ))
+            }
+            Ok(Err(join)) => {
+                return Err(ClientError::new(
+                    ErrorCode::BridgeDisconnected,
+                    request_id,
+                    format!(
+                        "sending {method} failed inside the client ({join}); the host may or may not have it. Do not resend: read receipt.status for {request_id}"
+                    ),
+                ))
+            }
+            Err(_) => {
+                drop(rx);
+                return Err(timed_out(&conn));
+            }
         }
-        match tokio::time::timeout(self.timeout, rx).await {
+        let got = tokio::time::timeout_at(deadline, rx).await;
+        match got {
             Ok(Ok(reply)) => Ok(reply),
             Ok(Err(_)) => Err(ClientError::new(
                 ErrorCode::BridgeDisconnected,
@@ -215,20 +310,7 @@ impl BridgeClient {
                     "the connection to the host broke after {method} was sent; it may or may not have run. Do not resend: read receipt.status for {request_id} (or task.verifyOutcome for its task)"
                 ),
             )),
-            Err(_) => {
-                // Forget the waiter; a late reply is dropped, the receipt keeps it.
-                if let Some(q) = conn.waiters.lock().expect("waiters lock").get_mut(request_id) {
-                    q.retain(|s| !s.is_closed());
-                }
-                Err(ClientError::new(
-                    ErrorCode::BridgeTimeout,
-                    request_id,
-                    format!(
-                        "no reply to {method} within {} ms; it may still be running. Do not resend: read receipt.status for {request_id}",
-                        self.timeout.as_millis()
-                    ),
-                ))
-            }
+            Err(_) => Err(timed_out(&conn)),
         }
     }
 }
@@ -238,12 +320,18 @@ async fn read_loop(
     waiters: Waiters,
     alive: Arc<std::sync::atomic::AtomicBool>,
     events: Option<tokio::sync::mpsc::UnboundedSender<Value>>,
+    closed: tokio_util::sync::CancellationToken,
 ) {
     let mut reader = BufReader::new(&*stream);
     let mut line = String::new();
     loop {
         line.clear();
-        match reader.read_line(&mut line).await {
+        let read = tokio::select! {
+            read = reader.read_line(&mut line) => read,
+            // Every handle is gone: nobody waits for a reply on this connection any more.
+            _ = closed.cancelled() => break,
+        };
+        match read {
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
@@ -284,4 +372,11 @@ async fn read_loop(
     alive.store(false, std::sync::atomic::Ordering::SeqCst);
     // Dropping the senders tells every waiting call that the connection broke.
     w.clear();
+    drop(w);
+    if let Some(sink) = &events {
+        let _ = sink.send(json!({"event": CONNECTION_CLOSED_EVENT}));
+    }
 }
+
+/// The event kind the client hands its event sink when a connection ends.
+pub const CONNECTION_CLOSED_EVENT: &str = "connection.closed";

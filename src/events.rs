@@ -32,22 +32,19 @@ pub struct Event {
 impl Event {
     /// The event frame: `{"event":KIND,"seq":N,"at":TS,"data":{…}}` with its newline.
     pub fn to_line(&self) -> Vec<u8> {
-        /// The frame, borrowing the event's data instead of copying it into a new value.
-        #[derive(serde::Serialize)]
-        struct Frame<'a> {
-            event: &'a str,
-            seq: u64,
-            at: String,
-            data: &'a Value,
-        }
-        let frame = Frame {
-            event: self.kind,
-            seq: self.seq,
-            at: format_millis(self.at),
-            data: &self.data,
-        };
-        let mut line = serde_json::to_vec(&frame).expect("an event always serialises");
-        line.push(b'\n');
+        // Written directly rather than through a `json!` frame: that would deep-copy `data` and
+        // build a map for every event of every subscriber.
+        let mut line = Vec::with_capacity(128);
+        line.extend_from_slice(b"{\"event\":");
+        serde_json::to_writer(&mut line, self.kind).expect("a string always serialises");
+        line.extend_from_slice(b",\"seq\":");
+        line.extend_from_slice(self.seq.to_string().as_bytes());
+        line.extend_from_slice(b",\"at\":");
+        serde_json::to_writer(&mut line, &format_millis(self.at))
+            .expect("a string always serialises");
+        line.extend_from_slice(b",\"data\":");
+        serde_json::to_writer(&mut line, &self.data).expect("a JSON value always serialises");
+        line.extend_from_slice(b"}\n");
         line
     }
 }
@@ -89,5 +86,28 @@ impl EventBus {
     /// A new subscription, starting after the current sequence number.
     pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
         self.sender.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_line_is_one_json_frame() {
+        let e = Event {
+            seq: 7,
+            at: 0,
+            kind: "receipt.created",
+            data: serde_json::json!({"requestId": "a\"b"}),
+        };
+        let line = e.to_line();
+        assert_eq!(line.last(), Some(&b'\n'));
+        assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"event": "receipt.created", "seq": 7, "at": "1970-01-01T00:00:00.000Z", "data": {"requestId": "a\"b"}})
+        );
     }
 }

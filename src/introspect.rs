@@ -314,41 +314,93 @@ async fn forward_events(
     out: mpsc::UnboundedSender<Outbound>,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let budget = Arc::new(Semaphore::new(SUBSCRIBER_BUDGET));
-    // Events dropped since the last line that reached the queue, and the last seq seen (sent,
-    // dropped, or skipped by the bus), which the `lagged` notice reports.
-    let mut missed: u64 = 0;
-    let mut last_seq = start_seq;
+    let mut feed = Feed {
+        budget: Arc::new(Semaphore::new(SUBSCRIBER_BUDGET)),
+        missed: 0,
+        last_seq: start_seq,
+        batch: Vec::new(),
+        permit: None,
+    };
     loop {
         tokio::select! {
             biased;
             _ = out.closed() => break,
             _ = shutdown.wait_for(|s| *s) => break,
-            permit = budget.clone().acquire_owned(), if missed > 0 => {
+            permit = feed.budget.clone().acquire_owned(), if feed.missed > 0 => {
                 let permit = permit.expect("the budget is never closed");
-                let _ = out.send(Outbound { line: lagged_line(last_seq, missed), permit: Some(permit) });
-                missed = 0;
+                let _ = out.send(Outbound { line: lagged_line(feed.last_seq, feed.missed), permit: Some(permit) });
+                feed.missed = 0;
             }
-            event = rx.recv() => match event {
-                Ok(event) => {
-                    last_seq = event.seq;
-                    if missed > 0 {
-                        missed += 1;
-                        continue;
-                    }
-                    match budget.clone().try_acquire_owned() {
-                        Ok(permit) => {
-                            let _ = out.send(Outbound { line: event.to_line(), permit: Some(permit) });
+            first = rx.recv() => {
+                let mut closed = feed.take(first);
+                // Whatever else is already on the bus goes out in the same write, so a busy
+                // host wakes this task and the writer once per burst, not once per event.
+                for _ in 0..FORWARD_BATCH {
+                    match rx.try_recv() {
+                        Ok(event) => closed |= feed.take(Ok(event)),
+                        Err(broadcast::error::TryRecvError::Empty) => break,
+                        Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                            closed |= feed.take(Err(broadcast::error::RecvError::Lagged(n)))
                         }
-                        Err(_) => missed = 1,
+                        Err(broadcast::error::TryRecvError::Closed) => closed = true,
                     }
                 }
-                Err(broadcast::error::RecvError::Lagged(n)) => {
-                    last_seq += n;
-                    missed += n;
+                if !feed.batch.is_empty() {
+                    let line = std::mem::take(&mut feed.batch);
+                    let _ = out.send(Outbound { line, permit: feed.permit.take() });
                 }
-                Err(broadcast::error::RecvError::Closed) => break,
-            },
+                if closed {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Events taken from the bus in one wake-up at most.
+const FORWARD_BATCH: usize = 256;
+
+/// One subscriber's side of the bus: its budget, what it missed, and the batch being built.
+struct Feed {
+    budget: Arc<Semaphore>,
+    /// Events dropped since the last line that reached the queue.
+    missed: u64,
+    /// The last seq seen (sent, dropped, or skipped by the bus); a `lagged` notice reports it.
+    last_seq: u64,
+    batch: Vec<u8>,
+    /// The budget held by the lines in `batch`.
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Feed {
+    /// Adds one event to the batch if the budget allows, else counts it as missed. Returns
+    /// whether the bus closed.
+    fn take(&mut self, received: Result<Arc<Event>, broadcast::error::RecvError>) -> bool {
+        match received {
+            Ok(event) => {
+                self.last_seq = event.seq;
+                if self.missed > 0 {
+                    self.missed += 1;
+                    return false;
+                }
+                match self.budget.clone().try_acquire_owned() {
+                    Ok(p) => {
+                        match &mut self.permit {
+                            Some(held) => held.merge(p),
+                            None => self.permit = Some(p),
+                        }
+                        self.batch.extend_from_slice(&event.to_line());
+                    }
+                    Err(_) => self.missed = 1,
+                }
+                false
+            }
+            Err(broadcast::error::RecvError::Lagged(n)) => {
+                self.last_seq += n;
+                self.missed += n;
+                false
+            }
+            Err(broadcast::error::RecvError::Closed) => true,
         }
     }
 }

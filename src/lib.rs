@@ -7,17 +7,21 @@
 //! The modules follow the shape of the system: [`protocol`] (the wire), [`book`] (receipts),
 //! [`tasks`] (task states and pending outcomes), [`executor`] (what acts on pages),
 //! [`host`] (the rules), [`events`] (the operator's live feed), [`server`] (sockets),
-//! [`introspect`] (the operator's channel), [`operator`] (the operator commands), [`client`] (the bridge client) and [`cli`].
+//! [`introspect`] (the operator's channel), [`operator`] (the operator commands), [`client`] (the bridge
+//! client and its ambiguity gate), [`mcp`] (the MCP front), [`console`] (the operator's terminal
+//! monitor) and [`cli`].
 
 #![warn(missing_docs)]
 
 pub mod book;
 pub mod cli;
 pub mod client;
+pub mod console;
 pub mod events;
 pub mod executor;
 pub mod host;
 pub mod introspect;
+pub mod mcp;
 pub mod operator;
 pub mod protocol;
 pub mod server;

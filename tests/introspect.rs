@@ -416,7 +416,7 @@ async fn prepare_refuses_a_running_receipt() {
 async fn prepare_refuses_unverified_unknown_and_already_cleared_and_the_rule_follows_the_task() {
     let h = start_host(100, 100, 300);
     let dropped = start_task(&h, json!({"dropSubmit": true})).await;
-    let late = start_task(&h, json!({"submitDelayMs": 600})).await;
+    let late = start_task(&h, json!({"submitDelayMs": 1500})).await;
     ok(call_id(&h.bridge, "f1", "page.fill", fill(&dropped, "x")).await);
     assert_eq!(
         err_code(&call_id(&h.bridge, "u1", "page.click", click(&dropped)).await),
@@ -928,9 +928,9 @@ async fn the_operator_commands_work_through_the_real_binary() {
     let h = start_host(3, 100, 300);
     let dir = h.dir.to_str().unwrap().to_owned();
     let task = start_task(&h, json!({"dropSubmit": true})).await;
-    ok(call_id(&h.bridge, "f1", "page.fill", fill(&task, "a")).await);
+    ok(call_id(&h.bridge, "fill-x", "page.fill", fill(&task, "a")).await);
     assert_eq!(
-        err_code(&call_id(&h.bridge, "c1", "page.click", click(&task)).await),
+        err_code(&call_id(&h.bridge, "click-x", "page.click", click(&task)).await),
         "OUTCOME_UNCERTAIN"
     );
 
@@ -945,7 +945,7 @@ async fn the_operator_commands_work_through_the_real_binary() {
     cmd.args(["receipts", "--state", "clearable", "--socket-dir", &dir]);
     let (code, out, _) = run(cmd).await;
     assert_eq!(code, 0);
-    assert!(out.contains("f1") && !out.contains("c1"), "{out}");
+    assert!(out.contains("fill-x") && !out.contains("click-x"), "{out}");
 
     let mut cmd = polaris();
     cmd.args(["verify", &task, "--socket-dir", &dir]);
@@ -967,7 +967,7 @@ async fn the_operator_commands_work_through_the_real_binary() {
     let (code, out, err) = run(cmd).await;
     assert_eq!(code, 2, "{err}");
     assert!(
-        out.contains("f1") && out.contains("unverified_outcome"),
+        out.contains("fill-x") && out.contains("unverified_outcome"),
         "{out}"
     );
     assert!(err.contains("--yes --reason"), "{err}");
@@ -1000,8 +1000,8 @@ async fn the_operator_commands_work_through_the_real_binary() {
     let mut cmd = polaris();
     cmd.args([
         "clear",
-        "c1",
-        "f1",
+        "click-x",
+        "fill-x",
         "--yes",
         "--reason",
         "again",

@@ -1,0 +1,242 @@
+//! One table of keys: it drives dispatch, the footer hints and the `?` help overlay, so what the
+//! screen promises is exactly what the keys do.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+/// What an operator can ask for with one key in the normal view.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Leave the console and restore the terminal.
+    Quit,
+    /// Show or hide the key help.
+    Help,
+    /// Move the selection up one row.
+    Up,
+    /// Move the selection down one row.
+    Down,
+    /// Move the selection up one page.
+    PageUp,
+    /// Move the selection down one page.
+    PageDown,
+    /// Jump to the first row.
+    Top,
+    /// Jump to the last row.
+    Bottom,
+    /// Switch between the receipts, tasks and blocked panes.
+    NextPane,
+    /// Open the selected receipt's request and reply, or the selected task's history.
+    Detail,
+    /// Type a filter for the receipt table.
+    Filter,
+    /// Cycle the receipt table's sort order.
+    Sort,
+    /// Mark or unmark the selected receipt for clearing.
+    Mark,
+    /// Mark every completed receipt that matches the filter for clearing.
+    MarkAll,
+    /// Prepare a clear of the marked receipts and show the confirmation dialog.
+    Clear,
+    /// Run the read-only verification of the selected blocked outcome.
+    Verify,
+    /// Re-read everything from the host.
+    Refresh,
+    /// Close a view, drop the filter and the marks.
+    Back,
+}
+
+/// One row of the keymap.
+#[derive(Clone, Copy, Debug)]
+pub struct Binding {
+    /// The key as written in hints, e.g. `"space"`.
+    pub label: &'static str,
+    /// The keys that trigger it.
+    pub keys: &'static [KeyCode],
+    /// What it does.
+    pub command: Command,
+    /// Short text for the footer; `None` keeps it out of the footer.
+    pub hint: Option<&'static str>,
+    /// The sentence in the help overlay.
+    pub help: &'static str,
+}
+
+/// The keymap of the normal view, in the order the help overlay lists it.
+pub const KEYMAP: &[Binding] = &[
+    Binding {
+        label: "q",
+        keys: &[KeyCode::Char('q')],
+        command: Command::Quit,
+        hint: Some("quit"),
+        help: "quit and restore the terminal",
+    },
+    Binding {
+        label: "?",
+        keys: &[KeyCode::Char('?')],
+        command: Command::Help,
+        hint: Some("help"),
+        help: "show or hide this help",
+    },
+    Binding {
+        label: "↑/k",
+        keys: &[KeyCode::Up, KeyCode::Char('k')],
+        command: Command::Up,
+        hint: None,
+        help: "select the previous row",
+    },
+    Binding {
+        label: "↓/j",
+        keys: &[KeyCode::Down, KeyCode::Char('j')],
+        command: Command::Down,
+        hint: None,
+        help: "select the next row",
+    },
+    Binding {
+        label: "PgUp",
+        keys: &[KeyCode::PageUp],
+        command: Command::PageUp,
+        hint: None,
+        help: "one page up",
+    },
+    Binding {
+        label: "PgDn",
+        keys: &[KeyCode::PageDown],
+        command: Command::PageDown,
+        hint: None,
+        help: "one page down",
+    },
+    Binding {
+        label: "g/Home",
+        keys: &[KeyCode::Char('g'), KeyCode::Home],
+        command: Command::Top,
+        hint: None,
+        help: "first row",
+    },
+    Binding {
+        label: "G/End",
+        keys: &[KeyCode::Char('G'), KeyCode::End],
+        command: Command::Bottom,
+        hint: None,
+        help: "last row",
+    },
+    Binding {
+        label: "tab",
+        keys: &[KeyCode::Tab],
+        command: Command::NextPane,
+        hint: Some("pane"),
+        help: "switch pane: receipts, tasks, blocked outcomes",
+    },
+    Binding {
+        label: "enter",
+        keys: &[KeyCode::Enter],
+        command: Command::Detail,
+        hint: Some("detail"),
+        help: "a receipt's canonical request and stored reply, or a task's history",
+    },
+    Binding {
+        label: "/",
+        keys: &[KeyCode::Char('/')],
+        command: Command::Filter,
+        hint: Some("filter"),
+        help: "filter receipts by request ID, method, task or code",
+    },
+    Binding {
+        label: "s",
+        keys: &[KeyCode::Char('s')],
+        command: Command::Sort,
+        hint: None,
+        help: "sort: newest, oldest, state, method, task",
+    },
+    Binding {
+        label: "space",
+        keys: &[KeyCode::Char(' ')],
+        command: Command::Mark,
+        hint: Some("mark"),
+        help: "mark or unmark the selected receipt for clearing",
+    },
+    Binding {
+        label: "a",
+        keys: &[KeyCode::Char('a')],
+        command: Command::MarkAll,
+        hint: Some("all"),
+        help: "mark every completed receipt matching the filter",
+    },
+    Binding {
+        label: "c",
+        keys: &[KeyCode::Char('c')],
+        command: Command::Clear,
+        hint: Some("clear"),
+        help: "prepare a clear of the marked receipts (a dialog confirms)",
+    },
+    Binding {
+        label: "v",
+        keys: &[KeyCode::Char('v')],
+        command: Command::Verify,
+        hint: Some("verify"),
+        help: "read-only verification of the selected blocked outcome",
+    },
+    Binding {
+        label: "r",
+        keys: &[KeyCode::Char('r')],
+        command: Command::Refresh,
+        hint: None,
+        help: "re-read everything from the host",
+    },
+    Binding {
+        label: "esc",
+        keys: &[KeyCode::Esc],
+        command: Command::Back,
+        hint: None,
+        help: "close a view; drop the filter and the marks",
+    },
+];
+
+/// The command bound to `key` in the normal view. Ctrl-C always quits.
+pub fn command_for(key: &KeyEvent) -> Option<Command> {
+    if key.modifiers.contains(KeyModifiers::CONTROL) {
+        return (key.code == KeyCode::Char('c')).then_some(Command::Quit);
+    }
+    KEYMAP
+        .iter()
+        .find(|b| b.keys.contains(&key.code))
+        .map(|b| b.command)
+}
+
+/// The footer line: `key hint` pairs of the bindings that have a hint (long key names
+/// shortened so the line fits 80 columns).
+pub fn footer_hints() -> Vec<(&'static str, &'static str)> {
+    KEYMAP
+        .iter()
+        .filter_map(|b| {
+            let key = match b.label {
+                "enter" => "↵",
+                "space" => "spc",
+                other => other,
+            };
+            b.hint.map(|h| (key, h))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_maps_to_exactly_one_command() {
+        let mut seen = std::collections::HashSet::new();
+        for b in KEYMAP {
+            for k in b.keys {
+                assert!(seen.insert(*k), "{k:?} is bound twice");
+                let ev = KeyEvent::new(*k, KeyModifiers::NONE);
+                assert_eq!(command_for(&ev), Some(b.command));
+            }
+        }
+        assert_eq!(
+            command_for(&KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Command::Quit)
+        );
+        assert_eq!(
+            command_for(&KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE)),
+            None
+        );
+    }
+}

@@ -1,0 +1,215 @@
+//! The console's connection to the host's introspection socket.
+//!
+//! A supervisor keeps one subscribed connection: `host.hello`, `subscribe`, then it forwards
+//! event frames until the connection ends, and reconnects with backoff. Every [`Effect`] is one
+//! call, run once: a read, a verification or a clear step is never re-sent by this module — a
+//! call cut off by a lost connection comes back as an error marked `unknown`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::app::{Action, Effect, OpError, Reply};
+use crate::client::{BridgeClient, ClientError, CONNECTION_CLOSED_EVENT};
+use crate::protocol::Delivery;
+use crate::server::INTROSPECT_SOCKET;
+
+/// How long a console call waits for its reply (a verification may take an action timeout).
+const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The first reconnection delay; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+/// The longest wait between reconnection attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The network side: runs effects against the current connection.
+#[derive(Clone)]
+pub struct Net {
+    client: Arc<Mutex<Option<BridgeClient>>>,
+    actions: UnboundedSender<Action>,
+}
+
+/// The delay before reconnection attempt `attempts` (1-based).
+pub fn backoff(attempts: u32) -> Duration {
+    let factor = 1u32 << attempts.saturating_sub(1).min(10);
+    (FIRST_BACKOFF * factor).min(MAX_BACKOFF)
+}
+
+impl Net {
+    /// Starts the supervisor for the host whose sockets are in `socket_dir`; results and events
+    /// arrive on `actions`.
+    pub fn start(socket_dir: PathBuf, actions: UnboundedSender<Action>) -> Net {
+        let net = Net {
+            client: Arc::new(Mutex::new(None)),
+            actions,
+        };
+        tokio::spawn(supervise(socket_dir.join(INTROSPECT_SOCKET), net.clone()));
+        net
+    }
+
+    fn current(&self) -> Option<BridgeClient> {
+        self.client.lock().expect("client slot").clone()
+    }
+
+    /// Runs `effect` once in the background; its result comes back as an [`Action`].
+    pub fn run(&self, effect: Effect) {
+        let net = self.clone();
+        tokio::spawn(async move {
+            let action = match effect {
+                Effect::Quit => return,
+                Effect::Refresh => Action::Snapshot(match net.call("snapshot", json!({})).await {
+                    Ok(v) => v,
+                    Err(e) => {
+                        tracing::warn!(code = %e.code, "snapshot failed: {}", e.message);
+                        return;
+                    }
+                }),
+                Effect::FetchPage { offset, params } => Action::Page {
+                    offset,
+                    reply: net.call("receipts.list", params).await,
+                },
+                Effect::GetReceipt(id) => {
+                    Action::ReceiptDetail(net.call("receipts.get", json!({"requestId": id})).await)
+                }
+                Effect::GetTaskHistory(task_id) => {
+                    let reply = net
+                        .call(
+                            "receipts.list",
+                            json!({"taskId": task_id, "limit": 100, "sort": "newest"}),
+                        )
+                        .await;
+                    Action::TaskHistory { task_id, reply }
+                }
+                Effect::Verify(task_id) => {
+                    let reply = net
+                        .call("task.verifyOutcome", json!({"taskId": task_id}))
+                        .await;
+                    Action::Verified { task_id, reply }
+                }
+                Effect::Prepare(params) => {
+                    Action::Prepared(net.call("receipts.clearPrepare", params).await)
+                }
+                Effect::Commit { token, reason } => {
+                    tracing::info!(%reason, "committing a clear");
+                    Action::Committed(
+                        net.call(
+                            "receipts.clearCommit",
+                            json!({"token": token, "reason": reason}),
+                        )
+                        .await,
+                    )
+                }
+            };
+            let _ = net.actions.send(action);
+        });
+    }
+
+    async fn call(&self, method: &str, params: Value) -> Reply {
+        let Some(client) = self.current() else {
+            return Err(OpError {
+                code: "BRIDGE_UNAVAILABLE".into(),
+                message: "not connected to the host; nothing was sent".into(),
+                unknown: false,
+            });
+        };
+        reply_of(client.call(method, params).await)
+    }
+}
+
+fn reply_of(r: Result<crate::protocol::Reply, ClientError>) -> Reply {
+    match r {
+        Ok(reply) if reply.ok => Ok(reply.result.unwrap_or(Value::Null)),
+        Ok(reply) => {
+            let e = reply.error.expect("an error reply has an error");
+            Err(OpError {
+                code: e.code.to_string(),
+                message: e.message,
+                unknown: e.delivery == Delivery::Unknown,
+            })
+        }
+        Err(e) => Err(OpError {
+            code: e.code.to_string(),
+            message: e.message,
+            unknown: e.delivery == Delivery::Unknown,
+        }),
+    }
+}
+
+async fn supervise(path: PathBuf, net: Net) {
+    let mut attempts = 0u32;
+    loop {
+        let (events_tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+        let client = BridgeClient::at_path(&path)
+            .with_timeout(CALL_TIMEOUT)
+            .with_event_sink(events_tx);
+        let subscribed = async {
+            reply_of(client.call("host.hello", json!({})).await)?;
+            reply_of(client.call("subscribe", json!({})).await)
+        }
+        .await;
+        match subscribed {
+            Ok(_) => {
+                tracing::info!(path = %path.display(), "connected and subscribed");
+                attempts = 0;
+                *net.client.lock().expect("client slot") = Some(client);
+                let _ = net.actions.send(Action::Connected);
+                while let Some(frame) = events.recv().await {
+                    if frame["event"] == CONNECTION_CLOSED_EVENT {
+                        break;
+                    }
+                    if net.actions.send(Action::Event(frame)).is_err() {
+                        return;
+                    }
+                }
+                *net.client.lock().expect("client slot") = None;
+                tracing::warn!("the connection to the host ended");
+                attempts += 1;
+                if net
+                    .actions
+                    .send(Action::Disconnected {
+                        reason: "the host closed the connection".into(),
+                        attempts,
+                    })
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            Err(e) => {
+                attempts += 1;
+                tracing::debug!(code = %e.code, attempts, "connecting failed: {}", e.message);
+                let reason = if e.code == "UNKNOWN_METHOD" {
+                    format!(
+                        "this host does not serve the console's methods ({})",
+                        e.message
+                    )
+                } else {
+                    e.message
+                };
+                if net
+                    .actions
+                    .send(Action::Disconnected { reason, attempts })
+                    .is_err()
+                {
+                    return;
+                }
+            }
+        }
+        tokio::time::sleep(backoff(attempts)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_stops_at_the_cap() {
+        assert_eq!(backoff(1), Duration::from_millis(200));
+        assert_eq!(backoff(2), Duration::from_millis(400));
+        assert_eq!(backoff(3), Duration::from_millis(800));
+        assert_eq!(backoff(40), MAX_BACKOFF);
+    }
+}

@@ -1,0 +1,975 @@
+//! Key flows through `update`, and snapshots of what they draw.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::backend::TestBackend;
+use ratatui::style::Color;
+use ratatui::Terminal;
+use serde_json::{json, Value};
+
+use super::app::{update, Action, App, ConfirmStage, Detail, Effect, Link, Mode, OpError, Pane};
+
+/// 2026-11-30T02:00:00Z: every fixture's "now".
+const NOW: i64 = 1_795_996_800_000;
+
+fn ts(seconds_ago: i64) -> String {
+    crate::protocol::format_millis(NOW - seconds_ago * 1000)
+}
+
+fn key(c: char) -> Action {
+    Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+fn code(k: KeyCode) -> Action {
+    Action::Key(KeyEvent::new(k, KeyModifiers::NONE))
+}
+
+fn typed(app: &mut App, text: &str) {
+    for c in text.chars() {
+        assert_eq!(update(app, key(c)), None, "typing {c:?} must not act");
+    }
+}
+
+fn id(n: u64) -> String {
+    format!("{n:08x}-0000-4000-8000-{n:012x}")
+}
+
+fn snapshot_json(used: u64, capacity: u64, pending: bool) -> Value {
+    let mut pend = vec![];
+    if pending {
+        pend.push(json!({
+            "taskId": "7a1c9e00-1111-4000-8000-000000000001", "title": "agent 1 order 4", "taskState": "blocked",
+            "requestId": id(3), "method": "page.press",
+            "params": {"taskId": "7a1c9e00-1111-4000-8000-000000000001", "key": "Enter", "target": "#title",
+                       "expect": {"target": "#status", "contains": "Saved"}},
+            "expect": {"target": "#status", "contains": "Saved"}, "since": ts(42)
+        }));
+    }
+    json!({
+        "runId": "5f3e2d1c-aaaa-4000-8000-000000000000", "startedAt": ts(3723), "seq": 10,
+        "receipts": {"used": used, "capacity": capacity, "running": 1, "tombstones": 4, "tombstoneCapacity": 1000000},
+        "counters": {"executions": used, "joins": 2, "replays": 9, "rejectedReused": 1, "rejectedCapacity": 3,
+                     "rejectedCleared": 0, "rejectedBlocked": 2},
+        "tasks": [
+            {"taskId": "7a1c9e00-1111-4000-8000-000000000001", "title": "agent 1 order 4", "state": if pending {"blocked"} else {"running"}, "createdAt": ts(60), "updatedAt": ts(42)},
+            {"taskId": "9b2d0f00-2222-4000-8000-000000000002", "title": "agent 2 order 7", "state": "running", "createdAt": ts(20), "updatedAt": ts(3)},
+            {"taskId": "c3e4f500-3333-4000-8000-000000000003", "title": "agent 0 order 2", "state": "finished", "createdAt": ts(200), "updatedAt": ts(150)}
+        ],
+        "pending": pend,
+        "executor": {"kind": "fixture", "mutations": 12}
+    })
+}
+
+fn receipt(
+    n: u64,
+    method: &str,
+    state: &str,
+    ok: Option<bool>,
+    code: Option<&str>,
+    age: i64,
+) -> Value {
+    let mut r = json!({
+        "requestId": id(n), "method": method, "taskId": "9b2d0f00-2222-4000-8000-000000000002",
+        "state": state, "firstSeenAt": ts(age), "joins": n % 3, "replays": n % 2,
+        "clearable": state == "completed" && code != Some("OUTCOME_UNCERTAIN")
+    });
+    if let Some(ok) = ok {
+        r["ok"] = json!(ok);
+        r["completedAt"] = json!(ts(age - 1));
+    }
+    if let Some(c) = code {
+        r["code"] = json!(c);
+    }
+    if state == "running" {
+        r["refusal"] = json!("running");
+    } else if code == Some("OUTCOME_UNCERTAIN") {
+        r["refusal"] = json!("unverified_outcome");
+    }
+    r
+}
+
+fn page(total: u64, offset: u64, rows: u64) -> Value {
+    let items: Vec<Value> = (offset..(offset + rows).min(total))
+        .map(|i| match i % 5 {
+            0 => receipt(i, "page.fill", "completed", Some(true), None, 10 + i as i64),
+            1 => receipt(
+                i,
+                "task.start",
+                "completed",
+                Some(true),
+                None,
+                10 + i as i64,
+            ),
+            2 => receipt(i, "page.press", "running", None, None, 10 + i as i64),
+            3 => receipt(
+                i,
+                "page.press",
+                "completed",
+                Some(false),
+                Some("OUTCOME_UNCERTAIN"),
+                10 + i as i64,
+            ),
+            _ => receipt(
+                i,
+                "page.click",
+                "completed",
+                Some(false),
+                Some("ACTION_FAILED"),
+                10 + i as i64,
+            ),
+        })
+        .collect();
+    json!({"total": total, "items": items})
+}
+
+/// A connected console showing a host with `total` receipts in a `cols`×`rows` terminal.
+fn connected(cols: u16, rows: u16, used: u64, capacity: u64, total: u64, pending: bool) -> App {
+    let mut app = App::new("/tmp/polaris-demo", NOW);
+    update(&mut app, Action::Resize(cols, rows));
+    assert_eq!(update(&mut app, Action::Connected), Some(Effect::Refresh));
+    let fetch = update(
+        &mut app,
+        Action::Snapshot(snapshot_json(used, capacity, pending)),
+    );
+    let Some(Effect::FetchPage { offset, params }) = fetch else {
+        panic!("a snapshot asks for the page: {fetch:?}")
+    };
+    assert_eq!(params["limit"], json!(app.visible_rows));
+    let reply = page(total, offset, u64::from(app.visible_rows));
+    assert_eq!(
+        update(
+            &mut app,
+            Action::Page {
+                offset,
+                reply: Ok(reply)
+            }
+        ),
+        None
+    );
+    app
+}
+
+fn draw(app: &App, cols: u16, rows: u16) -> Terminal<TestBackend> {
+    let mut terminal = Terminal::new(TestBackend::new(cols, rows)).expect("a test terminal");
+    terminal
+        .draw(|f| f.render_widget(app, f.area()))
+        .expect("drawing");
+    terminal
+}
+
+fn screen(app: &App, cols: u16, rows: u16) -> String {
+    draw(app, cols, rows).backend().to_string()
+}
+
+fn unknown_err() -> OpError {
+    OpError {
+        code: "BRIDGE_DISCONNECTED".into(),
+        message: "the connection broke".into(),
+        unknown: true,
+    }
+}
+
+fn prepared_reply() -> Value {
+    json!({
+        "token": "tok-1", "expiresAt": ts(-300),
+        "clearable": [
+            {"requestId": id(0), "method": "page.fill", "taskId": "9b2d0f00-2222-4000-8000-000000000002", "ok": true,
+             "reply": {"ok": true, "result": {}}, "joins": 0, "replays": 0, "completedAt": ts(9)},
+            {"requestId": id(4), "method": "page.click", "taskId": "9b2d0f00-2222-4000-8000-000000000002", "ok": false,
+             "code": "ACTION_FAILED", "reply": {"ok": false}, "joins": 1, "replays": 0, "completedAt": ts(13)}
+        ],
+        "refused": [{"requestId": id(3), "reason": "unverified_outcome"}, {"requestId": id(2), "reason": "running"}]
+    })
+}
+
+// ---- key flows -------------------------------------------------------------------------------
+
+#[test]
+fn q_quits_from_the_monitor_and_from_help() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert_eq!(update(&mut app, key('q')), Some(Effect::Quit));
+    assert!(app.quit);
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('?'));
+    assert_eq!(update(&mut app, key('q')), Some(Effect::Quit));
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    let ctrl_c = Action::Key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert_eq!(update(&mut app, ctrl_c), Some(Effect::Quit));
+}
+
+#[test]
+fn help_opens_and_any_key_closes_it() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert_eq!(update(&mut app, key('?')), None);
+    assert_eq!(app.mode, Mode::Help);
+    assert_eq!(update(&mut app, key('x')), None);
+    assert_eq!(app.mode, Mode::Normal);
+}
+
+#[test]
+fn moving_past_the_window_asks_the_host_for_the_next_page_only() {
+    let mut app = connected(100, 30, 1000, 1000, 1000, false);
+    let rows = u64::from(app.visible_rows);
+    for _ in 0..rows - 1 {
+        assert_eq!(
+            update(&mut app, code(KeyCode::Down)),
+            None,
+            "inside the window nothing is fetched"
+        );
+    }
+    let Some(Effect::FetchPage { offset, params }) = update(&mut app, code(KeyCode::Down)) else {
+        panic!()
+    };
+    assert_eq!(offset, 1);
+    assert_eq!(
+        params,
+        json!({"offset": 1, "limit": rows, "sort": "newest"})
+    );
+    let Some(Effect::FetchPage { offset, .. }) = update(&mut app, code(KeyCode::End)) else {
+        panic!()
+    };
+    assert_eq!(offset, 1000 - rows);
+    assert_eq!(app.selected, 999);
+    let Some(Effect::FetchPage { offset, .. }) = update(&mut app, key('g')) else {
+        panic!()
+    };
+    assert_eq!((offset, app.selected), (0, 0));
+    let Some(Effect::FetchPage { offset, .. }) = update(&mut app, code(KeyCode::PageDown)) else {
+        panic!()
+    };
+    assert_eq!((offset, app.selected), (1, rows));
+    assert_eq!(update(&mut app, code(KeyCode::Up)), None);
+}
+
+#[test]
+fn the_selection_follows_its_receipt_when_new_ones_arrive_and_stale_pages_are_ignored() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('j'));
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(1));
+    let mut fresh = page(5, 0, 5);
+    let newer = receipt(77, "task.start", "completed", Some(true), None, 0);
+    fresh["items"].as_array_mut().unwrap().insert(0, newer);
+    fresh["total"] = json!(6);
+    update(
+        &mut app,
+        Action::Page {
+            offset: 0,
+            reply: Ok(fresh),
+        },
+    );
+    assert_eq!(app.selected, 2);
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(1));
+    // A page for a window the console has already left changes nothing.
+    update(
+        &mut app,
+        Action::Page {
+            offset: 3,
+            reply: Ok(page(6, 3, 3)),
+        },
+    );
+    assert_eq!(
+        (
+            app.page_offset,
+            app.selected_receipt().unwrap().request_id.clone()
+        ),
+        (0, id(1))
+    );
+}
+
+#[test]
+fn a_resize_changes_the_page_size_asked_for() {
+    let mut app = connected(100, 30, 5, 60, 500, false);
+    let before = app.visible_rows;
+    let Some(Effect::FetchPage { params, .. }) = update(&mut app, Action::Resize(100, 50)) else {
+        panic!()
+    };
+    assert_eq!(params["limit"], json!(before + 20));
+    assert_eq!(
+        update(&mut app, Action::Resize(100, 50)),
+        None,
+        "same size, nothing to fetch"
+    );
+}
+
+#[test]
+fn filter_types_a_search_and_esc_drops_it() {
+    let mut app = connected(100, 30, 5, 60, 50, false);
+    update(&mut app, key('/'));
+    assert_eq!(app.mode, Mode::Filter);
+    let Some(Effect::FetchPage { params, .. }) = update(&mut app, key('p')) else {
+        panic!()
+    };
+    assert_eq!(params["search"], json!("p"));
+    update(&mut app, key('r'));
+    let Some(Effect::FetchPage { params, .. }) = update(&mut app, code(KeyCode::Backspace)) else {
+        panic!()
+    };
+    assert_eq!(params["search"], json!("p"));
+    update(&mut app, code(KeyCode::Enter));
+    assert_eq!((app.mode.clone(), app.filter.as_str()), (Mode::Normal, "p"));
+    let Some(Effect::FetchPage { params, .. }) = update(&mut app, code(KeyCode::Esc)) else {
+        panic!()
+    };
+    assert_eq!(params.get("search"), None);
+    assert_eq!(app.filter, "");
+}
+
+#[test]
+fn s_cycles_the_sort_order() {
+    let mut app = connected(100, 30, 5, 60, 50, false);
+    let Some(Effect::FetchPage { params, .. }) = update(&mut app, key('s')) else {
+        panic!()
+    };
+    assert_eq!(params["sort"], json!("oldest"));
+    for expected in ["state", "method", "task", "newest"] {
+        let Some(Effect::FetchPage { params, .. }) = update(&mut app, key('s')) else {
+            panic!()
+        };
+        assert_eq!(params["sort"], json!(expected));
+    }
+}
+
+#[test]
+fn enter_opens_a_receipt_and_esc_closes_it() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert_eq!(
+        update(&mut app, code(KeyCode::Enter)),
+        Some(Effect::GetReceipt(id(0)))
+    );
+    assert_eq!(app.mode, Mode::Detail(Detail::Loading(id(0))));
+    update(
+        &mut app,
+        Action::ReceiptDetail(Ok(json!({"requestId": id(0)}))),
+    );
+    assert!(matches!(app.mode, Mode::Detail(Detail::Receipt(_))));
+    update(&mut app, code(KeyCode::Esc));
+    assert_eq!(app.mode, Mode::Normal);
+}
+
+#[test]
+fn enter_on_a_task_opens_its_history() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, code(KeyCode::Tab));
+    assert_eq!(app.focus, Pane::Tasks);
+    let task = app.running_tasks()[0].task_id.clone();
+    assert_eq!(
+        update(&mut app, code(KeyCode::Enter)),
+        Some(Effect::GetTaskHistory(task.clone()))
+    );
+    update(
+        &mut app,
+        Action::TaskHistory {
+            task_id: task,
+            reply: Ok(page(5, 0, 5)),
+        },
+    );
+    let Mode::Detail(Detail::Task { history, .. }) = &app.mode else {
+        panic!("{:?}", app.mode)
+    };
+    assert_eq!(history.len(), 5);
+}
+
+#[test]
+fn space_marks_clearable_receipts_only() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    assert!(app.marked.contains(&id(0)));
+    assert_eq!(app.selected, 1, "marking moves on");
+    update(&mut app, key(' '));
+    assert!(app.marked.contains(&id(1)));
+    update(&mut app, key(' '));
+    assert!(
+        !app.marked.contains(&id(2)),
+        "a running receipt is not clearable"
+    );
+    assert!(app.notice.as_ref().unwrap().text.contains("running"));
+    update(&mut app, key('k'));
+    update(&mut app, key(' '));
+    assert!(!app.marked.contains(&id(1)), "space again unmarks");
+    update(&mut app, code(KeyCode::Esc));
+    assert!(app.marked.is_empty());
+}
+
+#[test]
+fn clear_without_marks_says_what_to_do() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert_eq!(update(&mut app, key('c')), None);
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("mark receipts first"));
+}
+
+#[test]
+fn the_confirm_dialog_commits_only_on_y_after_a_reason() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    update(&mut app, key('j'));
+    update(&mut app, key('j'));
+    update(&mut app, key('j'));
+    update(&mut app, key(' '));
+    assert_eq!(
+        update(&mut app, key('c')),
+        Some(Effect::Prepare(json!({"requestIds": [id(0), id(4)]})))
+    );
+    assert_eq!(app.mode, Mode::Preparing);
+    assert_eq!(
+        update(&mut app, Action::Prepared(Ok(prepared_reply()))),
+        None
+    );
+    // Enter with no reason does not go on.
+    assert_eq!(update(&mut app, code(KeyCode::Enter)), None);
+    assert!(matches!(
+        &app.mode,
+        Mode::Confirm {
+            stage: ConfirmStage::Reason,
+            ..
+        }
+    ));
+    // A `y` typed in the reason is text, never a commit.
+    typed(&mut app, "yes, book full");
+    update(&mut app, code(KeyCode::Enter));
+    let Mode::Confirm {
+        stage: ConfirmStage::Confirm,
+        reason,
+        ..
+    } = &app.mode
+    else {
+        panic!("{:?}", app.mode)
+    };
+    assert_eq!(reason, "yes, book full");
+    // Any other key cancels.
+    assert_eq!(update(&mut app, key('n')), None);
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("nothing was cleared"));
+    assert_eq!(app.marked.len(), 2, "the marks stay for another try");
+    // Again, and this time y.
+    update(&mut app, key('c'));
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    typed(&mut app, "book full");
+    update(&mut app, code(KeyCode::Enter));
+    assert_eq!(
+        update(&mut app, key('y')),
+        Some(Effect::Commit {
+            token: "tok-1".into(),
+            reason: "book full".into()
+        })
+    );
+    assert!(matches!(
+        &app.mode,
+        Mode::Confirm {
+            stage: ConfirmStage::Committing,
+            ..
+        }
+    ));
+    assert_eq!(update(&mut app, key('y')), None, "a second y sends nothing");
+    let done = json!({"cleared": 2, "tombstones": 6,
+        "receipts": {"used": 3, "capacity": 60, "running": 1, "tombstones": 6, "tombstoneCapacity": 1000000}});
+    assert_eq!(
+        update(&mut app, Action::Committed(Ok(done))),
+        Some(Effect::Refresh)
+    );
+    assert_eq!(app.mode, Mode::Normal);
+    assert_eq!(
+        app.notice.as_ref().unwrap().text,
+        "cleared 2 receipts; capacity now 3/60 used, 6 tombstones"
+    );
+    assert!(app.marked.is_empty());
+    assert_eq!(app.snapshot.as_ref().unwrap().receipts.used, 3);
+}
+
+#[test]
+fn esc_in_the_dialog_cancels_and_a_refused_only_clear_cannot_be_confirmed() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    update(&mut app, key('c'));
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    assert_eq!(update(&mut app, code(KeyCode::Esc)), None);
+    assert_eq!(app.mode, Mode::Normal);
+    update(&mut app, key('c'));
+    update(
+        &mut app,
+        Action::Prepared(Ok(
+            json!({"token": "t", "expiresAt": ts(-300), "clearable": [],
+        "refused": [{"requestId": id(0), "reason": "already_cleared"}]}),
+        )),
+    );
+    typed(&mut app, "x");
+    assert_eq!(update(&mut app, code(KeyCode::Enter)), None);
+    assert_eq!(app.mode, Mode::Normal);
+}
+
+#[test]
+fn a_failed_prepare_or_commit_says_nothing_was_cleared() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    update(&mut app, key('c'));
+    let stale = OpError {
+        code: "CLEAR_TOKEN_STALE".into(),
+        message: "a receipt changed".into(),
+        unknown: false,
+    };
+    update(&mut app, Action::Prepared(Err(stale.clone())));
+    assert_eq!(app.mode, Mode::Normal);
+    update(&mut app, key('c'));
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    typed(&mut app, "r");
+    update(&mut app, code(KeyCode::Enter));
+    update(&mut app, key('y'));
+    assert_eq!(
+        update(&mut app, Action::Committed(Err(stale))),
+        Some(Effect::Refresh)
+    );
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .starts_with("nothing was cleared: CLEAR_TOKEN_STALE"));
+}
+
+#[test]
+fn a_commit_cut_off_is_outcome_unknown_and_is_never_sent_again() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('a'));
+    assert!(app.mark_all);
+    let Some(Effect::Prepare(params)) = update(&mut app, key('c')) else {
+        panic!()
+    };
+    assert_eq!(params, json!({"filter": {"state": "completed"}}));
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    typed(&mut app, "full");
+    update(&mut app, code(KeyCode::Enter));
+    assert!(matches!(
+        update(&mut app, key('y')),
+        Some(Effect::Commit { .. })
+    ));
+    // The connection drops while the commit is out.
+    assert_eq!(
+        update(
+            &mut app,
+            Action::Disconnected {
+                reason: "gone".into(),
+                attempts: 1
+            }
+        ),
+        None
+    );
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("outcome unknown"));
+    // The late error of that call, reconnection and ticks never bring the commit back.
+    assert_eq!(
+        update(&mut app, Action::Committed(Err(unknown_err()))),
+        None
+    );
+    assert_eq!(update(&mut app, Action::Connected), Some(Effect::Refresh));
+    for t in 1..5 {
+        assert_ne!(
+            update(&mut app, Action::Tick(NOW + t * 250))
+                .map(|e| matches!(e, Effect::Commit { .. })),
+            Some(true)
+        );
+    }
+}
+
+#[test]
+fn a_commit_that_times_out_while_connected_is_outcome_unknown() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    update(&mut app, key('c'));
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    typed(&mut app, "full");
+    update(&mut app, code(KeyCode::Enter));
+    update(&mut app, key('y'));
+    assert_eq!(
+        update(&mut app, Action::Committed(Err(unknown_err()))),
+        Some(Effect::Refresh)
+    );
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .starts_with("clear outcome unknown"));
+}
+
+#[test]
+fn mark_all_follows_the_filter() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('/'));
+    typed_filter(&mut app, "fill");
+    update(&mut app, code(KeyCode::Enter));
+    update(&mut app, key('a'));
+    assert_eq!(
+        update(&mut app, key('c')),
+        Some(Effect::Prepare(
+            json!({"filter": {"state": "completed", "search": "fill"}})
+        ))
+    );
+}
+
+fn typed_filter(app: &mut App, text: &str) {
+    for c in text.chars() {
+        update(app, key(c));
+    }
+}
+
+#[test]
+fn v_verifies_the_blocked_outcome_once_and_shows_the_result_in_place() {
+    let mut app = connected(100, 30, 5, 60, 5, true);
+    let task = "7a1c9e00-1111-4000-8000-000000000001".to_owned();
+    assert_eq!(
+        update(&mut app, key('v')),
+        Some(Effect::Verify(task.clone()))
+    );
+    assert_eq!(
+        update(&mut app, key('v')),
+        None,
+        "one verification at a time per task"
+    );
+    assert_eq!(app.verify_results[&task], "verifying…");
+    let reply = json!({"taskId": task, "outcome": "not_observed", "state": "blocked"});
+    update(
+        &mut app,
+        Action::Verified {
+            task_id: task.clone(),
+            reply: Ok(reply),
+        },
+    );
+    assert_eq!(app.verify_results[&task], "not_observed");
+    assert!(screen(&app, 100, 30).contains("not_observed"));
+    // The host changed: a tick re-reads, at most twice a second.
+    assert_eq!(update(&mut app, Action::Tick(NOW + 250)), None);
+    assert_eq!(
+        update(&mut app, Action::Tick(NOW + 500)),
+        Some(Effect::Refresh)
+    );
+    assert_eq!(update(&mut app, key('v')), Some(Effect::Verify(task)));
+}
+
+#[test]
+fn v_with_nothing_blocked_says_so() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert_eq!(update(&mut app, key('v')), None);
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("no blocked outcome"));
+}
+
+#[test]
+fn events_feed_the_sparklines_and_a_coalesced_refresh() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert_eq!(
+        update(&mut app, Action::Tick(NOW + 100)),
+        None,
+        "nothing changed, nothing read"
+    );
+    for (seq, kind) in [
+        (11, "receipt.created"),
+        (12, "receipt.created"),
+        (13, "receipt.replayed"),
+        (14, "request.rejected"),
+    ] {
+        assert_eq!(
+            update(
+                &mut app,
+                Action::Event(json!({"event": kind, "seq": seq, "at": ts(0), "data": {}}))
+            ),
+            None
+        );
+    }
+    assert_eq!(
+        update(
+            &mut app,
+            Action::Event(json!({"event": "receipt.created", "seq": 9, "data": {}}))
+        ),
+        None
+    );
+    assert_eq!(
+        app.activity.executions.back(),
+        Some(&2),
+        "events already in the snapshot are not counted"
+    );
+    assert_eq!(app.activity.replays.back(), Some(&1));
+    assert_eq!(app.activity.refusals.back(), Some(&1));
+    assert_eq!(
+        update(&mut app, Action::Tick(NOW + 1_100)),
+        Some(Effect::Refresh),
+        "one read for a burst"
+    );
+    assert_eq!(update(&mut app, Action::Tick(NOW + 1_200)), None);
+    assert_eq!(
+        app.activity
+            .executions
+            .iter()
+            .rev()
+            .take(2)
+            .collect::<Vec<_>>(),
+        [&0, &2]
+    );
+    assert_eq!(
+        update(
+            &mut app,
+            Action::Event(json!({"event": "lagged", "seq": 20, "data": {"missed": 5}}))
+        ),
+        Some(Effect::Refresh)
+    );
+}
+
+#[test]
+fn disconnected_marks_data_stale_and_refuses_operator_actions() {
+    let mut app = connected(100, 30, 5, 60, 5, true);
+    update(&mut app, Action::Tick(NOW + 1000));
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "the host closed the connection".into(),
+            attempts: 1,
+        },
+    );
+    assert!(app.stale());
+    assert!(app.snapshot.is_some(), "the last data stays on screen");
+    update(
+        &mut app,
+        Action::Event(json!({"event": "receipt.created", "seq": 99, "data": {}})),
+    );
+    assert_eq!(
+        update(&mut app, Action::Tick(NOW + 2000)),
+        None,
+        "no reads while disconnected"
+    );
+    update(&mut app, key(' '));
+    assert_eq!(update(&mut app, key('c')), None);
+    assert_eq!(update(&mut app, key('v')), None);
+    assert_eq!(update(&mut app, code(KeyCode::Enter)), None);
+    assert_eq!(
+        update(&mut app, code(KeyCode::Down)),
+        None,
+        "moving does not read while disconnected"
+    );
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "refused".into(),
+            attempts: 2,
+        },
+    );
+    let Link::Disconnected {
+        since, attempts, ..
+    } = app.link
+    else {
+        panic!()
+    };
+    assert_eq!(
+        (since, attempts),
+        (NOW + 1000, 2),
+        "the banner counts from the first loss"
+    );
+    assert_eq!(update(&mut app, Action::Connected), Some(Effect::Refresh));
+    assert!(!app.stale());
+}
+
+#[test]
+fn a_lost_connection_drops_an_open_dialog_without_acting() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    update(&mut app, key('c'));
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "gone".into(),
+            attempts: 1,
+        },
+    );
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .contains("nothing was cleared"));
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    update(&mut app, key('c'));
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "gone".into(),
+            attempts: 1,
+        },
+    );
+    assert_eq!(update(&mut app, Action::Prepared(Err(unknown_err()))), None);
+    assert_eq!(app.mode, Mode::Normal);
+}
+
+// ---- snapshots -------------------------------------------------------------------------------
+
+#[test]
+fn snapshot_empty_host() {
+    let app = connected(100, 30, 0, 60, 0, false);
+    insta::assert_snapshot!(screen(&app, 100, 30));
+}
+
+#[test]
+fn snapshot_busy_host() {
+    let mut app = connected(120, 34, 48, 60, 48, true);
+    for s in 0..40 {
+        update(&mut app, Action::Tick(NOW + s * 1000));
+        for (i, kind) in ["receipt.created", "receipt.replayed", "request.rejected"]
+            .iter()
+            .enumerate()
+        {
+            for _ in 0..((s as usize * (i + 1)) % 7) {
+                update(
+                    &mut app,
+                    Action::Event(json!({"event": kind, "seq": 100, "data": {}})),
+                );
+            }
+        }
+    }
+    update(&mut app, Action::Tick(NOW + 40_000));
+    app.now = NOW;
+    update(&mut app, key(' '));
+    insta::assert_snapshot!(screen(&app, 120, 34));
+}
+
+#[test]
+fn snapshot_gauge_at_0_50_and_100_percent() {
+    for (used, name) in [(0, "gauge_0"), (30, "gauge_50"), (60, "gauge_100")] {
+        let app = connected(80, 24, used, 60, used, false);
+        let terminal = draw(&app, 80, 24);
+        let lines: Vec<String> = terminal
+            .backend()
+            .to_string()
+            .lines()
+            .skip(2)
+            .take(5)
+            .map(str::to_owned)
+            .collect();
+        insta::assert_snapshot!(name, lines.join("\n"));
+    }
+}
+
+#[test]
+fn the_gauge_changes_colour_at_80_and_95_percent_and_has_none_under_no_color() {
+    let gauge_colour = |used: u64, color: bool| {
+        let mut app = connected(80, 24, used, 100, used, false);
+        app.color = color;
+        let t = draw(&app, 80, 24);
+        t.backend().buffer()[(1, 3)].fg
+    };
+    assert_eq!(gauge_colour(79, true), Color::Green);
+    assert_eq!(gauge_colour(80, true), Color::Yellow);
+    assert_eq!(gauge_colour(95, true), Color::Red);
+    assert_eq!(gauge_colour(95, false), Color::Reset);
+}
+
+#[test]
+fn a_gauge_over_capacity_is_clamped_not_a_panic() {
+    let app = connected(80, 24, 70, 60, 70, false);
+    assert!(screen(&app, 80, 24).contains("70/60 receipts 100%"));
+}
+
+#[test]
+fn snapshot_help() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('?'));
+    insta::assert_snapshot!(screen(&app, 100, 30));
+}
+
+#[test]
+fn snapshot_detail() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, code(KeyCode::Enter));
+    let detail = json!({
+        "requestId": id(0), "method": "page.fill", "state": "completed", "ok": true, "firstSeenAt": ts(10),
+        "completedAt": ts(9), "joins": 0, "replays": 1, "clearable": true,
+        "request": {"method": "page.fill", "params": {"target": "#title", "taskId": "9b2d0f00-2222-4000-8000-000000000002", "value": "item 7"}},
+        "reply": {"ok": true, "result": {"target": "#title", "value": "item 7"}}
+    });
+    update(&mut app, Action::ReceiptDetail(Ok(detail)));
+    insta::assert_snapshot!(screen(&app, 100, 30));
+}
+
+#[test]
+fn snapshot_confirm_dialog() {
+    let mut app = connected(100, 30, 60, 60, 60, true);
+    update(&mut app, key('a'));
+    update(&mut app, key('c'));
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    typed(&mut app, "book full after retry storm");
+    update(&mut app, code(KeyCode::Enter));
+    insta::assert_snapshot!(screen(&app, 100, 30));
+}
+
+#[test]
+fn snapshot_disconnected() {
+    let mut app = connected(100, 30, 12, 60, 12, true);
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "the host closed the connection".into(),
+            attempts: 3,
+        },
+    );
+    app.now = NOW + 7_000;
+    insta::assert_snapshot!(screen(&app, 100, 30));
+}
+
+#[test]
+fn snapshot_80x24() {
+    let app = connected(80, 24, 45, 60, 45, true);
+    insta::assert_snapshot!(screen(&app, 80, 24));
+}
+
+#[test]
+fn any_terminal_size_draws_without_a_panic_in_every_mode() {
+    let mut modes = vec![];
+    let mut app = connected(100, 30, 60, 60, 60, true);
+    modes.push(app.clone());
+    update(&mut app, key('?'));
+    modes.push(app.clone());
+    update(&mut app, code(KeyCode::Esc));
+    update(&mut app, code(KeyCode::Enter));
+    update(
+        &mut app,
+        Action::ReceiptDetail(Ok(json!({"requestId": id(0), "reply": {"ok": true}}))),
+    );
+    modes.push(app.clone());
+    update(&mut app, code(KeyCode::Esc));
+    update(&mut app, key('a'));
+    update(&mut app, key('c'));
+    modes.push(app.clone());
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    modes.push(app.clone());
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "gone".into(),
+            attempts: 1,
+        },
+    );
+    modes.push(app.clone());
+    for app in &modes {
+        for (cols, rows) in [(1, 1), (5, 3), (20, 6), (40, 12), (79, 23), (300, 100)] {
+            let mut sized = app.clone();
+            update(&mut sized, Action::Resize(cols, rows));
+            draw(&sized, cols, rows);
+        }
+    }
+}

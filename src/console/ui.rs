@@ -1,0 +1,804 @@
+//! Drawing: a pure function of [`App`]. Only the visible rows of the receipt table exist here,
+//! so a frame costs the same with ten receipts or a million.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{
+    Block, Borders, Clear, Gauge, Paragraph, Row, Sparkline, Table, Widget, Wrap,
+};
+
+use super::app::{App, ConfirmStage, Detail, Link, Mode, Pane, ReceiptRow};
+use super::keymap::{footer_hints, KEYMAP};
+
+const HEADER: u16 = 2;
+const TOP_BAND: u16 = 5;
+const BOTTOM_PANES: u16 = 6;
+const FOOTER: u16 = 1;
+
+struct Areas {
+    header: Rect,
+    capacity: Rect,
+    activity: Rect,
+    table: Rect,
+    tasks: Rect,
+    blocked: Rect,
+    footer: Rect,
+}
+
+fn areas(area: Rect) -> Areas {
+    let [header, top, table, bottom, footer] = Layout::vertical([
+        Constraint::Length(HEADER),
+        Constraint::Length(TOP_BAND),
+        Constraint::Min(4),
+        Constraint::Length(BOTTOM_PANES),
+        Constraint::Length(FOOTER),
+    ])
+    .areas(area);
+    let [capacity, activity] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
+    let [tasks, blocked] =
+        Layout::horizontal([Constraint::Percentage(35), Constraint::Percentage(65)]).areas(bottom);
+    Areas {
+        header,
+        capacity,
+        activity,
+        table,
+        tasks,
+        blocked,
+        footer,
+    }
+}
+
+/// How many receipt rows the table shows on a terminal of this size (what the console asks the
+/// host for).
+pub fn table_rows(cols: u16, rows: u16) -> u16 {
+    areas(Rect::new(0, 0, cols, rows))
+        .table
+        .height
+        .saturating_sub(3)
+        .max(1)
+}
+
+struct Theme {
+    color: bool,
+}
+
+impl Theme {
+    fn fg(&self, c: Color) -> Style {
+        if self.color {
+            Style::new().fg(c)
+        } else {
+            Style::new()
+        }
+    }
+    fn bold(&self) -> Style {
+        Style::new().add_modifier(Modifier::BOLD)
+    }
+    fn dim(&self) -> Style {
+        if self.color {
+            Style::new().fg(Color::DarkGray)
+        } else {
+            Style::new()
+        }
+    }
+    fn selected(&self) -> Style {
+        Style::new().add_modifier(Modifier::REVERSED)
+    }
+    fn alert(&self) -> Style {
+        if self.color {
+            Style::new()
+                .fg(Color::White)
+                .bg(Color::Red)
+                .add_modifier(Modifier::BOLD)
+        } else {
+            Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+        }
+    }
+    fn gauge(&self, ratio: f64) -> Style {
+        if !self.color {
+            return Style::new();
+        }
+        if ratio >= 0.95 {
+            Style::new().fg(Color::Red)
+        } else if ratio >= 0.80 {
+            Style::new().fg(Color::Yellow)
+        } else {
+            Style::new().fg(Color::Green)
+        }
+    }
+}
+
+/// A duration in ms as `12s`, `5m03s`, `2h10m`, `3d4h`.
+pub fn human_duration(ms: i64) -> String {
+    let s = (ms / 1000).max(0);
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else if s < 86_400 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else {
+        format!("{}d{}h", s / 86_400, (s % 86_400) / 3600)
+    }
+}
+
+fn millis_of(ts: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(ts)
+        .ok()
+        .map(|t| t.timestamp_millis())
+}
+
+fn age(app: &App, ts: &str) -> String {
+    millis_of(ts)
+        .map(|t| human_duration(app.now - t))
+        .unwrap_or_else(|| "-".to_owned())
+}
+
+fn short(id: &str) -> &str {
+    id.get(..8).unwrap_or(id)
+}
+
+fn result_text(r: &ReceiptRow) -> String {
+    match (r.state.as_str(), r.ok) {
+        ("running", _) => "…".to_owned(),
+        (_, Some(true)) => "ok".to_owned(),
+        (_, Some(false)) => r.code.clone().unwrap_or_else(|| "error".to_owned()),
+        _ => "-".to_owned(),
+    }
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// Widths of two flexible columns beside fixed ones in `inner` cells with one space between
+/// columns: at least `min` each, the rest shared evenly, so the layout never depends on the
+/// constraint solver's choice.
+fn share(inner: u16, fixed: &[u16], min: [u16; 2]) -> [u16; 2] {
+    let spacing = (fixed.len() + 1) as u16;
+    let used: u16 = fixed.iter().sum::<u16>() + spacing;
+    let room = inner.saturating_sub(used);
+    if room <= min[0] + min[1] {
+        let first = (room * min[0]) / (min[0] + min[1]).max(1);
+        return [first, room - first];
+    }
+    let extra = room - min[0] - min[1];
+    [min[0] + extra / 2, min[1] + extra - extra / 2]
+}
+
+fn centered(area: Rect, width: u16, height: u16) -> Rect {
+    let w = width.min(area.width);
+    let h = height.min(area.height);
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+impl Widget for &App {
+    fn render(self, area: Rect, buf: &mut Buffer) {
+        let theme = Theme { color: self.color };
+        let a = areas(area);
+        render_header(self, &theme, a.header, buf);
+        render_capacity(self, &theme, a.capacity, buf);
+        render_activity(self, &theme, a.activity, buf);
+        render_table(self, &theme, a.table, buf);
+        render_tasks(self, &theme, a.tasks, buf);
+        render_blocked(self, &theme, a.blocked, buf);
+        render_footer(self, &theme, a.footer, buf);
+        match &self.mode {
+            Mode::Help => render_help(&theme, area, buf),
+            Mode::Detail(d) => render_detail(self, &theme, d, area, buf),
+            Mode::Preparing => {
+                let r = centered(area, 40, 3);
+                Clear.render(r, buf);
+                Paragraph::new("preparing the clear…")
+                    .block(Block::bordered().title(" Clear "))
+                    .render(r, buf);
+            }
+            Mode::Confirm {
+                prepared,
+                reason,
+                stage,
+            } => render_confirm(
+                &theme,
+                prepared,
+                reason,
+                stage,
+                self.dialog_scroll,
+                area,
+                buf,
+            ),
+            Mode::Normal | Mode::Filter => {}
+        }
+    }
+}
+
+fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let [top, banner] =
+        Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(area);
+    let (run, uptime) = match &app.snapshot {
+        Some(s) => (
+            short(&s.run_id).to_owned(),
+            millis_of(&s.started_at)
+                .map(|st| human_duration(app.now - st))
+                .unwrap_or_else(|| "-".into()),
+        ),
+        None => ("-".to_owned(), "-".to_owned()),
+    };
+    let (link, link_style) = match &app.link {
+        Link::Connecting => ("connecting".to_owned(), t.fg(Color::Yellow)),
+        Link::Connected => ("connected".to_owned(), t.fg(Color::Green)),
+        Link::Disconnected { .. } => ("DISCONNECTED".to_owned(), t.alert()),
+    };
+    Line::from(vec![
+        Span::styled(" Polaris console ", t.bold()),
+        Span::raw(format!(
+            "│ host {} │ run {run} │ up {uptime} │ ",
+            app.host_label
+        )),
+        Span::styled(link, link_style),
+    ])
+    .render(top, buf);
+    let line = match (&app.link, &app.notice) {
+        (Link::Disconnected { since, reason, attempts }, _) => Line::styled(
+            format!(
+                " DISCONNECTED for {} — data below is stale — reconnecting (attempt {attempts}): {reason}",
+                human_duration(app.now - since)
+            ),
+            t.alert(),
+        ),
+        (_, Some(n)) if n.error => Line::styled(format!(" {}", n.text), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
+        (_, Some(n)) => Line::styled(format!(" {}", n.text), t.fg(Color::Cyan)),
+        (Link::Connecting, None) => Line::styled(" connecting to the host…", t.dim()),
+        _ => Line::raw(""),
+    };
+    line.render(banner, buf);
+}
+
+fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let stale = if app.stale() { " (stale)" } else { "" };
+    let block = Block::bordered().title(format!(" Capacity{stale} "));
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let [gauge, l1, l2] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(inner);
+    let (cap, counters) = match &app.snapshot {
+        Some(s) => (s.receipts.clone(), s.counters.clone()),
+        None => Default::default(),
+    };
+    let ratio = if cap.capacity == 0 {
+        0.0
+    } else {
+        (cap.used as f64 / cap.capacity as f64).clamp(0.0, 1.0)
+    };
+    Gauge::default()
+        .ratio(ratio)
+        .label(format!(
+            "{}/{} receipts {:.0}%",
+            cap.used,
+            cap.capacity,
+            ratio * 100.0
+        ))
+        .gauge_style(t.gauge(ratio))
+        .use_unicode(true)
+        .render(gauge, buf);
+    Line::raw(format!(
+        "running {}  tombstones {}/{}",
+        cap.running, cap.tombstones, cap.tombstone_capacity
+    ))
+    .render(l1, buf);
+    let refusals = counters.refusals();
+    let style = if counters.rejected_capacity > 0 {
+        t.fg(Color::Red)
+    } else {
+        Style::new()
+    };
+    Line::styled(
+        format!(
+            "refusals {refusals} (full {}, reused {})",
+            counters.rejected_capacity, counters.rejected_reused
+        ),
+        style,
+    )
+    .render(l2, buf);
+}
+
+fn render_activity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let block = Block::bordered().title(" Activity per second ");
+    let inner = block.inner(area);
+    block.render(area, buf);
+    let rows: [Rect; 3] = Layout::vertical([Constraint::Length(1); 3]).areas(inner);
+    let series = [
+        ("exec", &app.activity.executions, Color::Green),
+        ("repl", &app.activity.replays, Color::Cyan),
+        ("refu", &app.activity.refusals, Color::Red),
+    ];
+    for (row, (label, data, color)) in rows.into_iter().zip(series) {
+        let [l, s] = Layout::horizontal([Constraint::Length(9), Constraint::Min(1)]).areas(row);
+        // The last complete second: the current one is still counting.
+        let now = data.iter().rev().nth(1).copied().unwrap_or(0);
+        Line::raw(format!("{label} {now:>4}")).render(l, buf);
+        let width = s.width as usize;
+        let tail: Vec<u64> = data
+            .iter()
+            .skip(data.len().saturating_sub(width))
+            .copied()
+            .collect();
+        Sparkline::default()
+            .data(&tail)
+            .style(t.fg(color))
+            .render(s, buf);
+    }
+}
+
+fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let focus = app.focus == Pane::Receipts;
+    let mut title = format!(" Receipts {} · sort {} ", app.total, app.sort.as_str());
+    if !app.filter.is_empty() || app.mode == Mode::Filter {
+        let cursor = if app.mode == Mode::Filter { "▏" } else { "" };
+        title.push_str(&format!("· /{}{cursor} ", app.filter));
+    }
+    if app.mark_all {
+        title.push_str("· ALL completed matching marked ");
+    } else if !app.marked.is_empty() {
+        title.push_str(&format!("· {} marked ", app.marked.len()));
+    }
+    if app.stale() {
+        title.push_str("· stale ");
+    }
+    let block = Block::bordered()
+        .title(title)
+        .border_style(if focus { t.bold() } else { t.dim() });
+    let wide = area.width >= 140;
+    let rows_visible = area.height.saturating_sub(3) as u64;
+    let mut rows = Vec::with_capacity(rows_visible as usize);
+    for i in app.scroll..(app.scroll + rows_visible).min(app.total) {
+        let Some(r) = app.row(i) else {
+            rows.push(Row::new(vec![" ".to_owned(), "…".to_owned()]).style(t.dim()));
+            continue;
+        };
+        let marked = app.marked.contains(&r.request_id) || (app.mark_all && r.clearable);
+        let cursor = if i == app.selected && focus { '>' } else { ' ' };
+        let mark = format!("{cursor}{}", if marked { '*' } else { ' ' });
+        let id = if wide {
+            r.request_id.as_str()
+        } else {
+            short(&r.request_id)
+        };
+        let result = result_text(r);
+        let result_style = match (r.ok, r.code.as_deref()) {
+            (Some(true), _) => t.fg(Color::Green),
+            (_, Some("OUTCOME_UNCERTAIN" | "INTERNAL")) => t.fg(Color::Magenta),
+            (Some(false), _) => t.fg(Color::Red),
+            _ => t.fg(Color::Yellow),
+        };
+        let clear = match (r.clearable, r.refusal.as_deref()) {
+            (true, _) => "yes",
+            (false, Some("running")) => "run",
+            (false, Some("unverified_outcome")) => "unver",
+            (false, _) => "no",
+        };
+        let state = if r.state == "completed" {
+            "done"
+        } else {
+            r.state.as_str()
+        };
+        let mut row = Row::new(vec![
+            Span::raw(mark),
+            Span::raw(id.to_owned()),
+            Span::raw(r.method.clone()),
+            Span::raw(r.task_id.as_deref().map(short).unwrap_or("-").to_owned()),
+            Span::raw(state.to_owned()),
+            Span::styled(result, result_style),
+            Span::raw(age(app, &r.first_seen_at)),
+            Span::raw(r.joins.to_string()),
+            Span::raw(r.replays.to_string()),
+            Span::raw(clear.to_owned()),
+        ]);
+        if i == app.selected && focus {
+            row = row.style(t.selected());
+        }
+        rows.push(row);
+    }
+    let [method_w, result_w] = share(
+        area.width.saturating_sub(2),
+        &[2, if wide { 36 } else { 8 }, 8, 7, 5, 3, 3, 5],
+        [11, 17],
+    );
+    let widths = [
+        Constraint::Length(2),
+        Constraint::Length(if wide { 36 } else { 8 }),
+        Constraint::Length(method_w),
+        Constraint::Length(8),
+        Constraint::Length(7),
+        Constraint::Length(result_w),
+        Constraint::Length(5),
+        Constraint::Length(3),
+        Constraint::Length(3),
+        Constraint::Length(5),
+    ];
+    let header = Row::new(vec![
+        "", "request", "method", "task", "state", "result", "age", "j", "r", "clear",
+    ])
+    .style(t.bold());
+    let empty = app.total == 0;
+    Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .block(block)
+        .render(area, buf);
+    if empty {
+        let inner = Rect::new(area.x + 2, area.y + 2, area.width.saturating_sub(4), 1);
+        let text = if app.filter.is_empty() {
+            "no receipts yet"
+        } else {
+            "no receipt matches the filter"
+        };
+        Line::styled(text, t.dim()).render(inner, buf);
+    }
+}
+
+fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let tasks = app.running_tasks();
+    let focus = app.focus == Pane::Tasks;
+    let block = Block::bordered()
+        .title(format!(" Running tasks {} ", tasks.len()))
+        .border_style(if focus { t.bold() } else { t.dim() });
+    let rows: Vec<Row> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, task)| {
+            let row = Row::new(vec![
+                short(&task.task_id).to_owned(),
+                task.title.clone(),
+                age(app, &task.updated_at),
+            ]);
+            if focus && i == app.task_selected {
+                row.style(t.selected())
+            } else {
+                row
+            }
+        })
+        .collect();
+    Table::new(
+        rows,
+        [
+            Constraint::Length(8),
+            Constraint::Length(area.width.saturating_sub(2 + 8 + 6 + 2).max(6)),
+            Constraint::Length(6),
+        ],
+    )
+    .column_spacing(1)
+    .block(block)
+    .render(area, buf);
+}
+
+fn action_of(p: &super::app::PendingRow) -> String {
+    let target = p.params["target"].as_str().unwrap_or("");
+    let key = p.params["key"]
+        .as_str()
+        .map(|k| format!(" {k}"))
+        .unwrap_or_default();
+    format!("{}{key} {target}", p.method.trim_start_matches("page."))
+}
+
+/// `#status~Saved` for a `contains` expectation, `#status=Saved` for `equals`.
+fn expectation(expect: &serde_json::Value) -> String {
+    let target = expect["target"].as_str().unwrap_or("?");
+    match (expect["equals"].as_str(), expect["contains"].as_str()) {
+        (Some(v), _) => format!("{target}={v}"),
+        (None, Some(v)) => format!("{target}~{v}"),
+        _ => expect.to_string(),
+    }
+}
+
+fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let pending = app.pending();
+    let focus = app.focus == Pane::Blocked;
+    let block = Block::bordered()
+        .title(format!(" Blocked outcomes {} ", pending.len()))
+        .border_style(if focus {
+            t.bold()
+        } else if pending.is_empty() {
+            t.dim()
+        } else {
+            t.fg(Color::Magenta)
+        });
+    let header = Row::new(vec![
+        "task", "request", "action", "expect", "since", "verified",
+    ])
+    .style(t.bold());
+    let rows: Vec<Row> = pending
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let expect = expectation(&p.expect);
+            let verified = app
+                .verify_results
+                .get(&p.task_id)
+                .cloned()
+                .or_else(|| p.last_verify.as_ref().map(|l| l.outcome.clone()))
+                .unwrap_or_else(|| "never".to_owned());
+            let row = Row::new(vec![
+                short(&p.task_id).to_owned(),
+                short(&p.request_id).to_owned(),
+                action_of(p),
+                expect,
+                age(app, &p.since),
+                verified,
+            ]);
+            if i == app.blocked_selected && (focus || app.focus != Pane::Tasks) {
+                row.style(if focus { t.selected() } else { t.bold() })
+            } else {
+                row
+            }
+        })
+        .collect();
+    let request_w = if area.width >= 60 { 8 } else { 4 };
+    let [action_w, expect_w] = share(area.width.saturating_sub(2), &[8, request_w, 5, 12], [8, 8]);
+    let widths = [
+        Constraint::Length(8),
+        Constraint::Length(request_w),
+        Constraint::Length(action_w),
+        Constraint::Length(expect_w),
+        Constraint::Length(5),
+        Constraint::Length(12),
+    ];
+    Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .block(block)
+        .render(area, buf);
+}
+
+fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let hints: Vec<(&str, &str)> = match &app.mode {
+        Mode::Normal => footer_hints(),
+        Mode::Help => vec![("any key", "close")],
+        Mode::Filter => vec![
+            ("enter", "keep filter"),
+            ("esc", "drop filter"),
+            ("type", "filter"),
+        ],
+        Mode::Detail(_) => vec![("esc/enter", "close")],
+        Mode::Preparing => vec![("", "waiting for the host")],
+        Mode::Confirm {
+            stage: ConfirmStage::Reason,
+            ..
+        } => vec![("type", "reason"), ("enter", "continue"), ("esc", "cancel")],
+        Mode::Confirm {
+            stage: ConfirmStage::Confirm,
+            ..
+        } => vec![("y", "clear now"), ("any other key", "cancel")],
+        Mode::Confirm {
+            stage: ConfirmStage::Committing,
+            ..
+        } => vec![("", "committing")],
+    };
+    let mut spans = Vec::new();
+    for (k, h) in hints {
+        if !k.is_empty() {
+            spans.push(Span::styled(
+                format!(" {k}"),
+                t.bold().patch(t.fg(Color::Cyan)),
+            ));
+        }
+        spans.push(Span::raw(format!(" {h}")));
+    }
+    Line::from(spans).render(area, buf);
+}
+
+fn render_help(t: &Theme, area: Rect, buf: &mut Buffer) {
+    let mut lines = vec![
+        Line::styled("Keys (the footer shows the same table)", t.bold()),
+        Line::raw(""),
+    ];
+    for b in KEYMAP {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:>7}  ", b.label), t.bold()),
+            Span::raw(b.help),
+        ]));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::raw(
+        "In the clear dialog: type a reason, enter, then only y commits.",
+    ));
+    let r = centered(area, 76, lines.len() as u16 + 2);
+    Clear.render(r, buf);
+    Paragraph::new(lines)
+        .block(Block::bordered().title(" Help "))
+        .render(r, buf);
+}
+
+fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer) {
+    let r = centered(
+        area,
+        area.width.saturating_sub(4),
+        area.height.saturating_sub(2),
+    );
+    Clear.render(r, buf);
+    let (title, lines): (String, Vec<Line>) = match d {
+        Detail::Loading(id) => (format!(" {id} "), vec![Line::raw("reading…")]),
+        Detail::Failed(msg) => (
+            " Detail ".into(),
+            vec![Line::styled(msg.clone(), t.fg(Color::Red))],
+        ),
+        Detail::Receipt(v) => {
+            let id = v["requestId"].as_str().unwrap_or("?");
+            let mut lines = vec![Line::from(vec![
+                Span::styled("state ", t.bold()),
+                Span::raw(format!(
+                    "{}  joins {}  replays {}  first seen {}",
+                    v["state"].as_str().unwrap_or("?"),
+                    v["joins"],
+                    v["replays"],
+                    v["firstSeenAt"].as_str().unwrap_or("-")
+                )),
+            ])];
+            lines.push(Line::styled("request (canonical)", t.bold()));
+            let req = serde_json::to_string(&v["request"]).unwrap_or_default();
+            lines.push(Line::raw(req));
+            lines.push(Line::styled("stored reply", t.bold()));
+            if v["reply"].is_null() {
+                lines.push(Line::styled(
+                    "none yet: still running (Esc, then Enter again to re-read)",
+                    t.dim(),
+                ));
+            } else {
+                let reply = serde_json::to_string_pretty(&v["reply"]).unwrap_or_default();
+                lines.extend(reply.lines().map(|l| Line::raw(l.to_owned())));
+            }
+            (format!(" Receipt {id} "), lines)
+        }
+        Detail::Task { task, history } => {
+            let mut lines = vec![
+                Line::raw(format!(
+                    "{}  state {}  created {}",
+                    task.title, task.state, task.created_at
+                )),
+                Line::styled("history (newest first)", t.bold()),
+            ];
+            for h in history {
+                lines.push(Line::raw(format!(
+                    "{}  {:<14} {:<18} {}",
+                    short(&h.request_id),
+                    h.method,
+                    result_text(h),
+                    age(app, &h.first_seen_at)
+                )));
+            }
+            (format!(" Task {} ", task.task_id), lines)
+        }
+    };
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .block(Block::bordered().title(title))
+        .render(r, buf);
+}
+
+fn render_confirm(
+    t: &Theme,
+    prepared: &super::app::PreparedClear,
+    reason: &str,
+    stage: &ConfirmStage,
+    scroll: usize,
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    let r = centered(
+        area,
+        area.width.saturating_sub(6).max(20),
+        area.height.saturating_sub(4),
+    );
+    Clear.render(r, buf);
+    let block = Block::bordered()
+        .borders(Borders::ALL)
+        .title(" Clear receipts ");
+    let inner = block.inner(r);
+    block.render(r, buf);
+    let n = prepared.clearable.len();
+    let [head, list, tail] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(1),
+        Constraint::Length(3),
+    ])
+    .areas(inner);
+    let errors = prepared
+        .clearable
+        .iter()
+        .filter(|c| c.result != "ok")
+        .count();
+    Paragraph::new(vec![
+        Line::styled(
+            format!(
+                "Clear {n} receipts? ({} ok, {}, {} refused) Their replies are forgotten:",
+                n - errors,
+                plural(errors, "error"),
+                prepared.refused.len()
+            ),
+            t.bold(),
+        ),
+        Line::raw("a re-sent ID then gets RECEIPT_CLEARED. Refused first, then current results:"),
+    ])
+    .render(head, buf);
+    let mut lines: Vec<Line> = Vec::new();
+    if !prepared.refused.is_empty() {
+        lines.push(Line::styled(
+            format!("Refused ({}), kept:", prepared.refused.len()),
+            t.bold(),
+        ));
+        for (id, why) in &prepared.refused {
+            lines.push(Line::styled(
+                format!(" {} {why}", short(id)),
+                t.fg(Color::Yellow),
+            ));
+        }
+        lines.push(Line::styled(format!("To clear ({n}):"), t.bold()));
+    }
+    for c in &prepared.clearable {
+        let style = if c.result == "ok" {
+            t.fg(Color::Green)
+        } else {
+            t.fg(Color::Red)
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!(
+                " {} {:<14} {:<8} ",
+                short(&c.request_id),
+                c.method,
+                c.task_id.as_deref().map(short).unwrap_or("-")
+            )),
+            Span::styled(format!("{:<18}", c.result), style),
+            Span::raw(format!(" joins {} replays {}", c.joins, c.replays)),
+        ]));
+    }
+    let room = list.height as usize;
+    let first = scroll.min(lines.len().saturating_sub(room));
+    let mut lines: Vec<Line> = lines.into_iter().skip(first).collect();
+    if lines.len() > room && room > 0 {
+        let more = lines.len() - (room - 1);
+        lines.truncate(room - 1);
+        lines.push(Line::styled(
+            format!(" … {more} more (↑/↓ to scroll)"),
+            t.dim(),
+        ));
+    }
+    Paragraph::new(lines).render(list, buf);
+    let cursor = if *stage == ConfirmStage::Reason {
+        "▏"
+    } else {
+        ""
+    };
+    let instruction = match stage {
+        ConfirmStage::Reason => {
+            Line::raw("Type why (for the audit log), then enter. ↑/↓ scroll, esc cancels.")
+        }
+        ConfirmStage::Confirm => Line::styled(
+            format!("Press y to clear {n} receipts. Any other key cancels."),
+            t.alert(),
+        ),
+        ConfirmStage::Committing => Line::raw("Committing…"),
+    };
+    Paragraph::new(vec![
+        Line::from(vec![
+            Span::styled("Reason: ", t.bold()),
+            Span::raw(format!("{reason}{cursor}")),
+        ]),
+        instruction,
+        Line::styled(format!("token expires {}", prepared.expires_at), t.dim()),
+    ])
+    .render(tail, buf);
+}

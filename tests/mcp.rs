@@ -1,0 +1,601 @@
+//! `polaris mcp` driven by rmcp's own client over stdio, against a real `polaris serve`.
+
+mod mcp_common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use mcp_common::{bridge, eventually, socket_dir, HostProcess, BIN};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion,
+};
+use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError, ServiceExt};
+use serde_json::{json, Value};
+
+type Client = RunningService<RoleClient, ()>;
+
+fn mcp_command(dir: &Path, call_wait_ms: u64) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("mcp")
+        .arg("--socket-dir")
+        .arg(dir)
+        .arg("--call-wait-ms")
+        .arg(call_wait_ms.to_string());
+    cmd
+}
+
+async fn mcp(dir: &Path, call_wait_ms: u64) -> Client {
+    ().serve(TokioChildProcess::new(mcp_command(dir, call_wait_ms)).expect("polaris mcp starts"))
+        .await
+        .expect("the MCP handshake completes")
+}
+
+async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    let Value::Object(args) = arguments else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("{tool} got a protocol error: {e}"))
+}
+
+/// The structured content, after checking that the text content carries the same JSON.
+fn body(result: &CallToolResult) -> Value {
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("every result has structuredContent");
+    let text = result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .expect("and a text copy")
+        .text
+        .clone();
+    assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), structured);
+    assert!(
+        structured["request_id"].is_string(),
+        "request_id in every result: {structured}"
+    );
+    structured
+}
+
+fn ok(result: &CallToolResult) -> Value {
+    let b = body(result);
+    assert_eq!(result.is_error, Some(false), "expected success, got {b}");
+    b
+}
+
+fn err(result: &CallToolResult) -> Value {
+    let b = body(result);
+    assert_eq!(result.is_error, Some(true), "expected an error, got {b}");
+    assert_eq!(b["automaticReplay"], false);
+    assert!(b["next"]["tool"].is_string(), "next names a tool: {b}");
+    b
+}
+
+async fn start_task(client: &Client, fixture: Value) -> (String, String) {
+    let started = ok(&call(
+        client,
+        "task_start",
+        json!({"title": "Post", "fixture": fixture}),
+    )
+    .await);
+    let r = &started["result"];
+    (
+        r["task_id"].as_str().unwrap().to_owned(),
+        r["run_id"].as_str().unwrap().to_owned(),
+    )
+}
+
+fn press_args(task: &str) -> Value {
+    json!({"task_id": task, "key": "Enter", "target": "#title", "expect": {"target": "#status", "contains": "Saved"}})
+}
+
+async fn read(client: &Client, task: &str, target: &str) -> String {
+    let r = ok(&call(
+        client,
+        "page_read",
+        json!({"task_id": task, "target": target}),
+    )
+    .await);
+    r["result"]["value"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_carry_annotations_and_schemas_on_both_protocols() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &[]).await;
+    let client = mcp(dir.path(), 20_000).await;
+    assert_eq!(
+        client.peer_info().unwrap().protocol_version,
+        ProtocolVersion::V_2025_11_25
+    );
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| &*t.name).collect();
+    assert_eq!(
+        names,
+        [
+            "task_start",
+            "page_fill",
+            "page_click",
+            "page_press",
+            "page_read",
+            "task_finish",
+            "task_stop",
+            "task_status",
+            "task_resume",
+            "verify_outcome",
+            "run_status",
+            "request_status"
+        ]
+    );
+    let reads = [
+        "page_read",
+        "task_status",
+        "task_resume",
+        "verify_outcome",
+        "run_status",
+        "request_status",
+    ];
+    for tool in &tools {
+        let a = tool.annotations.as_ref().expect("annotated");
+        let schema = serde_json::to_value(tool.input_schema.as_ref()).unwrap();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(
+            schema["additionalProperties"], false,
+            "{} refuses unknown arguments",
+            tool.name
+        );
+        if reads.contains(&&*tool.name) {
+            assert_eq!(a.read_only_hint, Some(true), "{} is a read", tool.name);
+            assert!(
+                schema["properties"].get("request_id").is_none() || tool.name == "request_status"
+            );
+        } else {
+            assert_eq!(a.read_only_hint, Some(false), "{} mutates", tool.name);
+            assert_ne!(
+                a.idempotent_hint,
+                Some(true),
+                "{} is never idempotent",
+                tool.name
+            );
+            assert!(
+                schema["properties"]["request_id"].is_object(),
+                "{} takes request_id",
+                tool.name
+            );
+            assert!(!schema["required"]
+                .as_array()
+                .unwrap()
+                .contains(&json!("request_id")));
+            assert!(tool
+                .description
+                .as_deref()
+                .unwrap()
+                .contains("executes again"));
+        }
+    }
+    let destructive = |n: &str| {
+        tools
+            .iter()
+            .find(|t| t.name == n)
+            .unwrap()
+            .annotations
+            .as_ref()
+            .unwrap()
+            .destructive_hint
+    };
+    assert_eq!(destructive("page_press"), Some(true));
+    assert_eq!(destructive("task_start"), Some(false));
+    let press = serde_json::to_value(
+        tools
+            .iter()
+            .find(|t| t.name == "page_press")
+            .unwrap()
+            .input_schema
+            .as_ref(),
+    )
+    .unwrap();
+    let required: Vec<&str> = press["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for field in ["task_id", "key", "expect"] {
+        assert!(
+            required.contains(&field),
+            "page_press requires {field}: {press}"
+        );
+    }
+    let start = serde_json::to_value(tools[0].input_schema.as_ref())
+        .unwrap()
+        .to_string();
+    assert!(
+        start.contains("submit_delay_ms") && !start.contains("submitDelayMs"),
+        "snake_case nested params: {start}"
+    );
+    let status = serde_json::to_value(
+        tools
+            .iter()
+            .find(|t| t.name == "request_status")
+            .unwrap()
+            .input_schema
+            .as_ref(),
+    )
+    .unwrap();
+    assert_eq!(status["required"], json!(["request_id"]));
+    client.cancel().await.unwrap();
+
+    // A 2026-07-28 client: no initialize, self-contained requests.
+    let modern = ()
+        .serve_with_lifecycle(
+            TokioChildProcess::new(mcp_command(dir.path(), 20_000)).unwrap(),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("a 2026-07-28 client connects");
+    assert_eq!(
+        modern.peer_info().unwrap().protocol_version,
+        ProtocolVersion::V_2026_07_28
+    );
+    assert_eq!(modern.list_all_tools().await.unwrap().len(), 12);
+    let (task, _) = start_task(&modern, json!({})).await;
+    assert_eq!(read(&modern, &task, "#status").await, "Draft");
+    modern.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_task_then_a_requery_replays_and_a_resend_executes_again() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &[]).await;
+    let client = mcp(dir.path(), 20_000).await;
+    let (task, run) = start_task(&client, json!({})).await;
+
+    let filled = ok(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": "Hello"}),
+    )
+    .await);
+    assert_eq!(filled["receipt"], "new");
+    assert_eq!(filled["run_id"], run.as_str());
+    assert_eq!(
+        filled["result"],
+        json!({"target": "#title", "value": "Hello"})
+    );
+
+    let mut args = press_args(&task);
+    args["request_id"] = json!("press-1");
+    let pressed = ok(&call(&client, "page_press", args.clone()).await);
+    assert_eq!(pressed["request_id"], "press-1");
+    assert_eq!(pressed["receipt"], "new");
+    assert_eq!(pressed["result"]["observation"]["value"], "Saved #1");
+
+    // A re-query: the same request_id with the same arguments is answered from the receipt.
+    let again = ok(&call(&client, "page_press", args).await);
+    assert_eq!(again["receipt"], "replayed");
+    assert_eq!(again["result"], pressed["result"]);
+    assert_eq!(read(&client, &task, "#submissions").await, "1");
+
+    // The same tools/call twice without request_id: two requests, two executions.
+    let first = ok(&call(&client, "page_press", press_args(&task)).await);
+    let second = ok(&call(&client, "page_press", press_args(&task)).await);
+    assert_ne!(first["request_id"], second["request_id"]);
+    assert_eq!(
+        (first["receipt"].as_str(), second["receipt"].as_str()),
+        (Some("new"), Some("new"))
+    );
+    assert_eq!(second["result"]["observation"]["value"], "Saved #3");
+    assert_eq!(read(&client, &task, "#submissions").await, "3");
+
+    let finished = ok(&call(&client, "task_finish", json!({"task_id": task})).await);
+    assert_eq!(finished["result"]["state"], "finished");
+    let closed = err(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": "x"}),
+    )
+    .await);
+    assert_eq!(closed["code"], "TASK_CLOSED");
+    assert_eq!(closed["delivery"], "not_executed");
+    assert_eq!(
+        closed["next"],
+        json!({"tool": "task_status", "arguments": {"task_id": task}})
+    );
+
+    let status = ok(&call(&client, "run_status", json!({"run_id": run})).await);
+    assert_eq!(status["result"]["current"], true);
+    assert_eq!(status["result"]["executor"]["mutations"], 3);
+    let resumed = ok(&call(
+        &client,
+        "task_resume",
+        json!({"task_id": task, "run_id": run}),
+    )
+    .await);
+    assert_eq!(resumed["result"]["state"], "finished");
+    let receipt = ok(&call(&client, "request_status", json!({"request_id": "press-1"})).await);
+    assert_eq!(receipt["result"]["request_id"], "press-1");
+    assert_eq!(receipt["result"]["state"], "completed");
+    assert_eq!(receipt["result"]["replays"], 1);
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_mid_call_is_disconnected_and_the_gate_holds_until_a_read_settles_it() {
+    let dir = socket_dir();
+    let mut host = HostProcess::start(dir.path(), &["--action-timeout-ms", "30000"]).await;
+    let client = mcp(dir.path(), 20_000).await;
+    let (task, run) = start_task(&client, json!({"submit_delay_ms": 20000})).await;
+
+    let mut args = press_args(&task);
+    args["request_id"] = json!("press-lost");
+    let pressing = {
+        let args = args.clone();
+        let peer = client.peer().clone();
+        tokio::spawn(async move {
+            let Value::Object(a) = args else {
+                unreachable!()
+            };
+            peer.call_tool(CallToolRequestParams::new("page_press").with_arguments(a))
+                .await
+        })
+    };
+    // Kill the host once it holds the press as a running receipt.
+    eventually("the press to be running on the host", || async {
+        let r = bridge(
+            dir.path(),
+            "receipt.status",
+            json!({"requestId": "press-lost"}),
+        )
+        .await;
+        (r["result"]["state"] == "running").then_some(())
+    })
+    .await;
+    host.kill();
+
+    let lost = pressing
+        .await
+        .unwrap()
+        .expect("a tool result, not a protocol error");
+    let lost = err(&lost);
+    assert_eq!(lost["code"], "BRIDGE_DISCONNECTED");
+    assert_eq!(lost["delivery"], "unknown");
+    assert_eq!(lost["request_id"], "press-lost");
+    assert_eq!(
+        lost["next"],
+        json!({"tool": "request_status", "arguments": {"request_id": "press-lost"}})
+    );
+
+    // Further mutations on the task are refused locally, and say which read settles it.
+    let refused = err(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": "x"}),
+    )
+    .await);
+    assert_eq!(refused["code"], "CLIENT_BLOCKED_AMBIGUOUS");
+    assert_eq!(refused["delivery"], "not_sent");
+    assert_eq!(refused["details"]["blocking_request_id"], "press-lost");
+    assert_eq!(
+        refused["next"],
+        json!({"tool": "request_status", "arguments": {"request_id": "press-lost"}})
+    );
+    assert_ne!(refused["request_id"], "press-lost");
+    let refused = err(&call(&client, "task_finish", json!({"task_id": task})).await);
+    assert_eq!(refused["code"], "CLIENT_BLOCKED_AMBIGUOUS");
+
+    // task_stop (the way out) and reads pass the gate: with the host gone, nothing was sent.
+    let stop = err(&call(
+        &client,
+        "task_stop",
+        json!({"task_id": task, "reason": "host lost"}),
+    )
+    .await);
+    assert_eq!(stop["code"], "BRIDGE_UNAVAILABLE");
+    assert_eq!(stop["delivery"], "not_sent");
+    let down = err(&call(&client, "task_status", json!({"task_id": task})).await);
+    assert_eq!(down["code"], "BRIDGE_UNAVAILABLE");
+    assert_eq!(down["delivery"], "not_sent");
+
+    // The host comes back as a new run; the read of the lost request reports the change.
+    let _host = HostProcess::start(dir.path(), &[]).await;
+    let read = ok(&call(
+        &client,
+        "request_status",
+        json!({"request_id": "press-lost"}),
+    )
+    .await);
+    assert_eq!(read["result"]["state"], "unknown");
+    assert_eq!(read["run_changed"]["previous_run_id"], run.as_str());
+    assert_eq!(read["run_changed"]["task_id"], task.as_str());
+    assert_ne!(read["run_changed"]["current_run_id"], run.as_str());
+    assert_eq!(read["settled"][0]["how"], "run_ended");
+    // Settled: the next mutation reaches the host, which no longer knows the task.
+    let gone = err(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": "x"}),
+    )
+    .await);
+    assert_eq!(gone["code"], "TASK_NOT_FOUND");
+    assert_eq!(gone["delivery"], "not_executed");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncertain_outcome_gates_the_task_until_verify_outcome_confirms_it() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &["--action-timeout-ms", "200"]).await;
+    let client = mcp(dir.path(), 20_000).await;
+    let (task, _) = start_task(&client, json!({"submit_delay_ms": 600})).await;
+    let uncertain = err(&call(&client, "page_press", press_args(&task)).await);
+    assert_eq!(uncertain["code"], "OUTCOME_UNCERTAIN");
+    assert_eq!(uncertain["delivery"], "uncertain");
+    assert_eq!(
+        uncertain["next"],
+        json!({"tool": "verify_outcome", "arguments": {"task_id": task}})
+    );
+    let pressed_id = uncertain["request_id"].as_str().unwrap().to_owned();
+
+    let refused = err(&call(&client, "page_press", press_args(&task)).await);
+    assert_eq!(refused["code"], "CLIENT_BLOCKED_AMBIGUOUS");
+    assert_eq!(
+        refused["next"],
+        json!({"tool": "verify_outcome", "arguments": {"task_id": task}})
+    );
+    // request_status shows the stored uncertain reply: that alone settles nothing.
+    let stored = ok(&call(&client, "request_status", json!({"request_id": pressed_id})).await);
+    assert_eq!(
+        stored["result"]["reply"]["error"]["code"],
+        "OUTCOME_UNCERTAIN"
+    );
+    assert!(stored.get("settled").is_none());
+
+    let verified = eventually("the late submit to be confirmed", || async {
+        let v = ok(&call(&client, "verify_outcome", json!({"task_id": task})).await);
+        (v["result"]["outcome"] == "confirmed").then_some(v)
+    })
+    .await;
+    assert_eq!(verified["settled"][0]["request_id"], pressed_id.as_str());
+    ok(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": "next"}),
+    )
+    .await);
+    assert_eq!(read(&client, &task, "#submissions").await, "1");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_action_answers_running_then_request_status_shows_it_completed() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &["--action-timeout-ms", "10000"]).await;
+    let client = mcp(dir.path(), 100).await;
+    let (task, _) = start_task(&client, json!({"submit_delay_ms": 2000})).await;
+
+    let running = call(&client, "page_press", press_args(&task)).await;
+    assert_eq!(running.is_error, Some(false));
+    let running = body(&running);
+    assert_eq!(running["state"], "running");
+    let id = running["request_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        running["next"],
+        json!({"tool": "request_status", "arguments": {"request_id": id}})
+    );
+
+    let refused = err(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": "x"}),
+    )
+    .await);
+    assert_eq!(refused["code"], "CLIENT_BLOCKED_AMBIGUOUS");
+    assert_eq!(refused["details"]["blocking_request_id"], id.as_str());
+
+    let done = eventually("the press to complete", || async {
+        let r = ok(&call(&client, "request_status", json!({"request_id": id})).await);
+        (r["result"]["state"] == "completed").then_some(r)
+    })
+    .await;
+    assert_eq!(done["result"]["ok"], true);
+    assert_eq!(
+        done["result"]["reply"]["result"]["observation"]["value"],
+        "Saved #1"
+    );
+    assert_eq!(done["settled"][0]["how"], "completed");
+    ok(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": "x"}),
+    )
+    .await);
+    assert_eq!(read(&client, &task, "#submissions").await, "1");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_call_still_completes_once_on_the_host() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &["--action-timeout-ms", "10000"]).await;
+    let client = mcp(dir.path(), 20_000).await;
+    let (task, _) = start_task(&client, json!({"submit_delay_ms": 1500})).await;
+
+    // rmcp's client gives up after 100 ms and sends notifications/cancelled, as agents do.
+    let Value::Object(args) = press_args(&task) else {
+        unreachable!()
+    };
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(
+        CallToolRequestParams::new("page_press").with_arguments(args),
+    ));
+    let handle = client
+        .peer()
+        .send_request_with_option(
+            request,
+            PeerRequestOptions::with_timeout(Duration::from_millis(100)),
+        )
+        .await
+        .unwrap();
+    assert!(matches!(
+        handle.await_response().await,
+        Err(ServiceError::Timeout { .. })
+    ));
+
+    let mutations = eventually("the press to apply on the host", || async {
+        let r = bridge(dir.path(), "run.status", json!({})).await;
+        let n = r["result"]["executor"]["mutations"].as_u64().unwrap();
+        (n > 0).then_some(n)
+    })
+    .await;
+    assert_eq!(mutations, 1);
+
+    // The agent never saw the result, so the task is gated until it reads what happened.
+    let refused = err(&call(&client, "page_press", press_args(&task)).await);
+    assert_eq!(refused["code"], "CLIENT_BLOCKED_AMBIGUOUS");
+    let cancelled_id = refused["details"]["blocking_request_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = eventually("the cancelled press to complete", || async {
+        let r = ok(&call(
+            &client,
+            "request_status",
+            json!({"request_id": cancelled_id}),
+        )
+        .await);
+        (r["result"]["state"] == "completed").then_some(r)
+    })
+    .await;
+    assert_eq!(
+        done["result"]["reply"]["result"]["observation"]["value"],
+        "Saved #1"
+    );
+    assert_eq!(read(&client, &task, "#submissions").await, "1");
+    let r = bridge(dir.path(), "run.status", json!({})).await;
+    assert_eq!(
+        r["result"]["executor"]["mutations"], 1,
+        "executed exactly once"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_that_is_not_running_is_unavailable_and_nothing_was_sent() {
+    let dir = socket_dir();
+    let client = mcp(dir.path(), 20_000).await;
+    let r = err(&call(&client, "task_start", json!({"title": "Post"})).await);
+    assert_eq!(r["code"], "BRIDGE_UNAVAILABLE");
+    assert_eq!(r["delivery"], "not_sent");
+    assert!(r["message"].as_str().unwrap().contains("polaris serve"));
+    assert_eq!(r["next"], json!({"tool": "run_status", "arguments": {}}));
+    let r = err(&call(&client, "request_status", json!({"request_id": "anything"})).await);
+    assert_eq!(r["code"], "BRIDGE_UNAVAILABLE");
+    client.cancel().await.unwrap();
+}
