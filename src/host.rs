@@ -3,10 +3,12 @@
 //! Everything that must be atomic — looking an ID up, comparing fingerprints, admitting a
 //! mutation against its task's state, checking capacity and creating the receipt — happens in
 //! one critical section of one `std::sync::Mutex` (the mini-redis answer: the section is short
-//! and never awaits). Executions are spawned detached from the connection that asked for them,
-//! so a caller that disconnects cancels nothing; their replies, errors and panics included, are
-//! stored and shared by every copy of the request.
+//! and never awaits). An execution is polled once as soon as its receipt exists: when the
+//! executor answers without waiting it completes inline, otherwise it is spawned detached from
+//! the connection that asked for it, so a caller that disconnects cancels nothing; replies,
+//! errors and panics included, are stored and shared by every copy of the request.
 
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -448,12 +450,15 @@ impl Host {
             drop(tx);
             return Handled::Ready(outcome.reply_line(Some(id), run_id, ReceiptKind::New));
         }
-        let rx = tx.subscribe();
         drop(guard);
 
+        // The execution owns everything it needs, so it can outlive the caller's connection.
+        // It is polled once right here: actions whose executor answers without waiting (the
+        // fixture's fills, a task's opening) complete inline with no task spawned; the others
+        // are spawned and keep running whatever happens to the caller.
         let host = self.clone();
         let exec_id = id.to_owned();
-        tokio::spawn(async move {
+        let mut execution = Box::pin(async move {
             let run = host.execute(&exec_id, &cmd, task_id.clone());
             let (outcome, effect) = match AssertUnwindSafe(run).catch_unwind().await {
                 Ok(done) => done,
@@ -472,9 +477,24 @@ impl Host {
                     (Outcome::err(&error), effect)
                 }
             };
-            host.complete(key, &exec_id, method, task_id, outcome, effect, tx);
+            host.complete(key, &exec_id, method, task_id, outcome, effect, tx)
         });
-        self.reply_when_done(id, rx, ReceiptKind::New)
+        let waker = futures::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        if let std::task::Poll::Ready(outcome) = execution.as_mut().poll(&mut cx) {
+            return Handled::Ready(outcome.reply_line(Some(id), run_id, ReceiptKind::New));
+        }
+        // Whatever the first poll registered with the no-op waker is registered again when the
+        // spawned task polls it with its own.
+        let done = tokio::spawn(execution);
+        let id = id.to_owned();
+        let host = self.clone();
+        Handled::Later(Box::pin(async move {
+            match done.await {
+                Ok(outcome) => outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New),
+                Err(_) => host.vanished(&id),
+            }
+        }))
     }
 
     fn reply_when_done(
@@ -488,15 +508,19 @@ impl Host {
         Handled::Later(Box::pin(async move {
             match wait_outcome(rx).await {
                 Some(outcome) => outcome.reply_line(Some(&id), host.run_id(), kind),
-                // The execution task vanished without storing a reply; the runtime is going
-                // away. Say so rather than pretend.
-                None => Outcome::err(&ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("the execution of request {id} ended without a reply; read receipt.status for {id} before doing anything else"),
-                ))
-                .reply_line(Some(&id), host.run_id(), ReceiptKind::None),
+                None => host.vanished(&id),
             }
         }))
+    }
+
+    /// The reply when an execution task vanished without storing a reply (the runtime is
+    /// going away): say so rather than pretend.
+    fn vanished(&self, id: &str) -> Vec<u8> {
+        Outcome::err(&ErrorBody::new(
+            ErrorCode::Internal,
+            format!("the execution of request {id} ended without a reply; read receipt.status for {id} before doing anything else"),
+        ))
+        .reply_line(Some(id), self.run_id(), ReceiptKind::None)
     }
 
     /// Runs one mutation against the executor. Never called twice for one receipt.
@@ -597,7 +621,7 @@ impl Host {
         outcome: Outcome,
         effect: Effect,
         tx: watch::Sender<Option<Arc<Outcome>>>,
-    ) {
+    ) -> Arc<Outcome> {
         let now = now_millis();
         let outcome = Arc::new(outcome);
         let result = outcome.code.map_or("ok", ErrorCode::as_str);
@@ -650,10 +674,11 @@ impl Host {
         publish_completed(st, id, method, &outcome, now);
         let idle = st.book.running() == 0;
         drop(guard);
-        tx.send_replace(Some(outcome));
+        tx.send_replace(Some(outcome.clone()));
         if idle {
             self.inner.idle.notify_waiters();
         }
+        outcome
     }
 
     /// Reads: executed every time, never stored.
@@ -1335,13 +1360,12 @@ mod clear_tests {
             HostConfig::default(),
             Arc::new(crate::executor::FixtureExecutor::new()),
         );
-        match host.handle("t1", "task.start", &json!({"title": "t"})) {
-            Handled::Later(f) => drop(f.await),
-            Handled::Ready(line) => panic!(
-                "task.start answered at once: {}",
-                String::from_utf8_lossy(&line)
-            ),
-        }
+        let line = match host.handle("t1", "task.start", &json!({"title": "t"})) {
+            Handled::Later(f) => f.await,
+            Handled::Ready(line) => line,
+        };
+        let reply: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(reply["ok"], true, "{reply}");
         host
     }
 
