@@ -696,17 +696,15 @@ fn filled_book(n: usize, task: &polaris::tasks::TaskId, reply: &Arc<Outcome>) ->
     let mut book = Book::new(n, n);
     for i in 0..n {
         let key = receipt_key(i);
-        let tx = book
-            .insert_running(
-                key.clone(),
-                page_fill_request(task, i).into_boxed_str(),
-                Method::PageFill,
-                Some(task.clone()),
-                1,
-            )
-            .expect("room in the book");
+        book.insert_running(
+            key.clone(),
+            page_fill_request(task, i).into_boxed_str(),
+            Method::PageFill,
+            Some(task.clone()),
+            1,
+        )
+        .expect("room in the book");
         assert!(book.complete(&key, reply.clone(), 2));
-        drop(tx);
     }
     let bytes = allocated() - base;
     (book, bytes)

@@ -60,11 +60,16 @@ impl fmt::Debug for RequestKey {
     }
 }
 
-/// The shared reply of a receipt: a channel joiners wait on while the execution runs, then the
-/// stored outcome itself (the channel is dropped so a completed receipt stays small).
+/// The channel copies that joined a running execution wait on; the execution's completion
+/// sends the outcome through it.
+pub type ReplyWaiters = watch::Sender<Option<Arc<Outcome>>>;
+
+/// The shared reply of a receipt: while the execution runs, the channel joiners wait on (made
+/// only when the first copy joins, so the usual fresh request allocates none), then the stored
+/// outcome itself (the channel is dropped so a completed receipt stays small).
 pub enum ReplySlot {
-    /// The execution is still running; joiners clone this receiver and wait.
-    Running(watch::Receiver<Option<Arc<Outcome>>>),
+    /// The execution is still running; joiners wait on these waiters, created on first join.
+    Running(Option<ReplyWaiters>),
     /// The execution finished; this is the reply every later copy gets.
     Done(Arc<Outcome>),
 }
@@ -102,7 +107,24 @@ impl Receipt {
     pub fn is_running(&self) -> bool {
         matches!(self.reply, ReplySlot::Running(_))
     }
+
+    /// A receiver for the outcome of a running execution (creating the waiters on the first
+    /// join); `None` when the receipt already holds its outcome.
+    pub fn wait_for_outcome(&mut self) -> Option<watch::Receiver<Option<Arc<Outcome>>>> {
+        match &mut self.reply {
+            ReplySlot::Running(waiters) => Some(
+                waiters
+                    .get_or_insert_with(|| watch::channel(None).0)
+                    .subscribe(),
+            ),
+            ReplySlot::Done(_) => None,
+        }
+    }
 }
+
+/// [`Book::finish`] was asked to complete a receipt that is not running.
+#[derive(Debug)]
+pub struct NotRunning;
 
 /// The 128-bit digest a tombstone keeps instead of the whole request.
 pub type FingerprintDigest = [u8; 16];
@@ -281,7 +303,6 @@ impl Book {
     }
 
     /// Creates a running receipt for a vacant key, or refuses when the book is full.
-    /// Returns the sender the execution completes through.
     ///
     /// The caller has checked that `key` is vacant (under the same lock).
     pub fn insert_running(
@@ -291,7 +312,7 @@ impl Book {
         method: Method,
         task_id: Option<TaskId>,
         now: i64,
-    ) -> Result<watch::Sender<Option<Arc<Outcome>>>, BookFull> {
+    ) -> Result<(), BookFull> {
         debug_assert!(!self.receipts.contains_key(&key) && !self.tombstones.contains(&key));
         if self.receipts.len() >= self.capacity {
             return Err(BookFull {
@@ -299,7 +320,6 @@ impl Book {
                 used: self.receipts.len(),
             });
         }
-        let (tx, rx) = watch::channel(None);
         self.receipts.insert(
             key,
             Receipt {
@@ -310,24 +330,60 @@ impl Book {
                 completed_at: 0,
                 joins: 0,
                 replays: 0,
-                reply: ReplySlot::Running(rx),
+                reply: ReplySlot::Running(None),
             },
         );
         self.running += 1;
-        Ok(tx)
+        Ok(())
     }
 
     /// Stores the outcome of a running receipt. Returns `false` if the receipt was not running
     /// (which the host's rules never allow; the stored reply is then left untouched).
+    /// Copies that joined it are woken at once.
     pub fn complete(&mut self, key: &RequestKey, outcome: Arc<Outcome>, now: i64) -> bool {
-        match self.receipts.get_mut(key) {
-            Some(r) if r.is_running() => {
-                r.reply = ReplySlot::Done(outcome);
-                r.completed_at = now;
-                self.running -= 1;
+        match self.finish(key, outcome.clone(), now) {
+            Ok(waiters) => {
+                if let Some(waiters) = waiters {
+                    waiters.send_replace(Some(outcome));
+                }
                 true
             }
-            _ => false,
+            Err(NotRunning) => false,
+        }
+    }
+
+    /// Stores the outcome of a running receipt and hands back the waiters of the copies that
+    /// joined it, for the caller to wake once it has let go of the book.
+    pub fn finish(
+        &mut self,
+        key: &RequestKey,
+        outcome: Arc<Outcome>,
+        now: i64,
+    ) -> Result<Option<ReplyWaiters>, NotRunning> {
+        match self.receipts.get_mut(key) {
+            Some(r) if r.is_running() => {
+                let ReplySlot::Running(waiters) =
+                    std::mem::replace(&mut r.reply, ReplySlot::Done(outcome))
+                else {
+                    unreachable!("checked running above")
+                };
+                r.completed_at = now;
+                self.running -= 1;
+                Ok(waiters)
+            }
+            _ => Err(NotRunning),
+        }
+    }
+
+    /// Drops the waiters of a running receipt whose execution vanished without an outcome (the
+    /// runtime is going away), so the copies waiting on it learn there will be no reply.
+    pub fn abandon_waiters(&mut self, key: &RequestKey) {
+        if let Some(Receipt {
+            reply: ReplySlot::Running(waiters),
+            ..
+        }) = self.receipts.get_mut(key)
+        {
+            *waiters = None;
         }
     }
 
@@ -474,8 +530,7 @@ mod tests {
         let mut b = Book::new(10, 1);
         for i in 0..2 {
             let k = RequestKey::new(&format!("r{i}"));
-            let _tx = b
-                .insert_running(k.clone(), "{}".into(), Method::TaskStart, None, 0)
+            b.insert_running(k.clone(), "{}".into(), Method::TaskStart, None, 0)
                 .unwrap();
             b.complete(&k, done(false), 1);
         }
@@ -506,15 +561,14 @@ mod tests {
             .collect();
         for id in &ids {
             let k = RequestKey::new(id);
-            let _tx = b
-                .insert_running(
-                    k.clone(),
-                    format!("{{\"r\":\"{id}\"}}").into(),
-                    Method::PageFill,
-                    None,
-                    0,
-                )
-                .unwrap();
+            b.insert_running(
+                k.clone(),
+                format!("{{\"r\":\"{id}\"}}").into(),
+                Method::PageFill,
+                None,
+                0,
+            )
+            .unwrap();
             b.complete(&k, done(false), 1);
         }
         // Three clears in an order unrelated to the keys' order.

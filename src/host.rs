@@ -129,6 +129,21 @@ fn ready_ok(id: &str, run_id: &str, result: Value) -> Handled {
     Handled::Ready(Outcome::ok(&result).reply_line(Some(id), run_id, ReceiptKind::None))
 }
 
+/// Guards an execution's future: dropped before the outcome is stored, it drops the receipt's
+/// waiters so joined copies get an answer rather than wait forever.
+struct Unfinished<'a> {
+    host: &'a Host,
+    key: Option<&'a RequestKey>,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.host.lock().book.abandon_waiters(key);
+        }
+    }
+}
+
 /// Waits for a running receipt's outcome.
 async fn wait_outcome(mut rx: watch::Receiver<Option<Arc<Outcome>>>) -> Option<Arc<Outcome>> {
     match rx.wait_for(Option::is_some).await {
@@ -317,9 +332,9 @@ impl Host {
                         );
                         Handled::Ready(line)
                     }
-                    crate::book::ReplySlot::Running(rx) => {
+                    crate::book::ReplySlot::Running(_) => {
                         r.joins += 1;
-                        let rx = rx.clone();
+                        let rx = r.wait_for_outcome().expect("the receipt is running");
                         st.counters.joins += 1;
                         st.events.publish(
                             "receipt.joined",
@@ -397,14 +412,14 @@ impl Host {
             }
         };
 
-        let tx = match st.book.insert_running(
+        match st.book.insert_running(
             key.clone(),
             request.into_boxed_str(),
             method,
             task_id.clone(),
             now,
         ) {
-            Ok(tx) => tx,
+            Ok(()) => {}
             Err(full) => {
                 st.counters.rejected_capacity += 1;
                 st.events.publish("request.rejected", now, || {
@@ -423,7 +438,7 @@ impl Host {
                     .with_details(json!({"capacity": full.capacity, "used": full.used})),
                 );
             }
-        };
+        }
         st.counters.executions += 1;
         st.events.publish(
             "receipt.created",
@@ -447,7 +462,6 @@ impl Host {
             st.events.publish("task.updated", now, || summary);
             publish_completed(st, id, method, &outcome, now);
             drop(guard);
-            drop(tx);
             return Handled::Ready(outcome.reply_line(Some(id), run_id, ReceiptKind::New));
         }
         drop(guard);
@@ -459,6 +473,12 @@ impl Host {
         let host = self.clone();
         let exec_id = id.to_owned();
         let mut execution = Box::pin(async move {
+            // Should this future be dropped unfinished (the runtime going away), the copies
+            // that joined learn there will be no reply instead of waiting forever.
+            let mut unfinished = Unfinished {
+                host: &host,
+                key: Some(&key),
+            };
             let run = host.execute(&exec_id, &cmd, task_id.clone());
             let (outcome, effect) = match AssertUnwindSafe(run).catch_unwind().await {
                 Ok(done) => done,
@@ -477,7 +497,9 @@ impl Host {
                     (Outcome::err(&error), effect)
                 }
             };
-            host.complete(key, &exec_id, method, task_id, outcome, effect, tx)
+            let outcome = host.complete(&key, &exec_id, method, task_id, outcome, effect);
+            unfinished.key = None;
+            outcome
         });
         let waker = futures::task::noop_waker();
         let mut cx = std::task::Context::from_waker(&waker);
@@ -614,13 +636,12 @@ impl Host {
     #[allow(clippy::too_many_arguments)]
     fn complete(
         &self,
-        key: RequestKey,
+        key: &RequestKey,
         id: &str,
         method: Method,
         task_id: Option<TaskId>,
         outcome: Outcome,
         effect: Effect,
-        tx: watch::Sender<Option<Arc<Outcome>>>,
     ) -> Arc<Outcome> {
         let now = now_millis();
         let outcome = Arc::new(outcome);
@@ -638,7 +659,7 @@ impl Host {
                 // so executions need not carry a copy of them for this rare case.
                 let params = st
                     .book
-                    .get(&key)
+                    .get(key)
                     .and_then(|r| serde_json::from_str::<Value>(&r.request).ok())
                     .map(|mut request| request["params"].take())
                     .unwrap_or_default();
@@ -670,11 +691,13 @@ impl Host {
                 }
             }
         }
-        st.book.complete(&key, outcome.clone(), now);
+        let waiters = st.book.finish(key, outcome.clone(), now).ok().flatten();
         publish_completed(st, id, method, &outcome, now);
         let idle = st.book.running() == 0;
         drop(guard);
-        tx.send_replace(Some(outcome.clone()));
+        if let Some(waiters) = waiters {
+            waiters.send_replace(Some(outcome.clone()));
+        }
         if idle {
             self.inner.idle.notify_waiters();
         }
