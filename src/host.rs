@@ -104,6 +104,8 @@ struct Inner {
     shutting_down: AtomicBool,
     /// Signalled whenever the last running execution finishes.
     idle: Notify,
+    /// How many `wait_idle` calls are waiting, so completions skip `idle` when nobody is.
+    idle_watchers: std::sync::atomic::AtomicUsize,
 }
 
 /// A reply that is ready now, or one that needs waiting (an execution, a slow read).
@@ -184,6 +186,7 @@ impl Host {
                 executor,
                 shutting_down: AtomicBool::new(false),
                 idle: Notify::new(),
+                idle_watchers: Default::default(),
             }),
         }
     }
@@ -233,6 +236,16 @@ impl Host {
     /// Waits until no execution runs, or `timeout` passes. Returns the request IDs still
     /// running when it gave up (empty when idle).
     pub async fn wait_idle(&self, timeout: Duration) -> Vec<String> {
+        // Counted before the first look at the book, so a completion that empties the book
+        // after that look sees the count and wakes this waiter.
+        struct Watching<'a>(&'a std::sync::atomic::AtomicUsize);
+        impl Drop for Watching<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.inner.idle_watchers.fetch_add(1, Ordering::SeqCst);
+        let _watching = Watching(&self.inner.idle_watchers);
         let deadline = Instant::now() + timeout;
         loop {
             let notified = self.inner.idle.notified();
@@ -698,7 +711,7 @@ impl Host {
         if let Some(waiters) = waiters {
             waiters.send_replace(Some(outcome.clone()));
         }
-        if idle {
+        if idle && self.inner.idle_watchers.load(Ordering::SeqCst) > 0 {
             self.inner.idle.notify_waiters();
         }
         outcome

@@ -286,6 +286,10 @@ pub fn validate_id(id: &str) -> Result<(), String> {
             id.len()
         ));
     }
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-');
+    if id.bytes().all(allowed) {
+        return Ok(());
+    }
     if let Some(bad) = id
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-')))
@@ -805,8 +809,42 @@ impl FrameError {
     }
 }
 
+/// A well-formed request read straight from the frame: `id` and `method` borrowed (plain
+/// strings without escapes), no other field, each field once.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PlainEnvelope<'a> {
+    id: &'a str,
+    method: &'a str,
+    #[serde(default)]
+    params: Option<Value>,
+}
+
 /// Parses one frame (without its newline) into an envelope.
+///
+/// Well-formed requests take a direct path that builds no JSON value for the envelope itself;
+/// anything that path does not accept as is goes through the general one, which alone writes
+/// the error messages, so every refusal reads the same whichever path saw the frame first.
 pub fn parse_envelope(frame: &[u8]) -> Result<Envelope, FrameError> {
+    if let Ok(plain) = serde_json::from_slice::<PlainEnvelope<'_>>(frame) {
+        let params = match plain.params {
+            None => Some(Value::Object(Default::default())),
+            Some(p @ Value::Object(_)) => Some(p),
+            Some(_) => None,
+        };
+        if let (Some(params), Ok(())) = (params, validate_id(plain.id)) {
+            return Ok(Envelope {
+                id: plain.id.to_owned(),
+                method: plain.method.to_owned(),
+                params,
+            });
+        }
+    }
+    parse_envelope_general(frame)
+}
+
+/// The general envelope parser: builds the frame's JSON value and explains what is wrong.
+fn parse_envelope_general(frame: &[u8]) -> Result<Envelope, FrameError> {
     let text = std::str::from_utf8(frame).map_err(|e| {
         FrameError::bad(
             None,
@@ -1030,6 +1068,7 @@ pub fn format_millis(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
     use serde_json::json;
 
     fn general_canonical(method: &str, params: &Value) -> String {
@@ -1089,6 +1128,49 @@ mod tests {
         #[test]
         fn fingerprints_equal_the_general_canonicaliser(params in any_json()) {
             proptest::prop_assert_eq!(try_fingerprint("page.fill", &params).unwrap(), general_canonical("page.fill", &params));
+        }
+
+        /// The direct envelope path accepts exactly what the general one accepts, with the
+        /// same result, and leaves every refusal to it: frames built from envelope-like
+        /// fields (valid, escaped, duplicated, mistyped or unknown), plus raw bytes.
+        #[test]
+        fn both_envelope_paths_agree(
+            fields in proptest::collection::vec(
+                (
+                    proptest::prop_oneof![
+                        proptest::strategy::Just("id".to_owned()),
+                        proptest::strategy::Just("method".to_owned()),
+                        proptest::strategy::Just("params".to_owned()),
+                        proptest::strategy::Just("i\\u0064".to_owned()),
+                        "[a-z]{1,3}",
+                    ],
+                    proptest::prop_oneof![
+                        any_json(),
+                        "[A-Za-z0-9._:-]{1,8}".prop_map(Value::String),
+                        proptest::strategy::Just(json!("a\"b")),
+                        proptest::strategy::Just(json!({"taskId": "t", "target": "#title"})),
+                    ],
+                ),
+                0..5,
+            ),
+            raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..24),
+            use_raw in proptest::prelude::any::<bool>(),
+        ) {
+            use proptest::prelude::*;
+            let frame = if use_raw {
+                raw
+            } else {
+                let body: Vec<String> = fields
+                    .iter()
+                    .map(|(k, v)| format!("\"{k}\":{v}"))
+                    .collect();
+                format!("{{{}}}", body.join(",")).into_bytes()
+            };
+            let show = |r: Result<Envelope, FrameError>| match r {
+                Ok(e) => format!("ok {} {} {}", e.id, e.method, e.params),
+                Err(e) => format!("err {:?} {}", e.id, e.error.message),
+            };
+            prop_assert_eq!(show(parse_envelope(&frame)), show(parse_envelope_general(&frame)));
         }
     }
 
