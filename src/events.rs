@@ -16,6 +16,7 @@ use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::protocol::format_millis;
+use crate::tasks::TaskId;
 
 /// How many events a subscriber may fall behind before it is told it lagged.
 pub const EVENT_BUFFER: usize = 4096;
@@ -30,7 +31,110 @@ pub struct Event {
     /// `receipt.created`, `task.updated`, ...
     pub kind: &'static str,
     /// Kind-specific facts.
-    pub data: Value,
+    pub data: EventData,
+}
+
+/// An event's `data`: typed for the receipt events every request publishes (copied under the
+/// host's lock as a few fields, written as bytes by the forwarder), a JSON value for the rest.
+#[derive(Clone, Debug)]
+pub enum EventData {
+    /// Any other event's facts.
+    Json(Value),
+    /// `receipt.created`, `receipt.completed`, `receipt.replayed` or `receipt.joined`.
+    Receipt(ReceiptFacts),
+}
+
+impl From<Value> for EventData {
+    fn from(v: Value) -> EventData {
+        EventData::Json(v)
+    }
+}
+
+/// The facts of a receipt event. Written with the keys in the order a `serde_json` object
+/// writes them (sorted), so the frames are byte for byte what a JSON value would give.
+#[derive(Clone, Debug)]
+pub enum ReceiptFacts {
+    /// `receipt.created`: `{method, requestId, taskId}` (`taskId` null for task-less methods).
+    Created {
+        /// The request ID.
+        request_id: Box<str>,
+        /// The method's wire name.
+        method: &'static str,
+        /// The task, if the method has one.
+        task_id: Option<TaskId>,
+    },
+    /// `receipt.completed`: `{code, method, ok, requestId}`.
+    Completed {
+        /// The request ID.
+        request_id: Box<str>,
+        /// The method's wire name.
+        method: &'static str,
+        /// The error code; `None` when the reply is ok.
+        code: Option<&'static str>,
+    },
+    /// `receipt.replayed` and `receipt.joined`: `{method, requestId}`.
+    Seen {
+        /// The request ID.
+        request_id: Box<str>,
+        /// The method's wire name.
+        method: &'static str,
+    },
+}
+
+impl ReceiptFacts {
+    fn write(&self, out: &mut Vec<u8>) {
+        // Method names and error codes are fixed ASCII identifiers; IDs are escaped.
+        fn id(out: &mut Vec<u8>, s: &str) {
+            serde_json::to_writer(&mut *out, s).expect("a string always serialises");
+        }
+        match self {
+            ReceiptFacts::Created {
+                request_id,
+                method,
+                task_id,
+            } => {
+                out.extend_from_slice(b"{\"method\":\"");
+                out.extend_from_slice(method.as_bytes());
+                out.extend_from_slice(b"\",\"requestId\":");
+                id(out, request_id);
+                out.extend_from_slice(b",\"taskId\":");
+                match task_id {
+                    Some(t) => id(out, t),
+                    None => out.extend_from_slice(b"null"),
+                }
+            }
+            ReceiptFacts::Completed {
+                request_id,
+                method,
+                code,
+            } => {
+                out.extend_from_slice(b"{\"code\":");
+                match code {
+                    Some(c) => {
+                        out.push(b'"');
+                        out.extend_from_slice(c.as_bytes());
+                        out.push(b'"');
+                    }
+                    None => out.extend_from_slice(b"null"),
+                }
+                out.extend_from_slice(b",\"method\":\"");
+                out.extend_from_slice(method.as_bytes());
+                out.extend_from_slice(if code.is_none() {
+                    b"\",\"ok\":true,\"requestId\":"
+                } else {
+                    b"\",\"ok\":false,\"requestId\":"
+                });
+                id(out, request_id);
+            }
+            ReceiptFacts::Seen { request_id, method } => {
+                out.extend_from_slice(b"{\"method\":\"");
+                out.extend_from_slice(method.as_bytes());
+                out.extend_from_slice(b"\",\"requestId\":");
+                id(out, request_id);
+            }
+        }
+        out.push(b'}');
+    }
 }
 
 impl Event {
@@ -54,7 +158,12 @@ impl Event {
         out.extend_from_slice(b",\"at\":\"");
         out.extend_from_slice(at.as_bytes());
         out.extend_from_slice(b"\",\"data\":");
-        serde_json::to_writer(&mut *out, &self.data).expect("a JSON value always serialises");
+        match &self.data {
+            EventData::Json(v) => {
+                serde_json::to_writer(&mut *out, v).expect("a JSON value always serialises")
+            }
+            EventData::Receipt(facts) => facts.write(out),
+        }
         out.extend_from_slice(b"}\n");
     }
 }
@@ -106,7 +215,27 @@ impl EventBus {
                 seq: self.seq,
                 at,
                 kind,
-                data: data(),
+                data: EventData::Json(data()),
+            }));
+        }
+    }
+
+    /// Publishes a receipt event; its facts are only copied when a full-stream subscriber
+    /// listens, and then as a few fields rather than a JSON value.
+    pub fn publish_receipt(
+        &mut self,
+        kind: &'static str,
+        at: i64,
+        facts: impl FnOnce() -> ReceiptFacts,
+    ) {
+        self.seq += 1;
+        self.published.store(self.seq, Ordering::Relaxed);
+        if self.sender.receiver_count() > 0 {
+            let _ = self.sender.send(Arc::new(Event {
+                seq: self.seq,
+                at,
+                kind,
+                data: EventData::Receipt(facts()),
             }));
         }
     }
@@ -138,7 +267,7 @@ mod tests {
             seq: 7,
             at: 0,
             kind: "receipt.created",
-            data: serde_json::json!({"requestId": "a\"b"}),
+            data: serde_json::json!({"requestId": "a\"b"}).into(),
         };
         let line = e.to_line();
         assert_eq!(line.last(), Some(&b'\n'));
@@ -148,6 +277,68 @@ mod tests {
             v,
             serde_json::json!({"event": "receipt.created", "seq": 7, "at": "1970-01-01T00:00:00.000Z", "data": {"requestId": "a\"b"}})
         );
+    }
+
+    #[test]
+    fn receipt_facts_write_what_a_json_value_would() {
+        let id: Box<str> = "r-\"1\"\\\u{7}é".into();
+        let cases = [
+            (
+                ReceiptFacts::Created {
+                    request_id: id.clone(),
+                    method: "page.fill",
+                    task_id: Some("t\"1".into()),
+                },
+                serde_json::json!({"requestId": &*id, "method": "page.fill", "taskId": "t\"1"}),
+            ),
+            (
+                ReceiptFacts::Created {
+                    request_id: id.clone(),
+                    method: "task.start",
+                    task_id: None,
+                },
+                serde_json::json!({"requestId": &*id, "method": "task.start", "taskId": null}),
+            ),
+            (
+                ReceiptFacts::Completed {
+                    request_id: id.clone(),
+                    method: "page.click",
+                    code: None,
+                },
+                serde_json::json!({"requestId": &*id, "method": "page.click", "ok": true, "code": null}),
+            ),
+            (
+                ReceiptFacts::Completed {
+                    request_id: id.clone(),
+                    method: "page.click",
+                    code: Some("OUTCOME_UNCERTAIN"),
+                },
+                serde_json::json!({"requestId": &*id, "method": "page.click", "ok": false, "code": "OUTCOME_UNCERTAIN"}),
+            ),
+            (
+                ReceiptFacts::Seen {
+                    request_id: id.clone(),
+                    method: "page.fill",
+                },
+                serde_json::json!({"requestId": &*id, "method": "page.fill"}),
+            ),
+        ];
+        for (facts, value) in cases {
+            let typed = Event {
+                seq: 3,
+                at: 1_000,
+                kind: "receipt.created",
+                data: EventData::Receipt(facts),
+            };
+            let json = Event {
+                data: EventData::Json(value),
+                ..typed.clone()
+            };
+            assert_eq!(
+                String::from_utf8(typed.to_line()).unwrap(),
+                String::from_utf8(json.to_line()).unwrap()
+            );
+        }
     }
 
     #[test]

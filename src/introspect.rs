@@ -389,7 +389,7 @@ async fn forward_changes(
                     seq: to_seq,
                     at: now_millis(),
                     kind: "changed",
-                    data: json!({"fromSeq": sent_seq + 1, "toSeq": to_seq, "counters": counters, "receipts": receipts}),
+                    data: json!({"fromSeq": sent_seq + 1, "toSeq": to_seq, "counters": counters, "receipts": receipts}).into(),
                 }
                 .to_line();
                 sent_seq = to_seq;
@@ -406,7 +406,7 @@ fn lagged_line(seq: u64, missed: u64) -> Vec<u8> {
         seq,
         at: now_millis(),
         kind: "lagged",
-        data: json!({"missed": missed}),
+        data: json!({"missed": missed}).into(),
     }
     .to_line()
 }
