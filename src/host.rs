@@ -19,7 +19,7 @@ use tokio::sync::{broadcast, watch, Notify};
 use tokio::time::Instant;
 
 use crate::book::{digest, Book, ClearBatch, Entry, Receipt, ReplySlot, RequestKey, Tombstone};
-use crate::events::{Event, EventBus};
+use crate::events::{Event, EventBus, ReceiptFacts};
 use crate::executor::{Action, ActionOutcome, Executor, ReadOutcome};
 use crate::protocol::{
     format_millis, now_millis, parse_envelope, try_fingerprint, Command, Delivery, ErrorBody,
@@ -308,22 +308,22 @@ impl Host {
                         r.replays += 1;
                         let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
                         st.counters.replays += 1;
-                        st.events.publish(
-                            "receipt.replayed",
-                            now,
-                            || json!({"requestId": id, "method": method.as_str()}),
-                        );
+                        st.events
+                            .publish_receipt("receipt.replayed", now, || ReceiptFacts::Seen {
+                                request_id: id.into(),
+                                method: method.as_str(),
+                            });
                         Handled::Ready(line)
                     }
                     crate::book::ReplySlot::Running(rx) => {
                         r.joins += 1;
                         let rx = rx.clone();
                         st.counters.joins += 1;
-                        st.events.publish(
-                            "receipt.joined",
-                            now,
-                            || json!({"requestId": id, "method": method.as_str()}),
-                        );
+                        st.events
+                            .publish_receipt("receipt.joined", now, || ReceiptFacts::Seen {
+                                request_id: id.into(),
+                                method: method.as_str(),
+                            });
                         drop(guard);
                         self.reply_when_done(id, rx, ReceiptKind::Joined)
                     }
@@ -423,11 +423,12 @@ impl Host {
             }
         };
         st.counters.executions += 1;
-        st.events.publish(
-            "receipt.created",
-            now,
-            || json!({"requestId": id, "method": method.as_str(), "taskId": task_id.as_deref()}),
-        );
+        st.events
+            .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
+                request_id: id.into(),
+                method: method.as_str(),
+                task_id: task_id.clone(),
+            });
 
         // Closing a task touches no executor: apply it in this critical section, so no action
         // can slip in between the check and the change.
@@ -940,11 +941,12 @@ pub(crate) fn receipts_json(book: &Book) -> Value {
 
 fn publish_completed(st: &mut State, id: &str, method: Method, outcome: &Outcome, now: i64) {
     let code = outcome.code.map(ErrorCode::as_str);
-    st.events.publish(
-        "receipt.completed",
-        now,
-        || json!({"requestId": id, "method": method.as_str(), "ok": code.is_none(), "code": code}),
-    );
+    st.events
+        .publish_receipt("receipt.completed", now, || ReceiptFacts::Completed {
+            request_id: id.into(),
+            method: method.as_str(),
+            code,
+        });
 }
 
 fn cleared_error(id: &str, _t: Tombstone, batch: &ClearBatch, same: bool) -> ErrorBody {
