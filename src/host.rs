@@ -56,8 +56,8 @@ impl Default for HostConfig {
 }
 
 /// Counters the console shows; all change under the state lock.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Counters {
     /// Executions started (receipts created).
     pub executions: u64,
@@ -73,6 +73,16 @@ pub struct Counters {
     pub rejected_cleared: u64,
     /// `TASK_BLOCKED` refusals.
     pub rejected_blocked: u64,
+}
+
+impl Counters {
+    /// Every refusal counted since start (reused, full, cleared, blocked).
+    pub fn refusals(&self) -> u64 {
+        self.rejected_reused
+            + self.rejected_capacity
+            + self.rejected_cleared
+            + self.rejected_blocked
+    }
 }
 
 /// The state behind the host's one lock.
@@ -917,15 +927,20 @@ impl Host {
             return v;
         }
         if let Some((_, batch)) = st.book.tombstone(&key) {
-            return json!({
-                "requestId": request_id,
-                "state": "cleared",
-                "clearedAt": format_millis(batch.at),
-                "reason": &*batch.reason,
-            });
+            return cleared_json(request_id, batch);
         }
         json!({"requestId": request_id, "state": "unknown"})
     }
+}
+
+/// What a cleared ID's status reads as, on either socket.
+pub(crate) fn cleared_json(request_id: &str, batch: &ClearBatch) -> Value {
+    json!({
+        "requestId": request_id,
+        "state": "cleared",
+        "clearedAt": format_millis(batch.at),
+        "reason": &*batch.reason,
+    })
 }
 
 /// `receipts` of `run.status` and `snapshot`.

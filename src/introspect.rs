@@ -807,12 +807,7 @@ fn get(host: &Host, request_id: &str) -> Value {
         return v;
     }
     if let Some((_, batch)) = st.book.tombstone(&key) {
-        return json!({
-            "requestId": request_id,
-            "state": "cleared",
-            "clearedAt": format_millis(batch.at),
-            "reason": &*batch.reason,
-        });
+        return crate::host::cleared_json(request_id, batch);
     }
     json!({"requestId": request_id, "state": "unknown"})
 }

@@ -35,35 +35,8 @@ pub struct Capacity {
     pub tombstone_capacity: u64,
 }
 
-/// The host's counters since its start.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Counters {
-    /// Executions started.
-    pub executions: u64,
-    /// Duplicates that joined a running execution.
-    pub joins: u64,
-    /// Stored replies sent again.
-    pub replays: u64,
-    /// Reused IDs with other content.
-    pub rejected_reused: u64,
-    /// New IDs refused because the book was full.
-    pub rejected_capacity: u64,
-    /// Cleared IDs refused.
-    pub rejected_cleared: u64,
-    /// Mutations refused on blocked tasks.
-    pub rejected_blocked: u64,
-}
-
-impl Counters {
-    /// Every refusal since start.
-    pub fn refusals(&self) -> u64 {
-        self.rejected_reused
-            + self.rejected_capacity
-            + self.rejected_cleared
-            + self.rejected_blocked
-    }
-}
+/// The host's counters since its start, as `snapshot` and `changed` frames carry them.
+pub use crate::host::Counters;
 
 /// The last read-only verification of a pending outcome.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
