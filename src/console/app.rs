@@ -802,7 +802,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                     app.blocked_selected =
                         app.blocked_selected.min(s.pending.len().saturating_sub(1));
                     if app.counted.is_none() {
-                        app.counted = Some((s.seq, s.counters.clone()));
+                        app.counted = Some((s.seq, s.counters));
                     }
                     app.snapshot = Some(s);
                 }
