@@ -1,7 +1,9 @@
 //! What an introspection subscriber costs the bridge: fresh `page.fill` mutations from 32
-//! pipelining clients with no subscriber, with a subscriber that reads every event (a live
-//! console), and with one that never reads (a stuck console, which must cost nothing more than
-//! a reading one). `cargo bench --bench subscriber`; `-- --test` runs each case once.
+//! pipelining clients with no subscriber (`none`), with a live console's coalesced subscription
+//! (`console`: `changed` frames every 250 ms, read), with a full-stream subscriber that reads
+//! every event (`reading`), and with a full-stream one that never reads (`stuck`, which must
+//! cost nothing more than a reading one). `cargo bench --bench subscriber`; `-- --test` runs
+//! each case once.
 //!
 //! Server and clients run on separate runtimes, as a real console and agents would be separate
 //! processes.
@@ -92,6 +94,8 @@ async fn pipeline(path: PathBuf, lines: Vec<Vec<u8>>) {
 #[derive(Clone, Copy)]
 enum Subscriber {
     None,
+    /// The console's coalesced subscription, read.
+    Console,
     Reading,
     Stuck,
 }
@@ -120,6 +124,7 @@ fn bench(c: &mut Criterion) {
         v["result"]["taskId"].as_str().unwrap().to_owned()
     });
     let seen = Arc::new(AtomicU64::new(0));
+    let console_seen = Arc::new(AtomicU64::new(0));
     let counter = AtomicU64::new(0);
 
     let mut g = c.benchmark_group("subscriber_cost_fresh_fill");
@@ -129,27 +134,34 @@ fn bench(c: &mut Criterion) {
         .warm_up_time(Duration::from_secs(1));
     for (name, kind) in [
         ("none", Subscriber::None),
+        ("console", Subscriber::Console),
         ("reading", Subscriber::Reading),
         ("stuck", Subscriber::Stuck),
     ] {
         // The subscriber lives for the whole case; it connects before the first request.
         let intro = dir.join("introspect.sock");
-        let seen = seen.clone();
+        let seen = match kind {
+            Subscriber::Console => console_seen.clone(),
+            _ => seen.clone(),
+        };
         let holder = cli.block_on(async move {
             if let Subscriber::None = kind {
                 return None;
             }
             let stream = connect(&intro).await;
-            (&stream)
-                .write_all(b"{\"id\":\"sub\",\"method\":\"subscribe\"}\n")
-                .await
-                .unwrap();
+            let request: &[u8] = match kind {
+                Subscriber::Console => {
+                    b"{\"id\":\"sub\",\"method\":\"subscribe\",\"params\":{\"coalesceMs\":250}}\n"
+                }
+                _ => b"{\"id\":\"sub\",\"method\":\"subscribe\"}\n",
+            };
+            (&stream).write_all(request).await.unwrap();
             let mut io = BufReader::new(stream);
             let mut line = String::new();
             io.read_line(&mut line).await.unwrap();
             assert!(line.contains("\"subscribed\":true"), "{line}");
             Some(match kind {
-                Subscriber::Reading => tokio::spawn(async move {
+                Subscriber::Reading | Subscriber::Console => tokio::spawn(async move {
                     let mut line = Vec::new();
                     while io.read_until(b'\n', &mut line).await.unwrap_or(0) > 0 {
                         seen.fetch_add(1, Ordering::Relaxed);
@@ -200,8 +212,9 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
     eprintln!(
-        "the reading subscriber saw {} event lines",
-        seen.load(Ordering::Relaxed)
+        "the reading subscriber saw {} event lines, the console {} changed frames",
+        seen.load(Ordering::Relaxed),
+        console_seen.load(Ordering::Relaxed)
     );
     srv.block_on(running.stop());
 }

@@ -21,7 +21,7 @@ use tokio::sync::{broadcast, watch, Notify};
 use tokio::time::Instant;
 
 use crate::book::{digest, Book, ClearBatch, Entry, Receipt, ReplySlot, RequestKey, Tombstone};
-use crate::events::{Event, EventBus};
+use crate::events::{Event, EventBus, ReceiptFacts};
 use crate::executor::{Action, ActionOutcome, Executor, ReadOutcome};
 use crate::protocol::{
     format_millis, now_millis, parse_envelope, try_fingerprint, Command, Delivery, ErrorBody,
@@ -58,8 +58,8 @@ impl Default for HostConfig {
 }
 
 /// Counters the console shows; all change under the state lock.
-#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
 pub struct Counters {
     /// Executions started (receipts created).
     pub executions: u64,
@@ -75,6 +75,16 @@ pub struct Counters {
     pub rejected_cleared: u64,
     /// `TASK_BLOCKED` refusals.
     pub rejected_blocked: u64,
+}
+
+impl Counters {
+    /// Every refusal counted since start (reused, full, cleared, blocked).
+    pub fn refusals(&self) -> u64 {
+        self.rejected_reused
+            + self.rejected_capacity
+            + self.rejected_cleared
+            + self.rejected_blocked
+    }
 }
 
 /// The state behind the host's one lock.
@@ -338,22 +348,22 @@ impl Host {
                         r.replays += 1;
                         let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
                         st.counters.replays += 1;
-                        st.events.publish(
-                            "receipt.replayed",
-                            now,
-                            || json!({"requestId": id, "method": method.as_str()}),
-                        );
+                        st.events
+                            .publish_receipt("receipt.replayed", now, || ReceiptFacts::Seen {
+                                request_id: id.into(),
+                                method: method.as_str(),
+                            });
                         Handled::Ready(line)
                     }
                     crate::book::ReplySlot::Running(_) => {
                         r.joins += 1;
                         let rx = r.wait_for_outcome().expect("the receipt is running");
                         st.counters.joins += 1;
-                        st.events.publish(
-                            "receipt.joined",
-                            now,
-                            || json!({"requestId": id, "method": method.as_str()}),
-                        );
+                        st.events
+                            .publish_receipt("receipt.joined", now, || ReceiptFacts::Seen {
+                                request_id: id.into(),
+                                method: method.as_str(),
+                            });
                         drop(guard);
                         self.reply_when_done(id, rx, ReceiptKind::Joined)
                     }
@@ -453,11 +463,12 @@ impl Host {
             }
         }
         st.counters.executions += 1;
-        st.events.publish(
-            "receipt.created",
-            now,
-            || json!({"requestId": id, "method": method.as_str(), "taskId": task_id.as_deref()}),
-        );
+        st.events
+            .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
+                request_id: id.into(),
+                method: method.as_str(),
+                task_id: task_id.clone(),
+            });
 
         // Closing a task touches no executor: apply it in this critical section, so no action
         // can slip in between the check and the change.
@@ -977,15 +988,20 @@ impl Host {
             return v;
         }
         if let Some((_, batch)) = st.book.tombstone(&key) {
-            return json!({
-                "requestId": request_id,
-                "state": "cleared",
-                "clearedAt": format_millis(batch.at),
-                "reason": &*batch.reason,
-            });
+            return cleared_json(request_id, batch);
         }
         json!({"requestId": request_id, "state": "unknown"})
     }
+}
+
+/// What a cleared ID's status reads as, on either socket.
+pub(crate) fn cleared_json(request_id: &str, batch: &ClearBatch) -> Value {
+    json!({
+        "requestId": request_id,
+        "state": "cleared",
+        "clearedAt": format_millis(batch.at),
+        "reason": &*batch.reason,
+    })
 }
 
 /// `receipts` of `run.status` and `snapshot`.
@@ -1001,11 +1017,12 @@ pub(crate) fn receipts_json(book: &Book) -> Value {
 
 fn publish_completed(st: &mut State, id: &str, method: Method, outcome: &Outcome, now: i64) {
     let code = outcome.code.map(ErrorCode::as_str);
-    st.events.publish(
-        "receipt.completed",
-        now,
-        || json!({"requestId": id, "method": method.as_str(), "ok": code.is_none(), "code": code}),
-    );
+    st.events
+        .publish_receipt("receipt.completed", now, || ReceiptFacts::Completed {
+            request_id: id.into(),
+            method: method.as_str(),
+            code,
+        });
 }
 
 fn cleared_error(id: &str, _t: Tombstone, batch: &ClearBatch, same: bool) -> ErrorBody {

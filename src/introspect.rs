@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc, watch, Semaphore};
 
 use crate::book::{Receipt, RequestKey};
-use crate::events::Event;
+use crate::events::{AtCache, Event};
 use crate::host::{
     clear_refusal, receipts_json, ClearRefusal, ClearTargets, CommittedClear, Handled, Host,
 };
@@ -200,28 +200,58 @@ impl Service for Introspect {
             "receipts.clearPrepare" => {
                 parse::<PrepareParams>(method, params).and_then(|p| clear_prepare(&self.host, p))
             }
-            "subscribe" => match parse::<NoParams>(method, params) {
-                Err(e) => Err(e),
-                Ok(_) => {
-                    // The reply must precede the first event frame on this connection, so it
-                    // is queued here, before the forwarder starts; the empty line handed back
-                    // writes nothing and releases the request's in-flight slot.
-                    let (seq, rx) = self.host.subscribe();
-                    let reply =
-                        reply_line(&id, &run_id, Ok(json!({"subscribed": true, "seq": seq})));
-                    let _ = conn.out.send(Outbound {
-                        line: reply,
-                        permit: None,
-                    });
-                    tokio::spawn(forward_events(
-                        rx,
-                        seq,
-                        conn.out.clone(),
-                        conn.shutdown.clone(),
-                    ));
-                    return Handled::Ready(Vec::new());
+            "subscribe" => {
+                match parse::<SubscribeParams>(method, params).and_then(SubscribeParams::checked) {
+                    Err(e) => Err(e),
+                    Ok(SubscribeParams {
+                        coalesce_ms: Some(every_ms),
+                    }) => {
+                        // Coalesced: no bus receiver, so publishing stays as cheap as with no
+                        // subscriber; the reply goes out before the first `changed` frame.
+                        let (seq, published) = {
+                            let st = self.host.lock();
+                            (st.events.seq(), st.events.published())
+                        };
+                        let reply = reply_line(
+                            &id,
+                            &run_id,
+                            Ok(json!({"subscribed": true, "seq": seq, "coalesceMs": every_ms})),
+                        );
+                        let _ = conn.out.send(Outbound {
+                            line: reply,
+                            permit: None,
+                        });
+                        tokio::spawn(forward_changes(
+                            self.host.clone(),
+                            published,
+                            seq,
+                            std::time::Duration::from_millis(every_ms),
+                            conn.out.clone(),
+                            conn.shutdown.clone(),
+                        ));
+                        return Handled::Ready(Vec::new());
+                    }
+                    Ok(SubscribeParams { coalesce_ms: None }) => {
+                        // The reply must precede the first event frame on this connection, so it
+                        // is queued here, before the forwarder starts; the empty line handed back
+                        // writes nothing and releases the request's in-flight slot.
+                        let (seq, rx) = self.host.subscribe();
+                        let reply =
+                            reply_line(&id, &run_id, Ok(json!({"subscribed": true, "seq": seq})));
+                        let _ = conn.out.send(Outbound {
+                            line: reply,
+                            permit: None,
+                        });
+                        tokio::spawn(forward_events(
+                            rx,
+                            seq,
+                            conn.out.clone(),
+                            conn.shutdown.clone(),
+                        ));
+                        return Handled::Ready(Vec::new());
+                    }
                 }
-            },
+            }
             "task.verifyOutcome" => match parse::<VerifyParams>(method, params) {
                 Err(e) => Err(e),
                 Ok(p) => match self.host.verify(&p.task_id) {
@@ -295,12 +325,88 @@ impl Service for Introspect {
 // Event forwarding
 // ----------------------------------------------------------------------------------------------
 
+/// Shortest `coalesceMs` accepted by `subscribe`.
+pub const MIN_COALESCE_MS: u64 = 50;
+/// Longest `coalesceMs` accepted by `subscribe`.
+pub const MAX_COALESCE_MS: u64 = 60_000;
+
+/// Params of `subscribe`: none for the full event stream, `coalesceMs` for `changed` frames.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct SubscribeParams {
+    coalesce_ms: Option<u64>,
+}
+
+impl SubscribeParams {
+    fn checked(self) -> Result<SubscribeParams, ErrorBody> {
+        match self.coalesce_ms {
+            Some(ms) if !(MIN_COALESCE_MS..=MAX_COALESCE_MS).contains(&ms) => Err(bad_params(
+                "subscribe",
+                format_args!(
+                    "coalesceMs must be between {MIN_COALESCE_MS} and {MAX_COALESCE_MS} (got {ms})"
+                ),
+            )),
+            _ => Ok(self),
+        }
+    }
+}
+
+/// Sends one `changed` frame per `every` at most, and only when events were published since
+/// the last one. Reads the bus's shared seq without the lock; takes the host's lock only to
+/// copy the counters and receipt counts of a frame it sends. A frame is not sent while the
+/// previous one is unwritten: the change stays pending and the next frame covers it, so a
+/// console that stops reading holds at most one frame in the host.
+async fn forward_changes(
+    host: Host,
+    published: Arc<std::sync::atomic::AtomicU64>,
+    start_seq: u64,
+    every: std::time::Duration,
+    out: mpsc::UnboundedSender<Outbound>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let unwritten = Arc::new(Semaphore::new(1));
+    let mut sent_seq = start_seq;
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks.tick().await;
+    loop {
+        tokio::select! {
+            biased;
+            _ = out.closed() => break,
+            _ = shutdown.wait_for(|s| *s) => break,
+            _ = ticks.tick() => {
+                if published.load(std::sync::atomic::Ordering::Relaxed) == sent_seq {
+                    continue;
+                }
+                let Ok(permit) = unwritten.clone().try_acquire_owned() else {
+                    continue;
+                };
+                let (to_seq, counters, receipts) = {
+                    let st = host.lock();
+                    (st.events.seq(), serde_json::to_value(st.counters).expect("counters serialise"), receipts_json(&st.book))
+                };
+                let line = Event {
+                    seq: to_seq,
+                    at: now_millis(),
+                    kind: "changed",
+                    data: json!({"fromSeq": sent_seq + 1, "toSeq": to_seq, "counters": counters, "receipts": receipts}).into(),
+                }
+                .to_line();
+                sent_seq = to_seq;
+                if out.send(Outbound { line, permit: Some(permit) }).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
+
 fn lagged_line(seq: u64, missed: u64) -> Vec<u8> {
     Event {
         seq,
         at: now_millis(),
         kind: "lagged",
-        data: json!({"missed": missed}),
+        data: json!({"missed": missed}).into(),
     }
     .to_line()
 }
@@ -320,6 +426,7 @@ async fn forward_events(
         last_seq: start_seq,
         batch: Vec::new(),
         permit: None,
+        at: AtCache::default(),
     };
     loop {
         tokio::select! {
@@ -370,6 +477,7 @@ struct Feed {
     batch: Vec<u8>,
     /// The budget held by the lines in `batch`.
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
+    at: AtCache,
 }
 
 impl Feed {
@@ -389,7 +497,8 @@ impl Feed {
                             Some(held) => held.merge(p),
                             None => self.permit = Some(p),
                         }
-                        self.batch.extend_from_slice(&event.to_line());
+                        let at = self.at.format(event.at);
+                        event.write_line(&mut self.batch, at);
                     }
                     Err(_) => self.missed = 1,
                 }
@@ -698,12 +807,7 @@ fn get(host: &Host, request_id: &str) -> Value {
         return v;
     }
     if let Some((_, batch)) = st.book.tombstone(&key) {
-        return json!({
-            "requestId": request_id,
-            "state": "cleared",
-            "clearedAt": format_millis(batch.at),
-            "reason": &*batch.reason,
-        });
+        return crate::host::cleared_json(request_id, batch);
     }
     json!({"requestId": request_id, "state": "unknown"})
 }

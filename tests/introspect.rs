@@ -260,6 +260,82 @@ async fn pipeline(path: PathBuf, lines: Vec<u8>, n: usize) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_coalesced_subscriber_gets_changed_frames_covering_a_scripted_run() {
+    const EVERY_MS: u64 = 100;
+    let h = start_host(100, 100, 300);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let sub = BridgeClient::at_path(&h.dir.join("introspect.sock")).with_event_sink(tx);
+    // Taken before subscribing, so the host's interval starts after it.
+    let began = std::time::Instant::now();
+    let subscribed = ok(call(&sub, "subscribe", json!({"coalesceMs": EVERY_MS})).await);
+    assert_eq!(subscribed["subscribed"], true);
+    assert_eq!(subscribed["coalesceMs"], EVERY_MS);
+    let start_seq = subscribed["seq"].as_u64().unwrap();
+
+    let task = start_task(&h, json!({})).await;
+    for i in 0..20 {
+        ok(call_id(&h.bridge, &format!("f{i}"), "page.fill", fill(&task, "a")).await);
+    }
+    ok(call_id(&h.bridge, "f0", "page.fill", fill(&task, "a")).await);
+    let reused = call_id(&h.bridge, "f0", "page.fill", fill(&task, "other")).await;
+    assert_eq!(err_code(&reused), "MCP_REQUEST_ID_REUSED");
+    let snap = ok(call(&h.intro, "snapshot", json!({})).await);
+    let end_seq = snap["seq"].as_u64().unwrap();
+    assert!(end_seq > start_seq);
+
+    // Frames chain without gaps from the subscription's seq until one covers the whole run.
+    let mut frames = Vec::new();
+    let mut next_from = start_seq + 1;
+    loop {
+        let f = tokio::time::timeout(PATIENCE, rx.recv())
+            .await
+            .expect("a changed frame arrives")
+            .expect("sink open");
+        assert_eq!(f["event"], "changed", "{f}");
+        let (from, to) = (
+            f["data"]["fromSeq"].as_u64().unwrap(),
+            f["data"]["toSeq"].as_u64().unwrap(),
+        );
+        assert_eq!(from, next_from, "{f}");
+        assert!(to >= from, "{f}");
+        assert_eq!(f["seq"], to, "{f}");
+        next_from = to + 1;
+        frames.push(f);
+        if to >= end_seq {
+            break;
+        }
+    }
+    let elapsed = began.elapsed().as_millis() as u64;
+    // Never more than one frame per interval (the first one comes an interval after subscribe).
+    assert!(
+        (frames.len() as u64) <= elapsed / EVERY_MS,
+        "{} frames in {elapsed} ms",
+        frames.len()
+    );
+    let last = &frames.last().unwrap()["data"];
+    assert_eq!(last["toSeq"], end_seq);
+    assert_eq!(last["counters"], snap["counters"]);
+    assert_eq!(last["receipts"], snap["receipts"]);
+    assert_eq!(last["counters"]["executions"], 21);
+    assert_eq!(last["counters"]["replays"], 1);
+    assert_eq!(last["counters"]["rejectedReused"], 1);
+
+    // Idle: nothing changes, so nothing is sent.
+    let idle = tokio::time::timeout(Duration::from_millis(EVERY_MS * 4), rx.recv()).await;
+    assert!(idle.is_err(), "a frame while idle: {idle:?}");
+
+    // The next change is reported, starting right after the last frame.
+    ok(call_id(&h.bridge, "g1", "page.fill", fill(&task, "b")).await);
+    let f = tokio::time::timeout(PATIENCE, rx.recv())
+        .await
+        .expect("a changed frame arrives")
+        .expect("sink open");
+    assert_eq!(f["data"]["fromSeq"], end_seq + 1, "{f}");
+    assert_eq!(f["data"]["counters"]["executions"], 22, "{f}");
+    h.running.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_subscriber_that_never_reads_does_not_stop_the_bridge_and_is_told_it_lagged() {
     const CONNECTIONS: usize = 8;
     const PER_CONNECTION: usize = 12_500;
@@ -824,6 +900,10 @@ async fn bad_input_gets_clear_errors_and_creates_nothing() {
         ("receipts.get", json!({}), "BAD_REQUEST"),
         ("tasks.list", json!({"state": "asleep"}), "BAD_REQUEST"),
         ("snapshot", json!({"x": 1}), "BAD_REQUEST"),
+        ("subscribe", json!({"coalesceMs": 0}), "BAD_REQUEST"),
+        ("subscribe", json!({"coalesceMs": 60_001}), "BAD_REQUEST"),
+        ("subscribe", json!({"coalesceMs": "250"}), "BAD_REQUEST"),
+        ("subscribe", json!({"coalesce": 250}), "BAD_REQUEST"),
         ("receipts.clearPrepare", json!({}), "BAD_REQUEST"),
         (
             "receipts.clearPrepare",

@@ -12,8 +12,8 @@ use serde_json::{json, Value};
 
 use super::keymap::{command_for, Command};
 
-/// The shortest time between two re-reads caused by host events: a busy host is shown at most
-/// twice a second, so a subscribed console costs the host little however many events it sends.
+/// The shortest time between two re-reads caused by host changes: a busy host is shown at most
+/// twice a second, so a subscribed console costs the host little however busy it is.
 pub const REFRESH_EVERY_MS: i64 = 500;
 
 /// Seconds of history in each sparkline.
@@ -35,35 +35,8 @@ pub struct Capacity {
     pub tombstone_capacity: u64,
 }
 
-/// The host's counters since its start.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Counters {
-    /// Executions started.
-    pub executions: u64,
-    /// Duplicates that joined a running execution.
-    pub joins: u64,
-    /// Stored replies sent again.
-    pub replays: u64,
-    /// Reused IDs with other content.
-    pub rejected_reused: u64,
-    /// New IDs refused because the book was full.
-    pub rejected_capacity: u64,
-    /// Cleared IDs refused.
-    pub rejected_cleared: u64,
-    /// Mutations refused on blocked tasks.
-    pub rejected_blocked: u64,
-}
-
-impl Counters {
-    /// Every refusal since start.
-    pub fn refusals(&self) -> u64 {
-        self.rejected_reused
-            + self.rejected_capacity
-            + self.rejected_cleared
-            + self.rejected_blocked
-    }
-}
+/// The host's counters since its start, as `snapshot` and `changed` frames carry them.
+pub use crate::host::Counters;
 
 /// The last read-only verification of a pending outcome.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -375,16 +348,23 @@ impl Activity {
         }
     }
 
-    fn count(&mut self, now_ms: i64, kind: &str) {
+    /// Adds what happened since the last counted change to the current second.
+    fn add(&mut self, now_ms: i64, since: &Counters, now: &Counters) {
         self.roll(now_ms);
-        let q = match kind {
-            "receipt.created" => &mut self.executions,
-            "receipt.replayed" => &mut self.replays,
-            "request.rejected" => &mut self.refusals,
-            _ => return,
-        };
-        if let Some(last) = q.back_mut() {
-            *last += 1;
+        for (q, n) in [
+            (
+                &mut self.executions,
+                now.executions.saturating_sub(since.executions),
+            ),
+            (&mut self.replays, now.replays.saturating_sub(since.replays)),
+            (
+                &mut self.refusals,
+                now.refusals().saturating_sub(since.refusals()),
+            ),
+        ] {
+            if let Some(last) = q.back_mut() {
+                *last += n;
+            }
         }
     }
 }
@@ -450,6 +430,9 @@ pub struct App {
     dirty: bool,
     /// When the last coalesced re-read was sent (ms).
     last_refresh: i64,
+    /// The host's counters at the last sequence number the sparklines include; `None` until
+    /// the first snapshot or `changed` frame of a connection.
+    counted: Option<(u64, Counters)>,
 }
 
 /// Everything that can happen to the console.
@@ -569,6 +552,7 @@ impl App {
             page_in_flight: false,
             dirty: false,
             last_refresh: i64::MIN / 2,
+            counted: None,
         }
     }
 
@@ -774,6 +758,8 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
         Action::Connected => {
             app.link = Link::Connected;
             app.dirty = false;
+            // A new connection may be a new host run, whose counters start again.
+            app.counted = None;
             app.last_refresh = app.now;
             Some(Effect::Refresh)
         }
@@ -815,6 +801,9 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                     app.task_selected = app.task_selected.min(s.tasks.len().saturating_sub(1));
                     app.blocked_selected =
                         app.blocked_selected.min(s.pending.len().saturating_sub(1));
+                    if app.counted.is_none() {
+                        app.counted = Some((s.seq, s.counters));
+                    }
                     app.snapshot = Some(s);
                 }
                 Err(e) => app.notice(format!("the host's snapshot could not be read: {e}"), true),
@@ -983,17 +972,32 @@ fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
+/// A host frame: a `changed` frame of the console's coalesced subscription (feeding the
+/// sparklines from counter differences), or any event of a full subscription.
 fn on_event(app: &mut App, ev: &Value) -> Option<Effect> {
     let kind = ev["event"].as_str().unwrap_or_default();
-    if let (Some(seq), Some(s)) = (ev["seq"].as_u64(), app.snapshot.as_ref()) {
-        if seq <= s.seq && kind != "lagged" {
-            return None;
-        }
-    }
-    app.activity.count(app.now, kind);
     if kind == "lagged" {
         app.dirty = false;
         return Some(Effect::Refresh);
+    }
+    let seq = ev["seq"].as_u64();
+    if kind == "changed" {
+        if let (Some(to_seq), Ok(counters)) = (seq, Counters::deserialize(&ev["data"]["counters"]))
+        {
+            match &app.counted {
+                Some((counted_seq, since)) if to_seq > *counted_seq => {
+                    app.activity.add(app.now, since, &counters);
+                    app.counted = Some((to_seq, counters));
+                }
+                Some(_) => {}
+                None => app.counted = Some((to_seq, counters)),
+            }
+        }
+    }
+    if let (Some(seq), Some(s)) = (seq, app.snapshot.as_ref()) {
+        if seq <= s.seq {
+            return None;
+        }
     }
     app.dirty = true;
     None

@@ -1,7 +1,8 @@
 //! The console's connection to the host's introspection socket.
 //!
-//! A supervisor keeps one subscribed connection: `host.hello`, `subscribe`, then it forwards
-//! event frames until the connection ends, and reconnects with backoff. Every [`Effect`] is one
+//! A supervisor keeps one subscribed connection: `host.hello`, a coalesced `subscribe` (one
+//! `changed` frame per [`COALESCE_MS`] at most, which costs the host nothing per event), then it
+//! forwards those frames until the connection ends, and reconnects with backoff. Every [`Effect`] is one
 //! call, run once: a read, a verification or a clear step is never re-sent by this module — a
 //! call cut off by a lost connection comes back as an error marked `unknown`.
 
@@ -19,6 +20,9 @@ use crate::server::INTROSPECT_SOCKET;
 
 /// How long a console call waits for its reply (a verification may take an action timeout).
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// The interval of the console's coalesced subscription: the sparklines get four points a
+/// second and the screen is re-read at most every [`super::app::REFRESH_EVERY_MS`].
+pub const COALESCE_MS: u64 = 250;
 /// The first reconnection delay; it doubles up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 /// The longest wait between reconnection attempts.
@@ -146,7 +150,11 @@ async fn supervise(path: PathBuf, net: Net) {
             .with_event_sink(events_tx);
         let subscribed = async {
             reply_of(client.call("host.hello", json!({})).await)?;
-            reply_of(client.call("subscribe", json!({})).await)
+            reply_of(
+                client
+                    .call("subscribe", json!({"coalesceMs": COALESCE_MS}))
+                    .await,
+            )
         }
         .await;
         match subscribed {

@@ -670,39 +670,36 @@ fn v_with_nothing_blocked_says_so() {
         .contains("no blocked outcome"));
 }
 
+/// A `changed` frame of the console's coalesced subscription.
+fn changed(from: u64, to: u64, executions: u64, replays: u64, refusals: u64) -> Action {
+    Action::Event(json!({"event": "changed", "seq": to, "at": ts(0), "data": {
+        "fromSeq": from, "toSeq": to,
+        "counters": {"executions": executions, "joins": 0, "replays": replays, "rejectedReused": refusals,
+                     "rejectedCapacity": 0, "rejectedCleared": 0, "rejectedBlocked": 0},
+        "receipts": {"used": executions, "capacity": 60, "running": 0, "tombstones": 0, "tombstoneCapacity": 10}
+    }}))
+}
+
 #[test]
-fn events_feed_the_sparklines_and_a_coalesced_refresh() {
+fn changed_frames_feed_the_sparklines_and_a_coalesced_refresh() {
+    // The snapshot says seq 10 with executions 5, replays 9 and 6 refusals.
     let mut app = connected(100, 30, 5, 60, 5, false);
     assert_eq!(
         update(&mut app, Action::Tick(NOW + 100)),
         None,
         "nothing changed, nothing read"
     );
-    for (seq, kind) in [
-        (11, "receipt.created"),
-        (12, "receipt.created"),
-        (13, "receipt.replayed"),
-        (14, "request.rejected"),
-    ] {
-        assert_eq!(
-            update(
-                &mut app,
-                Action::Event(json!({"event": kind, "seq": seq, "at": ts(0), "data": {}}))
-            ),
-            None
-        );
-    }
+    assert_eq!(update(&mut app, changed(11, 12, 7, 9, 6)), None);
+    assert_eq!(update(&mut app, changed(13, 14, 7, 10, 7)), None);
     assert_eq!(
-        update(
-            &mut app,
-            Action::Event(json!({"event": "receipt.created", "seq": 9, "data": {}}))
-        ),
-        None
+        update(&mut app, changed(5, 9, 1, 1, 1)),
+        None,
+        "a frame the counted state already includes"
     );
     assert_eq!(
         app.activity.executions.back(),
         Some(&2),
-        "events already in the snapshot are not counted"
+        "the differences from the snapshot's counters, not the totals"
     );
     assert_eq!(app.activity.replays.back(), Some(&1));
     assert_eq!(app.activity.refusals.back(), Some(&1));
@@ -712,6 +709,7 @@ fn events_feed_the_sparklines_and_a_coalesced_refresh() {
         "one read for a burst"
     );
     assert_eq!(update(&mut app, Action::Tick(NOW + 1_200)), None);
+    assert_eq!(update(&mut app, changed(15, 16, 10, 10, 7)), None);
     assert_eq!(
         app.activity
             .executions
@@ -719,7 +717,8 @@ fn events_feed_the_sparklines_and_a_coalesced_refresh() {
             .rev()
             .take(2)
             .collect::<Vec<_>>(),
-        [&0, &2]
+        [&3, &2],
+        "each second gets what changed in it"
     );
     assert_eq!(
         update(
@@ -728,6 +727,31 @@ fn events_feed_the_sparklines_and_a_coalesced_refresh() {
         ),
         Some(Effect::Refresh)
     );
+}
+
+#[test]
+fn a_new_connection_counts_from_its_first_counters() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, changed(11, 12, 8, 9, 7));
+    assert_eq!(app.activity.executions.back(), Some(&3));
+    // The host restarted: its counters start again, and nothing is counted twice or negative.
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "gone".into(),
+            attempts: 1,
+        },
+    );
+    assert_eq!(update(&mut app, Action::Connected), Some(Effect::Refresh));
+    update(&mut app, changed(1, 3, 2, 0, 0));
+    assert_eq!(
+        app.activity.executions.back(),
+        Some(&3),
+        "the first frame of a connection is only a baseline"
+    );
+    update(&mut app, changed(4, 6, 6, 1, 0));
+    assert_eq!(app.activity.executions.back(), Some(&7));
+    assert_eq!(app.activity.replays.back(), Some(&1));
 }
 
 #[test]
@@ -828,19 +852,18 @@ fn snapshot_empty_host() {
 #[test]
 fn snapshot_busy_host() {
     let mut app = connected(120, 34, 48, 60, 48, true);
+    // The same per-second activity as before coalescing, as counter totals per second.
+    let (mut seq, mut totals) = (10, [48u64, 9, 6]);
     for s in 0..40 {
         update(&mut app, Action::Tick(NOW + s * 1000));
-        for (i, kind) in ["receipt.created", "receipt.replayed", "request.rejected"]
-            .iter()
-            .enumerate()
-        {
-            for _ in 0..((s as usize * (i + 1)) % 7) {
-                update(
-                    &mut app,
-                    Action::Event(json!({"event": kind, "seq": 100, "data": {}})),
-                );
-            }
+        for (i, total) in totals.iter_mut().enumerate() {
+            *total += (s as u64 * (i as u64 + 1)) % 7;
         }
+        update(
+            &mut app,
+            changed(seq + 1, seq + 10, totals[0], totals[1], totals[2]),
+        );
+        seq += 10;
     }
     update(&mut app, Action::Tick(NOW + 40_000));
     app.now = NOW;

@@ -276,7 +276,7 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     ])
     .areas(inner);
     let (cap, counters) = match &app.snapshot {
-        Some(s) => (s.receipts.clone(), s.counters.clone()),
+        Some(s) => (s.receipts.clone(), s.counters),
         None => Default::default(),
     };
     let ratio = if cap.capacity == 0 {
