@@ -107,22 +107,6 @@ fn bench(c: &mut Criterion) {
         .prefix("pl")
         .tempdir_in("/tmp")
         .unwrap();
-    let dir = tmp.path().join("s");
-    let running = start_polaris(&srv, &dir);
-    let bridge = dir.join("bridge.sock");
-    let task = cli.block_on(async {
-        let mut io = BufReader::new(connect(&bridge).await);
-        io.get_mut()
-            .write_all(
-                b"{\"id\":\"start\",\"method\":\"task.start\",\"params\":{\"title\":\"bench\"}}\n",
-            )
-            .await
-            .unwrap();
-        let mut line = String::new();
-        io.read_line(&mut line).await.unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
-        v["result"]["taskId"].as_str().unwrap().to_owned()
-    });
     let seen = Arc::new(AtomicU64::new(0));
     let console_seen = Arc::new(AtomicU64::new(0));
     let counter = AtomicU64::new(0);
@@ -132,12 +116,33 @@ fn bench(c: &mut Criterion) {
     g.sample_size(10)
         .measurement_time(Duration::from_secs(8))
         .warm_up_time(Duration::from_secs(1));
-    for (name, kind) in [
+    for (case, (name, kind)) in [
         ("none", Subscriber::None),
         ("console", Subscriber::Console),
         ("reading", Subscriber::Reading),
         ("stuck", Subscriber::Stuck),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // Each case gets a host of its own, starting from an empty book: one shared host would
+        // make every later case pay for the millions of receipts the earlier ones left behind.
+        let dir = tmp.path().join(format!("s{case}"));
+        let running = start_polaris(&srv, &dir);
+        let bridge = dir.join("bridge.sock");
+        let task = cli.block_on(async {
+            let mut io = BufReader::new(connect(&bridge).await);
+            io.get_mut()
+            .write_all(
+                b"{\"id\":\"start\",\"method\":\"task.start\",\"params\":{\"title\":\"bench\"}}\n",
+            )
+            .await
+            .unwrap();
+            let mut line = String::new();
+            io.read_line(&mut line).await.unwrap();
+            let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+            v["result"]["taskId"].as_str().unwrap().to_owned()
+        });
         // The subscriber lives for the whole case; it connects before the first request.
         let intro = dir.join("introspect.sock");
         let seen = match kind {
@@ -209,6 +214,7 @@ fn bench(c: &mut Criterion) {
         if let Some(h) = holder {
             h.abort();
         }
+        srv.block_on(running.stop());
     }
     g.finish();
     eprintln!(
@@ -216,7 +222,6 @@ fn bench(c: &mut Criterion) {
         seen.load(Ordering::Relaxed),
         console_seen.load(Ordering::Relaxed)
     );
-    srv.block_on(running.stop());
 }
 
 criterion_group!(benches, bench);
