@@ -208,16 +208,7 @@ impl Default for EventBus {
 impl EventBus {
     /// Publishes an event; `data` is only built when a full-stream subscriber listens.
     pub fn publish(&mut self, kind: &'static str, at: i64, data: impl FnOnce() -> Value) {
-        self.seq += 1;
-        self.published.store(self.seq, Ordering::Relaxed);
-        if self.sender.receiver_count() > 0 {
-            let _ = self.sender.send(Arc::new(Event {
-                seq: self.seq,
-                at,
-                kind,
-                data: EventData::Json(data()),
-            }));
-        }
+        self.publish_data(kind, at, || EventData::Json(data()));
     }
 
     /// Publishes a receipt event; its facts are only copied when a full-stream subscriber
@@ -228,6 +219,12 @@ impl EventBus {
         at: i64,
         facts: impl FnOnce() -> ReceiptFacts,
     ) {
+        self.publish_data(kind, at, || EventData::Receipt(facts()));
+    }
+
+    /// Numbers the event (coalesced subscribers only watch this number) and builds and sends
+    /// its data only when a full-stream subscriber listens.
+    fn publish_data(&mut self, kind: &'static str, at: i64, data: impl FnOnce() -> EventData) {
         self.seq += 1;
         self.published.store(self.seq, Ordering::Relaxed);
         if self.sender.receiver_count() > 0 {
@@ -235,7 +232,7 @@ impl EventBus {
                 seq: self.seq,
                 at,
                 kind,
-                data: EventData::Receipt(facts()),
+                data: data(),
             }));
         }
     }
