@@ -15,15 +15,19 @@ use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput};
 use interprocess::local_socket::tokio::{prelude::*, Stream};
 use interprocess::local_socket::GenericFilePath;
 use polaris::book::{Book, RequestKey};
-use polaris::host::{Handled, Host, HostConfig};
+use polaris::host::{Handled, Host};
 use polaris::protocol::{fingerprint, read_frame, FrameRead, Method, Outcome};
-use polaris::server::{Connection, Limits, Running, ServeOptions, Service};
+use polaris::server::{Connection, Limits, Service};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::runtime::Runtime;
 
 #[path = "support/table.rs"]
 mod table;
+
+#[path = "support/host.rs"]
+mod host;
+use host::start_polaris;
 
 // ---------------------------------------------------------------------------------------------
 // A counting allocator, switched on only while the memory figures are taken.
@@ -124,28 +128,6 @@ fn uuid() -> String {
 
 // ---------------------------------------------------------------------------------------------
 // Servers under test and baselines
-
-/// Polaris in-process, on the server runtime, with the fixture executor.
-fn start_polaris(srv: &Runtime, dir: &Path, capacity: usize) -> Running {
-    let _enter = srv.enter();
-    let options = ServeOptions {
-        socket_dir: dir.to_path_buf(),
-        host: HostConfig {
-            capacity,
-            ..HostConfig::default()
-        },
-        limits: Limits {
-            max_frame_bytes: polaris::protocol::DEFAULT_MAX_FRAME_BYTES,
-            max_connections: 256,
-        },
-        audit_log: dir.join("audit.jsonl"),
-    };
-    polaris::server::start(
-        &options,
-        Arc::new(polaris::executor::FixtureExecutor::new()),
-    )
-    .expect("the host starts")
-}
 
 /// The raw echo: the same line codec, each line written straight back; lines that arrived
 /// together go back in one write. The cost of the socket and the framing, nothing else.

@@ -16,10 +16,13 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use interprocess::local_socket::tokio::{prelude::*, Stream};
 use interprocess::local_socket::GenericFilePath;
-use polaris::host::HostConfig;
-use polaris::server::{Limits, Running, ServeOptions};
+
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::runtime::Runtime;
+
+#[path = "support/host.rs"]
+mod host;
+use host::start_polaris;
 
 const CLIENTS: usize = 32;
 const PER_CLIENT: usize = 500;
@@ -31,27 +34,6 @@ fn runtime(threads: usize) -> Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-fn start_polaris(srv: &Runtime, dir: &Path) -> Running {
-    let _enter = srv.enter();
-    let options = ServeOptions {
-        socket_dir: dir.to_path_buf(),
-        host: HostConfig {
-            capacity: 50_000_000,
-            ..HostConfig::default()
-        },
-        limits: Limits {
-            max_frame_bytes: polaris::protocol::DEFAULT_MAX_FRAME_BYTES,
-            max_connections: 256,
-        },
-        audit_log: dir.join("audit.jsonl"),
-    };
-    polaris::server::start(
-        &options,
-        Arc::new(polaris::executor::FixtureExecutor::new()),
-    )
-    .unwrap()
 }
 
 async fn connect(path: &Path) -> Stream {
@@ -128,7 +110,7 @@ fn bench(c: &mut Criterion) {
         // Each case gets a host of its own, starting from an empty book: one shared host would
         // make every later case pay for the millions of receipts the earlier ones left behind.
         let dir = tmp.path().join(format!("s{case}"));
-        let running = start_polaris(&srv, &dir);
+        let running = start_polaris(&srv, &dir, 50_000_000);
         let bridge = dir.join("bridge.sock");
         let task = cli.block_on(async {
             let mut io = BufReader::new(connect(&bridge).await);
