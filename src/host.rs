@@ -312,6 +312,14 @@ impl Host {
                 return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
             }
         };
+        self.handle_command(id, cmd, request)
+    }
+
+    /// Applies the receipt rules to a request whose params are already checked: `request` is
+    /// its canonical `{method, params}` (the fingerprint the receipt keeps).
+    fn handle_command(&self, id: &str, cmd: Command, request: String) -> Handled {
+        let run_id = self.run_id();
+        let method = cmd.method();
         let key = RequestKey::new(id);
         let now = now_millis();
 
