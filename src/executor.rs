@@ -135,6 +135,17 @@ impl FixturePage {
         }
     }
 
+    /// Wakes whoever waits for the page to change. Nobody usually does (only an observation
+    /// waiting for its expectation), and waking an empty watch still costs a round of
+    /// notifications, so the counter moves silently then: a later observer reads the page
+    /// itself before waiting, and every change happens before this call.
+    fn announce_change(&self) {
+        self.changed.send_if_modified(|v| {
+            *v += 1;
+            self.changed.receiver_count() > 0
+        });
+    }
+
     fn apply_submit(&self, mutations: &AtomicU64) {
         {
             let mut s = self.state.lock().expect("fixture page lock");
@@ -142,7 +153,7 @@ impl FixturePage {
             s.status = format!("Saved #{}", s.submissions);
         }
         mutations.fetch_add(1, Ordering::SeqCst);
-        self.changed.send_modify(|v| *v += 1);
+        self.announce_change();
     }
 
     /// Reads with the page's read delay; `None` when the deadline comes first.
@@ -282,7 +293,7 @@ impl Executor for FixtureExecutor {
                         .expect("fixture page lock")
                         .fields
                         .insert(target.clone(), value.clone());
-                    page.changed.send_modify(|v| *v += 1);
+                    page.announce_change();
                     // A fill's expectation is implicit: the field holds the value.
                     return ActionOutcome::Applied(Observation { target, value });
                 }
@@ -325,7 +336,7 @@ impl Executor for FixtureExecutor {
             if options.fail_submit {
                 page.state.lock().expect("fixture page lock").status =
                     "Error: submit rejected".to_owned();
-                page.changed.send_modify(|v| *v += 1);
+                page.announce_change();
                 return ActionOutcome::Failed(
                     "the backend rejected the submit; nothing was saved".into(),
                 );
