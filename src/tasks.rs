@@ -12,6 +12,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use crate::book::RequestKey;
 use crate::protocol::{format_millis, ErrorCode, Expect, Method};
 
 /// A task's ID, shared cheaply between the task table and the receipts that name it.
@@ -146,14 +147,15 @@ impl PendingOutcome {
 /// One line of a task's history.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HistoryEntry {
-    /// The request ID, when the entry came from a request.
-    pub request_id: String,
+    /// The request ID, when the entry came from a request (kept as the book keys it, so
+    /// recording an action allocates nothing).
+    pub request_id: RequestKey,
     /// The method.
     pub method: Method,
     /// When it happened (epoch ms).
     pub at: i64,
     /// `ok`, an error code, or a verification outcome.
-    pub result: String,
+    pub result: &'static str,
 }
 
 /// Why a task refuses a mutation.
@@ -253,15 +255,15 @@ impl Task {
     }
 
     /// Appends to the bounded history.
-    pub fn record(&mut self, request_id: &str, method: Method, at: i64, result: &str) {
+    pub fn record(&mut self, request_id: &RequestKey, method: Method, at: i64, result: &'static str) {
         if self.history.len() == HISTORY_LIMIT {
             self.history.pop_front();
         }
         self.history.push_back(HistoryEntry {
-            request_id: request_id.to_owned(),
+            request_id: request_id.clone(),
             method,
             at,
-            result: result.to_owned(),
+            result,
         });
     }
 
@@ -299,7 +301,12 @@ impl Task {
         } else {
             first.last_verify = Some(record);
         }
-        self.record(&request_id, Method::TaskVerifyOutcome, at, outcome.as_str());
+        self.record(
+            &RequestKey::new(&request_id),
+            Method::TaskVerifyOutcome,
+            at,
+            outcome.as_str(),
+        );
         self.updated_at = at;
     }
 
@@ -327,7 +334,7 @@ impl Task {
             "state": self.state().as_str(),
             "createdAt": format_millis(self.created_at),
             "history": self.history.iter().map(|h| json!({
-                "requestId": h.request_id,
+                "requestId": h.request_id.to_string(),
                 "method": h.method.as_str(),
                 "at": format_millis(h.at),
                 "result": h.result,
@@ -493,7 +500,7 @@ mod tests {
         assert_eq!(t.state(), TaskState::Blocked);
         t.apply_verification(verify(VerifyOutcome::Confirmed, 40));
         assert_eq!(t.state(), TaskState::Running);
-        let results: Vec<_> = t.history.iter().map(|h| h.result.as_str()).collect();
+        let results: Vec<_> = t.history.iter().map(|h| h.result).collect();
         assert_eq!(results, ["not_observed", "unknown", "confirmed"]);
     }
 
@@ -535,9 +542,9 @@ mod tests {
     fn history_is_bounded() {
         let mut t = Task::new("t".into(), "x".into(), None, 0);
         for i in 0..(HISTORY_LIMIT + 20) {
-            t.record(&format!("r{i}"), Method::PageFill, i as i64, "ok");
+            t.record(&RequestKey::new(&format!("r{i}")), Method::PageFill, i as i64, "ok");
         }
         assert_eq!(t.history.len(), HISTORY_LIMIT);
-        assert_eq!(t.history.front().unwrap().request_id, "r20");
+        assert_eq!(t.history.front().unwrap().request_id.to_string(), "r20");
     }
 }
