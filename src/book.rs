@@ -36,7 +36,8 @@ impl RequestKey {
         if id.len() == 36 {
             if let Ok(u) = uuid::Uuid::try_parse(id) {
                 // Only the canonical spelling round-trips; keep anything else as text.
-                if u.hyphenated().to_string() == id {
+                let mut canonical = [0u8; uuid::fmt::Hyphenated::LENGTH];
+                if u.hyphenated().encode_lower(&mut canonical).as_bytes() == id.as_bytes() {
                     return RequestKey::Uuid(*u.as_bytes());
                 }
             }
@@ -95,6 +96,19 @@ pub struct Receipt {
 }
 
 impl Receipt {
+    fn running(request: Box<str>, method: Method, task_id: Option<TaskId>, now: i64) -> Receipt {
+        Receipt {
+            request,
+            task_id,
+            method,
+            first_seen: now,
+            completed_at: 0,
+            joins: 0,
+            replays: 0,
+            reply: ReplySlot::Running(None),
+        }
+    }
+
     /// The stored outcome, once the execution finished.
     pub fn outcome(&self) -> Option<&Arc<Outcome>> {
         match &self.reply {
@@ -162,8 +176,39 @@ pub enum Entry<'a> {
     Receipt(&'a mut Receipt),
     /// A tombstone, with its batch.
     Tombstone(Tombstone, &'a ClearBatch),
-    /// Never seen in this run.
-    Vacant,
+    /// Never seen in this run: the place its receipt would take.
+    Vacant(Vacancy<'a>),
+}
+
+/// Where a new receipt goes, found by the same lookup that saw the ID was new, so creating
+/// the receipt costs no second search of a book that may hold millions.
+pub struct Vacancy<'a> {
+    slot: indexmap::map::VacantEntry<'a, RequestKey, Receipt>,
+    running: &'a mut usize,
+    capacity: usize,
+}
+
+impl Vacancy<'_> {
+    /// Creates a running receipt here, unless the book is full. Returns the receipt's position
+    /// in the book, a hint for [`Book::finish_at`].
+    pub fn insert_running(
+        self,
+        request: Box<str>,
+        method: Method,
+        task_id: Option<TaskId>,
+        now: i64,
+    ) -> Result<usize, BookFull> {
+        let used = self.slot.index();
+        if used >= self.capacity {
+            return Err(BookFull {
+                capacity: self.capacity,
+                used,
+            });
+        }
+        self.slot.insert(Receipt::running(request, method, task_id, now));
+        *self.running += 1;
+        Ok(used)
+    }
 }
 
 /// Why a new receipt could not be created.
@@ -255,6 +300,9 @@ impl Tombstones {
     }
 }
 
+/// How many receipts a new book reserves room for, at most (see [`Book::new`]).
+pub const RESERVED_RECEIPTS: usize = 1 << 20;
+
 /// The receipt book.
 pub struct Book {
     /// Receipts in the order they were created (oldest first), for newest/oldest listings.
@@ -268,9 +316,14 @@ pub struct Book {
 
 impl Book {
     /// An empty book with hard capacities for receipts and tombstones.
+    ///
+    /// Room for the first [`RESERVED_RECEIPTS`] receipts (or the capacity, if smaller) is
+    /// reserved at once: address space, not memory — pages are touched only as receipts
+    /// arrive — so a book filling up never stops to copy its whole receipt table into a bigger
+    /// one, which on a busy host cost more than the receipts themselves.
     pub fn new(capacity: usize, tombstone_capacity: usize) -> Book {
         Book {
-            receipts: IndexMap::new(),
+            receipts: IndexMap::with_capacity(capacity.min(RESERVED_RECEIPTS)),
             tombstones: Tombstones::default(),
             batches: Vec::new(),
             capacity,
@@ -281,12 +334,16 @@ impl Book {
 
     /// What the book holds for `key`.
     pub fn entry(&mut self, key: &RequestKey) -> Entry<'_> {
-        if let Some(r) = self.receipts.get_mut(key) {
-            return Entry::Receipt(r);
-        }
-        match self.tombstones.get(key) {
-            Some(t) => Entry::Tombstone(t, &self.batches[t.batch as usize]),
-            None => Entry::Vacant,
+        match self.receipts.entry(key.clone()) {
+            indexmap::map::Entry::Occupied(o) => Entry::Receipt(o.into_mut()),
+            indexmap::map::Entry::Vacant(slot) => match self.tombstones.get(key) {
+                Some(t) => Entry::Tombstone(t, &self.batches[t.batch as usize]),
+                None => Entry::Vacant(Vacancy {
+                    slot,
+                    running: &mut self.running,
+                    capacity: self.capacity,
+                }),
+            },
         }
     }
 
@@ -320,19 +377,8 @@ impl Book {
                 used: self.receipts.len(),
             });
         }
-        self.receipts.insert(
-            key,
-            Receipt {
-                request,
-                task_id,
-                method,
-                first_seen: now,
-                completed_at: 0,
-                joins: 0,
-                replays: 0,
-                reply: ReplySlot::Running(None),
-            },
-        );
+        self.receipts
+            .insert(key, Receipt::running(request, method, task_id, now));
         self.running += 1;
         Ok(())
     }
@@ -360,7 +406,23 @@ impl Book {
         outcome: Arc<Outcome>,
         now: i64,
     ) -> Result<Option<ReplyWaiters>, NotRunning> {
-        match self.receipts.get_mut(key) {
+        self.finish_at(usize::MAX, key, outcome, now)
+    }
+
+    /// [`Book::finish`], looking first at position `hint` (where the receipt was created; a
+    /// clear since then may have moved it, which the key comparison notices).
+    pub fn finish_at(
+        &mut self,
+        hint: usize,
+        key: &RequestKey,
+        outcome: Arc<Outcome>,
+        now: i64,
+    ) -> Result<Option<ReplyWaiters>, NotRunning> {
+        let receipt = match self.receipts.get_index_mut(hint) {
+            Some((k, r)) if k == key => Some(r),
+            _ => self.receipts.get_mut(key),
+        };
+        match receipt {
             Some(r) if r.is_running() => {
                 let ReplySlot::Running(waiters) =
                     std::mem::replace(&mut r.reply, ReplySlot::Done(outcome))
@@ -427,8 +489,9 @@ impl Book {
                 .map(|(k, digest)| (k, Tombstone { digest, batch }))
                 .collect(),
         );
-        // A large clear leaves the receipt table mostly empty: give the memory back.
-        if self.receipts.capacity() > 1024 && self.receipts.capacity() > 4 * self.receipts.len() {
+        // A large clear leaves the receipt table mostly empty: give the memory back. (Small
+        // clears keep the room, reserved or grown, for the receipts still to come.)
+        if cleared >= 1024 && self.receipts.capacity() > 4 * self.receipts.len() {
             self.receipts.shrink_to_fit();
         }
         Ok(cleared)
@@ -633,7 +696,7 @@ mod tests {
                                 let _same = *r.request == *request;
                             }
                             Entry::Tombstone(..) => prop_assert!(cleared.contains(&id)),
-                            Entry::Vacant => {
+                            Entry::Vacant(_) => {
                                 prop_assert!(!cleared.contains(&id));
                                 if let Ok(tx) = book.insert_running(key, request, Method::PageFill, None, 0) {
                                     *executions.entry(id).or_default() += 1;
@@ -662,7 +725,7 @@ mod tests {
                 // Nothing stored is ever lost: every ID is a receipt or a tombstone.
                 for id in &ever_stored {
                     let key = RequestKey::new(&format!("id-{id}"));
-                    prop_assert!(!matches!(book.entry(&key), Entry::Vacant), "id-{} was evicted", id);
+                    prop_assert!(!matches!(book.entry(&key), Entry::Vacant(_)), "id-{} was evicted", id);
                 }
                 prop_assert_eq!(book.running(), senders.len());
             }
