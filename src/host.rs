@@ -8,7 +8,6 @@
 //! the connection that asked for it, so a caller that disconnects cancels nothing; replies,
 //! errors and panics included, are stored and shared by every copy of the request.
 
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -133,6 +132,14 @@ enum Effect {
     Uncertain(Expect),
 }
 
+/// A fill's result, `{"target":…,"value":…}`, written without building a JSON value (the
+/// members in the order a JSON object would list them).
+#[derive(serde::Serialize)]
+struct Filled<'a> {
+    target: &'a str,
+    value: &'a str,
+}
+
 fn reject(id: Option<&str>, run_id: &str, error: ErrorBody) -> Handled {
     Handled::Ready(Outcome::err(&error).reply_line(id, run_id, ReceiptKind::None))
 }
@@ -154,6 +161,68 @@ impl Drop for Unfinished<'_> {
             self.host.lock().book.abandon_waiters(key);
         }
     }
+}
+
+/// An execution the executor has started.
+enum Started {
+    /// `task.start`: the new task's page opening.
+    Open(TaskId, BoxFuture<'static, Result<(), String>>),
+    /// A page action on a task.
+    Act(TaskId, BoxFuture<'static, ActionOutcome>),
+}
+
+/// What the executor answered.
+enum Finished {
+    Open(TaskId, Result<(), String>),
+    Act(TaskId, ActionOutcome),
+}
+
+impl Started {
+    /// Polls the executor's work once; `Some` when it answered without waiting.
+    fn poll_once(&mut self, cx: &mut std::task::Context<'_>) -> Option<Finished> {
+        use std::task::Poll;
+        match self {
+            Started::Open(t, f) => match f.as_mut().poll(cx) {
+                Poll::Ready(r) => Some(Finished::Open(t.clone(), r)),
+                Poll::Pending => None,
+            },
+            Started::Act(t, f) => match f.as_mut().poll(cx) {
+                Poll::Ready(r) => Some(Finished::Act(t.clone(), r)),
+                Poll::Pending => None,
+            },
+        }
+    }
+
+    /// Waits for the executor's answer.
+    async fn finish(self) -> Finished {
+        match self {
+            Started::Open(t, f) => Finished::Open(t, f.await),
+            Started::Act(t, f) => Finished::Act(t, f.await),
+        }
+    }
+}
+
+/// The stored outcome of an execution that panicked: `INTERNAL`, and uncertain when the action
+/// may have had an effect (never re-run; the task blocks until verified).
+fn panicked(
+    id: &str,
+    cmd: &Command,
+    task_id: Option<&str>,
+    panic: Box<dyn std::any::Any + Send>,
+) -> (Outcome, Effect) {
+    let method = cmd.method();
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into());
+    tracing::error!(request_id = %id, method = %method, "execution panicked: {what}");
+    let error = internal_error(id, method, task_id, &what);
+    let effect = match expectation(cmd) {
+        Some(e) => Effect::Uncertain(e),
+        None => Effect::None,
+    };
+    (Outcome::err(&error), effect)
 }
 
 /// Waits for a running receipt's outcome.
@@ -325,7 +394,7 @@ impl Host {
 
         let mut guard = self.lock();
         let st = &mut *guard;
-        match st.book.entry(&key) {
+        let vacancy = match st.book.entry(&key) {
             Entry::Receipt(r) => {
                 if *r.request != *request {
                     st.counters.rejected_reused += 1;
@@ -386,8 +455,8 @@ impl Host {
                 });
                 return reject(Some(id), run_id, error);
             }
-            Entry::Vacant => {}
-        }
+            Entry::Vacant(vacancy) => vacancy,
+        };
 
         if !method.is_mutating() {
             drop(guard);
@@ -429,7 +498,7 @@ impl Host {
                 };
                 if let Err(refusal) = task.admit(method) {
                     let code = refusal.code();
-                    task.record(id, method, now, code.as_str());
+                    task.record(&key, method, now, code.as_str());
                     let error = admission_error(task, method, code);
                     if code == ErrorCode::TaskBlocked {
                         st.counters.rejected_blocked += 1;
@@ -439,18 +508,12 @@ impl Host {
                     });
                     return reject(Some(id), run_id, error);
                 }
-                st.tasks.shared_id(tid)
+                Some(task.id.clone())
             }
         };
 
-        match st.book.insert_running(
-            key.clone(),
-            request.into_boxed_str(),
-            method,
-            task_id.clone(),
-            now,
-        ) {
-            Ok(()) => {}
+        let slot = match vacancy.insert_running(request.into_boxed_str(), method, task_id.clone(), now) {
+            Ok(slot) => slot,
             Err(full) => {
                 st.counters.rejected_capacity += 1;
                 st.events.publish("request.rejected", now, || {
@@ -469,7 +532,7 @@ impl Host {
                     .with_details(json!({"capacity": full.capacity, "used": full.used})),
                 );
             }
-        }
+        };
         st.counters.executions += 1;
         st.events
             .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
@@ -486,7 +549,7 @@ impl Host {
                 Command::TaskStop(p) => task.stop(p.reason.clone(), now),
                 _ => task.finish(now),
             }
-            task.record(id, method, now, "ok");
+            task.record(&key, method, now, "ok");
             let state = task.state().as_str();
             let summary = task.summary_json();
             let outcome = Arc::new(Outcome::ok(&json!({"taskId": &**tid, "state": state})));
@@ -498,57 +561,56 @@ impl Host {
         }
         drop(guard);
 
-        // The execution owns everything it needs, so it can outlive the caller's connection.
-        // It is polled once right here: actions whose executor answers without waiting (the
-        // fixture's fills, a task's opening) complete inline with no task spawned; the others
-        // are spawned and keep running whatever happens to the caller.
-        let host = self.clone();
-        let exec_id = id.to_owned();
-        let mut execution = Box::pin(async move {
-            // Should this future be dropped unfinished (the runtime going away), the copies
-            // that joined learn there will be no reply instead of waiting forever.
-            let mut unfinished = Unfinished {
-                host: &host,
-                key: Some(&key),
-            };
-            let run = host.execute(&exec_id, &cmd, task_id.clone());
-            let (outcome, effect) = match AssertUnwindSafe(run).catch_unwind().await {
-                Ok(done) => done,
-                Err(panic) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".into());
-                    tracing::error!(request_id = %exec_id, method = %method, "execution panicked: {what}");
-                    let error = internal_error(&exec_id, method, task_id.as_deref(), &what);
-                    let effect = match expectation(&cmd) {
-                        Some(e) => Effect::Uncertain(e),
-                        None => Effect::None,
-                    };
-                    (Outcome::err(&error), effect)
-                }
-            };
-            let outcome = host.complete(&key, &exec_id, method, task_id, outcome, effect);
-            unfinished.key = None;
-            outcome
-        });
+        // The executor's work is started and polled once right here: actions it answers
+        // without waiting (the fixture's fills, a task's opening) complete inline, with no task
+        // spawned and nothing else allocated; the others are spawned, owning everything they
+        // need, and keep running whatever happens to the caller's connection.
         let waker = futures::task::noop_waker();
         let mut cx = std::task::Context::from_waker(&waker);
-        if let std::task::Poll::Ready(outcome) = execution.as_mut().poll(&mut cx) {
-            return Handled::Ready(outcome.reply_line(Some(id), run_id, ReceiptKind::New));
-        }
-        // Whatever the first poll registered with the no-op waker is registered again when the
-        // spawned task polls it with its own.
-        let done = tokio::spawn(execution);
-        let id = id.to_owned();
-        let host = self.clone();
-        Handled::Later(Box::pin(async move {
-            match done.await {
-                Ok(outcome) => outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New),
-                Err(_) => host.vanished(&id),
+        let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut started = self.start_execution(&cmd, task_id.as_ref());
+            match started.poll_once(&mut cx) {
+                Some(finished) => Ok(finished),
+                None => Err(started),
             }
-        }))
+        }));
+        let (outcome, effect) = match first {
+            Ok(Ok(finished)) => self.interpret(id, &cmd, finished),
+            Err(panic) => panicked(id, &cmd, task_id.as_deref(), panic),
+            Ok(Err(started)) => {
+                // Whatever the first poll registered with the no-op waker is registered again
+                // when the spawned task polls it with its own.
+                let host = self.clone();
+                let exec_id = id.to_owned();
+                let done = tokio::spawn(async move {
+                    // Should this future be dropped unfinished (the runtime going away), the
+                    // copies that joined learn there will be no reply instead of waiting forever.
+                    let mut unfinished = Unfinished {
+                        host: &host,
+                        key: Some(&key),
+                    };
+                    let (outcome, effect) = match AssertUnwindSafe(started.finish()).catch_unwind().await {
+                        Ok(finished) => host.interpret(&exec_id, &cmd, finished),
+                        Err(panic) => panicked(&exec_id, &cmd, task_id.as_deref(), panic),
+                    };
+                    let outcome = host.complete(&key, slot, &exec_id, method, task_id, outcome, effect, now_millis());
+                    unfinished.key = None;
+                    outcome
+                });
+                let id = id.to_owned();
+                let host = self.clone();
+                return Handled::Later(Box::pin(async move {
+                    match done.await {
+                        Ok(outcome) => outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New),
+                        Err(_) => host.vanished(&id),
+                    }
+                }));
+            }
+        };
+        // Completed inline: within microseconds of the receipt's creation, so its clock reading
+        // stands for the completion too.
+        let outcome = self.complete(&key, slot, id, method, task_id, outcome, effect, now);
+        Handled::Ready(outcome.reply_line(Some(id), run_id, ReceiptKind::New))
     }
 
     fn reply_when_done(
@@ -577,64 +639,67 @@ impl Host {
         .reply_line(Some(id), self.run_id(), ReceiptKind::None)
     }
 
-    /// Runs one mutation against the executor. Never called twice for one receipt.
-    async fn execute(&self, id: &str, cmd: &Command, task: Option<TaskId>) -> (Outcome, Effect) {
-        let executor = self.inner.executor.clone();
-        let deadline = Instant::now() + self.inner.config.action_timeout;
-        let method = cmd.method();
+    /// Starts one mutation on the executor. Never called twice for one receipt.
+    fn start_execution(&self, cmd: &Command, task: Option<&TaskId>) -> Started {
+        let executor = &self.inner.executor;
         if let Command::TaskStart(p) = cmd {
             let task_id: TaskId = uuid::Uuid::new_v4().to_string().into();
-            return match executor.open(task_id.clone(), p.fixture.clone().unwrap_or_default()).await {
-                Ok(()) => {
-                    let mut t = Task::new(task_id.clone(), p.title.clone(), p.url.clone(), now_millis());
-                    t.record(id, method, now_millis(), "ok");
-                    let result = json!({"taskId": &*task_id, "runId": self.run_id(), "state": "running"});
-                    (Outcome::ok(&result), Effect::TaskStarted(t))
-                }
-                Err(e) => (
-                    Outcome::err(&ErrorBody::new(
-                        ErrorCode::ActionFailed,
-                        format!("the executor could not open a page for the task: {e}; nothing was started"),
-                    )),
-                    Effect::None,
-                ),
-            };
+            let opening = executor.open(task_id.clone(), p.fixture.clone().unwrap_or_default());
+            return Started::Open(task_id, opening);
         }
-        let task = task.expect("page actions name an admitted task");
-        let (action, expect) = match cmd {
-            Command::PageFill(p) => (
-                Action::Fill {
-                    target: p.target.clone(),
-                    value: p.value.clone(),
-                },
-                expectation(cmd).expect("a fill has an implicit expectation"),
-            ),
-            Command::PageClick(p) => (
-                Action::Click {
-                    target: p.target.clone(),
-                    expect: p.expect.clone(),
-                },
-                p.expect.clone(),
-            ),
-            Command::PagePress(p) => (
-                Action::Press {
-                    key: p.key.clone(),
-                    target: p.target.clone(),
-                    expect: p.expect.clone(),
-                },
-                p.expect.clone(),
-            ),
+        let task = task.expect("page actions name an admitted task").clone();
+        let deadline = Instant::now() + self.inner.config.action_timeout;
+        let action = match cmd {
+            Command::PageFill(p) => Action::Fill {
+                target: p.target.clone(),
+                value: p.value.clone(),
+            },
+            Command::PageClick(p) => Action::Click {
+                target: p.target.clone(),
+                expect: p.expect.clone(),
+            },
+            Command::PagePress(p) => Action::Press {
+                key: p.key.clone(),
+                target: p.target.clone(),
+                expect: p.expect.clone(),
+            },
             other => unreachable!("{} is not executed as a page action", other.method()),
         };
-        match executor.act(task.clone(), action, deadline).await {
-            ActionOutcome::Applied(obs) => {
-                let result = match cmd {
-                    Command::PageFill(p) => json!({"target": p.target, "value": p.value}),
-                    _ => json!({"observation": obs}),
+        Started::Act(task.clone(), executor.act(task, action, deadline))
+    }
+
+    /// Turns what the executor answered into the stored outcome and its effect on the task.
+    fn interpret(&self, id: &str, cmd: &Command, finished: Finished) -> (Outcome, Effect) {
+        let method = cmd.method();
+        match finished {
+            Finished::Open(task_id, Ok(())) => {
+                let Command::TaskStart(p) = cmd else {
+                    unreachable!("only task.start opens a page")
                 };
-                (Outcome::ok(&result), Effect::None)
+                let now = now_millis();
+                let mut t = Task::new(task_id.clone(), p.title.clone(), p.url.clone(), now);
+                t.record(&RequestKey::new(id), method, now, "ok");
+                let result = json!({"taskId": &*task_id, "runId": self.run_id(), "state": "running"});
+                (Outcome::ok(&result), Effect::TaskStarted(t))
             }
-            ActionOutcome::Failed(reason) => (
+            Finished::Open(_, Err(e)) => (
+                Outcome::err(&ErrorBody::new(
+                    ErrorCode::ActionFailed,
+                    format!("the executor could not open a page for the task: {e}; nothing was started"),
+                )),
+                Effect::None,
+            ),
+            Finished::Act(_, ActionOutcome::Applied(obs)) => {
+                let outcome = match cmd {
+                    Command::PageFill(p) => Outcome::ok(&Filled {
+                        target: &p.target,
+                        value: &p.value,
+                    }),
+                    _ => Outcome::ok(&json!({"observation": obs})),
+                };
+                (outcome, Effect::None)
+            }
+            Finished::Act(task, ActionOutcome::Failed(reason)) => (
                 Outcome::err(
                     &ErrorBody::new(
                         ErrorCode::ActionFailed,
@@ -644,22 +709,25 @@ impl Host {
                 ),
                 Effect::None,
             ),
-            ActionOutcome::Uncertain(reason) => (
-                Outcome::err(
-                    &ErrorBody::new(
-                        ErrorCode::OutcomeUncertain,
-                        format!("the outcome of {method} (request {id}) is uncertain: {reason}. Do not resend it: call task.verifyOutcome for task {task} before sending anything else"),
-                    )
-                    .with_details(json!({
-                        "taskId": &*task,
-                        "requestId": id,
-                        "expect": expect,
-                        "reason": reason,
-                        "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
-                    })),
-                ),
-                Effect::Uncertain(expect),
-            ),
+            Finished::Act(task, ActionOutcome::Uncertain(reason)) => {
+                let expect = expectation(cmd).expect("page actions have an expectation");
+                (
+                    Outcome::err(
+                        &ErrorBody::new(
+                            ErrorCode::OutcomeUncertain,
+                            format!("the outcome of {method} (request {id}) is uncertain: {reason}. Do not resend it: call task.verifyOutcome for task {task} before sending anything else"),
+                        )
+                        .with_details(json!({
+                            "taskId": &*task,
+                            "requestId": id,
+                            "expect": expect,
+                            "reason": reason,
+                            "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
+                        })),
+                    ),
+                    Effect::Uncertain(expect),
+                )
+            }
         }
     }
 
@@ -669,13 +737,14 @@ impl Host {
     fn complete(
         &self,
         key: &RequestKey,
+        slot: usize,
         id: &str,
         method: Method,
         task_id: Option<TaskId>,
         outcome: Outcome,
         effect: Effect,
+        now: i64,
     ) -> Arc<Outcome> {
-        let now = now_millis();
         let outcome = Arc::new(outcome);
         let result = outcome.code.map_or("ok", ErrorCode::as_str);
         let mut guard = self.lock();
@@ -706,7 +775,7 @@ impl Host {
                     };
                     let pending_json = pending.to_json();
                     task.add_pending(pending);
-                    task.record(id, method, now, result);
+                    task.record(key, method, now, result);
                     let summary = task.summary_json();
                     let tid = task.id.clone();
                     st.events.publish(
@@ -719,11 +788,11 @@ impl Host {
             }
             Effect::None => {
                 if let Some(task) = task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
-                    task.record(id, method, now, result);
+                    task.record(key, method, now, result);
                 }
             }
         }
-        let waiters = st.book.finish(key, outcome.clone(), now).ok().flatten();
+        let waiters = st.book.finish_at(slot, key, outcome.clone(), now).ok().flatten();
         publish_completed(st, id, method, &outcome, now);
         let idle = st.book.running() == 0;
         drop(guard);
