@@ -5,7 +5,7 @@
 //! `cargo bench --bench budget` runs everything and prints the table of ratios at the end;
 //! `cargo run --release --example bench_table` prints it again from the saved results.
 
-use std::alloc::{GlobalAlloc, Layout, System};
+use std::alloc::{GlobalAlloc, Layout};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicIsize, Ordering};
 use std::sync::Arc;
@@ -30,7 +30,8 @@ mod host;
 use host::start_polaris;
 
 // ---------------------------------------------------------------------------------------------
-// A counting allocator, switched on only while the memory figures are taken.
+// A counting allocator, switched on only while the memory figures are taken, over the
+// allocator the `polaris` binary uses.
 
 struct Counting;
 
@@ -42,13 +43,13 @@ unsafe impl GlobalAlloc for Counting {
         if COUNTING.load(Ordering::Relaxed) {
             ALLOCATED.fetch_add(layout.size() as isize, Ordering::Relaxed);
         }
-        unsafe { System.alloc(layout) }
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         if COUNTING.load(Ordering::Relaxed) {
             ALLOCATED.fetch_sub(layout.size() as isize, Ordering::Relaxed);
         }
-        unsafe { System.dealloc(ptr, layout) }
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
     }
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
         if COUNTING.load(Ordering::Relaxed) {
@@ -57,7 +58,7 @@ unsafe impl GlobalAlloc for Counting {
                 Ordering::Relaxed,
             );
         }
-        unsafe { System.realloc(ptr, layout, new_size) }
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
     }
 }
 

@@ -24,6 +24,10 @@ use tokio::runtime::Runtime;
 mod host;
 use host::start_polaris;
 
+/// The allocator the `polaris` binary uses.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const CLIENTS: usize = 32;
 const PER_CLIENT: usize = 500;
 const WINDOW: usize = 64;
