@@ -230,24 +230,16 @@ pub struct Outcome {
 impl Outcome {
     /// A successful result.
     pub fn ok<T: Serialize + ?Sized>(result: &T) -> Outcome {
-        const PREFIX: &[u8] = b"\"ok\":true,\"result\":";
-        let mut body = Vec::with_capacity(128);
-        body.extend_from_slice(PREFIX);
-        serde_json::to_writer(&mut body, result).expect("a result always serialises");
         Outcome {
-            body: String::from_utf8(body)
-                .expect("serde_json writes UTF-8")
-                .into_boxed_str(),
+            body: stored_body(b"\"ok\":true,\"result\":", result),
             code: None,
         }
     }
 
     /// An error result.
     pub fn err(error: &ErrorBody) -> Outcome {
-        let mut body = String::from("\"ok\":false,\"error\":");
-        body.push_str(&serde_json::to_string(error).expect("an error body always serialises"));
         Outcome {
-            body: body.into_boxed_str(),
+            body: stored_body(b"\"ok\":false,\"error\":", error),
             code: Some(error.code),
         }
     }
@@ -267,14 +259,13 @@ impl Outcome {
         let mut line = Vec::with_capacity(self.body.len() + 96 + id.map_or(4, str::len));
         line.extend_from_slice(b"{\"id\":");
         match id {
-            // IDs are validated to a JSON-safe alphabet, but quote through serde to be sure.
-            Some(id) => serde_json::to_writer(&mut line, id).expect("a string always serialises"),
+            Some(id) => write_json_str(&mut line, id),
             None => line.extend_from_slice(b"null"),
         }
         line.push(b',');
         line.extend_from_slice(self.body.as_bytes());
         line.extend_from_slice(b",\"meta\":{\"runId\":");
-        serde_json::to_writer(&mut line, run_id).expect("a string always serialises");
+        write_json_str(&mut line, run_id);
         line.extend_from_slice(b",\"receipt\":\"");
         line.extend_from_slice(receipt.as_str().as_bytes());
         line.extend_from_slice(b"\"}}\n");
@@ -294,6 +285,45 @@ static ID_ALPHABET: [bool; 256] = {
     }
     table
 };
+
+/// Writes `prefix` and `value` into a stored reply body of exactly the right size: the text is
+/// built in a per-thread scratch buffer, so the receipt's copy is the one allocation it keeps.
+fn stored_body<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Box<str> {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|scratch| {
+        // A value's serialiser may itself build a reply body (nothing does today): fall back
+        // to a buffer of its own rather than borrow the scratch twice.
+        let mut own = Vec::new();
+        let mut guard = scratch.try_borrow_mut();
+        let buf = match guard.as_mut() {
+            Ok(b) => &mut **b,
+            Err(_) => &mut own,
+        };
+        buf.clear();
+        buf.extend_from_slice(prefix);
+        serde_json::to_writer(&mut *buf, value).expect("a reply body always serialises");
+        let body = std::str::from_utf8(buf).expect("serde_json writes UTF-8").into();
+        if buf.capacity() > 64 * 1024 {
+            // One huge reply must not pin its buffer to the thread forever.
+            *buf = Vec::new();
+        }
+        body
+    })
+}
+
+/// Writes a JSON string. Request and run IDs are drawn from an alphabet JSON needs no escapes
+/// for, so they are copied as they are; anything else is quoted through serde.
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| ID_ALPHABET[usize::from(b)]) {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, s).expect("a string always serialises");
+    }
+}
 
 /// Checks a request ID: 1–128 characters from `[A-Za-z0-9._:-]`.
 pub fn validate_id(id: &str) -> Result<(), String> {
@@ -1071,7 +1101,11 @@ pub fn now_rfc3339() -> String {
 
 /// Milliseconds since the Unix epoch.
 pub fn now_millis() -> i64 {
-    chrono::Utc::now().timestamp_millis()
+    // Read on every request: the system clock straight, without a calendar conversion.
+    match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => -i64::try_from(before.duration().as_millis()).unwrap_or(i64::MAX),
+    }
 }
 
 /// Formats epoch milliseconds as RFC 3339 UTC with milliseconds.
