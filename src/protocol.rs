@@ -1179,13 +1179,12 @@ pub fn is_canonical(text: &str) -> bool {
                 return None;
             }
             let start = self.pos;
-            loop {
-                match self.peek()? {
-                    b'"' => break,
-                    b'\\' => return None,
-                    0x20..=0x7e => self.pos += 1,
-                    _ => return None,
-                }
+            let len = self.bytes[start..]
+                .iter()
+                .position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\')?;
+            self.pos += len;
+            if self.peek() != Some(b'"') {
+                return None;
             }
             let bytes: &'a [u8] = self.bytes;
             let key = &bytes[start..self.pos];
@@ -1214,13 +1213,21 @@ pub fn is_canonical(text: &str) -> bool {
         fn string(&mut self) -> bool {
             self.pos += 1; // `"`
             loop {
-                match self.peek() {
-                    None | Some(0x00..=0x1f) => return false,
-                    Some(b'"') => {
+                // Everything but `"`, `\` and control characters, multi-byte UTF-8 included,
+                // is written as is.
+                let Some(len) = self.bytes[self.pos..]
+                    .iter()
+                    .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+                else {
+                    return false;
+                };
+                self.pos += len;
+                match self.bytes[self.pos] {
+                    b'"' => {
                         self.pos += 1;
                         return true;
                     }
-                    Some(b'\\') => {
+                    b'\\' => {
                         self.pos += 1;
                         let ok = match self.peek() {
                             Some(b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r') => {
@@ -1234,8 +1241,7 @@ pub fn is_canonical(text: &str) -> bool {
                             return false;
                         }
                     }
-                    // Everything else, multi-byte UTF-8 included, is written as is.
-                    Some(_) => self.pos += 1,
+                    _ => return false,
                 }
             }
         }
