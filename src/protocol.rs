@@ -7,7 +7,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
@@ -660,6 +662,26 @@ pub struct ReceiptStatusParams {
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
+/// Where a command's params are read from: a parsed [`Value`], or the raw params text of a
+/// frame, so that a well-formed request becomes a [`Command`] without building a `Value` first.
+pub trait Params {
+    /// Deserialises the params as `T`; the error is serde's own message, which differs between
+    /// sources (the host only shows the messages of the `Value` source).
+    fn typed<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error>;
+}
+
+impl Params for Value {
+    fn typed<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(self)
+    }
+}
+
+impl Params for RawValue {
+    fn typed<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.get())
+    }
+}
+
 /// A bridge request after validation: the typed command plus what the receipt book needs.
 #[derive(Clone, Debug)]
 pub enum Command {
@@ -731,13 +753,21 @@ impl Command {
     }
 
     /// Parses and checks the params of `method`. `check_target` is the executor's selector check.
-    pub fn parse(
+    ///
+    /// The params may be a parsed [`Value`] or the raw text of a frame's params ([`Params`]);
+    /// every check lives here either way.
+    pub fn parse<P: Params + ?Sized>(
         method: Method,
-        params: &Value,
+        params: &P,
         check_target: &dyn Fn(&str) -> Result<(), String>,
     ) -> Result<Command, String> {
-        fn typed<'a, T: Deserialize<'a>>(method: Method, params: &'a Value) -> Result<T, String> {
-            T::deserialize(params).map_err(|e| format!("invalid params for {method}: {e}"))
+        fn typed<T: DeserializeOwned, P: Params + ?Sized>(
+            method: Method,
+            params: &P,
+        ) -> Result<T, String> {
+            params
+                .typed()
+                .map_err(|e| format!("invalid params for {method}: {e}"))
         }
         let target_ok = |what: &str, target: &str| {
             check_target(target).map_err(|e| format!("invalid {what} for {method}: {e}"))
@@ -799,11 +829,11 @@ impl Command {
                 Command::TaskStop(p)
             }
             Method::HostHello => {
-                typed::<NoParams>(method, params)?;
+                typed::<NoParams, P>(method, params)?;
                 Command::HostHello
             }
             Method::ToolsList => {
-                typed::<NoParams>(method, params)?;
+                typed::<NoParams, P>(method, params)?;
                 Command::ToolsList
             }
             Method::PageRead => {
@@ -1041,6 +1071,277 @@ fn plain_canonical(method: &str, params: &Value) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
+/// A bridge request read straight from its frame, without building a JSON value: the shape
+/// nearly every well-formed request takes, and the one the throughput budget is about.
+#[derive(Debug)]
+pub struct DirectRequest<'a> {
+    /// The caller's request ID (already validated), borrowed from the frame.
+    pub id: &'a str,
+    /// The checked command.
+    pub command: Command,
+    /// The canonical `{method, params}`: the fingerprint the receipt keeps.
+    pub request: String,
+}
+
+/// The envelope of a frame as the direct path reads it: `id` and `method` borrowed (plain
+/// strings without escapes), params kept as their raw text, no other field, each field once.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawEnvelope<'a> {
+    id: &'a str,
+    method: &'a str,
+    #[serde(default, borrow)]
+    params: Option<&'a RawValue>,
+}
+
+/// Reads a well-formed bridge request straight from its frame: the typed command from the raw
+/// params text, and the fingerprint from that same text when it is already canonical.
+///
+/// Returns `None` for anything it does not take as is (a bad envelope, an unknown method, params
+/// the command refuses, ...); the caller then goes through [`parse_envelope`] and
+/// [`Command::parse`] on a [`Value`], which alone write the error messages. Whatever this
+/// returns, the general path would return the same ID, command and fingerprint.
+pub fn parse_request_direct<'a>(
+    frame: &'a [u8],
+    check_target: &dyn Fn(&str) -> Result<(), String>,
+) -> Option<DirectRequest<'a>> {
+    let env: RawEnvelope<'a> = serde_json::from_slice(frame).ok()?;
+    validate_id(env.id).ok()?;
+    let method: Method = env.method.parse().ok()?;
+    let raw = env.params.map_or("{}", RawValue::get);
+    if !raw.starts_with('{') {
+        return None;
+    }
+    let command = match env.params {
+        Some(params) => Command::parse(method, params, check_target).ok()?,
+        None => Command::parse(method, &Value::Object(Default::default()), check_target).ok()?,
+    };
+    let request = if is_canonical(raw) {
+        // Exactly the length written below, so the receipt's `Box<str>` needs no reallocation.
+        let mut request = String::with_capacity(raw.len() + method.as_str().len() + 23);
+        request.push_str("{\"method\":\"");
+        request.push_str(method.as_str());
+        request.push_str("\",\"params\":");
+        request.push_str(raw);
+        request.push('}');
+        request
+    } else {
+        let params: Value = serde_json::from_str(raw).ok()?;
+        try_fingerprint(method.as_str(), &params).ok()?
+    };
+    Some(DirectRequest {
+        id: env.id,
+        command,
+        request,
+    })
+}
+
+/// Whether `text` is already exactly what the RFC 8785 canonicaliser
+/// (`serde_json_canonicalizer`) writes for the JSON value it holds, so the fingerprint can be
+/// the text itself.
+///
+/// Deliberately narrower than RFC 8785: it accepts no insignificant whitespace; object keys
+/// only of printable ASCII without escapes, in strictly increasing byte order (for ASCII that
+/// is RFC 8785's UTF-16 order, and strictness rules out duplicates); strings escaped exactly as
+/// the canonicaliser escapes them (`\"`, `\\`, `\b` `\t` `\n` `\f` `\r`, lowercase `\u00xx` for
+/// the other control characters, everything else as is); integers only, written without
+/// leading zeros or `-0`, of magnitude at most 2^53 (where a double's shortest form is the
+/// integer's own digits); `true`, `false`, `null`. Anything else returns `false`, and the caller
+/// computes the canonical form through the canonicaliser, so a `false` costs time, never
+/// correctness.
+pub fn is_canonical(text: &str) -> bool {
+    /// Nesting deeper than this is left to the canonicaliser (no bridge request nests so deep).
+    const MAX_DEPTH: usize = 32;
+
+    struct Checker<'a> {
+        bytes: &'a [u8],
+        pos: usize,
+    }
+
+    impl<'a> Checker<'a> {
+        fn peek(&self) -> Option<u8> {
+            self.bytes.get(self.pos).copied()
+        }
+
+        fn eat(&mut self, b: u8) -> bool {
+            if self.peek() == Some(b) {
+                self.pos += 1;
+                true
+            } else {
+                false
+            }
+        }
+
+        fn literal(&mut self, word: &[u8]) -> bool {
+            if self.bytes[self.pos..].starts_with(word) {
+                self.pos += word.len();
+                true
+            } else {
+                false
+            }
+        }
+
+        fn value(&mut self, depth: usize) -> bool {
+            match self.peek() {
+                Some(b'{') => depth < MAX_DEPTH && self.object(depth + 1),
+                Some(b'[') => depth < MAX_DEPTH && self.array(depth + 1),
+                Some(b'"') => self.string(),
+                Some(b't') => self.literal(b"true"),
+                Some(b'f') => self.literal(b"false"),
+                Some(b'n') => self.literal(b"null"),
+                Some(b'-' | b'0'..=b'9') => self.integer(),
+                _ => false,
+            }
+        }
+
+        fn object(&mut self, depth: usize) -> bool {
+            self.pos += 1; // `{`
+            if self.eat(b'}') {
+                return true;
+            }
+            let mut previous: Option<&'a [u8]> = None;
+            loop {
+                let Some(key) = self.key() else {
+                    return false;
+                };
+                if previous.is_some_and(|p| p >= key) {
+                    return false;
+                }
+                previous = Some(key);
+                if !self.eat(b':') || !self.value(depth) {
+                    return false;
+                }
+                if self.eat(b'}') {
+                    return true;
+                }
+                if !self.eat(b',') {
+                    return false;
+                }
+            }
+        }
+
+        /// A key of printable ASCII without escapes, returned without its quotes.
+        fn key(&mut self) -> Option<&'a [u8]> {
+            if !self.eat(b'"') {
+                return None;
+            }
+            let start = self.pos;
+            let len = self.bytes[start..]
+                .iter()
+                .position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\')?;
+            self.pos += len;
+            if self.peek() != Some(b'"') {
+                return None;
+            }
+            let bytes: &'a [u8] = self.bytes;
+            let key = &bytes[start..self.pos];
+            self.pos += 1; // `"`
+            Some(key)
+        }
+
+        fn array(&mut self, depth: usize) -> bool {
+            self.pos += 1; // `[`
+            if self.eat(b']') {
+                return true;
+            }
+            loop {
+                if !self.value(depth) {
+                    return false;
+                }
+                if self.eat(b']') {
+                    return true;
+                }
+                if !self.eat(b',') {
+                    return false;
+                }
+            }
+        }
+
+        fn string(&mut self) -> bool {
+            self.pos += 1; // `"`
+            loop {
+                // Everything but `"`, `\` and control characters, multi-byte UTF-8 included,
+                // is written as is.
+                let Some(len) = self.bytes[self.pos..]
+                    .iter()
+                    .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
+                else {
+                    return false;
+                };
+                self.pos += len;
+                match self.bytes[self.pos] {
+                    b'"' => {
+                        self.pos += 1;
+                        return true;
+                    }
+                    b'\\' => {
+                        self.pos += 1;
+                        let ok = match self.peek() {
+                            Some(b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r') => {
+                                self.pos += 1;
+                                true
+                            }
+                            Some(b'u') => self.control_escape(),
+                            _ => false,
+                        };
+                        if !ok {
+                            return false;
+                        }
+                    }
+                    _ => return false,
+                }
+            }
+        }
+
+        /// After `\`: `u00xx` in lowercase hex, for a control character without a short form.
+        fn control_escape(&mut self) -> bool {
+            let Some(&[b'u', b'0', b'0', hi, lo]) = self.bytes.get(self.pos..self.pos + 5) else {
+                return false;
+            };
+            let digit = |d: u8| match d {
+                b'0'..=b'9' => Some(d - b'0'),
+                b'a'..=b'f' => Some(d - b'a' + 10),
+                _ => None,
+            };
+            let (Some(hi @ 0..=1), Some(lo)) = (digit(hi), digit(lo)) else {
+                return false;
+            };
+            self.pos += 5;
+            // \b \t \n \f \r have short forms, which the canonicaliser uses.
+            !matches!(hi * 16 + lo, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d)
+        }
+
+        fn integer(&mut self) -> bool {
+            let negative = self.eat(b'-');
+            let start = self.pos;
+            while matches!(self.peek(), Some(b'0'..=b'9')) {
+                self.pos += 1;
+            }
+            let digits = &self.bytes[start..self.pos];
+            if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+                return false;
+            }
+            match digits {
+                [] => false,
+                // `0` alone; `-0` is written `0`, and `01` is not JSON.
+                [b'0'] => !negative,
+                [b'0', ..] => false,
+                _ if digits.len() > 16 => false,
+                _ => std::str::from_utf8(digits)
+                    .ok()
+                    .and_then(|d| d.parse::<u64>().ok())
+                    .is_some_and(|n| n <= MAX_EXACT_INTEGER),
+            }
+        }
+    }
+
+    let mut checker = Checker {
+        bytes: text.as_bytes(),
+        pos: 0,
+    };
+    checker.value(0) && checker.pos == text.len()
+}
+
 /// What one read of the line codec produced.
 #[derive(Debug, PartialEq, Eq)]
 pub enum FrameRead {
@@ -1113,6 +1414,341 @@ pub fn format_millis(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Strategies and writers for the tests of both parse paths (here and in the host).
+#[cfg(test)]
+pub(crate) mod test_frames {
+    use proptest::prelude::*;
+    use serde_json::{json, Map, Value};
+
+    /// Any JSON value: floats, huge integers, non-ASCII keys and strings included.
+    pub(crate) fn any_json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            (-(1i64 << 53)..=(1i64 << 53)).prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            any::<String>().prop_map(Value::String),
+            "[ -~/\"\\\\\u{0}-\u{1f}\u{7f}é\u{2028}\u{1F600}]{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::btree_map("[a-zA-Z_é\u{1F600}]{0,6}", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// Deterministic choices for [`write_json`], so a failing case shrinks and replays.
+    pub(crate) struct Choices(pub(crate) u64);
+
+    impl Choices {
+        /// True about once in `n` calls.
+        fn one_in(&mut self, n: u64) -> bool {
+            // xorshift64*
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n == 0
+        }
+    }
+
+    /// Writes `v` in one of several ways: serde_json compact or pretty, the canonicaliser's
+    /// form, or by hand with now and then shuffled keys, spaces, `\/`, `\u0041`-style escapes,
+    /// surrogate pairs, uppercase hex and integers written as floats.
+    pub(crate) fn write_json(v: &Value, how: u8, seed: u64) -> String {
+        match how % 5 {
+            0 => serde_json::to_string(v).unwrap(),
+            1 => serde_json::to_string_pretty(v).unwrap(),
+            2 => serde_json_canonicalizer::to_string(v).unwrap(),
+            _ => {
+                let mut out = String::new();
+                let mut c = Choices(seed | 1);
+                write_by_hand(v, &mut c, &mut out);
+                out
+            }
+        }
+    }
+
+    fn write_by_hand(v: &Value, c: &mut Choices, out: &mut String) {
+        if c.one_in(16) {
+            out.push(' ');
+        }
+        match v {
+            Value::Null | Value::Bool(_) => out.push_str(&v.to_string()),
+            Value::Number(n) => {
+                out.push_str(&n.to_string());
+                if (n.is_i64() || n.is_u64()) && c.one_in(12) {
+                    out.push_str(if c.one_in(2) { ".0" } else { "e0" });
+                }
+            }
+            Value::String(s) => write_string(s, c, out),
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_by_hand(item, c, out);
+                }
+                out.push(']');
+            }
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                if entries.len() > 1 && c.one_in(4) {
+                    entries.rotate_left(1);
+                }
+                out.push('{');
+                for (i, (k, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    write_string(k, c, out);
+                    out.push(':');
+                    write_by_hand(item, c, out);
+                }
+                out.push('}');
+            }
+        }
+        if c.one_in(16) {
+            out.push(' ');
+        }
+    }
+
+    fn write_string(s: &str, c: &mut Choices, out: &mut String) {
+        out.push('"');
+        for ch in s.chars() {
+            match ch {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                '/' if c.one_in(4) => out.push_str("\\/"),
+                '\u{8}' if !c.one_in(4) => out.push_str("\\b"),
+                '\t' if !c.one_in(4) => out.push_str("\\t"),
+                '\n' if !c.one_in(4) => out.push_str("\\n"),
+                '\u{c}' if !c.one_in(4) => out.push_str("\\f"),
+                '\r' if !c.one_in(4) => out.push_str("\\r"),
+                '\u{0}'..='\u{1f}' => {
+                    let escaped = format!("\\u{:04x}", ch as u32);
+                    if c.one_in(4) {
+                        out.push_str(&escaped.to_uppercase().replace("\\U", "\\u"));
+                    } else {
+                        out.push_str(&escaped);
+                    }
+                }
+                _ if c.one_in(20) => {
+                    let mut units = [0u16; 2];
+                    for unit in ch.encode_utf16(&mut units) {
+                        out.push_str(&format!("\\u{unit:04X}"));
+                    }
+                }
+                _ => out.push(ch),
+            }
+        }
+        out.push('"');
+    }
+
+    fn text() -> BoxedStrategy<Value> {
+        prop_oneof![
+            "[ -~]{0,10}",
+            any::<String>(),
+            "[a-z/\"\\\\\n\u{1}é\u{1F600}]{0,6}",
+            Just("Enter".to_owned()),
+            Just(String::new()),
+        ]
+        .prop_map(Value::String)
+        .boxed()
+    }
+
+    fn selector() -> BoxedStrategy<Value> {
+        prop_oneof![
+            4 => "#[a-z0-9_-]{1,8}",
+            2 => Just("#title".to_owned()),
+            1 => "[#A-Za-z /]{0,6}",
+        ]
+        .prop_map(Value::String)
+        .boxed()
+    }
+
+    fn task_id() -> BoxedStrategy<Value> {
+        prop_oneof![
+            3 => Just(TASK.to_owned()),
+            1 => "[a-z0-9-]{1,8}",
+        ]
+        .prop_map(Value::String)
+        .boxed()
+    }
+
+    /// A task ID the host test replaces with a task it started, per host.
+    pub(crate) const TASK: &str = "TASK-PLACEHOLDER";
+
+    fn delay() -> BoxedStrategy<Value> {
+        prop_oneof![
+            4 => (0u64..70_000).prop_map(|n| json!(n)),
+            1 => any_json(),
+        ]
+        .boxed()
+    }
+
+    fn bool_value() -> BoxedStrategy<Value> {
+        prop_oneof![4 => any::<bool>().prop_map(Value::Bool), 1 => any_json()].boxed()
+    }
+
+    /// An object of the given fields, each present with its probability, now and then with
+    /// a field no method takes.
+    fn object(fields: Vec<(&'static str, f64, BoxedStrategy<Value>)>) -> BoxedStrategy<Value> {
+        let present: Vec<BoxedStrategy<Option<(String, Value)>>> = fields
+            .into_iter()
+            .map(|(name, p, value)| {
+                proptest::option::weighted(p, value.prop_map(move |v| (name.to_owned(), v))).boxed()
+            })
+            .collect();
+        let extra = proptest::option::weighted(0.05, ("[a-z]{1,4}", any_json()));
+        (present, extra)
+            .prop_map(|(fields, extra)| {
+                let mut map = Map::new();
+                for (k, v) in fields.into_iter().flatten().chain(extra) {
+                    map.insert(k, v);
+                }
+                Value::Object(map)
+            })
+            .boxed()
+    }
+
+    fn expect() -> BoxedStrategy<Value> {
+        prop_oneof![
+            8 => object(vec![("target", 0.95, selector()), ("equals", 0.6, text())]),
+            8 => object(vec![("target", 0.95, selector()), ("contains", 0.6, text())]),
+            1 => any_json(),
+        ]
+        .boxed()
+    }
+
+    /// Params for `method`, mostly shaped the way the method wants them, sometimes not.
+    fn params_for(method: &'static str) -> BoxedStrategy<Value> {
+        let shaped = match method {
+            "task.start" => object(vec![
+                ("title", 0.95, text()),
+                ("url", 0.3, text()),
+                (
+                    "fixture",
+                    0.4,
+                    object(vec![
+                        ("submitDelayMs", 0.5, delay()),
+                        ("readDelayMs", 0.3, delay()),
+                        ("dropSubmit", 0.3, bool_value()),
+                        ("failSubmit", 0.3, bool_value()),
+                    ]),
+                ),
+            ]),
+            "page.fill" => object(vec![
+                ("taskId", 0.95, task_id()),
+                ("target", 0.95, selector()),
+                ("value", 0.95, text()),
+            ]),
+            "page.click" => object(vec![
+                ("taskId", 0.95, task_id()),
+                ("target", 0.95, selector()),
+                ("expect", 0.95, expect()),
+            ]),
+            "page.press" => object(vec![
+                ("taskId", 0.95, task_id()),
+                ("key", 0.95, text()),
+                ("target", 0.5, selector()),
+                ("expect", 0.95, expect()),
+            ]),
+            "page.read" => object(vec![
+                ("taskId", 0.95, task_id()),
+                ("target", 0.95, selector()),
+            ]),
+            "task.stop" => object(vec![("taskId", 0.95, task_id()), ("reason", 0.95, text())]),
+            "task.resume" => object(vec![("taskId", 0.95, task_id()), ("runId", 0.95, text())]),
+            "run.status" => object(vec![("runId", 0.3, text())]),
+            "receipt.status" => object(vec![(
+                "requestId",
+                0.95,
+                prop_oneof![
+                    Just(json!("same-id")),
+                    "[A-Za-z0-9._:-]{0,10}".prop_map(Value::String),
+                    text()
+                ]
+                .boxed(),
+            )]),
+            "host.hello" | "tools.list" => object(vec![]),
+            _ => object(vec![("taskId", 0.95, task_id())]),
+        };
+        prop_oneof![12 => shaped, 1 => any_json()].boxed()
+    }
+
+    /// Request frames: mostly well-formed requests of every bridge method (params written in
+    /// several ways, some canonical, some not), plus envelopes with odd ids, methods, params,
+    /// duplicated or unknown fields, and raw bytes.
+    pub(crate) fn request_frame() -> impl Strategy<Value = Vec<u8>> {
+        let method = prop_oneof![
+            Just("task.start"),
+            Just("page.fill"),
+            Just("page.click"),
+            Just("page.press"),
+            Just("page.read"),
+            Just("task.finish"),
+            Just("task.stop"),
+            Just("task.status"),
+            Just("task.resume"),
+            Just("task.verifyOutcome"),
+            Just("run.status"),
+            Just("receipt.status"),
+            Just("host.hello"),
+            Just("tools.list"),
+            Just("page.fil"),
+        ];
+        let id = prop_oneof![
+            4 => "[A-Za-z0-9._:-]{1,10}".prop_map(|s| json!(s).to_string()),
+            2 => Just("\"same-id\"".to_owned()),
+            1 => Just("\"same\\u002did\"".to_owned()),
+            1 => Just("\"a b\"".to_owned()),
+            1 => Just("7".to_owned()),
+        ];
+        let request = (method, id)
+            .prop_flat_map(|(method, id)| {
+                (
+                    Just(method),
+                    Just(id),
+                    params_for(method),
+                    any::<u8>(),
+                    any::<u64>(),
+                    0u8..8,
+                )
+            })
+            .prop_map(|(method, id, params, how, seed, envelope)| {
+                let text = write_json(&params, how, seed);
+                let method = json!(method).to_string();
+                let frame = match envelope {
+                    0 => format!("{{\"params\":{text},\"method\":{method},\"id\":{id}}}"),
+                    1 if params.as_object().is_some_and(|m| m.is_empty()) => {
+                        format!("{{\"id\":{id},\"method\":{method}}}")
+                    }
+                    1 => format!("{{\"id\":{id},\"method\":{method},\"params\":null}}"),
+                    2 => {
+                        format!("{{ \"id\" : {id} , \"method\" : {method} , \"params\" : {text} }}")
+                    }
+                    3 => {
+                        format!("{{\"id\":{id},\"id\":{id},\"method\":{method},\"params\":{text}}}")
+                    }
+                    4 => format!("{{\"id\":{id},\"method\":{method},\"params\":{text},\"x\":1}}"),
+                    _ => format!("{{\"id\":{id},\"method\":{method},\"params\":{text}}}"),
+                };
+                frame.into_bytes()
+            });
+        prop_oneof![
+            20 => request,
+            1 => proptest::collection::vec(any::<u8>(), 0..48),
+        ]
+    }
 }
 
 #[cfg(test)]
@@ -1224,6 +1860,205 @@ mod tests {
         }
     }
 
+    /// The old way a frame became a request: envelope, method, command and fingerprint, all
+    /// from a `Value`. `Err` carries the refusal's message.
+    fn general_request(
+        frame: &[u8],
+        check: &dyn Fn(&str) -> Result<(), String>,
+    ) -> Result<(String, String, String), String> {
+        let env = parse_envelope(frame).map_err(|e| e.error.message)?;
+        let method: Method = env
+            .method
+            .parse()
+            .map_err(|()| "unknown method".to_owned())?;
+        let cmd = Command::parse(method, &env.params, check)?;
+        let request = try_fingerprint(method.as_str(), &env.params)?;
+        Ok((env.id, format!("{cmd:?}"), request))
+    }
+
+    fn fixture_check(target: &str) -> Result<(), String> {
+        use crate::executor::Executor as _;
+        crate::executor::FixtureExecutor::new().check_target(target)
+    }
+
+    /// A value [`is_canonical`] must recognise once the canonicaliser has written it: integers a
+    /// double holds exactly, keys of printable ASCII that need no escape.
+    fn plain(v: &Value) -> bool {
+        match v {
+            Value::Null | Value::Bool(_) | Value::String(_) => true,
+            Value::Number(n) => {
+                n.as_i64()
+                    .is_some_and(|i| i.unsigned_abs() <= MAX_EXACT_INTEGER)
+                    || n.as_u64().is_some_and(|u| u <= MAX_EXACT_INTEGER)
+            }
+            Value::Array(items) => items.iter().all(plain),
+            Value::Object(map) => map.iter().all(|(k, v)| {
+                k.bytes()
+                    .all(|b| (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\')
+                    && plain(v)
+            }),
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        /// Whenever the checker accepts a text, it is byte for byte what the canonicaliser
+        /// writes for its value; and it accepts the canonicaliser's own output for every value
+        /// without floats, huge integers or keys that need escaping.
+        #[test]
+        fn is_canonical_accepts_exactly_the_canonicalisers_text(
+            v in test_frames::any_json(),
+            how in proptest::prelude::any::<u8>(),
+            seed in proptest::prelude::any::<u64>(),
+        ) {
+            let text = test_frames::write_json(&v, how, seed);
+            let parsed: Value = serde_json::from_str(&text).unwrap();
+            let canonical = serde_json_canonicalizer::to_string(&parsed).unwrap();
+            if is_canonical(&text) {
+                proptest::prop_assert_eq!(&text, &canonical);
+            }
+            if plain(&parsed) {
+                proptest::prop_assert!(is_canonical(&canonical), "{}", canonical);
+            }
+        }
+
+        /// Arbitrary text, JSON or not, never makes the checker panic, and what it accepts is
+        /// JSON the canonicaliser writes the same way.
+        #[test]
+        fn is_canonical_accepts_no_other_text(
+            text in proptest::prop_oneof![
+                proptest::prelude::any::<String>(),
+                "[\\[\\]{}\",:0-9a-z\\\\/. eE+-]{0,24}",
+            ]
+        ) {
+            if is_canonical(&text) {
+                let parsed: Value = serde_json::from_str(&text).unwrap();
+                proptest::prop_assert_eq!(&text, &serde_json_canonicalizer::to_string(&parsed).unwrap());
+            }
+        }
+
+        /// Whatever the direct path takes, it reads as the general path does: same id, same
+        /// command, same fingerprint.
+        #[test]
+        fn the_direct_path_agrees_with_the_general_one(frame in test_frames::request_frame()) {
+            if let Some(direct) = parse_request_direct(&frame, &fixture_check) {
+                proptest::prop_assert_eq!(
+                    Ok((direct.id.to_owned(), format!("{:?}", direct.command), direct.request)),
+                    general_request(&frame, &fixture_check)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_direct_path_takes_well_formed_requests_and_leaves_the_rest() {
+        fn direct(frame: &str) -> Option<DirectRequest<'_>> {
+            parse_request_direct(frame.as_bytes(), &fixture_check)
+        }
+        // Canonical params: the fingerprint is the text itself.
+        let r = direct(r##"{"id":"r1","method":"page.fill","params":{"target":"#title","taskId":"t","value":"a\n\u0001é"}}"##).unwrap();
+        assert_eq!(r.id, "r1");
+        assert!(matches!(r.command, Command::PageFill(_)));
+        assert_eq!(
+            r.request,
+            r##"{"method":"page.fill","params":{"target":"#title","taskId":"t","value":"a\n\u0001é"}}"##
+        );
+        assert_eq!(r.request.capacity(), r.request.len());
+        // Keys out of order, spaces, escapes the canonicaliser does not write: still taken,
+        // with the canonical fingerprint.
+        for frame in [
+            r##"{"id":"r1","method":"page.fill","params":{"taskId":"t","target":"#title","value":"Hi"}}"##,
+            r##"{"id":"r1","method":"page.fill","params":{"target":"#title", "taskId":"t","value":"Hi"}}"##,
+            r##"{"id":"r1","method":"page.fill","params":{"target":"#title","taskId":"t","value":"H\u0069"}}"##,
+        ] {
+            let r = direct(frame).unwrap();
+            assert_eq!(
+                r.request,
+                r##"{"method":"page.fill","params":{"target":"#title","taskId":"t","value":"Hi"}}"##,
+                "{frame}"
+            );
+        }
+        // No params, or null params, are `{}`.
+        assert_eq!(
+            direct(r#"{"id":"r1","method":"host.hello"}"#)
+                .unwrap()
+                .request,
+            r#"{"method":"host.hello","params":{}}"#
+        );
+        assert_eq!(
+            direct(r#"{"id":"r1","method":"host.hello","params":null}"#)
+                .unwrap()
+                .request,
+            r#"{"method":"host.hello","params":{}}"#
+        );
+        // Everything the general path has to explain is left to it.
+        for frame in [
+            r#"{"id":"r\u0031","method":"host.hello"}"#,
+            r#"{"id":"r1","id":"r2","method":"host.hello"}"#,
+            r#"{"id":"a b","method":"host.hello"}"#,
+            r#"{"id":"r1","method":"host.hell"}"#,
+            r#"{"id":"r1","method":"host.hello","params":[]}"#,
+            r#"{"id":"r1","method":"host.hello","params":{"x":1}}"#,
+            r##"{"id":"r1","method":"page.fill","params":{"target":"#title","taskId":"t","taskId":"u","value":"a"}}"##,
+            r##"{"id":"r1","method":"page.fill","params":{"target":"title","taskId":"t","value":"a"}}"##,
+            r#"{"id":"r1","method":"host.hello","extra":1}"#,
+            "not json",
+        ] {
+            assert!(direct(frame).is_none(), "{frame}");
+        }
+    }
+
+    #[test]
+    fn is_canonical_follows_the_canonicaliser_on_the_edges() {
+        for yes in [
+            r#"{}"#,
+            r#"[]"#,
+            r#"{"a":[1,-2,0,9007199254740992,-9007199254740992],"b":null,"c":true,"d":false}"#,
+            "\"\\\"\\\\\\b\\t\\n\\f\\r\\u0000\\u001f\u{7f}/é\u{2028}\u{1F600}\"",
+            r#"{"A":1,"B":2,"a":3}"#,
+        ] {
+            assert!(is_canonical(yes), "{yes}");
+            let parsed: Value = serde_json::from_str(yes).unwrap();
+            assert_eq!(serde_json_canonicalizer::to_string(&parsed).unwrap(), yes);
+        }
+        for no in [
+            r#"{"b":1,"a":2}"#,
+            r#"{"a":1,"a":1}"#,
+            r#"{ "a":1}"#,
+            r#"{"a": 1}"#,
+            r#"{"a":1} "#,
+            r#"[1,2 ]"#,
+            r#""\/""#,
+            r#""\u0041""#,
+            r#""\u000a""#,
+            r#""\u001F""#,
+            r#""\ud83d\ude00""#,
+            r#"{"é":1}"#,
+            r#"{"a\"b":1}"#,
+            "-0",
+            "01",
+            "1.0",
+            "1e3",
+            "9007199254740993",
+            "-9007199254740993",
+            "100000000000000000000",
+            "tru",
+            "nul",
+            "\"unterminated",
+            "\"\u{1}\"",
+            "",
+            "{",
+            "[1,]",
+            r#"{"a":1,}"#,
+        ] {
+            assert!(!is_canonical(no), "{no}");
+        }
+        // Deep nesting is left to the canonicaliser, without recursing far.
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(!is_canonical(&deep));
+    }
+
     #[test]
     fn fingerprints_ignore_key_order_and_whitespace() {
         let a: Value =
@@ -1277,6 +2112,10 @@ mod tests {
         assert!(validate_id(&"a".repeat(128)).is_ok());
         assert!(validate_id("a b").is_err());
         assert!(validate_id("é").is_err());
+        for c in (0..=0x7fu8).map(char::from) {
+            let allowed = c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | ':' | '-');
+            assert_eq!(validate_id(&c.to_string()).is_ok(), allowed, "{c:?}");
+        }
     }
 
     #[test]
