@@ -205,7 +205,8 @@ impl Vacancy<'_> {
                 used,
             });
         }
-        self.slot.insert(Receipt::running(request, method, task_id, now));
+        self.slot
+            .insert(Receipt::running(request, method, task_id, now));
         *self.running += 1;
         Ok(used)
     }

@@ -9,7 +9,7 @@
 //! clock instead of receiving events, so they add nothing to publishing.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -193,6 +193,9 @@ pub struct EventBus {
     seq: u64,
     /// `seq`, readable without the host's lock by coalesced subscribers.
     published: Arc<AtomicU64>,
+    /// Full-stream subscriptions alive. Counted here rather than asked of the channel, whose
+    /// count sits behind a lock of its own that every publish would take.
+    listeners: Arc<AtomicUsize>,
 }
 
 impl Default for EventBus {
@@ -201,7 +204,34 @@ impl Default for EventBus {
             sender: broadcast::channel(EVENT_BUFFER).0,
             seq: 0,
             published: Arc::new(AtomicU64::new(0)),
+            listeners: Arc::new(AtomicUsize::new(0)),
         }
+    }
+}
+
+/// A full-stream subscription: every event from the moment it was made. Dropping it tells
+/// the bus one listener fewer.
+pub struct Subscription {
+    receiver: broadcast::Receiver<Arc<Event>>,
+    listeners: Arc<AtomicUsize>,
+}
+
+impl std::ops::Deref for Subscription {
+    type Target = broadcast::Receiver<Arc<Event>>;
+    fn deref(&self) -> &Self::Target {
+        &self.receiver
+    }
+}
+
+impl std::ops::DerefMut for Subscription {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.receiver
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.listeners.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -227,7 +257,9 @@ impl EventBus {
     fn publish_data(&mut self, kind: &'static str, at: i64, data: impl FnOnce() -> EventData) {
         self.seq += 1;
         self.published.store(self.seq, Ordering::Relaxed);
-        if self.sender.receiver_count() > 0 {
+        // Subscriptions are made under the host's lock, as publishing is, so a new one is
+        // always seen here; one dropped a moment ago at worst costs an unread send.
+        if self.listeners.load(Ordering::Relaxed) > 0 {
             let _ = self.sender.send(Arc::new(Event {
                 seq: self.seq,
                 at,
@@ -249,8 +281,12 @@ impl EventBus {
     }
 
     /// A new full-stream subscription, starting after the current sequence number.
-    pub fn subscribe(&self) -> broadcast::Receiver<Arc<Event>> {
-        self.sender.subscribe()
+    pub fn subscribe(&self) -> Subscription {
+        self.listeners.fetch_add(1, Ordering::Relaxed);
+        Subscription {
+            receiver: self.sender.subscribe(),
+            listeners: self.listeners.clone(),
+        }
     }
 }
 

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -107,7 +107,8 @@ const SUBMIT: &str = "#submit";
 /// The fixture form page and its backend: the embedded default executor.
 #[derive(Default)]
 pub struct FixtureExecutor {
-    pages: Mutex<HashMap<TaskId, Arc<FixturePage>>>,
+    /// Looked up by every action, added to by every task.start: readers share the lock.
+    pages: RwLock<HashMap<TaskId, Arc<FixturePage>>>,
     mutations: Arc<AtomicU64>,
 }
 
@@ -182,7 +183,7 @@ impl FixtureExecutor {
 
     fn page(&self, task: &str) -> Option<Arc<FixturePage>> {
         self.pages
-            .lock()
+            .read()
             .expect("fixture pages lock")
             .get(task)
             .cloned()
@@ -263,7 +264,7 @@ impl Executor for FixtureExecutor {
             changed,
         });
         self.pages
-            .lock()
+            .write()
             .expect("fixture pages lock")
             .insert(task, page);
         Box::pin(async { Ok(()) })

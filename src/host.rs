@@ -16,11 +16,11 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use serde_json::{json, Value};
-use tokio::sync::{broadcast, watch, Notify};
+use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
 use crate::book::{digest, Book, ClearBatch, Entry, Receipt, ReplySlot, RequestKey, Tombstone};
-use crate::events::{Event, EventBus, ReceiptFacts};
+use crate::events::{EventBus, ReceiptFacts, Subscription};
 use crate::executor::{Action, ActionOutcome, Executor, ReadOutcome};
 use crate::protocol::{
     format_millis, now_millis, parse_envelope, parse_request_direct, try_fingerprint, Command,
@@ -298,7 +298,7 @@ impl Host {
     }
 
     /// A new event subscription and the sequence number it starts after.
-    pub fn subscribe(&self) -> (u64, broadcast::Receiver<Arc<Event>>) {
+    pub fn subscribe(&self) -> (u64, Subscription) {
         let st = self.lock();
         (st.events.seq(), st.events.subscribe())
     }
@@ -521,7 +521,12 @@ impl Host {
             }
         };
 
-        let slot = match vacancy.insert_running(request.into_boxed_str(), method, task_id.clone(), now) {
+        let slot = match vacancy.insert_running(
+            request.into_boxed_str(),
+            method,
+            task_id.clone(),
+            now,
+        ) {
             Ok(slot) => slot,
             Err(full) => {
                 st.counters.rejected_capacity += 1;
@@ -598,11 +603,21 @@ impl Host {
                         host: &host,
                         key: Some(&key),
                     };
-                    let (outcome, effect) = match AssertUnwindSafe(started.finish()).catch_unwind().await {
-                        Ok(finished) => host.interpret(&exec_id, &cmd, finished),
-                        Err(panic) => panicked(&exec_id, &cmd, task_id.as_deref(), panic),
-                    };
-                    let outcome = host.complete(&key, slot, &exec_id, method, task_id, outcome, effect, now_millis());
+                    let (outcome, effect) =
+                        match AssertUnwindSafe(started.finish()).catch_unwind().await {
+                            Ok(finished) => host.interpret(&exec_id, &cmd, finished),
+                            Err(panic) => panicked(&exec_id, &cmd, task_id.as_deref(), panic),
+                        };
+                    let outcome = host.complete(
+                        &key,
+                        slot,
+                        &exec_id,
+                        method,
+                        task_id,
+                        outcome,
+                        effect,
+                        now_millis(),
+                    );
                     unfinished.key = None;
                     outcome
                 });
@@ -610,7 +625,9 @@ impl Host {
                 let host = self.clone();
                 return Handled::Later(Box::pin(async move {
                     match done.await {
-                        Ok(outcome) => outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New),
+                        Ok(outcome) => {
+                            outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New)
+                        }
                         Err(_) => host.vanished(&id),
                     }
                 }));
@@ -801,7 +818,11 @@ impl Host {
                 }
             }
         }
-        let waiters = st.book.finish_at(slot, key, outcome.clone(), now).ok().flatten();
+        let waiters = st
+            .book
+            .finish_at(slot, key, outcome.clone(), now)
+            .ok()
+            .flatten();
         publish_completed(st, id, method, &outcome, now);
         let idle = st.book.running() == 0;
         drop(guard);

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc, watch, Semaphore};
 
 use crate::book::{Receipt, RequestKey};
-use crate::events::{AtCache, Event};
+use crate::events::{AtCache, Event, Subscription};
 use crate::host::{
     clear_refusal, receipts_json, ClearRefusal, ClearTargets, CommittedClear, Handled, Host,
 };
@@ -415,7 +415,7 @@ fn lagged_line(seq: u64, missed: u64) -> Vec<u8> {
 /// [`SUBSCRIBER_BUDGET`] unwritten lines. Never blocks the publisher: broadcast sends do not
 /// wait, and this task only ever drops what the subscriber cannot take.
 async fn forward_events(
-    mut rx: broadcast::Receiver<Arc<Event>>,
+    mut rx: Subscription,
     start_seq: u64,
     out: mpsc::UnboundedSender<Outbound>,
     mut shutdown: watch::Receiver<bool>,

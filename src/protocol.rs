@@ -306,7 +306,9 @@ fn stored_body<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Box<str> {
         buf.clear();
         buf.extend_from_slice(prefix);
         serde_json::to_writer(&mut *buf, value).expect("a reply body always serialises");
-        let body = std::str::from_utf8(buf).expect("serde_json writes UTF-8").into();
+        let body = std::str::from_utf8(buf)
+            .expect("serde_json writes UTF-8")
+            .into();
         if buf.capacity() > 64 * 1024 {
             // One huge reply must not pin its buffer to the thread forever.
             *buf = Vec::new();

@@ -372,13 +372,33 @@ pub async fn serve_connection<S: Service>(
                 break;
             }
         }
-        let permit = tokio::select! {
-            p = inflight.clone().acquire_owned() => p.expect("the in-flight semaphore is never closed"),
-            _ = shutdown.wait_for(|s| *s) => break,
+        // Waiting is raced against shutdown; what is at hand (a free slot, a whole line already
+        // buffered) is taken at once, after a glance at the shutdown flag — registering with
+        // the shutdown channel that every connection shares would cost more than the frame.
+        if stopping(&shutdown) {
+            break;
+        }
+        let permit = if inflight.available_permits() > 0 {
+            // Free now; awaiting it (rather than trying) still counts against this task's
+            // scheduling budget, so a connection with a full buffer yields to the others.
+            inflight
+                .clone()
+                .acquire_owned()
+                .await
+                .expect("the in-flight semaphore is never closed")
+        } else {
+            tokio::select! {
+                p = inflight.clone().acquire_owned() => p.expect("the in-flight semaphore is never closed"),
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
         };
-        let read = tokio::select! {
-            r = read_frame(&mut reader, &mut buf, limits.max_frame_bytes) => r,
-            _ = shutdown.wait_for(|s| *s) => break,
+        let read = if memchr::memchr(b'\n', reader.buffer()).is_some() {
+            read_frame(&mut reader, &mut buf, limits.max_frame_bytes).await
+        } else {
+            tokio::select! {
+                r = read_frame(&mut reader, &mut buf, limits.max_frame_bytes) => r,
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
         };
         match read {
             Ok(FrameRead::Frame) => {
@@ -439,6 +459,15 @@ pub async fn serve_connection<S: Service>(
     let _ = tokio::time::timeout(Duration::from_secs(30), drain).await;
     let _ = close_tx.send(());
     let _ = writer.await;
+}
+
+/// Whether shutdown has begun (or its sender is gone), read without registering as a waiter.
+fn stopping(shutdown: &watch::Receiver<bool>) -> bool {
+    match shutdown.has_changed() {
+        Ok(false) => false,
+        Ok(true) => *shutdown.borrow(),
+        Err(_) => true,
+    }
 }
 
 /// Writes queued lines and the replies of pending futures as they complete, batching whatever

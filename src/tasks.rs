@@ -255,7 +255,13 @@ impl Task {
     }
 
     /// Appends to the bounded history.
-    pub fn record(&mut self, request_id: &RequestKey, method: Method, at: i64, result: &'static str) {
+    pub fn record(
+        &mut self,
+        request_id: &RequestKey,
+        method: Method,
+        at: i64,
+        result: &'static str,
+    ) {
         if self.history.len() == HISTORY_LIMIT {
             self.history.pop_front();
         }
@@ -542,7 +548,12 @@ mod tests {
     fn history_is_bounded() {
         let mut t = Task::new("t".into(), "x".into(), None, 0);
         for i in 0..(HISTORY_LIMIT + 20) {
-            t.record(&RequestKey::new(&format!("r{i}")), Method::PageFill, i as i64, "ok");
+            t.record(
+                &RequestKey::new(&format!("r{i}")),
+                Method::PageFill,
+                i as i64,
+                "ok",
+            );
         }
         assert_eq!(t.history.len(), HISTORY_LIMIT);
         assert_eq!(t.history.front().unwrap().request_id.to_string(), "r20");
