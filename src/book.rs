@@ -307,7 +307,9 @@ pub const RESERVED_RECEIPTS: usize = 1 << 20;
 /// The receipt book.
 pub struct Book {
     /// Receipts in the order they were created (oldest first), for newest/oldest listings.
-    receipts: IndexMap<RequestKey, Receipt>,
+    /// Hashed with foldhash, seeded per process: this table is searched under the host's lock
+    /// for every request, and SipHash (the default) cost several times as much per lookup.
+    receipts: IndexMap<RequestKey, Receipt, foldhash::fast::RandomState>,
     tombstones: Tombstones,
     batches: Vec<ClearBatch>,
     capacity: usize,
@@ -324,7 +326,10 @@ impl Book {
     /// one, which on a busy host cost more than the receipts themselves.
     pub fn new(capacity: usize, tombstone_capacity: usize) -> Book {
         Book {
-            receipts: IndexMap::with_capacity(capacity.min(RESERVED_RECEIPTS)),
+            receipts: IndexMap::with_capacity_and_hasher(
+                capacity.min(RESERVED_RECEIPTS),
+                Default::default(),
+            ),
             tombstones: Tombstones::default(),
             batches: Vec::new(),
             capacity,

@@ -371,7 +371,9 @@ impl Task {
 /// Every task of the run.
 #[derive(Default)]
 pub struct Tasks {
-    map: HashMap<TaskId, Task>,
+    /// Looked up under the host's lock by every action: a fast seeded hash (foldhash), as in
+    /// the receipt book.
+    map: HashMap<TaskId, Task, foldhash::fast::RandomState>,
 }
 
 /// Counts of tasks by state.
