@@ -24,8 +24,8 @@ use crate::events::{EventBus, ReceiptFacts, Subscription};
 use crate::executor::{Action, ActionOutcome, Executor, ReadOutcome};
 use crate::protocol::{
     format_millis, now_millis, parse_envelope, parse_request_direct, try_fingerprint, Command,
-    Delivery, ErrorBody, ErrorCode, Expect, ExpectCheck, Method, Outcome, ReceiptKind,
-    PROTOCOL_VERSION,
+    Delivery, DirectRequest, ErrorBody, ErrorCode, Expect, ExpectCheck, Method, Outcome,
+    ReceiptKind, PROTOCOL_VERSION,
 };
 use crate::tasks::{Observation, PendingOutcome, Task, TaskId, Tasks, VerifyOutcome, VerifyRecord};
 
@@ -162,6 +162,52 @@ impl Drop for Unfinished<'_> {
             self.host.lock().book.abandon_waiters(key);
         }
     }
+}
+
+/// What the receipt rules decided for a request that is not answered at once.
+enum Admitted {
+    /// A read: executed every time, never stored.
+    Read(Command),
+    /// A new receipt, to execute.
+    Execute(Execution),
+}
+
+/// A mutation whose running receipt now exists.
+struct Execution {
+    key: RequestKey,
+    /// Where the receipt was created (a hint for storing its outcome).
+    slot: usize,
+    cmd: Command,
+    task_id: Option<TaskId>,
+}
+
+/// An execution the executor answered without waiting, to be stored.
+struct Inline {
+    execution: Execution,
+    outcome: Outcome,
+    effect: Effect,
+}
+
+/// How starting an execution went.
+// Inline is the common case, on every fresh action: boxing it would cost an allocation each
+// time to save moving a few hundred bytes once.
+#[allow(clippy::large_enum_variant)]
+enum Ran {
+    /// Answered inline: the outcome is ready to store.
+    Inline(Inline),
+    /// Spawned: the reply comes when it finishes.
+    Later(Handled),
+}
+
+/// Whether a command can share a batch's critical sections: an action an executor performs.
+fn joins_a_run(cmd: &Command) -> bool {
+    matches!(
+        cmd,
+        Command::TaskStart(_)
+            | Command::PageFill(_)
+            | Command::PageClick(_)
+            | Command::PagePress(_)
+    )
 }
 
 /// An execution the executor has started.
@@ -393,16 +439,20 @@ impl Host {
         self.handle_command(id, cmd, request)
     }
 
-    /// Applies the receipt rules to a request whose params are already checked: `request` is
-    /// its canonical `{method, params}` (the fingerprint the receipt keeps).
-    fn handle_command(&self, id: &str, cmd: Command, request: String) -> Handled {
+    /// The receipt rules for one request whose params are already checked (`request` is its
+    /// canonical `{method, params}`, the fingerprint the receipt keeps), applied in the host's
+    /// critical section: answered at once, a read to run, or a new receipt to execute.
+    fn admit(
+        &self,
+        st: &mut State,
+        id: &str,
+        cmd: Command,
+        request: String,
+        now: i64,
+    ) -> Result<Admitted, Handled> {
         let run_id = self.run_id();
         let method = cmd.method();
         let key = RequestKey::new(id);
-        let now = now_millis();
-
-        let mut guard = self.lock();
-        let st = &mut *guard;
         let vacancy = match st.book.entry(&key) {
             Entry::Receipt(r) => {
                 if *r.request != *request {
@@ -412,7 +462,7 @@ impl Host {
                     st.events.publish("request.rejected", now, || {
                         json!({"requestId": id, "method": method.as_str(), "code": "MCP_REQUEST_ID_REUSED"})
                     });
-                    return reject(
+                    return Err(reject(
                         Some(id),
                         run_id,
                         ErrorBody::new(
@@ -427,9 +477,9 @@ impl Host {
                             "method": stored.as_str(),
                             "firstSeenAt": format_millis(first_seen),
                         })),
-                    );
+                    ));
                 }
-                return match &r.reply {
+                return Err(match &r.reply {
                     crate::book::ReplySlot::Done(outcome) => {
                         r.replays += 1;
                         let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
@@ -450,10 +500,9 @@ impl Host {
                                 request_id: id.into(),
                                 method: method.as_str(),
                             });
-                        drop(guard);
                         self.reply_when_done(id, rx, ReceiptKind::Joined)
                     }
-                };
+                });
             }
             Entry::Tombstone(t, batch) => {
                 let same = t.digest == digest(&request);
@@ -462,14 +511,13 @@ impl Host {
                 st.events.publish("request.rejected", now, || {
                     json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CLEARED"})
                 });
-                return reject(Some(id), run_id, error);
+                return Err(reject(Some(id), run_id, error));
             }
             Entry::Vacant(vacancy) => vacancy,
         };
 
         if !method.is_mutating() {
-            drop(guard);
-            return self.read(id, cmd);
+            return Ok(Admitted::Read(cmd));
         }
         if self.is_shutting_down() {
             st.events.publish(
@@ -477,14 +525,14 @@ impl Host {
                 now,
                 || json!({"requestId": id, "method": method.as_str(), "code": "SHUTTING_DOWN"}),
             );
-            return reject(
+            return Err(reject(
                 Some(id),
                 run_id,
                 ErrorBody::new(
                     ErrorCode::ShuttingDown,
                     format!("the host is stopping and did not execute {method}; send it again under the same id to the next host run"),
                 ),
-            );
+            ));
         }
 
         // Admission: the task must exist and accept the action.
@@ -495,7 +543,7 @@ impl Host {
                     st.events.publish("request.rejected", now, || {
                         json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": "TASK_NOT_FOUND"})
                     });
-                    return reject(
+                    return Err(reject(
                         Some(id),
                         run_id,
                         ErrorBody::new(
@@ -503,7 +551,7 @@ impl Host {
                             format!("no task {tid} in this run ({run_id}); nothing was executed. Check the taskId and runId you kept with task.resume"),
                         )
                         .with_details(json!({"taskId": tid, "runId": run_id})),
-                    );
+                    ));
                 };
                 if let Err(refusal) = task.admit(method) {
                     let code = refusal.code();
@@ -515,7 +563,7 @@ impl Host {
                     st.events.publish("request.rejected", now, || {
                         json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": code.as_str()})
                     });
-                    return reject(Some(id), run_id, error);
+                    return Err(reject(Some(id), run_id, error));
                 }
                 Some(task.id.clone())
             }
@@ -533,7 +581,7 @@ impl Host {
                 st.events.publish("request.rejected", now, || {
                     json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CAPACITY_FULL"})
                 });
-                return reject(
+                return Err(reject(
                     Some(id),
                     run_id,
                     ErrorBody::new(
@@ -544,7 +592,7 @@ impl Host {
                         ),
                     )
                     .with_details(json!({"capacity": full.capacity, "used": full.used})),
-                );
+                ));
             }
         };
         st.counters.executions += 1;
@@ -570,10 +618,154 @@ impl Host {
             st.book.complete(&key, outcome.clone(), now);
             st.events.publish("task.updated", now, || summary);
             publish_completed(st, id, method, &outcome, now);
-            drop(guard);
-            return Handled::Ready(outcome.reply_line(Some(id), run_id, ReceiptKind::New));
+            return Err(Handled::Ready(outcome.reply_line(
+                Some(id),
+                run_id,
+                ReceiptKind::New,
+            )));
         }
-        drop(guard);
+        Ok(Admitted::Execute(Execution {
+            key,
+            slot,
+            cmd,
+            task_id,
+        }))
+    }
+
+    /// Applies the receipt rules to a request whose params are already checked: `request` is
+    /// its canonical `{method, params}` (the fingerprint the receipt keeps).
+    fn handle_command(&self, id: &str, cmd: Command, request: String) -> Handled {
+        let now = now_millis();
+        let admitted = self.admit(&mut self.lock(), id, cmd, request, now);
+        match admitted {
+            Err(answer) => answer,
+            Ok(Admitted::Read(cmd)) => self.read(id, cmd),
+            Ok(Admitted::Execute(execution)) => match self.run(id, execution) {
+                Ran::Later(answer) => answer,
+                Ran::Inline(done) => {
+                    let outcome = self.complete(
+                        &done.execution.key,
+                        done.execution.slot,
+                        id,
+                        done.execution.cmd.method(),
+                        done.execution.task_id,
+                        done.outcome,
+                        done.effect,
+                        now,
+                    );
+                    Handled::Ready(outcome.reply_line(Some(id), self.run_id(), ReceiptKind::New))
+                }
+            },
+        }
+    }
+
+    /// Handles frames that arrived together on one connection, in order. Consecutive actions
+    /// (the mutations that run on an executor) are admitted under one taking of the host's
+    /// lock and the ones that complete inline are stored under one more, so a pipelining
+    /// client pays for the lock twice per run of actions instead of twice per request. Reads,
+    /// task closings and anything the direct parse path does not read end a run and are
+    /// handled on their own, after it: each frame is answered as it would be alone, in turn.
+    pub fn handle_frames(&self, frames: &[&[u8]], out: &mut Vec<Handled>) {
+        let executor = &self.inner.executor;
+        let check = |t: &str| executor.check_target(t);
+        let mut run = Vec::new();
+        for frame in frames {
+            match parse_request_direct(frame, &check) {
+                Some(req) if joins_a_run(&req.command) => run.push(req),
+                direct => {
+                    self.flush_run(&mut run, out);
+                    out.push(match direct {
+                        Some(req) => self.handle_command(req.id, req.command, req.request),
+                        None => self.handle_frame(frame),
+                    });
+                }
+            }
+        }
+        self.flush_run(&mut run, out);
+    }
+
+    /// Handles the actions gathered so far.
+    fn flush_run(&self, run: &mut Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
+        match run.len() {
+            0 => {}
+            1 => {
+                let req = run.pop().expect("one request");
+                out.push(self.handle_command(req.id, req.command, req.request));
+            }
+            _ => self.handle_run(std::mem::take(run), out),
+        }
+    }
+
+    /// [`Host::handle_frames`] for a run of directly read requests: admitted in order in one
+    /// critical section, executed, and the inline outcomes stored in order in another.
+    fn handle_run(&self, run: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
+        let now = now_millis();
+        let admitted: Vec<_> = {
+            let mut st = self.lock();
+            run.into_iter()
+                .map(|r| (r.id, self.admit(&mut st, r.id, r.command, r.request, now)))
+                .collect()
+        };
+        let mut inline = Vec::new();
+        for (id, admission) in admitted {
+            let answer = match admission {
+                Err(answer) => answer,
+                Ok(Admitted::Read(cmd)) => self.read(id, cmd),
+                Ok(Admitted::Execute(execution)) => match self.run(id, execution) {
+                    Ran::Later(answer) => answer,
+                    Ran::Inline(done) => {
+                        inline.push((out.len(), id, done));
+                        // Replaced by the reply below, once the outcome is stored.
+                        Handled::Ready(Vec::new())
+                    }
+                },
+            };
+            out.push(answer);
+        }
+        if inline.is_empty() {
+            return;
+        }
+        let mut stored = Vec::with_capacity(inline.len());
+        let mut idle = false;
+        {
+            let mut st = self.lock();
+            for (position, id, done) in inline {
+                let outcome = Arc::new(done.outcome);
+                let (waiters, now_idle) = self.complete_locked(
+                    &mut st,
+                    &done.execution.key,
+                    done.execution.slot,
+                    id,
+                    done.execution.cmd.method(),
+                    done.execution.task_id,
+                    &outcome,
+                    done.effect,
+                    now,
+                );
+                idle = now_idle;
+                stored.push((position, id, outcome, waiters));
+            }
+        }
+        for (position, id, outcome, waiters) in stored {
+            if let Some(waiters) = waiters {
+                waiters.send_replace(Some(outcome.clone()));
+            }
+            out[position] =
+                Handled::Ready(outcome.reply_line(Some(id), self.run_id(), ReceiptKind::New));
+        }
+        self.ring_idle(idle);
+    }
+
+    /// Starts an admitted execution: answered inline when the executor answers without
+    /// waiting (the caller stores the outcome), otherwise spawned and answered later.
+    fn run(&self, id: &str, execution: Execution) -> Ran {
+        let Execution {
+            key,
+            slot,
+            cmd,
+            task_id,
+        } = execution;
+        let method = cmd.method();
 
         // The executor's work is started and polled once right here: actions it answers
         // without waiting (the fixture's fills, a task's opening) complete inline, with no task
@@ -623,20 +815,28 @@ impl Host {
                 });
                 let id = id.to_owned();
                 let host = self.clone();
-                return Handled::Later(Box::pin(async move {
+                return Ran::Later(Handled::Later(Box::pin(async move {
                     match done.await {
                         Ok(outcome) => {
                             outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New)
                         }
                         Err(_) => host.vanished(&id),
                     }
-                }));
+                })));
             }
         };
         // Completed inline: within microseconds of the receipt's creation, so its clock reading
         // stands for the completion too.
-        let outcome = self.complete(&key, slot, id, method, task_id, outcome, effect, now);
-        Handled::Ready(outcome.reply_line(Some(id), run_id, ReceiptKind::New))
+        Ran::Inline(Inline {
+            execution: Execution {
+                key,
+                slot,
+                cmd,
+                task_id,
+            },
+            outcome,
+            effect,
+        })
     }
 
     fn reply_when_done(
@@ -772,9 +972,47 @@ impl Host {
         now: i64,
     ) -> Arc<Outcome> {
         let outcome = Arc::new(outcome);
+        let (waiters, idle) = self.complete_locked(
+            &mut self.lock(),
+            key,
+            slot,
+            id,
+            method,
+            task_id,
+            &outcome,
+            effect,
+            now,
+        );
+        if let Some(waiters) = waiters {
+            waiters.send_replace(Some(outcome.clone()));
+        }
+        self.ring_idle(idle);
+        outcome
+    }
+
+    /// Wakes whoever waits for the host to have no execution running.
+    fn ring_idle(&self, idle: bool) {
+        if idle && self.inner.idle_watchers.load(Ordering::SeqCst) > 0 {
+            self.inner.idle.notify_waiters();
+        }
+    }
+
+    /// The part of [`Host::complete`] done under the host's lock. Returns the waiters of
+    /// copies that joined, to wake once the lock is let go, and whether nothing runs now.
+    #[allow(clippy::too_many_arguments)]
+    fn complete_locked(
+        &self,
+        st: &mut State,
+        key: &RequestKey,
+        slot: usize,
+        id: &str,
+        method: Method,
+        task_id: Option<TaskId>,
+        outcome: &Arc<Outcome>,
+        effect: Effect,
+        now: i64,
+    ) -> (Option<crate::book::ReplyWaiters>, bool) {
         let result = outcome.code.map_or("ok", ErrorCode::as_str);
-        let mut guard = self.lock();
-        let st = &mut *guard;
         match effect {
             Effect::TaskStarted(task) => {
                 let summary = task.summary_json();
@@ -823,16 +1061,8 @@ impl Host {
             .finish_at(slot, key, outcome.clone(), now)
             .ok()
             .flatten();
-        publish_completed(st, id, method, &outcome, now);
-        let idle = st.book.running() == 0;
-        drop(guard);
-        if let Some(waiters) = waiters {
-            waiters.send_replace(Some(outcome.clone()));
-        }
-        if idle && self.inner.idle_watchers.load(Ordering::SeqCst) > 0 {
-            self.inner.idle.notify_waiters();
-        }
-        outcome
+        publish_completed(st, id, method, outcome, now);
+        (waiters, st.book.running() == 0)
     }
 
     /// Reads: executed every time, never stored.

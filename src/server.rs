@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use interprocess::local_socket::tokio::{prelude::*, Listener, Stream};
 use interprocess::local_socket::{GenericFilePath, ListenerOptions};
-use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::host::{Handled, Host};
@@ -239,6 +239,12 @@ pub struct Connection {
 pub trait Service: Clone + Send + Sync + 'static {
     /// Handles one frame (without its newline).
     fn handle_frame(&self, frame: &[u8], conn: &Connection) -> Handled;
+    /// Handles frames that arrived together, in order, pushing one answer per frame. A service
+    /// whose requests share a lock can take it once for all of them; by default each frame is
+    /// handled on its own.
+    fn handle_frames(&self, frames: &[&[u8]], conn: &Connection, out: &mut Vec<Handled>) {
+        out.extend(frames.iter().map(|f| self.handle_frame(f, conn)));
+    }
     /// The run ID for replies written by the connection layer.
     fn run_id(&self) -> &str;
 }
@@ -246,6 +252,9 @@ pub trait Service: Clone + Send + Sync + 'static {
 impl Service for Host {
     fn handle_frame(&self, frame: &[u8], _conn: &Connection) -> Handled {
         Host::handle_frame(self, frame)
+    }
+    fn handle_frames(&self, frames: &[&[u8]], _conn: &Connection, out: &mut Vec<Handled>) {
+        Host::handle_frames(self, frames, out)
     }
     fn run_id(&self) -> &str {
         Host::run_id(self)
@@ -353,6 +362,7 @@ pub async fn serve_connection<S: Service>(
     let mut ready: Vec<u8> = Vec::with_capacity(64 * 1024);
     let mut ready_permits: Vec<OwnedSemaphorePermit> = Vec::new();
     let run_id = service.run_id().to_owned();
+    let mut answers: Vec<Handled> = Vec::new();
     let error_line = |code: ErrorCode, message: &str| {
         Outcome::err(&ErrorBody::new(code, message)).reply_line(None, &run_id, ReceiptKind::None)
     };
@@ -377,6 +387,56 @@ pub async fn serve_connection<S: Service>(
         // the shutdown channel that every connection shares would cost more than the frame.
         if stopping(&shutdown) {
             break;
+        }
+        // Whole lines already buffered, with slots free for them, are handled together.
+        let free = inflight.available_permits();
+        if free > 1 {
+            let buffered = reader.buffer();
+            let mut frames: Vec<&[u8]> = Vec::new();
+            let mut used = 0;
+            while frames.len() < free {
+                let rest = &buffered[used..];
+                let Some(pos) = memchr::memchr(b'\n', rest) else {
+                    break;
+                };
+                if pos > limits.max_frame_bytes {
+                    // The one-frame path below refuses it.
+                    break;
+                }
+                let frame = &rest[..pos];
+                frames.push(frame.strip_suffix(b"\r").unwrap_or(frame));
+                used += pos + 1;
+            }
+            if frames.len() > 1 {
+                // Free now; awaiting them still counts against this task's scheduling budget.
+                let mut permits = inflight
+                    .clone()
+                    .acquire_many_owned(frames.len() as u32)
+                    .await
+                    .expect("the in-flight semaphore is never closed");
+                service.handle_frames(&frames, &conn, &mut answers);
+                reader.consume(used);
+                for answer in answers.drain(..) {
+                    let permit = permits.split(1).expect("one slot per frame");
+                    match answer {
+                        Handled::Ready(line) => {
+                            ready.extend_from_slice(&line);
+                            ready_permits.push(permit);
+                        }
+                        Handled::Later(fut) => {
+                            if let Err(mpsc::error::SendError((fut, permit))) =
+                                later_tx.send((fut, permit))
+                            {
+                                tokio::spawn(async move {
+                                    fut.await;
+                                    drop(permit);
+                                });
+                            }
+                        }
+                    }
+                }
+                continue;
+            }
         }
         let permit = if inflight.available_permits() > 0 {
             // Free now; awaiting it (rather than trying) still counts against this task's

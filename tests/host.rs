@@ -403,3 +403,97 @@ async fn connections_beyond_the_limit_wait_for_a_free_slot() {
     ok(&third.wait("t").await);
     ok(&b.call("host.hello", json!({})).await);
 }
+
+/// Frames that arrive together are handled together (one critical section for the batch), but
+/// each must be answered exactly as if the frames had come one at a time, in order.
+#[tokio::test]
+async fn a_pipelined_batch_is_answered_as_its_frames_would_be_one_by_one() {
+    let host = TestHost::start(&[]);
+    let mut c = host.conn().await;
+    let task = start_task(&mut c, json!({})).await;
+    let fill = |value: &str| json!({"taskId": task, "target": "#title", "value": value});
+    let frame = |id: &str, method: &str, params: Value| {
+        format!(
+            "{}\n",
+            json!({"id": id, "method": method, "params": params})
+        )
+    };
+    let (a, b, r, f, late) = (new_id(), new_id(), new_id(), new_id(), new_id());
+    let mut batch = String::new();
+    batch += &frame(&a, "page.fill", fill("one"));
+    batch += &frame(&a, "page.fill", fill("one")); // the same request again: joins or replays
+    batch += &frame(&a, "page.fill", fill("two")); // the same id, other content
+    batch += "this is not JSON\n";
+    batch += &frame(&r, "page.read", json!({"taskId": task, "target": "#title"}));
+    batch += &frame(&b, "page.fill", fill("three"));
+    batch += &frame(&f, "task.finish", json!({"taskId": task}));
+    batch += &frame(&late, "page.fill", fill("four")); // after the task closed
+    c.send_raw(batch.as_bytes()).await;
+
+    // Replies come in the order the frames were handled; the copies of `a` share one id, so
+    // read them as lines.
+    let mut replies = Vec::new();
+    for _ in 0..8 {
+        replies.push(c.read_frame().await);
+    }
+    let by_id = |id: &str| -> Vec<&Value> { replies.iter().filter(|v| v["id"] == id).collect() };
+
+    let copies = by_id(&a);
+    assert_eq!(copies.len(), 3, "{replies:?}");
+    let first = copies
+        .iter()
+        .find(|v| receipt(v) == "new")
+        .expect("one new");
+    assert_eq!(ok(first), &json!({"target": "#title", "value": "one"}));
+    let again = copies
+        .iter()
+        .find(|v| matches!(receipt(v), "joined" | "replayed"))
+        .expect("the same request shares the first reply");
+    assert_eq!(again["result"], first["result"]);
+    let reused = copies
+        .iter()
+        .find(|v| v["ok"] == false)
+        .expect("other content under the same id is refused");
+    err(reused, "MCP_REQUEST_ID_REUSED");
+
+    let bad: Vec<_> = replies.iter().filter(|v| v["id"].is_null()).collect();
+    assert_eq!(bad.len(), 1, "{replies:?}");
+    err(bad[0], "BAD_REQUEST");
+
+    // (A read observes the page when the executor gets to it, as it would one by one.)
+    assert!(ok(by_id(&r)[0])["value"].is_string());
+    assert_eq!(ok(by_id(&b)[0])["value"], "three");
+    assert_eq!(ok(by_id(&f)[0])["state"], "finished");
+    err(by_id(&late)[0], "TASK_CLOSED");
+
+    // The task's history is the order of handling, one by one: both fills before the finish,
+    // the late fill refused after it; nothing else executed.
+    let status = c.call("task.status", json!({"taskId": task})).await;
+    let history: Vec<String> = ok(&status)["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            format!(
+                "{} {}",
+                h["method"].as_str().unwrap(),
+                h["result"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        history,
+        [
+            "task.start ok",
+            "page.fill ok",
+            "page.fill ok",
+            "task.finish ok",
+            "page.fill TASK_CLOSED"
+        ],
+    );
+    assert_eq!(
+        used(&mut c).await,
+        4,
+        "task.start, two fills and task.finish hold receipts"
+    );
+}
