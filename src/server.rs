@@ -418,22 +418,7 @@ pub async fn serve_connection<S: Service>(
                 reader.consume(used);
                 for answer in answers.drain(..) {
                     let permit = permits.split(1).expect("one slot per frame");
-                    match answer {
-                        Handled::Ready(line) => {
-                            ready.extend_from_slice(&line);
-                            ready_permits.push(permit);
-                        }
-                        Handled::Later(fut) => {
-                            if let Err(mpsc::error::SendError((fut, permit))) =
-                                later_tx.send((fut, permit))
-                            {
-                                tokio::spawn(async move {
-                                    fut.await;
-                                    drop(permit);
-                                });
-                            }
-                        }
-                    }
+                    take_answer(answer, permit, &mut ready, &mut ready_permits, &later_tx);
                 }
                 continue;
             }
@@ -462,24 +447,8 @@ pub async fn serve_connection<S: Service>(
         };
         match read {
             Ok(FrameRead::Frame) => {
-                match service.handle_frame(&buf, &conn) {
-                    Handled::Ready(line) => {
-                        ready.extend_from_slice(&line);
-                        ready_permits.push(permit);
-                    }
-                    Handled::Later(fut) => {
-                        if let Err(mpsc::error::SendError((fut, permit))) =
-                            later_tx.send((fut, permit))
-                        {
-                            // The writer is gone (the peer stopped reading): the work still
-                            // runs to its end, detached, as it would have with a live peer.
-                            tokio::spawn(async move {
-                                fut.await;
-                                drop(permit);
-                            });
-                        }
-                    }
-                }
+                let answer = service.handle_frame(&buf, &conn);
+                take_answer(answer, permit, &mut ready, &mut ready_permits, &later_tx);
                 buf.clear();
             }
             Ok(FrameRead::TooLarge) => {
@@ -519,6 +488,33 @@ pub async fn serve_connection<S: Service>(
     let _ = tokio::time::timeout(Duration::from_secs(30), drain).await;
     let _ = close_tx.send(());
     let _ = writer.await;
+}
+
+/// Queues one frame's answer: a ready reply joins the lines the reader writes next, holding its
+/// in-flight slot until written; a later one goes to the writer, which writes it when it is done.
+fn take_answer(
+    answer: Handled,
+    permit: OwnedSemaphorePermit,
+    ready: &mut Vec<u8>,
+    ready_permits: &mut Vec<OwnedSemaphorePermit>,
+    later_tx: &mpsc::UnboundedSender<LaterReply>,
+) {
+    match answer {
+        Handled::Ready(line) => {
+            ready.extend_from_slice(&line);
+            ready_permits.push(permit);
+        }
+        Handled::Later(fut) => {
+            if let Err(mpsc::error::SendError((fut, permit))) = later_tx.send((fut, permit)) {
+                // The writer is gone (the peer stopped reading): the work still runs to its
+                // end, detached, as it would have with a live peer.
+                tokio::spawn(async move {
+                    fut.await;
+                    drop(permit);
+                });
+            }
+        }
+    }
 }
 
 /// Whether shutdown has begun (or its sender is gone), read without registering as a waiter.
