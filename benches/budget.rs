@@ -27,6 +27,9 @@ mod table;
 
 #[path = "support/host.rs"]
 mod host;
+
+#[path = "support/pipeline.rs"]
+mod pipeline;
 use host::start_polaris;
 
 // ---------------------------------------------------------------------------------------------
@@ -233,35 +236,7 @@ impl Conn {
 
     /// Sends `lines` keeping at most `window` in flight; checks every reply says `"ok":true`.
     async fn pipeline(&mut self, lines: &[Vec<u8>], window: usize) {
-        let mut sent = 0;
-        let mut received = 0;
-        let mut out = Vec::with_capacity(64 * 1024);
-        while received < lines.len() {
-            out.clear();
-            while sent < lines.len() && sent - received < window {
-                out.extend_from_slice(&lines[sent]);
-                sent += 1;
-            }
-            if !out.is_empty() {
-                self.io.get_mut().write_all(&out).await.expect("write");
-            }
-            loop {
-                self.reply.clear();
-                self.io
-                    .read_until(b'\n', &mut self.reply)
-                    .await
-                    .expect("read");
-                assert!(
-                    memchr::memmem::find(&self.reply, b"\"ok\":true").is_some(),
-                    "a reply was not ok: {}",
-                    String::from_utf8_lossy(&self.reply)
-                );
-                received += 1;
-                if memchr::memchr(b'\n', self.io.buffer()).is_none() {
-                    break;
-                }
-            }
-        }
+        pipeline::pipeline(&mut self.io, lines, window, &mut self.reply).await;
     }
 }
 

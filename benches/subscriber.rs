@@ -24,6 +24,9 @@ use tokio::runtime::Runtime;
 mod host;
 use host::start_polaris;
 
+#[path = "support/pipeline.rs"]
+mod pipeline;
+
 /// The allocator the `polaris` binary uses.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -49,32 +52,7 @@ async fn connect(path: &Path) -> Stream {
 /// One client: sends its lines keeping at most `WINDOW` in flight, checks every reply is ok.
 async fn pipeline(path: PathBuf, lines: Vec<Vec<u8>>) {
     let mut io = BufReader::with_capacity(64 * 1024, connect(&path).await);
-    let (mut sent, mut received) = (0, 0);
-    let mut out = Vec::new();
-    let mut reply = Vec::new();
-    while received < lines.len() {
-        out.clear();
-        while sent < lines.len() && sent - received < WINDOW {
-            out.extend_from_slice(&lines[sent]);
-            sent += 1;
-        }
-        if !out.is_empty() {
-            io.get_mut().write_all(&out).await.unwrap();
-        }
-        loop {
-            reply.clear();
-            io.read_until(b'\n', &mut reply).await.unwrap();
-            assert!(
-                memchr::memmem::find(&reply, b"\"ok\":true").is_some(),
-                "{}",
-                String::from_utf8_lossy(&reply)
-            );
-            received += 1;
-            if memchr::memchr(b'\n', io.buffer()).is_none() {
-                break;
-            }
-        }
-    }
+    pipeline::pipeline(&mut io, &lines, WINDOW, &mut Vec::new()).await;
 }
 
 #[derive(Clone, Copy)]

@@ -16,6 +16,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 #[path = "../benches/support/host.rs"]
 mod host;
 
+#[path = "../benches/support/pipeline.rs"]
+mod pipeline;
+
 /// The allocator the `polaris` binary uses.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -46,35 +49,6 @@ async fn call(io: &mut BufReader<Stream>, line: String) -> serde_json::Value {
     let mut r = String::new();
     io.read_line(&mut r).await.unwrap();
     serde_json::from_str(&r).unwrap()
-}
-
-async fn pipeline(io: &mut BufReader<Stream>, lines: &[Vec<u8>]) {
-    let (mut sent, mut received) = (0, 0);
-    let mut out = Vec::new();
-    let mut reply = Vec::new();
-    while received < lines.len() {
-        out.clear();
-        while sent < lines.len() && sent - received < 64 {
-            out.extend_from_slice(&lines[sent]);
-            sent += 1;
-        }
-        if !out.is_empty() {
-            io.get_mut().write_all(&out).await.unwrap();
-        }
-        loop {
-            reply.clear();
-            io.read_until(b'\n', &mut reply).await.unwrap();
-            assert!(
-                memchr::memmem::find(&reply, b"\"ok\":true").is_some(),
-                "{}",
-                String::from_utf8_lossy(&reply)
-            );
-            received += 1;
-            if memchr::memchr(b'\n', io.buffer()).is_none() {
-                break;
-            }
-        }
-    }
 }
 
 fn main() {
@@ -136,7 +110,7 @@ fn main() {
                 .into_iter()
                 .map(|(mut io, task, lines)| {
                     tokio::spawn(async move {
-                        pipeline(&mut io, &lines).await;
+                        pipeline::pipeline(&mut io, &lines, 64, &mut Vec::new()).await;
                         (io, task)
                     })
                 })
