@@ -4,8 +4,8 @@
 //! content, and its outcome — success, failure or "unknown" — can always be read back instead
 //! of being re-sent. See `README.md` for the guarantee and what it does not cover.
 //!
-//! The modules follow the shape of the system: [`protocol`] (the wire), [`book`] (receipts),
-//! [`tasks`] (task states and pending outcomes), [`executor`] (what acts on pages),
+//! The modules follow the shape of the system: [`protocol`] (the wire), [`ids`] (request and
+//! task IDs), [`book`] (receipts), [`tasks`] (task states and pending outcomes), [`executor`] (what acts on pages),
 //! [`host`] (the rules), [`events`] (the operator's live feed), [`server`] (sockets),
 //! [`introspect`] (the operator's channel), [`operator`] (the operator commands), [`client`] (the bridge
 //! client and its ambiguity gate), [`mcp`] (the MCP front), [`console`] (the operator's terminal
@@ -20,6 +20,7 @@ pub mod console;
 pub mod events;
 pub mod executor;
 pub mod host;
+pub mod ids;
 pub mod introspect;
 pub mod mcp;
 pub mod operator;

@@ -7,16 +7,13 @@
 //! test.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::book::RequestKey;
+use crate::ids::RequestKey;
+pub use crate::ids::TaskId;
 use crate::protocol::{format_millis, ErrorCode, Expect, Method};
-
-/// A task's ID, shared cheaply between the task table and the receipts that name it.
-pub type TaskId = Arc<str>;
 
 /// How many history entries a task keeps.
 pub const HISTORY_LIMIT: usize = 100;
