@@ -12,7 +12,8 @@ use crate::host::{
     HostConfig, DEFAULT_ACTION_TIMEOUT_MS, DEFAULT_CAPACITY, DEFAULT_TOMBSTONE_CAPACITY,
 };
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
-use crate::server::{resolve_socket_dir, Limits, ServeOptions, DEFAULT_MAX_CONNECTIONS};
+use crate::serve::ServeOptions;
+use crate::server::{resolve_socket_dir, Limits, DEFAULT_MAX_CONNECTIONS};
 
 /// Polaris: one request ID executes at most once; uncertain outcomes are read, never resent.
 #[derive(Debug, Parser)]
@@ -302,7 +303,7 @@ pub fn main() -> ExitCode {
                 },
                 audit_log: args.audit_log.unwrap_or_else(default_audit_log),
             };
-            match runtime().block_on(crate::server::serve(options)) {
+            match runtime().block_on(crate::serve::run(options)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("polaris serve: {e}");

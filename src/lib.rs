@@ -5,11 +5,12 @@
 //! of being re-sent. See `README.md` for the guarantee and what it does not cover.
 //!
 //! The modules follow the shape of the system: [`protocol`] (the wire), [`ids`] (request and
-//! task IDs), [`book`] (receipts), [`tasks`] (task states and pending outcomes), [`executor`] (what acts on pages),
-//! [`host`] (the rules), [`events`] (the operator's live feed), [`server`] (sockets),
-//! [`introspect`] (the operator's channel), [`operator`] (the operator commands), [`client`] (the bridge
-//! client and its ambiguity gate), [`mcp`] (the MCP front), [`console`] (the operator's terminal
-//! monitor) and [`cli`].
+//! task IDs), [`book`] (receipts), [`tasks`] (task states and pending outcomes), [`executor`]
+//! (what acts on pages), [`host`] (the rules), [`events`] (the operator's live feed),
+//! [`server`] (sockets), [`introspect`] (the operator's channel), [`serve`] (both services on
+//! their sockets), [`operator`] (the operator commands), [`client`] (the bridge client and its
+//! ambiguity gate), [`mcp`] (the MCP front), [`console`] (the operator's terminal monitor) and
+//! [`cli`]. `tests/architecture.rs` keeps the graph of these modules free of cycles.
 
 #![warn(missing_docs)]
 
@@ -25,5 +26,6 @@ pub mod introspect;
 pub mod mcp;
 pub mod operator;
 pub mod protocol;
+pub mod serve;
 pub mod server;
 pub mod tasks;

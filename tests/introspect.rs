@@ -13,7 +13,8 @@ use polaris::client::BridgeClient;
 use polaris::executor::FixtureExecutor;
 use polaris::host::HostConfig;
 use polaris::protocol::{Reply, DEFAULT_MAX_FRAME_BYTES};
-use polaris::server::{start, Limits, Running, ServeOptions};
+use polaris::serve::{start, Running, ServeOptions};
+use polaris::server::Limits;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 

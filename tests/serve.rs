@@ -294,7 +294,7 @@ async fn a_panicking_execution_is_stored_as_internal_and_blocks_its_task() {
         inner: FixtureExecutor::new(),
         acts: Default::default(),
     });
-    let options = polaris::server::ServeOptions {
+    let options = polaris::serve::ServeOptions {
         socket_dir: root.path().join("s"),
         host: polaris::host::HostConfig::default(),
         limits: polaris::server::Limits {
@@ -303,7 +303,7 @@ async fn a_panicking_execution_is_stored_as_internal_and_blocks_its_task() {
         },
         audit_log: root.path().join("audit.jsonl"),
     };
-    let running = polaris::server::start(&options, executor.clone()).unwrap();
+    let running = polaris::serve::start(&options, executor.clone()).unwrap();
     let mut c = Conn::connect(&options.socket_dir.join("bridge.sock")).await;
     let task = start_task(&mut c, json!({})).await;
     let rid = new_id();

@@ -5,7 +5,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use polaris::host::HostConfig;
-use polaris::server::{Limits, Running, ServeOptions};
+use polaris::serve::{Running, ServeOptions};
+use polaris::server::Limits;
 use tokio::runtime::Runtime;
 
 /// Starts a host on `dir` with a receipt capacity large enough for the whole bench.
@@ -23,7 +24,7 @@ pub fn start_polaris(srv: &Runtime, dir: &Path, capacity: usize) -> Running {
         },
         audit_log: dir.join("audit.jsonl"),
     };
-    polaris::server::start(
+    polaris::serve::start(
         &options,
         Arc::new(polaris::executor::FixtureExecutor::new()),
     )

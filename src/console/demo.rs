@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 use crate::client::BridgeClient;
 use crate::host::{HostConfig, DEFAULT_TOMBSTONE_CAPACITY};
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
-use crate::server::{Limits, ServeOptions, DEFAULT_MAX_CONNECTIONS};
+use crate::serve::ServeOptions;
+use crate::server::{Limits, DEFAULT_MAX_CONNECTIONS};
 
 /// The demo's receipt capacity: small, so the gauge fills in under a minute.
 pub const DEMO_CAPACITY: usize = 60;
@@ -79,7 +80,7 @@ pub async fn run(options: DemoOptions) -> Result<(), String> {
         Some(d) => (d, false),
         None => (fresh_demo_dir(), true),
     };
-    let running = crate::server::start(
+    let running = crate::serve::start(
         &host_options(dir.clone(), options.capacity),
         Arc::new(crate::executor::FixtureExecutor::new()),
     )

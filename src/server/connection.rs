@@ -1,0 +1,304 @@
+//! One connection's bytes: frames in, with the frame limit, and reply lines out.
+//!
+//! Shaped after mini-redis's `Connection`: [`Framed`] owns the connection's read buffer, the
+//! frame being read and the replies ready to write, so the loop that drives it (in
+//! `listener`) deals in frames and lines, never in buffers. Replies that need waiting (an
+//! execution, a slow read) are written by a writer task instead ([`Framed::spawn_writer`]), so
+//! a slow reply never holds up the ones behind it. Both write whole batches under one lock, so
+//! lines never interleave.
+
+use std::io;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::stream::{FuturesUnordered, StreamExt};
+use interprocess::local_socket::tokio::Stream;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
+use tokio::task::JoinHandle;
+
+use crate::protocol::{read_frame, FrameRead};
+
+/// The read buffer's size, and the write batch's starting capacity: room for a pipelined
+/// burst of small frames, read or written with one system call.
+const BUFFER_BYTES: usize = 64 * 1024;
+
+/// The writer task stops gathering replies and writes once its batch is this large.
+const MAX_BATCH_BYTES: usize = 256 * 1024;
+
+/// A line to write, and the in-flight slot it frees once written.
+pub struct Outbound {
+    /// The bytes, newline included.
+    pub line: Vec<u8>,
+    /// Released after the line is written, so a peer that does not read cannot make the host
+    /// queue more than the in-flight limit of replies.
+    pub permit: Option<OwnedSemaphorePermit>,
+}
+
+/// What a service may use of its connection: the queue to the writer, for lines it sends on
+/// its own (an event feed), and the shutdown flag, so such a feed ends with the host.
+#[derive(Clone)]
+pub struct Connection {
+    /// Lines to write to the peer.
+    pub out: mpsc::UnboundedSender<Outbound>,
+    /// Flips to `true` when the host shuts down.
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// A reply that needs waiting (an execution, a slow read), and the in-flight slot it frees.
+pub(super) type LaterReply = (BoxFuture<'static, Vec<u8>>, OwnedSemaphorePermit);
+
+/// The channels the writer task reads from.
+pub(super) struct WriterInput {
+    /// Lines a service sends on its own, and what the reader leaves unwritten when it stops.
+    pub(super) lines: mpsc::UnboundedReceiver<Outbound>,
+    /// Replies still being worked out.
+    pub(super) later: mpsc::UnboundedReceiver<LaterReply>,
+    /// Fires when the reader is done: write everything owed, then end.
+    pub(super) close: oneshot::Receiver<()>,
+}
+
+/// One connection's stream with its buffers: frames are read from it (at most
+/// `max_frame_bytes` each) and ready replies gathered for it, written in one go.
+pub(super) struct Framed<'s> {
+    /// The stream, shared with the writer task (`&Stream` both reads and writes).
+    stream: &'s Arc<Stream>,
+    /// Bytes read and not yet taken; whole lines in it are frames at hand.
+    reader: BufReader<&'s Stream>,
+    /// The frame being read. It survives a cancelled read, which is what makes reading
+    /// cancel-safe: bytes move from `reader` into it as they are taken, so none are lost.
+    frame: Vec<u8>,
+    /// `frame` holds a whole frame already handed out; the next read starts a new one.
+    frame_done: bool,
+    /// Ready replies not yet written.
+    ready: Vec<u8>,
+    /// The in-flight slots those replies free once written.
+    ready_permits: Vec<OwnedSemaphorePermit>,
+    /// Held while writing: the writer task writes to the same stream, and a line is always
+    /// written whole.
+    write_lock: Arc<tokio::sync::Mutex<()>>,
+    /// `--max-frame-bytes`.
+    max_frame_bytes: usize,
+}
+
+impl<'s> Framed<'s> {
+    /// Buffers for `stream`, which the caller keeps alive for as long as this is used.
+    pub(super) fn new(stream: &'s Arc<Stream>, max_frame_bytes: usize) -> Framed<'s> {
+        Framed {
+            stream,
+            reader: BufReader::with_capacity(BUFFER_BYTES, &**stream),
+            frame: Vec::with_capacity(1024),
+            frame_done: false,
+            ready: Vec::with_capacity(BUFFER_BYTES),
+            ready_permits: Vec::new(),
+            write_lock: Arc::new(tokio::sync::Mutex::new(())),
+            max_frame_bytes,
+        }
+    }
+
+    /// The frame limit this connection enforces.
+    pub(super) fn max_frame_bytes(&self) -> usize {
+        self.max_frame_bytes
+    }
+
+    /// Starts the task that writes the lines and later replies it is sent, batching whatever
+    /// is ready into one write; see [`write_loop`].
+    pub(super) fn spawn_writer(&self, input: WriterInput) -> JoinHandle<()> {
+        tokio::spawn(write_loop(
+            self.stream.clone(),
+            self.write_lock.clone(),
+            input,
+        ))
+    }
+
+    /// Whether a whole frame is already buffered, so reading it will not wait for the peer.
+    pub(super) fn has_buffered_frame(&self) -> bool {
+        memchr::memchr(b'\n', self.reader.buffer()).is_some()
+    }
+
+    /// Up to `max` whole frames already buffered, pushed to `frames` without reading or
+    /// copying (a trailing `\r` is dropped). Stops before a line over the frame limit, which
+    /// [`Framed::read_frame`] then refuses. Returns how many bytes the frames span: pass it to
+    /// [`Framed::consume`] once they are handled.
+    pub(super) fn buffered_frames<'a>(&'a self, max: usize, frames: &mut Vec<&'a [u8]>) -> usize {
+        let buffered = self.reader.buffer();
+        let mut used = 0;
+        while frames.len() < max {
+            let rest = &buffered[used..];
+            let Some(pos) = memchr::memchr(b'\n', rest) else {
+                break;
+            };
+            if pos > self.max_frame_bytes {
+                break;
+            }
+            let frame = &rest[..pos];
+            frames.push(frame.strip_suffix(b"\r").unwrap_or(frame));
+            used += pos + 1;
+        }
+        used
+    }
+
+    /// Drops `used` bytes of frames taken with [`Framed::buffered_frames`].
+    pub(super) fn consume(&mut self, used: usize) {
+        self.reader.consume(used);
+    }
+
+    /// Reads the next frame; on [`FrameRead::Frame`] it is in [`Framed::frame`] until the next
+    /// read. Cancel-safe: a cancelled read keeps what it took, and the next one goes on.
+    pub(super) async fn read_frame(&mut self) -> io::Result<FrameRead> {
+        if self.frame_done {
+            self.frame.clear();
+            self.frame_done = false;
+        }
+        let read = read_frame(&mut self.reader, &mut self.frame, self.max_frame_bytes).await;
+        self.frame_done = matches!(read, Ok(FrameRead::Frame));
+        read
+    }
+
+    /// The frame the last read returned (without its newline).
+    pub(super) fn frame(&self) -> &[u8] {
+        &self.frame
+    }
+
+    /// Queues a reply line to be written with the next [`Framed::write_ready`], and the
+    /// in-flight slot it frees once written.
+    pub(super) fn queue_ready(&mut self, line: &[u8], permit: Option<OwnedSemaphorePermit>) {
+        self.ready.extend_from_slice(line);
+        self.ready_permits.extend(permit);
+    }
+
+    /// Whether replies wait to be written.
+    pub(super) fn has_ready(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
+    /// Writes the ready replies in one go and frees their slots. Fails when the peer is gone.
+    /// Not cancel-safe (a line could be cut): the caller awaits it without racing it.
+    pub(super) async fn write_ready(&mut self) -> io::Result<()> {
+        let written = {
+            let _guard = self.write_lock.lock().await;
+            (&**self.stream).write_all(&self.ready).await
+        };
+        self.ready.clear();
+        self.ready_permits.clear();
+        written
+    }
+
+    /// The ready replies not yet written, taken out (their slots are freed), for the writer
+    /// task to write before it closes.
+    pub(super) fn take_ready(&mut self) -> Option<Outbound> {
+        self.ready_permits.clear();
+        (!self.ready.is_empty()).then(|| Outbound {
+            line: std::mem::take(&mut self.ready),
+            permit: None,
+        })
+    }
+}
+
+/// A pending reply as the writer polls it: the line, then the slot is freed once written.
+async fn owed(
+    fut: BoxFuture<'static, Vec<u8>>,
+    permit: OwnedSemaphorePermit,
+) -> (Vec<u8>, OwnedSemaphorePermit) {
+    (fut.await, permit)
+}
+
+/// Writes queued lines and the replies of pending futures as they complete, batching whatever
+/// is ready into one write. Ends when told to close (after writing everything queued before
+/// that and every pending reply) or when the peer is gone; pending replies then still run to
+/// their end, detached, so no work is ever cancelled by a connection.
+async fn write_loop(
+    stream: Arc<Stream>,
+    write_lock: Arc<tokio::sync::Mutex<()>>,
+    input: WriterInput,
+) {
+    let WriterInput {
+        lines: mut rx,
+        later: mut later_rx,
+        mut close,
+    } = input;
+    let mut pending = FuturesUnordered::new();
+    let mut batch: Vec<u8> = Vec::with_capacity(BUFFER_BYTES);
+    let mut permits = Vec::new();
+    let mut closing = false;
+    let mut later_open = true;
+    loop {
+        batch.clear();
+        if closing {
+            while let Ok((fut, permit)) = later_rx.try_recv() {
+                pending.push(owed(fut, permit));
+            }
+            while let Ok(o) = rx.try_recv() {
+                batch.extend_from_slice(&o.line);
+                permits.push(o.permit);
+            }
+            if batch.is_empty() {
+                if pending.is_empty() {
+                    return;
+                }
+                // Replies still owed: wait for the next one.
+                if let Some((line, permit)) = pending.next().await {
+                    batch.extend_from_slice(&line);
+                    permits.push(Some(permit));
+                }
+            }
+        } else {
+            tokio::select! {
+                biased;
+                o = rx.recv() => match o {
+                    Some(o) => {
+                        batch.extend_from_slice(&o.line);
+                        permits.push(o.permit);
+                    }
+                    None => closing = true,
+                },
+                Some((line, permit)) = pending.next(), if !pending.is_empty() => {
+                    batch.extend_from_slice(&line);
+                    permits.push(Some(permit));
+                }
+                l = later_rx.recv(), if later_open => match l {
+                    Some((fut, permit)) => pending.push(owed(fut, permit)),
+                    None => later_open = false,
+                },
+                _ = &mut close => closing = true,
+            }
+        }
+        // Take whatever else is ready without waiting.
+        while batch.len() < MAX_BATCH_BYTES {
+            if let Ok((fut, permit)) = later_rx.try_recv() {
+                pending.push(owed(fut, permit));
+                continue;
+            }
+            if let Ok(o) = rx.try_recv() {
+                batch.extend_from_slice(&o.line);
+                permits.push(o.permit);
+                continue;
+            }
+            match futures::FutureExt::now_or_never(pending.next()) {
+                Some(Some((line, permit))) => {
+                    batch.extend_from_slice(&line);
+                    permits.push(Some(permit));
+                }
+                _ => break,
+            }
+        }
+        if batch.is_empty() {
+            continue;
+        }
+        let written = {
+            let _guard = write_lock.lock().await;
+            (&*stream).write_all(&batch).await.is_ok()
+        };
+        permits.clear();
+        if !written {
+            // The peer is gone; what it asked for still runs to its end.
+            while let Ok((fut, permit)) = later_rx.try_recv() {
+                pending.push(owed(fut, permit));
+            }
+            if !pending.is_empty() {
+                tokio::spawn(async move { while pending.next().await.is_some() {} });
+            }
+            return;
+        }
+    }
+}
