@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
@@ -125,9 +125,17 @@ struct PageState {
     submissions: u64,
 }
 
+/// Takes a fixture page's lock. Like the host's state, a page recovers from a panic while its
+/// lock was held (each critical section only reads or stores a field or two): the host has
+/// already answered the panicking request with `INTERNAL`, and refusing every later action on
+/// the page would not undo it.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl FixturePage {
     fn read(&self, target: &str) -> String {
-        let s = self.state.lock().expect("fixture page lock");
+        let s = lock(&self.state);
         match target {
             STATUS => s.status.clone(),
             SUBMISSIONS => s.submissions.to_string(),
@@ -149,7 +157,7 @@ impl FixturePage {
 
     fn apply_submit(&self, mutations: &AtomicU64) {
         {
-            let mut s = self.state.lock().expect("fixture page lock");
+            let mut s = lock(&self.state);
             s.submissions += 1;
             s.status = format!("Saved #{}", s.submissions);
         }
@@ -184,7 +192,7 @@ impl FixtureExecutor {
     fn page(&self, task: &str) -> Option<Arc<FixturePage>> {
         self.pages
             .read()
-            .expect("fixture pages lock")
+            .unwrap_or_else(PoisonError::into_inner)
             .get(task)
             .cloned()
     }
@@ -265,7 +273,7 @@ impl Executor for FixtureExecutor {
         });
         self.pages
             .write()
-            .expect("fixture pages lock")
+            .unwrap_or_else(PoisonError::into_inner)
             .insert(task, page);
         Box::pin(async { Ok(()) })
     }
@@ -289,9 +297,7 @@ impl Executor for FixtureExecutor {
                             "{target} is not a text field and cannot be filled"
                         ));
                     }
-                    page.state
-                        .lock()
-                        .expect("fixture page lock")
+                    lock(&page.state)
                         .fields
                         .insert(target.clone(), value.clone());
                     page.announce_change();
@@ -335,8 +341,7 @@ impl Executor for FixtureExecutor {
             // The draft is submitted to the fixture backend.
             let options = &page.options;
             if options.fail_submit {
-                page.state.lock().expect("fixture page lock").status =
-                    "Error: submit rejected".to_owned();
+                lock(&page.state).status = "Error: submit rejected".to_owned();
                 page.announce_change();
                 return ActionOutcome::Failed(
                     "the backend rejected the submit; nothing was saved".into(),

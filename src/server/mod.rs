@@ -10,10 +10,11 @@
 //! - `listener`: the accept loops, the connection limit, the in-flight window and shutdown.
 //!
 //! Locks: the only lock taken here is the async one that keeps a connection's reply lines
-//! whole, and async locks do not poison. A service's own `std::sync` locks are its business;
-//! the host's and the introspection service's recover from poisoning (a panic is already
-//! answered as that request's `INTERNAL` reply, and refusing everyone afterwards would not
-//! undo it).
+//! whole, and async locks do not poison. Behind the services, every `std::sync` lock a
+//! request reaches recovers from poisoning the same way (`PoisonError::into_inner`): the
+//! host's state, which the introspection service also reads through `Host::lock`, and the
+//! fixture executor's pages. A panic is already answered as that request's `INTERNAL` reply;
+//! refusing everyone afterwards would not undo it.
 
 mod connection;
 mod listener;
