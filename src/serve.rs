@@ -51,15 +51,21 @@ pub struct ServeOptions {
 pub struct Running {
     /// The host behind the sockets.
     pub host: Host,
+    /// Flipped first when stopping: the accept loops end, open connections keep being read.
     stop_accepting: watch::Sender<bool>,
+    /// Flipped once executions are done: connections stop reading and drain their replies.
     shutdown: watch::Sender<bool>,
+    /// Every connection's task, so stopping can wait for their replies to be written.
     tracker: tokio_util::task::TaskTracker,
+    /// The two accept loops, awaited so the listeners are closed before the files go.
     accept_loops: Vec<tokio::task::JoinHandle<()>>,
+    /// The socket files, removed on stop so clients learn at once that nobody listens.
     socket_paths: Vec<PathBuf>,
 }
 
 /// Prepares the socket directory, binds both sockets and starts serving. Returns once the
-/// sockets accept connections.
+/// sockets accept connections. Apart from [`run`] so the demo, the tests and the benchmarks
+/// can serve with an executor of their own and stop when they choose.
 pub fn start(options: &ServeOptions, executor: Arc<dyn Executor>) -> Result<Running, ServeError> {
     let dir = &options.socket_dir;
     prepare_socket_dir(dir)?;
