@@ -81,6 +81,8 @@ pub(super) struct Framed<'s> {
     max_frame_bytes: usize,
 }
 
+// What the per-frame path calls is `#[inline]`: the loop calling it is generic over the service
+// and compiled elsewhere, and these were inline code in it before they had a type.
 impl<'s> Framed<'s> {
     /// Buffers for `stream`, which the caller keeps alive for as long as this is used.
     pub(super) fn new(stream: &'s Arc<Stream>, max_frame_bytes: usize) -> Framed<'s> {
@@ -97,6 +99,7 @@ impl<'s> Framed<'s> {
     }
 
     /// The frame limit this connection enforces.
+    #[inline]
     pub(super) fn max_frame_bytes(&self) -> usize {
         self.max_frame_bytes
     }
@@ -112,6 +115,7 @@ impl<'s> Framed<'s> {
     }
 
     /// Whether a whole frame is already buffered, so reading it will not wait for the peer.
+    #[inline]
     pub(super) fn has_buffered_frame(&self) -> bool {
         memchr::memchr(b'\n', self.reader.buffer()).is_some()
     }
@@ -120,6 +124,7 @@ impl<'s> Framed<'s> {
     /// copying (a trailing `\r` is dropped). Stops before a line over the frame limit, which
     /// [`Framed::read_frame`] then refuses. Returns how many bytes the frames span: pass it to
     /// [`Framed::consume`] once they are handled.
+    #[inline]
     pub(super) fn buffered_frames<'a>(&'a self, max: usize, frames: &mut Vec<&'a [u8]>) -> usize {
         let buffered = self.reader.buffer();
         let mut used = 0;
@@ -139,6 +144,7 @@ impl<'s> Framed<'s> {
     }
 
     /// Drops `used` bytes of frames taken with [`Framed::buffered_frames`].
+    #[inline]
     pub(super) fn consume(&mut self, used: usize) {
         self.reader.consume(used);
     }
@@ -156,18 +162,21 @@ impl<'s> Framed<'s> {
     }
 
     /// The frame the last read returned (without its newline).
+    #[inline]
     pub(super) fn frame(&self) -> &[u8] {
         &self.frame
     }
 
     /// Queues a reply line to be written with the next [`Framed::write_ready`], and the
     /// in-flight slot it frees once written.
+    #[inline]
     pub(super) fn queue_ready(&mut self, line: &[u8], permit: Option<OwnedSemaphorePermit>) {
         self.ready.extend_from_slice(line);
         self.ready_permits.extend(permit);
     }
 
     /// Whether replies wait to be written.
+    #[inline]
     pub(super) fn has_ready(&self) -> bool {
         !self.ready.is_empty()
     }
