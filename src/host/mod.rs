@@ -1,35 +1,46 @@
 //! The host's rules: validation, the receipt rules, task admission, executions and reads.
 //!
-//! Everything that must be atomic — looking an ID up, comparing fingerprints, admitting a
-//! mutation against its task's state, checking capacity and creating the receipt — happens in
-//! one critical section of one `std::sync::Mutex` (the mini-redis answer: the section is short
-//! and never awaits). An execution is polled once as soon as its receipt exists: when the
-//! executor answers without waiting it completes inline, otherwise it is spawned detached from
-//! the connection that asked for it, so a caller that disconnects cancels nothing; replies,
-//! errors and panics included, are stored and shared by every copy of the request.
+//! One request ID executes at most once and means one request content. Everything that must be
+//! atomic for that — looking the ID up, comparing fingerprints, admitting a mutation against
+//! its task's state, checking capacity and creating the receipt — happens in one critical
+//! section of one `std::sync::Mutex` (the mini-redis answer: every section is short and never
+//! awaits). An admitted mutation is polled once in place: when the executor answers without
+//! waiting it completes inline, otherwise it is spawned detached from the connection that asked
+//! for it, so a caller that disconnects cancels nothing; replies, errors and panics included,
+//! are stored under the receipt and shared by every copy of the request. An outcome that may or
+//! may not have taken effect is never re-run: it blocks its task until `task.verifyOutcome`
+//! reads the page. Completed receipts leave the book only by an operator's two-phase clear.
+//!
+//! Where each part lives:
+//! - `mod.rs` (here): the [`Host`] handle, its [`HostConfig`], its [`Counters`] and the state
+//!   behind the one lock (`State`, reached only through `Host::lock`).
+//! - `handle.rs`: where requests come in — one frame, one parsed request, or a pipelined run
+//!   of actions admitted under one taking of the lock and stored under one more.
+//! - `admission.rs`: the receipt rules for a new request, and every refusal they give.
+//! - `execution.rs`: an admitted `Execution` from the executor's start to its stored outcome.
+//! - `read.rs`: reads, `task.verifyOutcome`, and the `host.hello`, `run.status` and
+//!   `receipt.status` results.
+//! - `clear.rs`: the clearability rule and the two phases of a clear.
 
-use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use futures::FutureExt;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use crate::book::{digest, Book, ClearBatch, Entry, RequestKey, Tombstone};
-use crate::events::{EventBus, ReceiptFacts, Subscription};
-use crate::executor::{Action, ActionOutcome, Executor};
-use crate::protocol::{
-    format_millis, now_millis, parse_envelope, parse_request_direct, try_fingerprint, Command,
-    Delivery, DirectRequest, ErrorBody, ErrorCode, Expect, ExpectCheck, Method, Outcome,
-    ReceiptKind,
-};
-use crate::tasks::{PendingOutcome, Task, TaskId, Tasks};
+use crate::book::Book;
+use crate::events::{EventBus, Subscription};
+use crate::executor::Executor;
+use crate::protocol::{now_millis, ErrorBody, Outcome, ReceiptKind};
+use crate::tasks::{TaskId, Tasks};
 
+mod admission;
 mod clear;
+mod execution;
+mod handle;
 mod read;
 
 #[cfg(test)]
@@ -103,14 +114,30 @@ impl Counters {
 }
 
 /// The state behind the host's one lock.
+///
+/// Whoever holds the lock holds it for one short critical section that never awaits and never
+/// calls the executor: the receipt rules for one request (or a pipelined run of them), storing
+/// one outcome (or a run's), a status read, one phase of a clear. Executions, reads of the page
+/// and replies to waiting copies all happen after the lock is let go. Take it only through
+/// [`Host::lock`].
 pub(crate) struct State {
+    /// The receipts and tombstones. Admission looks up, compares and inserts here under the
+    /// lock in one step; completion stores outcomes; the operator's socket lists and clears.
     pub(crate) book: Book,
+    /// Task states and pending outcomes, changed together with the receipts they depend on so
+    /// an admission never sees one without the other.
     pub(crate) tasks: Tasks,
+    /// What the console shows; every count changes in the critical section of the event it
+    /// counts.
     pub(crate) counters: Counters,
+    /// The operator's live feed: events are published under the lock so their order is the
+    /// order of the changes (publishing never waits on a subscriber).
     pub(crate) events: EventBus,
-    /// Verifications in progress, so a second one shares the first.
+    /// Verifications in progress, so a second one shares the first. Inserted and removed under
+    /// the lock; the observation itself runs without it.
     verifying: std::collections::HashMap<TaskId, watch::Receiver<Option<Arc<Outcome>>>>,
-    /// Clears prepared and not yet committed, by token.
+    /// Clears prepared and not yet committed, by token; each phase of a clear is one critical
+    /// section.
     prepared_clears: std::collections::HashMap<String, clear::PreparedClear>,
 }
 
@@ -120,20 +147,29 @@ pub struct Host {
     inner: Arc<Inner>,
 }
 
+/// What every clone of a [`Host`] shares.
 struct Inner {
+    /// This run's ID: receipts and tasks mean something only within it.
     run_id: String,
+    /// When this run started (epoch ms).
     started_at: i64,
+    /// The knobs this run was started with.
     config: HostConfig,
+    /// The one lock: a `std::sync::Mutex`, because every critical section is short and never
+    /// awaits (see [`State`]).
     state: Mutex<State>,
+    /// What performs actions and reads pages.
     executor: Arc<dyn Executor>,
+    /// Set once by [`Host::begin_shutdown`]; read by admission without the lock's help.
     shutting_down: AtomicBool,
     /// Signalled whenever the last running execution finishes.
     idle: Notify,
     /// How many `wait_idle` calls are waiting, so completions skip `idle` when nobody is.
-    idle_watchers: std::sync::atomic::AtomicUsize,
+    idle_watchers: AtomicUsize,
 }
 
-/// A reply that is ready now, or one that needs waiting (an execution, a slow read).
+/// A reply that is ready now, or one that needs waiting (an execution, a slow read): what the
+/// server writes back for each frame, in order.
 pub enum Handled {
     /// The reply line.
     Ready(Vec<u8>),
@@ -141,170 +177,22 @@ pub enum Handled {
     Later(BoxFuture<'static, Vec<u8>>),
 }
 
-/// What an execution changed besides its reply.
-enum Effect {
-    None,
-    TaskStarted(Task),
-    Uncertain(Expect),
-}
-
-/// A fill's result, `{"target":…,"value":…}`, written without building a JSON value (the
-/// members in the order a JSON object would list them).
-#[derive(serde::Serialize)]
-struct Filled<'a> {
-    target: &'a str,
-    value: &'a str,
-}
-
+/// A refusal, answered at once.
 fn reject(id: Option<&str>, run_id: &str, error: ErrorBody) -> Handled {
     Handled::Ready(Outcome::err(&error).reply_line(id, run_id, ReceiptKind::None))
 }
 
+/// A read's result, answered at once.
 fn ready_ok(id: &str, run_id: &str, result: Value) -> Handled {
     Handled::Ready(Outcome::ok(&result).reply_line(Some(id), run_id, ReceiptKind::None))
 }
 
-/// Guards an execution's future: dropped before the outcome is stored, it drops the receipt's
-/// waiters so joined copies get an answer rather than wait forever.
-struct Unfinished<'a> {
-    host: &'a Host,
-    key: Option<&'a RequestKey>,
-}
-
-impl Drop for Unfinished<'_> {
-    fn drop(&mut self) {
-        if let Some(key) = self.key {
-            self.host.lock().book.abandon_waiters(key);
-        }
-    }
-}
-
-/// What the receipt rules decided for a request that is not answered at once.
-enum Admitted {
-    /// A read: executed every time, never stored.
-    Read(Command),
-    /// A new receipt, to execute.
-    Execute(Execution),
-}
-
-/// A mutation whose running receipt now exists.
-struct Execution {
-    key: RequestKey,
-    /// Where the receipt was created (a hint for storing its outcome).
-    slot: usize,
-    cmd: Command,
-    task_id: Option<TaskId>,
-}
-
-/// An execution the executor answered without waiting, to be stored.
-struct Inline {
-    execution: Execution,
-    outcome: Outcome,
-    effect: Effect,
-}
-
-/// How starting an execution went.
-// Inline is the common case, on every fresh action: boxing it would cost an allocation each
-// time to save moving a few hundred bytes once.
-#[allow(clippy::large_enum_variant)]
-enum Ran {
-    /// Answered inline: the outcome is ready to store.
-    Inline(Inline),
-    /// Spawned: the reply comes when it finishes.
-    Later(Handled),
-}
-
-/// Whether a command can share a batch's critical sections: an action an executor performs.
-fn joins_a_run(cmd: &Command) -> bool {
-    matches!(
-        cmd,
-        Command::TaskStart(_)
-            | Command::PageFill(_)
-            | Command::PageClick(_)
-            | Command::PagePress(_)
-    )
-}
-
-/// An execution the executor has started.
-enum Started {
-    /// `task.start`: the new task's page opening.
-    Open(TaskId, BoxFuture<'static, Result<(), String>>),
-    /// A page action on a task.
-    Act(TaskId, BoxFuture<'static, ActionOutcome>),
-}
-
-/// What the executor answered.
-enum Finished {
-    Open(TaskId, Result<(), String>),
-    Act(TaskId, ActionOutcome),
-}
-
-impl Started {
-    /// Polls the executor's work once; `Some` when it answered without waiting.
-    fn poll_once(&mut self, cx: &mut std::task::Context<'_>) -> Option<Finished> {
-        use std::task::Poll;
-        match self {
-            Started::Open(t, f) => match f.as_mut().poll(cx) {
-                Poll::Ready(r) => Some(Finished::Open(t.clone(), r)),
-                Poll::Pending => None,
-            },
-            Started::Act(t, f) => match f.as_mut().poll(cx) {
-                Poll::Ready(r) => Some(Finished::Act(t.clone(), r)),
-                Poll::Pending => None,
-            },
-        }
-    }
-
-    /// Waits for the executor's answer.
-    async fn finish(self) -> Finished {
-        match self {
-            Started::Open(t, f) => Finished::Open(t, f.await),
-            Started::Act(t, f) => Finished::Act(t, f.await),
-        }
-    }
-}
-
-/// The stored outcome of an execution that panicked: `INTERNAL`, and uncertain when the action
-/// may have had an effect (never re-run; the task blocks until verified).
-fn panicked(
-    id: &str,
-    cmd: &Command,
-    task_id: Option<&str>,
-    panic: Box<dyn std::any::Any + Send>,
-) -> (Outcome, Effect) {
-    let method = cmd.method();
-    let what = panic
-        .downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| panic.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "a panic".into());
-    tracing::error!(request_id = %id, method = %method, "execution panicked: {what}");
-    let error = internal_error(id, method, task_id, &what);
-    let effect = match expectation(cmd) {
-        Some(e) => Effect::Uncertain(e),
-        None => Effect::None,
-    };
-    (Outcome::err(&error), effect)
-}
-
-/// Waits for a running receipt's outcome.
+/// Waits for a running receipt's (or verification's) outcome; `None` when its sender went
+/// away without one.
 async fn wait_outcome(mut rx: watch::Receiver<Option<Arc<Outcome>>>) -> Option<Arc<Outcome>> {
     match rx.wait_for(Option::is_some).await {
         Ok(v) => v.clone(),
         Err(_) => None,
-    }
-}
-
-/// The implicit or explicit expectation of a mutating page action.
-fn expectation(cmd: &Command) -> Option<Expect> {
-    match cmd {
-        Command::PageFill(p) => Some(Expect {
-            target: p.target.clone(),
-            check: ExpectCheck::Equals(p.value.clone()),
-        }),
-        Command::PageClick(p) => Some(p.expect.clone()),
-        Command::PagePress(p) => Some(p.expect.clone()),
-        _ => None,
     }
 }
 
@@ -352,9 +240,13 @@ impl Host {
         &self.inner.executor
     }
 
+    /// Takes the host's one lock: the only way anything in the crate reaches [`State`].
+    ///
+    /// A poisoned lock is recovered, not propagated: a panic while holding the lock cannot
+    /// leave the book half-changed in a way that matters more than refusing all service, so
+    /// keep serving. It also lets the guard that abandons a dropped execution's waiters take
+    /// the lock while a panic unwinds, where panicking again would abort the process.
     pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the book half-changed in a way that
-        // matters more than refusing all service, so keep serving.
         self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -379,7 +271,7 @@ impl Host {
     pub async fn wait_idle(&self, timeout: Duration) -> Vec<String> {
         // Counted before the first look at the book, so a completion that empties the book
         // after that look sees the count and wakes this waiter.
-        struct Watching<'a>(&'a std::sync::atomic::AtomicUsize);
+        struct Watching<'a>(&'a AtomicUsize);
         impl Drop for Watching<'_> {
             fn drop(&mut self) {
                 self.0.fetch_sub(1, Ordering::SeqCst);
@@ -408,744 +300,10 @@ impl Host {
         }
     }
 
-    /// Handles one bridge frame (without its newline).
-    ///
-    /// A well-formed request is read straight from the frame (no JSON value is built for it);
-    /// anything that path does not take goes through [`Host::handle`], which writes every
-    /// refusal, so a bad frame reads the same whichever path saw it first.
-    pub fn handle_frame(&self, frame: &[u8]) -> Handled {
-        let executor = &self.inner.executor;
-        if let Some(req) = parse_request_direct(frame, &|t| executor.check_target(t)) {
-            return self.handle_command(req.id, req.command, req.request);
-        }
-        match parse_envelope(frame) {
-            Ok(env) => self.handle(&env.id, &env.method, &env.params),
-            Err(e) => reject(e.id.as_deref(), self.run_id(), e.error),
-        }
-    }
-
-    /// Handles one bridge request.
-    pub fn handle(&self, id: &str, method_name: &str, params: &Value) -> Handled {
-        let run_id = self.run_id();
-        let Ok(method) = method_name.parse::<Method>() else {
-            return reject(
-                Some(id),
-                run_id,
-                ErrorBody::new(
-                    ErrorCode::UnknownMethod,
-                    format!("unknown method {method_name:?}; call tools.list for the methods of this socket"),
-                )
-                .with_details(json!({"method": method_name})),
-            );
-        };
-        let executor = &self.inner.executor;
-        let cmd = match Command::parse(method, params, &|t| executor.check_target(t)) {
-            Ok(c) => c,
-            Err(msg) => {
-                return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
-            }
-        };
-        let request = match try_fingerprint(method.as_str(), params) {
-            Ok(r) => r,
-            Err(msg) => {
-                return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
-            }
-        };
-        self.handle_command(id, cmd, request)
-    }
-
-    /// The receipt rules for one request whose params are already checked (`request` is its
-    /// canonical `{method, params}`, the fingerprint the receipt keeps), applied in the host's
-    /// critical section: answered at once, a read to run, or a new receipt to execute.
-    fn admit(
-        &self,
-        st: &mut State,
-        id: &str,
-        cmd: Command,
-        request: String,
-        now: i64,
-    ) -> Result<Admitted, Handled> {
-        let run_id = self.run_id();
-        let method = cmd.method();
-        let key = RequestKey::new(id);
-        let vacancy = match st.book.entry(&key) {
-            Entry::Receipt(r) => {
-                if *r.request != *request {
-                    st.counters.rejected_reused += 1;
-                    let stored = r.method;
-                    let first_seen = r.first_seen;
-                    st.events.publish("request.rejected", now, || {
-                        json!({"requestId": id, "method": method.as_str(), "code": "MCP_REQUEST_ID_REUSED"})
-                    });
-                    return Err(reject(
-                        Some(id),
-                        run_id,
-                        ErrorBody::new(
-                            ErrorCode::RequestIdReused,
-                            format!(
-                                "request id {id} was first used at {} for {stored} with other content; nothing was executed. Send new content under a fresh id, or the original content to read its reply (receipt.status shows it)",
-                                format_millis(first_seen)
-                            ),
-                        )
-                        .with_details(json!({
-                            "requestId": id,
-                            "method": stored.as_str(),
-                            "firstSeenAt": format_millis(first_seen),
-                        })),
-                    ));
-                }
-                return Err(match &r.reply {
-                    crate::book::ReplySlot::Done(outcome) => {
-                        r.replays += 1;
-                        let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
-                        st.counters.replays += 1;
-                        st.events
-                            .publish_receipt("receipt.replayed", now, || ReceiptFacts::Seen {
-                                request_id: id.into(),
-                                method: method.as_str(),
-                            });
-                        Handled::Ready(line)
-                    }
-                    crate::book::ReplySlot::Running(_) => {
-                        r.joins += 1;
-                        let rx = r.wait_for_outcome().expect("the receipt is running");
-                        st.counters.joins += 1;
-                        st.events
-                            .publish_receipt("receipt.joined", now, || ReceiptFacts::Seen {
-                                request_id: id.into(),
-                                method: method.as_str(),
-                            });
-                        self.reply_when_done(id, rx, ReceiptKind::Joined)
-                    }
-                });
-            }
-            Entry::Tombstone(t, batch) => {
-                let same = t.digest == digest(&request);
-                st.counters.rejected_cleared += 1;
-                let error = cleared_error(id, t, batch, same);
-                st.events.publish("request.rejected", now, || {
-                    json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CLEARED"})
-                });
-                return Err(reject(Some(id), run_id, error));
-            }
-            Entry::Vacant(vacancy) => vacancy,
-        };
-
-        if !method.is_mutating() {
-            return Ok(Admitted::Read(cmd));
-        }
-        if self.is_shutting_down() {
-            st.events.publish(
-                "request.rejected",
-                now,
-                || json!({"requestId": id, "method": method.as_str(), "code": "SHUTTING_DOWN"}),
-            );
-            return Err(reject(
-                Some(id),
-                run_id,
-                ErrorBody::new(
-                    ErrorCode::ShuttingDown,
-                    format!("the host is stopping and did not execute {method}; send it again under the same id to the next host run"),
-                ),
-            ));
-        }
-
-        // Admission: the task must exist and accept the action.
-        let task_id = match cmd.task_id() {
-            None => None,
-            Some(tid) => {
-                let Some(task) = st.tasks.get_mut(tid) else {
-                    st.events.publish("request.rejected", now, || {
-                        json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": "TASK_NOT_FOUND"})
-                    });
-                    return Err(reject(
-                        Some(id),
-                        run_id,
-                        ErrorBody::new(
-                            ErrorCode::TaskNotFound,
-                            format!("no task {tid} in this run ({run_id}); nothing was executed. Check the taskId and runId you kept with task.resume"),
-                        )
-                        .with_details(json!({"taskId": tid, "runId": run_id})),
-                    ));
-                };
-                if let Err(refusal) = task.admit(method) {
-                    let code = refusal.code();
-                    task.record(&key, method, now, code.as_str());
-                    let error = admission_error(task, method, code);
-                    if code == ErrorCode::TaskBlocked {
-                        st.counters.rejected_blocked += 1;
-                    }
-                    st.events.publish("request.rejected", now, || {
-                        json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": code.as_str()})
-                    });
-                    return Err(reject(Some(id), run_id, error));
-                }
-                Some(task.id.clone())
-            }
-        };
-
-        let slot = match vacancy.insert_running(
-            request.into_boxed_str(),
-            method,
-            task_id.clone(),
-            now,
-        ) {
-            Ok(slot) => slot,
-            Err(full) => {
-                st.counters.rejected_capacity += 1;
-                st.events.publish("request.rejected", now, || {
-                    json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CAPACITY_FULL"})
-                });
-                return Err(reject(
-                    Some(id),
-                    run_id,
-                    ErrorBody::new(
-                        ErrorCode::ReceiptCapacityFull,
-                        format!(
-                            "the receipt book is full ({} of {}); {method} was not executed. An operator must clear completed receipts (polaris clear) — then send this request again under the same id",
-                            full.used, full.capacity
-                        ),
-                    )
-                    .with_details(json!({"capacity": full.capacity, "used": full.used})),
-                ));
-            }
-        };
-        st.counters.executions += 1;
-        st.events
-            .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
-                request_id: id.into(),
-                method: method.as_str(),
-                task_id: task_id.clone(),
-            });
-
-        // Closing a task touches no executor: apply it in this critical section, so no action
-        // can slip in between the check and the change.
-        if let (Command::TaskFinish(_) | Command::TaskStop(_), Some(tid)) = (&cmd, &task_id) {
-            let task = st.tasks.get_mut(tid).expect("admitted task exists");
-            match &cmd {
-                Command::TaskStop(p) => task.stop(p.reason.clone(), now),
-                _ => task.finish(now),
-            }
-            task.record(&key, method, now, "ok");
-            let state = task.state().as_str();
-            let summary = task.summary_json();
-            let outcome = Arc::new(Outcome::ok(&json!({"taskId": &**tid, "state": state})));
-            st.book.complete(&key, outcome.clone(), now);
-            st.events.publish("task.updated", now, || summary);
-            publish_completed(st, id, method, &outcome, now);
-            return Err(Handled::Ready(outcome.reply_line(
-                Some(id),
-                run_id,
-                ReceiptKind::New,
-            )));
-        }
-        Ok(Admitted::Execute(Execution {
-            key,
-            slot,
-            cmd,
-            task_id,
-        }))
-    }
-
-    /// Applies the receipt rules to a request whose params are already checked: `request` is
-    /// its canonical `{method, params}` (the fingerprint the receipt keeps).
-    fn handle_command(&self, id: &str, cmd: Command, request: String) -> Handled {
-        let now = now_millis();
-        let admitted = self.admit(&mut self.lock(), id, cmd, request, now);
-        match admitted {
-            Err(answer) => answer,
-            Ok(Admitted::Read(cmd)) => self.read(id, cmd),
-            Ok(Admitted::Execute(execution)) => match self.run(id, execution) {
-                Ran::Later(answer) => answer,
-                Ran::Inline(done) => {
-                    let outcome = self.complete(
-                        &done.execution.key,
-                        done.execution.slot,
-                        id,
-                        done.execution.cmd.method(),
-                        done.execution.task_id,
-                        done.outcome,
-                        done.effect,
-                        now,
-                    );
-                    Handled::Ready(outcome.reply_line(Some(id), self.run_id(), ReceiptKind::New))
-                }
-            },
-        }
-    }
-
-    /// Handles frames that arrived together on one connection, in order. Consecutive actions
-    /// (the mutations that run on an executor) are admitted under one taking of the host's
-    /// lock and the ones that complete inline are stored under one more, so a pipelining
-    /// client pays for the lock twice per run of actions instead of twice per request. Reads,
-    /// task closings and anything the direct parse path does not read end a run and are
-    /// handled on their own, after it: each frame is answered as it would be alone, in turn.
-    pub fn handle_frames(&self, frames: &[&[u8]], out: &mut Vec<Handled>) {
-        let executor = &self.inner.executor;
-        let check = |t: &str| executor.check_target(t);
-        let mut run = Vec::new();
-        for frame in frames {
-            match parse_request_direct(frame, &check) {
-                Some(req) if joins_a_run(&req.command) => run.push(req),
-                direct => {
-                    self.flush_run(&mut run, out);
-                    out.push(match direct {
-                        Some(req) => self.handle_command(req.id, req.command, req.request),
-                        None => self.handle_frame(frame),
-                    });
-                }
-            }
-        }
-        self.flush_run(&mut run, out);
-    }
-
-    /// Handles the actions gathered so far.
-    fn flush_run(&self, run: &mut Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
-        match run.len() {
-            0 => {}
-            1 => {
-                let req = run.pop().expect("one request");
-                out.push(self.handle_command(req.id, req.command, req.request));
-            }
-            _ => self.handle_run(std::mem::take(run), out),
-        }
-    }
-
-    /// [`Host::handle_frames`] for a run of directly read requests: admitted in order in one
-    /// critical section, executed, and the inline outcomes stored in order in another.
-    fn handle_run(&self, run: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
-        let now = now_millis();
-        let admitted: Vec<_> = {
-            let mut st = self.lock();
-            run.into_iter()
-                .map(|r| (r.id, self.admit(&mut st, r.id, r.command, r.request, now)))
-                .collect()
-        };
-        let mut inline = Vec::new();
-        for (id, admission) in admitted {
-            let answer = match admission {
-                Err(answer) => answer,
-                Ok(Admitted::Read(cmd)) => self.read(id, cmd),
-                Ok(Admitted::Execute(execution)) => match self.run(id, execution) {
-                    Ran::Later(answer) => answer,
-                    Ran::Inline(done) => {
-                        inline.push((out.len(), id, done));
-                        // Replaced by the reply below, once the outcome is stored.
-                        Handled::Ready(Vec::new())
-                    }
-                },
-            };
-            out.push(answer);
-        }
-        if inline.is_empty() {
-            return;
-        }
-        let mut stored = Vec::with_capacity(inline.len());
-        let mut idle = false;
-        {
-            let mut st = self.lock();
-            for (position, id, done) in inline {
-                let outcome = Arc::new(done.outcome);
-                let (waiters, now_idle) = self.complete_locked(
-                    &mut st,
-                    &done.execution.key,
-                    done.execution.slot,
-                    id,
-                    done.execution.cmd.method(),
-                    done.execution.task_id,
-                    &outcome,
-                    done.effect,
-                    now,
-                );
-                idle = now_idle;
-                stored.push((position, id, outcome, waiters));
-            }
-        }
-        for (position, id, outcome, waiters) in stored {
-            if let Some(waiters) = waiters {
-                waiters.send_replace(Some(outcome.clone()));
-            }
-            out[position] =
-                Handled::Ready(outcome.reply_line(Some(id), self.run_id(), ReceiptKind::New));
-        }
-        self.ring_idle(idle);
-    }
-
-    /// Starts an admitted execution: answered inline when the executor answers without
-    /// waiting (the caller stores the outcome), otherwise spawned and answered later.
-    fn run(&self, id: &str, execution: Execution) -> Ran {
-        let Execution {
-            key,
-            slot,
-            cmd,
-            task_id,
-        } = execution;
-        let method = cmd.method();
-
-        // The executor's work is started and polled once right here: actions it answers
-        // without waiting (the fixture's fills, a task's opening) complete inline, with no task
-        // spawned and nothing else allocated; the others are spawned, owning everything they
-        // need, and keep running whatever happens to the caller's connection.
-        let waker = futures::task::noop_waker();
-        let mut cx = std::task::Context::from_waker(&waker);
-        let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let mut started = self.start_execution(&cmd, task_id.as_ref());
-            match started.poll_once(&mut cx) {
-                Some(finished) => Ok(finished),
-                None => Err(started),
-            }
-        }));
-        let (outcome, effect) = match first {
-            Ok(Ok(finished)) => self.interpret(id, &cmd, finished),
-            Err(panic) => panicked(id, &cmd, task_id.as_deref(), panic),
-            Ok(Err(started)) => {
-                // Whatever the first poll registered with the no-op waker is registered again
-                // when the spawned task polls it with its own.
-                let host = self.clone();
-                let exec_id = id.to_owned();
-                let done = tokio::spawn(async move {
-                    // Should this future be dropped unfinished (the runtime going away), the
-                    // copies that joined learn there will be no reply instead of waiting forever.
-                    let mut unfinished = Unfinished {
-                        host: &host,
-                        key: Some(&key),
-                    };
-                    let (outcome, effect) =
-                        match AssertUnwindSafe(started.finish()).catch_unwind().await {
-                            Ok(finished) => host.interpret(&exec_id, &cmd, finished),
-                            Err(panic) => panicked(&exec_id, &cmd, task_id.as_deref(), panic),
-                        };
-                    let outcome = host.complete(
-                        &key,
-                        slot,
-                        &exec_id,
-                        method,
-                        task_id,
-                        outcome,
-                        effect,
-                        now_millis(),
-                    );
-                    unfinished.key = None;
-                    outcome
-                });
-                let id = id.to_owned();
-                let host = self.clone();
-                return Ran::Later(Handled::Later(Box::pin(async move {
-                    match done.await {
-                        Ok(outcome) => {
-                            outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New)
-                        }
-                        Err(_) => host.vanished(&id),
-                    }
-                })));
-            }
-        };
-        // Completed inline: within microseconds of the receipt's creation, so its clock reading
-        // stands for the completion too.
-        Ran::Inline(Inline {
-            execution: Execution {
-                key,
-                slot,
-                cmd,
-                task_id,
-            },
-            outcome,
-            effect,
-        })
-    }
-
-    fn reply_when_done(
-        &self,
-        id: &str,
-        rx: watch::Receiver<Option<Arc<Outcome>>>,
-        kind: ReceiptKind,
-    ) -> Handled {
-        let host = self.clone();
-        let id = id.to_owned();
-        Handled::Later(Box::pin(async move {
-            match wait_outcome(rx).await {
-                Some(outcome) => outcome.reply_line(Some(&id), host.run_id(), kind),
-                None => host.vanished(&id),
-            }
-        }))
-    }
-
-    /// The reply when an execution task vanished without storing a reply (the runtime is
-    /// going away): say so rather than pretend.
-    fn vanished(&self, id: &str) -> Vec<u8> {
-        Outcome::err(&ErrorBody::new(
-            ErrorCode::Internal,
-            format!("the execution of request {id} ended without a reply; read receipt.status for {id} before doing anything else"),
-        ))
-        .reply_line(Some(id), self.run_id(), ReceiptKind::None)
-    }
-
-    /// Starts one mutation on the executor. Never called twice for one receipt.
-    fn start_execution(&self, cmd: &Command, task: Option<&TaskId>) -> Started {
-        let executor = &self.inner.executor;
-        if let Command::TaskStart(p) = cmd {
-            let task_id: TaskId = uuid::Uuid::new_v4().to_string().into();
-            let opening = executor.open(task_id.clone(), p.fixture.clone().unwrap_or_default());
-            return Started::Open(task_id, opening);
-        }
-        let task = task.expect("page actions name an admitted task").clone();
-        let deadline = Instant::now() + self.inner.config.action_timeout;
-        let action = match cmd {
-            Command::PageFill(p) => Action::Fill {
-                target: p.target.clone(),
-                value: p.value.clone(),
-            },
-            Command::PageClick(p) => Action::Click {
-                target: p.target.clone(),
-                expect: p.expect.clone(),
-            },
-            Command::PagePress(p) => Action::Press {
-                key: p.key.clone(),
-                target: p.target.clone(),
-                expect: p.expect.clone(),
-            },
-            other => unreachable!("{} is not executed as a page action", other.method()),
-        };
-        Started::Act(task.clone(), executor.act(task, action, deadline))
-    }
-
-    /// Turns what the executor answered into the stored outcome and its effect on the task.
-    fn interpret(&self, id: &str, cmd: &Command, finished: Finished) -> (Outcome, Effect) {
-        let method = cmd.method();
-        match finished {
-            Finished::Open(task_id, Ok(())) => {
-                let Command::TaskStart(p) = cmd else {
-                    unreachable!("only task.start opens a page")
-                };
-                let now = now_millis();
-                let mut t = Task::new(task_id.clone(), p.title.clone(), p.url.clone(), now);
-                t.record(&RequestKey::new(id), method, now, "ok");
-                let result = json!({"taskId": &*task_id, "runId": self.run_id(), "state": "running"});
-                (Outcome::ok(&result), Effect::TaskStarted(t))
-            }
-            Finished::Open(_, Err(e)) => (
-                Outcome::err(&ErrorBody::new(
-                    ErrorCode::ActionFailed,
-                    format!("the executor could not open a page for the task: {e}; nothing was started"),
-                )),
-                Effect::None,
-            ),
-            Finished::Act(_, ActionOutcome::Applied(obs)) => {
-                let outcome = match cmd {
-                    Command::PageFill(p) => Outcome::ok(&Filled {
-                        target: &p.target,
-                        value: &p.value,
-                    }),
-                    _ => Outcome::ok(&json!({"observation": obs})),
-                };
-                (outcome, Effect::None)
-            }
-            Finished::Act(task, ActionOutcome::Failed(reason)) => (
-                Outcome::err(
-                    &ErrorBody::new(
-                        ErrorCode::ActionFailed,
-                        format!("{method} failed with no effect: {reason}. Task {task} is still running; read the page (page.read) before deciding what to send next"),
-                    )
-                    .with_details(json!({"taskId": &*task, "requestId": id, "reason": reason})),
-                ),
-                Effect::None,
-            ),
-            Finished::Act(task, ActionOutcome::Uncertain(reason)) => {
-                let expect = expectation(cmd).expect("page actions have an expectation");
-                (
-                    Outcome::err(
-                        &ErrorBody::new(
-                            ErrorCode::OutcomeUncertain,
-                            format!("the outcome of {method} (request {id}) is uncertain: {reason}. Do not resend it: call task.verifyOutcome for task {task} before sending anything else"),
-                        )
-                        .with_details(json!({
-                            "taskId": &*task,
-                            "requestId": id,
-                            "expect": expect,
-                            "reason": reason,
-                            "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
-                        })),
-                    ),
-                    Effect::Uncertain(expect),
-                )
-            }
-        }
-    }
-
-    /// Stores an execution's outcome and applies its effect on the task, atomically, then wakes
-    /// every copy waiting for it.
-    #[allow(clippy::too_many_arguments)]
-    fn complete(
-        &self,
-        key: &RequestKey,
-        slot: usize,
-        id: &str,
-        method: Method,
-        task_id: Option<TaskId>,
-        outcome: Outcome,
-        effect: Effect,
-        now: i64,
-    ) -> Arc<Outcome> {
-        let outcome = Arc::new(outcome);
-        let (waiters, idle) = self.complete_locked(
-            &mut self.lock(),
-            key,
-            slot,
-            id,
-            method,
-            task_id,
-            &outcome,
-            effect,
-            now,
-        );
-        if let Some(waiters) = waiters {
-            waiters.send_replace(Some(outcome.clone()));
-        }
-        self.ring_idle(idle);
-        outcome
-    }
-
     /// Wakes whoever waits for the host to have no execution running.
     fn ring_idle(&self, idle: bool) {
         if idle && self.inner.idle_watchers.load(Ordering::SeqCst) > 0 {
             self.inner.idle.notify_waiters();
         }
     }
-
-    /// The part of [`Host::complete`] done under the host's lock. Returns the waiters of
-    /// copies that joined, to wake once the lock is let go, and whether nothing runs now.
-    #[allow(clippy::too_many_arguments)]
-    fn complete_locked(
-        &self,
-        st: &mut State,
-        key: &RequestKey,
-        slot: usize,
-        id: &str,
-        method: Method,
-        task_id: Option<TaskId>,
-        outcome: &Arc<Outcome>,
-        effect: Effect,
-        now: i64,
-    ) -> (Option<crate::book::ReplyWaiters>, bool) {
-        let result = outcome.code.map_or("ok", ErrorCode::as_str);
-        match effect {
-            Effect::TaskStarted(task) => {
-                let summary = task.summary_json();
-                st.tasks.insert(task);
-                st.events.publish("task.updated", now, || summary);
-            }
-            Effect::Uncertain(expect) => {
-                // The pending outcome records the params the receipt holds (in canonical form),
-                // so executions need not carry a copy of them for this rare case.
-                let params = st
-                    .book
-                    .get(key)
-                    .and_then(|r| serde_json::from_str::<Value>(&r.request).ok())
-                    .map(|mut request| request["params"].take())
-                    .unwrap_or_default();
-                if let Some(task) = task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
-                    let pending = PendingOutcome {
-                        request_id: id.to_owned(),
-                        method,
-                        params,
-                        expect,
-                        since: now,
-                        last_verify: None,
-                    };
-                    let pending_json = pending.to_json();
-                    task.add_pending(pending);
-                    task.record(key, method, now, result);
-                    let summary = task.summary_json();
-                    let tid = task.id.clone();
-                    st.events.publish(
-                        "pending.created",
-                        now,
-                        || json!({"taskId": &*tid, "pendingOutcome": pending_json}),
-                    );
-                    st.events.publish("task.updated", now, || summary);
-                }
-            }
-            Effect::None => {
-                if let Some(task) = task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
-                    task.record(key, method, now, result);
-                }
-            }
-        }
-        let waiters = st
-            .book
-            .finish_at(slot, key, outcome.clone(), now)
-            .ok()
-            .flatten();
-        publish_completed(st, id, method, outcome, now);
-        (waiters, st.book.running() == 0)
-    }
-}
-
-fn publish_completed(st: &mut State, id: &str, method: Method, outcome: &Outcome, now: i64) {
-    let code = outcome.code.map(ErrorCode::as_str);
-    st.events
-        .publish_receipt("receipt.completed", now, || ReceiptFacts::Completed {
-            request_id: id.into(),
-            method: method.as_str(),
-            code,
-        });
-}
-
-fn cleared_error(id: &str, _t: Tombstone, batch: &ClearBatch, same: bool) -> ErrorBody {
-    let (delivery, what) = if same {
-        (Delivery::Cleared, "its content ran earlier in this run")
-    } else {
-        (Delivery::NotExecuted, "this other content was not executed")
-    };
-    ErrorBody::new(
-        ErrorCode::ReceiptCleared,
-        format!(
-            "request id {id} was cleared by an operator at {} (reason: {}); {what} and the id will not run again in this run. Read the task's state (task.status) before sending new work under a fresh id",
-            format_millis(batch.at),
-            batch.reason
-        ),
-    )
-    .with_delivery(delivery)
-    .with_details(json!({
-        "requestId": id,
-        "clearedAt": format_millis(batch.at),
-        "reason": &*batch.reason,
-        "sameContent": same,
-    }))
-}
-
-fn admission_error(task: &Task, method: Method, code: ErrorCode) -> ErrorBody {
-    let tid = &*task.id;
-    match code {
-        ErrorCode::TaskBlocked => {
-            let pending = task.pending_outcome().expect("a blocked task has a pending outcome");
-            ErrorBody::new(
-                code,
-                format!(
-                    "task {tid} is blocked: the outcome of {} (request {}) is uncertain, so {method} was not sent. Call task.verifyOutcome for task {tid}; once it is confirmed, send this request again under the same id",
-                    pending.method, pending.request_id
-                ),
-            )
-            .with_details(json!({"taskId": tid, "pendingOutcome": pending.to_json()}))
-        }
-        _ => ErrorBody::new(
-            code,
-            format!(
-                "task {tid} is {}; {method} was not sent. Start a new task (task.start) for new work; task.status shows what this one did",
-                task.state().as_str()
-            ),
-        )
-        .with_details(json!({"taskId": tid, "state": task.state().as_str()})),
-    }
-}
-
-fn internal_error(id: &str, method: Method, task: Option<&str>, what: &str) -> ErrorBody {
-    ErrorBody::new(
-        ErrorCode::Internal,
-        format!(
-            "the execution of {method} (request {id}) failed inside the host ({what}); its effect is uncertain. Do not resend it: read receipt.status for {id}{}",
-            task.map(|t| format!(" and call task.verifyOutcome for task {t}")).unwrap_or_default()
-        ),
-    )
-    .with_details(json!({"requestId": id, "taskId": task}))
 }
