@@ -1,0 +1,325 @@
+//! The receipt rules for a new request, applied in one critical section of the host's lock.
+//!
+//! [`Host::admit`] looks the request ID up and, in order: refuses other content under a known
+//! ID (`MCP_REQUEST_ID_REUSED`), answers a copy from the stored reply (replay) or attaches it
+//! to the running execution (join), refuses a cleared ID (`RECEIPT_CLEARED`), lets a read
+//! through, refuses mutations while stopping (`SHUTTING_DOWN`), admits the mutation against its
+//! task's state (`TASK_NOT_FOUND`, `TASK_BLOCKED`, …), checks capacity
+//! (`RECEIPT_CAPACITY_FULL`) and creates the running receipt. Lookup, compare, admission and
+//! creation are one atomic step, so two copies of one request can never both execute.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::execution::{publish_completed, Execution};
+use super::{reject, wait_outcome, Handled, Host, State};
+use crate::book::{digest, ClearBatch, Entry, ReplySlot, RequestKey, Tombstone};
+use crate::events::ReceiptFacts;
+use crate::protocol::{
+    format_millis, Command, Delivery, DirectRequest, ErrorBody, ErrorCode, Method, Outcome,
+    ReceiptKind,
+};
+use crate::tasks::Task;
+
+/// What the receipt rules decided for a request that is not answered at once.
+pub(super) enum Admitted<'a> {
+    /// A read: executed every time, never stored.
+    Read(Command),
+    /// A new receipt, to execute.
+    Execute(Execution<'a>),
+}
+
+impl Host {
+    /// The receipt rules for one request whose params are already checked (`req.request` is
+    /// its canonical `{method, params}`, the fingerprint the receipt keeps), applied in the
+    /// host's critical section: answered at once (`Err`), a read to run, or a new receipt to
+    /// execute.
+    pub(super) fn admit<'a>(
+        &self,
+        st: &mut State,
+        req: DirectRequest<'a>,
+        now: i64,
+    ) -> Result<Admitted<'a>, Handled> {
+        let DirectRequest {
+            id,
+            command: cmd,
+            request,
+        } = req;
+        let run_id = self.run_id();
+        let method = cmd.method();
+        let key = RequestKey::new(id);
+        let vacancy = match st.book.entry(&key) {
+            Entry::Receipt(r) => {
+                if *r.request != *request {
+                    st.counters.rejected_reused += 1;
+                    let stored = r.method;
+                    let first_seen = r.first_seen;
+                    st.events.publish("request.rejected", now, || {
+                        json!({"requestId": id, "method": method.as_str(), "code": "MCP_REQUEST_ID_REUSED"})
+                    });
+                    return Err(reject(
+                        Some(id),
+                        run_id,
+                        reused_error(id, stored, first_seen),
+                    ));
+                }
+                return Err(match &r.reply {
+                    ReplySlot::Done(outcome) => {
+                        r.replays += 1;
+                        let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
+                        st.counters.replays += 1;
+                        st.events
+                            .publish_receipt("receipt.replayed", now, || ReceiptFacts::Seen {
+                                request_id: id.into(),
+                                method: method.as_str(),
+                            });
+                        Handled::Ready(line)
+                    }
+                    ReplySlot::Running(_) => {
+                        r.joins += 1;
+                        let rx = r.wait_for_outcome().expect("the receipt is running");
+                        st.counters.joins += 1;
+                        st.events
+                            .publish_receipt("receipt.joined", now, || ReceiptFacts::Seen {
+                                request_id: id.into(),
+                                method: method.as_str(),
+                            });
+                        self.reply_when_done(id, rx, ReceiptKind::Joined)
+                    }
+                });
+            }
+            Entry::Tombstone(t, batch) => {
+                let same = t.digest == digest(&request);
+                st.counters.rejected_cleared += 1;
+                let error = cleared_error(id, t, batch, same);
+                st.events.publish("request.rejected", now, || {
+                    json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CLEARED"})
+                });
+                return Err(reject(Some(id), run_id, error));
+            }
+            Entry::Vacant(vacancy) => vacancy,
+        };
+
+        if !method.is_mutating() {
+            return Ok(Admitted::Read(cmd));
+        }
+        if self.is_shutting_down() {
+            st.events.publish(
+                "request.rejected",
+                now,
+                || json!({"requestId": id, "method": method.as_str(), "code": "SHUTTING_DOWN"}),
+            );
+            return Err(reject(Some(id), run_id, shutting_down_error(method)));
+        }
+
+        // Admission: the task must exist and accept the action.
+        let task_id = match cmd.task_id() {
+            None => None,
+            Some(tid) => {
+                let Some(task) = st.tasks.get_mut(tid) else {
+                    st.events.publish("request.rejected", now, || {
+                        json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": "TASK_NOT_FOUND"})
+                    });
+                    return Err(reject(Some(id), run_id, unknown_task_error(tid, run_id)));
+                };
+                if let Err(refusal) = task.admit(method) {
+                    let code = refusal.code();
+                    task.record(&key, method, now, code.as_str());
+                    let error = admission_error(task, method, code);
+                    if code == ErrorCode::TaskBlocked {
+                        st.counters.rejected_blocked += 1;
+                    }
+                    st.events.publish("request.rejected", now, || {
+                        json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": code.as_str()})
+                    });
+                    return Err(reject(Some(id), run_id, error));
+                }
+                Some(task.id.clone())
+            }
+        };
+
+        let slot = match vacancy.insert_running(
+            request.into_boxed_str(),
+            method,
+            task_id.clone(),
+            now,
+        ) {
+            Ok(slot) => slot,
+            Err(full) => {
+                st.counters.rejected_capacity += 1;
+                st.events.publish("request.rejected", now, || {
+                    json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CAPACITY_FULL"})
+                });
+                return Err(reject(
+                    Some(id),
+                    run_id,
+                    capacity_error(method, full.used, full.capacity),
+                ));
+            }
+        };
+        st.counters.executions += 1;
+        st.events
+            .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
+                request_id: id.into(),
+                method: method.as_str(),
+                task_id: task_id.clone(),
+            });
+
+        let execution = Execution {
+            id: Cow::Borrowed(id),
+            key,
+            slot,
+            cmd,
+            task_id,
+            admitted_at: now,
+        };
+        if matches!(execution.cmd, Command::TaskFinish(_) | Command::TaskStop(_)) {
+            return Err(self.close_task(st, execution));
+        }
+        Ok(Admitted::Execute(execution))
+    }
+
+    /// Executes `task.finish` or `task.stop` in the critical section that admitted it: closing
+    /// a task touches no executor, and doing it here means no action can slip in between the
+    /// check and the change.
+    fn close_task(&self, st: &mut State, execution: Execution<'_>) -> Handled {
+        let Execution {
+            id,
+            key,
+            cmd,
+            task_id,
+            admitted_at: now,
+            ..
+        } = execution;
+        let method = cmd.method();
+        let tid = task_id.expect("task closings name an admitted task");
+        let task = st.tasks.get_mut(&tid).expect("admitted task exists");
+        match &cmd {
+            Command::TaskStop(p) => task.stop(p.reason.clone(), now),
+            _ => task.finish(now),
+        }
+        task.record(&key, method, now, "ok");
+        let state = task.state().as_str();
+        let summary = task.summary_json();
+        let outcome = Arc::new(Outcome::ok(&json!({"taskId": &*tid, "state": state})));
+        st.book.complete(&key, outcome.clone(), now);
+        st.events.publish("task.updated", now, || summary);
+        publish_completed(st, &id, method, &outcome, now);
+        Handled::Ready(outcome.reply_line(Some(&id), self.run_id(), ReceiptKind::New))
+    }
+
+    /// The reply of a copy that joined a running execution: the execution's own, when it
+    /// comes.
+    fn reply_when_done(
+        &self,
+        id: &str,
+        rx: watch::Receiver<Option<Arc<Outcome>>>,
+        kind: ReceiptKind,
+    ) -> Handled {
+        let host = self.clone();
+        let id = id.to_owned();
+        Handled::Later(Box::pin(async move {
+            match wait_outcome(rx).await {
+                Some(outcome) => outcome.reply_line(Some(&id), host.run_id(), kind),
+                None => host.vanished(&id),
+            }
+        }))
+    }
+}
+
+/// `MCP_REQUEST_ID_REUSED`: other content under an ID first used for `stored`.
+fn reused_error(id: &str, stored: Method, first_seen: i64) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::RequestIdReused,
+        format!(
+            "request id {id} was first used at {} for {stored} with other content; nothing was executed. Send new content under a fresh id, or the original content to read its reply (receipt.status shows it)",
+            format_millis(first_seen)
+        ),
+    )
+    .with_details(json!({
+        "requestId": id,
+        "method": stored.as_str(),
+        "firstSeenAt": format_millis(first_seen),
+    }))
+}
+
+/// `SHUTTING_DOWN`: a mutation that arrived while the host stops.
+fn shutting_down_error(method: Method) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ShuttingDown,
+        format!("the host is stopping and did not execute {method}; send it again under the same id to the next host run"),
+    )
+}
+
+/// `TASK_NOT_FOUND` for a mutation naming a task this run does not know.
+fn unknown_task_error(tid: &str, run_id: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::TaskNotFound,
+        format!("no task {tid} in this run ({run_id}); nothing was executed. Check the taskId and runId you kept with task.resume"),
+    )
+    .with_details(json!({"taskId": tid, "runId": run_id}))
+}
+
+/// `RECEIPT_CAPACITY_FULL`: no room for a new receipt.
+fn capacity_error(method: Method, used: usize, capacity: usize) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::ReceiptCapacityFull,
+        format!(
+            "the receipt book is full ({used} of {capacity}); {method} was not executed. An operator must clear completed receipts (polaris clear) — then send this request again under the same id"
+        ),
+    )
+    .with_details(json!({"capacity": capacity, "used": used}))
+}
+
+/// `RECEIPT_CLEARED`: an ID an operator cleared, with the same content (`same`) or other.
+fn cleared_error(id: &str, _t: Tombstone, batch: &ClearBatch, same: bool) -> ErrorBody {
+    let (delivery, what) = if same {
+        (Delivery::Cleared, "its content ran earlier in this run")
+    } else {
+        (Delivery::NotExecuted, "this other content was not executed")
+    };
+    ErrorBody::new(
+        ErrorCode::ReceiptCleared,
+        format!(
+            "request id {id} was cleared by an operator at {} (reason: {}); {what} and the id will not run again in this run. Read the task's state (task.status) before sending new work under a fresh id",
+            format_millis(batch.at),
+            batch.reason
+        ),
+    )
+    .with_delivery(delivery)
+    .with_details(json!({
+        "requestId": id,
+        "clearedAt": format_millis(batch.at),
+        "reason": &*batch.reason,
+        "sameContent": same,
+    }))
+}
+
+/// The refusal of a task that does not accept `method` in its state (blocked, finished, …).
+fn admission_error(task: &Task, method: Method, code: ErrorCode) -> ErrorBody {
+    let tid = &*task.id;
+    match code {
+        ErrorCode::TaskBlocked => {
+            let pending = task.pending_outcome().expect("a blocked task has a pending outcome");
+            ErrorBody::new(
+                code,
+                format!(
+                    "task {tid} is blocked: the outcome of {} (request {}) is uncertain, so {method} was not sent. Call task.verifyOutcome for task {tid}; once it is confirmed, send this request again under the same id",
+                    pending.method, pending.request_id
+                ),
+            )
+            .with_details(json!({"taskId": tid, "pendingOutcome": pending.to_json()}))
+        }
+        _ => ErrorBody::new(
+            code,
+            format!(
+                "task {tid} is {}; {method} was not sent. Start a new task (task.start) for new work; task.status shows what this one did",
+                task.state().as_str()
+            ),
+        )
+        .with_details(json!({"taskId": tid, "state": task.state().as_str()})),
+    }
+}

@@ -1,0 +1,500 @@
+//! The execution lifecycle: from a new receipt to its stored outcome.
+//!
+//! Admission hands over an [`Execution`] once its running receipt exists. [`Host::run`] starts
+//! the executor's work and polls it once in place: when the executor answers without waiting
+//! the execution completes inline (no task spawned, nothing allocated for it); otherwise it is
+//! spawned, owning everything it needs, detached from the connection that asked for it, so a
+//! caller that disconnects cancels nothing. [`Host::interpret`] turns the executor's answer
+//! (or a panic) into the outcome to store and its effect on the task, and [`Host::complete`]
+//! stores both in one critical section, then wakes every copy that joined.
+
+use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::{Handled, Host, State};
+use crate::book::{ReplyWaiters, RequestKey};
+use crate::events::ReceiptFacts;
+use crate::executor::{Action, ActionOutcome};
+use crate::protocol::{
+    now_millis, Command, ErrorBody, ErrorCode, Expect, ExpectCheck, Method, Outcome, ReceiptKind,
+};
+use crate::tasks::{PendingOutcome, Task, TaskId};
+
+/// A mutation admitted under a new receipt, from the receipt's creation to its completion.
+///
+/// Admission creates it in the critical section that creates the receipt; the executor's work
+/// is started from it, and completion reads it to store the outcome where the receipt is. It
+/// borrows the request ID from the frame while the execution runs inline and owns a copy only
+/// once it is spawned, so the fresh-request path allocates nothing for it.
+pub(super) struct Execution<'a> {
+    /// The request ID as the caller sent it: replies and events spell it this way.
+    pub(super) id: Cow<'a, str>,
+    /// The receipt's key in the book.
+    pub(super) key: RequestKey,
+    /// Where the receipt was created (a hint for storing its outcome).
+    pub(super) slot: usize,
+    /// The checked command: what the executor is asked to do.
+    pub(super) cmd: Command,
+    /// The admitted task the command acts on; `None` for `task.start`, whose task does not
+    /// exist until its page opens.
+    pub(super) task_id: Option<TaskId>,
+    /// When the receipt was created (epoch ms). An execution answered inline completes within
+    /// microseconds of it, so this reading stands for its completion too.
+    pub(super) admitted_at: i64,
+}
+
+impl Execution<'_> {
+    /// The same execution owning its request ID, to outlive the frame it came from.
+    fn into_owned(self) -> Execution<'static> {
+        Execution {
+            id: Cow::Owned(self.id.into_owned()),
+            key: self.key,
+            slot: self.slot,
+            cmd: self.cmd,
+            task_id: self.task_id,
+            admitted_at: self.admitted_at,
+        }
+    }
+}
+
+/// How an execution ended: the outcome to store under its receipt, what it changes on the
+/// task, and when.
+pub(super) struct Completion {
+    /// The reply every copy of the request gets from now on.
+    outcome: Arc<Outcome>,
+    /// Its effect on the task, applied in the same critical section as the store.
+    effect: Effect,
+    /// When it completed (epoch ms).
+    at: i64,
+}
+
+/// An outcome stored under the host's lock, with the copies to wake once the lock is let go.
+pub(super) struct Stored {
+    /// The stored outcome.
+    outcome: Arc<Outcome>,
+    /// The channel copies that joined are waiting on, when any joined.
+    waiters: Option<ReplyWaiters>,
+    /// Whether no execution ran any more once this one was stored.
+    pub(super) now_idle: bool,
+}
+
+impl Stored {
+    /// Wakes the copies that joined (call it without the lock) and hands back the outcome.
+    pub(super) fn wake(self) -> Arc<Outcome> {
+        if let Some(waiters) = self.waiters {
+            waiters.send_replace(Some(self.outcome.clone()));
+        }
+        self.outcome
+    }
+}
+
+/// What an execution changed besides its reply.
+enum Effect {
+    None,
+    TaskStarted(Task),
+    Uncertain(Expect),
+}
+
+/// How starting an execution went.
+// Inline is the common case, on every fresh action: boxing it would cost an allocation each
+// time to save moving a few hundred bytes once.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Ran<'a> {
+    /// Answered inline: the completion is ready to store (the caller stores it, so a batch can
+    /// store several under one taking of the lock).
+    Inline(Execution<'a>, Completion),
+    /// Spawned: the reply comes when it finishes.
+    Later(Handled),
+}
+
+/// An execution the executor has started.
+enum Started {
+    /// `task.start`: the new task's page opening.
+    Open(TaskId, BoxFuture<'static, Result<(), String>>),
+    /// A page action on a task.
+    Act(TaskId, BoxFuture<'static, ActionOutcome>),
+}
+
+/// What the executor answered.
+enum Finished {
+    Open(TaskId, Result<(), String>),
+    Act(TaskId, ActionOutcome),
+}
+
+impl Started {
+    /// Polls the executor's work once; `Some` when it answered without waiting.
+    fn poll_once(&mut self, cx: &mut Context<'_>) -> Option<Finished> {
+        match self {
+            Started::Open(t, f) => match f.as_mut().poll(cx) {
+                Poll::Ready(r) => Some(Finished::Open(t.clone(), r)),
+                Poll::Pending => None,
+            },
+            Started::Act(t, f) => match f.as_mut().poll(cx) {
+                Poll::Ready(r) => Some(Finished::Act(t.clone(), r)),
+                Poll::Pending => None,
+            },
+        }
+    }
+
+    /// Waits for the executor's answer.
+    async fn finish(self) -> Finished {
+        match self {
+            Started::Open(t, f) => Finished::Open(t, f.await),
+            Started::Act(t, f) => Finished::Act(t, f.await),
+        }
+    }
+}
+
+/// Guards a spawned execution's future: dropped before the outcome is stored, it drops the
+/// receipt's waiters so joined copies get an answer rather than wait forever.
+struct Unfinished<'a> {
+    host: &'a Host,
+    key: Option<&'a RequestKey>,
+}
+
+impl Drop for Unfinished<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.host.lock().book.abandon_waiters(key);
+        }
+    }
+}
+
+/// A fill's result, `{"target":…,"value":…}`, written without building a JSON value (the
+/// members in the order a JSON object would list them).
+#[derive(serde::Serialize)]
+struct Filled<'a> {
+    target: &'a str,
+    value: &'a str,
+}
+
+impl Host {
+    /// Starts an admitted execution: answered inline when the executor answers without
+    /// waiting (the caller stores the completion), otherwise spawned and answered later.
+    pub(super) fn run<'a>(&self, execution: Execution<'a>) -> Ran<'a> {
+        // The executor's work is started and polled once right here: actions it answers
+        // without waiting (the fixture's fills, a task's opening) complete inline, with no task
+        // spawned and nothing else allocated; the others are spawned, owning everything they
+        // need, and keep running whatever happens to the caller's connection.
+        let waker = futures::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            let mut started = self.start(&execution);
+            match started.poll_once(&mut cx) {
+                Some(finished) => Ok(finished),
+                None => Err(started),
+            }
+        }));
+        let (outcome, effect) = match first {
+            Ok(Ok(finished)) => self.interpret(&execution, finished),
+            Err(panic) => panicked(&execution, panic),
+            Ok(Err(started)) => return Ran::Later(self.spawn(execution.into_owned(), started)),
+        };
+        let at = execution.admitted_at;
+        let completion = Completion {
+            outcome: Arc::new(outcome),
+            effect,
+            at,
+        };
+        Ran::Inline(execution, completion)
+    }
+
+    /// Lets an execution the executor did not answer at once finish on its own task, and
+    /// returns the reply that waits for it.
+    fn spawn(&self, execution: Execution<'static>, started: Started) -> Handled {
+        // Whatever the first poll registered with the no-op waker is registered again when the
+        // spawned task polls it with its own.
+        let id = execution.id.to_string();
+        let host = self.clone();
+        let done = tokio::spawn(async move {
+            // Should this future be dropped unfinished (the runtime going away), the copies
+            // that joined learn there will be no reply instead of waiting forever.
+            let mut unfinished = Unfinished {
+                host: &host,
+                key: Some(&execution.key),
+            };
+            let (outcome, effect) = match AssertUnwindSafe(started.finish()).catch_unwind().await {
+                Ok(finished) => host.interpret(&execution, finished),
+                Err(panic) => panicked(&execution, panic),
+            };
+            let completion = Completion {
+                outcome: Arc::new(outcome),
+                effect,
+                at: now_millis(),
+            };
+            let outcome = host.complete(&execution, completion);
+            unfinished.key = None;
+            outcome
+        });
+        let host = self.clone();
+        Handled::Later(Box::pin(async move {
+            match done.await {
+                Ok(outcome) => outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New),
+                Err(_) => host.vanished(&id),
+            }
+        }))
+    }
+
+    /// The reply when an execution task vanished without storing a reply (the runtime is
+    /// going away): say so rather than pretend.
+    pub(super) fn vanished(&self, id: &str) -> Vec<u8> {
+        Outcome::err(&ErrorBody::new(
+            ErrorCode::Internal,
+            format!("the execution of request {id} ended without a reply; read receipt.status for {id} before doing anything else"),
+        ))
+        .reply_line(Some(id), self.run_id(), ReceiptKind::None)
+    }
+
+    /// Starts one mutation on the executor. Never called twice for one receipt.
+    fn start(&self, execution: &Execution<'_>) -> Started {
+        let executor = &self.inner.executor;
+        if let Command::TaskStart(p) = &execution.cmd {
+            let task_id: TaskId = uuid::Uuid::new_v4().to_string().into();
+            let opening = executor.open(task_id.clone(), p.fixture.clone().unwrap_or_default());
+            return Started::Open(task_id, opening);
+        }
+        let task = execution
+            .task_id
+            .clone()
+            .expect("page actions name an admitted task");
+        let deadline = Instant::now() + self.inner.config.action_timeout;
+        let action = match &execution.cmd {
+            Command::PageFill(p) => Action::Fill {
+                target: p.target.clone(),
+                value: p.value.clone(),
+            },
+            Command::PageClick(p) => Action::Click {
+                target: p.target.clone(),
+                expect: p.expect.clone(),
+            },
+            Command::PagePress(p) => Action::Press {
+                key: p.key.clone(),
+                target: p.target.clone(),
+                expect: p.expect.clone(),
+            },
+            other => unreachable!("{} is not executed as a page action", other.method()),
+        };
+        Started::Act(task.clone(), executor.act(task, action, deadline))
+    }
+
+    /// Turns what the executor answered into the outcome to store and its effect on the task.
+    fn interpret(&self, execution: &Execution<'_>, finished: Finished) -> (Outcome, Effect) {
+        let id = &*execution.id;
+        let cmd = &execution.cmd;
+        let method = cmd.method();
+        match finished {
+            Finished::Open(task_id, Ok(())) => {
+                let Command::TaskStart(p) = cmd else {
+                    unreachable!("only task.start opens a page")
+                };
+                let now = now_millis();
+                let mut t = Task::new(task_id.clone(), p.title.clone(), p.url.clone(), now);
+                t.record(&execution.key, method, now, "ok");
+                let result = json!({"taskId": &*task_id, "runId": self.run_id(), "state": "running"});
+                (Outcome::ok(&result), Effect::TaskStarted(t))
+            }
+            Finished::Open(_, Err(e)) => (
+                Outcome::err(&ErrorBody::new(
+                    ErrorCode::ActionFailed,
+                    format!("the executor could not open a page for the task: {e}; nothing was started"),
+                )),
+                Effect::None,
+            ),
+            Finished::Act(_, ActionOutcome::Applied(obs)) => {
+                let outcome = match cmd {
+                    Command::PageFill(p) => Outcome::ok(&Filled {
+                        target: &p.target,
+                        value: &p.value,
+                    }),
+                    _ => Outcome::ok(&json!({"observation": obs})),
+                };
+                (outcome, Effect::None)
+            }
+            Finished::Act(task, ActionOutcome::Failed(reason)) => (
+                Outcome::err(
+                    &ErrorBody::new(
+                        ErrorCode::ActionFailed,
+                        format!("{method} failed with no effect: {reason}. Task {task} is still running; read the page (page.read) before deciding what to send next"),
+                    )
+                    .with_details(json!({"taskId": &*task, "requestId": id, "reason": reason})),
+                ),
+                Effect::None,
+            ),
+            Finished::Act(task, ActionOutcome::Uncertain(reason)) => {
+                let expect = expectation(cmd).expect("page actions have an expectation");
+                (
+                    Outcome::err(
+                        &ErrorBody::new(
+                            ErrorCode::OutcomeUncertain,
+                            format!("the outcome of {method} (request {id}) is uncertain: {reason}. Do not resend it: call task.verifyOutcome for task {task} before sending anything else"),
+                        )
+                        .with_details(json!({
+                            "taskId": &*task,
+                            "requestId": id,
+                            "expect": expect,
+                            "reason": reason,
+                            "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
+                        })),
+                    ),
+                    Effect::Uncertain(expect),
+                )
+            }
+        }
+    }
+
+    /// Stores an execution's outcome and applies its effect on the task, atomically, then wakes
+    /// every copy waiting for it.
+    pub(super) fn complete(
+        &self,
+        execution: &Execution<'_>,
+        completion: Completion,
+    ) -> Arc<Outcome> {
+        let stored = self.complete_locked(&mut self.lock(), execution, completion);
+        let idle = stored.now_idle;
+        let outcome = stored.wake();
+        self.ring_idle(idle);
+        outcome
+    }
+
+    /// The part of [`Host::complete`] done under the host's lock: applies the effect, stores
+    /// the outcome and publishes the completion. The caller wakes the waiters it returns once
+    /// the lock is let go.
+    pub(super) fn complete_locked(
+        &self,
+        st: &mut State,
+        execution: &Execution<'_>,
+        completion: Completion,
+    ) -> Stored {
+        let Completion {
+            outcome,
+            effect,
+            at: now,
+        } = completion;
+        let key = &execution.key;
+        let method = execution.cmd.method();
+        let task_id = execution.task_id.as_deref();
+        let result = outcome.code.map_or("ok", ErrorCode::as_str);
+        match effect {
+            Effect::TaskStarted(task) => {
+                let summary = task.summary_json();
+                st.tasks.insert(task);
+                st.events.publish("task.updated", now, || summary);
+            }
+            Effect::Uncertain(expect) => {
+                // The pending outcome records the params the receipt holds (in canonical form),
+                // so executions need not carry a copy of them for this rare case.
+                let params = st
+                    .book
+                    .get(key)
+                    .and_then(|r| serde_json::from_str::<Value>(&r.request).ok())
+                    .map(|mut request| request["params"].take())
+                    .unwrap_or_default();
+                if let Some(task) = task_id.and_then(|t| st.tasks.get_mut(t)) {
+                    let pending = PendingOutcome {
+                        request_id: execution.id.to_string(),
+                        method,
+                        params,
+                        expect,
+                        since: now,
+                        last_verify: None,
+                    };
+                    let pending_json = pending.to_json();
+                    task.add_pending(pending);
+                    task.record(key, method, now, result);
+                    let summary = task.summary_json();
+                    let tid = task.id.clone();
+                    st.events.publish(
+                        "pending.created",
+                        now,
+                        || json!({"taskId": &*tid, "pendingOutcome": pending_json}),
+                    );
+                    st.events.publish("task.updated", now, || summary);
+                }
+            }
+            Effect::None => {
+                if let Some(task) = task_id.and_then(|t| st.tasks.get_mut(t)) {
+                    task.record(key, method, now, result);
+                }
+            }
+        }
+        let waiters = st
+            .book
+            .finish_at(execution.slot, key, outcome.clone(), now)
+            .ok()
+            .flatten();
+        publish_completed(st, &execution.id, method, &outcome, now);
+        Stored {
+            outcome,
+            waiters,
+            now_idle: st.book.running() == 0,
+        }
+    }
+}
+
+/// Publishes `receipt.completed` for a stored outcome.
+pub(super) fn publish_completed(
+    st: &mut State,
+    id: &str,
+    method: Method,
+    outcome: &Outcome,
+    now: i64,
+) {
+    let code = outcome.code.map(ErrorCode::as_str);
+    st.events
+        .publish_receipt("receipt.completed", now, || ReceiptFacts::Completed {
+            request_id: id.into(),
+            method: method.as_str(),
+            code,
+        });
+}
+
+/// The stored outcome of an execution that panicked: `INTERNAL`, and uncertain when the action
+/// may have had an effect (never re-run; the task blocks until verified).
+fn panicked(execution: &Execution<'_>, panic: Box<dyn std::any::Any + Send>) -> (Outcome, Effect) {
+    let id = &*execution.id;
+    let method = execution.cmd.method();
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".into());
+    tracing::error!(request_id = %id, method = %method, "execution panicked: {what}");
+    let error = internal_error(id, method, execution.task_id.as_deref(), &what);
+    let effect = match expectation(&execution.cmd) {
+        Some(e) => Effect::Uncertain(e),
+        None => Effect::None,
+    };
+    (Outcome::err(&error), effect)
+}
+
+/// The implicit or explicit expectation of a mutating page action.
+fn expectation(cmd: &Command) -> Option<Expect> {
+    match cmd {
+        Command::PageFill(p) => Some(Expect {
+            target: p.target.clone(),
+            check: ExpectCheck::Equals(p.value.clone()),
+        }),
+        Command::PageClick(p) => Some(p.expect.clone()),
+        Command::PagePress(p) => Some(p.expect.clone()),
+        _ => None,
+    }
+}
+
+/// The `INTERNAL` refusal an execution that failed inside the host stores.
+fn internal_error(id: &str, method: Method, task: Option<&str>, what: &str) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::Internal,
+        format!(
+            "the execution of {method} (request {id}) failed inside the host ({what}); its effect is uncertain. Do not resend it: read receipt.status for {id}{}",
+            task.map(|t| format!(" and call task.verifyOutcome for task {t}")).unwrap_or_default()
+        ),
+    )
+    .with_details(json!({"requestId": id, "taskId": task}))
+}

@@ -1,0 +1,183 @@
+//! Where requests come in: one frame, one parsed request, or frames that arrived together.
+//!
+//! Each entry point checks the request, applies the receipt rules under the host's lock
+//! ([`Host::admit`]), then answers a read, or runs the new execution and stores its outcome
+//! when it completed inline. [`Host::handle_frames`] does the same for a pipelined run of
+//! actions, admitted under one taking of the lock and stored under one more.
+
+use serde_json::{json, Value};
+
+use super::admission::Admitted;
+use super::execution::Ran;
+use super::{reject, Handled, Host};
+use crate::protocol::{
+    now_millis, parse_envelope, parse_request_direct, try_fingerprint, Command, DirectRequest,
+    ErrorBody, ErrorCode, Method, ReceiptKind,
+};
+
+impl Host {
+    /// Handles one bridge frame (without its newline).
+    ///
+    /// A well-formed request is read straight from the frame (no JSON value is built for it);
+    /// anything that path does not take goes through [`Host::handle`], which writes every
+    /// refusal, so a bad frame reads the same whichever path saw it first.
+    pub fn handle_frame(&self, frame: &[u8]) -> Handled {
+        let executor = &self.inner.executor;
+        if let Some(req) = parse_request_direct(frame, &|t| executor.check_target(t)) {
+            return self.handle_request(req);
+        }
+        match parse_envelope(frame) {
+            Ok(env) => self.handle(&env.id, &env.method, &env.params),
+            Err(e) => reject(e.id.as_deref(), self.run_id(), e.error),
+        }
+    }
+
+    /// Handles one bridge request.
+    pub fn handle(&self, id: &str, method_name: &str, params: &Value) -> Handled {
+        let run_id = self.run_id();
+        let Ok(method) = method_name.parse::<Method>() else {
+            return reject(
+                Some(id),
+                run_id,
+                ErrorBody::new(
+                    ErrorCode::UnknownMethod,
+                    format!("unknown method {method_name:?}; call tools.list for the methods of this socket"),
+                )
+                .with_details(json!({"method": method_name})),
+            );
+        };
+        let executor = &self.inner.executor;
+        let command = match Command::parse(method, params, &|t| executor.check_target(t)) {
+            Ok(c) => c,
+            Err(msg) => {
+                return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
+            }
+        };
+        let request = match try_fingerprint(method.as_str(), params) {
+            Ok(r) => r,
+            Err(msg) => {
+                return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
+            }
+        };
+        self.handle_request(DirectRequest {
+            id,
+            command,
+            request,
+        })
+    }
+
+    /// Applies the receipt rules to a request whose params are already checked, then answers
+    /// it: `req.request` is its canonical `{method, params}` (the fingerprint the receipt
+    /// keeps).
+    fn handle_request(&self, req: DirectRequest<'_>) -> Handled {
+        let now = now_millis();
+        let id = req.id;
+        let admitted = self.admit(&mut self.lock(), req, now);
+        match admitted {
+            Err(answer) => answer,
+            Ok(Admitted::Read(cmd)) => self.read(id, cmd),
+            Ok(Admitted::Execute(execution)) => match self.run(execution) {
+                Ran::Later(answer) => answer,
+                Ran::Inline(execution, completion) => {
+                    let outcome = self.complete(&execution, completion);
+                    Handled::Ready(outcome.reply_line(Some(id), self.run_id(), ReceiptKind::New))
+                }
+            },
+        }
+    }
+
+    /// Handles frames that arrived together on one connection, in order. Consecutive actions
+    /// (the mutations that run on an executor) are admitted under one taking of the host's
+    /// lock and the ones that complete inline are stored under one more, so a pipelining
+    /// client pays for the lock twice per run of actions instead of twice per request. Reads,
+    /// task closings and anything the direct parse path does not read end a run and are
+    /// handled on their own, after it: each frame is answered as it would be alone, in turn.
+    pub fn handle_frames(&self, frames: &[&[u8]], out: &mut Vec<Handled>) {
+        let executor = &self.inner.executor;
+        let check = |t: &str| executor.check_target(t);
+        let mut run = Vec::new();
+        for frame in frames {
+            match parse_request_direct(frame, &check) {
+                Some(req) if joins_a_run(&req.command) => run.push(req),
+                direct => {
+                    self.flush_run(&mut run, out);
+                    out.push(match direct {
+                        Some(req) => self.handle_request(req),
+                        None => self.handle_frame(frame),
+                    });
+                }
+            }
+        }
+        self.flush_run(&mut run, out);
+    }
+
+    /// Handles the actions gathered so far.
+    fn flush_run(&self, run: &mut Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
+        match run.len() {
+            0 => {}
+            1 => {
+                let req = run.pop().expect("one request");
+                out.push(self.handle_request(req));
+            }
+            _ => self.handle_run(std::mem::take(run), out),
+        }
+    }
+
+    /// [`Host::handle_frames`] for a run of directly read requests: admitted in order in one
+    /// critical section, executed, and the inline outcomes stored in order in another.
+    fn handle_run(&self, run: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
+        let now = now_millis();
+        let admitted: Vec<_> = {
+            let mut st = self.lock();
+            run.into_iter()
+                .map(|r| (r.id, self.admit(&mut st, r, now)))
+                .collect()
+        };
+        let mut inline = Vec::new();
+        for (id, admission) in admitted {
+            let answer = match admission {
+                Err(answer) => answer,
+                Ok(Admitted::Read(cmd)) => self.read(id, cmd),
+                Ok(Admitted::Execute(execution)) => match self.run(execution) {
+                    Ran::Later(answer) => answer,
+                    Ran::Inline(execution, completion) => {
+                        inline.push((out.len(), execution, completion));
+                        // Replaced by the reply below, once the outcome is stored.
+                        Handled::Ready(Vec::new())
+                    }
+                },
+            };
+            out.push(answer);
+        }
+        if inline.is_empty() {
+            return;
+        }
+        let mut stored = Vec::with_capacity(inline.len());
+        let mut idle = false;
+        {
+            let mut st = self.lock();
+            for (position, execution, completion) in inline {
+                let done = self.complete_locked(&mut st, &execution, completion);
+                idle = done.now_idle;
+                stored.push((position, execution.id, done));
+            }
+        }
+        for (position, id, done) in stored {
+            let outcome = done.wake();
+            out[position] =
+                Handled::Ready(outcome.reply_line(Some(&id), self.run_id(), ReceiptKind::New));
+        }
+        self.ring_idle(idle);
+    }
+}
+
+/// Whether a command can share a batch's critical sections: an action an executor performs.
+fn joins_a_run(cmd: &Command) -> bool {
+    matches!(
+        cmd,
+        Command::TaskStart(_)
+            | Command::PageFill(_)
+            | Command::PageClick(_)
+            | Command::PagePress(_)
+    )
+}

@@ -1,0 +1,309 @@
+//! The host's rules: validation, the receipt rules, task admission, executions and reads.
+//!
+//! One request ID executes at most once and means one request content. Everything that must be
+//! atomic for that — looking the ID up, comparing fingerprints, admitting a mutation against
+//! its task's state, checking capacity and creating the receipt — happens in one critical
+//! section of one `std::sync::Mutex` (the mini-redis answer: every section is short and never
+//! awaits). An admitted mutation is polled once in place: when the executor answers without
+//! waiting it completes inline, otherwise it is spawned detached from the connection that asked
+//! for it, so a caller that disconnects cancels nothing; replies, errors and panics included,
+//! are stored under the receipt and shared by every copy of the request. An outcome that may or
+//! may not have taken effect is never re-run: it blocks its task until `task.verifyOutcome`
+//! reads the page. Completed receipts leave the book only by an operator's two-phase clear.
+//!
+//! Where each part lives:
+//! - `mod.rs` (here): the [`Host`] handle, its [`HostConfig`], its [`Counters`] and the state
+//!   behind the one lock (`State`, reached only through `Host::lock`).
+//! - `handle.rs`: where requests come in — one frame, one parsed request, or a pipelined run
+//!   of actions admitted under one taking of the lock and stored under one more.
+//! - `admission.rs`: the receipt rules for a new request, and every refusal they give.
+//! - `execution.rs`: an admitted `Execution` from the executor's start to its stored outcome.
+//! - `read.rs`: reads, `task.verifyOutcome`, and the `host.hello`, `run.status` and
+//!   `receipt.status` results.
+//! - `clear.rs`: the clearability rule and the two phases of a clear.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde_json::Value;
+use tokio::sync::{watch, Notify};
+use tokio::time::Instant;
+
+use crate::book::Book;
+use crate::events::{EventBus, Subscription};
+use crate::executor::Executor;
+use crate::protocol::{now_millis, ErrorBody, Outcome, ReceiptKind};
+use crate::tasks::{TaskId, Tasks};
+
+mod admission;
+mod clear;
+mod execution;
+mod handle;
+mod read;
+
+#[cfg(test)]
+mod clear_tests;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use clear::clear_refusal;
+pub use clear::{
+    ClearCandidate, ClearRefusal, ClearTargets, ClearedReceipt, CommittedClear, PreparedClearView,
+    CLEAR_TOKEN_TTL_MS, MAX_PREPARED_CLEARS,
+};
+pub(crate) use read::{cleared_json, receipts_json};
+
+/// Default `--capacity`.
+pub const DEFAULT_CAPACITY: usize = 10_000;
+/// Default `--tombstone-capacity`.
+pub const DEFAULT_TOMBSTONE_CAPACITY: usize = 1_000_000;
+/// Default `--action-timeout-ms`.
+pub const DEFAULT_ACTION_TIMEOUT_MS: u64 = 2_000;
+
+/// The knobs of one host run.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// Hard receipt capacity; new mutating IDs are refused beyond it, nothing is evicted.
+    pub capacity: usize,
+    /// Hard tombstone capacity.
+    pub tombstone_capacity: usize,
+    /// How long an action's effect may take to be observed, and how long a read may take.
+    pub action_timeout: Duration,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            capacity: DEFAULT_CAPACITY,
+            tombstone_capacity: DEFAULT_TOMBSTONE_CAPACITY,
+            action_timeout: Duration::from_millis(DEFAULT_ACTION_TIMEOUT_MS),
+        }
+    }
+}
+
+/// Counters the console shows; all change under the state lock.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Counters {
+    /// Executions started (receipts created).
+    pub executions: u64,
+    /// Copies that joined a running execution.
+    pub joins: u64,
+    /// Copies answered from a stored reply.
+    pub replays: u64,
+    /// `MCP_REQUEST_ID_REUSED` refusals.
+    pub rejected_reused: u64,
+    /// `RECEIPT_CAPACITY_FULL` refusals.
+    pub rejected_capacity: u64,
+    /// `RECEIPT_CLEARED` refusals.
+    pub rejected_cleared: u64,
+    /// `TASK_BLOCKED` refusals.
+    pub rejected_blocked: u64,
+}
+
+impl Counters {
+    /// Every refusal counted since start (reused, full, cleared, blocked).
+    pub fn refusals(&self) -> u64 {
+        self.rejected_reused
+            + self.rejected_capacity
+            + self.rejected_cleared
+            + self.rejected_blocked
+    }
+}
+
+/// The state behind the host's one lock.
+///
+/// Whoever holds the lock holds it for one short critical section that never awaits and never
+/// calls the executor: the receipt rules for one request (or a pipelined run of them), storing
+/// one outcome (or a run's), a status read, one phase of a clear. Executions, reads of the page
+/// and replies to waiting copies all happen after the lock is let go. Take it only through
+/// [`Host::lock`].
+pub(crate) struct State {
+    /// The receipts and tombstones. Admission looks up, compares and inserts here under the
+    /// lock in one step; completion stores outcomes; the operator's socket lists and clears.
+    pub(crate) book: Book,
+    /// Task states and pending outcomes, changed together with the receipts they depend on so
+    /// an admission never sees one without the other.
+    pub(crate) tasks: Tasks,
+    /// What the console shows; every count changes in the critical section of the event it
+    /// counts.
+    pub(crate) counters: Counters,
+    /// The operator's live feed: events are published under the lock so their order is the
+    /// order of the changes (publishing never waits on a subscriber).
+    pub(crate) events: EventBus,
+    /// Verifications in progress, so a second one shares the first. Inserted and removed under
+    /// the lock; the observation itself runs without it.
+    verifying: std::collections::HashMap<TaskId, watch::Receiver<Option<Arc<Outcome>>>>,
+    /// Clears prepared and not yet committed, by token; each phase of a clear is one critical
+    /// section.
+    prepared_clears: std::collections::HashMap<String, clear::PreparedClear>,
+}
+
+/// The host: a cheap-to-clone handle shared by every connection and execution.
+#[derive(Clone)]
+pub struct Host {
+    inner: Arc<Inner>,
+}
+
+/// What every clone of a [`Host`] shares.
+struct Inner {
+    /// This run's ID: receipts and tasks mean something only within it.
+    run_id: String,
+    /// When this run started (epoch ms).
+    started_at: i64,
+    /// The knobs this run was started with.
+    config: HostConfig,
+    /// The one lock: a `std::sync::Mutex`, because every critical section is short and never
+    /// awaits (see [`State`]).
+    state: Mutex<State>,
+    /// What performs actions and reads pages.
+    executor: Arc<dyn Executor>,
+    /// Set once by [`Host::begin_shutdown`]; read by admission without the lock's help.
+    shutting_down: AtomicBool,
+    /// Signalled whenever the last running execution finishes.
+    idle: Notify,
+    /// How many `wait_idle` calls are waiting, so completions skip `idle` when nobody is.
+    idle_watchers: AtomicUsize,
+}
+
+/// A reply that is ready now, or one that needs waiting (an execution, a slow read): what the
+/// server writes back for each frame, in order.
+pub enum Handled {
+    /// The reply line.
+    Ready(Vec<u8>),
+    /// A future resolving to the reply line.
+    Later(BoxFuture<'static, Vec<u8>>),
+}
+
+/// A refusal, answered at once.
+fn reject(id: Option<&str>, run_id: &str, error: ErrorBody) -> Handled {
+    Handled::Ready(Outcome::err(&error).reply_line(id, run_id, ReceiptKind::None))
+}
+
+/// A read's result, answered at once.
+fn ready_ok(id: &str, run_id: &str, result: Value) -> Handled {
+    Handled::Ready(Outcome::ok(&result).reply_line(Some(id), run_id, ReceiptKind::None))
+}
+
+/// Waits for a running receipt's (or verification's) outcome; `None` when its sender went
+/// away without one.
+async fn wait_outcome(mut rx: watch::Receiver<Option<Arc<Outcome>>>) -> Option<Arc<Outcome>> {
+    match rx.wait_for(Option::is_some).await {
+        Ok(v) => v.clone(),
+        Err(_) => None,
+    }
+}
+
+impl Host {
+    /// A host with a fresh run ID.
+    pub fn new(config: HostConfig, executor: Arc<dyn Executor>) -> Host {
+        Host {
+            inner: Arc::new(Inner {
+                run_id: uuid::Uuid::new_v4().to_string(),
+                started_at: now_millis(),
+                state: Mutex::new(State {
+                    book: Book::new(config.capacity, config.tombstone_capacity),
+                    tasks: Tasks::default(),
+                    counters: Counters::default(),
+                    events: EventBus::default(),
+                    verifying: Default::default(),
+                    prepared_clears: Default::default(),
+                }),
+                config,
+                executor,
+                shutting_down: AtomicBool::new(false),
+                idle: Notify::new(),
+                idle_watchers: Default::default(),
+            }),
+        }
+    }
+
+    /// This run's ID.
+    pub fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
+    /// When this run started (epoch ms).
+    pub fn started_at(&self) -> i64 {
+        self.inner.started_at
+    }
+
+    /// The run's configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.inner.config
+    }
+
+    /// The executor.
+    pub fn executor(&self) -> &Arc<dyn Executor> {
+        &self.inner.executor
+    }
+
+    /// Takes the host's one lock: the only way anything in the crate reaches [`State`].
+    ///
+    /// A poisoned lock is recovered, not propagated: a panic while holding the lock cannot
+    /// leave the book half-changed in a way that matters more than refusing all service, so
+    /// keep serving. It also lets the guard that abandons a dropped execution's waiters take
+    /// the lock while a panic unwinds, where panicking again would abort the process.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A new event subscription and the sequence number it starts after.
+    pub fn subscribe(&self) -> (u64, Subscription) {
+        let st = self.lock();
+        (st.events.seq(), st.events.subscribe())
+    }
+
+    /// From now on new mutations are refused with `SHUTTING_DOWN`.
+    pub fn begin_shutdown(&self) {
+        self.inner.shutting_down.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the host is stopping.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutting_down.load(Ordering::SeqCst)
+    }
+
+    /// Waits until no execution runs, or `timeout` passes. Returns the request IDs still
+    /// running when it gave up (empty when idle).
+    pub async fn wait_idle(&self, timeout: Duration) -> Vec<String> {
+        // Counted before the first look at the book, so a completion that empties the book
+        // after that look sees the count and wakes this waiter.
+        struct Watching<'a>(&'a AtomicUsize);
+        impl Drop for Watching<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        self.inner.idle_watchers.fetch_add(1, Ordering::SeqCst);
+        let _watching = Watching(&self.inner.idle_watchers);
+        let deadline = Instant::now() + timeout;
+        loop {
+            let notified = self.inner.idle.notified();
+            {
+                let st = self.lock();
+                if st.book.running() == 0 {
+                    return Vec::new();
+                }
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                let st = self.lock();
+                return st
+                    .book
+                    .iter()
+                    .filter(|(_, r)| r.is_running())
+                    .map(|(k, _)| k.to_string())
+                    .collect();
+            }
+        }
+    }
+
+    /// Wakes whoever waits for the host to have no execution running.
+    fn ring_idle(&self, idle: bool) {
+        if idle && self.inner.idle_watchers.load(Ordering::SeqCst) > 0 {
+            self.inner.idle.notify_waiters();
+        }
+    }
+}

@@ -1,0 +1,313 @@
+//! Reads: answered every time from the current state or the executor, never stored.
+//!
+//! Nothing here creates a receipt. The state is read in short critical sections of the host's
+//! lock; page reads and verifications (`task.verifyOutcome`) ask the executor for a read-only
+//! observation outside the lock. A verification is the one read that changes state: it settles
+//! the task's pending outcome, under the lock, once the observation is in.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::{ready_ok, reject, wait_outcome, Handled, Host};
+use crate::book::{Book, ClearBatch, RequestKey};
+use crate::executor::ReadOutcome;
+use crate::protocol::{
+    format_millis, now_millis, Command, ErrorBody, ErrorCode, Method, Outcome, ReceiptKind,
+    PROTOCOL_VERSION,
+};
+use crate::tasks::{Observation, VerifyOutcome, VerifyRecord};
+
+impl Host {
+    /// Answers a read admitted by the receipt rules: executed every time, never stored.
+    pub(super) fn read(&self, id: &str, cmd: Command) -> Handled {
+        let run_id = self.run_id();
+        match cmd {
+            Command::HostHello => ready_ok(id, run_id, self.hello()),
+            Command::ToolsList => ready_ok(
+                id,
+                run_id,
+                json!({"tools": Method::BRIDGE.iter().map(|m| json!({
+                    "method": m.as_str(),
+                    "kind": if m.is_mutating() { "mutating" } else { "read" },
+                    "description": m.description(),
+                })).collect::<Vec<_>>()}),
+            ),
+            Command::RunStatus(p) => {
+                let mut v = self.run_status();
+                v["current"] = json!(p.run_id.as_deref().is_none_or(|r| r == run_id));
+                ready_ok(id, run_id, v)
+            }
+            Command::ReceiptStatus(p) => ready_ok(id, run_id, self.receipt_status(&p.request_id)),
+            Command::TaskStatus(p) => match self.lock().tasks.get(&p.task_id) {
+                Some(t) => ready_ok(id, run_id, t.status_json(run_id)),
+                None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
+            },
+            Command::TaskResume(p) => {
+                if p.run_id != run_id {
+                    return reject(
+                        Some(id),
+                        run_id,
+                        ErrorBody::new(
+                            ErrorCode::RunNotCurrent,
+                            format!(
+                                "run {} is not this host's run ({run_id}): the host restarted and its receipts and tasks are gone. Check what your earlier requests did outside Polaris before starting a new task",
+                                p.run_id
+                            ),
+                        )
+                        .with_details(json!({"currentRunId": run_id, "runId": p.run_id})),
+                    );
+                }
+                match self.lock().tasks.get(&p.task_id) {
+                    Some(t) => {
+                        let mut v =
+                            json!({"taskId": &*t.id, "runId": run_id, "state": t.state().as_str()});
+                        if let Some(po) = t.pending_outcome() {
+                            v["pendingOutcome"] = po.to_json();
+                        }
+                        ready_ok(id, run_id, v)
+                    }
+                    None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
+                }
+            }
+            Command::PageRead(p) => {
+                let Some(task) = self.lock().tasks.shared_id(&p.task_id) else {
+                    return reject(Some(id), run_id, self.task_not_found(&p.task_id));
+                };
+                let host = self.clone();
+                let id = id.to_owned();
+                let deadline = Instant::now() + self.inner.config.action_timeout;
+                let read = self
+                    .inner
+                    .executor
+                    .observe(task.clone(), p.target.clone(), deadline);
+                Handled::Later(Box::pin(async move {
+                    let run_id = host.run_id();
+                    let outcome = match read.await {
+                        ReadOutcome::Value(value) => Outcome::ok(&json!({"target": p.target, "value": value})),
+                        ReadOutcome::TimedOut => Outcome::err(&ErrorBody::new(
+                            ErrorCode::ReadTimeout,
+                            format!("reading {} on task {task} did not finish within {} ms; nothing changed — read again later", p.target, host.inner.config.action_timeout.as_millis()),
+                        ).with_details(json!({"taskId": &*task, "target": p.target}))),
+                        ReadOutcome::Failed(reason) => Outcome::err(&ErrorBody::new(
+                            ErrorCode::ActionFailed,
+                            format!("reading {} on task {task} failed: {reason}; nothing changed", p.target),
+                        )),
+                    };
+                    outcome.reply_line(Some(&id), run_id, ReceiptKind::None)
+                }))
+            }
+            Command::TaskVerifyOutcome(p) => {
+                let id = id.to_owned();
+                match self.verify(&p.task_id) {
+                    Ok(fut) => {
+                        let host = self.clone();
+                        Handled::Later(Box::pin(async move {
+                            let outcome = fut.await;
+                            outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::None)
+                        }))
+                    }
+                    Err(error) => reject(Some(&id), run_id, error),
+                }
+            }
+            other => unreachable!("{} is not a read", other.method()),
+        }
+    }
+
+    /// `task.verifyOutcome`: evaluates only the stored expectation of the task's pending
+    /// action, with a read-only observation. A verification already running for the task is
+    /// shared, not repeated. The verification runs detached, so a caller that goes away does
+    /// not leave it half done.
+    pub fn verify(&self, task_id: &str) -> Result<BoxFuture<'static, Arc<Outcome>>, ErrorBody> {
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let Some(task) = st.tasks.get(task_id) else {
+            return Err(self.task_not_found(task_id));
+        };
+        let tid = task.id.clone();
+        if let Some(rx) = st.verifying.get(&tid) {
+            let rx = rx.clone();
+            return Ok(Box::pin(async move {
+                wait_outcome(rx).await.unwrap_or_else(|| {
+                    Arc::new(Outcome::err(&ErrorBody::new(
+                        ErrorCode::Internal,
+                        "the verification ended without a result; call task.verifyOutcome again",
+                    )))
+                })
+            }));
+        }
+        let Some(pending) = task.pending_outcome().cloned() else {
+            let result =
+                json!({"taskId": &*tid, "outcome": "none", "state": task.state().as_str()});
+            return Ok(Box::pin(std::future::ready(Arc::new(Outcome::ok(&result)))));
+        };
+        let (tx, rx) = watch::channel(None);
+        st.verifying.insert(tid.clone(), rx.clone());
+        drop(guard);
+
+        let host = self.clone();
+        let deadline = Instant::now() + self.inner.config.action_timeout;
+        let read =
+            self.inner
+                .executor
+                .observe(tid.clone(), pending.expect.target.clone(), deadline);
+        tokio::spawn(async move {
+            let read = AssertUnwindSafe(read)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| ReadOutcome::Failed("the read panicked".into()));
+            let (outcome, observation) = match read {
+                ReadOutcome::Value(value) => {
+                    let obs = Observation {
+                        target: pending.expect.target.clone(),
+                        value,
+                    };
+                    if pending.expect.holds(&obs.value) {
+                        (VerifyOutcome::Confirmed, Some(obs))
+                    } else {
+                        (VerifyOutcome::NotObserved, Some(obs))
+                    }
+                }
+                ReadOutcome::TimedOut | ReadOutcome::Failed(_) => (VerifyOutcome::Unknown, None),
+            };
+            let now = now_millis();
+            let mut guard = host.lock();
+            let st = &mut *guard;
+            st.verifying.remove(&tid);
+            let task = st.tasks.get_mut(&tid).expect("tasks are never removed");
+            task.apply_verification(VerifyRecord {
+                at: now,
+                outcome,
+                observation: observation.clone(),
+            });
+            let mut result = json!({"taskId": &*tid, "outcome": outcome.as_str(), "state": task.state().as_str()});
+            if let Some(o) = &observation {
+                result["observation"] = json!(o);
+            }
+            match outcome {
+                VerifyOutcome::Confirmed => {
+                    result["resolved"] = pending.to_json();
+                    if let Some(next) = task.pending_outcome() {
+                        result["pendingOutcome"] = next.to_json();
+                    }
+                }
+                _ => {
+                    if let Some(p) = task.pending_outcome() {
+                        result["pendingOutcome"] = p.to_json();
+                    }
+                }
+            }
+            let summary = task.summary_json();
+            if outcome == VerifyOutcome::Confirmed {
+                let rid = pending.request_id.clone();
+                st.events.publish(
+                    "pending.resolved",
+                    now,
+                    || json!({"taskId": &*tid, "requestId": rid, "outcome": "confirmed"}),
+                );
+            }
+            st.events.publish("task.updated", now, || summary);
+            drop(guard);
+            tx.send_replace(Some(Arc::new(Outcome::ok(&result))));
+        });
+        Ok(Box::pin(async move {
+            wait_outcome(rx).await.unwrap_or_else(|| {
+                Arc::new(Outcome::err(&ErrorBody::new(
+                    ErrorCode::Internal,
+                    "the verification ended without a result; call task.verifyOutcome again",
+                )))
+            })
+        }))
+    }
+
+    /// The refusal for a task ID this run does not know.
+    fn task_not_found(&self, task_id: &str) -> ErrorBody {
+        ErrorBody::new(
+            ErrorCode::TaskNotFound,
+            format!(
+                "no task {task_id} in this run ({}); if you kept its runId, task.resume tells whether the host restarted",
+                self.run_id()
+            ),
+        )
+        .with_details(json!({"taskId": task_id, "runId": self.run_id()}))
+    }
+
+    /// The `host.hello` result.
+    pub fn hello(&self) -> Value {
+        json!({
+            "name": "polaris",
+            "version": env!("CARGO_PKG_VERSION"),
+            "protocol": PROTOCOL_VERSION,
+            "runId": self.run_id(),
+            "startedAt": format_millis(self.started_at()),
+            "capacity": self.inner.config.capacity,
+        })
+    }
+
+    /// The `run.status` result (without `current`).
+    pub fn run_status(&self) -> Value {
+        let st = self.lock();
+        json!({
+            "runId": self.run_id(),
+            "startedAt": format_millis(self.started_at()),
+            "receipts": receipts_json(&st.book),
+            "tasks": st.tasks.counts(),
+            "executor": {"kind": self.inner.executor.kind(), "mutations": self.inner.executor.mutations()},
+        })
+    }
+
+    /// The `receipt.status` result for a request ID.
+    pub fn receipt_status(&self, request_id: &str) -> Value {
+        let key = RequestKey::new(request_id);
+        let st = self.lock();
+        if let Some(r) = st.book.get(&key) {
+            let mut v = json!({
+                "requestId": request_id,
+                "state": if r.is_running() { "running" } else { "completed" },
+                "method": r.method.as_str(),
+                "firstSeenAt": format_millis(r.first_seen),
+                "joins": r.joins,
+                "replays": r.replays,
+            });
+            if let Some(t) = &r.task_id {
+                v["taskId"] = json!(&**t);
+            }
+            if let Some(o) = r.outcome() {
+                v["completedAt"] = json!(format_millis(r.completed_at));
+                v["ok"] = json!(o.is_ok());
+                v["reply"] = o.to_value();
+            }
+            return v;
+        }
+        if let Some((_, batch)) = st.book.tombstone(&key) {
+            return cleared_json(request_id, batch);
+        }
+        json!({"requestId": request_id, "state": "unknown"})
+    }
+}
+
+/// What a cleared ID's status reads as, on either socket.
+pub(crate) fn cleared_json(request_id: &str, batch: &ClearBatch) -> Value {
+    json!({
+        "requestId": request_id,
+        "state": "cleared",
+        "clearedAt": format_millis(batch.at),
+        "reason": &*batch.reason,
+    })
+}
+
+/// `receipts` of `run.status` and `snapshot`.
+pub(crate) fn receipts_json(book: &Book) -> Value {
+    json!({
+        "used": book.used(),
+        "capacity": book.capacity(),
+        "running": book.running(),
+        "tombstones": book.tombstones(),
+        "tombstoneCapacity": book.tombstone_capacity(),
+    })
+}
