@@ -19,196 +19,254 @@ pub(super) const MAX_EXACT_INTEGER: u64 = 1 << 53;
 /// computes the canonical form through the canonicaliser, so a `false` costs time, never
 /// correctness.
 pub fn is_canonical(text: &str) -> bool {
-    /// Nesting deeper than this is left to the canonicaliser (no bridge request nests so deep).
-    const MAX_DEPTH: usize = 32;
-
-    struct Checker<'a> {
-        bytes: &'a [u8],
-        pos: usize,
-    }
-
-    impl<'a> Checker<'a> {
-        fn peek(&self) -> Option<u8> {
-            self.bytes.get(self.pos).copied()
-        }
-
-        fn eat(&mut self, b: u8) -> bool {
-            if self.peek() == Some(b) {
-                self.pos += 1;
-                true
-            } else {
-                false
-            }
-        }
-
-        fn literal(&mut self, word: &[u8]) -> bool {
-            if self.bytes[self.pos..].starts_with(word) {
-                self.pos += word.len();
-                true
-            } else {
-                false
-            }
-        }
-
-        fn value(&mut self, depth: usize) -> bool {
-            match self.peek() {
-                Some(b'{') => depth < MAX_DEPTH && self.object(depth + 1),
-                Some(b'[') => depth < MAX_DEPTH && self.array(depth + 1),
-                Some(b'"') => self.string(),
-                Some(b't') => self.literal(b"true"),
-                Some(b'f') => self.literal(b"false"),
-                Some(b'n') => self.literal(b"null"),
-                Some(b'-' | b'0'..=b'9') => self.integer(),
-                _ => false,
-            }
-        }
-
-        fn object(&mut self, depth: usize) -> bool {
-            self.pos += 1; // `{`
-            if self.eat(b'}') {
-                return true;
-            }
-            let mut previous: Option<&'a [u8]> = None;
-            loop {
-                let Some(key) = self.key() else {
-                    return false;
-                };
-                if previous.is_some_and(|p| p >= key) {
-                    return false;
-                }
-                previous = Some(key);
-                if !self.eat(b':') || !self.value(depth) {
-                    return false;
-                }
-                if self.eat(b'}') {
-                    return true;
-                }
-                if !self.eat(b',') {
-                    return false;
-                }
-            }
-        }
-
-        /// A key of printable ASCII without escapes, returned without its quotes.
-        fn key(&mut self) -> Option<&'a [u8]> {
-            if !self.eat(b'"') {
-                return None;
-            }
-            let start = self.pos;
-            let len = self.bytes[start..]
-                .iter()
-                .position(|&b| !(0x20..0x7f).contains(&b) || b == b'"' || b == b'\\')?;
-            self.pos += len;
-            if self.peek() != Some(b'"') {
-                return None;
-            }
-            let bytes: &'a [u8] = self.bytes;
-            let key = &bytes[start..self.pos];
-            self.pos += 1; // `"`
-            Some(key)
-        }
-
-        fn array(&mut self, depth: usize) -> bool {
-            self.pos += 1; // `[`
-            if self.eat(b']') {
-                return true;
-            }
-            loop {
-                if !self.value(depth) {
-                    return false;
-                }
-                if self.eat(b']') {
-                    return true;
-                }
-                if !self.eat(b',') {
-                    return false;
-                }
-            }
-        }
-
-        fn string(&mut self) -> bool {
-            self.pos += 1; // `"`
-            loop {
-                // Everything but `"`, `\` and control characters, multi-byte UTF-8 included,
-                // is written as is.
-                let Some(len) = self.bytes[self.pos..]
-                    .iter()
-                    .position(|&b| b < 0x20 || b == b'"' || b == b'\\')
-                else {
-                    return false;
-                };
-                self.pos += len;
-                match self.bytes[self.pos] {
-                    b'"' => {
-                        self.pos += 1;
-                        return true;
-                    }
-                    b'\\' => {
-                        self.pos += 1;
-                        let ok = match self.peek() {
-                            Some(b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r') => {
-                                self.pos += 1;
-                                true
-                            }
-                            Some(b'u') => self.control_escape(),
-                            _ => false,
-                        };
-                        if !ok {
-                            return false;
-                        }
-                    }
-                    _ => return false,
-                }
-            }
-        }
-
-        /// After `\`: `u00xx` in lowercase hex, for a control character without a short form.
-        fn control_escape(&mut self) -> bool {
-            let Some(&[b'u', b'0', b'0', hi, lo]) = self.bytes.get(self.pos..self.pos + 5) else {
-                return false;
-            };
-            let digit = |d: u8| match d {
-                b'0'..=b'9' => Some(d - b'0'),
-                b'a'..=b'f' => Some(d - b'a' + 10),
-                _ => None,
-            };
-            let (Some(hi @ 0..=1), Some(lo)) = (digit(hi), digit(lo)) else {
-                return false;
-            };
-            self.pos += 5;
-            // \b \t \n \f \r have short forms, which the canonicaliser uses.
-            !matches!(hi * 16 + lo, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d)
-        }
-
-        fn integer(&mut self) -> bool {
-            let negative = self.eat(b'-');
-            let start = self.pos;
-            while matches!(self.peek(), Some(b'0'..=b'9')) {
-                self.pos += 1;
-            }
-            let digits = &self.bytes[start..self.pos];
-            if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
-                return false;
-            }
-            match digits {
-                [] => false,
-                // `0` alone; `-0` is written `0`, and `01` is not JSON.
-                [b'0'] => !negative,
-                [b'0', ..] => false,
-                _ if digits.len() > 16 => false,
-                _ => std::str::from_utf8(digits)
-                    .ok()
-                    .and_then(|d| d.parse::<u64>().ok())
-                    .is_some_and(|n| n <= MAX_EXACT_INTEGER),
-            }
-        }
-    }
-
     let mut checker = Checker {
         bytes: text.as_bytes(),
         pos: 0,
     };
     checker.value(0) && checker.pos == text.len()
+}
+
+/// Nesting deeper than this is left to the canonicaliser (no bridge request nests so deep).
+const MAX_DEPTH: usize = 32;
+
+/// A cursor over the text [`is_canonical`] checks: each method reads one piece of JSON at
+/// `pos` and answers whether it is written canonically, moving `pos` past what it read.
+struct Checker<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Checker<'a> {
+    #[inline]
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    /// Steps over `b` if it is next.
+    #[inline]
+    fn eat(&mut self, b: u8) -> bool {
+        if self.peek() == Some(b) {
+            self.pos += 1;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Steps over `word` if it is next.
+    #[inline]
+    fn literal(&mut self, word: &[u8]) -> bool {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Steps over the bytes from `pos` that `plain` accepts, up to the first it does not, and
+    /// returns that byte (`None` at the end of the text).
+    #[inline]
+    fn skip_run(&mut self, plain: impl Fn(u8) -> bool) -> Option<u8> {
+        let len = self.bytes[self.pos..].iter().position(|&b| !plain(b))?;
+        self.pos += len;
+        Some(self.bytes[self.pos])
+    }
+
+    /// Any value, its first byte telling which kind.
+    fn value(&mut self, depth: usize) -> bool {
+        match self.peek() {
+            Some(b'{') => depth < MAX_DEPTH && self.object(depth + 1),
+            Some(b'[') => depth < MAX_DEPTH && self.array(depth + 1),
+            Some(b'"') => self.string(),
+            Some(b't') => self.literal(b"true"),
+            Some(b'f') => self.literal(b"false"),
+            Some(b'n') => self.literal(b"null"),
+            Some(b'-' | b'0'..=b'9') => self.integer(),
+            _ => false,
+        }
+    }
+
+    /// An object: members without spaces, keys in strictly increasing order.
+    fn object(&mut self, depth: usize) -> bool {
+        self.pos += 1; // `{`
+        if self.eat(b'}') {
+            return true;
+        }
+        let mut previous: Option<&'a [u8]> = None;
+        loop {
+            let Some(key) = self.key() else {
+                return false;
+            };
+            if !follows(previous, key) {
+                return false;
+            }
+            previous = Some(key);
+            if !self.eat(b':') || !self.value(depth) {
+                return false;
+            }
+            if self.eat(b'}') {
+                return true;
+            }
+            if !self.eat(b',') {
+                return false;
+            }
+        }
+    }
+
+    /// A key of printable ASCII without escapes, returned without its quotes.
+    #[inline]
+    fn key(&mut self) -> Option<&'a [u8]> {
+        if !self.eat(b'"') {
+            return None;
+        }
+        let start = self.pos;
+        if self.skip_run(is_key_byte)? != b'"' {
+            return None;
+        }
+        let bytes: &'a [u8] = self.bytes;
+        let key = &bytes[start..self.pos];
+        self.pos += 1; // `"`
+        Some(key)
+    }
+
+    /// An array: items without spaces.
+    fn array(&mut self, depth: usize) -> bool {
+        self.pos += 1; // `[`
+        if self.eat(b']') {
+            return true;
+        }
+        loop {
+            if !self.value(depth) {
+                return false;
+            }
+            if self.eat(b']') {
+                return true;
+            }
+            if !self.eat(b',') {
+                return false;
+            }
+        }
+    }
+
+    /// A string: runs of bytes written as they are, between escapes written as the
+    /// canonicaliser writes them.
+    fn string(&mut self) -> bool {
+        self.pos += 1; // `"`
+        loop {
+            match self.skip_run(is_unescaped_string_byte) {
+                Some(b'"') => {
+                    self.pos += 1;
+                    return true;
+                }
+                Some(b'\\') => {
+                    self.pos += 1;
+                    if !self.escape() {
+                        return false;
+                    }
+                }
+                // A raw control character, or the end of the text.
+                _ => return false,
+            }
+        }
+    }
+
+    /// After `\`: one of the canonicaliser's short forms, or a `\u00xx` escape.
+    #[inline]
+    fn escape(&mut self) -> bool {
+        match self.peek() {
+            Some(b'"' | b'\\' | b'b' | b't' | b'n' | b'f' | b'r') => {
+                self.pos += 1;
+                true
+            }
+            Some(b'u') => self.control_escape(),
+            _ => false,
+        }
+    }
+
+    /// After `\`: `u00xx` in lowercase hex, for a control character without a short form.
+    fn control_escape(&mut self) -> bool {
+        let Some(&[b'u', b'0', b'0', hi, lo]) = self.bytes.get(self.pos..self.pos + 5) else {
+            return false;
+        };
+        let (Some(hi @ 0..=1), Some(lo)) = (lower_hex(hi), lower_hex(lo)) else {
+            return false;
+        };
+        self.pos += 5;
+        !has_short_escape(hi * 16 + lo)
+    }
+
+    /// An integer: an optional `-` and digits, with no fraction or exponent after them.
+    fn integer(&mut self) -> bool {
+        let negative = self.eat(b'-');
+        let start = self.pos;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.pos += 1;
+        }
+        if matches!(self.peek(), Some(b'.' | b'e' | b'E')) {
+            return false;
+        }
+        is_canonical_integer(negative, &self.bytes[start..self.pos])
+    }
+}
+
+/// Whether `key` may follow the object's `previous` key: strictly greater in byte order, which
+/// for ASCII keys is RFC 8785's order and leaves no room for a duplicate.
+#[inline]
+fn follows(previous: Option<&[u8]>, key: &[u8]) -> bool {
+    previous.is_none_or(|p| p < key)
+}
+
+/// Whether a key byte needs no escape and is one [`is_canonical`] takes: printable ASCII but
+/// `"` and `\`.
+#[inline]
+fn is_key_byte(b: u8) -> bool {
+    (0x20..0x7f).contains(&b) && b != b'"' && b != b'\\'
+}
+
+/// Whether the canonicaliser writes a string byte as it is: everything but `"`, `\` and
+/// control characters, multi-byte UTF-8 included.
+#[inline]
+fn is_unescaped_string_byte(b: u8) -> bool {
+    b >= 0x20 && b != b'"' && b != b'\\'
+}
+
+/// Whether a control character has a short escape (`\b` `\t` `\n` `\f` `\r`), which the
+/// canonicaliser writes instead of `\u00xx`.
+#[inline]
+fn has_short_escape(c: u8) -> bool {
+    matches!(c, 0x08 | 0x09 | 0x0a | 0x0c | 0x0d)
+}
+
+/// The value of a lowercase hex digit (the canonicaliser never writes uppercase ones).
+#[inline]
+fn lower_hex(d: u8) -> Option<u8> {
+    match d {
+        b'0'..=b'9' => Some(d - b'0'),
+        b'a'..=b'f' => Some(d - b'a' + 10),
+        _ => None,
+    }
+}
+
+/// Whether an integer's `digits` (ASCII digits only) are written as the canonicaliser writes
+/// them: no leading zero, no `-0`, and a magnitude a double holds exactly, so that its shortest
+/// form is these very digits.
+#[inline]
+fn is_canonical_integer(negative: bool, digits: &[u8]) -> bool {
+    match digits {
+        [] => false,
+        // `0` alone; `-0` is written `0`, and `01` is not JSON.
+        [b'0'] => !negative,
+        [b'0', ..] => false,
+        // 2^53 has 16 digits; 16 digits fit in a `u64` without overflow.
+        _ if digits.len() > 16 => false,
+        _ => {
+            let n = digits
+                .iter()
+                .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+            n <= MAX_EXACT_INTEGER
+        }
+    }
 }
 
 #[cfg(test)]
@@ -275,6 +333,27 @@ mod tests {
             }
         }
 
+    }
+
+    #[test]
+    fn integers_are_canonical_up_to_two_to_the_53() {
+        for (digits, negative, want) in [
+            ("0", false, true),
+            ("0", true, false),
+            ("07", false, false),
+            ("", false, false),
+            ("1000000000000000", false, true),
+            ("9007199254740992", true, true),
+            ("9007199254740993", false, false),
+            ("9999999999999999", false, false),
+            ("10000000000000000", false, false),
+        ] {
+            assert_eq!(
+                is_canonical_integer(negative, digits.as_bytes()),
+                want,
+                "{negative} {digits}"
+            );
+        }
     }
 
     #[test]
