@@ -2,13 +2,15 @@
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
-/// Default `--max-frame-bytes`: the longest line a peer may send.
+/// Default `--max-frame-bytes`: the longest line a peer may send, so no peer can make the host
+/// buffer without bound.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 1024 * 1024;
 /// At most this many requests of one connection are handled at once; beyond it the host stops
 /// reading from that connection until replies drain.
 pub const MAX_IN_FLIGHT_PER_CONNECTION: usize = 64;
 
-/// What one read of the line codec produced.
+/// What one read of the line codec produced: the server answers a frame, a line over the limit
+/// and a connection closed mid-line each in its own way.
 #[derive(Debug, PartialEq, Eq)]
 pub enum FrameRead {
     /// A complete line is in the buffer (without its newline or a trailing `\r`).
@@ -21,7 +23,8 @@ pub enum FrameRead {
     Eof,
 }
 
-/// Reads one `\n`-terminated frame of at most `max` bytes into `buf`.
+/// Reads one `\n`-terminated frame of at most `max` bytes into `buf`; a longer line is skipped
+/// rather than buffered.
 ///
 /// Cancel-safe as long as `buf` is kept between calls: bytes are moved from the reader into
 /// `buf` as they are consumed, so a cancelled call loses nothing.

@@ -10,7 +10,8 @@ use super::params::{
     TaskStopParams, MAX_FIXTURE_DELAY_MS,
 };
 
-/// A bridge request after validation: the typed command plus what the receipt book needs.
+/// A bridge request after validation: the typed command the host acts on, so nothing past this
+/// point reads params out of JSON again.
 #[derive(Clone, Debug)]
 pub enum Command {
     /// `task.start`
@@ -82,8 +83,9 @@ impl Command {
 
     /// Parses and checks the params of `method`. `check_target` is the executor's selector check.
     ///
-    /// The params may be a parsed [`Value`](serde_json::Value) or the raw text of a frame's params ([`Params`]);
-    /// every check lives here either way.
+    /// The params may be a parsed [`Value`](serde_json::Value) or the raw text of a frame's
+    /// params ([`Params`]); every check lives here either way, so both parse paths accept and
+    /// refuse the same requests.
     pub fn parse<P: Params + ?Sized>(
         method: Method,
         params: &P,

@@ -38,9 +38,10 @@ struct RawEnvelope<'a> {
 /// params text, and the fingerprint from that same text when it is already canonical.
 ///
 /// Returns `None` for anything it does not take as is (a bad envelope, an unknown method, params
-/// the command refuses, ...); the caller then goes through [`parse_envelope`](super::parse_envelope) and
-/// [`Command::parse`] on a [`Value`], which alone write the error messages. Whatever this
-/// returns, the general path would return the same ID, command and fingerprint.
+/// the command refuses, ...); the caller then goes through
+/// [`parse_envelope`](super::parse_envelope) and [`Command::parse`] on a [`Value`], which alone
+/// write the error messages. Whatever this returns, the general path would return the same ID,
+/// command and fingerprint.
 pub fn parse_request_direct<'a>(
     frame: &'a [u8],
     check_target: &dyn Fn(&str) -> Result<(), String>,

@@ -7,7 +7,8 @@ use serde_json::Value;
 use super::error::{ErrorBody, ErrorCode};
 use super::id::validate_id;
 
-/// The envelope of a request frame, before the method's params are checked.
+/// The envelope of a request frame, before the method's params are checked: what the general
+/// path, and the operator's socket, dispatch on.
 #[derive(Debug)]
 pub struct Envelope {
     /// The caller's request ID.
@@ -36,7 +37,7 @@ impl FrameError {
     }
 }
 
-/// A well-formed request read straight from the frame: `id` and `method` borrowed (plain
+/// A well-formed envelope read straight from the frame: `id` and `method` borrowed (plain
 /// strings without escapes), no other field, each field once.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -47,11 +48,11 @@ struct PlainEnvelope<'a> {
     params: Option<Value>,
 }
 
-/// Parses one frame (without its newline) into an envelope.
+/// Parses one frame (without its newline) into an envelope, or the refusal to send for it.
 ///
-/// Well-formed requests take a direct path that builds no JSON value for the envelope itself;
-/// anything that path does not accept as is goes through the general one, which alone writes
-/// the error messages, so every refusal reads the same whichever path saw the frame first.
+/// A well-formed envelope is read as a `PlainEnvelope`, which builds a JSON value only for
+/// the params; anything else goes through `parse_envelope_general`, which alone writes the
+/// error messages, so every refusal reads the same whichever way the frame was read.
 pub fn parse_envelope(frame: &[u8]) -> Result<Envelope, FrameError> {
     if let Ok(plain) = serde_json::from_slice::<PlainEnvelope<'_>>(frame) {
         let params = match plain.params {
@@ -144,7 +145,7 @@ fn parse_envelope_general(frame: &[u8]) -> Result<Envelope, FrameError> {
     Ok(Envelope { id, method, params })
 }
 
-/// A JSON type's name for error messages.
+/// A JSON type's name for error messages ("got an array"), so refusals name what was sent.
 pub fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",

@@ -42,7 +42,8 @@ impl Delivery {
 
 macro_rules! error_codes {
     ($($variant:ident => $wire:literal, $delivery:ident;)*) => {
-        /// Every error code of the contract, host and client side.
+        /// Every error code of the contract, host and client side: each code's wire spelling and
+        /// usual `delivery` are written once, here.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
         pub enum ErrorCode {
             $(
@@ -107,7 +108,8 @@ impl fmt::Display for ErrorCode {
     }
 }
 
-/// The `error` object of a reply.
+/// The `error` object of a reply: which rule refused or failed the request, and what happened
+/// to its side effect, so the caller knows whether to read or to send anew.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ErrorBody {

@@ -1,6 +1,6 @@
 //! Request IDs: the alphabet and length every ID is checked against.
 
-/// The longest request ID accepted.
+/// The longest request ID accepted: every receipt keeps its ID.
 pub const MAX_ID_LEN: usize = 128;
 
 /// The bytes a request ID may hold, `[A-Za-z0-9._:-]`, as a table: every request's ID is
@@ -16,7 +16,8 @@ pub(super) static ID_ALPHABET: [bool; 256] = {
     table
 };
 
-/// Checks a request ID: 1–128 characters from `[A-Za-z0-9._:-]`.
+/// Checks a request ID: 1–128 characters from `[A-Za-z0-9._:-]`, an alphabet JSON needs no
+/// escapes for, so replies copy IDs as they are. The error says what is wrong, for the caller.
 pub fn validate_id(id: &str) -> Result<(), String> {
     if id.is_empty() || id.len() > MAX_ID_LEN {
         return Err(format!(

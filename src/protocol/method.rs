@@ -4,7 +4,8 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// Every method of both sockets, by wire name.
+/// Every bridge method, by wire name: the host, `tools.list` and the MCP front all read this
+/// one table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Method {
     /// `task.start`

@@ -50,5 +50,6 @@ pub use params::{
 pub use reply::{Meta, Outcome, ReceiptKind, Reply};
 pub use time::{format_millis, now_millis, now_rfc3339};
 
-/// The protocol version `host.hello` reports.
+/// The protocol version `host.hello` reports, so a client can tell a host that speaks another
+/// wire format before it sends anything that acts.
 pub const PROTOCOL_VERSION: u32 = 1;

@@ -5,7 +5,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-/// The observation that shows an action took effect.
+/// The observation that shows an action took effect: read after the action, and read again
+/// (instead of acting again) when its outcome was uncertain.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Expect {
     /// The selector to read.
@@ -15,7 +16,7 @@ pub struct Expect {
     pub check: ExpectCheck,
 }
 
-/// How an expectation compares the observed value.
+/// How an expectation compares the observed value: exactly one of `equals` or `contains`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ExpectCheck {
@@ -61,7 +62,8 @@ impl<'de> Deserialize<'de> for Expect {
     }
 }
 
-/// Options of the fixture page, chosen per task at `task.start`.
+/// Options of the fixture page, chosen per task at `task.start`, so tests and demonstrations
+/// can make a submit slow, lost or refused on purpose.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct FixtureOptions {
@@ -79,7 +81,7 @@ pub struct FixtureOptions {
     pub read_delay_ms: u64,
 }
 
-/// The longest delay a fixture option accepts.
+/// The longest delay a fixture option accepts, so no test page holds a task for long.
 pub const MAX_FIXTURE_DELAY_MS: u64 = 60_000;
 
 /// `task.start` params.
@@ -190,13 +192,15 @@ pub struct ReceiptStatusParams {
     pub request_id: String,
 }
 
-/// Params of methods that take none.
+/// Params of methods that take none: still checked, so a stray field is refused rather than
+/// ignored.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
 /// Where a command's params are read from: a parsed [`Value`], or the raw params text of a
-/// frame, so that a well-formed request becomes a [`Command`](super::Command) without building a `Value` first.
+/// frame, so that a well-formed request becomes a [`Command`](super::Command) without building
+/// a `Value` first.
 pub trait Params {
     /// Deserialises the params as `T`; the error is serde's own message, which differs between
     /// sources (the host only shows the messages of the `Value` source).

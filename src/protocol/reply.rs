@@ -33,7 +33,8 @@ impl ReceiptKind {
     }
 }
 
-/// `meta` of a reply.
+/// `meta` of a reply: which run answered and how the reply relates to the receipt book, so a
+/// caller can tell a replay from a fresh execution.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Meta {
@@ -43,7 +44,8 @@ pub struct Meta {
     pub receipt: ReceiptKind,
 }
 
-/// A reply as a client reads it.
+/// A reply as a client reads it. The host never builds one: it writes reply lines straight from
+/// an [`Outcome`] ([`Outcome::reply_line`]).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Reply {
     /// The request's `id`, or `null` when it could not be read.

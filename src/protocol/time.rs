@@ -1,11 +1,12 @@
 //! Timestamps on the wire: epoch milliseconds, written as RFC 3339 UTC.
 
-/// Now, as an RFC 3339 UTC timestamp with milliseconds.
+/// Now, as an RFC 3339 UTC timestamp with milliseconds: the form every timestamp on the wire
+/// takes.
 pub fn now_rfc3339() -> String {
     format_millis(now_millis())
 }
 
-/// Milliseconds since the Unix epoch.
+/// Milliseconds since the Unix epoch: what the host keeps, formatting only when it writes.
 pub fn now_millis() -> i64 {
     // Read on every request: the system clock straight, without a calendar conversion.
     match std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
@@ -14,7 +15,7 @@ pub fn now_millis() -> i64 {
     }
 }
 
-/// Formats epoch milliseconds as RFC 3339 UTC with milliseconds.
+/// Formats epoch milliseconds as RFC 3339 UTC with milliseconds, the wire's timestamp form.
 pub fn format_millis(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .unwrap_or_default()
