@@ -1,0 +1,55 @@
+//! The wire format: request and reply shapes, error codes with their `delivery`, the
+//! per-method parameter types and the line codec with its frame limit.
+//!
+//! This is the only place the wire format is spelled out; the host, the clients, the console
+//! and the tests all speak through these types. Each concern has a file of its own, and every
+//! public item is re-exported here, so the rest of the crate names them `protocol::X`:
+//!
+//! - `error`: error codes, their `delivery`, the `error` object;
+//! - `reply`: replies and the stored body a replay repeats;
+//! - `id`: request ID checks;
+//! - `method`: the method table;
+//! - `params` and `command`: per-method params, checked into a [`Command`];
+//! - `envelope`: the general parse of a frame, which writes every refusal;
+//! - `direct`: the direct parse of a well-formed request, which builds no JSON value;
+//! - `fingerprint` and `canonical`: the canonical form a receipt keeps, and recognising
+//!   params text that already is canonical;
+//! - `codec`: the line codec and its limits;
+//! - `time`: timestamps.
+
+mod canonical;
+mod codec;
+mod command;
+mod direct;
+mod envelope;
+mod error;
+mod fingerprint;
+mod id;
+mod method;
+mod params;
+mod reply;
+mod time;
+
+#[cfg(test)]
+pub(crate) mod test_frames;
+
+pub use canonical::is_canonical;
+pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PER_CONNECTION};
+pub use command::Command;
+pub use direct::{parse_request_direct, DirectRequest};
+pub use envelope::{json_type, parse_envelope, Envelope, FrameError};
+pub use error::{Delivery, ErrorBody, ErrorCode};
+pub use fingerprint::{fingerprint, try_fingerprint};
+pub use id::{validate_id, MAX_ID_LEN};
+pub use method::Method;
+pub use params::{
+    Expect, ExpectCheck, FixtureOptions, NoParams, PageClickParams, PageFillParams,
+    PagePressParams, PageReadParams, Params, ReceiptStatusParams, RunStatusParams, TaskParams,
+    TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS,
+};
+pub use reply::{Meta, Outcome, ReceiptKind, Reply};
+pub use time::{format_millis, now_millis, now_rfc3339};
+
+/// The protocol version `host.hello` reports, so a client can tell a host that speaks another
+/// wire format before it sends anything that acts.
+pub const PROTOCOL_VERSION: u32 = 1;

@@ -1,0 +1,239 @@
+//! The params of each method, as typed structs, and where they are read from.
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+/// The observation that shows an action took effect: read after the action, and read again
+/// (instead of acting again) when its outcome was uncertain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Expect {
+    /// The selector to read.
+    pub target: String,
+    /// What the target's value must be, or contain.
+    #[serde(flatten)]
+    pub check: ExpectCheck,
+}
+
+/// How an expectation compares the observed value: exactly one of `equals` or `contains`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ExpectCheck {
+    /// The value equals this string exactly.
+    Equals(String),
+    /// The value contains this string.
+    Contains(String),
+}
+
+impl Expect {
+    /// Whether an observed value satisfies the expectation.
+    pub fn holds(&self, observed: &str) -> bool {
+        match &self.check {
+            ExpectCheck::Equals(want) => observed == want,
+            ExpectCheck::Contains(want) => observed.contains(want.as_str()),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Expect {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Raw {
+            target: String,
+            equals: Option<String>,
+            contains: Option<String>,
+        }
+        let raw = Raw::deserialize(d)?;
+        let check = match (raw.equals, raw.contains) {
+            (Some(e), None) => ExpectCheck::Equals(e),
+            (None, Some(c)) => ExpectCheck::Contains(c),
+            _ => {
+                return Err(serde::de::Error::custom(
+                    "expect needs exactly one of `equals` or `contains` beside `target`",
+                ))
+            }
+        };
+        Ok(Expect {
+            target: raw.target,
+            check,
+        })
+    }
+}
+
+/// Options of the fixture page, chosen per task at `task.start`, so tests and demonstrations
+/// can make a submit slow, lost or refused on purpose.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FixtureOptions {
+    /// The submit applies after this delay, even after the action's deadline (0–60000).
+    #[serde(default)]
+    pub submit_delay_ms: u64,
+    /// The submit is lost and never applies.
+    #[serde(default)]
+    pub drop_submit: bool,
+    /// The backend rejects the submit definitively.
+    #[serde(default)]
+    pub fail_submit: bool,
+    /// Every read takes this long (0–60000).
+    #[serde(default)]
+    pub read_delay_ms: u64,
+}
+
+/// The longest delay a fixture option accepts, so no test page holds a task for long.
+pub const MAX_FIXTURE_DELAY_MS: u64 = 60_000;
+
+/// `task.start` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskStartParams {
+    /// What the task is for (1–200 characters).
+    pub title: String,
+    /// The page the task works on.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Fixture behaviour for this task's page.
+    #[serde(default)]
+    pub fixture: Option<FixtureOptions>,
+}
+
+/// `page.fill` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageFillParams {
+    /// The task whose page is filled.
+    pub task_id: String,
+    /// The field selector.
+    pub target: String,
+    /// The text to put in the field.
+    pub value: String,
+}
+
+/// `page.click` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageClickParams {
+    /// The task whose page is clicked.
+    pub task_id: String,
+    /// What to click.
+    pub target: String,
+    /// The observation that shows the click took effect.
+    pub expect: Expect,
+}
+
+/// `page.press` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PagePressParams {
+    /// The task whose page gets the key.
+    pub task_id: String,
+    /// The key, e.g. `Enter`.
+    pub key: String,
+    /// The focused target.
+    #[serde(default)]
+    pub target: Option<String>,
+    /// The observation that shows the key press took effect.
+    pub expect: Expect,
+}
+
+/// `page.read` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageReadParams {
+    /// The task whose page is read.
+    pub task_id: String,
+    /// The selector to read.
+    pub target: String,
+}
+
+/// Params of methods that only name a task (`task.finish`, `task.status`, `task.verifyOutcome`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskParams {
+    /// The task.
+    pub task_id: String,
+}
+
+/// `task.stop` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskStopParams {
+    /// The task to stop.
+    pub task_id: String,
+    /// Why it is stopped (1–500 characters); kept with the task.
+    pub reason: String,
+}
+
+/// `task.resume` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskResumeParams {
+    /// The task the caller kept.
+    pub task_id: String,
+    /// The run the caller kept with it.
+    pub run_id: String,
+}
+
+/// `run.status` params.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RunStatusParams {
+    /// A run the caller kept, to compare with the current one.
+    #[serde(default)]
+    pub run_id: Option<String>,
+}
+
+/// `receipt.status` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReceiptStatusParams {
+    /// The request ID to look up.
+    pub request_id: String,
+}
+
+/// Params of methods that take none: still checked, so a stray field is refused rather than
+/// ignored.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+/// Where a command's params are read from: a parsed [`Value`], or the raw params text of a
+/// frame, so that a well-formed request becomes a [`Command`](super::Command) without building
+/// a `Value` first.
+pub trait Params {
+    /// Deserialises the params as `T`; the error is serde's own message, which differs between
+    /// sources (the host only shows the messages of the `Value` source).
+    fn typed<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error>;
+}
+
+impl Params for Value {
+    fn typed<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        T::deserialize(self)
+    }
+}
+
+impl Params for RawValue {
+    fn typed<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(self.get())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn expect_needs_exactly_one_check() {
+        assert!(serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a"})).is_ok());
+        assert!(serde_json::from_value::<Expect>(json!({"target":"#s"})).is_err());
+        assert!(serde_json::from_value::<Expect>(
+            json!({"target":"#s","equals":"a","contains":"b"})
+        )
+        .is_err());
+        assert!(
+            serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a","x":1})).is_err()
+        );
+    }
+}

@@ -1,0 +1,183 @@
+//! Replies: what a client reads back, and the stored body a receipt keeps so that a replay is
+//! the first reply byte for byte.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::error::{ErrorBody, ErrorCode};
+use super::id::ID_ALPHABET;
+
+/// `meta.receipt`: how this reply relates to the receipt book.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptKind {
+    /// Executed now; a receipt was created.
+    New,
+    /// The same ID and content arrived while the first was running; this is its reply.
+    Joined,
+    /// The same ID and content after completion; the stored reply.
+    Replayed,
+    /// Nothing stored: a read, or a rejection.
+    None,
+}
+
+impl ReceiptKind {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiptKind::New => "new",
+            ReceiptKind::Joined => "joined",
+            ReceiptKind::Replayed => "replayed",
+            ReceiptKind::None => "none",
+        }
+    }
+}
+
+/// `meta` of a reply: which run answered and how the reply relates to the receipt book, so a
+/// caller can tell a replay from a fresh execution.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Meta {
+    /// The host run that answered; a different one means the book was not the same.
+    pub run_id: String,
+    /// How this reply relates to the receipt book.
+    pub receipt: ReceiptKind,
+}
+
+/// A reply as a client reads it. The host never builds one: it writes reply lines straight from
+/// an [`Outcome`] ([`Outcome::reply_line`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// The request's `id`, or `null` when it could not be read.
+    pub id: Option<String>,
+    /// `true` with `result`, `false` with `error`.
+    pub ok: bool,
+    /// The method's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+    /// What went wrong.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ErrorBody>,
+    /// Run and receipt information; absent on replies written by a client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub meta: Option<Meta>,
+}
+
+/// The stored part of a reply, `"ok":…,"result"|"error":…`, already serialised so that a replay
+/// is byte-for-byte the first reply and costs no serialisation.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Outcome {
+    /// The JSON members `ok` and `result` or `error`, without braces.
+    pub body: Box<str>,
+    /// The error code when `ok` is false.
+    pub code: Option<ErrorCode>,
+}
+
+impl Outcome {
+    /// A successful result.
+    pub fn ok<T: Serialize + ?Sized>(result: &T) -> Outcome {
+        Outcome {
+            body: stored_body(b"\"ok\":true,\"result\":", result),
+            code: None,
+        }
+    }
+
+    /// An error result.
+    pub fn err(error: &ErrorBody) -> Outcome {
+        Outcome {
+            body: stored_body(b"\"ok\":false,\"error\":", error),
+            code: Some(error.code),
+        }
+    }
+
+    /// Whether the outcome is a success.
+    pub fn is_ok(&self) -> bool {
+        self.code.is_none()
+    }
+
+    /// The outcome as a JSON object `{"ok":…,"result"|"error":…}`.
+    pub fn to_value(&self) -> Value {
+        serde_json::from_str(&format!("{{{}}}", self.body)).unwrap_or(Value::Null)
+    }
+
+    /// Writes the full reply line (with its trailing newline).
+    pub fn reply_line(&self, id: Option<&str>, run_id: &str, receipt: ReceiptKind) -> Vec<u8> {
+        let mut line = Vec::with_capacity(self.body.len() + 96 + id.map_or(4, str::len));
+        line.extend_from_slice(b"{\"id\":");
+        match id {
+            Some(id) => write_json_str(&mut line, id),
+            None => line.extend_from_slice(b"null"),
+        }
+        line.push(b',');
+        line.extend_from_slice(self.body.as_bytes());
+        line.extend_from_slice(b",\"meta\":{\"runId\":");
+        write_json_str(&mut line, run_id);
+        line.extend_from_slice(b",\"receipt\":\"");
+        line.extend_from_slice(receipt.as_str().as_bytes());
+        line.extend_from_slice(b"\"}}\n");
+        line
+    }
+}
+
+/// Writes `prefix` and `value` into a stored reply body of exactly the right size: the text is
+/// built in a per-thread scratch buffer, so the receipt's copy is the one allocation it keeps.
+fn stored_body<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Box<str> {
+    thread_local! {
+        static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    SCRATCH.with(|scratch| {
+        // A value's serialiser may itself build a reply body (nothing does today): fall back
+        // to a buffer of its own rather than borrow the scratch twice.
+        let mut own = Vec::new();
+        let mut guard = scratch.try_borrow_mut();
+        let buf = match guard.as_mut() {
+            Ok(b) => &mut **b,
+            Err(_) => &mut own,
+        };
+        buf.clear();
+        buf.extend_from_slice(prefix);
+        serde_json::to_writer(&mut *buf, value).expect("a reply body always serialises");
+        let body = std::str::from_utf8(buf)
+            .expect("serde_json writes UTF-8")
+            .into();
+        if buf.capacity() > 64 * 1024 {
+            // One huge reply must not pin its buffer to the thread forever.
+            *buf = Vec::new();
+        }
+        body
+    })
+}
+
+/// Writes a JSON string. Request and run IDs are drawn from an alphabet JSON needs no escapes
+/// for, so they are copied as they are; anything else is quoted through serde.
+fn write_json_str(out: &mut Vec<u8>, s: &str) {
+    if s.bytes().all(|b| ID_ALPHABET[usize::from(b)]) {
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        serde_json::to_writer(out, s).expect("a string always serialises");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn outcome_lines_are_valid_json() {
+        let o = Outcome::ok(&json!({"a": 1}));
+        let line = o.reply_line(Some("r1"), "run", ReceiptKind::Replayed);
+        let v: Value = serde_json::from_slice(&line).unwrap();
+        assert_eq!(
+            v,
+            json!({"id":"r1","ok":true,"result":{"a":1},"meta":{"runId":"run","receipt":"replayed"}})
+        );
+        let e = Outcome::err(&ErrorBody::new(ErrorCode::TaskBlocked, "m"));
+        let v: Value =
+            serde_json::from_slice(&e.reply_line(None, "run", ReceiptKind::None)).unwrap();
+        assert_eq!(v["id"], Value::Null);
+        assert_eq!(v["error"]["delivery"], "not_executed");
+    }
+}
