@@ -17,6 +17,7 @@ use indexmap::IndexMap;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
+use crate::protocol::results::ReceiptCounts;
 use crate::protocol::{Method, Outcome};
 use crate::tasks::TaskId;
 
@@ -526,6 +527,17 @@ impl Book {
     /// The hard tombstone capacity.
     pub fn tombstone_capacity(&self) -> usize {
         self.tombstone_capacity
+    }
+
+    /// How full the book is, as `run.status`, the snapshot and `changed` frames report it.
+    pub fn counts(&self) -> ReceiptCounts {
+        ReceiptCounts {
+            capacity: self.capacity() as u64,
+            running: self.running() as u64,
+            tombstone_capacity: self.tombstone_capacity() as u64,
+            tombstones: self.tombstones() as u64,
+            used: self.used() as u64,
+        }
     }
 
     /// Receipts oldest first.

@@ -13,6 +13,9 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 
+pub mod introspection;
+pub mod results;
+
 /// The protocol version `host.hello` reports.
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Default `--max-frame-bytes`: the longest line a peer may send.
