@@ -444,8 +444,10 @@ pub struct Snapshot {
     #[serde(serialize_with = "sorted")]
     pub counters: Counters,
     /// The executor's kind and mutation count.
+    #[serde(default)]
     pub executor: ExecutorStatus,
     /// Every pending outcome, newest task first.
+    #[serde(default)]
     pub pending: Vec<BlockedOutcome>,
     /// How full the book is.
     pub receipts: ReceiptCounts,
@@ -456,6 +458,7 @@ pub struct Snapshot {
     /// When the run started.
     pub started_at: String,
     /// Every task, newest first.
+    #[serde(default)]
     pub tasks: Vec<TaskSummary>,
 }
 

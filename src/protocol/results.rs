@@ -382,7 +382,7 @@ pub struct ReceiptCounts {
 }
 
 /// `executor` of `run.status` and the snapshot: what acts on pages, and how often it did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExecutorStatus {
     /// `fixture`, `chromium`, ...
