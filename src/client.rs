@@ -19,7 +19,8 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
 use crate::protocol::introspection::EventFrame;
-use crate::protocol::{now_rfc3339, Delivery, ErrorBody, ErrorCode, Reply};
+use crate::protocol::results::NextRead;
+use crate::protocol::{now_rfc3339, Delivery, ErrorBody, ErrorCode, Method, Reply};
 use crate::server::BRIDGE_SOCKET;
 
 pub mod session;
@@ -56,9 +57,15 @@ impl ClientError {
         // Unknown delivery: the receipt tells what happened. Nothing sent: the run tells
         // whether the host is back.
         let next = if delivery == Delivery::Unknown {
-            json!({"method": "receipt.status", "params": {"requestId": request_id}})
+            NextRead {
+                method: Method::ReceiptStatus.as_str().to_owned(),
+                params: json!({"requestId": request_id}),
+            }
         } else {
-            json!({"method": "run.status", "params": {}})
+            NextRead {
+                method: Method::RunStatus.as_str().to_owned(),
+                params: json!({}),
+            }
         };
         ClientError {
             code,

@@ -30,7 +30,7 @@ use serde_json::{json, Value};
 
 use super::{BridgeClient, ClientError};
 use crate::protocol::results::{
-    ReceiptState, ReceiptStatusResult, TaskStartResult, TaskStatusResult, VerifyOutcome,
+    NextRead, ReceiptState, ReceiptStatusResult, TaskStartResult, TaskStatusResult, VerifyOutcome,
     VerifyResult,
 };
 use crate::protocol::{Delivery, ErrorCode, Method, Reply};
@@ -84,12 +84,18 @@ pub struct Ambiguity {
 }
 
 impl Ambiguity {
-    /// The read that settles it, as `{"method", "params"}`.
-    pub fn next_read(&self) -> Value {
+    /// The read that settles it.
+    pub fn next_read(&self) -> NextRead {
         if self.cause == AmbiguityCause::Uncertain {
-            json!({"method": "task.verifyOutcome", "params": {"taskId": self.task_id}})
+            NextRead {
+                method: Method::TaskVerifyOutcome.as_str().to_owned(),
+                params: json!({"taskId": self.task_id}),
+            }
         } else {
-            json!({"method": "receipt.status", "params": {"requestId": self.request_id}})
+            NextRead {
+                method: Method::ReceiptStatus.as_str().to_owned(),
+                params: json!({"requestId": self.request_id}),
+            }
         }
     }
 }
