@@ -18,6 +18,7 @@ use tokio::sync::watch;
 
 pub use crate::ids::RequestKey;
 use crate::ids::TaskId;
+use crate::protocol::results::ReceiptCounts;
 use crate::protocol::{Method, Outcome};
 
 /// The channel copies that joined a running execution wait on; the execution's completion
@@ -485,6 +486,17 @@ impl Book {
     /// The hard tombstone capacity.
     pub fn tombstone_capacity(&self) -> usize {
         self.tombstone_capacity
+    }
+
+    /// How full the book is, as `run.status`, the snapshot and `changed` frames report it.
+    pub fn counts(&self) -> ReceiptCounts {
+        ReceiptCounts {
+            capacity: self.capacity() as u64,
+            running: self.running() as u64,
+            tombstone_capacity: self.tombstone_capacity() as u64,
+            tombstones: self.tombstones() as u64,
+            used: self.used() as u64,
+        }
     }
 
     /// Receipts oldest first.

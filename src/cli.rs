@@ -11,6 +11,7 @@ use crate::client::BridgeClient;
 use crate::host::{
     HostConfig, DEFAULT_ACTION_TIMEOUT_MS, DEFAULT_CAPACITY, DEFAULT_TOMBSTONE_CAPACITY,
 };
+use crate::protocol::introspection::{ReceiptFilter, Sort, StateFilter};
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 use crate::serve::ServeOptions;
 use crate::server::{resolve_socket_dir, Limits, DEFAULT_MAX_CONNECTIONS};
@@ -70,7 +71,7 @@ enum Command {
 struct FilterArgs {
     /// running, completed, ok, error or clearable
     #[arg(long, value_name = "STATE")]
-    state: Option<String>,
+    state: Option<StateFilter>,
     /// A method, e.g. page.click
     #[arg(long, value_name = "METHOD")]
     method: Option<String>,
@@ -83,11 +84,11 @@ struct FilterArgs {
 }
 
 impl FilterArgs {
-    fn selection(self) -> crate::operator::Selection {
-        crate::operator::Selection {
+    fn filter(self) -> ReceiptFilter {
+        ReceiptFilter {
             state: self.state,
             method: self.method,
-            task: self.task,
+            task_id: self.task,
             search: self.search,
         }
     }
@@ -104,7 +105,7 @@ struct ReceiptsArgs {
     json: bool,
     /// newest, oldest, state, method or task
     #[arg(long, value_name = "KEY")]
-    sort: Option<String>,
+    sort: Option<Sort>,
     /// Rows to show (at most 1000).
     #[arg(long, default_value_t = 100, value_name = "N")]
     limit: usize,
@@ -318,7 +319,7 @@ pub fn main() -> ExitCode {
         Command::Receipts(args) => {
             init_logging("warn");
             let options = crate::operator::ListOptions {
-                selection: args.filter.selection(),
+                filter: args.filter.filter(),
                 sort: args.sort,
                 offset: args.offset,
                 limit: args.limit,
@@ -334,7 +335,7 @@ pub fn main() -> ExitCode {
             init_logging("warn");
             let options = crate::operator::ClearOptions {
                 ids: args.ids,
-                selection: args.filter.selection(),
+                filter: args.filter.filter(),
                 reason: args.reason,
                 operator: args.operator,
                 yes: args.yes,

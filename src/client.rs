@@ -13,11 +13,14 @@ use std::time::Duration;
 
 use interprocess::local_socket::tokio::{prelude::*, Stream};
 use interprocess::local_socket::GenericFilePath;
+use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::oneshot;
 
-use crate::protocol::{Delivery, ErrorBody, ErrorCode, Reply};
+use crate::protocol::introspection::EventFrame;
+use crate::protocol::results::NextRead;
+use crate::protocol::{now_rfc3339, Delivery, ErrorBody, ErrorCode, Method, Reply};
 use crate::server::BRIDGE_SOCKET;
 
 pub mod session;
@@ -54,9 +57,15 @@ impl ClientError {
         // Unknown delivery: the receipt tells what happened. Nothing sent: the run tells
         // whether the host is back.
         let next = if delivery == Delivery::Unknown {
-            json!({"method": "receipt.status", "params": {"requestId": request_id}})
+            NextRead {
+                method: Method::ReceiptStatus.as_str().to_owned(),
+                params: json!({"requestId": request_id}),
+            }
         } else {
-            json!({"method": "run.status", "params": {}})
+            NextRead {
+                method: Method::RunStatus.as_str().to_owned(),
+                params: json!({}),
+            }
         };
         ClientError {
             code,
@@ -140,8 +149,9 @@ impl BridgeClient {
     }
 
     /// Sends event frames (frames without an `id`, after `subscribe` on the introspection
-    /// socket) to `sink` instead of dropping them. When a connection ends, the sink also gets
-    /// `{"event":"connection.closed"}` (the client's own frame, never sent by a host), so a
+    /// socket; each reads as an [`EventFrame`]) to `sink` as the host wrote them, instead of
+    /// dropping them. When a connection ends, the sink also gets a frame of kind
+    /// [`CONNECTION_CLOSED_EVENT`] (the client's own, with `seq` 0, never sent by a host), so a
     /// subscriber learns at once that its subscription is gone.
     pub fn with_event_sink(
         mut self,
@@ -335,22 +345,23 @@ async fn read_loop(
             Ok(0) | Err(_) => break,
             Ok(_) => {}
         }
-        let Ok(frame) = serde_json::from_str::<Value>(line.trim_end()) else {
-            tracing::warn!("the host sent a line that is not JSON: {}", line.trim_end());
-            continue;
-        };
-        if frame.get("event").is_some() && frame.get("id").is_none() {
-            if let Some(sink) = &events {
-                let _ = sink.send(frame);
+        let text = line.trim_end();
+        // A reply is read straight into its type; a line that is not one is an event frame
+        // (no `id`, after `subscribe`) or something the host should not have sent.
+        let reply = match serde_json::from_str::<Reply>(text) {
+            Ok(reply) => reply,
+            Err(_) => {
+                match serde_json::from_str::<Value>(text) {
+                    Ok(frame) if EventFrame::deserialize(&frame).is_ok() => {
+                        if let Some(sink) = &events {
+                            let _ = sink.send(frame);
+                        }
+                    }
+                    Ok(_) => tracing::warn!("the host sent a frame that is not a reply: {text}"),
+                    Err(_) => tracing::warn!("the host sent a line that is not JSON: {text}"),
+                }
+                continue;
             }
-            continue;
-        }
-        let Ok(reply) = serde_json::from_value::<Reply>(frame) else {
-            tracing::warn!(
-                "the host sent a frame that is not a reply: {}",
-                line.trim_end()
-            );
-            continue;
         };
         let Some(id) = reply.id.clone() else {
             tracing::warn!("the host sent a reply without an id: {}", line.trim_end());
@@ -374,7 +385,13 @@ async fn read_loop(
     w.clear();
     drop(w);
     if let Some(sink) = &events {
-        let _ = sink.send(json!({"event": CONNECTION_CLOSED_EVENT}));
+        let closed = EventFrame {
+            event: CONNECTION_CLOSED_EVENT.to_owned(),
+            seq: 0,
+            at: now_rfc3339(),
+            data: Value::Null,
+        };
+        let _ = sink.send(serde_json::to_value(closed).expect("an event frame serialises"));
     }
 }
 

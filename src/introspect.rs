@@ -12,21 +12,28 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
+use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::{broadcast, mpsc, watch, Semaphore};
 
 use crate::book::{Receipt, RequestKey};
 use crate::events::{AtCache, Event, Subscription};
-use crate::host::{
-    clear_refusal, receipts_json, ClearRefusal, ClearTargets, CommittedClear, Handled, Host,
+use crate::host::{clear_refusal, ClearRefusal, ClearTargets, CommittedClear, Handled, Host};
+use crate::protocol::introspection::{
+    AuditCleared, AuditEntry, AuditListParams, AuditListResult, BlockedOutcome, CanonicalRequest,
+    ChangedEvent, ClearCommitParams, ClearCommitted, ClearPrepareParams, ClearPrepared,
+    ClearableReceipt, IntrospectMethod, LaggedEvent, ReceiptDetail, ReceiptFilter, ReceiptItem,
+    ReceiptsGetParams, ReceiptsListParams, ReceiptsListResult, RefusalReason, RefusedReceipt,
+    Snapshot, Sort, StateFilter, SubscribeParams, Subscribed, TasksListParams, TasksListResult,
 };
+pub use crate::protocol::introspection::{MAX_COALESCE_MS, MIN_COALESCE_MS};
+use crate::protocol::results::{ExecutorStatus, ReceiptState, StoredReply};
 use crate::protocol::{
     format_millis, now_millis, parse_envelope, Delivery, ErrorBody, ErrorCode, Method, NoParams,
-    Outcome, ReceiptKind,
+    Outcome, ReceiptKind, TaskParams,
 };
 use crate::server::{Connection, Outbound, Service};
-use crate::tasks::{Task, TaskState, Tasks};
+use crate::tasks::{Task, Tasks};
 
 /// Event lines a subscriber may have queued and unwritten before its events are dropped (and
 /// it is told `lagged`).
@@ -39,20 +46,6 @@ pub const MAX_LIST_LIMIT: usize = 1000;
 pub const DEFAULT_AUDIT_LIMIT: usize = 50;
 /// Longest clear reason accepted, in characters.
 pub const MAX_REASON_CHARS: usize = 500;
-
-/// The methods of the introspection socket.
-pub const METHODS: &[&str] = &[
-    "host.hello",
-    "snapshot",
-    "receipts.list",
-    "receipts.get",
-    "tasks.list",
-    "subscribe",
-    "task.verifyOutcome",
-    "receipts.clearPrepare",
-    "receipts.clearCommit",
-    "audit.list",
-];
 
 /// The introspection service over a host.
 #[derive(Clone)]
@@ -95,8 +88,8 @@ impl AuditLog {
     }
 
     /// The last `limit` entries, newest first. Reads the file from its end, so a long log costs
-    /// only what is shown. Lines that are not JSON are skipped.
-    pub fn recent(&self, limit: usize) -> std::io::Result<Vec<Value>> {
+    /// only what is shown. Lines that are not audit entries are skipped.
+    pub fn recent(&self, limit: usize) -> std::io::Result<Vec<AuditEntry>> {
         let mut file = match std::fs::File::open(&self.path) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -124,7 +117,7 @@ impl AuditLog {
             return Ok(lines
                 .iter()
                 .rev()
-                .filter_map(|l| serde_json::from_slice::<Value>(l).ok())
+                .filter_map(|l| serde_json::from_slice::<AuditEntry>(l).ok())
                 .take(limit)
                 .collect());
         }
@@ -153,20 +146,16 @@ fn bad_params(method: &str, e: impl std::fmt::Display) -> ErrorBody {
     )
 }
 
-fn parse<T: DeserializeOwned>(method: &str, params: &Value) -> Result<T, ErrorBody> {
-    serde_json::from_value(params.clone()).map_err(|e| bad_params(method, e))
+fn parse<T: DeserializeOwned>(method: IntrospectMethod, params: &Value) -> Result<T, ErrorBody> {
+    T::deserialize(params).map_err(|e| bad_params(method.as_str(), e))
 }
 
-fn reply_line(id: &str, run_id: &str, result: Result<Value, ErrorBody>) -> Vec<u8> {
+fn reply_line<T: Serialize>(id: &str, run_id: &str, result: Result<T, ErrorBody>) -> Vec<u8> {
     let outcome = match result {
         Ok(v) => Outcome::ok(&v),
         Err(e) => Outcome::err(&e),
     };
     outcome.reply_line(Some(id), run_id, ReceiptKind::None)
-}
-
-fn ok(result: Value) -> Result<Value, ErrorBody> {
-    Ok(result)
 }
 
 impl Service for Introspect {
@@ -183,42 +172,73 @@ impl Service for Introspect {
             }
         };
         let id = env.id;
-        let method = env.method.as_str();
         let params = &env.params;
-        let result = match method {
-            "host.hello" => parse::<NoParams>(method, params).and_then(|_| ok(self.host.hello())),
-            "snapshot" => parse::<NoParams>(method, params).map(|_| snapshot(&self.host)),
-            "receipts.list" => {
-                parse::<ListParams>(method, params).and_then(|p| list(&self.host, p))
-            }
-            "receipts.get" => {
-                parse::<GetParams>(method, params).map(|p| get(&self.host, &p.request_id))
-            }
-            "tasks.list" => {
-                parse::<TasksParams>(method, params).and_then(|p| tasks_list(&self.host, p))
-            }
-            "receipts.clearPrepare" => {
-                parse::<PrepareParams>(method, params).and_then(|p| clear_prepare(&self.host, p))
-            }
-            "subscribe" => {
-                match parse::<SubscribeParams>(method, params).and_then(SubscribeParams::checked) {
-                    Err(e) => Err(e),
-                    Ok(SubscribeParams {
-                        coalesce_ms: Some(every_ms),
-                    }) => {
+        let Ok(method) = env.method.parse::<IntrospectMethod>() else {
+            let names: Vec<&str> = IntrospectMethod::ALL.iter().map(|m| m.as_str()).collect();
+            let other = env.method.as_str();
+            let error = ErrorBody::new(
+                ErrorCode::UnknownMethod,
+                format!(
+                    "unknown method {other:?} on the introspection socket; its methods are {}",
+                    names.join(", ")
+                ),
+            )
+            .with_details(json!({"method": other}));
+            return Handled::Ready(reply_line::<Value>(&id, &run_id, Err(error)));
+        };
+        let ready = |line: Vec<u8>| Handled::Ready(line);
+        match method {
+            IntrospectMethod::HostHello => ready(reply_line(
+                &id,
+                &run_id,
+                parse::<NoParams>(method, params).map(|_| self.host.hello()),
+            )),
+            IntrospectMethod::Snapshot => ready(reply_line(
+                &id,
+                &run_id,
+                parse::<NoParams>(method, params).map(|_| snapshot(&self.host)),
+            )),
+            IntrospectMethod::ReceiptsList => ready(reply_line(
+                &id,
+                &run_id,
+                parse::<ReceiptsListParams>(method, params).and_then(|p| list(&self.host, p)),
+            )),
+            IntrospectMethod::ReceiptsGet => ready(reply_line(
+                &id,
+                &run_id,
+                parse::<ReceiptsGetParams>(method, params).map(|p| get(&self.host, &p.request_id)),
+            )),
+            IntrospectMethod::TasksList => ready(reply_line(
+                &id,
+                &run_id,
+                parse::<TasksListParams>(method, params).map(|p| tasks_list(&self.host, p)),
+            )),
+            IntrospectMethod::ReceiptsClearPrepare => ready(reply_line(
+                &id,
+                &run_id,
+                parse::<ClearPrepareParams>(method, params)
+                    .and_then(|p| clear_prepare(&self.host, p)),
+            )),
+            IntrospectMethod::Subscribe => {
+                let p = match parse::<SubscribeParams>(method, params).and_then(checked_subscribe) {
+                    Ok(p) => p,
+                    Err(e) => return ready(reply_line::<Subscribed>(&id, &run_id, Err(e))),
+                };
+                match p.coalesce_ms {
+                    Some(every_ms) => {
                         // Coalesced: no bus receiver, so publishing stays as cheap as with no
                         // subscriber; the reply goes out before the first `changed` frame.
                         let (seq, published) = {
                             let st = self.host.lock();
                             (st.events.seq(), st.events.published())
                         };
-                        let reply = reply_line(
-                            &id,
-                            &run_id,
-                            Ok(json!({"subscribed": true, "seq": seq, "coalesceMs": every_ms})),
-                        );
+                        let reply = Subscribed {
+                            coalesce_ms: Some(every_ms),
+                            seq,
+                            subscribed: true,
+                        };
                         let _ = conn.out.send(Outbound {
-                            line: reply,
+                            line: reply_line(&id, &run_id, Ok(reply)),
                             permit: None,
                         });
                         tokio::spawn(forward_changes(
@@ -229,17 +249,19 @@ impl Service for Introspect {
                             conn.out.clone(),
                             conn.shutdown.clone(),
                         ));
-                        return Handled::Ready(Vec::new());
                     }
-                    Ok(SubscribeParams { coalesce_ms: None }) => {
+                    None => {
                         // The reply must precede the first event frame on this connection, so it
                         // is queued here, before the forwarder starts; the empty line handed back
                         // writes nothing and releases the request's in-flight slot.
                         let (seq, rx) = self.host.subscribe();
-                        let reply =
-                            reply_line(&id, &run_id, Ok(json!({"subscribed": true, "seq": seq})));
+                        let reply = Subscribed {
+                            coalesce_ms: None,
+                            seq,
+                            subscribed: true,
+                        };
                         let _ = conn.out.send(Outbound {
-                            line: reply,
+                            line: reply_line(&id, &run_id, Ok(reply)),
                             permit: None,
                         });
                         tokio::spawn(forward_events(
@@ -248,44 +270,46 @@ impl Service for Introspect {
                             conn.out.clone(),
                             conn.shutdown.clone(),
                         ));
-                        return Handled::Ready(Vec::new());
                     }
                 }
+                Handled::Ready(Vec::new())
             }
-            "task.verifyOutcome" => match parse::<VerifyParams>(method, params) {
-                Err(e) => Err(e),
-                Ok(p) => match self.host.verify(&p.task_id) {
-                    Err(e) => Err(e),
-                    Ok(fut) => {
-                        return Handled::Later(Box::pin(async move {
-                            fut.await.reply_line(Some(&id), &run_id, ReceiptKind::None)
-                        }))
-                    }
-                },
-            },
-            "receipts.clearCommit" => {
-                match parse::<CommitParams>(method, params).and_then(CommitParams::checked) {
-                    Err(e) => Err(e),
+            IntrospectMethod::TaskVerifyOutcome => {
+                match parse::<TaskParams>(method, params).and_then(|p| self.host.verify(&p.task_id))
+                {
+                    Err(e) => ready(reply_line::<Value>(&id, &run_id, Err(e))),
+                    Ok(fut) => Handled::Later(Box::pin(async move {
+                        fut.await.reply_line(Some(&id), &run_id, ReceiptKind::None)
+                    })),
+                }
+            }
+            IntrospectMethod::ReceiptsClearCommit => {
+                match parse::<ClearCommitParams>(method, params).and_then(checked_commit) {
+                    Err(e) => ready(reply_line::<ClearCommitted>(&id, &run_id, Err(e))),
                     Ok(p) => {
                         let host = self.host.clone();
                         let audit = self.audit.clone();
-                        return Handled::Later(Box::pin(async move {
+                        Handled::Later(Box::pin(async move {
                             reply_line(&id, &run_id, clear_commit(&host, &audit, p).await)
-                        }));
+                        }))
                     }
                 }
             }
-            "audit.list" => match parse::<AuditParams>(method, params) {
-                Err(e) => Err(e),
+            IntrospectMethod::AuditList => match parse::<AuditListParams>(method, params) {
+                Err(e) => ready(reply_line::<AuditListResult>(&id, &run_id, Err(e))),
                 Ok(p) if p.limit.unwrap_or(DEFAULT_AUDIT_LIMIT) > MAX_LIST_LIMIT => {
-                    Err(bad_params(
-                        method,
-                        format_args!("limit may be at most {MAX_LIST_LIMIT}"),
+                    ready(reply_line::<AuditListResult>(
+                        &id,
+                        &run_id,
+                        Err(bad_params(
+                            method.as_str(),
+                            format_args!("limit may be at most {MAX_LIST_LIMIT}"),
+                        )),
                     ))
                 }
                 Ok(p) => {
                     let audit = self.audit.clone();
-                    return Handled::Later(Box::pin(async move {
+                    Handled::Later(Box::pin(async move {
                         let limit = p.limit.unwrap_or(DEFAULT_AUDIT_LIMIT);
                         let read = tokio::task::spawn_blocking(move || {
                             audit.recent(limit).map_err(|e| (e, audit))
@@ -293,7 +317,7 @@ impl Service for Introspect {
                         .await
                         .expect("reading the audit log does not panic");
                         let result = match read {
-                            Ok(entries) => Ok(json!({"entries": entries})),
+                            Ok(entries) => Ok(AuditListResult { entries }),
                             Err((e, audit)) => Err(ErrorBody::new(
                                 ErrorCode::Internal,
                                 format!("could not read the audit log {} ({e}); check the file's permissions", audit.path().display()),
@@ -301,19 +325,10 @@ impl Service for Introspect {
                             .with_delivery(Delivery::NotExecuted)),
                         };
                         reply_line(&id, &run_id, result)
-                    }));
+                    }))
                 }
             },
-            other => Err(ErrorBody::new(
-                ErrorCode::UnknownMethod,
-                format!(
-                    "unknown method {other:?} on the introspection socket; its methods are {}",
-                    METHODS.join(", ")
-                ),
-            )
-            .with_details(json!({"method": other}))),
-        };
-        Handled::Ready(reply_line(&id, &run_id, result))
+        }
     }
 
     fn run_id(&self) -> &str {
@@ -325,29 +340,15 @@ impl Service for Introspect {
 // Event forwarding
 // ----------------------------------------------------------------------------------------------
 
-/// Shortest `coalesceMs` accepted by `subscribe`.
-pub const MIN_COALESCE_MS: u64 = 50;
-/// Longest `coalesceMs` accepted by `subscribe`.
-pub const MAX_COALESCE_MS: u64 = 60_000;
-
-/// Params of `subscribe`: none for the full event stream, `coalesceMs` for `changed` frames.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct SubscribeParams {
-    coalesce_ms: Option<u64>,
-}
-
-impl SubscribeParams {
-    fn checked(self) -> Result<SubscribeParams, ErrorBody> {
-        match self.coalesce_ms {
-            Some(ms) if !(MIN_COALESCE_MS..=MAX_COALESCE_MS).contains(&ms) => Err(bad_params(
-                "subscribe",
-                format_args!(
-                    "coalesceMs must be between {MIN_COALESCE_MS} and {MAX_COALESCE_MS} (got {ms})"
-                ),
-            )),
-            _ => Ok(self),
-        }
+fn checked_subscribe(p: SubscribeParams) -> Result<SubscribeParams, ErrorBody> {
+    match p.coalesce_ms {
+        Some(ms) if !(MIN_COALESCE_MS..=MAX_COALESCE_MS).contains(&ms) => Err(bad_params(
+            "subscribe",
+            format_args!(
+                "coalesceMs must be between {MIN_COALESCE_MS} and {MAX_COALESCE_MS} (got {ms})"
+            ),
+        )),
+        _ => Ok(p),
     }
 }
 
@@ -381,15 +382,21 @@ async fn forward_changes(
                 let Ok(permit) = unwritten.clone().try_acquire_owned() else {
                     continue;
                 };
-                let (to_seq, counters, receipts) = {
+                let changed = {
                     let st = host.lock();
-                    (st.events.seq(), serde_json::to_value(st.counters).expect("counters serialise"), receipts_json(&st.book))
+                    ChangedEvent {
+                        counters: st.counters,
+                        from_seq: sent_seq + 1,
+                        receipts: st.book.counts(),
+                        to_seq: st.events.seq(),
+                    }
                 };
+                let to_seq = changed.to_seq;
                 let line = Event {
                     seq: to_seq,
                     at: now_millis(),
                     kind: "changed",
-                    data: json!({"fromSeq": sent_seq + 1, "toSeq": to_seq, "counters": counters, "receipts": receipts}).into(),
+                    data: serde_json::to_value(changed).expect("a changed frame serialises").into(),
                 }
                 .to_line();
                 sent_seq = to_seq;
@@ -406,7 +413,9 @@ fn lagged_line(seq: u64, missed: u64) -> Vec<u8> {
         seq,
         at: now_millis(),
         kind: "lagged",
-        data: json!({"missed": missed}).into(),
+        data: serde_json::to_value(LaggedEvent { missed })
+            .expect("a lagged frame serialises")
+            .into(),
     }
     .to_line()
 }
@@ -518,37 +527,8 @@ impl Feed {
 // Listing and reading
 // ----------------------------------------------------------------------------------------------
 
-/// The `state` filter of `receipts.list` and of a clear's `filter`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StateFilter {
-    /// Still executing.
-    Running,
-    /// Finished, successfully or not.
-    Completed,
-    /// Finished successfully.
-    Ok,
-    /// Finished with an error.
-    Error,
-    /// Would be accepted by a clear now.
-    Clearable,
-}
-
-/// Which receipts a listing or a clear is about; every given field must match.
-#[derive(Clone, Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-pub struct ReceiptFilter {
-    /// By state.
-    pub state: Option<StateFilter>,
-    /// By method (wire name).
-    pub method: Option<String>,
-    /// By task ID.
-    pub task_id: Option<String>,
-    /// A substring of the request ID, method, task ID or error code.
-    pub search: Option<String>,
-}
-
 impl ReceiptFilter {
+    /// The filter, once its method is known to be one of Polaris's.
     fn checked(self, method: &str) -> Result<ReceiptFilter, ErrorBody> {
         if let Some(m) = &self.method {
             if m.parse::<Method>().is_err() {
@@ -603,120 +583,65 @@ impl ReceiptFilter {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct ListParams {
-    offset: Option<usize>,
-    limit: Option<usize>,
-    sort: Option<Sort>,
-    state: Option<StateFilter>,
-    method: Option<String>,
-    task_id: Option<String>,
-    search: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Sort {
-    Newest,
-    Oldest,
-    State,
-    Method,
-    Task,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct GetParams {
-    request_id: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct TasksParams {
-    state: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct VerifyParams {
-    task_id: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct PrepareParams {
-    request_ids: Option<Vec<String>>,
-    filter: Option<ReceiptFilter>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct CommitParams {
-    token: String,
-    reason: String,
-    operator: Option<String>,
-}
-
-impl CommitParams {
-    fn checked(self) -> Result<CommitParams, ErrorBody> {
-        let n = self.reason.chars().count();
-        if self.reason.trim().is_empty() || n > MAX_REASON_CHARS {
-            return Err(bad_params(
-                "receipts.clearCommit",
-                format_args!(
-                    "reason must be 1–{MAX_REASON_CHARS} characters and say why (got {n})"
-                ),
-            ));
+impl From<ClearRefusal> for RefusalReason {
+    fn from(why: ClearRefusal) -> RefusalReason {
+        match why {
+            ClearRefusal::Running => RefusalReason::Running,
+            ClearRefusal::UnverifiedOutcome => RefusalReason::UnverifiedOutcome,
+            ClearRefusal::Unknown => RefusalReason::Unknown,
+            ClearRefusal::AlreadyCleared => RefusalReason::AlreadyCleared,
         }
-        if self
-            .operator
-            .as_ref()
-            .is_some_and(|o| o.trim().is_empty() || o.chars().count() > 200)
-        {
-            return Err(bad_params(
-                "receipts.clearCommit",
-                "operator must be 1–200 characters",
-            ));
-        }
-        Ok(self)
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct AuditParams {
-    limit: Option<usize>,
+fn checked_commit(p: ClearCommitParams) -> Result<ClearCommitParams, ErrorBody> {
+    let n = p.reason.chars().count();
+    if p.reason.trim().is_empty() || n > MAX_REASON_CHARS {
+        return Err(bad_params(
+            "receipts.clearCommit",
+            format_args!("reason must be 1–{MAX_REASON_CHARS} characters and say why (got {n})"),
+        ));
+    }
+    if p.operator
+        .as_ref()
+        .is_some_and(|o| o.trim().is_empty() || o.chars().count() > 200)
+    {
+        return Err(bad_params(
+            "receipts.clearCommit",
+            "operator must be 1–200 characters",
+        ));
+    }
+    Ok(p)
+}
+
+fn receipt_state(r: &Receipt) -> ReceiptState {
+    if r.is_running() {
+        ReceiptState::Running
+    } else {
+        ReceiptState::Completed
+    }
 }
 
 /// A ReceiptItem (one listing row).
-fn item_json(key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> Value {
-    let mut v = json!({
-        "requestId": key.to_string(),
-        "method": r.method.as_str(),
-        "state": if r.is_running() { "running" } else { "completed" },
-        "firstSeenAt": format_millis(r.first_seen),
-        "joins": r.joins,
-        "replays": r.replays,
-        "clearable": refusal.is_none(),
-    });
-    if let Some(t) = &r.task_id {
-        v["taskId"] = json!(&**t);
+fn item(key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> ReceiptItem {
+    let outcome = r.outcome();
+    ReceiptItem {
+        clearable: refusal.is_none(),
+        code: outcome.and_then(|o| o.code),
+        completed_at: outcome.map(|_| format_millis(r.completed_at)),
+        first_seen_at: format_millis(r.first_seen),
+        joins: u64::from(r.joins),
+        method: r.method.as_str().to_owned(),
+        ok: outcome.map(|o| o.is_ok()),
+        refusal: refusal.map(RefusalReason::from),
+        replays: u64::from(r.replays),
+        request_id: key.to_string(),
+        state: receipt_state(r),
+        task_id: r.task_id.as_deref().map(str::to_owned),
     }
-    if let Some(o) = r.outcome() {
-        v["ok"] = json!(o.is_ok());
-        if let Some(c) = o.code {
-            v["code"] = json!(c.as_str());
-        }
-        v["completedAt"] = json!(format_millis(r.completed_at));
-    }
-    if let Some(why) = refusal {
-        v["refusal"] = json!(why.as_str());
-    }
-    v
 }
 
-fn list(host: &Host, p: ListParams) -> Result<Value, ErrorBody> {
+fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListResult, ErrorBody> {
     const M: &str = "receipts.list";
     let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
     if limit > MAX_LIST_LIMIT {
@@ -726,45 +651,36 @@ fn list(host: &Host, p: ListParams) -> Result<Value, ErrorBody> {
         ));
     }
     let offset = p.offset.unwrap_or(0);
-    let filter = ReceiptFilter {
-        state: p.state,
-        method: p.method,
-        task_id: p.task_id,
-        search: p.search,
-    }
-    .checked(M)?;
+    let filter = p.filter().checked(M)?;
     let sort = p.sort.unwrap_or(Sort::Newest);
     let st = host.lock();
     let tasks = &st.tasks;
     let refusal = |k: &RequestKey, r: &Receipt| clear_refusal(tasks, k, r);
-    let page = |rows: &mut dyn Iterator<Item = (&RequestKey, &Receipt)>| -> (usize, Vec<Value>) {
-        let mut total = 0;
-        let mut items = Vec::new();
-        for (k, r) in rows {
-            let why = refusal(k, r);
-            if !filter.matches(k, r, why) {
-                continue;
+    let page =
+        |rows: &mut dyn Iterator<Item = (&RequestKey, &Receipt)>| -> (usize, Vec<ReceiptItem>) {
+            let mut total = 0;
+            let mut items = Vec::new();
+            for (k, r) in rows {
+                let why = refusal(k, r);
+                if !filter.matches(k, r, why) {
+                    continue;
+                }
+                if total >= offset && items.len() < limit {
+                    items.push(item(k, r, why));
+                }
+                total += 1;
             }
-            if total >= offset && items.len() < limit {
-                items.push(item_json(k, r, why));
-            }
-            total += 1;
-        }
-        (total, items)
-    };
-    let unfiltered = filter.state.is_none()
-        && filter.method.is_none()
-        && filter.task_id.is_none()
-        && filter.search.is_none();
+            (total, items)
+        };
     let (total, items) = match sort {
         // The console's usual question: one page of the whole book in creation order. The
         // receipts are stored in that order, so the page is read directly instead of scanning
         // a million receipts under the lock the bridge needs.
-        Sort::Newest | Sort::Oldest if unfiltered => {
+        Sort::Newest | Sort::Oldest if filter.is_empty() => {
             let rows = st.book.iter();
             let total = rows.len();
-            let row = |(k, r): (&RequestKey, &Receipt)| item_json(k, r, refusal(k, r));
-            let items: Vec<Value> = if sort == Sort::Newest {
+            let row = |(k, r): (&RequestKey, &Receipt)| item(k, r, refusal(k, r));
+            let items: Vec<ReceiptItem> = if sort == Sort::Newest {
                 rows.rev().skip(offset).take(limit).map(row).collect()
             } else {
                 rows.skip(offset).take(limit).map(row).collect()
@@ -789,27 +705,52 @@ fn list(host: &Host, p: ListParams) -> Result<Value, ErrorBody> {
             page(&mut rows.into_iter())
         }
     };
-    Ok(json!({"total": total, "items": items}))
+    Ok(ReceiptsListResult {
+        items,
+        total: total as u64,
+    })
 }
 
-fn get(host: &Host, request_id: &str) -> Value {
+fn get(host: &Host, request_id: &str) -> ReceiptDetail {
     let key = RequestKey::new(request_id);
     let st = host.lock();
     if let Some(r) = st.book.get(&key) {
-        let mut v = item_json(&key, r, clear_refusal(&st.tasks, &key, r));
+        let row = item(&key, r, clear_refusal(&st.tasks, &key, r));
         let request = r.request.clone();
         let outcome = r.outcome().cloned();
         drop(st);
-        v["request"] = serde_json::from_str(&request).unwrap_or(Value::Null);
-        if let Some(o) = outcome {
-            v["reply"] = o.to_value();
-        }
-        return v;
+        return ReceiptDetail {
+            clearable: Some(row.clearable),
+            code: row.code,
+            completed_at: row.completed_at,
+            first_seen_at: Some(row.first_seen_at),
+            joins: Some(row.joins),
+            method: Some(row.method),
+            ok: row.ok,
+            refusal: row.refusal,
+            replays: Some(row.replays),
+            reply: outcome.as_deref().map(StoredReply::of),
+            request: serde_json::from_str::<CanonicalRequest>(&request).ok(),
+            request_id: row.request_id,
+            state: row.state,
+            task_id: row.task_id,
+            ..ReceiptDetail::default()
+        };
     }
     if let Some((_, batch)) = st.book.tombstone(&key) {
-        return crate::host::cleared_json(request_id, batch);
+        return ReceiptDetail {
+            cleared_at: Some(format_millis(batch.at)),
+            reason: Some(batch.reason.to_string()),
+            request_id: request_id.to_owned(),
+            state: ReceiptState::Cleared,
+            ..ReceiptDetail::default()
+        };
     }
-    json!({"requestId": request_id, "state": "unknown"})
+    ReceiptDetail {
+        request_id: request_id.to_owned(),
+        state: ReceiptState::Unknown,
+        ..ReceiptDetail::default()
+    }
 }
 
 fn newest_first(tasks: &Tasks) -> Vec<&Task> {
@@ -822,59 +763,51 @@ fn newest_first(tasks: &Tasks) -> Vec<&Task> {
     all
 }
 
-fn tasks_list(host: &Host, p: TasksParams) -> Result<Value, ErrorBody> {
-    let state = match p.state.as_deref() {
-        None => None,
-        Some(s) => Some(TaskState::parse(s).ok_or_else(|| {
-            bad_params(
-                "tasks.list",
-                format_args!("state {s:?} is not one of running, blocked, finished, stopped"),
-            )
-        })?),
-    };
+fn tasks_list(host: &Host, p: TasksListParams) -> TasksListResult {
     let st = host.lock();
-    let tasks: Vec<Value> = newest_first(&st.tasks)
+    let tasks = newest_first(&st.tasks)
         .into_iter()
-        .filter(|t| state.is_none_or(|s| t.state() == s))
-        .map(Task::summary_json)
+        .filter(|t| p.state.is_none_or(|s| t.state() == s))
+        .map(Task::summary)
         .collect();
-    Ok(json!({"tasks": tasks}))
+    TasksListResult { tasks }
 }
 
-fn snapshot(host: &Host) -> Value {
-    let executor =
-        json!({"kind": host.executor().kind(), "mutations": host.executor().mutations()});
+fn snapshot(host: &Host) -> Snapshot {
+    let executor = ExecutorStatus {
+        kind: host.executor().kind().to_owned(),
+        mutations: host.executor().mutations(),
+    };
     let st = host.lock();
     let tasks = newest_first(&st.tasks);
-    let pending: Vec<Value> = tasks
+    let pending = tasks
         .iter()
         .flat_map(|t| {
-            t.pending.iter().map(|p| {
-                let mut v = p.to_json();
-                v["taskId"] = json!(&*t.id);
-                v["title"] = json!(t.title);
-                v["taskState"] = json!(t.state().as_str());
-                v
+            t.pending.iter().map(|p| BlockedOutcome {
+                pending: p.to_wire(),
+                task_id: t.id.to_string(),
+                task_state: t.state(),
+                title: t.title.clone(),
             })
         })
         .collect();
-    json!({
-        "runId": host.run_id(),
-        "startedAt": format_millis(host.started_at()),
-        "seq": st.events.seq(),
-        "receipts": receipts_json(&st.book),
-        "counters": st.counters,
-        "tasks": tasks.iter().map(|t| t.summary_json()).collect::<Vec<_>>(),
-        "pending": pending,
-        "executor": executor,
-    })
+    Snapshot {
+        counters: st.counters,
+        executor,
+        pending,
+        receipts: st.book.counts(),
+        run_id: host.run_id().to_owned(),
+        seq: st.events.seq(),
+        started_at: format_millis(host.started_at()),
+        tasks: tasks.iter().map(|t| t.summary()).collect(),
+    }
 }
 
 // ----------------------------------------------------------------------------------------------
 // Clearing
 // ----------------------------------------------------------------------------------------------
 
-fn clear_prepare(host: &Host, p: PrepareParams) -> Result<Value, ErrorBody> {
+fn clear_prepare(host: &Host, p: ClearPrepareParams) -> Result<ClearPrepared, ErrorBody> {
     const M: &str = "receipts.clearPrepare";
     let view = match (&p.request_ids, p.filter) {
         (Some(ids), None) => {
@@ -903,39 +836,35 @@ fn clear_prepare(host: &Host, p: PrepareParams) -> Result<Value, ErrorBody> {
         }
         _ => return Err(bad_params(M, "give exactly one of requestIds or filter")),
     };
-    let clearable: Vec<Value> = view
+    let clearable = view
         .clearable
         .iter()
-        .map(|c| {
-            let mut v = json!({
-                "requestId": c.request_id,
-                "method": c.method.as_str(),
-                "ok": c.outcome.is_ok(),
-                "reply": c.outcome.to_value(),
-                "joins": c.joins,
-                "replays": c.replays,
-                "completedAt": format_millis(c.completed_at),
-            });
-            if let Some(t) = &c.task_id {
-                v["taskId"] = json!(&**t);
-            }
-            if let Some(code) = c.outcome.code {
-                v["code"] = json!(code.as_str());
-            }
-            v
+        .map(|c| ClearableReceipt {
+            code: c.outcome.code,
+            completed_at: format_millis(c.completed_at),
+            joins: u64::from(c.joins),
+            method: c.method.as_str().to_owned(),
+            ok: c.outcome.is_ok(),
+            replays: u64::from(c.replays),
+            reply: StoredReply::of(&c.outcome),
+            request_id: c.request_id.clone(),
+            task_id: c.task_id.as_deref().map(str::to_owned),
         })
         .collect();
-    let refused: Vec<Value> = view
+    let refused = view
         .refused
         .iter()
-        .map(|(id, why)| json!({"requestId": id, "reason": why.as_str()}))
+        .map(|(id, why)| RefusedReceipt {
+            reason: RefusalReason::from(*why),
+            request_id: id.clone(),
+        })
         .collect();
-    Ok(json!({
-        "token": view.token,
-        "expiresAt": format_millis(view.expires_at),
-        "clearable": clearable,
-        "refused": refused,
-    }))
+    Ok(ClearPrepared {
+        clearable,
+        expires_at: format_millis(view.expires_at),
+        refused,
+        token: view.token,
+    })
 }
 
 /// The operator name recorded when a commit names none: the OS user running the host (the
@@ -952,35 +881,32 @@ pub fn os_user_name() -> String {
     format!("uid:{}", crate::server::current_uid())
 }
 
-fn audit_entry(host: &Host, done: &CommittedClear, operator: &str, reason: &str) -> Value {
-    let cleared: Vec<Value> = done
+fn audit_entry(host: &Host, done: &CommittedClear, operator: &str, reason: &str) -> AuditEntry {
+    let cleared = done
         .cleared
         .iter()
-        .map(|c| {
-            let mut v = json!({"requestId": c.request_id, "method": c.method.as_str(), "ok": c.code.is_none()});
-            if let Some(t) = &c.task_id {
-                v["taskId"] = json!(&**t);
-            }
-            if let Some(code) = c.code {
-                v["code"] = json!(code.as_str());
-            }
-            v
+        .map(|c| AuditCleared {
+            code: c.code,
+            method: c.method.as_str().to_owned(),
+            ok: c.code.is_none(),
+            request_id: c.request_id.clone(),
+            task_id: c.task_id.as_deref().map(str::to_owned),
         })
         .collect();
-    json!({
-        "at": format_millis(done.at),
-        "runId": host.run_id(),
-        "operator": operator,
-        "reason": reason,
-        "cleared": cleared,
-    })
+    AuditEntry {
+        at: format_millis(done.at),
+        cleared,
+        operator: operator.to_owned(),
+        reason: reason.to_owned(),
+        run_id: host.run_id().to_owned(),
+    }
 }
 
 async fn clear_commit(
     host: &Host,
     audit: &Arc<AuditLog>,
-    p: CommitParams,
-) -> Result<Value, ErrorBody> {
+    p: ClearCommitParams,
+) -> Result<ClearCommitted, ErrorBody> {
     let operator = p.operator.clone().unwrap_or_else(os_user_name);
     // One commit at a time, so the log's order is the order the clears applied in.
     let _order = audit.lock.lock().await;
@@ -1010,10 +936,15 @@ async fn clear_commit(
     })
     .await
     .expect("writing the audit log does not panic");
-    let mut result = json!({"cleared": done.cleared.len(), "tombstones": done.tombstones, "receipts": done.receipts});
+    let mut result = ClearCommitted {
+        audit_error: None,
+        cleared: done.cleared.len() as u64,
+        receipts: serde_json::from_value(done.receipts).expect("the host reports receipt counts"),
+        tombstones: done.tombstones as u64,
+    };
     if let Err(e) = written {
         tracing::error!(path = %audit.path().display(), "the clear applied but its audit line was not written: {e}");
-        result["auditError"] = json!(format!(
+        result.audit_error = Some(format!(
             "the clear applied but its audit line could not be written to {}: {e}",
             audit.path().display()
         ));

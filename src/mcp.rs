@@ -40,6 +40,7 @@ use serde_json::{json, Map, Value};
 
 use crate::client::session::{AmbiguityCause, Session, SessionReply};
 use crate::client::{BridgeClient, ClientError, DEFAULT_CALL_TIMEOUT};
+use crate::protocol::results::NextRead;
 use crate::protocol::{validate_id, Delivery, ErrorCode, Method};
 
 /// Default `--call-wait-ms`: how long a mutating tool call waits before it answers "running".
@@ -452,12 +453,13 @@ fn call(tool: &str, arguments: Value) -> Value {
 }
 
 /// A bridge-form `{"method","params"}` read as the exact tool call.
-fn next_from_bridge(next: &Value) -> Option<Value> {
-    let tool = tool_for_method(next.get("method")?.as_str()?)?;
-    Some(call(
-        tool,
-        snake_keys(next.get("params").cloned().unwrap_or_else(|| json!({}))),
-    ))
+fn next_from_bridge(next: NextRead) -> Option<Value> {
+    let tool = tool_for_method(&next.method)?;
+    let params = match next.params {
+        Value::Null => json!({}),
+        params => params,
+    };
+    Some(call(tool, snake_keys(params)))
 }
 
 /// The read that shows the current state after an error.
@@ -469,7 +471,7 @@ fn next_read(
     details: Option<&Value>,
 ) -> Value {
     if let Some(n) = details
-        .and_then(|d| d.get("next"))
+        .and_then(NextRead::in_details)
         .and_then(next_from_bridge)
     {
         return n;

@@ -8,56 +8,26 @@ use std::io::{BufRead, IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
-use serde_json::{json, Map, Value};
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
 
 use crate::client::{BridgeClient, ClientError};
+use crate::protocol::introspection::{
+    ClearCommitParams, ClearCommitted, ClearPrepareParams, ClearPrepared, IntrospectMethod,
+    ReceiptFilter, ReceiptsListParams, ReceiptsListResult, RefusalReason, Sort,
+};
+use crate::protocol::results::VerifyResult;
 use crate::protocol::{ErrorCode, Reply};
 use crate::server::INTROSPECT_SOCKET;
-
-/// Which receipts a listing or a clear selects (the `filter` of the introspection methods).
-#[derive(Clone, Debug, Default)]
-pub struct Selection {
-    /// `running`, `completed`, `ok`, `error` or `clearable`.
-    pub state: Option<String>,
-    /// A method name, e.g. `page.click`.
-    pub method: Option<String>,
-    /// A task ID.
-    pub task: Option<String>,
-    /// A substring of the request ID, method, task ID or error code.
-    pub search: Option<String>,
-}
-
-impl Selection {
-    fn is_empty(&self) -> bool {
-        self.state.is_none()
-            && self.method.is_none()
-            && self.task.is_none()
-            && self.search.is_none()
-    }
-
-    fn to_json(&self) -> Map<String, Value> {
-        let mut m = Map::new();
-        for (k, v) in [
-            ("state", &self.state),
-            ("method", &self.method),
-            ("taskId", &self.task),
-            ("search", &self.search),
-        ] {
-            if let Some(v) = v {
-                m.insert(k.into(), json!(v));
-            }
-        }
-        m
-    }
-}
+use crate::tasks::VerifyOutcome;
 
 /// What `polaris receipts` shows.
 #[derive(Clone, Debug)]
 pub struct ListOptions {
-    /// The filter.
-    pub selection: Selection,
-    /// `newest`, `oldest`, `state`, `method` or `task`.
-    pub sort: Option<String>,
+    /// Which receipts to list.
+    pub filter: ReceiptFilter,
+    /// The order (newest first by default).
+    pub sort: Option<Sort>,
     /// Rows to skip.
     pub offset: usize,
     /// Rows to show (at most 1000).
@@ -69,10 +39,10 @@ pub struct ListOptions {
 /// What `polaris clear` clears and how it is confirmed.
 #[derive(Clone, Debug)]
 pub struct ClearOptions {
-    /// Request IDs to clear (exclusive with a selection).
+    /// Request IDs to clear (exclusive with a filter).
     pub ids: Vec<String>,
     /// A filter selecting the receipts to clear.
-    pub selection: Selection,
+    pub filter: ReceiptFilter,
     /// Why (recorded in the audit log); asked for on a terminal when absent.
     pub reason: Option<String>,
     /// Who (recorded in the audit log); the OS user by default.
@@ -117,34 +87,43 @@ fn result_of(command: &str, reply: Result<Reply, ClientError>) -> Result<Value, 
     }
 }
 
-fn s<'a>(v: &'a Value, k: &str) -> &'a str {
-    v.get(k).and_then(Value::as_str).unwrap_or("")
+/// A result read as the type of the method called; a reply of another shape is reported
+/// like an error reply.
+fn read<T: DeserializeOwned>(command: &str, result: &Value) -> Result<T, ExitCode> {
+    T::deserialize(result).map_err(|e| {
+        eprintln!("polaris {command}: the host's reply could not be read ({e}): {result}");
+        ExitCode::from(1)
+    })
+}
+
+/// Params as they go on the wire.
+fn to_params<T: serde::Serialize>(params: &T) -> Value {
+    serde_json::to_value(params).expect("params serialise")
 }
 
 fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
-fn result_text(v: &Value) -> String {
-    match (
-        v.get("ok").and_then(Value::as_bool),
-        v.get("code").and_then(Value::as_str),
-    ) {
-        (Some(true), _) => "ok".into(),
-        (Some(false), Some(code)) => code.into(),
-        _ => "-".into(),
+/// `ok`, the error code, or `-` while there is no result.
+fn result_text(ok: Option<bool>, code: Option<ErrorCode>) -> &'static str {
+    match (ok, code) {
+        (Some(true), _) => "ok",
+        (Some(false), Some(code)) => code.as_str(),
+        _ => "-",
     }
 }
 
 /// `polaris receipts`: one page of `receipts.list`.
 pub fn receipts(socket_dir: &Path, options: ListOptions) -> ExitCode {
-    let mut params = options.selection.to_json();
-    params.insert("offset".into(), json!(options.offset));
-    params.insert("limit".into(), json!(options.limit));
-    if let Some(sort) = &options.sort {
-        params.insert("sort".into(), json!(sort));
-    }
-    let reply = runtime().block_on(client(socket_dir).call("receipts.list", Value::Object(params)));
+    let params = ReceiptsListParams {
+        offset: Some(options.offset),
+        limit: Some(options.limit),
+        sort: options.sort,
+        ..ReceiptsListParams::new(options.filter)
+    };
+    let method = IntrospectMethod::ReceiptsList.as_str();
+    let reply = runtime().block_on(client(socket_dir).call(method, to_params(&params)));
     let result = match result_of("receipts", reply) {
         Ok(r) => r,
         Err(code) => return code,
@@ -153,9 +132,12 @@ pub fn receipts(socket_dir: &Path, options: ListOptions) -> ExitCode {
         println!("{result}");
         return ExitCode::SUCCESS;
     }
-    let items = result["items"].as_array().cloned().unwrap_or_default();
-    let total = result["total"].as_u64().unwrap_or(0);
-    if items.is_empty() {
+    let list = match read::<ReceiptsListResult>("receipts", &result) {
+        Ok(list) => list,
+        Err(code) => return code,
+    };
+    let total = list.total;
+    if list.items.is_empty() {
         println!("no receipts match ({total} in total)");
         return ExitCode::SUCCESS;
     }
@@ -163,34 +145,33 @@ pub fn receipts(socket_dir: &Path, options: ListOptions) -> ExitCode {
         "{:<36}  {:<18}  {:<8}  {:<9}  {:<22}  {:>5}  CLEARABLE",
         "REQUEST ID", "METHOD", "TASK", "STATE", "RESULT", "COPY"
     );
-    for it in &items {
-        let clearable = match it.get("refusal").and_then(Value::as_str) {
+    for it in &list.items {
+        let clearable = match it.refusal {
             None => "yes".to_string(),
-            Some(why) => format!("no ({why})"),
+            Some(why) => format!("no ({})", why.as_str()),
         };
-        let copies = it["joins"].as_u64().unwrap_or(0) + it["replays"].as_u64().unwrap_or(0);
         println!(
             "{:<36}  {:<18}  {:<8}  {:<9}  {:<22}  {:>5}  {clearable}",
-            s(it, "requestId"),
-            s(it, "method"),
-            short(s(it, "taskId")),
-            s(it, "state"),
-            result_text(it),
-            copies,
+            it.request_id,
+            it.method,
+            short(it.task_id.as_deref().unwrap_or("")),
+            it.state.as_str(),
+            result_text(it.ok, it.code),
+            it.joins + it.replays,
         );
     }
     let first = options.offset + 1;
     println!(
         "receipts {first}–{} of {total} matching",
-        options.offset + items.len()
+        options.offset + list.items.len()
     );
     ExitCode::SUCCESS
 }
 
 /// `polaris verify TASK_ID`: `task.verifyOutcome` through the introspection socket.
 pub fn verify(socket_dir: &Path, task_id: &str, json_out: bool) -> ExitCode {
-    let reply = runtime()
-        .block_on(client(socket_dir).call("task.verifyOutcome", json!({"taskId": task_id})));
+    let method = IntrospectMethod::TaskVerifyOutcome.as_str();
+    let reply = runtime().block_on(client(socket_dir).call(method, json!({"taskId": task_id})));
     let result = match result_of("verify", reply) {
         Ok(r) => r,
         Err(code) => return code,
@@ -199,18 +180,23 @@ pub fn verify(socket_dir: &Path, task_id: &str, json_out: bool) -> ExitCode {
         println!("{result}");
         return ExitCode::SUCCESS;
     }
-    let outcome = s(&result, "outcome");
-    let state = s(&result, "state");
-    let meaning = match outcome {
-        "confirmed" => "the expected effect is observed; the pending outcome is resolved",
-        "not_observed" => "the page does not show the expected effect (yet); the task stays blocked — verify again later, or stop the task",
-        "unknown" => "the read failed or timed out; the task stays blocked — verify again",
-        "none" => "the task has no pending outcome",
-        _ => "",
+    let verified = match read::<VerifyResult>("verify", &result) {
+        Ok(v) => v,
+        Err(code) => return code,
     };
-    println!("task {task_id}: {outcome} — {meaning}. Task state: {state}.");
-    if let Some(obs) = result.get("observation") {
-        println!("observed {} = {:?}", s(obs, "target"), s(obs, "value"));
+    let meaning = match verified.outcome {
+        VerifyOutcome::Confirmed => "the expected effect is observed; the pending outcome is resolved",
+        VerifyOutcome::NotObserved => "the page does not show the expected effect (yet); the task stays blocked — verify again later, or stop the task",
+        VerifyOutcome::Unknown => "the read failed or timed out; the task stays blocked — verify again",
+        VerifyOutcome::None => "the task has no pending outcome",
+    };
+    println!(
+        "task {task_id}: {} — {meaning}. Task state: {}.",
+        verified.outcome.as_str(),
+        verified.state.as_str()
+    );
+    if let Some(obs) = &verified.observation {
+        println!("observed {} = {:?}", obs.target, obs.value);
     }
     ExitCode::SUCCESS
 }
@@ -218,9 +204,15 @@ pub fn verify(socket_dir: &Path, task_id: &str, json_out: bool) -> ExitCode {
 /// `polaris clear`: prepare, print the current result of every receipt to be cleared and every
 /// refusal, confirm (a terminal prompt, or `--yes --reason` in scripts), commit.
 pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
-    let params = match (options.ids.is_empty(), options.selection.is_empty()) {
-        (false, true) => json!({"requestIds": options.ids}),
-        (true, false) => json!({"filter": options.selection.to_json()}),
+    let params = match (options.ids.is_empty(), options.filter.is_empty()) {
+        (false, true) => ClearPrepareParams {
+            request_ids: Some(options.ids.clone()),
+            filter: None,
+        },
+        (true, false) => ClearPrepareParams {
+            request_ids: None,
+            filter: Some(options.filter.clone()),
+        },
         (true, true) => {
             eprintln!("polaris clear: name request IDs or a filter (e.g. --state completed, --task TASK_ID); nothing was cleared");
             return ExitCode::from(2);
@@ -239,47 +231,45 @@ pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
     }
     let rt = runtime();
     let client = client(socket_dir);
+    let prepare = IntrospectMethod::ReceiptsClearPrepare.as_str();
     let prepared = match result_of(
         "clear",
-        rt.block_on(client.call("receipts.clearPrepare", params)),
-    ) {
+        rt.block_on(client.call(prepare, to_params(&params))),
+    )
+    .and_then(|r| read::<ClearPrepared>("clear", &r))
+    {
         Ok(r) => r,
         Err(code) => return code,
     };
-    let clearable = prepared["clearable"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    let refused = prepared["refused"].as_array().cloned().unwrap_or_default();
+    let (clearable, refused) = (&prepared.clearable, &prepared.refused);
     if !clearable.is_empty() {
         println!(
             "{} receipt(s) would be cleared (current results):",
             clearable.len()
         );
-        for c in &clearable {
+        for c in clearable {
             println!(
                 "  {:<36}  {:<18}  task {:<8}  {:<22}  completed {}  joins {} replays {}",
-                s(c, "requestId"),
-                s(c, "method"),
-                short(s(c, "taskId")),
-                result_text(c),
-                s(c, "completedAt"),
-                c["joins"].as_u64().unwrap_or(0),
-                c["replays"].as_u64().unwrap_or(0),
+                c.request_id,
+                c.method,
+                short(c.task_id.as_deref().unwrap_or("")),
+                result_text(Some(c.ok), c.code),
+                c.completed_at,
+                c.joins,
+                c.replays,
             );
         }
     }
     if !refused.is_empty() {
         println!("{} refused:", refused.len());
-        for r in &refused {
-            let why = match s(r, "reason") {
-                "running" => "running — its execution has not finished",
-                "unverified_outcome" => "unverified_outcome — its effect is uncertain; run `polaris verify` on its task first (or stop the task)",
-                "unknown" => "unknown — no receipt with this ID in this run",
-                "already_cleared" => "already_cleared",
-                other => other,
+        for r in refused {
+            let why = match r.reason {
+                RefusalReason::Running => "running — its execution has not finished",
+                RefusalReason::UnverifiedOutcome => "unverified_outcome — its effect is uncertain; run `polaris verify` on its task first (or stop the task)",
+                RefusalReason::Unknown => "unknown — no receipt with this ID in this run",
+                RefusalReason::AlreadyCleared => "already_cleared",
             };
-            println!("  {:<36}  {why}", s(r, "requestId"));
+            println!("  {:<36}  {why}", r.request_id);
         }
     }
     if clearable.is_empty() {
@@ -325,26 +315,32 @@ pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
             reason
         }
     };
-    let mut commit = json!({"token": prepared["token"], "reason": reason});
-    if let Some(op) = &options.operator {
-        commit["operator"] = json!(op);
-    }
-    match rt.block_on(client.call("receipts.clearCommit", commit)) {
+    let commit = ClearCommitParams {
+        token: prepared.token.clone(),
+        reason,
+        operator: options.operator.clone(),
+    };
+    let method = IntrospectMethod::ReceiptsClearCommit.as_str();
+    match rt.block_on(client.call(method, to_params(&commit))) {
         Ok(Reply {
             ok: true,
-            result: Some(done),
+            result: Some(result),
             ..
         }) => {
-            let receipts = &done["receipts"];
+            let done = match read::<ClearCommitted>("clear", &result) {
+                Ok(done) => done,
+                Err(code) => return code,
+            };
+            let receipts = &done.receipts;
             println!(
                 "cleared {} receipt(s); receipts used {} of {}; tombstones {} of {}",
-                done["cleared"],
-                receipts["used"],
-                receipts["capacity"],
-                receipts["tombstones"],
-                receipts["tombstoneCapacity"]
+                done.cleared,
+                receipts.used,
+                receipts.capacity,
+                receipts.tombstones,
+                receipts.tombstone_capacity
             );
-            if let Some(e) = done.get("auditError").and_then(Value::as_str) {
+            if let Some(e) = &done.audit_error {
                 eprintln!("polaris clear: warning: {e}");
             }
             ExitCode::SUCCESS

@@ -8,88 +8,17 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::ids::RequestKey;
 pub use crate::ids::TaskId;
+use crate::protocol::introspection::TaskSummary;
+use crate::protocol::results::{self, HistoryItem, LastVerify, TaskStatusResult};
+pub use crate::protocol::results::{Observation, TaskCounts, TaskState, VerifyOutcome};
 use crate::protocol::{format_millis, ErrorCode, Expect, Method};
 
 /// How many history entries a task keeps.
 pub const HISTORY_LIMIT: usize = 100;
-
-/// The four states of the contract.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum TaskState {
-    /// Accepts actions.
-    Running,
-    /// Has an unresolved pending outcome: mutations are refused, reads pass.
-    Blocked,
-    /// Finished by the caller; refuses mutations.
-    Finished,
-    /// Stopped by the caller; refuses mutations, keeps any pending outcome.
-    Stopped,
-}
-
-impl TaskState {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TaskState::Running => "running",
-            TaskState::Blocked => "blocked",
-            TaskState::Finished => "finished",
-            TaskState::Stopped => "stopped",
-        }
-    }
-
-    /// Parses the wire spelling.
-    pub fn parse(s: &str) -> Option<TaskState> {
-        [
-            TaskState::Running,
-            TaskState::Blocked,
-            TaskState::Finished,
-            TaskState::Stopped,
-        ]
-        .into_iter()
-        .find(|t| t.as_str() == s)
-    }
-}
-
-/// The result of a read-only verification.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum VerifyOutcome {
-    /// The expectation was observed: the pending outcome is resolved.
-    Confirmed,
-    /// The read worked but the expectation does not hold (yet).
-    NotObserved,
-    /// The read failed or timed out.
-    Unknown,
-    /// The task has no pending outcome.
-    None,
-}
-
-impl VerifyOutcome {
-    /// The wire spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            VerifyOutcome::Confirmed => "confirmed",
-            VerifyOutcome::NotObserved => "not_observed",
-            VerifyOutcome::Unknown => "unknown",
-            VerifyOutcome::None => "none",
-        }
-    }
-}
-
-/// What a read of a target showed.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Observation {
-    /// The selector read.
-    pub target: String,
-    /// Its value at the time of the read.
-    pub value: String,
-}
 
 /// The last verification of a pending outcome.
 #[derive(Clone, Debug, PartialEq)]
@@ -120,24 +49,33 @@ pub struct PendingOutcome {
     pub last_verify: Option<VerifyRecord>,
 }
 
-impl PendingOutcome {
-    /// The wire form.
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "requestId": self.request_id,
-            "method": self.method.as_str(),
-            "params": self.params,
-            "expect": self.expect,
-            "since": format_millis(self.since),
-        });
-        if let Some(lv) = &self.last_verify {
-            let mut l = json!({"at": format_millis(lv.at), "outcome": lv.outcome.as_str()});
-            if let Some(o) = &lv.observation {
-                l["observation"] = json!(o);
-            }
-            v["lastVerify"] = l;
+impl VerifyRecord {
+    /// The wire form (`lastVerify`).
+    pub fn to_wire(&self) -> LastVerify {
+        LastVerify {
+            at: format_millis(self.at),
+            observation: self.observation.clone(),
+            outcome: self.outcome,
         }
-        v
+    }
+}
+
+impl PendingOutcome {
+    /// The wire form, as every reply and event that carries a pending outcome writes it.
+    pub fn to_wire(&self) -> results::PendingOutcome {
+        results::PendingOutcome {
+            expect: self.expect.clone(),
+            last_verify: self.last_verify.as_ref().map(VerifyRecord::to_wire),
+            method: self.method.as_str().to_owned(),
+            params: self.params.clone(),
+            request_id: self.request_id.clone(),
+            since: format_millis(self.since),
+        }
+    }
+
+    /// The wire form as a JSON value, for replies still assembled as values.
+    pub fn to_json(&self) -> Value {
+        serde_json::to_value(self.to_wire()).expect("a pending outcome serialises")
     }
 }
 
@@ -313,55 +251,59 @@ impl Task {
         self.updated_at = at;
     }
 
-    /// A short summary for listings.
-    pub fn summary_json(&self) -> Value {
-        let mut v = json!({
-            "taskId": &*self.id,
-            "title": self.title,
-            "state": self.state().as_str(),
-            "createdAt": format_millis(self.created_at),
-            "updatedAt": format_millis(self.updated_at),
-        });
-        if let Some(p) = self.pending_outcome() {
-            v["pendingOutcome"] = p.to_json();
+    /// A short summary for listings (`snapshot`, `tasks.list`, `task.updated` events).
+    pub fn summary(&self) -> TaskSummary {
+        TaskSummary {
+            created_at: format_millis(self.created_at),
+            pending_outcome: self.pending_outcome().map(PendingOutcome::to_wire),
+            state: self.state(),
+            task_id: self.id.to_string(),
+            title: self.title.clone(),
+            updated_at: format_millis(self.updated_at),
         }
-        v
+    }
+
+    /// [`Task::summary`] as a JSON value, for replies and events still assembled as values.
+    pub fn summary_json(&self) -> Value {
+        serde_json::to_value(self.summary()).expect("a task summary serialises")
     }
 
     /// The `task.status` result.
+    pub fn status(&self, run_id: &str) -> TaskStatusResult {
+        TaskStatusResult {
+            created_at: format_millis(self.created_at),
+            history: self
+                .history
+                .iter()
+                .map(|h| HistoryItem {
+                    at: format_millis(h.at),
+                    method: h.method.as_str().to_owned(),
+                    request_id: h.request_id.to_string(),
+                    result: h.result.to_owned(),
+                })
+                .collect(),
+            more_pending_outcomes: self
+                .pending
+                .iter()
+                .skip(1)
+                .map(PendingOutcome::to_wire)
+                .collect(),
+            pending_outcome: self.pending_outcome().map(PendingOutcome::to_wire),
+            run_id: run_id.to_owned(),
+            state: self.state(),
+            stop_reason: match &self.closed {
+                Some(Closed::Stopped { reason }) => Some(reason.clone()),
+                _ => None,
+            },
+            task_id: self.id.to_string(),
+            title: self.title.clone(),
+            url: self.url.clone(),
+        }
+    }
+
+    /// [`Task::status`] as a JSON value, for replies still assembled as values.
     pub fn status_json(&self, run_id: &str) -> Value {
-        let mut v = json!({
-            "taskId": &*self.id,
-            "runId": run_id,
-            "title": self.title,
-            "state": self.state().as_str(),
-            "createdAt": format_millis(self.created_at),
-            "history": self.history.iter().map(|h| json!({
-                "requestId": h.request_id.to_string(),
-                "method": h.method.as_str(),
-                "at": format_millis(h.at),
-                "result": h.result,
-            })).collect::<Vec<_>>(),
-        });
-        if let Some(url) = &self.url {
-            v["url"] = json!(url);
-        }
-        if let Some(p) = self.pending_outcome() {
-            v["pendingOutcome"] = p.to_json();
-        }
-        if self.pending.len() > 1 {
-            v["morePendingOutcomes"] = Value::Array(
-                self.pending
-                    .iter()
-                    .skip(1)
-                    .map(PendingOutcome::to_json)
-                    .collect(),
-            );
-        }
-        if let Some(Closed::Stopped { reason }) = &self.closed {
-            v["stopReason"] = json!(reason);
-        }
-        v
+        serde_json::to_value(self.status(run_id)).expect("a task status serialises")
     }
 }
 
@@ -371,19 +313,6 @@ pub struct Tasks {
     /// Looked up under the host's lock by every action: a fast seeded hash (foldhash), as in
     /// the receipt book.
     map: HashMap<TaskId, Task, foldhash::fast::RandomState>,
-}
-
-/// Counts of tasks by state.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct TaskCounts {
-    /// `running`
-    pub running: usize,
-    /// `blocked`
-    pub blocked: usize,
-    /// `finished`
-    pub finished: usize,
-    /// `stopped`
-    pub stopped: usize,
 }
 
 impl Tasks {
@@ -431,6 +360,7 @@ impl Tasks {
 mod tests {
     use super::*;
     use crate::protocol::ExpectCheck;
+    use serde_json::json;
 
     fn pending(id: &str) -> PendingOutcome {
         PendingOutcome {

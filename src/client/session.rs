@@ -29,6 +29,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 
 use super::{BridgeClient, ClientError};
+use crate::protocol::results::{
+    NextRead, ReceiptState, ReceiptStatusResult, TaskStartResult, TaskStatusResult, VerifyOutcome,
+    VerifyResult,
+};
 use crate::protocol::{Delivery, ErrorCode, Method, Reply};
 
 /// Why a request's end is not known to the caller.
@@ -80,12 +84,18 @@ pub struct Ambiguity {
 }
 
 impl Ambiguity {
-    /// The read that settles it, as `{"method", "params"}`.
-    pub fn next_read(&self) -> Value {
+    /// The read that settles it.
+    pub fn next_read(&self) -> NextRead {
         if self.cause == AmbiguityCause::Uncertain {
-            json!({"method": "task.verifyOutcome", "params": {"taskId": self.task_id}})
+            NextRead {
+                method: Method::TaskVerifyOutcome.as_str().to_owned(),
+                params: json!({"taskId": self.task_id}),
+            }
         } else {
-            json!({"method": "receipt.status", "params": {"requestId": self.request_id}})
+            NextRead {
+                method: Method::ReceiptStatus.as_str().to_owned(),
+                params: json!({"requestId": self.request_id}),
+            }
         }
     }
 }
@@ -163,6 +173,19 @@ fn task_of(params: &Value) -> Option<&str> {
 
 fn is_mutating(method: &str) -> bool {
     Method::from_str(method).is_ok_and(Method::is_mutating)
+}
+
+/// The result of an ok reply as the type of the read that was sent. A result that does not
+/// read as that type settles nothing: the gate stays as it was, which is the safe way to be
+/// wrong.
+fn read_result<T: serde::de::DeserializeOwned>(reply: &Reply, method: &str) -> Option<T> {
+    match reply.result_as::<T>() {
+        Ok(result) => Some(result),
+        Err(e) => {
+            tracing::warn!("the result of {method} could not be read ({e}); it settles nothing");
+            None
+        }
+    }
 }
 
 fn is_uncertain_code(code: &str) -> bool {
@@ -372,15 +395,10 @@ impl Session {
             }
         }
 
-        let result = reply.result.as_ref();
         match Method::from_str(method) {
             Ok(Method::TaskStart) if reply.ok => {
-                if let Some(tid) = result.and_then(|r| r.get("taskId")).and_then(Value::as_str) {
-                    let kept = result
-                        .and_then(|r| r.get("runId"))
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
-                    st.tasks.entry(tid.to_owned()).or_default().run_id = kept.or(run.clone());
+                if let Some(started) = read_result::<TaskStartResult>(&reply, method) {
+                    st.tasks.entry(started.task_id).or_default().run_id = Some(started.run_id);
                 }
             }
             Ok(m) if m.is_mutating() => {
@@ -397,18 +415,17 @@ impl Session {
                 }
             }
             Ok(Method::ReceiptStatus) if reply.ok => {
-                if let (Some(r), Some(tid), Some(res)) = (subject_request, &about_task, result) {
-                    let state = res.get("state").and_then(Value::as_str).unwrap_or("");
+                let status = read_result::<ReceiptStatusResult>(&reply, method);
+                if let (Some(r), Some(tid), Some(res)) = (subject_request, &about_task, status) {
                     if let Some(task) = st.tasks.get_mut(tid) {
                         if let Some(pos) = task.open.iter().position(|a| a.request_id == r) {
-                            let how = match state {
-                                "completed" => {
-                                    let stored = res.get("reply");
-                                    let uncertain = stored
-                                        .and_then(|s| s.get("error"))
-                                        .and_then(|e| e.get("delivery"))
-                                        .and_then(Value::as_str)
-                                        == Some(Delivery::Uncertain.as_str());
+                            let how = match res.state {
+                                ReceiptState::Completed => {
+                                    let uncertain = res
+                                        .reply
+                                        .as_ref()
+                                        .and_then(|stored| stored.error.as_ref())
+                                        .is_some_and(|e| e.delivery == Delivery::Uncertain);
                                     if uncertain {
                                         task.open[pos].cause = AmbiguityCause::Uncertain;
                                         None
@@ -416,8 +433,8 @@ impl Session {
                                         Some("completed")
                                     }
                                 }
-                                "cleared" => Some("cleared"),
-                                "unknown"
+                                ReceiptState::Cleared => Some("cleared"),
+                                ReceiptState::Unknown
                                     if task.open[pos].cause == AmbiguityCause::Disconnected =>
                                 {
                                     Some("never_arrived")
@@ -437,35 +454,23 @@ impl Session {
                 }
             }
             Ok(Method::TaskStatus) if reply.ok => {
-                if let (Some(tid), Some(res)) = (task_id, result) {
-                    let history = res
-                        .get("history")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default();
+                let status = read_result::<TaskStatusResult>(&reply, method);
+                if let (Some(tid), Some(res)) = (task_id, status) {
                     let pending: Vec<&str> = res
-                        .get("pendingOutcome")
-                        .into_iter()
-                        .chain(
-                            res.get("morePendingOutcomes")
-                                .and_then(Value::as_array)
-                                .into_iter()
-                                .flatten(),
-                        )
-                        .filter_map(|p| p.get("requestId").and_then(Value::as_str))
+                        .pending_outcome
+                        .iter()
+                        .chain(&res.more_pending_outcomes)
+                        .map(|p| p.request_id.as_str())
                         .collect();
                     if let Some(task) = st.tasks.get_mut(tid) {
                         let mut keep = Vec::new();
                         for mut a in task.open.drain(..) {
-                            let last = history.iter().rev().find(|h| {
-                                h.get("requestId").and_then(Value::as_str)
-                                    == Some(a.request_id.as_str())
-                                    && h.get("method").and_then(Value::as_str)
-                                        == Some(a.method.as_str())
-                            });
-                            let outcome =
-                                last.and_then(|h| h.get("result")).and_then(Value::as_str);
-                            match outcome {
+                            let last = res
+                                .history
+                                .iter()
+                                .rev()
+                                .find(|h| h.request_id == a.request_id && h.method == a.method);
+                            match last.map(|h| h.result.as_str()) {
                                 Some(code) if is_uncertain_code(code) => {
                                     if pending.contains(&a.request_id.as_str()) {
                                         a.cause = AmbiguityCause::Uncertain;
@@ -491,22 +496,17 @@ impl Session {
                 }
             }
             Ok(Method::TaskVerifyOutcome) if reply.ok => {
-                if let (Some(tid), Some(res)) = (task_id, result) {
-                    let outcome = res.get("outcome").and_then(Value::as_str).unwrap_or("");
-                    let resolved = res
-                        .get("resolved")
-                        .and_then(|r| r.get("requestId"))
-                        .and_then(Value::as_str);
-                    let pending = res
-                        .get("pendingOutcome")
-                        .and_then(|p| p.get("requestId"))
-                        .and_then(Value::as_str);
+                let verified = read_result::<VerifyResult>(&reply, method);
+                if let (Some(tid), Some(res)) = (task_id, verified) {
+                    let resolved = res.resolved.as_ref().map(|p| p.request_id.as_str());
+                    let pending = res.pending_outcome.as_ref().map(|p| p.request_id.as_str());
                     if let Some(task) = st.tasks.get_mut(tid) {
                         let mut keep = Vec::new();
                         for mut a in task.open.drain(..) {
-                            let done = (outcome == "confirmed"
+                            let done = (res.outcome == VerifyOutcome::Confirmed
                                 && resolved == Some(a.request_id.as_str()))
-                                || (outcome == "none" && a.cause == AmbiguityCause::Uncertain);
+                                || (res.outcome == VerifyOutcome::None
+                                    && a.cause == AmbiguityCause::Uncertain);
                             if done {
                                 settled.push(Settled {
                                     request_id: a.request_id,

@@ -7,10 +7,18 @@
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::keymap::{command_for, Command};
+use crate::host::Counters;
+use crate::protocol::introspection::{
+    BlockedOutcome, ChangedEvent, ClearCommitted, ClearPrepareParams, ClearPrepared, EventFrame,
+    ReceiptDetail, ReceiptFilter, ReceiptItem, ReceiptsListParams, ReceiptsListResult, Snapshot,
+    Sort, StateFilter, TaskSummary,
+};
+use crate::protocol::results::{TaskState, VerifyResult};
 
 /// The shortest time between two re-reads caused by host changes: a busy host is shown at most
 /// twice a second, so a subscribed console costs the host little however busy it is.
@@ -19,160 +27,14 @@ pub const REFRESH_EVERY_MS: i64 = 500;
 /// Seconds of history in each sparkline.
 pub const SPARK_SECONDS: usize = 180;
 
-/// Receipt counts and capacities, as `snapshot.receipts` and `run.status.receipts` give them.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Capacity {
-    /// Receipts in the book.
-    pub used: u64,
-    /// The hard receipt capacity.
-    pub capacity: u64,
-    /// Receipts still executing.
-    pub running: u64,
-    /// Cleared receipts remembered as tombstones.
-    pub tombstones: u64,
-    /// The hard tombstone capacity.
-    pub tombstone_capacity: u64,
-}
-
-/// The host's counters since its start, as `snapshot` and `changed` frames carry them.
-pub use crate::host::Counters;
-
-/// The last read-only verification of a pending outcome.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct LastVerify {
-    /// When it ran.
-    pub at: String,
-    /// `confirmed`, `not_applied` or `still_unknown`.
-    pub outcome: String,
-    /// What the read saw.
-    pub observation: Option<Value>,
-}
-
-/// A task row.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct TaskRow {
-    /// The task ID.
-    pub task_id: String,
-    /// Its title.
-    pub title: String,
-    /// `running`, `blocked`, `finished` or `stopped`.
-    pub state: String,
-    /// Creation time.
-    pub created_at: String,
-    /// Last change.
-    pub updated_at: String,
-}
-
-/// A blocked outcome row (`snapshot.pending`).
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct PendingRow {
-    /// The blocked task.
-    pub task_id: String,
-    /// Its title.
-    pub title: String,
-    /// The request whose effect is unknown.
-    pub request_id: String,
-    /// Its method.
-    pub method: String,
-    /// Its params.
-    pub params: Value,
-    /// What the action expected to see.
-    pub expect: Value,
-    /// Since when the task is blocked.
-    pub since: String,
-    /// The last verification, if any.
-    pub last_verify: Option<LastVerify>,
-}
-
-/// What the `snapshot` method returns.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Snapshot {
-    /// The host run.
-    pub run_id: String,
-    /// When the run started.
-    pub started_at: String,
-    /// The last event included.
-    pub seq: u64,
-    /// Receipts and capacity.
-    pub receipts: Capacity,
-    /// Counters since start.
-    pub counters: Counters,
-    /// Every task.
-    pub tasks: Vec<TaskRow>,
-    /// Every pending outcome.
-    pub pending: Vec<PendingRow>,
-}
-
-/// One row of `receipts.list`.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase", default)]
-pub struct ReceiptRow {
-    /// The request ID.
-    pub request_id: String,
-    /// The method.
-    pub method: String,
-    /// The task, when the method has one.
-    pub task_id: Option<String>,
-    /// `running` or `completed`.
-    pub state: String,
-    /// Present once completed.
-    pub ok: Option<bool>,
-    /// The error code of a failed reply.
-    pub code: Option<String>,
-    /// When the ID was first seen.
-    pub first_seen_at: String,
-    /// When it completed.
-    pub completed_at: Option<String>,
-    /// Duplicates that joined it.
-    pub joins: u64,
-    /// Replays of its reply.
-    pub replays: u64,
-    /// Whether a clear would accept it now.
-    pub clearable: bool,
-    /// Why not.
-    pub refusal: Option<String>,
-}
-
 /// The receipt table's sort orders, in the order `s` cycles through them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sort {
-    /// Newest first (the host's default).
-    Newest,
-    /// Oldest first.
-    Oldest,
-    /// By state.
-    State,
-    /// By method.
-    Method,
-    /// By task.
-    Task,
-}
-
-impl Sort {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Sort::Newest => "newest",
-            Sort::Oldest => "oldest",
-            Sort::State => "state",
-            Sort::Method => "method",
-            Sort::Task => "task",
-        }
-    }
-
-    fn next(self) -> Sort {
-        match self {
-            Sort::Newest => Sort::Oldest,
-            Sort::Oldest => Sort::State,
-            Sort::State => Sort::Method,
-            Sort::Method => Sort::Task,
-            Sort::Task => Sort::Newest,
-        }
+fn next_sort(sort: Sort) -> Sort {
+    match sort {
+        Sort::Newest => Sort::Oldest,
+        Sort::Oldest => Sort::State,
+        Sort::State => Sort::Method,
+        Sort::Method => Sort::Task,
+        Sort::Task => Sort::Newest,
     }
 }
 
@@ -205,36 +67,6 @@ pub enum Link {
     },
 }
 
-/// A clear the host prepared: what the confirmation dialog shows.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PreparedClear {
-    /// The token the commit needs.
-    pub token: String,
-    /// When the token expires.
-    pub expires_at: String,
-    /// Each receipt to clear with its current result.
-    pub clearable: Vec<ClearItem>,
-    /// The receipts refused, with reasons.
-    pub refused: Vec<(String, String)>,
-}
-
-/// One receipt in the confirmation dialog.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClearItem {
-    /// Request ID.
-    pub request_id: String,
-    /// Method.
-    pub method: String,
-    /// Task.
-    pub task_id: Option<String>,
-    /// `ok` or the error code.
-    pub result: String,
-    /// Joins and replays.
-    pub joins: u64,
-    /// Replays.
-    pub replays: u64,
-}
-
 /// Where the confirmation dialog is.
 #[derive(Clone, Debug, PartialEq)]
 pub enum ConfirmStage {
@@ -251,14 +83,16 @@ pub enum ConfirmStage {
 pub enum Detail {
     /// Waiting for the host.
     Loading(String),
-    /// A receipt from `receipts.get`.
-    Receipt(Value),
+    /// A receipt from `receipts.get` (boxed: it is much larger than the other views).
+    Receipt(Box<ReceiptDetail>),
     /// A task with its receipts, newest first.
     Task {
         /// The task.
-        task: TaskRow,
+        task_id: String,
+        /// The task as the last snapshot showed it, when it did (boxed, as a receipt is).
+        task: Option<Box<TaskSummary>>,
         /// Its receipts.
-        history: Vec<ReceiptRow>,
+        history: Vec<ReceiptItem>,
     },
     /// The read failed.
     Failed(String),
@@ -279,8 +113,9 @@ pub enum Mode {
     Preparing,
     /// The confirmation dialog.
     Confirm {
-        /// The prepared clear.
-        prepared: PreparedClear,
+        /// The prepared clear: the token the commit needs and the current result of each
+        /// receipt it would clear.
+        prepared: ClearPrepared,
         /// The reason being typed.
         reason: String,
         /// Where the dialog is.
@@ -385,7 +220,7 @@ pub struct App {
     /// The fetched page of the receipt table and its offset.
     pub page_offset: u64,
     /// Rows of the fetched page.
-    pub page: Vec<ReceiptRow>,
+    pub page: Vec<ReceiptItem>,
     /// The first visible row.
     pub scroll: u64,
     /// The selected row (absolute index in the filtered, sorted list).
@@ -562,27 +397,27 @@ impl App {
     }
 
     /// The receipt row at absolute index `i`, when it is in the fetched page.
-    pub fn row(&self, i: u64) -> Option<&ReceiptRow> {
+    pub fn row(&self, i: u64) -> Option<&ReceiptItem> {
         i.checked_sub(self.page_offset)
             .and_then(|k| self.page.get(k as usize))
     }
 
     /// The selected receipt, when fetched.
-    pub fn selected_receipt(&self) -> Option<&ReceiptRow> {
+    pub fn selected_receipt(&self) -> Option<&ReceiptItem> {
         self.row(self.selected)
     }
 
     /// Tasks that are running (the tasks pane).
-    pub fn running_tasks(&self) -> Vec<&TaskRow> {
+    pub fn running_tasks(&self) -> Vec<&TaskSummary> {
         self.snapshot
             .iter()
             .flat_map(|s| s.tasks.iter())
-            .filter(|t| t.state == "running")
+            .filter(|t| t.state == TaskState::Running)
             .collect()
     }
 
     /// The blocked outcomes.
-    pub fn pending(&self) -> &[PendingRow] {
+    pub fn pending(&self) -> &[BlockedOutcome] {
         self.snapshot
             .as_ref()
             .map(|s| s.pending.as_slice())
@@ -591,11 +426,13 @@ impl App {
 
     /// The `receipts.list` params for the visible window.
     pub fn page_params(&self) -> Value {
-        let mut p = json!({"offset": self.scroll, "limit": self.visible_rows.max(1), "sort": self.sort.as_str()});
-        if !self.filter.is_empty() {
-            p["search"] = json!(self.filter);
-        }
-        p
+        to_params(&ReceiptsListParams {
+            offset: Some(self.scroll as usize),
+            limit: Some(usize::from(self.visible_rows.max(1))),
+            sort: Some(self.sort),
+            search: (!self.filter.is_empty()).then(|| self.filter.clone()),
+            ..ReceiptsListParams::default()
+        })
     }
 
     fn fetch_page(&mut self) -> Option<Effect> {
@@ -661,17 +498,24 @@ impl App {
     }
 
     fn prepare_params(&self) -> Option<Value> {
-        if self.mark_all {
-            let mut filter = json!({"state": "completed"});
-            if !self.filter.is_empty() {
-                filter["search"] = json!(self.filter);
+        let params = if self.mark_all {
+            ClearPrepareParams {
+                filter: Some(ReceiptFilter {
+                    state: Some(StateFilter::Completed),
+                    search: (!self.filter.is_empty()).then(|| self.filter.clone()),
+                    ..ReceiptFilter::default()
+                }),
+                ..ClearPrepareParams::default()
             }
-            Some(json!({"filter": filter}))
         } else if !self.marked.is_empty() {
-            Some(json!({"requestIds": self.marked.iter().collect::<Vec<_>>()}))
+            ClearPrepareParams {
+                request_ids: Some(self.marked.iter().cloned().collect()),
+                ..ClearPrepareParams::default()
+            }
         } else {
-            None
-        }
+            return None;
+        };
+        Some(to_params(&params))
     }
 }
 
@@ -682,49 +526,14 @@ fn step(current: usize, delta: i64, len: usize) -> usize {
     (current as i64 + delta).clamp(0, len as i64 - 1) as usize
 }
 
-fn result_of(item: &Value) -> String {
-    if item["ok"].as_bool() == Some(true) {
-        "ok".to_owned()
-    } else {
-        item["code"].as_str().unwrap_or("error").to_owned()
-    }
+/// Params as the network side sends them.
+fn to_params<T: serde::Serialize>(params: &T) -> Value {
+    serde_json::to_value(params).expect("params serialise")
 }
 
-fn parse_prepared(v: &Value) -> PreparedClear {
-    let clearable = v["clearable"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|it| ClearItem {
-                    request_id: it["requestId"].as_str().unwrap_or_default().to_owned(),
-                    method: it["method"].as_str().unwrap_or_default().to_owned(),
-                    task_id: it["taskId"].as_str().map(str::to_owned),
-                    result: result_of(it),
-                    joins: it["joins"].as_u64().unwrap_or(0),
-                    replays: it["replays"].as_u64().unwrap_or(0),
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let refused = v["refused"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .map(|it| {
-                    (
-                        it["requestId"].as_str().unwrap_or_default().to_owned(),
-                        it["reason"].as_str().unwrap_or_default().to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    PreparedClear {
-        token: v["token"].as_str().unwrap_or_default().to_owned(),
-        expires_at: v["expiresAt"].as_str().unwrap_or_default().to_owned(),
-        clearable,
-        refused,
-    }
+/// A host reply read as the result type of the method that was called.
+fn read<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, String> {
+    T::deserialize(&v).map_err(|e| format!("the host's {what} could not be read: {e}"))
 }
 
 /// The one place the console's state changes. Pure: the returned effect is run by the caller.
@@ -796,7 +605,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
             None
         }
         Action::Snapshot(v) => {
-            match serde_json::from_value::<Snapshot>(v) {
+            match read::<Snapshot>("snapshot", v) {
                 Ok(s) => {
                     app.task_selected = app.task_selected.min(s.tasks.len().saturating_sub(1));
                     app.blocked_selected =
@@ -806,7 +615,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                     }
                     app.snapshot = Some(s);
                 }
-                Err(e) => app.notice(format!("the host's snapshot could not be read: {e}"), true),
+                Err(e) => app.notice(e, true),
             }
             app.fetch_page()
         }
@@ -820,9 +629,16 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                 Ok(v) => {
                     // The selection follows its receipt while new ones push the rows down.
                     let keep = app.selected_receipt().map(|r| r.request_id.clone());
-                    app.total = v["total"].as_u64().unwrap_or(0);
+                    let list = read::<ReceiptsListResult>("receipt list", v).unwrap_or_else(|e| {
+                        app.notice(e, true);
+                        ReceiptsListResult {
+                            items: Vec::new(),
+                            total: 0,
+                        }
+                    });
+                    app.total = list.total;
                     app.page_offset = offset;
-                    app.page = serde_json::from_value(v["items"].clone()).unwrap_or_default();
+                    app.page = list.items;
                     if let Some(k) =
                         keep.and_then(|id| app.page.iter().position(|r| r.request_id == id))
                     {
@@ -836,11 +652,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
             }
             None
         }
-        Action::Event(ev) => on_event(app, &ev),
+        Action::Event(ev) => on_event(app, ev),
         Action::ReceiptDetail(reply) => {
             if matches!(app.mode, Mode::Detail(Detail::Loading(_))) {
-                app.mode = Mode::Detail(match reply {
-                    Ok(v) => Detail::Receipt(v),
+                app.mode = Mode::Detail(match reply.map(|v| read::<ReceiptDetail>("receipt", v)) {
+                    Ok(Ok(detail)) => Detail::Receipt(Box::new(detail)),
+                    Ok(Err(e)) => Detail::Failed(e),
                     Err(e) => Detail::Failed(e.message),
                 });
             }
@@ -854,14 +671,14 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                     .flat_map(|s| s.tasks.iter())
                     .find(|t| t.task_id == task_id)
                     .cloned()
-                    .unwrap_or_else(|| TaskRow {
-                        task_id: task_id.clone(),
-                        ..TaskRow::default()
-                    });
+                    .map(Box::new);
                 app.mode = Mode::Detail(match reply {
                     Ok(v) => Detail::Task {
+                        task_id,
                         task,
-                        history: serde_json::from_value(v["items"].clone()).unwrap_or_default(),
+                        history: read::<ReceiptsListResult>("receipt list", v)
+                            .map(|l| l.items)
+                            .unwrap_or_default(),
                     },
                     Err(e) => Detail::Failed(e.message),
                 });
@@ -872,8 +689,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
             app.verifying.remove(&task_id);
             let text = match reply {
                 Ok(v) => {
-                    let outcome = v["outcome"].as_str().unwrap_or("?").to_owned();
-                    let state = v["state"].as_str().unwrap_or("?");
+                    let verified = read::<VerifyResult>("verification", v).ok();
+                    let outcome = verified
+                        .as_ref()
+                        .map_or("?", |r| r.outcome.as_str())
+                        .to_owned();
+                    let state = verified.as_ref().map_or("?", |r| r.state.as_str());
                     app.notice(
                         format!(
                             "verification of {}: {outcome}; task is {state}",
@@ -905,15 +726,20 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                 return None;
             }
             match reply {
-                Ok(v) => {
-                    let prepared = parse_prepared(&v);
-                    app.dialog_scroll = 0;
-                    app.mode = Mode::Confirm {
-                        prepared,
-                        reason: String::new(),
-                        stage: ConfirmStage::Reason,
-                    };
-                }
+                Ok(v) => match read::<ClearPrepared>("prepared clear", v) {
+                    Ok(prepared) => {
+                        app.dialog_scroll = 0;
+                        app.mode = Mode::Confirm {
+                            prepared,
+                            reason: String::new(),
+                            stage: ConfirmStage::Reason,
+                        };
+                    }
+                    Err(e) => {
+                        app.mode = Mode::Normal;
+                        app.notice(format!("{e}; nothing was cleared"), true);
+                    }
+                },
                 Err(e) => {
                     app.mode = Mode::Normal;
                     app.notice(
@@ -937,9 +763,9 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
             app.mode = Mode::Normal;
             match reply {
                 Ok(v) => {
-                    let cleared = v["cleared"].as_u64().unwrap_or(0);
-                    let r: Capacity =
-                        serde_json::from_value(v["receipts"].clone()).unwrap_or_default();
+                    let done = read::<ClearCommitted>("clear", v);
+                    let cleared = done.as_ref().map_or(0, |d| d.cleared);
+                    let r = done.map(|d| d.receipts).unwrap_or_default();
                     app.marked.clear();
                     app.mark_all = false;
                     if let Some(s) = app.snapshot.as_mut() {
@@ -974,16 +800,19 @@ fn short(id: &str) -> &str {
 
 /// A host frame: a `changed` frame of the console's coalesced subscription (feeding the
 /// sparklines from counter differences), or any event of a full subscription.
-fn on_event(app: &mut App, ev: &Value) -> Option<Effect> {
-    let kind = ev["event"].as_str().unwrap_or_default();
-    if kind == "lagged" {
+fn on_event(app: &mut App, ev: Value) -> Option<Effect> {
+    let Ok(ev) = EventFrame::deserialize(&ev) else {
+        // A frame that does not read still says the host changed.
+        app.dirty = true;
+        return None;
+    };
+    if ev.event == "lagged" {
         app.dirty = false;
         return Some(Effect::Refresh);
     }
-    let seq = ev["seq"].as_u64();
-    if kind == "changed" {
-        if let (Some(to_seq), Ok(counters)) = (seq, Counters::deserialize(&ev["data"]["counters"]))
-        {
+    if ev.event == "changed" {
+        if let Ok(changed) = ev.data_as::<ChangedEvent>() {
+            let (to_seq, counters) = (ev.seq, changed.counters);
             match &app.counted {
                 Some((counted_seq, since)) if to_seq > *counted_seq => {
                     app.activity.add(app.now, since, &counters);
@@ -994,10 +823,8 @@ fn on_event(app: &mut App, ev: &Value) -> Option<Effect> {
             }
         }
     }
-    if let (Some(seq), Some(s)) = (seq, app.snapshot.as_ref()) {
-        if seq <= s.seq {
-            return None;
-        }
+    if app.snapshot.as_ref().is_some_and(|s| ev.seq <= s.seq) {
+        return None;
     }
     app.dirty = true;
     None
@@ -1195,7 +1022,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             None
         }
         Command::Sort => {
-            app.sort = app.sort.next();
+            app.sort = next_sort(app.sort);
             app.selected = 0;
             app.scroll = 0;
             app.fetch_page()
@@ -1204,10 +1031,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             let row = app.selected_receipt()?;
             let id = row.request_id.clone();
             if !row.clearable && !app.marked.contains(&id) {
-                let why = row
-                    .refusal
-                    .clone()
-                    .unwrap_or_else(|| "not clearable".to_owned());
+                let why = row.refusal.map_or("not clearable", |r| r.as_str());
                 app.notice(format!("{} cannot be cleared now: {why}", short(&id)), true);
                 return None;
             }

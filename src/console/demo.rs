@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use crate::client::BridgeClient;
 use crate::host::{HostConfig, DEFAULT_TOMBSTONE_CAPACITY};
+use crate::protocol::results::TaskStartResult;
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 use crate::serve::ServeOptions;
 use crate::server::{Limits, DEFAULT_MAX_CONNECTIONS};
@@ -136,11 +137,9 @@ async fn agent(n: usize, client: BridgeClient, stop: Arc<AtomicBool>) {
             .await;
         let task_id = match &started {
             Ok(r) if r.ok => r
-                .result
-                .as_ref()
-                .and_then(|v| v["taskId"].as_str())
-                .unwrap_or_default()
-                .to_owned(),
+                .result_as::<TaskStartResult>()
+                .map(|started| started.task_id)
+                .unwrap_or_default(),
             _ => {
                 let full = code_of(&started).as_deref() == Some("RECEIPT_CAPACITY_FULL");
                 pause(&mut rng, if full { 1_500 } else { 300 }, 1_500).await;

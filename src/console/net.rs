@@ -10,11 +10,16 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::app::{Action, Effect, OpError, Reply};
 use crate::client::{BridgeClient, ClientError, CONNECTION_CLOSED_EVENT};
+use crate::protocol::introspection::{
+    ClearCommitParams, EventFrame, IntrospectMethod, ReceiptsGetParams, ReceiptsListParams, Sort,
+    SubscribeParams,
+};
 use crate::protocol::Delivery;
 use crate::server::INTROSPECT_SOCKET;
 
@@ -63,44 +68,61 @@ impl Net {
         tokio::spawn(async move {
             let action = match effect {
                 Effect::Quit => return,
-                Effect::Refresh => Action::Snapshot(match net.call("snapshot", json!({})).await {
-                    Ok(v) => v,
-                    Err(e) => {
-                        tracing::warn!(code = %e.code, "snapshot failed: {}", e.message);
-                        return;
-                    }
-                }),
+                Effect::Refresh => Action::Snapshot(
+                    match net.call(IntrospectMethod::Snapshot, json!({})).await {
+                        Ok(v) => v,
+                        Err(e) => {
+                            tracing::warn!(code = %e.code, "snapshot failed: {}", e.message);
+                            return;
+                        }
+                    },
+                ),
                 Effect::FetchPage { offset, params } => Action::Page {
                     offset,
-                    reply: net.call("receipts.list", params).await,
+                    reply: net.call(IntrospectMethod::ReceiptsList, params).await,
                 },
-                Effect::GetReceipt(id) => {
-                    Action::ReceiptDetail(net.call("receipts.get", json!({"requestId": id})).await)
-                }
+                Effect::GetReceipt(request_id) => Action::ReceiptDetail(
+                    net.call(
+                        IntrospectMethod::ReceiptsGet,
+                        to_params(&ReceiptsGetParams { request_id }),
+                    )
+                    .await,
+                ),
                 Effect::GetTaskHistory(task_id) => {
+                    let params = ReceiptsListParams {
+                        limit: Some(100),
+                        sort: Some(Sort::Newest),
+                        task_id: Some(task_id.clone()),
+                        ..ReceiptsListParams::default()
+                    };
                     let reply = net
-                        .call(
-                            "receipts.list",
-                            json!({"taskId": task_id, "limit": 100, "sort": "newest"}),
-                        )
+                        .call(IntrospectMethod::ReceiptsList, to_params(&params))
                         .await;
                     Action::TaskHistory { task_id, reply }
                 }
                 Effect::Verify(task_id) => {
                     let reply = net
-                        .call("task.verifyOutcome", json!({"taskId": task_id}))
+                        .call(
+                            IntrospectMethod::TaskVerifyOutcome,
+                            json!({"taskId": task_id}),
+                        )
                         .await;
                     Action::Verified { task_id, reply }
                 }
-                Effect::Prepare(params) => {
-                    Action::Prepared(net.call("receipts.clearPrepare", params).await)
-                }
+                Effect::Prepare(params) => Action::Prepared(
+                    net.call(IntrospectMethod::ReceiptsClearPrepare, params)
+                        .await,
+                ),
                 Effect::Commit { token, reason } => {
                     tracing::info!(%reason, "committing a clear");
                     Action::Committed(
                         net.call(
-                            "receipts.clearCommit",
-                            json!({"token": token, "reason": reason}),
+                            IntrospectMethod::ReceiptsClearCommit,
+                            to_params(&ClearCommitParams {
+                                token,
+                                reason,
+                                operator: None,
+                            }),
                         )
                         .await,
                     )
@@ -110,7 +132,7 @@ impl Net {
         });
     }
 
-    async fn call(&self, method: &str, params: Value) -> Reply {
+    async fn call(&self, method: IntrospectMethod, params: Value) -> Reply {
         let Some(client) = self.current() else {
             return Err(OpError {
                 code: "BRIDGE_UNAVAILABLE".into(),
@@ -118,8 +140,13 @@ impl Net {
                 unknown: false,
             });
         };
-        reply_of(client.call(method, params).await)
+        reply_of(client.call(method.as_str(), params).await)
     }
+}
+
+/// Params as they go on the wire.
+fn to_params<T: serde::Serialize>(params: &T) -> Value {
+    serde_json::to_value(params).expect("params serialise")
 }
 
 fn reply_of(r: Result<crate::protocol::Reply, ClientError>) -> Reply {
@@ -149,10 +176,17 @@ async fn supervise(path: PathBuf, net: Net) {
             .with_timeout(CALL_TIMEOUT)
             .with_event_sink(events_tx);
         let subscribed = async {
-            reply_of(client.call("host.hello", json!({})).await)?;
             reply_of(
                 client
-                    .call("subscribe", json!({"coalesceMs": COALESCE_MS}))
+                    .call(IntrospectMethod::HostHello.as_str(), json!({}))
+                    .await,
+            )?;
+            let subscribe = SubscribeParams {
+                coalesce_ms: Some(COALESCE_MS),
+            };
+            reply_of(
+                client
+                    .call(IntrospectMethod::Subscribe.as_str(), to_params(&subscribe))
                     .await,
             )
         }
@@ -164,7 +198,9 @@ async fn supervise(path: PathBuf, net: Net) {
                 *net.client.lock().expect("client slot") = Some(client);
                 let _ = net.actions.send(Action::Connected);
                 while let Some(frame) = events.recv().await {
-                    if frame["event"] == CONNECTION_CLOSED_EVENT {
+                    if EventFrame::deserialize(&frame)
+                        .is_ok_and(|f| f.event == CONNECTION_CLOSED_EVENT)
+                    {
                         break;
                     }
                     if net.actions.send(Action::Event(frame)).is_err() {

@@ -9,8 +9,11 @@ use ratatui::widgets::{
     Block, Borders, Clear, Gauge, Paragraph, Row, Sparkline, Table, Widget, Wrap,
 };
 
-use super::app::{App, ConfirmStage, Detail, Link, Mode, Pane, ReceiptRow};
+use super::app::{App, ConfirmStage, Detail, Link, Mode, Pane};
 use super::keymap::{footer_hints, KEYMAP};
+use crate::protocol::introspection::{BlockedOutcome, ClearPrepared, ReceiptItem, RefusalReason};
+use crate::protocol::results::ReceiptState;
+use crate::protocol::{Command, ErrorCode, Expect, ExpectCheck, Method};
 
 const HEADER: u16 = 2;
 const TOP_BAND: u16 = 5;
@@ -140,11 +143,11 @@ fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
-fn result_text(r: &ReceiptRow) -> String {
-    match (r.state.as_str(), r.ok) {
-        ("running", _) => "…".to_owned(),
+fn result_text(r: &ReceiptItem) -> String {
+    match (r.state, r.ok) {
+        (ReceiptState::Running, _) => "…".to_owned(),
         (_, Some(true)) => "ok".to_owned(),
-        (_, Some(false)) => r.code.clone().unwrap_or_else(|| "error".to_owned()),
+        (_, Some(false)) => r.code.map_or("error", ErrorCode::as_str).to_owned(),
         _ => "-".to_owned(),
     }
 }
@@ -379,19 +382,19 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             short(&r.request_id)
         };
         let result = result_text(r);
-        let result_style = match (r.ok, r.code.as_deref()) {
+        let result_style = match (r.ok, r.code) {
             (Some(true), _) => t.fg(Color::Green),
-            (_, Some("OUTCOME_UNCERTAIN" | "INTERNAL")) => t.fg(Color::Magenta),
+            (_, Some(ErrorCode::OutcomeUncertain | ErrorCode::Internal)) => t.fg(Color::Magenta),
             (Some(false), _) => t.fg(Color::Red),
             _ => t.fg(Color::Yellow),
         };
-        let clear = match (r.clearable, r.refusal.as_deref()) {
+        let clear = match (r.clearable, r.refusal) {
             (true, _) => "yes",
-            (false, Some("running")) => "run",
-            (false, Some("unverified_outcome")) => "unver",
+            (false, Some(RefusalReason::Running)) => "run",
+            (false, Some(RefusalReason::UnverifiedOutcome)) => "unver",
             (false, _) => "no",
         };
-        let state = if r.state == "completed" {
+        let state = if r.state == ReceiptState::Completed {
             "done"
         } else {
             r.state.as_str()
@@ -486,22 +489,34 @@ fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     .render(area, buf);
 }
 
-fn action_of(p: &super::app::PendingRow) -> String {
-    let target = p.params["target"].as_str().unwrap_or("");
-    let key = p.params["key"]
-        .as_str()
-        .map(|k| format!(" {k}"))
-        .unwrap_or_default();
-    format!("{}{key} {target}", p.method.trim_start_matches("page."))
+/// `press Enter #title`, `click #submit`: the pending action, read from its params as the
+/// bridge reads them.
+fn action_of(p: &BlockedOutcome) -> String {
+    let pending = &p.pending;
+    let command = pending
+        .method
+        .parse::<Method>()
+        .ok()
+        .and_then(|m| Command::parse(m, &pending.params, &|_| Ok(())).ok());
+    let (key, target) = match &command {
+        Some(Command::PagePress(c)) => (Some(c.key.as_str()), c.target.as_deref()),
+        Some(Command::PageClick(c)) => (None, Some(c.target.as_str())),
+        _ => (None, None),
+    };
+    let key = key.map(|k| format!(" {k}")).unwrap_or_default();
+    format!(
+        "{}{key} {}",
+        pending.method.trim_start_matches("page."),
+        target.unwrap_or("")
+    )
 }
 
 /// `#status~Saved` for a `contains` expectation, `#status=Saved` for `equals`.
-fn expectation(expect: &serde_json::Value) -> String {
-    let target = expect["target"].as_str().unwrap_or("?");
-    match (expect["equals"].as_str(), expect["contains"].as_str()) {
-        (Some(v), _) => format!("{target}={v}"),
-        (None, Some(v)) => format!("{target}~{v}"),
-        _ => expect.to_string(),
+fn expectation(expect: &Expect) -> String {
+    let target = &expect.target;
+    match &expect.check {
+        ExpectCheck::Equals(v) => format!("{target}={v}"),
+        ExpectCheck::Contains(v) => format!("{target}~{v}"),
     }
 }
 
@@ -525,19 +540,24 @@ fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let expect = expectation(&p.expect);
+            let expect = expectation(&p.pending.expect);
             let verified = app
                 .verify_results
                 .get(&p.task_id)
                 .cloned()
-                .or_else(|| p.last_verify.as_ref().map(|l| l.outcome.clone()))
+                .or_else(|| {
+                    p.pending
+                        .last_verify
+                        .as_ref()
+                        .map(|l| l.outcome.as_str().to_owned())
+                })
                 .unwrap_or_else(|| "never".to_owned());
             let row = Row::new(vec![
                 short(&p.task_id).to_owned(),
-                short(&p.request_id).to_owned(),
+                short(&p.pending.request_id).to_owned(),
                 action_of(p),
                 expect,
-                age(app, &p.since),
+                age(app, &p.pending.since),
                 verified,
             ]);
             if i == app.blocked_selected && (focus || app.focus != Pane::Tasks) {
@@ -636,39 +656,53 @@ fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer)
             " Detail ".into(),
             vec![Line::styled(msg.clone(), t.fg(Color::Red))],
         ),
-        Detail::Receipt(v) => {
-            let id = v["requestId"].as_str().unwrap_or("?");
+        Detail::Receipt(r) => {
+            let count = |n: Option<u64>| n.map_or_else(|| "null".to_owned(), |n| n.to_string());
             let mut lines = vec![Line::from(vec![
                 Span::styled("state ", t.bold()),
                 Span::raw(format!(
                     "{}  joins {}  replays {}  first seen {}",
-                    v["state"].as_str().unwrap_or("?"),
-                    v["joins"],
-                    v["replays"],
-                    v["firstSeenAt"].as_str().unwrap_or("-")
+                    r.state.as_str(),
+                    count(r.joins),
+                    count(r.replays),
+                    r.first_seen_at.as_deref().unwrap_or("-")
                 )),
             ])];
             lines.push(Line::styled("request (canonical)", t.bold()));
-            let req = serde_json::to_string(&v["request"]).unwrap_or_default();
+            let req = serde_json::to_string(&r.request).unwrap_or_default();
             lines.push(Line::raw(req));
             lines.push(Line::styled("stored reply", t.bold()));
-            if v["reply"].is_null() {
-                lines.push(Line::styled(
+            match &r.reply {
+                None => lines.push(Line::styled(
                     "none yet: still running (Esc, then Enter again to re-read)",
                     t.dim(),
-                ));
-            } else {
-                let reply = serde_json::to_string_pretty(&v["reply"]).unwrap_or_default();
-                lines.extend(reply.lines().map(|l| Line::raw(l.to_owned())));
-            }
-            (format!(" Receipt {id} "), lines)
-        }
-        Detail::Task { task, history } => {
-            let mut lines = vec![
-                Line::raw(format!(
-                    "{}  state {}  created {}",
-                    task.title, task.state, task.created_at
                 )),
+                Some(reply) => {
+                    // Through a JSON value, so the keys read sorted at every depth, as the
+                    // host writes them.
+                    let reply = serde_json::to_value(reply)
+                        .and_then(|v| serde_json::to_string_pretty(&v))
+                        .unwrap_or_default();
+                    lines.extend(reply.lines().map(|l| Line::raw(l.to_owned())));
+                }
+            }
+            (format!(" Receipt {} ", r.request_id), lines)
+        }
+        Detail::Task {
+            task_id,
+            task,
+            history,
+        } => {
+            let (title, state, created) = match task {
+                Some(task) => (
+                    task.title.as_str(),
+                    task.state.as_str(),
+                    task.created_at.as_str(),
+                ),
+                None => ("", "", ""),
+            };
+            let mut lines = vec![
+                Line::raw(format!("{title}  state {state}  created {created}")),
                 Line::styled("history (newest first)", t.bold()),
             ];
             for h in history {
@@ -680,7 +714,7 @@ fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer)
                     age(app, &h.first_seen_at)
                 )));
             }
-            (format!(" Task {} ", task.task_id), lines)
+            (format!(" Task {task_id} "), lines)
         }
     };
     Paragraph::new(lines)
@@ -691,7 +725,7 @@ fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer)
 
 fn render_confirm(
     t: &Theme,
-    prepared: &super::app::PreparedClear,
+    prepared: &ClearPrepared,
     reason: &str,
     stage: &ConfirmStage,
     scroll: usize,
@@ -716,11 +750,7 @@ fn render_confirm(
         Constraint::Length(3),
     ])
     .areas(inner);
-    let errors = prepared
-        .clearable
-        .iter()
-        .filter(|c| c.result != "ok")
-        .count();
+    let errors = prepared.clearable.iter().filter(|c| !c.ok).count();
     Paragraph::new(vec![
         Line::styled(
             format!(
@@ -740,16 +770,16 @@ fn render_confirm(
             format!("Refused ({}), kept:", prepared.refused.len()),
             t.bold(),
         ));
-        for (id, why) in &prepared.refused {
+        for r in &prepared.refused {
             lines.push(Line::styled(
-                format!(" {} {why}", short(id)),
+                format!(" {} {}", short(&r.request_id), r.reason.as_str()),
                 t.fg(Color::Yellow),
             ));
         }
         lines.push(Line::styled(format!("To clear ({n}):"), t.bold()));
     }
     for c in &prepared.clearable {
-        let style = if c.result == "ok" {
+        let style = if c.ok {
             t.fg(Color::Green)
         } else {
             t.fg(Color::Red)
@@ -761,7 +791,7 @@ fn render_confirm(
                 c.method,
                 c.task_id.as_deref().map(short).unwrap_or("-")
             )),
-            Span::styled(format!("{:<18}", c.result), style),
+            Span::styled(format!("{:<18}", c.result_text()), style),
             Span::raw(format!(" joins {} replays {}", c.joins, c.replays)),
         ]));
     }

@@ -53,7 +53,7 @@ pub use clear::{
     ClearCandidate, ClearRefusal, ClearTargets, ClearedReceipt, CommittedClear, PreparedClearView,
     CLEAR_TOKEN_TTL_MS, MAX_PREPARED_CLEARS,
 };
-pub(crate) use read::{cleared_json, receipts_json};
+pub(crate) use read::receipts_json;
 
 /// Default `--capacity`.
 pub const DEFAULT_CAPACITY: usize = 10_000;

@@ -292,7 +292,7 @@ impl Host {
 }
 
 /// What a cleared ID's status reads as, on either socket.
-pub(crate) fn cleared_json(request_id: &str, batch: &ClearBatch) -> Value {
+fn cleared_json(request_id: &str, batch: &ClearBatch) -> Value {
     json!({
         "requestId": request_id,
         "state": "cleared",

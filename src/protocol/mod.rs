@@ -18,6 +18,8 @@
 //! - `time`: timestamps.
 
 mod canonical;
+pub mod introspection;
+pub mod results;
 mod codec;
 mod command;
 mod direct;

@@ -1,0 +1,527 @@
+//! The result of every bridge method, as one type each: the host writes its replies through
+//! these types and every client reads them back through the same ones, so a field cannot be
+//! added on one side and forgotten on the other (`tests/wire_types.rs` checks each of them
+//! against a running host).
+//!
+//! Two rules shape every type here:
+//!
+//! - **Fields are declared in the alphabetical order of their wire names.** The host used to
+//!   build these replies as `serde_json::Value`s, whose keys serialise sorted; a struct in that
+//!   order writes the very same bytes, so a stored reply reads the same whether it was built as
+//!   a value or through its type. Nested values that are not in that order on their own (an
+//!   [`ErrorBody`], an [`Expect`], the host's counters) are written through [`sorted`].
+//! - **Reading forgives what reading can do without.** Fields that decide what a reader does
+//!   (states, outcomes, request IDs, `ok`) are required; descriptive ones (titles, timestamps,
+//!   params) read as empty when a reply leaves them out, so a reply written by hand (a test, a
+//!   script) still reads. Writing is always complete, and the test against the host pins that.
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize, Serializer};
+use serde_json::Value;
+
+use super::{ErrorBody, Expect, ExpectCheck, Reply};
+
+/// Writes `value` with its object keys sorted, as a `serde_json::Value` would: for nested types
+/// whose own field order is not alphabetical, so a reply keeps the bytes it always had.
+pub fn sorted<T: Serialize, S: Serializer>(value: &T, serializer: S) -> Result<S::Ok, S::Error> {
+    serde_json::to_value(value)
+        .map_err(serde::ser::Error::custom)?
+        .serialize(serializer)
+}
+
+impl Reply {
+    /// The `result` of an ok reply read as `T` (the result type of the method that was called).
+    /// An error reply, or a result of another shape, is an error naming what did not fit.
+    pub fn result_as<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        match &self.result {
+            Some(result) => T::deserialize(result),
+            None => Err(serde::de::Error::custom("the reply has no result")),
+        }
+    }
+}
+
+/// The states of a task, as every reply about one names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskState {
+    /// Accepts actions.
+    Running,
+    /// Has an unresolved pending outcome: mutations are refused, reads pass.
+    Blocked,
+    /// Finished by the caller; refuses mutations.
+    Finished,
+    /// Stopped by the caller; refuses mutations, keeps any pending outcome.
+    Stopped,
+}
+
+impl TaskState {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskState::Running => "running",
+            TaskState::Blocked => "blocked",
+            TaskState::Finished => "finished",
+            TaskState::Stopped => "stopped",
+        }
+    }
+
+    /// Parses the wire spelling.
+    pub fn parse(s: &str) -> Option<TaskState> {
+        [
+            TaskState::Running,
+            TaskState::Blocked,
+            TaskState::Finished,
+            TaskState::Stopped,
+        ]
+        .into_iter()
+        .find(|t| t.as_str() == s)
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The result of a read-only verification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyOutcome {
+    /// The expectation was observed: the pending outcome is resolved.
+    Confirmed,
+    /// The read worked but the expectation does not hold (yet).
+    NotObserved,
+    /// The read failed or timed out.
+    Unknown,
+    /// The task has no pending outcome.
+    None,
+}
+
+impl VerifyOutcome {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifyOutcome::Confirmed => "confirmed",
+            VerifyOutcome::NotObserved => "not_observed",
+            VerifyOutcome::Unknown => "unknown",
+            VerifyOutcome::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for VerifyOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a read of a target showed: the evidence behind an action's `ok` and a verification.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Observation {
+    /// The selector read.
+    pub target: String,
+    /// Its value at the time of the read.
+    pub value: String,
+}
+
+/// Counts of tasks by state (`run.status.tasks`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCounts {
+    /// `blocked`
+    pub blocked: usize,
+    /// `finished`
+    pub finished: usize,
+    /// `running`
+    pub running: usize,
+    /// `stopped`
+    pub stopped: usize,
+}
+
+/// `host.hello`: who answers, so a client can tell one host run from the next.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelloResult {
+    /// The hard receipt capacity (`--capacity`).
+    pub capacity: usize,
+    /// Always `polaris`.
+    pub name: String,
+    /// The wire protocol version ([`super::PROTOCOL_VERSION`]).
+    pub protocol: u32,
+    /// This run; a different one means a restarted host and another book.
+    pub run_id: String,
+    /// When this run started.
+    pub started_at: String,
+    /// The host's crate version.
+    pub version: String,
+}
+
+/// Whether a method asks for a side effect (and so takes a receipt) or only reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolKind {
+    /// Takes a receipt; executes at most once per request ID.
+    Mutating,
+    /// Executed every time, never stored.
+    Read,
+}
+
+/// One method in `tools.list`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolInfo {
+    /// One line saying what the method is for.
+    pub description: String,
+    /// Mutating or read, so an agent knows which calls it may repeat.
+    pub kind: ToolKind,
+    /// The wire name, e.g. `page.click`.
+    pub method: String,
+}
+
+/// `tools.list`: the methods of the bridge socket.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolsListResult {
+    /// In the order [`super::Method::BRIDGE`] lists them.
+    pub tools: Vec<ToolInfo>,
+}
+
+/// `task.start`: the pair a caller keeps to find its task again.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStartResult {
+    /// The run the task belongs to; `task.resume` checks the pair against it.
+    pub run_id: String,
+    /// Always `running` for a new task.
+    pub state: TaskState,
+    /// The new task.
+    pub task_id: String,
+}
+
+/// `page.fill` (what was put in the field) and `page.read` (what the target holds).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FieldResult {
+    /// The selector filled or read.
+    pub target: String,
+    /// The value it holds.
+    pub value: String,
+}
+
+/// `page.click` and `page.press`: the observation that shows the action took effect.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObservedResult {
+    /// The expectation's target and the value read there.
+    pub observation: Observation,
+}
+
+/// `task.finish` and `task.stop`: the task's state once closed.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskClosedResult {
+    /// `finished` or `stopped`.
+    pub state: TaskState,
+    /// The task closed.
+    pub task_id: String,
+}
+
+/// The last read-only verification of a pending outcome, so a reader sees what was tried.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LastVerify {
+    /// When it finished.
+    #[serde(default)]
+    pub at: String,
+    /// What the read saw, when it worked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation: Option<Observation>,
+    /// What it found (never `confirmed`: that resolves the outcome).
+    pub outcome: VerifyOutcome,
+}
+
+/// What an empty expectation reads as when a reply leaves `expect` out.
+fn no_expect() -> Expect {
+    Expect {
+        target: String::new(),
+        check: ExpectCheck::Equals(String::new()),
+    }
+}
+
+/// A mutating action whose effect is unknown: it blocks its task until verified. Carried by
+/// `task.status`, `task.resume`, `task.verifyOutcome`, `TASK_BLOCKED` details and the
+/// operator's snapshot, so a reader knows exactly which request to verify.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingOutcome {
+    /// The original expectation; the only thing verification evaluates.
+    #[serde(default = "no_expect", serialize_with = "sorted")]
+    pub expect: Expect,
+    /// The last verification, if any ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verify: Option<LastVerify>,
+    /// The action's method, e.g. `page.press`.
+    #[serde(default)]
+    pub method: String,
+    /// The action's params as the receipt holds them (canonical).
+    #[serde(default)]
+    pub params: Value,
+    /// The request whose effect is unknown: the one ID a reader must not resend.
+    pub request_id: String,
+    /// When the outcome became uncertain.
+    #[serde(default)]
+    pub since: String,
+}
+
+/// One line of a task's history: what happened to it, and under which request.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HistoryItem {
+    /// When it happened.
+    #[serde(default)]
+    pub at: String,
+    /// The method.
+    pub method: String,
+    /// The request it came from.
+    pub request_id: String,
+    /// `ok`, an error code, or a verification outcome.
+    pub result: String,
+}
+
+/// `task.status`: a task's state, what blocks it and what happened to it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskStatusResult {
+    /// When the task started.
+    #[serde(default)]
+    pub created_at: String,
+    /// The last 100 events, oldest first.
+    #[serde(default)]
+    pub history: Vec<HistoryItem>,
+    /// Further unresolved pending outcomes behind the first (a stopped task may keep several).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub more_pending_outcomes: Vec<PendingOutcome>,
+    /// The first unresolved pending outcome: the one `task.verifyOutcome` checks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_outcome: Option<PendingOutcome>,
+    /// The run that answered.
+    #[serde(default)]
+    pub run_id: String,
+    /// The derived state.
+    pub state: TaskState,
+    /// Why the task was stopped, when it was.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// The task.
+    pub task_id: String,
+    /// What the task is for.
+    #[serde(default)]
+    pub title: String,
+    /// The page it works on, when one was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// `task.resume`: the kept (task, run) pair checked against this run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskResumeResult {
+    /// What blocks the task, if anything: it resumes `blocked` until verified.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_outcome: Option<PendingOutcome>,
+    /// The current run (the one the caller kept).
+    pub run_id: String,
+    /// The task's current state.
+    pub state: TaskState,
+    /// The task.
+    pub task_id: String,
+}
+
+/// `task.verifyOutcome`, on either socket: what a read-only check of the pending action's
+/// expectation found.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VerifyResult {
+    /// What the read saw, when it worked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation: Option<Observation>,
+    /// `confirmed`, `not_observed`, `unknown` or `none`.
+    pub outcome: VerifyOutcome,
+    /// The pending outcome still blocking the task (after a confirmation: the next one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_outcome: Option<PendingOutcome>,
+    /// After `confirmed`: the pending outcome this verification resolved, so a caller knows
+    /// which request it settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved: Option<PendingOutcome>,
+    /// The task's state after the verification.
+    pub state: TaskState,
+    /// The task.
+    pub task_id: String,
+}
+
+/// `receipts` of `run.status`, the snapshot, `changed` frames and `receipts.clearCommit`: how
+/// full the book is.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReceiptCounts {
+    /// The hard receipt capacity.
+    pub capacity: u64,
+    /// Receipts still executing.
+    pub running: u64,
+    /// The hard tombstone capacity.
+    pub tombstone_capacity: u64,
+    /// Cleared receipts remembered as tombstones.
+    pub tombstones: u64,
+    /// Receipts in the book.
+    pub used: u64,
+}
+
+/// `executor` of `run.status` and the snapshot: what acts on pages, and how often it did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExecutorStatus {
+    /// `fixture`, `chromium`, ...
+    pub kind: String,
+    /// Side effects the executor applied in this run (the tests count submits with it).
+    pub mutations: u64,
+}
+
+/// `run.status`: the run, its book, its tasks and its executor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatusResult {
+    /// Whether the `runId` given (if any) is this run.
+    pub current: bool,
+    /// The executor's kind and mutation count.
+    pub executor: ExecutorStatus,
+    /// How full the book is.
+    pub receipts: ReceiptCounts,
+    /// This run.
+    pub run_id: String,
+    /// When it started.
+    pub started_at: String,
+    /// Tasks by state.
+    pub tasks: TaskCounts,
+}
+
+/// Where a request ID stands in the book.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptState {
+    /// Its execution has not finished.
+    Running,
+    /// Its reply is stored.
+    Completed,
+    /// An operator cleared it; the ID never runs again.
+    Cleared,
+    /// The book has never seen it (in this book).
+    #[default]
+    Unknown,
+}
+
+impl ReceiptState {
+    /// The wire spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiptState::Running => "running",
+            ReceiptState::Completed => "completed",
+            ReceiptState::Cleared => "cleared",
+            ReceiptState::Unknown => "unknown",
+        }
+    }
+}
+
+/// A stored reply, `{ok, result}` or `{ok, error}`: what a replay of the request answers.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StoredReply {
+    /// What went wrong, when `ok` is false.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "sorted"
+    )]
+    pub error: Option<ErrorBody>,
+    /// Whether the execution succeeded.
+    pub ok: bool,
+    /// The method's result, when `ok` (its shape is the method's result type).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result: Option<Value>,
+}
+
+impl StoredReply {
+    /// Reads a stored outcome's body (`"ok":…,"result"|"error":…`).
+    pub fn of(outcome: &super::Outcome) -> StoredReply {
+        serde_json::from_str(&format!("{{{}}}", outcome.body))
+            .expect("a stored outcome is a reply body")
+    }
+}
+
+/// `receipt.status`: a request ID's state and, once completed, its stored reply — what a
+/// caller reads instead of resending.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReceiptStatusResult {
+    /// When an operator cleared it (`cleared` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleared_at: Option<String>,
+    /// When its execution finished (`completed` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<String>,
+    /// When the ID first arrived (`running`, `completed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_seen_at: Option<String>,
+    /// Copies that arrived while it ran (`running`, `completed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub joins: Option<u64>,
+    /// The method (`running`, `completed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
+    /// Whether the stored reply is a success (`completed` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ok: Option<bool>,
+    /// The operator's reason for clearing it (`cleared` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Copies answered from the stored reply (`running`, `completed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replays: Option<u64>,
+    /// The stored reply (`completed` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply: Option<StoredReply>,
+    /// The ID asked about.
+    pub request_id: String,
+    /// Where it stands.
+    pub state: ReceiptState,
+    /// The task it acted on, when its method names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
+}
+
+/// The read to call next, `{"method", "params"}`, as error details carry it (`details.next`),
+/// so a client can name the exact read instead of guessing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NextRead {
+    /// The read's method, e.g. `task.verifyOutcome`.
+    pub method: String,
+    /// Its params.
+    #[serde(default)]
+    pub params: Value,
+}
+
+impl NextRead {
+    /// The `next` of an error's `details`, when it names one.
+    pub fn in_details(details: &Value) -> Option<NextRead> {
+        #[derive(Deserialize)]
+        struct Details {
+            next: Option<NextRead>,
+        }
+        Details::deserialize(details).ok()?.next
+    }
+}
