@@ -21,6 +21,7 @@ pub mod events;
 pub mod executor;
 pub mod host;
 pub mod introspect;
+pub mod journal;
 pub mod mcp;
 pub mod operator;
 pub mod protocol;
