@@ -138,6 +138,9 @@ pub struct Options {
     pub preallocate: u64,
     /// Who writes and syncs.
     pub flusher: FlusherKind,
+    /// Added to every `fdatasync` (a testing aid: how the journal behaves on a disk whose
+    /// flushes take milliseconds). Zero by default.
+    pub extra_sync_latency: Duration,
 }
 
 impl Default for Options {
@@ -145,6 +148,7 @@ impl Default for Options {
         Options {
             preallocate: 4 << 20,
             flusher: FlusherKind::Thread,
+            extra_sync_latency: Duration::ZERO,
         }
     }
 }
@@ -281,6 +285,7 @@ impl Journal {
                 end: end.end,
                 allocated,
                 preallocate: options.preallocate,
+                extra_sync_latency: options.extra_sync_latency,
             },
             runs,
             records,

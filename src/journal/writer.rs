@@ -101,6 +101,8 @@ pub(crate) struct FileState {
     pub allocated: u64,
     /// Bytes of zeros to write ahead when the file must grow; 0 for none.
     pub preallocate: u64,
+    /// Slept after each `fdatasync` (see `Options::extra_sync_latency`).
+    pub extra_sync_latency: Duration,
 }
 
 impl FileState {
@@ -123,6 +125,9 @@ impl FileState {
         self.file.write_all_at(buf, self.end)?;
         let t = Instant::now();
         self.file.sync_data()?;
+        if !self.extra_sync_latency.is_zero() {
+            std::thread::sleep(self.extra_sync_latency);
+        }
         let took = t.elapsed();
         self.end = new_end;
         self.allocated = self.allocated.max(new_end);
@@ -516,5 +521,51 @@ impl Shared {
         let mut s = lock(&self.stats);
         s.records = records;
         s.bytes = bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_write_fails_every_waiting_and_later_append_and_is_never_retried() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("log");
+        std::fs::write(&path, format::header(format::FORMAT_VERSION)).unwrap();
+        // Read-only: every write fails, as a full or failing disk would.
+        let file = File::open(&path).unwrap();
+        let shared = Shared::new(
+            FileState {
+                file,
+                end: format::HEADER_LEN as u64,
+                allocated: format::HEADER_LEN as u64,
+                preallocate: 0,
+                extra_sync_latency: Duration::ZERO,
+            },
+            HashMap::new(),
+            0,
+            Accounting::default(),
+            FlusherKind::Thread,
+        );
+        let flusher = {
+            let s = shared.clone();
+            std::thread::spawn(move || s.run_thread())
+        };
+        let run = Record::RunStarted {
+            run_id: "r",
+            started_at: 1,
+        };
+        let first = shared.append([&run]).unwrap();
+        let e = first.clone().wait().unwrap_err();
+        assert!(
+            matches!(e, Error::Failed(ref m) if m.contains("writing the journal failed")),
+            "{e}"
+        );
+        assert!(!first.is_durable());
+        assert!(matches!(shared.append([&run]), Err(Error::Failed(_))));
+        assert!(shared.stats().failed.is_some());
+        flusher.join().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap().len(), format::HEADER_LEN);
     }
 }
