@@ -342,6 +342,18 @@ impl Journal {
         self.inner.shared.barrier()
     }
 
+    /// Every append whose [`Ticket::seq`] is at most this is durable: a cheap check for a
+    /// stored reply that kept only its completion's sequence number (8 bytes) instead of the
+    /// ticket — a copy arriving before it is durable waits with [`Journal::ticket`].
+    pub fn durable_seq(&self) -> u64 {
+        self.inner.shared.durable_seq()
+    }
+
+    /// A ticket for the append numbered `seq` (see [`Journal::durable_seq`]).
+    pub fn ticket(&self, seq: u64) -> Ticket {
+        self.inner.shared.ticket(seq)
+    }
+
     /// The log file's path.
     pub fn path(&self) -> &Path {
         &self.inner.path

@@ -360,6 +360,19 @@ impl Shared {
         })
     }
 
+    /// A ticket for the append numbered `seq`.
+    pub fn ticket(&self, seq: u64) -> Ticket {
+        Ticket {
+            seq,
+            rx: self.durable.subscribe(),
+        }
+    }
+
+    /// Every append numbered up to this one is durable.
+    pub fn durable_seq(&self) -> u64 {
+        self.durable.borrow().seq
+    }
+
     /// A ticket for everything appended so far.
     pub fn barrier(&self) -> Ticket {
         let seq = lock(&self.queue).seq;

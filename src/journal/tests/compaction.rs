@@ -208,6 +208,10 @@ fn bytes_per_receipt(id: impl Fn(u128) -> RequestKey, n: u128) -> (f64, f64, usi
         e.compact().unwrap().bytes_after
     };
     let after = (compacted.bytes_after - base_after) as f64 / n as f64;
+    eprintln!(
+        "journal bytes per receipt: {grown:.1} appended one record per block, {after:.1} compacted, for {} bytes of request + reply",
+        payload / n as usize
+    );
     (grown, after, payload / n as usize)
 }
 

@@ -345,6 +345,10 @@ fn concurrent_appends_share_flushes_and_every_ticket_resolves_durable() {
                 t.await.unwrap();
             }
         });
+        let last = j.barrier().seq();
+        assert!(j.durable_seq() >= last);
+        assert!(j.ticket(last).is_durable());
+        assert!(!j.ticket(last + 1).is_durable());
         let stats = j.stats();
         assert_eq!(stats.records, 1 + 64 * 20 * 2);
         assert!(
