@@ -49,6 +49,13 @@ fn a_torn_last_record_is_cut_at_every_byte_offset_and_nothing_before_it_is_lost(
             for (variant, bytes) in [("truncated", &mut torn), ("zeroed", &mut zeroed)] {
                 let _ = std::fs::remove_dir_all(&dir);
                 journal_of(&dir, bytes);
+                // `check` sees the same tail the open is about to cut, and cuts nothing.
+                let report = check(&dir).unwrap();
+                assert_eq!(
+                    report.tail.as_ref().map(|t| t.offset),
+                    (cut > last).then_some(last)
+                );
+                assert_eq!(std::fs::read(dir.join(LOG_FILE)).unwrap(), *bytes);
                 let (j, r) = Journal::open(&dir, options.clone())
                     .unwrap_or_else(|e| panic!("{variant} at {cut}: {e}"));
                 assert_eq!(r.receipts.len(), 5, "{variant} at {cut}");
