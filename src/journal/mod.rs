@@ -3,7 +3,7 @@
 //! A hand-written append-only log in one directory (`0700`, locked by one host at a time):
 //! `journal.log` holds a header (magic + format version) and then *blocks*, each one write of
 //! the group-commit flusher, with its length and a CRC32C; inside a block, compact binary
-//! [`Record`]s (see [`format`]). The host's rule — a receipt's begin durable before the executor
+//! [`Record`]s (see [`mod@format`]). The host's rule — a receipt's begin durable before the executor
 //! acts, its completion durable before any client sees the reply — is served by
 //! [`Journal::append`]: it queues records without touching the disk and returns a [`Ticket`]
 //! that resolves once they are written and `fdatasync`ed. Every append queued while a flush is
@@ -381,9 +381,11 @@ impl Journal {
         }
     }
 
-    /// Rewrites the journal without cleared receipts (see [`compact`](Self::compact_at)'s
-    /// steps). Blocks for as long as reading and writing the live journal takes; call it from
-    /// a blocking thread. Appends go on meanwhile; only the final switch pauses the flusher.
+    /// Rewrites the journal without cleared receipts: a compacted copy, `fsync`ed, renamed over
+    /// the log, the directory `fsync`ed — a crash at any step leaves the old or the new journal
+    /// whole. Blocks for as long as reading and writing the live journal takes; call it from a
+    /// blocking thread. Appends go on meanwhile; only the final switch pauses the flusher.
+    /// Worth it when [`Stats::compaction_due`].
     pub fn compact(&self) -> Result<Compacted, Error> {
         self.compact_at(None)
     }
