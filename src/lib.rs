@@ -23,6 +23,7 @@ pub mod executor;
 pub mod host;
 pub mod ids;
 pub mod introspect;
+pub mod journal;
 pub mod mcp;
 pub mod operator;
 pub mod protocol;

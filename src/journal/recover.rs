@@ -1,0 +1,436 @@
+//! Folding a journal's records into what the host rebuilds from: live receipts (completed or
+//! begun and never completed), tombstones, acknowledgements, tasks and runs.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+
+use super::format::{cleared_ids, Decoded, DecodedBegun, IdRef, Kind, Reader};
+use super::scan::CutTail;
+use super::writer::Accounting;
+use super::Error;
+use crate::book::{FingerprintDigest, RequestKey};
+
+type Map<K, V> = IndexMap<K, V, foldhash::fast::RandomState>;
+
+/// One host run the journal knows of.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Run {
+    /// The run's ID.
+    pub run_id: Arc<str>,
+    /// When it started (epoch ms).
+    pub started_at: i64,
+}
+
+/// A receipt's stored reply.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    /// The reply bytes exactly as appended.
+    pub reply: Box<[u8]>,
+    /// When the execution finished (epoch ms).
+    pub completed_at: i64,
+}
+
+/// A live receipt as recovered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveredReceipt {
+    /// The request ID.
+    pub request_id: RequestKey,
+    /// The run that created it.
+    pub run_id: Arc<str>,
+    /// The method's wire name (shared between receipts).
+    pub method: Arc<str>,
+    /// The task it acted on (shared between receipts of one task).
+    pub task_id: Option<Arc<str>>,
+    /// The canonical request (its fingerprint).
+    pub request: Box<str>,
+    /// When it was first seen (epoch ms).
+    pub first_seen: i64,
+    /// The stored reply; `None` when the host stopped while it executed (the host stores
+    /// `INTERRUPTED` for it and journals that completion).
+    pub completion: Option<Completion>,
+}
+
+/// One operator clear, shared by its tombstones.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClearInfo {
+    /// When (epoch ms).
+    pub at: i64,
+    /// Why.
+    pub reason: Arc<str>,
+    /// Who.
+    pub operator: Arc<str>,
+}
+
+/// What remains of a cleared receipt.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveredTombstone {
+    /// The request ID.
+    pub request_id: RequestKey,
+    /// Digest of the canonical request it had.
+    pub digest: FingerprintDigest,
+    /// Index into [`Recovered::clears`].
+    pub clear: u32,
+}
+
+/// The latest acknowledgement of a live receipt's uncertain outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Acknowledgement {
+    /// The receipt.
+    pub request_id: RequestKey,
+    /// Why.
+    pub reason: Box<str>,
+    /// Who.
+    pub operator: Box<str>,
+    /// When (epoch ms).
+    pub at: i64,
+}
+
+/// A task's latest state.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecoveredTask {
+    /// The task's ID.
+    pub task_id: Arc<str>,
+    /// Its run.
+    pub run_id: Arc<str>,
+    /// Title.
+    pub title: Box<str>,
+    /// State as last recorded (a task of an earlier run is `interrupted` to the host).
+    pub state: Box<str>,
+    /// Pending outcome(s) as the host wrote them; empty for none.
+    pub pending: Box<[u8]>,
+    /// The host's other details; may be empty.
+    pub detail: Box<[u8]>,
+    /// When it was created.
+    pub created_at: i64,
+    /// When its last record was made.
+    pub updated_at: i64,
+    /// When it was closed.
+    pub closed_at: Option<i64>,
+}
+
+/// Everything the host needs to rebuild its book and tasks, in journal order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Every run recorded, oldest first (the current run is not among them until it appends).
+    pub runs: Vec<Run>,
+    /// Live receipts in creation order: completed ones, and ones begun but never completed.
+    pub receipts: Vec<RecoveredReceipt>,
+    /// Tombstones in the order they were cleared.
+    pub tombstones: Vec<RecoveredTombstone>,
+    /// The clears the tombstones name.
+    pub clears: Vec<ClearInfo>,
+    /// Acknowledgements of live receipts (the latest per receipt).
+    pub acknowledgements: Vec<Acknowledgement>,
+    /// Tasks in creation order, each in its latest state.
+    pub tasks: Vec<RecoveredTask>,
+    /// The torn tail cut at open, if any (already logged).
+    pub cut_tail: Option<CutTail>,
+}
+
+impl Recovered {
+    /// Receipts begun but never completed: the host turns each into an `INTERRUPTED` reply.
+    pub fn interrupted(&self) -> impl Iterator<Item = &RecoveredReceipt> {
+        self.receipts.iter().filter(|r| r.completion.is_none())
+    }
+
+    /// Receipts with a stored reply.
+    pub fn completed(&self) -> impl Iterator<Item = &RecoveredReceipt> {
+        self.receipts.iter().filter(|r| r.completion.is_some())
+    }
+}
+
+struct Slot {
+    receipt: RecoveredReceipt,
+    cleared: bool,
+}
+
+/// The fold over a journal's records.
+pub(crate) struct Fold {
+    path: PathBuf,
+    runs: Vec<Run>,
+    run_ids: HashMap<Arc<str>, u32>,
+    receipts: Map<RequestKey, Slot>,
+    marked_cleared: usize,
+    tombstones: Map<RequestKey, (FingerprintDigest, u32)>,
+    clears: Vec<ClearInfo>,
+    acks: Map<RequestKey, Acknowledgement>,
+    tasks: Map<RequestKey, RecoveredTask>,
+    methods: HashMap<Box<str>, Arc<str>>,
+    task_ids: HashMap<RequestKey, Arc<str>>,
+    /// Records folded.
+    pub records: u64,
+    /// Exact receipt accounting of the folded records.
+    pub acct: Accounting,
+}
+
+impl Fold {
+    pub fn new(path: &Path) -> Fold {
+        Fold {
+            path: path.to_owned(),
+            runs: Vec::new(),
+            run_ids: HashMap::new(),
+            receipts: Map::default(),
+            marked_cleared: 0,
+            tombstones: Map::default(),
+            clears: Vec::new(),
+            acks: Map::default(),
+            tasks: Map::default(),
+            methods: HashMap::new(),
+            task_ids: HashMap::new(),
+            records: 0,
+            acct: Accounting::default(),
+        }
+    }
+
+    /// Run ID → index, as the writer needs it to go on appending.
+    pub fn run_indexes(&self) -> HashMap<Box<str>, u32> {
+        self.runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| ((*r.run_id).into(), i as u32))
+            .collect()
+    }
+
+    /// Folds the records of one block written at `offset`.
+    pub fn block(&mut self, offset: u64, payload: &[u8]) -> Result<(), Error> {
+        let mut r = Reader::new(payload);
+        while !r.is_empty() {
+            let at = offset + super::format::BLOCK_HEADER_LEN as u64 + r.pos() as u64;
+            let (kind, len, d) = r.record().map_err(|e| Error::Corrupt {
+                path: self.path.clone(),
+                offset: at,
+                what: format!(
+                    "a record at byte offset {at} cannot be read ({}) although its block's checksum is right",
+                    e.0
+                ),
+            })?;
+            self.apply(at, kind, len, d)?;
+        }
+        Ok(())
+    }
+
+    fn inconsistent(&self, offset: u64, what: String) -> Error {
+        Error::Inconsistent {
+            path: self.path.clone(),
+            offset,
+            what,
+        }
+    }
+
+    fn run(&self, offset: u64, index: u32) -> Result<Arc<str>, Error> {
+        self.runs
+            .get(index as usize)
+            .map(|r| r.run_id.clone())
+            .ok_or_else(|| self.inconsistent(offset, format!("run #{index} was never started")))
+    }
+
+    fn task_id(&mut self, id: &IdRef<'_>) -> Arc<str> {
+        let key = id.key();
+        self.task_ids
+            .entry(key)
+            .or_insert_with(|| id.to_string().into())
+            .clone()
+    }
+
+    fn begin(&mut self, offset: u64, b: DecodedBegun<'_>) -> Result<RequestKey, Error> {
+        let key = b.request_id.key();
+        if self.tombstones.contains_key(&key) {
+            return Err(self.inconsistent(
+                offset,
+                format!("receipt {key} begins again after it was cleared"),
+            ));
+        }
+        if self.receipts.contains_key(&key) {
+            return Err(self.inconsistent(offset, format!("receipt {key} begins twice")));
+        }
+        let run_id = self.run(offset, b.run)?;
+        let method = match self.methods.get(b.method) {
+            Some(m) => m.clone(),
+            None => {
+                let m: Arc<str> = b.method.into();
+                self.methods.insert(b.method.into(), m.clone());
+                m
+            }
+        };
+        let task_id = b.task_id.as_ref().map(|t| self.task_id(t));
+        self.receipts.insert(
+            key.clone(),
+            Slot {
+                receipt: RecoveredReceipt {
+                    request_id: key.clone(),
+                    run_id,
+                    method,
+                    task_id,
+                    request: b.request.into(),
+                    first_seen: b.at,
+                    completion: None,
+                },
+                cleared: false,
+            },
+        );
+        Ok(key)
+    }
+
+    fn complete(
+        &mut self,
+        offset: u64,
+        key: &RequestKey,
+        reply: &[u8],
+        at: i64,
+    ) -> Result<(), Error> {
+        match self.receipts.get_mut(key) {
+            Some(Slot {
+                cleared: false,
+                receipt,
+            }) if receipt.completion.is_none() => {
+                receipt.completion = Some(Completion {
+                    reply: reply.into(),
+                    completed_at: at,
+                });
+                Ok(())
+            }
+            Some(Slot { cleared: false, .. }) => {
+                Err(self.inconsistent(offset, format!("receipt {key} completes twice")))
+            }
+            _ => Err(self.inconsistent(
+                offset,
+                format!("receipt {key} completes but was never begun (or was cleared)"),
+            )),
+        }
+    }
+
+    fn apply(&mut self, offset: u64, kind: Kind, len: usize, d: Decoded<'_>) -> Result<(), Error> {
+        self.records += 1;
+        match d {
+            Decoded::RunStarted { run_id, started_at } => {
+                let run_id: Arc<str> = run_id.to_string().into();
+                if !self.run_ids.contains_key(&run_id) {
+                    self.run_ids.insert(run_id.clone(), self.runs.len() as u32);
+                    self.runs.push(Run { run_id, started_at });
+                }
+            }
+            Decoded::ReceiptBegun(b) => {
+                self.begin(offset, b)?;
+                self.acct.note(kind, len, 0);
+            }
+            Decoded::ReceiptCompleted {
+                request_id,
+                reply,
+                at,
+            } => {
+                self.complete(offset, &request_id.key(), reply, at)?;
+                self.acct.note(kind, len, 0);
+            }
+            Decoded::ReceiptStored(b, reply, at) => {
+                let key = self.begin(offset, b)?;
+                self.complete(offset, &key, reply, at)?;
+                self.acct.note(kind, len, 0);
+            }
+            Decoded::ReceiptsCleared {
+                at,
+                reason,
+                operator,
+                ids,
+                ..
+            } => {
+                let clear = self.clears.len() as u32;
+                self.clears.push(ClearInfo {
+                    at,
+                    reason: reason.into(),
+                    operator: operator.into(),
+                });
+                for (id, digest) in cleared_ids(ids) {
+                    let key = id.key();
+                    if self.tombstones.contains_key(&key) {
+                        return Err(
+                            self.inconsistent(offset, format!("receipt {key} is cleared twice"))
+                        );
+                    }
+                    if let Some(slot) = self.receipts.get_mut(&key) {
+                        if slot.cleared {
+                            return Err(self
+                                .inconsistent(offset, format!("receipt {key} is cleared twice")));
+                        }
+                        // The tombstone keeps the digest; the request and reply can go now.
+                        slot.cleared = true;
+                        slot.receipt.request = Box::from("");
+                        slot.receipt.completion = None;
+                        self.marked_cleared += 1;
+                        self.acct.cleared += 1;
+                    }
+                    // (A tombstone without its receipt is how a compacted journal keeps it.)
+                    self.tombstones.insert(key, (digest, clear));
+                }
+            }
+            Decoded::OutcomeAcknowledged {
+                request_id,
+                reason,
+                operator,
+                at,
+            } => {
+                let key = request_id.key();
+                self.acks.insert(
+                    key.clone(),
+                    Acknowledgement {
+                        request_id: key,
+                        reason: reason.into(),
+                        operator: operator.into(),
+                        at,
+                    },
+                );
+            }
+            Decoded::Task(t) => {
+                let run_id = self.run(offset, t.run)?;
+                let task_id = self.task_id(&t.task_id);
+                let key = t.task_id.key();
+                self.tasks.insert(
+                    key,
+                    RecoveredTask {
+                        task_id,
+                        run_id,
+                        title: t.title.into(),
+                        state: t.state.into(),
+                        pending: t.pending.into(),
+                        detail: t.detail.into(),
+                        created_at: t.created_at,
+                        updated_at: t.at,
+                        closed_at: t.closed_at,
+                    },
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// The recovered state.
+    pub fn finish(mut self, cut_tail: Option<CutTail>) -> Recovered {
+        if self.marked_cleared > 0 {
+            self.receipts.retain(|_, s| !s.cleared);
+        }
+        let receipts = &self.receipts;
+        Recovered {
+            runs: self.runs,
+            acknowledgements: self
+                .acks
+                .into_values()
+                .filter(|a| receipts.contains_key(&a.request_id))
+                .collect(),
+            receipts: self.receipts.into_values().map(|s| s.receipt).collect(),
+            tombstones: self
+                .tombstones
+                .into_iter()
+                .map(|(request_id, (digest, clear))| RecoveredTombstone {
+                    request_id,
+                    digest,
+                    clear,
+                })
+                .collect(),
+            clears: self.clears,
+            tasks: self.tasks.into_values().collect(),
+            cut_tail,
+        }
+    }
+}

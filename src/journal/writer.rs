@@ -1,0 +1,584 @@
+//! Group commit: appenders encode records into one shared buffer; one flusher writes everything
+//! queued since its last `fdatasync` with one `write` and makes it durable with one
+//! `fdatasync`, then resolves every ticket it covered at once.
+//!
+//! Appending never touches the file: it takes a short lock, encodes, and returns a [`Ticket`].
+//! So the host can append under its own lock, let go of it, and await the ticket on a tokio
+//! task; the runtime never blocks on the disk. The flusher is a dedicated thread (or, as a
+//! measured alternative, a `spawn_blocking` job started when work arrives).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use tokio::sync::watch;
+
+use super::format::{self, Record, BLOCK_HEADER_LEN, MAX_APPEND_BYTES, MAX_BLOCK_PAYLOAD};
+use super::Error;
+
+/// Who runs the write + `fdatasync` loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FlusherKind {
+    /// A dedicated thread that sleeps until records are queued (the default).
+    #[default]
+    Thread,
+    /// A tokio `spawn_blocking` job started when records arrive and none runs (it runs until the
+    /// queue is empty); outside a runtime, a short-lived thread. Kept to measure against the
+    /// dedicated thread.
+    SpawnBlocking,
+}
+
+/// How far durability has come, as every ticket sees it.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Durable {
+    /// Every append with a sequence number up to this one is durable.
+    pub seq: u64,
+    /// Set once a write or `fdatasync` failed: nothing after `seq` will ever be durable.
+    pub failed: Option<Arc<str>>,
+}
+
+/// Resolves once an append is durable (written and `fdatasync`ed), or the journal failed.
+///
+/// Await it (it is a future) from async code, or call [`Ticket::wait`] from a thread that may
+/// block. Cloning is cheap: copies of a request that joined can wait on the same ticket.
+#[derive(Clone, Debug)]
+pub struct Ticket {
+    seq: u64,
+    rx: watch::Receiver<Durable>,
+}
+
+impl Ticket {
+    /// The append's sequence number (appends are numbered in the order they were queued).
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether the append is already durable.
+    pub fn is_durable(&self) -> bool {
+        self.rx.borrow().seq >= self.seq
+    }
+
+    /// Waits, blocking this thread (never call it on an async runtime's worker).
+    pub fn wait(self) -> Result<(), Error> {
+        futures::executor::block_on(self.durable())
+    }
+
+    /// Waits without blocking: resolves when the append is durable.
+    pub async fn durable(mut self) -> Result<(), Error> {
+        let seq = self.seq;
+        let failed = {
+            let state = self
+                .rx
+                .wait_for(|d| d.seq >= seq || d.failed.is_some())
+                .await
+                .map_err(|_| Error::Closed)?;
+            (state.seq < seq).then(|| state.failed.clone())
+        };
+        match failed {
+            None => Ok(()),
+            Some(f) => Err(Error::Failed(f.expect("waited for seq or failure"))),
+        }
+    }
+}
+
+impl std::future::IntoFuture for Ticket {
+    type Output = Result<(), Error>;
+    type IntoFuture = futures::future::BoxFuture<'static, Result<(), Error>>;
+
+    fn into_future(self) -> Self::IntoFuture {
+        Box::pin(self.durable())
+    }
+}
+
+/// The file as the flusher writes it. Holding its lock pauses the flusher (compaction does).
+pub(crate) struct FileState {
+    pub file: File,
+    /// Where the next block goes: everything before is durable.
+    pub end: u64,
+    /// The file's length: `end` plus zeros written ahead (see `Options::preallocate`).
+    pub allocated: u64,
+    /// Bytes of zeros to write ahead when the file must grow; 0 for none.
+    pub preallocate: u64,
+    /// Slept after each `fdatasync` (see `Options::extra_sync_latency`).
+    pub extra_sync_latency: Duration,
+}
+
+impl FileState {
+    /// Writes `buf` (sealed blocks at `end`) and makes it durable.
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<Duration> {
+        let new_end = self.end + buf.len() as u64;
+        if self.preallocate > 0 && new_end > self.allocated {
+            // Zeros written ahead (and made durable with this batch) let later commits overwrite
+            // blocks that already exist: `fdatasync` then has no file size to commit.
+            let target = new_end.next_multiple_of(self.preallocate.max(4096)) + self.preallocate;
+            let zeros = vec![0u8; (target - new_end).min(8 << 20) as usize];
+            let mut at = new_end;
+            while at < target {
+                let n = zeros.len().min((target - at) as usize);
+                self.file.write_all_at(&zeros[..n], at)?;
+                at += n as u64;
+            }
+            self.allocated = target;
+        }
+        self.file.write_all_at(buf, self.end)?;
+        let t = Instant::now();
+        self.file.sync_data()?;
+        if !self.extra_sync_latency.is_zero() {
+            std::thread::sleep(self.extra_sync_latency);
+        }
+        let took = t.elapsed();
+        self.end = new_end;
+        self.allocated = self.allocated.max(new_end);
+        Ok(took)
+    }
+}
+
+/// What appends have queued for the flusher.
+struct Queue {
+    /// Blocks, each a header's room and then records.
+    buf: Vec<u8>,
+    /// Where each block of `buf` starts.
+    blocks: Vec<usize>,
+    /// A spare buffer, so the flusher and appenders swap instead of allocating.
+    spare: Vec<u8>,
+    /// The sequence number of the last append queued.
+    seq: u64,
+    /// Records queued.
+    records: u64,
+    /// Run ID → index among the journal's run records.
+    runs: HashMap<Box<str>, u32>,
+    /// Receipt accounting for the compaction decision, including what is queued.
+    acct: Accounting,
+    /// Whether a `spawn_blocking` flusher is running.
+    flusher_busy: bool,
+    /// The journal is closing: the flusher drains the queue and stops.
+    closing: bool,
+    /// Copy of `Durable::failed`, so appends refuse at once.
+    failed: Option<Arc<str>>,
+}
+
+/// Counts that decide when clearing has made the journal worth rewriting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Accounting {
+    /// Receipts created in the file (live or cleared since).
+    pub receipts: u64,
+    /// Of those, cleared by an operator.
+    pub cleared: u64,
+    /// Bytes of the file's receipt records (created, completed, stored).
+    pub receipt_bytes: u64,
+}
+
+impl Accounting {
+    /// Bytes of cleared receipts' records still in the file (estimated from the average receipt).
+    pub fn dead_bytes(&self) -> u64 {
+        if self.receipts == 0 {
+            0
+        } else {
+            (self.receipt_bytes as u128 * self.cleared as u128 / self.receipts as u128) as u64
+        }
+    }
+
+    pub(crate) fn note(&mut self, kind: format::Kind, len: usize, cleared: usize) {
+        match kind {
+            format::Kind::ReceiptBegun | format::Kind::ReceiptStored => {
+                self.receipts += 1;
+                self.receipt_bytes += len as u64;
+            }
+            format::Kind::ReceiptCompleted => self.receipt_bytes += len as u64,
+            format::Kind::ReceiptsCleared => self.cleared += cleared as u64,
+            _ => {}
+        }
+    }
+}
+
+/// Counters of the flusher, for `run.status.journal`.
+#[derive(Default)]
+struct FlushStats {
+    records: u64,
+    fsyncs: u64,
+    last_fsync: Duration,
+    window_start: Option<Instant>,
+    window_fsyncs: u64,
+    rate: f64,
+    bytes: u64,
+}
+
+/// What every handle and the flusher share.
+pub(crate) struct Shared {
+    queue: Mutex<Queue>,
+    work: Condvar,
+    durable: watch::Sender<Durable>,
+    pub file: Mutex<FileState>,
+    stats: Mutex<FlushStats>,
+    kind: FlusherKind,
+}
+
+/// A snapshot of the writer's counters.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct WriterStats {
+    pub bytes: u64,
+    pub records: u64,
+    pub fsyncs: u64,
+    pub last_fsync: Duration,
+    pub fsyncs_per_second: f64,
+    pub acct: Accounting,
+    pub failed: Option<Arc<str>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    pub fn new(
+        file: FileState,
+        runs: HashMap<Box<str>, u32>,
+        records: u64,
+        acct: Accounting,
+        kind: FlusherKind,
+    ) -> Arc<Shared> {
+        let bytes = file.end;
+        Arc::new(Shared {
+            queue: Mutex::new(Queue {
+                buf: Vec::new(),
+                blocks: Vec::new(),
+                spare: Vec::new(),
+                seq: 0,
+                records: 0,
+                runs,
+                acct,
+                flusher_busy: false,
+                closing: false,
+                failed: None,
+            }),
+            work: Condvar::new(),
+            durable: watch::channel(Durable::default()).0,
+            file: Mutex::new(file),
+            stats: Mutex::new(FlushStats {
+                records,
+                bytes,
+                ..Default::default()
+            }),
+            kind,
+        })
+    }
+
+    /// Queues `records` as one append: all of them become durable together (they go into one
+    /// block, which is written whole or cut whole).
+    pub fn append<'r>(
+        self: &Arc<Self>,
+        records: impl IntoIterator<Item = &'r Record<'r>>,
+    ) -> Result<Ticket, Error> {
+        let mut q = lock(&self.queue);
+        if let Some(f) = &q.failed {
+            return Err(Error::Failed(f.clone()));
+        }
+        if q.closing {
+            return Err(Error::Closed);
+        }
+        let q = &mut *q;
+        let mark = q.buf.len();
+        let blocks = q.blocks.len();
+        let new_block = q.blocks.is_empty();
+        if new_block {
+            q.blocks.push(mark);
+            q.buf.resize(mark + BLOCK_HEADER_LEN, 0);
+        }
+        let body = q.buf.len();
+        let mut new_runs: Vec<Box<str>> = Vec::new();
+        let mut acct = q.acct;
+        let mut n = 0u64;
+        for r in records {
+            let start = q.buf.len();
+            let run_count = q.runs.len() as u32;
+            let runs = &q.runs;
+            let encoded = format::encode(&mut q.buf, r, |id| runs.get(id).copied());
+            if let Err(format::UnknownRun(run)) = encoded {
+                for r in new_runs {
+                    q.runs.remove(&r);
+                }
+                q.buf.truncate(mark);
+                q.blocks.truncate(blocks);
+                return Err(Error::UnknownRun(run));
+            }
+            if let Record::RunStarted { run_id, .. } = r {
+                if !q.runs.contains_key(*run_id) {
+                    q.runs.insert((*run_id).into(), run_count);
+                    new_runs.push((*run_id).into());
+                }
+            }
+            let cleared = match r {
+                Record::ReceiptsCleared(c) => c.ids.len(),
+                _ => 0,
+            };
+            acct.note(r.kind(), q.buf.len() - start, cleared);
+            n += 1;
+        }
+        let len = q.buf.len() - body;
+        if n == 0 || len > MAX_APPEND_BYTES {
+            for r in new_runs {
+                q.runs.remove(&r);
+            }
+            q.buf.truncate(mark);
+            q.blocks.truncate(blocks);
+            return Err(if n == 0 {
+                Error::EmptyAppend
+            } else {
+                Error::TooLarge { bytes: len }
+            });
+        }
+        // Start a new block before this append if it would make the current one too big.
+        let current = *q.blocks.last().expect("a block is open");
+        if !new_block && body - current - BLOCK_HEADER_LEN + len > MAX_BLOCK_PAYLOAD {
+            q.buf
+                .splice(mark..mark, std::iter::repeat_n(0, BLOCK_HEADER_LEN));
+            q.blocks.push(mark);
+        }
+        q.acct = acct;
+        q.records += n;
+        q.seq += 1;
+        let seq = q.seq;
+        match self.kind {
+            FlusherKind::Thread => self.work.notify_one(),
+            FlusherKind::SpawnBlocking => {
+                if !q.flusher_busy {
+                    q.flusher_busy = true;
+                    let shared = self.clone();
+                    match tokio::runtime::Handle::try_current() {
+                        Ok(rt) => drop(rt.spawn_blocking(move || shared.flush_until_idle())),
+                        // Outside a runtime (a blocking caller): a short-lived thread.
+                        Err(_) => drop(std::thread::spawn(move || shared.flush_until_idle())),
+                    }
+                }
+            }
+        }
+        Ok(Ticket {
+            seq,
+            rx: self.durable.subscribe(),
+        })
+    }
+
+    /// A ticket for the append numbered `seq`.
+    pub fn ticket(&self, seq: u64) -> Ticket {
+        Ticket {
+            seq,
+            rx: self.durable.subscribe(),
+        }
+    }
+
+    /// Every append numbered up to this one is durable.
+    pub fn durable_seq(&self) -> u64 {
+        self.durable.borrow().seq
+    }
+
+    /// A ticket for everything appended so far.
+    pub fn barrier(&self) -> Ticket {
+        let seq = lock(&self.queue).seq;
+        Ticket {
+            seq,
+            rx: self.durable.subscribe(),
+        }
+    }
+
+    /// Takes what is queued: `(buffer, block starts, last seq, records)`, or `None` if empty.
+    fn take(q: &mut Queue) -> Option<(Vec<u8>, Vec<usize>, u64, u64)> {
+        if q.buf.is_empty() {
+            return None;
+        }
+        let spare = std::mem::take(&mut q.spare);
+        let buf = std::mem::replace(&mut q.buf, spare);
+        let blocks = std::mem::take(&mut q.blocks);
+        let records = std::mem::take(&mut q.records);
+        Some((buf, blocks, q.seq, records))
+    }
+
+    /// Seals, writes and syncs one taken batch, then resolves its tickets.
+    fn flush(&self, mut buf: Vec<u8>, blocks: Vec<usize>, seq: u64, records: u64) -> bool {
+        let result = {
+            let mut f = lock(&self.file);
+            for (i, &start) in blocks.iter().enumerate() {
+                let end = blocks.get(i + 1).copied().unwrap_or(buf.len());
+                format::seal_block(f.end + start as u64, &mut buf[start..end]);
+            }
+            f.write(&buf).map(|took| (took, f.end))
+        };
+        let ok = match result {
+            Ok((took, end)) => {
+                {
+                    let mut s = lock(&self.stats);
+                    let now = Instant::now();
+                    s.records += records;
+                    s.fsyncs += 1;
+                    s.last_fsync = took;
+                    s.bytes = end;
+                    let start = *s.window_start.get_or_insert(now);
+                    s.window_fsyncs += 1;
+                    let elapsed = now - start;
+                    if elapsed >= Duration::from_secs(1) {
+                        s.rate = s.window_fsyncs as f64 / elapsed.as_secs_f64();
+                        s.window_start = Some(now);
+                        s.window_fsyncs = 0;
+                    }
+                }
+                self.durable.send_modify(|d| d.seq = seq);
+                true
+            }
+            Err(e) => {
+                // An fsync that failed may have dropped the dirty pages: never retry, never
+                // pretend. Everything queued and everything later fails.
+                let msg: Arc<str> = format!("writing the journal failed: {e}").into();
+                tracing::error!("{msg}; no further mutation can be made durable");
+                lock(&self.queue).failed = Some(msg.clone());
+                self.durable.send_modify(|d| d.failed = Some(msg));
+                false
+            }
+        };
+        buf.clear();
+        let mut q = lock(&self.queue);
+        if q.spare.capacity() < buf.capacity() && buf.capacity() <= 64 << 20 {
+            q.spare = buf;
+        }
+        ok
+    }
+
+    /// The dedicated flusher thread's loop.
+    pub fn run_thread(&self) {
+        loop {
+            let taken = {
+                let mut q = lock(&self.queue);
+                loop {
+                    if q.failed.is_some() {
+                        return;
+                    }
+                    if let Some(t) = Self::take(&mut q) {
+                        break t;
+                    }
+                    if q.closing {
+                        return;
+                    }
+                    q = self.work.wait(q).unwrap_or_else(|p| p.into_inner());
+                }
+            };
+            if !self.flush(taken.0, taken.1, taken.2, taken.3) {
+                return;
+            }
+        }
+    }
+
+    /// The `spawn_blocking` flusher: runs until nothing is queued.
+    fn flush_until_idle(&self) {
+        loop {
+            let taken = {
+                let mut q = lock(&self.queue);
+                match Self::take(&mut q) {
+                    Some(t) if q.failed.is_none() => t,
+                    _ => {
+                        q.flusher_busy = false;
+                        self.work.notify_all();
+                        return;
+                    }
+                }
+            };
+            if !self.flush(taken.0, taken.1, taken.2, taken.3) {
+                lock(&self.queue).flusher_busy = false;
+                self.work.notify_all();
+                return;
+            }
+        }
+    }
+
+    /// Stops taking appends and waits until everything queued is durable (or failed).
+    pub fn close(&self) {
+        let mut q = lock(&self.queue);
+        q.closing = true;
+        self.work.notify_all();
+        if self.kind == FlusherKind::SpawnBlocking {
+            // No thread to join: drain here if nobody is flushing.
+            while q.flusher_busy {
+                q = self.work.wait(q).unwrap_or_else(|p| p.into_inner());
+            }
+            if let Some(t) = Self::take(&mut q).filter(|_| q.failed.is_none()) {
+                drop(q);
+                self.flush(t.0, t.1, t.2, t.3);
+            }
+        }
+    }
+
+    pub fn stats(&self) -> WriterStats {
+        let (acct, failed) = {
+            let q = lock(&self.queue);
+            (q.acct, q.failed.clone())
+        };
+        let s = lock(&self.stats);
+        let idle = s
+            .window_start
+            .is_some_and(|w| w.elapsed() > Duration::from_secs(2));
+        WriterStats {
+            bytes: s.bytes,
+            records: s.records,
+            fsyncs: s.fsyncs,
+            last_fsync: s.last_fsync,
+            fsyncs_per_second: if idle { 0.0 } else { s.rate },
+            acct,
+            failed,
+        }
+    }
+
+    /// After compaction rewrote the file (with the flusher paused): the new file's counts.
+    /// Appends queued meanwhile are not in `acct`; it is an estimate for a threshold, and the
+    /// next open or compaction counts exactly again.
+    pub fn reset_after_compaction(&self, acct: Accounting, records: u64, bytes: u64) {
+        lock(&self.queue).acct = acct;
+        let mut s = lock(&self.stats);
+        s.records = records;
+        s.bytes = bytes;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_write_fails_every_waiting_and_later_append_and_is_never_retried() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("log");
+        std::fs::write(&path, format::header(format::FORMAT_VERSION)).unwrap();
+        // Read-only: every write fails, as a full or failing disk would.
+        let file = File::open(&path).unwrap();
+        let shared = Shared::new(
+            FileState {
+                file,
+                end: format::HEADER_LEN as u64,
+                allocated: format::HEADER_LEN as u64,
+                preallocate: 0,
+                extra_sync_latency: Duration::ZERO,
+            },
+            HashMap::new(),
+            0,
+            Accounting::default(),
+            FlusherKind::Thread,
+        );
+        let flusher = {
+            let s = shared.clone();
+            std::thread::spawn(move || s.run_thread())
+        };
+        let run = Record::RunStarted {
+            run_id: "r",
+            started_at: 1,
+        };
+        let first = shared.append([&run]).unwrap();
+        let e = first.clone().wait().unwrap_err();
+        assert!(
+            matches!(e, Error::Failed(ref m) if m.contains("writing the journal failed")),
+            "{e}"
+        );
+        assert!(!first.is_durable());
+        assert!(matches!(shared.append([&run]), Err(Error::Failed(_))));
+        assert!(shared.stats().failed.is_some());
+        flusher.join().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap().len(), format::HEADER_LEN);
+    }
+}
