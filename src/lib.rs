@@ -9,7 +9,8 @@
 //! [`host`] (the rules), [`events`] (the operator's live feed), [`server`] (sockets),
 //! [`introspect`] (the operator's channel), [`operator`] (the operator commands), [`client`] (the bridge
 //! client and its ambiguity gate), [`mcp`] (the MCP front), [`console`] (the operator's terminal
-//! monitor) and [`cli`].
+//! monitor), [`cli`], and [`webapp`] (a small real web app the Chromium executor's tests and
+//! `polaris demo --browser` drive).
 
 #![warn(missing_docs)]
 
@@ -26,3 +27,4 @@ pub mod operator;
 pub mod protocol;
 pub mod server;
 pub mod tasks;
+pub mod webapp;
