@@ -612,6 +612,9 @@ impl Host {
                 _ => task.finish(now),
             }
             task.record(&key, method, now, "ok");
+            self.inner
+                .executor
+                .close(tid.clone(), task.pending_outcome().is_some());
             let state = task.state().as_str();
             let summary = task.summary_json();
             let outcome = Arc::new(Outcome::ok(&json!({"taskId": &**tid, "state": state})));
@@ -870,7 +873,12 @@ impl Host {
         let executor = &self.inner.executor;
         if let Command::TaskStart(p) = cmd {
             let task_id: TaskId = uuid::Uuid::new_v4().to_string().into();
-            let opening = executor.open(task_id.clone(), p.fixture.clone().unwrap_or_default());
+            let opening = executor.open(
+                task_id.clone(),
+                p.url.clone(),
+                p.fixture.clone().unwrap_or_default(),
+                Instant::now() + self.inner.config.action_timeout,
+            );
             return Started::Open(task_id, opening);
         }
         let task = task.expect("page actions name an admitted task").clone();
@@ -1135,7 +1143,7 @@ impl Host {
                             ErrorCode::ReadTimeout,
                             format!("reading {} on task {task} did not finish within {} ms; nothing changed — read again later", p.target, host.inner.config.action_timeout.as_millis()),
                         ).with_details(json!({"taskId": &*task, "target": p.target}))),
-                        ReadOutcome::Failed(reason) => Outcome::err(&ErrorBody::new(
+                        ReadOutcome::Failed(reason) | ReadOutcome::Absent(reason) => Outcome::err(&ErrorBody::new(
                             ErrorCode::ActionFailed,
                             format!("reading {} on task {task} failed: {reason}; nothing changed", p.target),
                         )),
@@ -1214,6 +1222,9 @@ impl Host {
                         (VerifyOutcome::NotObserved, Some(obs))
                     }
                 }
+                // The page was read and the expected element is not on it: the expectation
+                // does not hold (a submit that ended on an error page, say).
+                ReadOutcome::Absent(_) => (VerifyOutcome::NotObserved, None),
                 ReadOutcome::TimedOut | ReadOutcome::Failed(_) => (VerifyOutcome::Unknown, None),
             };
             let now = now_millis();

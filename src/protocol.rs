@@ -551,6 +551,9 @@ pub struct FixtureOptions {
 /// The longest delay a fixture option accepts.
 pub const MAX_FIXTURE_DELAY_MS: u64 = 60_000;
 
+/// The longest `url` a task may name (SPEC §10).
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
 /// `task.start` params.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -782,6 +785,14 @@ impl Command {
                     return Err(format!(
                         "invalid params for task.start: title must be 1 to 200 characters (got {len})"
                     ));
+                }
+                if let Some(url) = &p.url {
+                    if url.len() > MAX_URL_BYTES {
+                        return Err(format!(
+                            "invalid params for task.start: url must be at most {MAX_URL_BYTES} bytes (got {})",
+                            url.len()
+                        ));
+                    }
                 }
                 if let Some(f) = &p.fixture {
                     for (name, v) in [
