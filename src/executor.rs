@@ -4,6 +4,9 @@
 //! deadline, fails definitively with no effect, or ends uncertain; observation is read-only.
 //! The embedded default is [`FixtureExecutor`], a simulated form page per task whose backend
 //! counts applied submissions, with knobs to make submits late, lost or rejected.
+//! [`chromium::ChromiumExecutor`] drives real pages in a headless Chromium.
+
+pub mod chromium;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
