@@ -199,6 +199,46 @@ struct ServeArgs {
     /// ~/.local/state/polaris/audit.jsonl]
     #[arg(long, value_name = "PATH")]
     audit_log: Option<PathBuf>,
+    #[command(flatten)]
+    executor: ExecutorArgs,
+}
+
+/// Which executor performs the actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ExecutorKind {
+    /// The embedded fixture form page per task (SPEC §5).
+    Fixture,
+    /// Real pages in a headless Chromium (SPEC §12); task.start needs a url.
+    Chromium,
+}
+
+#[derive(Debug, Args)]
+struct ExecutorArgs {
+    /// The page backend.
+    #[arg(long, value_enum, default_value_t = ExecutorKind::Fixture)]
+    executor: ExecutorKind,
+    /// The Chromium binary [default: $POLARIS_CHROMIUM, else the first of
+    /// chromium-headless-shell, chromium, google-chrome found]
+    #[arg(long, value_name = "PATH", env = "POLARIS_CHROMIUM")]
+    chromium: Option<PathBuf>,
+}
+
+impl ExecutorArgs {
+    fn build(&self) -> Result<std::sync::Arc<dyn crate::executor::Executor>, String> {
+        use crate::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor};
+        Ok(match self.executor {
+            ExecutorKind::Fixture => std::sync::Arc::new(crate::executor::FixtureExecutor::new()),
+            ExecutorKind::Chromium => {
+                let explicit = self
+                    .chromium
+                    .as_deref()
+                    .filter(|p| !p.as_os_str().is_empty());
+                let binary = find_chromium(explicit)?;
+                tracing::info!(binary = %binary.display(), "the Chromium executor starts it on the first task");
+                std::sync::Arc::new(ChromiumExecutor::new(ChromiumConfig::new(binary)))
+            }
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -302,7 +342,14 @@ pub fn main() -> ExitCode {
                 },
                 audit_log: args.audit_log.unwrap_or_else(default_audit_log),
             };
-            match runtime().block_on(crate::server::serve(options)) {
+            let executor = match args.executor.build() {
+                Ok(e) => e,
+                Err(e) => {
+                    eprintln!("polaris serve: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match runtime().block_on(crate::server::serve(options, executor)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("polaris serve: {e}");

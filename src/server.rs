@@ -739,11 +739,12 @@ impl Running {
     }
 }
 
-/// Serves until SIGINT or SIGTERM, then stops gracefully.
-pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
-    let executor: Arc<dyn crate::executor::Executor> =
-        Arc::new(crate::executor::FixtureExecutor::new());
-    let running = start(&options, executor)?;
+/// Serves until SIGINT or SIGTERM, then stops gracefully and shuts the executor down.
+pub async fn serve(
+    options: ServeOptions,
+    executor: Arc<dyn crate::executor::Executor>,
+) -> Result<(), ServeError> {
+    let running = start(&options, executor.clone())?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(io_err("installing the SIGTERM handler"))?;
     tokio::select! {
@@ -751,5 +752,6 @@ pub async fn serve(options: ServeOptions) -> Result<(), ServeError> {
         _ = term.recv() => tracing::info!("SIGTERM: stopping"),
     }
     running.stop().await;
+    executor.shutdown();
     Ok(())
 }
