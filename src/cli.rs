@@ -164,6 +164,13 @@ struct DemoArgs {
     /// Where the demo logs [default: as for `polaris console`].
     #[arg(long, value_name = "PATH")]
     log_file: Option<PathBuf>,
+    /// Drive real pages: the agents publish on a small web app (127.0.0.1) in headless
+    /// Chromium instead of the fixture page.
+    #[arg(long)]
+    browser: bool,
+    /// The Chromium binary for --browser [default: as for `polaris serve`].
+    #[arg(long, value_name = "PATH", env = "POLARIS_CHROMIUM")]
+    chromium: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -405,9 +412,25 @@ pub fn main() -> ExitCode {
                 eprintln!("polaris demo: {e}");
                 return ExitCode::from(2);
             }
+            let browser = if args.browser {
+                let explicit = args
+                    .chromium
+                    .as_deref()
+                    .filter(|p| !p.as_os_str().is_empty());
+                match crate::executor::chromium::find_chromium(explicit) {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        eprintln!("polaris demo: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                None
+            };
             let options = crate::console::demo::DemoOptions {
                 socket_dir: args.socket_dir,
                 capacity: args.capacity.max(1),
+                browser,
             };
             match runtime().block_on(crate::console::demo::run(options)) {
                 Ok(()) => ExitCode::SUCCESS,
