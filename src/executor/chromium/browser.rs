@@ -357,8 +357,11 @@ pub struct GroupProcess {
     pub pid: i32,
     /// Its parent's pid.
     pub ppid: i32,
-    /// Resident memory, bytes.
+    /// Resident memory, bytes (pages shared with the other processes counted in full).
     pub rss_bytes: u64,
+    /// Proportional memory, bytes: shared pages divided among their sharers, so the sum over
+    /// the group is what the browser really holds (0 when the kernel does not say).
+    pub pss_bytes: u64,
     /// Chromium's `--type=` (renderer, zygote, gpu-process, utility, …); `browser` for the main one.
     pub kind: String,
 }
@@ -402,10 +405,22 @@ pub fn group_processes(pgid: i32) -> Vec<GroupProcess> {
             pid,
             ppid,
             rss_bytes: rss_pages * page,
+            pss_bytes: pss_kib(pid) * 1024,
             kind,
         });
     }
     out
+}
+
+fn pss_kib(pid: i32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/smaps_rollup"))
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("Pss:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
 }
 
 /// The process groups led by children of `parent` — the browsers a host process started.

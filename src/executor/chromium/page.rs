@@ -458,24 +458,32 @@ impl Page {
         };
         let nav = self.signals.borrow().navigations;
         mutations.fetch_add(1, Ordering::SeqCst);
-        for (kind, button, buttons) in [
-            ("mouseMoved", "none", 0),
-            ("mousePressed", "left", 1),
-            ("mouseReleased", "left", 0),
-        ] {
-            let event = methods::MouseEvent {
-                kind,
-                x: at.0,
-                y: at.1,
-                button,
-                buttons,
-                click_count: if kind == "mouseMoved" { 0 } else { 1 },
-            };
-            if let Err(e) = self.send(&event, deadline).await {
-                // The click may have been delivered: from here on only the page can tell.
-                tracing::debug!(target, error = %e, "a mouse event got no answer");
-                break;
+        let event = |kind, button, buttons, click_count| methods::MouseEvent {
+            kind,
+            x: at.0,
+            y: at.1,
+            button,
+            buttons,
+            click_count,
+        };
+        // The move is sent without waiting for its answer: the browser holds a lone move until
+        // its next frame (7–12 ms here), and the press right behind it on the pipe makes it
+        // deliver both at once, in order (mouseover, mousemove, mousedown).
+        let (moved, pressed) = futures::future::join(
+            self.send(&event("mouseMoved", "none", 0, 0), deadline),
+            self.send(&event("mousePressed", "left", 1, 1), deadline),
+        )
+        .await;
+        let released = match pressed {
+            Ok(()) => {
+                self.send(&event("mouseReleased", "left", 0, 1), deadline)
+                    .await
             }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = moved.and(released) {
+            // The click may have been delivered: from here on only the page can tell.
+            tracing::debug!(target, error = %e, "a mouse event got no answer");
         }
         self.watch(expect, stale, nav, deadline, "the click").await
     }
@@ -588,7 +596,7 @@ impl Page {
             let navigated = self.signals.borrow().navigations > nav_at_dispatch;
             let stale_now = if navigated { None } else { stale.as_deref() };
             let ms = (deadline - now)
-                .saturating_sub(Duration::from_millis(15))
+                .saturating_sub(Duration::from_millis(40))
                 .as_millis() as u64;
             let arg =
                 json!({"sel": expect.target, "op": op, "want": want, "stale": stale_now, "ms": ms});
@@ -621,11 +629,12 @@ impl Page {
                 Err(EvalError::Cdp(CdpError::Closed(_))) => continue,
                 Err(e) => {
                     // The document went away under the watch (a navigation): watch the next one.
+                    // The next document's context may not exist yet: try again soon.
                     if !matches!(&e, EvalError::Cdp(c) if c.is_context_gone()) {
                         tracing::debug!(error = %e, "watching the expectation");
                     }
                     let _ = timeout_at(
-                        deadline.min(Instant::now() + Duration::from_millis(25)),
+                        deadline.min(Instant::now() + Duration::from_millis(3)),
                         changes.changed(),
                     )
                     .await;
