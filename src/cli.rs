@@ -40,7 +40,8 @@ impl SocketDir {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the host: the receipt book, the tasks and the fixture executor behind local sockets.
+    /// Run the host: the receipt book, the tasks and the executor (the fixture page, or real
+    /// pages in Chromium) behind local sockets.
     Serve(ServeArgs),
     /// Send one request to the host and print the reply (exit 0 ok, 1 error reply, 3 host
     /// unavailable or connection lost).
@@ -213,9 +214,9 @@ struct ServeArgs {
 /// Which executor performs the actions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum ExecutorKind {
-    /// The embedded fixture form page per task (SPEC §5).
+    /// The embedded fixture form page per task.
     Fixture,
-    /// Real pages in a headless Chromium (SPEC §12); task.start needs a url.
+    /// Real pages in a headless Chromium; task.start needs a url.
     Chromium,
 }
 
