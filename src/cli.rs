@@ -42,7 +42,8 @@ impl SocketDir {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the host: the receipt book, the tasks and the fixture executor behind local sockets.
+    /// Run the host: the receipt book, the tasks and the executor (the fixture page, or real
+    /// pages in Chromium) behind local sockets.
     Serve(ServeArgs),
     /// Send one request to the host and print the reply (exit 0 ok, 1 error reply, 3 host
     /// unavailable or connection lost).
@@ -166,6 +167,13 @@ struct DemoArgs {
     /// Where the demo logs [default: as for `polaris console`].
     #[arg(long, value_name = "PATH")]
     log_file: Option<PathBuf>,
+    /// Drive real pages: the agents publish on a small web app (127.0.0.1) in headless
+    /// Chromium instead of the fixture page.
+    #[arg(long)]
+    browser: bool,
+    /// The Chromium binary for --browser [default: as for `polaris serve`].
+    #[arg(long, value_name = "PATH", env = "POLARIS_CHROMIUM")]
+    chromium: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -201,6 +209,46 @@ struct ServeArgs {
     /// ~/.local/state/polaris/audit.jsonl]
     #[arg(long, value_name = "PATH")]
     audit_log: Option<PathBuf>,
+    #[command(flatten)]
+    executor: ExecutorArgs,
+}
+
+/// Which executor performs the actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ExecutorKind {
+    /// The embedded fixture form page per task.
+    Fixture,
+    /// Real pages in a headless Chromium; task.start needs a url.
+    Chromium,
+}
+
+#[derive(Debug, Args)]
+struct ExecutorArgs {
+    /// The page backend.
+    #[arg(long, value_enum, default_value_t = ExecutorKind::Fixture)]
+    executor: ExecutorKind,
+    /// The Chromium binary [default: $POLARIS_CHROMIUM, else the first of
+    /// chromium-headless-shell, chromium, google-chrome found]
+    #[arg(long, value_name = "PATH", env = "POLARIS_CHROMIUM")]
+    chromium: Option<PathBuf>,
+}
+
+impl ExecutorArgs {
+    fn build(&self) -> Result<std::sync::Arc<dyn crate::executor::Executor>, String> {
+        use crate::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor};
+        Ok(match self.executor {
+            ExecutorKind::Fixture => std::sync::Arc::new(crate::executor::FixtureExecutor::new()),
+            ExecutorKind::Chromium => {
+                let explicit = self
+                    .chromium
+                    .as_deref()
+                    .filter(|p| !p.as_os_str().is_empty());
+                let binary = find_chromium(explicit)?;
+                tracing::info!(binary = %binary.display(), "the Chromium executor starts it on the first task");
+                std::sync::Arc::new(ChromiumExecutor::new(ChromiumConfig::new(binary)))
+            }
+        })
+    }
 }
 
 #[derive(Debug, Args)]
@@ -304,7 +352,14 @@ pub fn main() -> ExitCode {
                 },
                 audit_log: args.audit_log.unwrap_or_else(default_audit_log),
             };
-            match runtime().block_on(crate::serve::run(options)) {
+            let executor = match args.executor.build() {
+                Ok(e) => e,
+                Err(e) => {
+                    eprintln!("polaris serve: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            match runtime().block_on(crate::serve::run(options, executor)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("polaris serve: {e}");
@@ -360,9 +415,25 @@ pub fn main() -> ExitCode {
                 eprintln!("polaris demo: {e}");
                 return ExitCode::from(2);
             }
+            let browser = if args.browser {
+                let explicit = args
+                    .chromium
+                    .as_deref()
+                    .filter(|p| !p.as_os_str().is_empty());
+                match crate::executor::chromium::find_chromium(explicit) {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        eprintln!("polaris demo: {e}");
+                        return ExitCode::from(2);
+                    }
+                }
+            } else {
+                None
+            };
             let options = crate::console::demo::DemoOptions {
                 socket_dir: args.socket_dir,
                 capacity: args.capacity.max(1),
+                browser,
             };
             match runtime().block_on(crate::console::demo::run(options)) {
                 Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,9 @@
 //! deadline, fails definitively with no effect, or ends uncertain; observation is read-only.
 //! The embedded default is [`FixtureExecutor`], a simulated form page per task whose backend
 //! counts applied submissions, with knobs to make submits late, lost or rejected.
+//! [`chromium::ChromiumExecutor`] drives real pages in a headless Chromium.
+
+pub mod chromium;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -65,6 +68,8 @@ pub enum ReadOutcome {
     TimedOut,
     /// The read failed (no such page, ...).
     Failed(String),
+    /// The page was read and nothing on it matches the target (the reason says what was read).
+    Absent(String),
 }
 
 /// What the host needs from a page backend.
@@ -75,9 +80,14 @@ pub trait Executor: Send + Sync + 'static {
     /// Checks a selector before anything is created, so a malformed one is a `BAD_REQUEST`.
     fn check_target(&self, target: &str) -> Result<(), String>;
 
-    /// Opens the page of a new task.
-    fn open(&self, task: TaskId, options: FixtureOptions)
-        -> BoxFuture<'static, Result<(), String>>;
+    /// Opens the page of a new task at `url` (when the executor uses one), by `deadline`.
+    fn open(
+        &self,
+        task: TaskId,
+        url: Option<String>,
+        options: FixtureOptions,
+        deadline: Instant,
+    ) -> BoxFuture<'static, Result<(), String>>;
 
     /// Performs an action and waits, until `deadline` at most, for its effect.
     fn act(
@@ -97,6 +107,14 @@ pub trait Executor: Send + Sync + 'static {
 
     /// The number of applied backend mutations in this run.
     fn mutations(&self) -> u64;
+
+    /// The task was finished or stopped: its page may be released. A stopped task with an
+    /// unresolved outcome is still verified later, so its page must stay reachable
+    /// (`keep_for_verification`).
+    fn close(&self, _task: TaskId, _keep_for_verification: bool) {}
+
+    /// The host is stopping: release everything (a browser's process group, say).
+    fn shutdown(&self) {}
 }
 
 /// The reserved targets of the fixture page.
@@ -259,7 +277,9 @@ impl Executor for FixtureExecutor {
     fn open(
         &self,
         task: TaskId,
+        _url: Option<String>,
         options: FixtureOptions,
+        _deadline: Instant,
     ) -> BoxFuture<'static, Result<(), String>> {
         let (changed, _) = watch::channel(0);
         let page = Arc::new(FixturePage {
@@ -405,7 +425,7 @@ mod tests {
 
     async fn page(fx: &FixtureExecutor, options: FixtureOptions) -> TaskId {
         let id: TaskId = "t1".into();
-        fx.open(id.clone(), options).await.unwrap();
+        fx.open(id.clone(), None, options, soon(100)).await.unwrap();
         id
     }
 

@@ -9,8 +9,9 @@
 //! (what acts on pages), [`host`] (the rules), [`events`] (the operator's live feed),
 //! [`server`] (sockets), [`introspect`] (the operator's channel), [`serve`] (both services on
 //! their sockets), [`operator`] (the operator commands), [`client`] (the bridge client and its
-//! ambiguity gate), [`mcp`] (the MCP front), [`console`] (the operator's terminal monitor) and
-//! [`cli`]. `tests/architecture.rs` keeps the graph of these modules free of cycles.
+//! ambiguity gate), [`mcp`] (the MCP front), [`console`] (the operator's terminal monitor),
+//! [`cli`], [`journal`] (the durable receipt log) and [`webapp`] (a small real web app the
+//! Chromium executor's tests and `polaris demo --browser` drive). `tests/architecture.rs` keeps the graph of these modules free of cycles.
 
 #![warn(missing_docs)]
 
@@ -30,3 +31,4 @@ pub mod protocol;
 pub mod serve;
 pub mod server;
 pub mod tasks;
+pub mod webapp;

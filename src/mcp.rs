@@ -126,7 +126,8 @@ mutating_args!(
     TaskStartArgs {
         /// What the task is for (1–200 characters).
         title: String,
-        /// The page the task works on.
+        /// The page the task works on: an http, https or file URL (at most 8 KiB), required
+        /// when the host runs the Chromium executor, which opens it in a fresh browser context.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         url: Option<String>,
         /// Fixture page behaviour (the embedded executor only).

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::sync::{watch, Semaphore};
 
-use crate::executor::{Executor, FixtureExecutor};
+use crate::executor::Executor;
 use crate::host::{Handled, Host, HostConfig};
 use crate::introspect::Introspect;
 use crate::server::{
@@ -153,11 +153,10 @@ impl Running {
     }
 }
 
-/// `polaris serve` itself: serves with the fixture executor until SIGINT or SIGTERM, then
-/// stops gracefully.
-pub async fn run(options: ServeOptions) -> Result<(), ServeError> {
-    let executor: Arc<dyn Executor> = Arc::new(FixtureExecutor::new());
-    let running = start(&options, executor)?;
+/// `polaris serve` itself: serves with the given executor until SIGINT or SIGTERM, then
+/// stops gracefully and shuts the executor down.
+pub async fn run(options: ServeOptions, executor: Arc<dyn Executor>) -> Result<(), ServeError> {
+    let running = start(&options, executor.clone())?;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|source| ServeError::Io {
             what: "installing the SIGTERM handler".into(),
@@ -168,5 +167,6 @@ pub async fn run(options: ServeOptions) -> Result<(), ServeError> {
         _ = term.recv() => tracing::info!("SIGTERM: stopping"),
     }
     running.stop().await;
+    executor.shutdown();
     Ok(())
 }

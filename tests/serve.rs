@@ -261,9 +261,11 @@ impl Executor for PanickingExecutor {
     fn open(
         &self,
         task: TaskId,
+        url: Option<String>,
         options: FixtureOptions,
+        deadline: tokio::time::Instant,
     ) -> BoxFuture<'static, Result<(), String>> {
-        self.inner.open(task, options)
+        self.inner.open(task, url, options, deadline)
     }
     fn act(
         &self,

@@ -1,6 +1,7 @@
-//! `polaris demo`: a host with the fixture executor, a few simulated agents and the console, in
-//! one process — a small book that fills up, late submits that block tasks, re-queries and the
-//! occasional reused ID, so every part of the console has something to show.
+//! `polaris demo`: a host with the fixture executor (or, with `--browser`, real Chromium pages
+//! on a small web app), a few simulated agents and the console, in one process — a small book
+//! that fills up, late submits that block tasks, re-queries and the occasional reused ID, so
+//! every part of the console has something to show.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,6 +52,9 @@ pub struct DemoOptions {
     pub socket_dir: Option<PathBuf>,
     /// Receipt capacity.
     pub capacity: usize,
+    /// Drive real pages: this Chromium binary against the demo web app ([`crate::webapp`]),
+    /// instead of the fixture executor.
+    pub browser: Option<PathBuf>,
 }
 
 /// The default demo socket directory: short enough for socket path limits, unique per process.
@@ -81,14 +85,34 @@ pub async fn run(options: DemoOptions) -> Result<(), String> {
         Some(d) => (d, false),
         None => (fresh_demo_dir(), true),
     };
+    // With a browser, the agents publish on a real web app in real Chromium pages.
+    let (executor, app): (Arc<dyn crate::executor::Executor>, _) = match options.browser {
+        Some(binary) => {
+            let app = crate::webapp::WebApp::start()
+                .await
+                .map_err(|e| format!("the demo web app could not start: {e}"))?;
+            let config = crate::executor::chromium::ChromiumConfig::new(binary);
+            let executor = Arc::new(crate::executor::chromium::ChromiumExecutor::new(config));
+            (executor, Some(app))
+        }
+        None => (Arc::new(crate::executor::FixtureExecutor::new()), None),
+    };
     let running = crate::serve::start(
         &host_options(dir.clone(), options.capacity),
-        Arc::new(crate::executor::FixtureExecutor::new()),
+        executor.clone(),
     )
     .map_err(|e| format!("the demo host could not start: {e}"))?;
     let stop = Arc::new(AtomicBool::new(false));
+    let site = app.as_ref().map(|a| a.url());
     let agents: Vec<_> = (0..DEMO_AGENTS)
-        .map(|n| tokio::spawn(agent(n, BridgeClient::new(&dir), stop.clone())))
+        .map(|n| {
+            tokio::spawn(agent(
+                n,
+                BridgeClient::new(&dir),
+                stop.clone(),
+                site.clone(),
+            ))
+        })
         .collect();
     let console = super::run(dir.clone()).await;
     stop.store(true, Ordering::SeqCst);
@@ -96,6 +120,8 @@ pub async fn run(options: DemoOptions) -> Result<(), String> {
         a.abort();
     }
     running.stop().await;
+    executor.shutdown();
+    drop(app);
     if remove_after {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -120,8 +146,9 @@ fn code_of(reply: &Result<crate::protocol::Reply, crate::client::ClientError>) -
 }
 
 /// One simulated agent: start a task, fill a field, press Enter (sometimes the submit lands
-/// after the deadline), sometimes re-query, sometimes reuse an ID by mistake, finish.
-async fn agent(n: usize, client: BridgeClient, stop: Arc<AtomicBool>) {
+/// after the deadline), sometimes re-query, sometimes reuse an ID by mistake, finish. With a
+/// `site`, the task's page is the web app's form and the late saves are the server's.
+async fn agent(n: usize, client: BridgeClient, stop: Arc<AtomicBool>, site: Option<String>) {
     let mut rng = Rng::seeded();
     let mut order = 0u64;
     while !stop.load(Ordering::SeqCst) {
@@ -132,9 +159,12 @@ async fn agent(n: usize, client: BridgeClient, stop: Arc<AtomicBool>) {
         } else {
             rng.below(900)
         };
-        let started = client
-            .call("task.start", json!({"title": format!("agent {n} order {order}"), "fixture": {"submitDelayMs": delay}}))
-            .await;
+        let title = format!("agent {n} order {order}");
+        let start = match &site {
+            Some(url) => json!({"title": title, "url": format!("{url}?delayMs={delay}")}),
+            None => json!({"title": title, "fixture": {"submitDelayMs": delay}}),
+        };
+        let started = client.call("task.start", start).await;
         let task_id = match &started {
             Ok(r) if r.ok => r
                 .result_as::<TaskStartResult>()

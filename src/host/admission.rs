@@ -202,6 +202,9 @@ impl Host {
             _ => task.finish(now),
         }
         task.record(&key, method, now, "ok");
+        self.inner
+            .executor
+            .close(tid.clone(), task.pending_outcome().is_some());
         let state = task.state().as_str();
         let summary = task.summary_json();
         let outcome = Arc::new(Outcome::ok(&json!({"taskId": &*tid, "state": state})));

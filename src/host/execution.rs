@@ -257,7 +257,12 @@ impl Host {
         let executor = &self.inner.executor;
         if let Command::TaskStart(p) = &execution.cmd {
             let task_id: TaskId = uuid::Uuid::new_v4().to_string().into();
-            let opening = executor.open(task_id.clone(), p.fixture.clone().unwrap_or_default());
+            let opening = executor.open(
+                task_id.clone(),
+                p.url.clone(),
+                p.fixture.clone().unwrap_or_default(),
+                Instant::now() + self.inner.config.action_timeout,
+            );
             return Started::Open(task_id, opening);
         }
         let task = execution

@@ -94,7 +94,7 @@ impl Host {
                             ErrorCode::ReadTimeout,
                             format!("reading {} on task {task} did not finish within {} ms; nothing changed — read again later", p.target, host.inner.config.action_timeout.as_millis()),
                         ).with_details(json!({"taskId": &*task, "target": p.target}))),
-                        ReadOutcome::Failed(reason) => Outcome::err(&ErrorBody::new(
+                        ReadOutcome::Failed(reason) | ReadOutcome::Absent(reason) => Outcome::err(&ErrorBody::new(
                             ErrorCode::ActionFailed,
                             format!("reading {} on task {task} failed: {reason}; nothing changed", p.target),
                         )),
@@ -173,6 +173,9 @@ impl Host {
                         (VerifyOutcome::NotObserved, Some(obs))
                     }
                 }
+                // The page was read and the expected element is not on it: the expectation
+                // does not hold (a submit that ended on an error page, say).
+                ReadOutcome::Absent(_) => (VerifyOutcome::NotObserved, None),
                 ReadOutcome::TimedOut | ReadOutcome::Failed(_) => (VerifyOutcome::Unknown, None),
             };
             let now = now_millis();

@@ -7,7 +7,7 @@ use super::method::Method;
 use super::params::{
     NoParams, PageClickParams, PageFillParams, PagePressParams, PageReadParams, Params,
     ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams, TaskStartParams,
-    TaskStopParams, MAX_FIXTURE_DELAY_MS,
+    TaskStopParams, MAX_FIXTURE_DELAY_MS, MAX_URL_BYTES,
 };
 
 /// A bridge request after validation: the typed command the host acts on, so nothing past this
@@ -110,6 +110,14 @@ impl Command {
                     return Err(format!(
                         "invalid params for task.start: title must be 1 to 200 characters (got {len})"
                     ));
+                }
+                if let Some(url) = &p.url {
+                    if url.len() > MAX_URL_BYTES {
+                        return Err(format!(
+                            "invalid params for task.start: url must be at most {MAX_URL_BYTES} bytes (got {})",
+                            url.len()
+                        ));
+                    }
                 }
                 if let Some(f) = &p.fixture {
                     for (name, v) in [

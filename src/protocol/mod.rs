@@ -18,8 +18,6 @@
 //! - `time`: timestamps.
 
 mod canonical;
-pub mod introspection;
-pub mod results;
 mod codec;
 mod command;
 mod direct;
@@ -27,9 +25,11 @@ mod envelope;
 mod error;
 mod fingerprint;
 mod id;
+pub mod introspection;
 mod method;
 mod params;
 mod reply;
+pub mod results;
 mod time;
 
 #[cfg(test)]
@@ -47,7 +47,7 @@ pub use method::Method;
 pub use params::{
     Expect, ExpectCheck, FixtureOptions, NoParams, PageClickParams, PageFillParams,
     PagePressParams, PageReadParams, Params, ReceiptStatusParams, RunStatusParams, TaskParams,
-    TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS,
+    TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS, MAX_URL_BYTES,
 };
 pub use reply::{Meta, Outcome, ReceiptKind, Reply};
 pub use time::{format_millis, now_millis, now_rfc3339};

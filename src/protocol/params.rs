@@ -84,6 +84,9 @@ pub struct FixtureOptions {
 /// The longest delay a fixture option accepts, so no test page holds a task for long.
 pub const MAX_FIXTURE_DELAY_MS: u64 = 60_000;
 
+/// The longest `url` a task may name (SPEC §10).
+pub const MAX_URL_BYTES: usize = 8 * 1024;
+
 /// `task.start` params.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

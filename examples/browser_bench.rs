@@ -1,0 +1,364 @@
+//! What the Chromium executor costs, measured in one run on this machine:
+//!
+//! - **click-until-saved** on the web app's form (`polaris::webapp`): a `page.click` on
+//!   `#submit` with `expect: #status contains "Saved"` through Polaris (bridge socket, receipt,
+//!   executor: checks before dispatch, real mouse events, the watch across the POST's navigation
+//!   and its 303), against the bare CDP sequence on the same kind of page — set the title, find
+//!   the button's centre, press and release the mouse there, poll `#status` until it says
+//!   `Saved` — driven directly over the same pipe client, with no host and no checks. The two are
+//!   alternated in rounds; p50 and p99 of each.
+//! - `page.fill` and `page.read` through Polaris.
+//! - **Browser cold start**: launch until the first DevTools answer, fresh profile each time.
+//! - **Memory per task page**: the memory of the browser's whole process group with pages open,
+//!   against none: summed PSS (shared pages divided among their sharers: what the browser
+//!   really holds) and summed RSS (shared pages counted once per process: an overstatement).
+//!
+//! `cargo run --release --example browser_bench [ITERATIONS_PER_ROUND]` (default 25, 4 rounds).
+//! Needs Chromium (`apt-get install chromium-headless-shell`, or `POLARIS_CHROMIUM`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use polaris::client::BridgeClient;
+use polaris::executor::chromium::browser::{Browser, LaunchOptions};
+use polaris::executor::chromium::cdp::{methods, Connection};
+use polaris::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor};
+use polaris::executor::Executor;
+use polaris::webapp::WebApp;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+const ROUNDS: usize = 4;
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let i = ((v.len() as f64 - 1.0) * p).round() as usize;
+    v[i]
+}
+
+fn line(name: &str, v: &mut [f64]) {
+    let (p50, p99) = (pct(v, 0.5), pct(v, 0.99));
+    println!(
+        "{name:<42} n={:<4} p50 {p50:>7.2} ms   p99 {p99:>7.2} ms",
+        v.len()
+    );
+}
+
+fn ok(reply: &polaris::protocol::Reply) -> Value {
+    assert!(reply.ok, "{reply:?}");
+    reply.result.clone().unwrap_or_default()
+}
+
+/// One Polaris task: start on the form, fill the title (timed: the page's first script) and the
+/// body (timed), read the title back (timed), click until saved (timed), finish.
+async fn through_polaris(client: &BridgeClient, url: &str, i: usize) -> [f64; 4] {
+    let t = ok(&client
+        .call("task.start", json!({"title": "bench", "url": url}))
+        .await
+        .unwrap());
+    let task = t["taskId"].as_str().unwrap().to_owned();
+    let t0 = Instant::now();
+    ok(&client
+        .call(
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": format!("post {i}")}),
+        )
+        .await
+        .unwrap());
+    let fill = ms(t0.elapsed());
+    let t0 = Instant::now();
+    ok(&client
+        .call(
+            "page.fill",
+            json!({"taskId": task, "target": "#body", "value": "Measured."}),
+        )
+        .await
+        .unwrap());
+    let fill2 = ms(t0.elapsed());
+    let t0 = Instant::now();
+    ok(&client
+        .call("page.read", json!({"taskId": task, "target": "#title"}))
+        .await
+        .unwrap());
+    let read = ms(t0.elapsed());
+    let t0 = Instant::now();
+    let r = ok(&client
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#submit", "expect": {"target": "#status", "contains": "Saved"}}),
+        )
+        .await
+        .unwrap());
+    let click = ms(t0.elapsed());
+    assert!(r["observation"]["value"]
+        .as_str()
+        .unwrap()
+        .starts_with("Saved"));
+    ok(&client
+        .call("task.finish", json!({"taskId": task}))
+        .await
+        .unwrap());
+    [fill, fill2, read, click]
+}
+
+/// A bare page for the direct sequence.
+struct Direct {
+    cdp: Connection,
+    session: String,
+}
+
+impl Direct {
+    async fn open(browser: &Browser) -> Direct {
+        let cdp = browser.cdp.clone();
+        let ctx = cdp
+            .call(
+                None,
+                &methods::CreateBrowserContext {
+                    dispose_on_detach: false,
+                },
+            )
+            .await
+            .unwrap()
+            .browser_context_id;
+        let target = cdp
+            .call(
+                None,
+                &methods::CreateTarget {
+                    url: "about:blank".into(),
+                    browser_context_id: ctx,
+                },
+            )
+            .await
+            .unwrap()
+            .target_id;
+        let session = cdp
+            .call(
+                None,
+                &methods::AttachToTarget {
+                    target_id: target.clone(),
+                    flatten: true,
+                },
+            )
+            .await
+            .unwrap()
+            .session_id;
+        let _signals = cdp.track(&session, &target);
+        cdp.call(Some(&session), &methods::PageEnable {})
+            .await
+            .unwrap();
+        Direct { cdp, session }
+    }
+
+    async fn eval(&self, expression: String) -> Result<Value, ()> {
+        let r = self
+            .cdp
+            .call(
+                Some(&self.session),
+                &methods::Evaluate {
+                    expression,
+                    return_by_value: true,
+                    await_promise: false,
+                },
+            )
+            .await
+            .map_err(|_| ())?;
+        Ok(r.result.value)
+    }
+
+    /// Loads the form (untimed): navigate, then wait until `#title` is there.
+    async fn load(&self, url: &str) {
+        self.cdp
+            .call(Some(&self.session), &methods::Navigate { url: url.into() })
+            .await
+            .unwrap();
+        while self
+            .eval("document.readyState === 'complete' && !!document.querySelector('#title')".into())
+            .await
+            != Ok(Value::Bool(true))
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    /// The bare sequence: set the title, find the button, click, poll `#status`.
+    async fn click_until_saved(&self, i: usize) -> f64 {
+        self.eval(format!(
+            "document.querySelector('#title').value = {:?}",
+            format!("post {i}")
+        ))
+        .await
+        .unwrap();
+        let t0 = Instant::now();
+        let at = self
+            .eval("(() => { const b = document.querySelector('#submit').getBoundingClientRect(); return [b.left + b.width / 2, b.top + b.height / 2]; })()".into())
+            .await
+            .unwrap();
+        let (x, y) = (at[0].as_f64().unwrap(), at[1].as_f64().unwrap());
+        for (kind, button, buttons, clicks) in [
+            ("mousePressed", "left", 1, 1),
+            ("mouseReleased", "left", 0, 1),
+        ] {
+            self.cdp
+                .call(
+                    Some(&self.session),
+                    &methods::MouseEvent {
+                        kind,
+                        x,
+                        y,
+                        button,
+                        buttons,
+                        click_count: clicks,
+                    },
+                )
+                .await
+                .unwrap();
+        }
+        loop {
+            let v = self
+                .eval("(document.querySelector('#status') || {}).textContent || ''".into())
+                .await;
+            if let Ok(Value::String(s)) = v {
+                if s.contains("Saved") {
+                    return ms(t0.elapsed());
+                }
+            }
+        }
+    }
+}
+
+/// The browser group's memory in MiB: (summed RSS, summed PSS, processes).
+fn group_memory(x: &ChromiumExecutor) -> (f64, f64, usize) {
+    let ps = x.browser_processes();
+    let mib = |f: &dyn Fn(&polaris::executor::chromium::browser::GroupProcess) -> u64| {
+        ps.iter().map(|p| f(p) as f64).sum::<f64>() / (1024.0 * 1024.0)
+    };
+    (mib(&|p| p.rss_bytes), mib(&|p| p.pss_bytes), ps.len())
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let per_round: usize = std::env::args()
+        .nth(1)
+        .map(|s| s.parse().expect("a number of iterations"))
+        .unwrap_or(25);
+    let binary = find_chromium(
+        std::env::var_os("POLARIS_CHROMIUM")
+            .filter(|p| !p.is_empty())
+            .map(std::path::PathBuf::from)
+            .as_deref(),
+    )
+    .unwrap_or_else(|e| {
+        eprintln!("{e}");
+        std::process::exit(2)
+    });
+    let app = WebApp::start().await.unwrap();
+    let url = app.url();
+    println!("browser: {}", binary.display());
+
+    // Cold starts: a fresh profile and process group each time.
+    let mut cold = Vec::new();
+    for _ in 0..5 {
+        let b = Browser::launch(&LaunchOptions {
+            binary: binary.clone(),
+            startup_timeout: Duration::from_secs(30),
+        })
+        .await
+        .unwrap();
+        cold.push(ms(b.started_in));
+        b.kill();
+    }
+
+    // Polaris: a host in this process, the bridge client over its socket.
+    let dir = std::env::temp_dir().join(format!("pl-bench-{}", std::process::id()));
+    let mut options = polaris::console::demo::host_options(dir.clone(), 1_000_000);
+    options.host.action_timeout = Duration::from_secs(5);
+    let executor = ChromiumExecutor::new(ChromiumConfig::new(binary.clone()));
+    let running = polaris::serve::start(&options, Arc::new(executor.clone())).unwrap();
+    let client = BridgeClient::new(&dir);
+    through_polaris(&client, &url, 0).await; // starts the browser, warms up
+
+    // Direct: its own browser and page, the same app.
+    let direct_browser = Browser::launch(&LaunchOptions {
+        binary: binary.clone(),
+        startup_timeout: Duration::from_secs(30),
+    })
+    .await
+    .unwrap();
+    let direct = Direct::open(&direct_browser).await;
+    direct.load(&url).await;
+    direct.click_until_saved(0).await;
+
+    let (mut fill, mut fill2, mut read, mut click, mut bare) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        for i in 0..per_round {
+            let [f, f2, r, c] = through_polaris(&client, &url, round * per_round + i).await;
+            fill.push(f);
+            fill2.push(f2);
+            read.push(r);
+            click.push(c);
+        }
+        for i in 0..per_round {
+            direct.load(&url).await;
+            bare.push(direct.click_until_saved(round * per_round + i).await);
+        }
+    }
+    direct_browser.kill();
+
+    // Memory: the host's browser with pages open, against none open.
+    for _ in 0..20 {
+        if executor
+            .browser_processes()
+            .iter()
+            .all(|p| p.kind != "renderer")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let base = group_memory(&executor);
+    let pages = 10;
+    for _ in 0..pages {
+        ok(&client
+            .call("task.start", json!({"title": "open", "url": url}))
+            .await
+            .unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let with_pages = group_memory(&executor);
+
+    println!();
+    line("browser cold start (launch → first answer)", &mut cold);
+    line("click-until-saved, bare CDP sequence", &mut bare);
+    line("click-until-saved, through Polaris", &mut click);
+    line("page.fill through Polaris, fresh page", &mut fill);
+    line("page.fill through Polaris, second field", &mut fill2);
+    line("page.read through Polaris", &mut read);
+    let (b50, c50) = (pct(&mut bare, 0.5), pct(&mut click, 0.5));
+    println!(
+        "Polaris / bare at p50: {:.2}x ({:+.2} ms)",
+        c50 / b50,
+        c50 - b50
+    );
+    println!(
+        "browser group, no task page: {} processes, RSS {:.0} MiB, PSS {:.0} MiB",
+        base.2, base.0, base.1
+    );
+    println!(
+        "browser group, {pages} task pages: {} processes, RSS {:.0} MiB, PSS {:.0} MiB: {:.1} MiB PSS ({:.1} MiB RSS) per page",
+        with_pages.2,
+        with_pages.0,
+        with_pages.1,
+        (with_pages.1 - base.1) / pages as f64,
+        (with_pages.0 - base.0) / pages as f64
+    );
+    println!("commits at the server: {}", app.commits());
+
+    running.stop().await;
+    executor.shutdown();
+    let _ = std::fs::remove_dir_all(&dir);
+}

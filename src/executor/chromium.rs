@@ -1,0 +1,559 @@
+//! The Chromium executor: real pages in a headless Chromium driven over the DevTools protocol
+//! (SPEC §12).
+//!
+//! - One browser per host, started on the first task ([`browser`]) and started again when it
+//!   has died; its whole process group is killed when the host stops, and on drop.
+//! - Per task: a browser context of its own (cookies and storage isolated) and one page,
+//!   opened at the task's `url` ([`page`]).
+//! - Actions fail definitively only before anything was dispatched; afterwards their
+//!   expectation is watched until the deadline, else they are uncertain.
+//! - Reads (and so `task.verifyOutcome`) never dispatch anything. When the task's page died
+//!   with its renderer or its browser, a fresh page is opened at the last URL the page
+//!   committed with a real response, in the task's context (a new one if the browser itself
+//!   was replaced), and read there.
+//!
+//! The protocol client is hand-written and thin ([`cdp`]): one pipe, typed structs for the
+//! dozen methods used, events folded into per-page signals.
+
+pub mod browser;
+pub mod cdp;
+pub mod page;
+mod script;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use tokio::time::{timeout_at, Instant};
+
+use self::browser::{Browser, LaunchOptions};
+use self::cdp::methods;
+use self::page::Page;
+use super::{Action, ActionOutcome, Executor, ReadOutcome};
+use crate::protocol::FixtureOptions;
+use crate::tasks::TaskId;
+
+pub use self::browser::find_chromium;
+
+/// The longest selector accepted (SPEC §10).
+pub const MAX_SELECTOR_BYTES: usize = 1024;
+
+/// The URL schemes a task may open.
+pub const URL_SCHEMES: [&str; 3] = ["http", "https", "file"];
+
+/// Checks a task's URL: `http`, `https` or `file`, at most 8 KiB, no spaces or control
+/// characters.
+pub fn check_url(url: &str) -> Result<(), String> {
+    if url.len() > crate::protocol::MAX_URL_BYTES {
+        return Err(format!(
+            "url must be at most {} bytes (got {})",
+            crate::protocol::MAX_URL_BYTES,
+            url.len()
+        ));
+    }
+    let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
+    if !scheme.is_some_and(|s| URL_SCHEMES.contains(&s.as_str())) {
+        return Err(format!(
+            "url must be an http, https or file URL (got {:?})",
+            url.chars().take(60).collect::<String>()
+        ));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("url must not contain spaces or control characters".into());
+    }
+    Ok(())
+}
+
+/// How the executor starts its browser.
+#[derive(Clone, Debug)]
+pub struct ChromiumConfig {
+    /// The browser binary ([`find_chromium`]).
+    pub binary: PathBuf,
+    /// How long a start may take before it counts as failed.
+    pub startup_timeout: Duration,
+}
+
+impl ChromiumConfig {
+    /// The config for `binary`, with a 30 s start-up allowance (a cold start on a busy
+    /// machine takes seconds).
+    pub fn new(binary: PathBuf) -> ChromiumConfig {
+        ChromiumConfig {
+            binary,
+            startup_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The executor. Cheap to clone; clones share the browser.
+#[derive(Clone)]
+pub struct ChromiumExecutor {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    launch: LaunchOptions,
+    /// The current browser; the lock is held while one starts, so tasks that arrive
+    /// meanwhile share that start.
+    browser: tokio::sync::Mutex<Option<Arc<Browser>>>,
+    /// The same browser, for synchronous readers (its pid, the shutdown).
+    current: Mutex<Option<Arc<Browser>>>,
+    tasks: Mutex<HashMap<TaskId, Arc<TaskPage>>>,
+    mutations: AtomicU64,
+    stopped: AtomicBool,
+}
+
+/// One task's page and what it takes to open it again.
+struct TaskPage {
+    slot: Mutex<Slot>,
+    /// One reopening at a time.
+    reopening: tokio::sync::Mutex<()>,
+    /// Actions on one page run one after the other (a fill must not interleave a click's focus).
+    acting: tokio::sync::Mutex<()>,
+}
+
+struct Slot {
+    page: Option<Arc<Page>>,
+    /// The task's browser context, in the browser that made it.
+    context: Option<(Arc<Browser>, String)>,
+    /// The URL to reopen at when the page has none (it was closed, or never committed).
+    last_url: String,
+}
+
+impl TaskPage {
+    fn live_page(&self) -> Result<Arc<Page>, String> {
+        let slot = self.slot.lock().expect("task page lock");
+        match &slot.page {
+            Some(p) => match p.gone() {
+                None => Ok(p.clone()),
+                Some(why) => Err(why),
+            },
+            None => Err("the page was closed".into()),
+        }
+    }
+
+    fn last_url(&self) -> String {
+        let slot = self.slot.lock().expect("task page lock");
+        slot.page
+            .as_ref()
+            .map(|p| p.url())
+            .filter(|u| !u.is_empty())
+            .unwrap_or_else(|| slot.last_url.clone())
+    }
+}
+
+impl ChromiumExecutor {
+    /// An executor that starts `config.binary` on its first task.
+    pub fn new(config: ChromiumConfig) -> ChromiumExecutor {
+        ChromiumExecutor {
+            inner: Arc::new(Inner {
+                launch: LaunchOptions {
+                    binary: config.binary,
+                    startup_timeout: config.startup_timeout,
+                },
+                browser: tokio::sync::Mutex::new(None),
+                current: Mutex::new(None),
+                tasks: Mutex::new(HashMap::new()),
+                mutations: AtomicU64::new(0),
+                stopped: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    /// The running browser's pid (its process group's id), if one runs.
+    pub fn browser_pid(&self) -> Option<i32> {
+        let current = self.inner.current.lock().expect("current browser lock");
+        current
+            .as_ref()
+            .filter(|b| b.gone().is_none())
+            .map(|b| b.pid())
+    }
+
+    /// Starts the browser now (it is otherwise started by the first task) and returns how long
+    /// the start took, zero if it was running.
+    pub async fn warm_up(&self) -> Result<Duration, String> {
+        let before = self.browser_pid();
+        let b = self.inner.browser().await?;
+        Ok(if before.is_some() {
+            Duration::ZERO
+        } else {
+            b.started_in
+        })
+    }
+
+    /// The browser's processes, with their memory (for measurements).
+    pub fn browser_processes(&self) -> Vec<browser::GroupProcess> {
+        let current = self.inner.current.lock().expect("current browser lock");
+        current.as_ref().map(|b| b.processes()).unwrap_or_default()
+    }
+}
+
+impl Inner {
+    async fn browser(&self) -> Result<Arc<Browser>, String> {
+        let mut slot = self.browser.lock().await;
+        if self.stopped.load(Ordering::SeqCst) {
+            return Err("the host is stopping; no browser is started".into());
+        }
+        if let Some(b) = slot.as_ref() {
+            match b.gone() {
+                None => return Ok(b.clone()),
+                Some(why) => {
+                    tracing::warn!(pid = b.pid(), reason = %why, "Chromium went away; starting a new one");
+                    b.kill();
+                }
+            }
+        }
+        let b = Arc::new(Browser::launch(&self.launch).await?);
+        watch_browser(&b);
+        *slot = Some(b.clone());
+        *self.current.lock().expect("current browser lock") = Some(b.clone());
+        if self.stopped.load(Ordering::SeqCst) {
+            b.kill();
+            return Err("the host is stopping; no browser is started".into());
+        }
+        Ok(b)
+    }
+
+    fn task(&self, task: &str) -> Option<Arc<TaskPage>> {
+        self.tasks.lock().expect("tasks lock").get(task).cloned()
+    }
+
+    /// The task's page, opened again at its last URL if it died.
+    async fn page_for_reading(
+        &self,
+        tp: &TaskPage,
+        deadline: Instant,
+    ) -> Result<Arc<Page>, String> {
+        let dead = match tp.live_page() {
+            Ok(p) => return Ok(p),
+            Err(why) => why,
+        };
+        let _one = timeout_at(deadline, tp.reopening.lock())
+            .await
+            .map_err(|_| "another read was reopening the page at the deadline".to_owned())?;
+        if let Ok(p) = tp.live_page() {
+            return Ok(p);
+        }
+        let url = tp.last_url();
+        if url.is_empty() {
+            return Err(format!(
+                "the page is gone ({dead}) and never committed a URL to reopen"
+            ));
+        }
+        let browser = self.browser().await?;
+        let (old, context) = {
+            let slot = tp.slot.lock().expect("task page lock");
+            let context = match &slot.context {
+                Some((b, id)) if Arc::ptr_eq(b, &browser) => Some(id.clone()),
+                _ => None,
+            };
+            (slot.page.clone(), context)
+        };
+        if let Some(old) = old.filter(|p| Arc::ptr_eq(&p.browser, &browser)) {
+            old.close().await;
+        }
+        let context = match context {
+            Some(c) => c,
+            None => new_context(&browser, deadline).await?,
+        };
+        let page = Page::open(browser.clone(), &context, &url, deadline)
+            .await
+            .map_err(|e| format!("the page is gone ({dead}) and reopening {url} failed: {e}"))?;
+        tracing::info!(url, reason = %dead, "reopened a task's page to read it");
+        let page = Arc::new(page);
+        let mut slot = tp.slot.lock().expect("task page lock");
+        slot.page = Some(page.clone());
+        slot.context = Some((browser, context));
+        slot.last_url = url;
+        Ok(page)
+    }
+}
+
+/// Kills what is left of the browser's group as soon as its pipe closes (a crash leaves
+/// helpers behind), and says so.
+fn watch_browser(b: &Arc<Browser>) {
+    let weak = Arc::downgrade(b);
+    let cdp = b.cdp.clone();
+    tokio::spawn(async move {
+        cdp.wait_closed().await;
+        if let Some(b) = weak.upgrade() {
+            let reason = b.gone().unwrap_or_default();
+            if reason != browser::STOPPED {
+                tracing::warn!(pid = b.pid(), %reason, "Chromium went away");
+            }
+            b.kill();
+        }
+    });
+}
+
+async fn new_context(browser: &Browser, deadline: Instant) -> Result<String, String> {
+    match timeout_at(
+        deadline,
+        browser.cdp.call(
+            None,
+            &methods::CreateBrowserContext {
+                dispose_on_detach: false,
+            },
+        ),
+    )
+    .await
+    {
+        Ok(Ok(c)) => Ok(c.browser_context_id),
+        Ok(Err(e)) => Err(format!("creating a browser context failed: {e}")),
+        Err(_) => Err("creating a browser context did not finish before the deadline".into()),
+    }
+}
+
+fn dispose_context(browser: Arc<Browser>, context: String) {
+    let Ok(rt) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    rt.spawn(async move {
+        if browser.gone().is_none() {
+            let _ = tokio::time::timeout(
+                Duration::from_secs(5),
+                browser.cdp.call(
+                    None,
+                    &methods::DisposeBrowserContext {
+                        browser_context_id: context,
+                    },
+                ),
+            )
+            .await;
+        }
+    });
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Some(b) = self.current.get_mut().expect("current browser lock").take() {
+            b.kill();
+        }
+    }
+}
+
+impl Executor for ChromiumExecutor {
+    fn kind(&self) -> &'static str {
+        "chromium"
+    }
+
+    fn check_target(&self, target: &str) -> Result<(), String> {
+        if target.trim().is_empty() {
+            return Err(
+                "a CSS selector must not be empty (e.g. #title, form button[type=submit])".into(),
+            );
+        }
+        if target.len() > MAX_SELECTOR_BYTES {
+            return Err(format!(
+                "a CSS selector must be at most {MAX_SELECTOR_BYTES} bytes (got {})",
+                target.len()
+            ));
+        }
+        if target.chars().any(|c| c.is_control()) {
+            return Err("a CSS selector must not contain control characters".into());
+        }
+        Ok(())
+    }
+
+    fn open(
+        &self,
+        task: TaskId,
+        url: Option<String>,
+        _fixture: FixtureOptions,
+        deadline: Instant,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let Some(url) = url else {
+                return Err("the Chromium executor opens each task's page at its url: pass \"url\" (an http, https or file URL)".into());
+            };
+            check_url(&url)?;
+            let budget = deadline.saturating_duration_since(Instant::now());
+            let browser = inner.browser().await?;
+            // Starting the browser does not eat into the page's own time.
+            let deadline = Instant::now() + budget;
+            let context = new_context(&browser, deadline).await?;
+            let page = match Page::open(browser.clone(), &context, &url, deadline).await {
+                Ok(p) => p,
+                Err(e) => {
+                    dispose_context(browser, context);
+                    return Err(e);
+                }
+            };
+            let committed = page.url();
+            let tp = Arc::new(TaskPage {
+                slot: Mutex::new(Slot {
+                    page: Some(Arc::new(page)),
+                    context: Some((browser, context)),
+                    last_url: if committed.is_empty() { url } else { committed },
+                }),
+                reopening: tokio::sync::Mutex::new(()),
+                acting: tokio::sync::Mutex::new(()),
+            });
+            inner.tasks.lock().expect("tasks lock").insert(task, tp);
+            Ok(())
+        })
+    }
+
+    fn act(
+        &self,
+        task: TaskId,
+        action: Action,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ActionOutcome> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let Some(tp) = inner.task(&task) else {
+                return ActionOutcome::Failed(format!(
+                    "task {task} has no page in this executor; nothing was dispatched"
+                ));
+            };
+            let Ok(_turn) = timeout_at(deadline, tp.acting.lock()).await else {
+                return ActionOutcome::Failed(
+                    "another action on this task's page was still running at the deadline; nothing was dispatched".into(),
+                );
+            };
+            let page = match tp.live_page() {
+                Ok(p) => p,
+                Err(why) => {
+                    return ActionOutcome::Failed(format!(
+                        "the task's page is gone ({why}), and what was filled in went with it; nothing was dispatched. page.read opens it again at {}; fill it in again before submitting",
+                        tp.last_url()
+                    ))
+                }
+            };
+            match action {
+                Action::Fill { target, value } => page.fill(&target, &value, deadline).await,
+                Action::Click { target, expect } => {
+                    page.click(&target, &expect, deadline, &inner.mutations)
+                        .await
+                }
+                Action::Press {
+                    key,
+                    target,
+                    expect,
+                } => {
+                    page.press(&key, target.as_deref(), &expect, deadline, &inner.mutations)
+                        .await
+                }
+            }
+        })
+    }
+
+    fn observe(
+        &self,
+        task: TaskId,
+        target: String,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ReadOutcome> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let Some(tp) = inner.task(&task) else {
+                return ReadOutcome::Failed(format!(
+                    "task {task} has no page in this executor (its page is closed once the task ends)"
+                ));
+            };
+            match inner.page_for_reading(&tp, deadline).await {
+                Ok(page) => page.read(&target, deadline).await,
+                Err(why) if Instant::now() >= deadline => {
+                    tracing::debug!(reason = %why, "reading a task's page timed out");
+                    ReadOutcome::TimedOut
+                }
+                Err(why) => ReadOutcome::Failed(why),
+            }
+        })
+    }
+
+    fn close(&self, task: TaskId, keep_for_verification: bool) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let tp = if keep_for_verification {
+            self.inner.task(&task)
+        } else {
+            self.inner.tasks.lock().expect("tasks lock").remove(&task)
+        };
+        let Some(tp) = tp else {
+            return;
+        };
+        let (page, context) = {
+            let mut slot = tp.slot.lock().expect("task page lock");
+            if let Some(p) = &slot.page {
+                let u = p.url();
+                if !u.is_empty() {
+                    slot.last_url = u;
+                }
+            }
+            let context = if keep_for_verification {
+                None
+            } else {
+                slot.context.take()
+            };
+            (slot.page.take(), context)
+        };
+        rt.spawn(async move {
+            if let Some(p) = page {
+                p.close().await;
+            }
+            if let Some((browser, id)) = context {
+                dispose_context(browser, id);
+            }
+        });
+    }
+
+    fn shutdown(&self) {
+        self.inner.stopped.store(true, Ordering::SeqCst);
+        let current = self
+            .inner
+            .current
+            .lock()
+            .expect("current browser lock")
+            .take();
+        if let Some(b) = current {
+            b.kill();
+        }
+    }
+
+    fn mutations(&self) -> u64 {
+        self.inner.mutations.load(Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        for ok in [
+            "http://127.0.0.1:8080/",
+            "HTTPS://example.org/a?b=c",
+            "file:///tmp/form.html",
+        ] {
+            assert!(check_url(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "about:blank",
+            "javascript:alert(1)",
+            "127.0.0.1:80",
+            "",
+            "http://a b/",
+            "data:text/html,hi",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad}");
+        }
+        let long = format!("http://x/{}", "a".repeat(8192));
+        assert!(check_url(&long).unwrap_err().contains("8192"));
+    }
+
+    #[test]
+    fn selectors() {
+        let x = ChromiumExecutor::new(ChromiumConfig::new("/nonexistent".into()));
+        assert!(x.check_target("form#post button[type=submit]").is_ok());
+        assert!(x.check_target("").is_err());
+        assert!(x.check_target(&"a".repeat(1025)).is_err());
+        assert!(x.check_target("#a\n").is_err());
+    }
+}

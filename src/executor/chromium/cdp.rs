@@ -1,0 +1,703 @@
+//! A thin Chrome DevTools Protocol client over `--remote-debugging-pipe`.
+//!
+//! The browser reads commands on its fd 3 and writes replies and events on its fd 4; every
+//! message is one JSON object followed by a NUL byte. One writer task owns the command pipe,
+//! one reader task owns the reply pipe: a reply wakes the call that waits for its `id`, and the
+//! few events the executor needs update a per-page [`PageSignals`] (a `watch`, so nothing
+//! queues up and a slow reader never holds the browser back).
+//!
+//! Only the methods the executor uses are typed (see [`methods`]); a call is
+//! `conn.call(session, &methods::PageNavigate { .. })`.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// A typed CDP command.
+pub trait Method: Serialize {
+    /// The protocol's name for it, e.g. `Page.navigate`.
+    const NAME: &'static str;
+    /// What the browser answers.
+    type Returns: DeserializeOwned;
+}
+
+/// Why a call got no answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CdpError {
+    /// The pipe closed: the browser exited or was killed. The reason says which, when known.
+    Closed(String),
+    /// The browser answered with an error.
+    Protocol {
+        /// The protocol's error code.
+        code: i64,
+        /// Its message, e.g. "Execution context was destroyed."
+        message: String,
+    },
+    /// The answer did not have the expected shape.
+    Decode(String),
+}
+
+impl std::fmt::Display for CdpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CdpError::Closed(why) => write!(f, "the browser connection closed ({why})"),
+            CdpError::Protocol { code, message } => {
+                write!(f, "the browser answered error {code}: {message}")
+            }
+            CdpError::Decode(e) => write!(f, "an unexpected answer from the browser: {e}"),
+        }
+    }
+}
+
+impl CdpError {
+    /// Whether the error means the page's JavaScript world went away under the call (a
+    /// navigation replaced the document): worth trying again on the next document.
+    pub fn is_context_gone(&self) -> bool {
+        match self {
+            CdpError::Protocol { message, .. } => {
+                let m = message.as_str();
+                m.contains("Execution context was destroyed")
+                    || m.contains("Cannot find default execution context")
+                    || m.contains("Cannot find context with specified id")
+                    || m.contains("Inspected target navigated or closed")
+                    || m.contains("Promise was collected")
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What the executor needs to know about one attached page, kept up to date by the reader.
+#[derive(Clone, Debug, Default)]
+pub struct PageSignals {
+    /// Main-frame navigations committed (a form submit's response, a redirect, an error page).
+    pub navigations: u64,
+    /// Main-frame `load` events.
+    pub loads: u64,
+    /// Whether the current document fired `load` (reset by each navigation).
+    pub loaded: bool,
+    /// The last main-frame URL committed with a real response (error pages are not counted:
+    /// their URL is the request that failed, which may have been a POST).
+    pub url: String,
+    /// The URL whose load failed when the page shows the browser's own error page (the
+    /// connection closed without an answer, say); cleared by the next real document.
+    pub error_page: Option<String>,
+    /// Set once the page cannot be used any more: its renderer crashed, it was closed, or the
+    /// browser went away.
+    pub gone: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ProtocolError {
+    code: i64,
+    message: String,
+}
+
+/// One message from the browser: a reply (`id`) or an event (`method`).
+#[derive(Deserialize)]
+struct Incoming<'a> {
+    id: Option<u64>,
+    #[serde(borrow)]
+    result: Option<&'a RawValue>,
+    error: Option<ProtocolError>,
+    method: Option<&'a str>,
+    #[serde(borrow)]
+    params: Option<&'a RawValue>,
+    #[serde(rename = "sessionId")]
+    session_id: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Outgoing<'a, P> {
+    id: u64,
+    method: &'static str,
+    params: &'a P,
+    #[serde(rename = "sessionId", skip_serializing_if = "Option::is_none")]
+    session_id: Option<&'a str>,
+}
+
+type Answer = Result<Box<RawValue>, CdpError>;
+
+struct Session {
+    /// The page's target, which is also its main frame's id.
+    target_id: String,
+    signals: watch::Sender<PageSignals>,
+}
+
+struct Shared {
+    outbox: mpsc::UnboundedSender<Vec<u8>>,
+    next_id: AtomicU64,
+    calls: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
+    sessions: Mutex<HashMap<String, Session>>,
+    /// `Some(reason)` once the pipe closed.
+    closed: watch::Sender<Option<String>>,
+}
+
+impl Shared {
+    fn close(&self, reason: &str) {
+        let first = self.closed.send_if_modified(|c| {
+            if c.is_none() {
+                *c = Some(reason.to_owned());
+                true
+            } else {
+                false
+            }
+        });
+        if !first {
+            return;
+        }
+        // Dropping the senders answers every waiting call with `Closed`.
+        self.calls.lock().expect("cdp calls lock").clear();
+        for s in self.sessions.lock().expect("cdp sessions lock").values() {
+            s.signals.send_modify(|p| {
+                p.gone
+                    .get_or_insert_with(|| format!("the browser went away ({reason})"));
+            });
+        }
+    }
+
+    fn closed_reason(&self) -> Option<String> {
+        self.closed.borrow().clone()
+    }
+
+    fn on_event(&self, method: &str, params: Option<&RawValue>, session: Option<&str>) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Frame {
+            parent_id: Option<String>,
+            url: String,
+            unreachable_url: Option<String>,
+        }
+        #[derive(Deserialize)]
+        struct FrameNavigated {
+            frame: Frame,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct WithinDocument {
+            frame_id: String,
+            url: String,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Detached {
+            session_id: String,
+        }
+        fn parse<T: DeserializeOwned>(params: Option<&RawValue>) -> Option<T> {
+            serde_json::from_str(params?.get()).ok()
+        }
+
+        let Some(session) = session else {
+            if method == "Target.detachedFromTarget" {
+                if let Some(d) = parse::<Detached>(params) {
+                    let removed = self
+                        .sessions
+                        .lock()
+                        .expect("cdp sessions lock")
+                        .remove(&d.session_id);
+                    if let Some(s) = removed {
+                        s.signals.send_modify(|p| {
+                            p.gone
+                                .get_or_insert_with(|| "the page was closed".to_owned());
+                        });
+                    }
+                }
+            }
+            return;
+        };
+        let sessions = self.sessions.lock().expect("cdp sessions lock");
+        let Some(s) = sessions.get(session) else {
+            return;
+        };
+        match method {
+            "Page.frameNavigated" => {
+                let Some(n) = parse::<FrameNavigated>(params) else {
+                    return;
+                };
+                if n.frame.parent_id.is_some() {
+                    return;
+                }
+                s.signals.send_modify(|p| {
+                    p.navigations += 1;
+                    p.loaded = false;
+                    match n.frame.unreachable_url {
+                        None => {
+                            p.url = n.frame.url;
+                            p.error_page = None;
+                        }
+                        Some(failed) => p.error_page = Some(failed),
+                    }
+                });
+            }
+            "Page.navigatedWithinDocument" => {
+                if let Some(n) = parse::<WithinDocument>(params) {
+                    if n.frame_id == s.target_id {
+                        s.signals.send_modify(|p| p.url = n.url);
+                    }
+                }
+            }
+            "Page.loadEventFired" => s.signals.send_modify(|p| {
+                p.loads += 1;
+                p.loaded = true;
+            }),
+            "Inspector.targetCrashed" => s.signals.send_modify(|p| {
+                p.gone
+                    .get_or_insert_with(|| "the page's renderer crashed".to_owned());
+            }),
+            "Inspector.detached" => s.signals.send_modify(|p| {
+                p.gone
+                    .get_or_insert_with(|| "the page was detached".to_owned());
+            }),
+            _ => {}
+        }
+    }
+}
+
+/// Removes a call's entry when the call is dropped before its answer (a deadline passed).
+struct Pending<'a> {
+    shared: &'a Shared,
+    id: u64,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.shared
+            .calls
+            .lock()
+            .expect("cdp calls lock")
+            .remove(&self.id);
+    }
+}
+
+/// A connection to one browser. Cheap to clone.
+#[derive(Clone)]
+pub struct Connection {
+    shared: Arc<Shared>,
+}
+
+impl Connection {
+    /// Starts the reader and writer tasks over the two pipe ends.
+    pub fn start(commands: pipe::Sender, replies: pipe::Receiver) -> Connection {
+        let (outbox, mut rx) = mpsc::unbounded_channel::<Vec<u8>>();
+        let (closed, _) = watch::channel(None);
+        let shared = Arc::new(Shared {
+            outbox,
+            next_id: AtomicU64::new(1),
+            calls: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
+            closed,
+        });
+        let writer_shared = Arc::downgrade(&shared);
+        tokio::spawn(async move {
+            let mut commands = commands;
+            while let Some(msg) = rx.recv().await {
+                if let Err(e) = commands.write_all(&msg).await {
+                    if let Some(s) = writer_shared.upgrade() {
+                        s.close(&format!("writing to the browser failed: {e}"));
+                    }
+                    return;
+                }
+            }
+        });
+        let reader_shared = shared.clone();
+        tokio::spawn(async move {
+            let mut replies = BufReader::with_capacity(64 * 1024, replies);
+            let mut buf = Vec::with_capacity(64 * 1024);
+            let reason = loop {
+                buf.clear();
+                match replies.read_until(0, &mut buf).await {
+                    Ok(0) => break "the browser closed its pipe".to_owned(),
+                    Ok(_) => {}
+                    Err(e) => break format!("reading from the browser failed: {e}"),
+                }
+                if buf.last() == Some(&0) {
+                    buf.pop();
+                }
+                reader_shared.dispatch(&buf);
+            };
+            reader_shared.close(&reason);
+        });
+        Connection { shared }
+    }
+
+    /// Sends a command (to a page's session, or to the browser when `session` is `None`) and
+    /// waits for its answer. Dropping the future abandons the call; the browser may still
+    /// carry it out.
+    pub async fn call<M: Method>(
+        &self,
+        session: Option<&str>,
+        params: &M,
+    ) -> Result<M::Returns, CdpError> {
+        let raw = self.call_raw(M::NAME, session, params).await?;
+        serde_json::from_str(raw.get())
+            .map_err(|e| CdpError::Decode(format!("{}: {e}: {}", M::NAME, raw.get())))
+    }
+
+    async fn call_raw<P: Serialize>(
+        &self,
+        method: &'static str,
+        session: Option<&str>,
+        params: &P,
+    ) -> Answer {
+        let shared = &*self.shared;
+        let id = shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let mut msg = serde_json::to_vec(&Outgoing {
+            id,
+            method,
+            params,
+            session_id: session,
+        })
+        .map_err(|e| CdpError::Decode(e.to_string()))?;
+        msg.push(0);
+        let (tx, rx) = oneshot::channel();
+        shared.calls.lock().expect("cdp calls lock").insert(id, tx);
+        let _pending = Pending { shared, id };
+        // Checked after registering: a close that ran before the insert left this entry
+        // behind, so look again rather than wait forever.
+        if let Some(why) = shared.closed_reason() {
+            return Err(CdpError::Closed(why));
+        }
+        if shared.outbox.send(msg).is_err() {
+            return Err(CdpError::Closed("the writer stopped".into()));
+        }
+        match rx.await {
+            Ok(answer) => answer,
+            Err(_) => Err(CdpError::Closed(
+                shared
+                    .closed_reason()
+                    .unwrap_or_else(|| "the browser went away".into()),
+            )),
+        }
+    }
+
+    /// Starts tracking the events of an attached page session.
+    pub fn track(&self, session_id: &str, target_id: &str) -> watch::Receiver<PageSignals> {
+        let (tx, rx) = watch::channel(PageSignals::default());
+        if let Some(why) = self.shared.closed_reason() {
+            tx.send_modify(|p| p.gone = Some(format!("the browser went away ({why})")));
+        }
+        self.shared
+            .sessions
+            .lock()
+            .expect("cdp sessions lock")
+            .insert(
+                session_id.to_owned(),
+                Session {
+                    target_id: target_id.to_owned(),
+                    signals: tx,
+                },
+            );
+        rx
+    }
+
+    /// Stops tracking a session (its page is being closed).
+    pub fn untrack(&self, session_id: &str) {
+        self.shared
+            .sessions
+            .lock()
+            .expect("cdp sessions lock")
+            .remove(session_id);
+    }
+
+    /// `Some(reason)` once the browser connection closed.
+    pub fn closed(&self) -> Option<String> {
+        self.shared.closed_reason()
+    }
+
+    /// Resolves when the connection closes.
+    pub async fn wait_closed(&self) {
+        let mut rx = self.shared.closed.subscribe();
+        let _ = rx.wait_for(|c| c.is_some()).await;
+    }
+
+    /// Marks the connection closed (the browser is being killed).
+    pub fn close(&self, reason: &str) {
+        self.shared.close(reason);
+    }
+}
+
+impl Shared {
+    fn dispatch(&self, message: &[u8]) {
+        let Ok(msg) = serde_json::from_slice::<Incoming<'_>>(message) else {
+            tracing::debug!(
+                len = message.len(),
+                "an unreadable message from the browser"
+            );
+            return;
+        };
+        if let Some(id) = msg.id {
+            let waiter = self.calls.lock().expect("cdp calls lock").remove(&id);
+            if let Some(tx) = waiter {
+                let answer = match (msg.error, msg.result) {
+                    (Some(e), _) => Err(CdpError::Protocol {
+                        code: e.code,
+                        message: e.message,
+                    }),
+                    (None, Some(r)) => Ok(r.to_owned()),
+                    (None, None) => Ok(RawValue::from_string("{}".into()).expect("valid JSON")),
+                };
+                let _ = tx.send(answer);
+            }
+        } else if let Some(method) = msg.method {
+            self.on_event(method, msg.params, msg.session_id);
+        }
+    }
+}
+
+/// The commands the executor sends, typed.
+pub mod methods {
+    use serde::{Deserialize, Serialize};
+    use serde_json::Value;
+
+    use super::Method;
+
+    /// An empty answer.
+    #[derive(Debug, Deserialize)]
+    pub struct Empty {}
+
+    /// `Browser.getVersion`.
+    #[derive(Serialize)]
+    pub struct BrowserGetVersion {}
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Version {
+        /// E.g. `HeadlessChrome/156.0.7573.0`.
+        pub product: String,
+    }
+    impl Method for BrowserGetVersion {
+        const NAME: &'static str = "Browser.getVersion";
+        type Returns = Version;
+    }
+
+    /// `Target.createBrowserContext`: cookies and storage isolated from every other task.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct CreateBrowserContext {
+        /// Keep it when the creating session detaches (the pipe's root session never does).
+        pub dispose_on_detach: bool,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct BrowserContext {
+        /// The new context.
+        pub browser_context_id: String,
+    }
+    impl Method for CreateBrowserContext {
+        const NAME: &'static str = "Target.createBrowserContext";
+        type Returns = BrowserContext;
+    }
+
+    /// `Target.disposeBrowserContext`: closes its pages and forgets its storage.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct DisposeBrowserContext {
+        /// The context.
+        pub browser_context_id: String,
+    }
+    impl Method for DisposeBrowserContext {
+        const NAME: &'static str = "Target.disposeBrowserContext";
+        type Returns = Empty;
+    }
+
+    /// `Target.createTarget`: a new page.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct CreateTarget {
+        /// Its first URL.
+        pub url: String,
+        /// The context it lives in.
+        pub browser_context_id: String,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Target {
+        /// The new target (also its main frame's id).
+        pub target_id: String,
+    }
+    impl Method for CreateTarget {
+        const NAME: &'static str = "Target.createTarget";
+        type Returns = Target;
+    }
+
+    /// `Target.attachToTarget` with `flatten: true`: the page's commands and events travel on
+    /// this same pipe, tagged with the returned `sessionId`.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct AttachToTarget {
+        /// The page.
+        pub target_id: String,
+        /// Always true.
+        pub flatten: bool,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Attached {
+        /// The session to address the page with.
+        pub session_id: String,
+    }
+    impl Method for AttachToTarget {
+        const NAME: &'static str = "Target.attachToTarget";
+        type Returns = Attached;
+    }
+
+    /// `Target.closeTarget`.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct CloseTarget {
+        /// The page.
+        pub target_id: String,
+    }
+    impl Method for CloseTarget {
+        const NAME: &'static str = "Target.closeTarget";
+        type Returns = Value;
+    }
+
+    /// `Page.enable`: frame and load events.
+    #[derive(Serialize)]
+    pub struct PageEnable {}
+    impl Method for PageEnable {
+        const NAME: &'static str = "Page.enable";
+        type Returns = Empty;
+    }
+
+    /// `Inspector.enable`: the `targetCrashed` event.
+    #[derive(Serialize)]
+    pub struct InspectorEnable {}
+    impl Method for InspectorEnable {
+        const NAME: &'static str = "Inspector.enable";
+        type Returns = Empty;
+    }
+
+    /// `Page.navigate`.
+    #[derive(Serialize)]
+    pub struct Navigate {
+        /// Where to.
+        pub url: String,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Navigated {
+        /// Set when the navigation failed (e.g. `net::ERR_CONNECTION_REFUSED`).
+        pub error_text: Option<String>,
+    }
+    impl Method for Navigate {
+        const NAME: &'static str = "Page.navigate";
+        type Returns = Navigated;
+    }
+
+    /// `Runtime.evaluate` of an expression, its result returned by value.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Evaluate {
+        /// The JavaScript expression.
+        pub expression: String,
+        /// Always true: the executor only wants JSON back.
+        pub return_by_value: bool,
+        /// Wait for a returned promise.
+        pub await_promise: bool,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Evaluated {
+        /// The value.
+        pub result: RemoteObject,
+        /// Set when the expression threw.
+        pub exception_details: Option<ExceptionDetails>,
+    }
+    /// A JavaScript value.
+    #[derive(Debug, Deserialize)]
+    pub struct RemoteObject {
+        /// The value, when it is JSON.
+        #[serde(default)]
+        pub value: Value,
+        /// A description (of an exception, say).
+        pub description: Option<String>,
+    }
+    /// Why an expression threw.
+    #[derive(Debug, Deserialize)]
+    pub struct ExceptionDetails {
+        /// A summary.
+        pub text: String,
+        /// The thrown value.
+        pub exception: Option<RemoteObject>,
+    }
+    impl Method for Evaluate {
+        const NAME: &'static str = "Runtime.evaluate";
+        type Returns = Evaluated;
+    }
+
+    /// `Input.dispatchMouseEvent`: a real mouse event, hit-tested by the browser.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct MouseEvent {
+        /// `mouseMoved`, `mousePressed` or `mouseReleased`.
+        #[serde(rename = "type")]
+        pub kind: &'static str,
+        /// Viewport x, CSS pixels.
+        pub x: f64,
+        /// Viewport y, CSS pixels.
+        pub y: f64,
+        /// `none` or `left`.
+        pub button: &'static str,
+        /// Buttons held (1 = left).
+        pub buttons: u8,
+        /// 1 for a single click.
+        pub click_count: u8,
+    }
+    impl Method for MouseEvent {
+        const NAME: &'static str = "Input.dispatchMouseEvent";
+        type Returns = Empty;
+    }
+
+    /// `Input.dispatchKeyEvent`: a real key event to the focused element.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct KeyEvent {
+        /// `keyDown` (with text), `rawKeyDown` (without) or `keyUp`.
+        #[serde(rename = "type")]
+        pub kind: &'static str,
+        /// The DOM `key`, e.g. `Enter`.
+        pub key: String,
+        /// The DOM `code`, e.g. `Enter`.
+        pub code: String,
+        /// The Windows virtual key code, e.g. 13.
+        pub windows_virtual_key_code: u32,
+        /// Same as above; Chromium reads it on Linux.
+        pub native_virtual_key_code: u32,
+        /// The text the key types (`"\r"` for Enter).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub text: Option<String>,
+        /// The same, unmodified.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub unmodified_text: Option<String>,
+    }
+    impl Method for KeyEvent {
+        const NAME: &'static str = "Input.dispatchKeyEvent";
+        type Returns = Empty;
+    }
+
+    /// `Input.insertText`: text entered into the focused field as an input method commits it
+    /// (trusted `beforeinput` and `input` events).
+    #[derive(Serialize)]
+    pub struct InsertText {
+        /// The text.
+        pub text: String,
+    }
+    impl Method for InsertText {
+        const NAME: &'static str = "Input.insertText";
+        type Returns = Empty;
+    }
+}

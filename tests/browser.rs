@@ -1,0 +1,543 @@
+//! The Chromium executor end to end: a real `polaris serve --executor chromium` process with a
+//! private headless Chromium, driving the real web app of `polaris::webapp` on 127.0.0.1.
+//! Effects are counted where they happen — at the app's server — never from the page.
+//!
+//! Without a browser each test prints one `skipped:` line and passes, unless
+//! `POLARIS_REQUIRE_BROWSER=1`.
+
+mod browser_common;
+mod common;
+
+use std::time::Duration;
+
+use browser_common::*;
+use common::*;
+use polaris::webapp::{Fault, WebApp, REJECTED};
+use serde_json::{json, Value};
+
+/// A host with the Chromium executor and the app it drives. Dropped in reverse order: the
+/// reaper kills the private browser while the host is still its parent, then the host goes.
+struct Rig {
+    app: WebApp,
+    _reaper: Reaper,
+    host: TestHost,
+    c: Conn,
+}
+
+impl Rig {
+    async fn start(action_timeout_ms: u64) -> Option<Rig> {
+        let chromium = chromium_or_skip()?;
+        let app = WebApp::start().await.expect("the web app starts");
+        let args = serve_args(&chromium, action_timeout_ms);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let host = TestHost::start(&args);
+        let reaper = Reaper {
+            host_pid: host.child.as_ref().unwrap().id(),
+        };
+        let c = host.conn().await;
+        Some(Rig {
+            app,
+            _reaper: reaper,
+            host,
+            c,
+        })
+    }
+
+    fn pid(&self) -> u32 {
+        self.host.child.as_ref().unwrap().id()
+    }
+
+    /// Starts a task on `url` and returns its ID.
+    async fn task(&mut self, url: &str) -> String {
+        let r = self
+            .c
+            .call("task.start", json!({"title": "publish a post", "url": url}))
+            .await;
+        assert_eq!(r["ok"], true, "{r}\n{}", self.host.log());
+        r["result"]["taskId"].as_str().unwrap().to_owned()
+    }
+
+    /// Starts a task on the app's form and fills its title and body.
+    async fn filled(&mut self, title: &str) -> String {
+        let task = self.task(&self.app.url()).await;
+        for (target, value) in [("#title", title), ("#body", "Written by an agent.")] {
+            let r = self
+                .c
+                .call(
+                    "page.fill",
+                    json!({"taskId": task, "target": target, "value": value}),
+                )
+                .await;
+            assert_eq!(ok(&r)["value"], value);
+        }
+        task
+    }
+
+    async fn call(&mut self, method: &str, params: Value) -> Value {
+        self.c.call(method, params).await
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        // A graceful stop, so the host kills its browser and removes the profile itself.
+        if self.host.child.is_some() {
+            self.host.terminate();
+        }
+    }
+}
+
+fn click(task: &str, expect: Value) -> Value {
+    json!({"taskId": task, "target": "#submit", "expect": expect})
+}
+
+async fn verify(r: &mut Rig, task: &str) -> Value {
+    let v = r.call("task.verifyOutcome", json!({"taskId": task})).await;
+    ok(&v).clone()
+}
+
+/// Verifies until the outcome is `want` (a late answer takes a moment to reach the page).
+async fn verify_until(r: &mut Rig, task: &str, want: &str) -> Value {
+    let mut last = Value::Null;
+    for _ in 0..40 {
+        last = verify(r, task).await;
+        if last["outcome"] == want {
+            return last;
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    panic!(
+        "verification never said {want}; last {last}\n{}",
+        r.host.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_normal_submit_is_saved_once() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = r.filled("Launch day").await;
+    let clicked = r.call("page.click", click(&task, saved())).await;
+    assert_eq!(
+        ok(&clicked)["observation"],
+        json!({"target": "#status", "value": "Saved #1"}),
+        "{}",
+        r.host.log()
+    );
+    assert_eq!(r.app.commits(), 1);
+    assert_eq!(r.app.posts()[0].title, "Launch day");
+    assert_eq!(r.app.posts()[0].body, "Written by an agent.");
+    // The form POST navigated (303 to /posts/1); reads see the new page.
+    let title = r
+        .call(
+            "page.read",
+            json!({"taskId": task, "target": "#saved-title"}),
+        )
+        .await;
+    assert_eq!(ok(&title)["value"], "Launch day");
+    assert_eq!(mutations(&mut r.c).await, 1, "one click dispatched");
+    ok(&r.call("task.finish", json!({"taskId": task})).await);
+
+    // Enter in a form field submits the form, as in any browser.
+    let task = r.filled("Second post").await;
+    let pressed = r
+        .call(
+            "page.press",
+            json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()}),
+        )
+        .await;
+    assert_eq!(ok(&pressed)["observation"]["value"], "Saved #2");
+    assert_eq!(r.app.commits(), 2);
+    assert_eq!(mutations(&mut r.c).await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_response_is_uncertain_then_confirmed_and_saved_once() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(1500).await else {
+        return;
+    };
+    let task = r.filled("Late but saved").await;
+    r.app.set_fault(Fault::Late(Duration::from_millis(3000)));
+    let rid = new_id();
+    let params = click(&task, saved());
+    let first = r.c.call_id(&rid, "page.click", params.clone()).await;
+    let e = err(&first, "OUTCOME_UNCERTAIN");
+    assert_eq!(e["delivery"], "uncertain");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("last seen \\\"Draft\\\"")
+            || e["message"]
+                .as_str()
+                .unwrap()
+                .contains("last seen \"Draft\""),
+        "{e}"
+    );
+    assert_eq!(r.app.commits(), 0, "the server has not saved yet");
+
+    // Blocked: nothing more reaches the page.
+    let st = r.call("task.status", json!({"taskId": task})).await;
+    assert_eq!(ok(&st)["state"], "blocked");
+    err(
+        &r.call(
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "again"}),
+        )
+        .await,
+        "TASK_BLOCKED",
+    );
+    // Re-sending under the same ID replays the stored answer; nothing is clicked again.
+    let again = r.c.call_id(&rid, "page.click", params).await;
+    assert_eq!(receipt(&again), "replayed");
+    assert_eq!(again["error"], first["error"]);
+    assert_eq!(mutations(&mut r.c).await, 1);
+
+    // The late save lands; the page navigates to it; verification confirms.
+    assert_eq!(r.app.wait_commits(1, Duration::from_secs(10)).await, 1);
+    let v = verify_until(&mut r, &task, "confirmed").await;
+    assert_eq!(v["observation"]["value"], "Saved #1");
+    assert_eq!(v["state"], "running");
+    assert_eq!(r.app.commits(), 1, "exactly one post");
+    assert_eq!(r.app.received(), 1, "and one request reached the server");
+    ok(&r.call("task.finish", json!({"taskId": task})).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_response_stays_unverified_and_the_agent_stops() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(1500).await else {
+        return;
+    };
+    let task = r.filled("Saved but never told").await;
+    r.app.set_fault(Fault::DropResponse);
+    let first = r.call("page.click", click(&task, saved())).await;
+    let e = err(&first, "OUTCOME_UNCERTAIN");
+    assert!(e["message"].as_str().unwrap().contains("error page"), "{e}");
+    // The server saved it; the page never said so (it shows the browser's error page).
+    assert_eq!(r.app.commits(), 1);
+    let v = verify(&mut r, &task).await;
+    assert_eq!(v["outcome"], "not_observed", "{v}");
+    assert_eq!(v["state"], "blocked");
+    // The agent cannot tell from the page; it stops the task rather than submit again.
+    let stopped = r
+        .call(
+            "task.stop",
+            json!({"taskId": task, "reason": "the submit's answer was lost; checking by hand"}),
+        )
+        .await;
+    assert_eq!(ok(&stopped)["state"], "stopped");
+    let st = r.call("task.status", json!({"taskId": task})).await;
+    assert!(ok(&st)["pendingOutcome"].is_object(), "{st}");
+    // Verification still works on the stopped task (its page is kept for it).
+    assert_eq!(verify(&mut r, &task).await["outcome"], "not_observed");
+    assert_eq!(r.app.commits(), 1, "one post, never a second");
+    assert_eq!(r.app.received(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_submit_is_uncertain_and_verification_shows_the_rejection() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(1500).await else {
+        return;
+    };
+    let task = r.filled("Refused").await;
+    r.app.set_fault(Fault::Reject);
+    let first = r.call("page.click", click(&task, saved())).await;
+    // The executor cannot know the rejection is final: only the page's text says so (the
+    // message quotes the last value it saw, usually the rejection itself).
+    err(&first, "OUTCOME_UNCERTAIN");
+    let v = verify(&mut r, &task).await;
+    assert_eq!(v["outcome"], "not_observed");
+    assert_eq!(
+        v["observation"],
+        json!({"target": "#status", "value": REJECTED})
+    );
+    assert_eq!(r.app.commits(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renderer_killed_mid_action_is_uncertain_and_verification_reopens_the_page() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let title = "Survives a crash";
+    let task = r.filled(title).await;
+    r.app.set_fault(Fault::Late(Duration::from_millis(1500)));
+    // The form page lists saved titles: an expectation a reopened page can still show.
+    let expect = json!({"target": "#posts", "contains": title});
+    let rid = new_id();
+    r.c.send(&rid, "page.click", click(&task, expect)).await;
+    for _ in 0..100 {
+        if r.app.received() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(r.app.received(), 1, "the submit reached the server");
+    assert!(kill_renderers(r.pid()) > 0, "a renderer to kill");
+    let reply = r.c.wait(&rid).await;
+    let e = err(&reply, "OUTCOME_UNCERTAIN");
+    assert!(e["message"].as_str().unwrap().contains("crashed"), "{e}");
+
+    assert_eq!(r.app.wait_commits(1, Duration::from_secs(10)).await, 1);
+    let v = verify_until(&mut r, &task, "confirmed").await;
+    assert!(v["observation"]["value"].as_str().unwrap().contains(title));
+    assert!(
+        r.host.log().contains("reopened a task's page"),
+        "{}",
+        r.host.log()
+    );
+    assert_eq!(r.app.commits(), 1);
+    // The reopened page is live: the task goes on.
+    let read = r
+        .call("page.read", json!({"taskId": task, "target": "#status"}))
+        .await;
+    assert_eq!(ok(&read)["value"], "Draft");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_killed_mid_action_is_restarted_and_verification_reads_in_the_new_one() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let title = "Browser gone";
+    let task = r.filled(title).await;
+    let old = browsers_of(r.pid());
+    assert_eq!(old.len(), 1, "one private browser");
+    r.app.set_fault(Fault::Late(Duration::from_millis(1500)));
+    let rid = new_id();
+    let expect = json!({"target": "#posts", "contains": title});
+    r.c.send(&rid, "page.click", click(&task, expect)).await;
+    for _ in 0..100 {
+        if r.app.received() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // SAFETY: the process group of the browser this test's host started.
+    unsafe { libc::killpg(old[0], libc::SIGKILL) };
+    let e = err(&r.c.wait(&rid).await, "OUTCOME_UNCERTAIN").clone();
+    assert!(
+        e["message"].as_str().unwrap().contains("browser went away"),
+        "{e}"
+    );
+    r.app.set_fault(Fault::None);
+
+    // The next task starts a new browser.
+    let other = r.task(&r.app.url()).await;
+    let now = browsers_of(r.pid());
+    assert_eq!(now.len(), 1);
+    assert_ne!(now[0], old[0], "a new browser");
+    assert!(gone_soon(old[0]).await, "nothing of the old one is left");
+
+    assert_eq!(r.app.wait_commits(1, Duration::from_secs(10)).await, 1);
+    let v = verify_until(&mut r, &task, "confirmed").await;
+    assert!(v["observation"]["value"].as_str().unwrap().contains(title));
+    // An action on the old task's page would have nothing to act on until a read reopened
+    // it; now it has a fresh page again.
+    let read = r
+        .call("page.read", json!({"taskId": other, "target": "#status"}))
+        .await;
+    assert_eq!(ok(&read)["value"], "Draft");
+    assert_eq!(r.app.commits(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_hidden_or_disabled_target_fails_with_nothing_dispatched() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(3000).await else {
+        return;
+    };
+    let task = r.filled("Not sent").await;
+    let missing = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#publish-now", "expect": saved()}),
+        )
+        .await;
+    let e = err(&missing, "ACTION_FAILED");
+    assert_eq!(e["delivery"], "failed");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("no element matches #publish-now"),
+        "{e}"
+    );
+    let st = r.call("task.status", json!({"taskId": task})).await;
+    assert_eq!(ok(&st)["state"], "running", "a failure does not block");
+
+    // A page of our own, from a file: a disabled button, a hidden one, a covered one.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("form.html");
+    std::fs::write(
+        &file,
+        r#"<!doctype html><button id="off" disabled>Off</button>
+        <button id="gone" style="display:none">Gone</button>
+        <div style="position:relative"><button id="under">Under</button>
+        <div id="cover" style="position:absolute;inset:0;background:#fff"></div></div>
+        <input id="agree" type="checkbox"><p id="status">Draft</p>"#,
+    )
+    .unwrap();
+    let url = format!("file://{}", file.display());
+    let page = r.task(&url).await;
+    for (target, why) in [
+        ("#off", "disabled"),
+        ("#gone", "hidden"),
+        ("#under", "covered by <div#cover>"),
+        ("button[", "not a valid CSS selector"),
+    ] {
+        let f = r
+            .call(
+                "page.click",
+                json!({"taskId": page, "target": target, "expect": saved()}),
+            )
+            .await;
+        let e = err(&f, "ACTION_FAILED");
+        assert!(
+            e["message"].as_str().unwrap().contains(why),
+            "{target}: {e}"
+        );
+    }
+    let f = r
+        .call(
+            "page.fill",
+            json!({"taskId": page, "target": "#agree", "value": "yes"}),
+        )
+        .await;
+    assert!(err(&f, "ACTION_FAILED")["message"]
+        .as_str()
+        .unwrap()
+        .contains("page.click"));
+    let f = r
+        .call(
+            "page.press",
+            json!({"taskId": page, "key": "Hyper+Q", "expect": saved()}),
+        )
+        .await;
+    err(&f, "ACTION_FAILED");
+    assert_eq!(mutations(&mut r.c).await, 0, "nothing was dispatched");
+    assert_eq!(r.app.commits(), 0);
+    assert_eq!(r.app.received(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_content_under_two_ids_is_two_posts() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    // Polaris deduplicates request IDs, not business content: the same title and body sent
+    // under two IDs are two requests, and the site gets two posts. Deciding that two posts
+    // are "the same" is the site's or the agent's business.
+    let start = json!({"title": "publish a post", "url": r.app.url()});
+    let mut tasks = Vec::new();
+    for _ in 0..2 {
+        let t = r.call("task.start", start.clone()).await;
+        tasks.push(ok(&t)["taskId"].as_str().unwrap().to_owned());
+    }
+    assert_ne!(tasks[0], tasks[1]);
+    for task in &tasks {
+        for (target, value) in [("#title", "Same title"), ("#body", "Same body")] {
+            ok(&r
+                .call(
+                    "page.fill",
+                    json!({"taskId": task, "target": target, "value": value}),
+                )
+                .await);
+        }
+        ok(&r.call("page.click", click(task, saved())).await);
+    }
+    assert_eq!(r.app.commits(), 2);
+    let posts = r.app.posts();
+    assert_eq!(posts[0].title, posts[1].title);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn task_start_needs_a_page_that_loads() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(3000).await else {
+        return;
+    };
+    let cases = [
+        (json!({"title": "no url"}), "pass \"url\""),
+        (
+            json!({"title": "scheme", "url": "javascript:alert(1)"}),
+            "http, https or file",
+        ),
+        (
+            json!({"title": "refused", "url": format!("http://{}/", closed_port())}),
+            "ERR_CONNECTION_REFUSED",
+        ),
+        (
+            json!({"title": "missing", "url": format!("{}no-such-page", r.app.url())}),
+            "HTTP 404",
+        ),
+    ];
+    for (params, why) in cases {
+        let f = r.call("task.start", params).await;
+        let e = err(&f, "ACTION_FAILED");
+        assert_eq!(e["delivery"], "failed");
+        assert!(e["message"].as_str().unwrap().contains(why), "{why}: {e}");
+    }
+    let long = format!("{}?{}", r.app.url(), "a".repeat(8 * 1024));
+    let f = r
+        .call("task.start", json!({"title": "long", "url": long}))
+        .await;
+    assert!(err(&f, "BAD_REQUEST")["message"]
+        .as_str()
+        .unwrap()
+        .contains("8192"));
+    let rs = r.call("run.status", json!({})).await;
+    assert_eq!(ok(&rs)["tasks"]["running"], 0, "no task was started");
+    assert_eq!(ok(&rs)["executor"]["kind"], "chromium");
+}
+
+/// A local port with nothing listening.
+fn closed_port() -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stopping_the_host_kills_the_browser_group() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(3000).await else {
+        return;
+    };
+    let runs = r.call("run.status", json!({})).await;
+    assert_eq!(ok(&runs)["executor"]["kind"], "chromium");
+    assert!(browsers_of(r.pid()).is_empty(), "started lazily");
+    r.task(&r.app.url()).await;
+    let groups = browsers_of(r.pid());
+    assert_eq!(groups.len(), 1);
+    assert!(
+        group_processes_count(groups[0]) > 1,
+        "a browser and its helpers"
+    );
+    let status = r.host.terminate();
+    assert!(status.success(), "{status}");
+    assert!(gone_soon(groups[0]).await, "the whole group is gone");
+}
+
+/// Whether group `pgid` is gone within two seconds (SIGKILL is delivered at once, but the
+/// helpers, reparented once the browser is reaped, take a moment to exit).
+async fn gone_soon(pgid: i32) -> bool {
+    for _ in 0..100 {
+        if !group_alive(pgid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    false
+}
+
+fn group_processes_count(pgid: i32) -> usize {
+    polaris::executor::chromium::browser::group_processes(pgid).len()
+}

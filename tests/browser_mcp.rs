@@ -1,0 +1,217 @@
+//! The Chromium executor through `polaris mcp`, driven by the official Rust MCP SDK's client
+//! (rmcp) as an agent would: a real host with a private headless Chromium, the real web app,
+//! effects counted at the app's server.
+
+mod browser_common;
+mod mcp_common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use browser_common::*;
+use mcp_common::{eventually, socket_dir, HostProcess, BIN};
+use polaris::webapp::{Fault, WebApp};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{json, Value};
+
+type Client = RunningService<RoleClient, ()>;
+
+async fn mcp(dir: &Path) -> Client {
+    let mut cmd = tokio::process::Command::new(BIN);
+    cmd.arg("mcp").arg("--socket-dir").arg(dir);
+    ().serve(TokioChildProcess::new(cmd).expect("polaris mcp starts"))
+        .await
+        .expect("the MCP handshake completes")
+}
+
+async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
+    let Value::Object(args) = arguments else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("{tool} got a protocol error: {e}"))
+}
+
+fn ok(result: &CallToolResult) -> Value {
+    let b = result
+        .structured_content
+        .clone()
+        .expect("structuredContent");
+    assert_eq!(result.is_error, Some(false), "expected success, got {b}");
+    b
+}
+
+fn err(result: &CallToolResult) -> Value {
+    let b = result
+        .structured_content
+        .clone()
+        .expect("structuredContent");
+    assert_eq!(result.is_error, Some(true), "expected an error, got {b}");
+    assert_eq!(b["automaticReplay"], false);
+    b
+}
+
+/// A host with the Chromium executor, the app and an MCP client. The reaper is declared after
+/// the host so it runs first, while the host still parents the browser.
+struct Rig {
+    app: WebApp,
+    client: Client,
+    _reaper: Reaper,
+    _host: StopGently,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    async fn start(action_timeout_ms: u64) -> Option<Rig> {
+        let chromium = chromium_or_skip()?;
+        let app = WebApp::start().await.expect("the web app starts");
+        let dir = socket_dir();
+        let args = serve_args(&chromium, action_timeout_ms);
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let host = HostProcess::start(dir.path(), &args).await;
+        let reaper = Reaper {
+            host_pid: host.child.id(),
+        };
+        let client = mcp(dir.path()).await;
+        Some(Rig {
+            app,
+            client,
+            _reaper: reaper,
+            _host: StopGently(host),
+            _dir: dir,
+        })
+    }
+
+    /// `task_start` on the app's form, then `page_fill` of the title.
+    async fn filled(&self, title: &str) -> String {
+        let started = ok(&call(
+            &self.client,
+            "task_start",
+            json!({"title": "publish a post", "url": self.app.url()}),
+        )
+        .await);
+        let task = started["result"]["task_id"].as_str().unwrap().to_owned();
+        let filled = ok(&call(
+            &self.client,
+            "page_fill",
+            json!({"task_id": task, "target": "#title", "value": title}),
+        )
+        .await);
+        assert_eq!(filled["result"]["value"], title);
+        task
+    }
+}
+
+/// A host stopped gracefully when dropped, so it kills its browser and removes its profile.
+struct StopGently(HostProcess);
+
+impl Drop for StopGently {
+    fn drop(&mut self) {
+        // SAFETY: signalling the host process this test started.
+        unsafe { libc::kill(self.0.child.id() as i32, libc::SIGTERM) };
+        for _ in 0..100 {
+            if matches!(self.0.child.try_wait(), Ok(Some(_))) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn click(task: &str) -> Value {
+    json!({"task_id": task, "target": "#submit", "expect": {"target": "#status", "contains": "Saved"}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_publishes_once_through_mcp() {
+    let _one = one_at_a_time().await;
+    let Some(r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = r.filled("From an agent").await;
+    let mut args = click(&task);
+    args["request_id"] = json!("publish-1");
+    let clicked = ok(&call(&r.client, "page_click", args.clone()).await);
+    assert_eq!(clicked["receipt"], "new");
+    assert_eq!(clicked["result"]["observation"]["value"], "Saved #1");
+    // The agent's framework retries the call with the same request_id: a replay, no click.
+    let again = ok(&call(&r.client, "page_click", args).await);
+    assert_eq!(again["receipt"], "replayed");
+    assert_eq!(r.app.commits(), 1);
+    let status = ok(&call(&r.client, "run_status", json!({})).await);
+    assert_eq!(status["result"]["executor"]["kind"], "chromium");
+    assert_eq!(status["result"]["executor"]["mutations"], 1);
+    r.client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_save_through_mcp_is_gated_until_verify_outcome_confirms_it() {
+    let _one = one_at_a_time().await;
+    let Some(r) = Rig::start(1500).await else {
+        return;
+    };
+    let task = r.filled("Slow server").await;
+    r.app.set_fault(Fault::Late(Duration::from_millis(3000)));
+    let uncertain = err(&call(&r.client, "page_click", click(&task)).await);
+    assert_eq!(uncertain["code"], "OUTCOME_UNCERTAIN");
+    assert_eq!(uncertain["delivery"], "uncertain");
+    assert_eq!(
+        uncertain["next"],
+        json!({"tool": "verify_outcome", "arguments": {"task_id": task}})
+    );
+    // Clicking again is refused before anything is sent.
+    let refused = err(&call(&r.client, "page_click", click(&task)).await);
+    assert_eq!(refused["code"], "CLIENT_BLOCKED_AMBIGUOUS");
+    assert_eq!(refused["delivery"], "not_sent");
+
+    let verified = eventually("the late save to be confirmed", || async {
+        let v = ok(&call(&r.client, "verify_outcome", json!({"task_id": task})).await);
+        (v["result"]["outcome"] == "confirmed").then_some(v)
+    })
+    .await;
+    assert_eq!(verified["result"]["observation"]["value"], "Saved #1");
+    assert_eq!(r.app.commits(), 1, "saved exactly once");
+    assert_eq!(r.app.received(), 1);
+    ok(&call(&r.client, "task_finish", json!({"task_id": task})).await);
+    r.client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_selector_through_mcp_fails_and_nothing_is_dispatched() {
+    let _one = one_at_a_time().await;
+    let Some(r) = Rig::start(3000).await else {
+        return;
+    };
+    let task = r.filled("Wrong button").await;
+    let failed = err(&call(
+        &r.client,
+        "page_click",
+        json!({"task_id": task, "target": "button.publish", "expect": {"target": "#status", "contains": "Saved"}}),
+    )
+    .await);
+    assert_eq!(failed["code"], "ACTION_FAILED");
+    assert_eq!(failed["delivery"], "failed");
+    // A definite failure does not gate the task: the agent reads the page and tries the
+    // right button.
+    let status = ok(&call(
+        &r.client,
+        "page_read",
+        json!({"task_id": task, "target": "#status"}),
+    )
+    .await);
+    assert_eq!(status["result"]["value"], "Draft");
+    let clicked = ok(&call(&r.client, "page_click", click(&task)).await);
+    assert_eq!(clicked["result"]["observation"]["value"], "Saved #1");
+    let run = ok(&call(&r.client, "run_status", json!({})).await);
+    assert_eq!(
+        run["result"]["executor"]["mutations"], 1,
+        "only the second click was dispatched"
+    );
+    assert_eq!(r.app.commits(), 1);
+    r.client.cancel().await.unwrap();
+}
