@@ -12,11 +12,7 @@ use std::path::{Path, PathBuf};
 /// Edges that close a known cycle and are being removed elsewhere. Each entry is reported when
 /// the test runs; delete it as soon as the edge is gone (the test fails on a stale entry, so the
 /// allowance cannot outlive its reason).
-const ALLOWED: &[(&str, &str)] = &[
-    // protocol's unit tests check fixture targets through the executor, which itself uses
-    // protocol's types. Being fixed by moving that check; allowed until then.
-    ("protocol", "executor"),
-];
+const ALLOWED: &[(&str, &str)] = &[];
 
 /// Where a module names another: `file:line`.
 type Sites = BTreeMap<(String, String), Vec<String>>;

@@ -83,35 +83,7 @@ impl Default for HostConfig {
     }
 }
 
-/// Counters the console shows; all change under the state lock.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "camelCase", default)]
-pub struct Counters {
-    /// Executions started (receipts created).
-    pub executions: u64,
-    /// Copies that joined a running execution.
-    pub joins: u64,
-    /// Copies answered from a stored reply.
-    pub replays: u64,
-    /// `MCP_REQUEST_ID_REUSED` refusals.
-    pub rejected_reused: u64,
-    /// `RECEIPT_CAPACITY_FULL` refusals.
-    pub rejected_capacity: u64,
-    /// `RECEIPT_CLEARED` refusals.
-    pub rejected_cleared: u64,
-    /// `TASK_BLOCKED` refusals.
-    pub rejected_blocked: u64,
-}
-
-impl Counters {
-    /// Every refusal counted since start (reused, full, cleared, blocked).
-    pub fn refusals(&self) -> u64 {
-        self.rejected_reused
-            + self.rejected_capacity
-            + self.rejected_cleared
-            + self.rejected_blocked
-    }
-}
+pub use crate::protocol::introspection::Counters;
 
 /// The state behind the host's one lock.
 ///
