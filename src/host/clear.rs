@@ -8,10 +8,13 @@
 
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::json;
 
-use super::{receipts_json, Host};
+use super::read::to_data;
+use super::Host;
 use crate::book::{Receipt, ReplySlot, RequestKey};
+use crate::protocol::introspection::ReceiptsClearedEvent;
+use crate::protocol::results::ReceiptCounts;
 use crate::protocol::{format_millis, now_millis, Delivery, ErrorBody, ErrorCode, Method, Outcome};
 use crate::tasks::{TaskId, Tasks};
 
@@ -159,7 +162,7 @@ pub struct CommittedClear {
     /// Tombstones held after the commit.
     pub tombstones: usize,
     /// `receipts` as `run.status` shows them, after the commit.
-    pub receipts: Value,
+    pub receipts: ReceiptCounts,
 }
 
 fn stale(message: String) -> ErrorBody {
@@ -324,14 +327,18 @@ impl Host {
                 .with_details(json!({"tombstoneCapacity": capacity, "tombstones": used, "requested": keys.len()})));
             }
         }
-        let ids: Vec<&str> = cleared.iter().map(|c| c.request_id.as_str()).collect();
-        st.events.publish("receipts.cleared", now, || {
-            json!({"requestIds": ids, "count": ids.len(), "reason": &*reason, "operator": operator})
-        });
+        let event = ReceiptsClearedEvent {
+            count: cleared.len() as u64,
+            operator: operator.to_owned(),
+            reason: reason.to_string(),
+            request_ids: cleared.iter().map(|c| c.request_id.to_string()).collect(),
+        };
+        st.events
+            .publish("receipts.cleared", now, || to_data(&event));
         Ok(CommittedClear {
             at: now,
             tombstones: st.book.tombstones(),
-            receipts: receipts_json(&st.book),
+            receipts: st.book.counts(),
             cleared,
         })
     }

@@ -27,7 +27,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use serde_json::Value;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
@@ -53,7 +52,6 @@ pub use clear::{
     ClearCandidate, ClearRefusal, ClearTargets, ClearedReceipt, CommittedClear, PreparedClearView,
     CLEAR_TOKEN_TTL_MS, MAX_PREPARED_CLEARS,
 };
-pub(crate) use read::receipts_json;
 
 /// Default `--capacity`.
 pub const DEFAULT_CAPACITY: usize = 10_000;
@@ -155,7 +153,7 @@ fn reject(id: Option<&str>, run_id: &str, error: ErrorBody) -> Handled {
 }
 
 /// A read's result, answered at once.
-fn ready_ok(id: &str, run_id: &str, result: Value) -> Handled {
+fn ready_ok<T: serde::Serialize>(id: &str, run_id: &str, result: T) -> Handled {
     Handled::Ready(Outcome::ok(&result).reply_line(Some(id), run_id, ReceiptKind::None))
 }
 

@@ -10,13 +10,19 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
+use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{ready_ok, reject, wait_outcome, Handled, Host};
-use crate::book::{Book, ClearBatch, RequestKey};
+use crate::book::RequestKey;
 use crate::executor::ReadOutcome;
+use crate::protocol::introspection::PendingResolvedEvent;
+use crate::protocol::results::{
+    ExecutorStatus, FieldResult, HelloResult, ReceiptState, ReceiptStatusResult, RunStatusResult,
+    StoredReply, TaskResumeResult, ToolInfo, ToolKind, ToolsListResult, VerifyResult,
+};
 use crate::protocol::{
     format_millis, now_millis, Command, ErrorBody, ErrorCode, Method, Outcome, ReceiptKind,
     PROTOCOL_VERSION,
@@ -32,20 +38,29 @@ impl Host {
             Command::ToolsList => ready_ok(
                 id,
                 run_id,
-                json!({"tools": Method::BRIDGE.iter().map(|m| json!({
-                    "method": m.as_str(),
-                    "kind": if m.is_mutating() { "mutating" } else { "read" },
-                    "description": m.description(),
-                })).collect::<Vec<_>>()}),
+                ToolsListResult {
+                    tools: Method::BRIDGE
+                        .iter()
+                        .map(|m| ToolInfo {
+                            description: m.description().to_owned(),
+                            kind: if m.is_mutating() {
+                                ToolKind::Mutating
+                            } else {
+                                ToolKind::Read
+                            },
+                            method: m.as_str().to_owned(),
+                        })
+                        .collect(),
+                },
             ),
             Command::RunStatus(p) => {
                 let mut v = self.run_status();
-                v["current"] = json!(p.run_id.as_deref().is_none_or(|r| r == run_id));
+                v.current = p.run_id.as_deref().is_none_or(|r| r == run_id);
                 ready_ok(id, run_id, v)
             }
             Command::ReceiptStatus(p) => ready_ok(id, run_id, self.receipt_status(&p.request_id)),
             Command::TaskStatus(p) => match self.lock().tasks.get(&p.task_id) {
-                Some(t) => ready_ok(id, run_id, t.status_json(run_id)),
+                Some(t) => ready_ok(id, run_id, t.status(run_id)),
                 None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
             },
             Command::TaskResume(p) => {
@@ -65,11 +80,12 @@ impl Host {
                 }
                 match self.lock().tasks.get(&p.task_id) {
                     Some(t) => {
-                        let mut v =
-                            json!({"taskId": &*t.id, "runId": run_id, "state": t.state().as_str()});
-                        if let Some(po) = t.pending_outcome() {
-                            v["pendingOutcome"] = po.to_json();
-                        }
+                        let v = TaskResumeResult {
+                            pending_outcome: t.pending_outcome().map(|po| po.to_wire()),
+                            run_id: run_id.to_owned(),
+                            state: t.state(),
+                            task_id: t.id.to_string(),
+                        };
                         ready_ok(id, run_id, v)
                     }
                     None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
@@ -89,7 +105,7 @@ impl Host {
                 Handled::Later(Box::pin(async move {
                     let run_id = host.run_id();
                     let outcome = match read.await {
-                        ReadOutcome::Value(value) => Outcome::ok(&json!({"target": p.target, "value": value})),
+                        ReadOutcome::Value(value) => Outcome::ok(&FieldResult { target: p.target.clone(), value }),
                         ReadOutcome::TimedOut => Outcome::err(&ErrorBody::new(
                             ErrorCode::ReadTimeout,
                             format!("reading {} on task {task} did not finish within {} ms; nothing changed — read again later", p.target, host.inner.config.action_timeout.as_millis()),
@@ -142,8 +158,14 @@ impl Host {
             }));
         }
         let Some(pending) = task.pending_outcome().cloned() else {
-            let result =
-                json!({"taskId": &*tid, "outcome": "none", "state": task.state().as_str()});
+            let result = VerifyResult {
+                observation: None,
+                outcome: VerifyOutcome::None,
+                pending_outcome: None,
+                resolved: None,
+                state: task.state(),
+                task_id: tid.to_string(),
+            };
             return Ok(Box::pin(std::future::ready(Arc::new(Outcome::ok(&result)))));
         };
         let (tx, rx) = watch::channel(None);
@@ -188,33 +210,25 @@ impl Host {
                 outcome,
                 observation: observation.clone(),
             });
-            let mut result = json!({"taskId": &*tid, "outcome": outcome.as_str(), "state": task.state().as_str()});
-            if let Some(o) = &observation {
-                result["observation"] = json!(o);
-            }
-            match outcome {
-                VerifyOutcome::Confirmed => {
-                    result["resolved"] = pending.to_json();
-                    if let Some(next) = task.pending_outcome() {
-                        result["pendingOutcome"] = next.to_json();
-                    }
-                }
-                _ => {
-                    if let Some(p) = task.pending_outcome() {
-                        result["pendingOutcome"] = p.to_json();
-                    }
-                }
-            }
-            let summary = task.summary_json();
+            let result = VerifyResult {
+                observation,
+                outcome,
+                pending_outcome: task.pending_outcome().map(|p| p.to_wire()),
+                resolved: (outcome == VerifyOutcome::Confirmed).then(|| pending.to_wire()),
+                state: task.state(),
+                task_id: tid.to_string(),
+            };
+            let summary = task.summary();
             if outcome == VerifyOutcome::Confirmed {
-                let rid = pending.request_id.clone();
-                st.events.publish(
-                    "pending.resolved",
-                    now,
-                    || json!({"taskId": &*tid, "requestId": rid, "outcome": "confirmed"}),
-                );
+                let resolved = PendingResolvedEvent {
+                    outcome: VerifyOutcome::Confirmed,
+                    request_id: pending.request_id.to_string(),
+                    task_id: tid.to_string(),
+                };
+                st.events
+                    .publish("pending.resolved", now, || to_data(&resolved));
             }
-            st.events.publish("task.updated", now, || summary);
+            st.events.publish("task.updated", now, || to_data(&summary));
             drop(guard);
             tx.send_replace(Some(Arc::new(Outcome::ok(&result))));
         });
@@ -241,76 +255,78 @@ impl Host {
     }
 
     /// The `host.hello` result.
-    pub fn hello(&self) -> Value {
-        json!({
-            "name": "polaris",
-            "version": env!("CARGO_PKG_VERSION"),
-            "protocol": PROTOCOL_VERSION,
-            "runId": self.run_id(),
-            "startedAt": format_millis(self.started_at()),
-            "capacity": self.inner.config.capacity,
-        })
+    pub fn hello(&self) -> HelloResult {
+        HelloResult {
+            capacity: self.inner.config.capacity,
+            name: "polaris".to_owned(),
+            protocol: PROTOCOL_VERSION,
+            run_id: self.run_id().to_owned(),
+            started_at: format_millis(self.started_at()),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
     }
 
-    /// The `run.status` result (without `current`).
-    pub fn run_status(&self) -> Value {
+    /// The `run.status` result (`current` set as though asked without a `runId`).
+    pub fn run_status(&self) -> RunStatusResult {
         let st = self.lock();
-        json!({
-            "runId": self.run_id(),
-            "startedAt": format_millis(self.started_at()),
-            "receipts": receipts_json(&st.book),
-            "tasks": st.tasks.counts(),
-            "executor": {"kind": self.inner.executor.kind(), "mutations": self.inner.executor.mutations()},
-        })
+        RunStatusResult {
+            current: true,
+            executor: ExecutorStatus {
+                kind: self.inner.executor.kind().to_owned(),
+                mutations: self.inner.executor.mutations(),
+            },
+            receipts: st.book.counts(),
+            run_id: self.run_id().to_owned(),
+            started_at: format_millis(self.started_at()),
+            tasks: st.tasks.counts(),
+        }
     }
 
     /// The `receipt.status` result for a request ID.
-    pub fn receipt_status(&self, request_id: &str) -> Value {
+    pub fn receipt_status(&self, request_id: &str) -> ReceiptStatusResult {
         let key = RequestKey::new(request_id);
         let st = self.lock();
+        let mut v = ReceiptStatusResult {
+            cleared_at: None,
+            completed_at: None,
+            first_seen_at: None,
+            joins: None,
+            method: None,
+            ok: None,
+            reason: None,
+            replays: None,
+            reply: None,
+            request_id: request_id.to_owned(),
+            state: ReceiptState::Unknown,
+            task_id: None,
+        };
         if let Some(r) = st.book.get(&key) {
-            let mut v = json!({
-                "requestId": request_id,
-                "state": if r.is_running() { "running" } else { "completed" },
-                "method": r.method.as_str(),
-                "firstSeenAt": format_millis(r.first_seen),
-                "joins": r.joins,
-                "replays": r.replays,
-            });
-            if let Some(t) = &r.task_id {
-                v["taskId"] = json!(&**t);
+            let outcome = r.outcome();
+            v.state = if r.is_running() {
+                ReceiptState::Running
+            } else {
+                ReceiptState::Completed
+            };
+            v.method = Some(r.method.as_str().to_owned());
+            v.first_seen_at = Some(format_millis(r.first_seen));
+            v.joins = Some(r.joins.into());
+            v.replays = Some(r.replays.into());
+            v.task_id = r.task_id.as_ref().map(|t| t.to_string());
+            if let Some(o) = outcome {
+                v.completed_at = Some(format_millis(r.completed_at));
+                v.ok = Some(o.is_ok());
+                v.reply = Some(StoredReply::of(o));
             }
-            if let Some(o) = r.outcome() {
-                v["completedAt"] = json!(format_millis(r.completed_at));
-                v["ok"] = json!(o.is_ok());
-                v["reply"] = o.to_value();
-            }
-            return v;
+        } else if let Some((_, batch)) = st.book.tombstone(&key) {
+            v.state = ReceiptState::Cleared;
+            v.cleared_at = Some(format_millis(batch.at));
+            v.reason = Some(batch.reason.to_string());
         }
-        if let Some((_, batch)) = st.book.tombstone(&key) {
-            return cleared_json(request_id, batch);
-        }
-        json!({"requestId": request_id, "state": "unknown"})
+        v
     }
 }
 
-/// What a cleared ID's status reads as, on either socket.
-fn cleared_json(request_id: &str, batch: &ClearBatch) -> Value {
-    json!({
-        "requestId": request_id,
-        "state": "cleared",
-        "clearedAt": format_millis(batch.at),
-        "reason": &*batch.reason,
-    })
-}
-
-/// `receipts` of `run.status` and `snapshot`.
-pub(crate) fn receipts_json(book: &Book) -> Value {
-    json!({
-        "used": book.used(),
-        "capacity": book.capacity(),
-        "running": book.running(),
-        "tombstones": book.tombstones(),
-        "tombstoneCapacity": book.tombstone_capacity(),
-    })
+/// An event's facts as the bus carries them.
+pub(super) fn to_data<T: Serialize>(data: &T) -> Value {
+    serde_json::to_value(data).expect("event data serialises")
 }
