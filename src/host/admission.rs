@@ -15,9 +15,12 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::execution::{publish_completed, Execution};
+use super::read::to_data;
 use super::{reject, wait_outcome, Handled, Host, State};
 use crate::book::{digest, ClearBatch, Entry, ReplySlot, RequestKey, Tombstone};
 use crate::events::ReceiptFacts;
+use crate::protocol::introspection::RequestRejectedEvent;
+use crate::protocol::results::TaskClosedResult;
 use crate::protocol::{
     format_millis, Command, Delivery, DirectRequest, ErrorBody, ErrorCode, Method, Outcome,
     ReceiptKind,
@@ -58,7 +61,7 @@ impl Host {
                     let stored = r.method;
                     let first_seen = r.first_seen;
                     st.events.publish("request.rejected", now, || {
-                        json!({"requestId": id, "method": method.as_str(), "code": "MCP_REQUEST_ID_REUSED"})
+                        rejected(id, method, None, ErrorCode::RequestIdReused)
                     });
                     return Err(reject(
                         Some(id),
@@ -96,7 +99,7 @@ impl Host {
                 st.counters.rejected_cleared += 1;
                 let error = cleared_error(id, t, batch, same);
                 st.events.publish("request.rejected", now, || {
-                    json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CLEARED"})
+                    rejected(id, method, None, ErrorCode::ReceiptCleared)
                 });
                 return Err(reject(Some(id), run_id, error));
             }
@@ -107,11 +110,9 @@ impl Host {
             return Ok(Admitted::Read(cmd));
         }
         if self.is_shutting_down() {
-            st.events.publish(
-                "request.rejected",
-                now,
-                || json!({"requestId": id, "method": method.as_str(), "code": "SHUTTING_DOWN"}),
-            );
+            st.events.publish("request.rejected", now, || {
+                rejected(id, method, None, ErrorCode::ShuttingDown)
+            });
             return Err(reject(Some(id), run_id, shutting_down_error(method)));
         }
 
@@ -121,7 +122,7 @@ impl Host {
             Some(tid) => {
                 let Some(task) = st.tasks.get_mut(tid) else {
                     st.events.publish("request.rejected", now, || {
-                        json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": "TASK_NOT_FOUND"})
+                        rejected(id, method, Some(tid), ErrorCode::TaskNotFound)
                     });
                     return Err(reject(Some(id), run_id, unknown_task_error(tid, run_id)));
                 };
@@ -133,7 +134,7 @@ impl Host {
                         st.counters.rejected_blocked += 1;
                     }
                     st.events.publish("request.rejected", now, || {
-                        json!({"requestId": id, "method": method.as_str(), "taskId": tid, "code": code.as_str()})
+                        rejected(id, method, Some(tid), code)
                     });
                     return Err(reject(Some(id), run_id, error));
                 }
@@ -141,25 +142,21 @@ impl Host {
             }
         };
 
-        let slot = match vacancy.insert_running(
-            request.into_boxed_str(),
-            method,
-            task_id.clone(),
-            now,
-        ) {
-            Ok(slot) => slot,
-            Err(full) => {
-                st.counters.rejected_capacity += 1;
-                st.events.publish("request.rejected", now, || {
-                    json!({"requestId": id, "method": method.as_str(), "code": "RECEIPT_CAPACITY_FULL"})
-                });
-                return Err(reject(
-                    Some(id),
-                    run_id,
-                    capacity_error(method, full.used, full.capacity),
-                ));
-            }
-        };
+        let slot =
+            match vacancy.insert_running(request.into_boxed_str(), method, task_id.clone(), now) {
+                Ok(slot) => slot,
+                Err(full) => {
+                    st.counters.rejected_capacity += 1;
+                    st.events.publish("request.rejected", now, || {
+                        rejected(id, method, None, ErrorCode::ReceiptCapacityFull)
+                    });
+                    return Err(reject(
+                        Some(id),
+                        run_id,
+                        capacity_error(method, full.used, full.capacity),
+                    ));
+                }
+            };
         st.counters.executions += 1;
         st.events
             .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
@@ -205,11 +202,14 @@ impl Host {
         self.inner
             .executor
             .close(tid.clone(), task.pending_outcome().is_some());
-        let state = task.state().as_str();
-        let summary = task.summary_json();
-        let outcome = Arc::new(Outcome::ok(&json!({"taskId": &*tid, "state": state})));
+        let result = TaskClosedResult {
+            state: task.state(),
+            task_id: tid.to_string(),
+        };
+        let summary = task.summary();
+        let outcome = Arc::new(Outcome::ok(&result));
         st.book.complete(&key, outcome.clone(), now);
-        st.events.publish("task.updated", now, || summary);
+        st.events.publish("task.updated", now, || to_data(&summary));
         publish_completed(st, &id, method, &outcome, now);
         Handled::Ready(outcome.reply_line(Some(&id), self.run_id(), ReceiptKind::New))
     }
@@ -325,4 +325,14 @@ fn admission_error(task: &Task, method: Method, code: ErrorCode) -> ErrorBody {
         )
         .with_details(json!({"taskId": tid, "state": task.state().as_str()})),
     }
+}
+
+/// The facts of a `request.rejected` event.
+fn rejected(id: &str, method: Method, task_id: Option<&str>, code: ErrorCode) -> serde_json::Value {
+    to_data(&RequestRejectedEvent {
+        code,
+        method: method.as_str().to_owned(),
+        request_id: id.to_owned(),
+        task_id: task_id.map(str::to_owned),
+    })
 }

@@ -18,10 +18,13 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::read::to_data;
 use super::{Handled, Host, State};
 use crate::book::{ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
 use crate::executor::{Action, ActionOutcome};
+use crate::protocol::introspection::PendingCreatedEvent;
+use crate::protocol::results::{FieldResult, ObservedResult, TaskStartResult, TaskState};
 use crate::protocol::{
     now_millis, Command, ErrorBody, ErrorCode, Expect, ExpectCheck, Method, Outcome, ReceiptKind,
 };
@@ -167,14 +170,6 @@ impl Drop for Unfinished<'_> {
     }
 }
 
-/// A fill's result, `{"target":…,"value":…}`, written without building a JSON value (the
-/// members in the order a JSON object would list them).
-#[derive(serde::Serialize)]
-struct Filled<'a> {
-    target: &'a str,
-    value: &'a str,
-}
-
 impl Host {
     /// Starts an admitted execution: answered inline when the executor answers without
     /// waiting (the caller stores the completion), otherwise spawned and answered later.
@@ -302,7 +297,11 @@ impl Host {
                 let now = now_millis();
                 let mut t = Task::new(task_id.clone(), p.title.clone(), p.url.clone(), now);
                 t.record(&execution.key, method, now, "ok");
-                let result = json!({"taskId": &*task_id, "runId": self.run_id(), "state": "running"});
+                let result = TaskStartResult {
+                    run_id: self.run_id().to_owned(),
+                    state: TaskState::Running,
+                    task_id: task_id.to_string(),
+                };
                 (Outcome::ok(&result), Effect::TaskStarted(t))
             }
             Finished::Open(_, Err(e)) => (
@@ -314,11 +313,11 @@ impl Host {
             ),
             Finished::Act(_, ActionOutcome::Applied(obs)) => {
                 let outcome = match cmd {
-                    Command::PageFill(p) => Outcome::ok(&Filled {
-                        target: &p.target,
-                        value: &p.value,
+                    Command::PageFill(p) => Outcome::ok(&FieldResult {
+                        target: p.target.clone(),
+                        value: p.value.clone(),
                     }),
-                    _ => Outcome::ok(&json!({"observation": obs})),
+                    _ => Outcome::ok(&ObservedResult { observation: obs }),
                 };
                 (outcome, Effect::None)
             }
@@ -388,9 +387,9 @@ impl Host {
         let result = outcome.code.map_or("ok", ErrorCode::as_str);
         match effect {
             Effect::TaskStarted(task) => {
-                let summary = task.summary_json();
+                let summary = task.summary();
                 st.tasks.insert(task);
-                st.events.publish("task.updated", now, || summary);
+                st.events.publish("task.updated", now, || to_data(&summary));
             }
             Effect::Uncertain(expect) => {
                 // The pending outcome records the params the receipt holds (in canonical form),
@@ -410,17 +409,16 @@ impl Host {
                         since: now,
                         last_verify: None,
                     };
-                    let pending_json = pending.to_json();
+                    let created = PendingCreatedEvent {
+                        pending_outcome: pending.to_wire(),
+                        task_id: task.id.to_string(),
+                    };
                     task.add_pending(pending);
                     task.record(key, method, now, result);
-                    let summary = task.summary_json();
-                    let tid = task.id.clone();
-                    st.events.publish(
-                        "pending.created",
-                        now,
-                        || json!({"taskId": &*tid, "pendingOutcome": pending_json}),
-                    );
-                    st.events.publish("task.updated", now, || summary);
+                    let summary = task.summary();
+                    st.events
+                        .publish("pending.created", now, || to_data(&created));
+                    st.events.publish("task.updated", now, || to_data(&summary));
                 }
             }
             Effect::None => {
