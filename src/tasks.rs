@@ -72,11 +72,6 @@ impl PendingOutcome {
             since: format_millis(self.since),
         }
     }
-
-    /// The wire form as a JSON value, for replies still assembled as values.
-    pub fn to_json(&self) -> Value {
-        serde_json::to_value(self.to_wire()).expect("a pending outcome serialises")
-    }
 }
 
 /// One line of a task's history.
@@ -263,11 +258,6 @@ impl Task {
         }
     }
 
-    /// [`Task::summary`] as a JSON value, for replies and events still assembled as values.
-    pub fn summary_json(&self) -> Value {
-        serde_json::to_value(self.summary()).expect("a task summary serialises")
-    }
-
     /// The `task.status` result.
     pub fn status(&self, run_id: &str) -> TaskStatusResult {
         TaskStatusResult {
@@ -299,11 +289,6 @@ impl Task {
             title: self.title.clone(),
             url: self.url.clone(),
         }
-    }
-
-    /// [`Task::status`] as a JSON value, for replies still assembled as values.
-    pub fn status_json(&self, run_id: &str) -> Value {
-        serde_json::to_value(self.status(run_id)).expect("a task status serialises")
     }
 }
 
@@ -461,7 +446,13 @@ mod tests {
         assert_eq!(t.admit(Method::PageFill), Err(Refusal::Closed));
         assert_eq!(t.admit(Method::TaskStop), Err(Refusal::Closed));
         assert_eq!(t.admit(Method::PageRead), Ok(()));
-        assert_eq!(t.status_json("run")["pendingOutcome"]["requestId"], "r1");
+        assert_eq!(
+            t.status("run")
+                .pending_outcome
+                .map(|p| p.request_id)
+                .as_deref(),
+            Some("r1")
+        );
     }
 
     #[test]

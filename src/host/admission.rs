@@ -314,7 +314,7 @@ fn admission_error(task: &Task, method: Method, code: ErrorCode) -> ErrorBody {
                     pending.method, pending.request_id
                 ),
             )
-            .with_details(json!({"taskId": tid, "pendingOutcome": pending.to_json()}))
+            .with_details(json!({"taskId": tid, "pendingOutcome": pending.to_wire()}))
         }
         _ => ErrorBody::new(
             code,
