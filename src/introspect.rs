@@ -295,6 +295,14 @@ impl Service for Introspect {
                     }
                 }
             }
+            IntrospectMethod::OutcomeAcknowledge => ready(reply_line::<Value>(
+                &id,
+                &run_id,
+                Err(ErrorBody::new(
+                    ErrorCode::UnknownMethod,
+                    "outcome.acknowledge is not available on this host",
+                )),
+            )),
             IntrospectMethod::AuditList => match parse::<AuditListParams>(method, params) {
                 Err(e) => ready(reply_line::<AuditListResult>(&id, &run_id, Err(e))),
                 Ok(p) if p.limit.unwrap_or(DEFAULT_AUDIT_LIMIT) > MAX_LIST_LIMIT => {

@@ -94,6 +94,10 @@ error_codes! {
     RunNotCurrent => "RUN_NOT_CURRENT", NotExecuted;
     Internal => "INTERNAL", Uncertain;
     ShuttingDown => "SHUTTING_DOWN", NotExecuted;
+    Interrupted => "INTERRUPTED", Uncertain;
+    HostBusy => "HOST_BUSY", NotExecuted;
+    FrameTimeout => "FRAME_TIMEOUT", NotExecuted;
+    LedgerUnavailable => "LEDGER_UNAVAILABLE", NotExecuted;
     ClearTokenStale => "CLEAR_TOKEN_STALE", NotExecuted;
     TombstoneCapacityFull => "TOMBSTONE_CAPACITY_FULL", NotExecuted;
     BridgeUnavailable => "BRIDGE_UNAVAILABLE", NotSent;

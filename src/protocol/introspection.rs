@@ -47,6 +47,9 @@ pub enum IntrospectMethod {
     ReceiptsClearCommit,
     /// `audit.list`: recent clear commits.
     AuditList,
+    /// `outcome.acknowledge`: a person records that an uncertain outcome was settled outside
+    /// Polaris (SPEC §11).
+    OutcomeAcknowledge,
 }
 
 impl IntrospectMethod {
@@ -62,6 +65,7 @@ impl IntrospectMethod {
         IntrospectMethod::ReceiptsClearPrepare,
         IntrospectMethod::ReceiptsClearCommit,
         IntrospectMethod::AuditList,
+        IntrospectMethod::OutcomeAcknowledge,
     ];
 
     /// The wire name.
@@ -77,6 +81,7 @@ impl IntrospectMethod {
             IntrospectMethod::ReceiptsClearPrepare => "receipts.clearPrepare",
             IntrospectMethod::ReceiptsClearCommit => "receipts.clearCommit",
             IntrospectMethod::AuditList => "audit.list",
+            IntrospectMethod::OutcomeAcknowledge => "outcome.acknowledge",
         }
     }
 }
@@ -390,6 +395,19 @@ pub struct AuditListParams {
     /// Entries to return, newest first (50, at most 1000).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+}
+
+/// `outcome.acknowledge` params: the uncertain receipt a person settled outside Polaris.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OutcomeAcknowledgeParams {
+    /// What the person did to settle it (1–500 characters), for the audit log.
+    pub reason: String,
+    /// The receipt whose outcome (`OUTCOME_UNCERTAIN` or `INTERRUPTED`) was settled.
+    pub request_id: String,
+    /// Who, for the audit log (the host's OS user when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
 }
 
 // ----------------------------------------------------------------------------------------------
@@ -713,6 +731,23 @@ pub struct AuditEntry {
 pub struct AuditListResult {
     /// The entries.
     pub entries: Vec<AuditEntry>,
+}
+
+/// `outcome.acknowledge`: the receipt is now clearable; nothing was executed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutcomeAcknowledged {
+    /// When the acknowledgement was recorded.
+    pub acknowledged_at: String,
+    /// Who acknowledged.
+    pub operator: String,
+    /// Why.
+    pub reason: String,
+    /// The acknowledged receipt.
+    pub request_id: String,
+    /// The task whose pending outcome was settled, if it still had one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
 }
 
 // ----------------------------------------------------------------------------------------------
