@@ -191,6 +191,7 @@ fn start_json_echo(srv: &Runtime, path: &Path) {
         Limits {
             max_frame_bytes: 1 << 20,
             max_connections: 256,
+            ..Limits::default()
         },
         rx.clone(),
         rx,

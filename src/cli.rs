@@ -14,7 +14,10 @@ use crate::host::{
 use crate::protocol::introspection::{ReceiptFilter, Sort, StateFilter};
 use crate::protocol::DEFAULT_MAX_FRAME_BYTES;
 use crate::serve::ServeOptions;
-use crate::server::{resolve_socket_dir, Limits, DEFAULT_MAX_CONNECTIONS};
+use crate::server::{
+    resolve_socket_dir, Limits, DEFAULT_FRAME_TIMEOUT_MS, DEFAULT_IDLE_TIMEOUT_MS,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_PENDING_REPLY_BYTES,
+};
 
 /// Polaris: one request ID executes at most once; uncertain outcomes are read, never resent.
 #[derive(Debug, Parser)]
@@ -202,9 +205,18 @@ struct ServeArgs {
     /// The longest request line accepted.
     #[arg(long, default_value_t = DEFAULT_MAX_FRAME_BYTES, value_name = "N")]
     max_frame_bytes: usize,
-    /// Connections served at once per socket.
+    /// Connections served at once per socket; one more is told HOST_BUSY and closed.
     #[arg(long, default_value_t = DEFAULT_MAX_CONNECTIONS, value_name = "N")]
     max_connections: usize,
+    /// How long a frame may take to arrive whole after its first byte (else FRAME_TIMEOUT).
+    #[arg(long, default_value_t = DEFAULT_FRAME_TIMEOUT_MS, value_name = "MS")]
+    frame_timeout_ms: u64,
+    /// How long a connection with nothing in flight and no subscription stays open.
+    #[arg(long, default_value_t = DEFAULT_IDLE_TIMEOUT_MS, value_name = "MS")]
+    idle_timeout_ms: u64,
+    /// Reply bytes a connection may have unwritten before the host stops reading it.
+    #[arg(long, default_value_t = DEFAULT_MAX_PENDING_REPLY_BYTES, value_name = "N")]
+    max_pending_reply_bytes: usize,
     /// Where clear commits are recorded [default: $XDG_STATE_HOME/polaris/audit.jsonl, else
     /// ~/.local/state/polaris/audit.jsonl]
     #[arg(long, value_name = "PATH")]
@@ -349,6 +361,9 @@ pub fn main() -> ExitCode {
                 limits: Limits {
                     max_frame_bytes: args.max_frame_bytes,
                     max_connections: args.max_connections.max(1),
+                    frame_timeout: Duration::from_millis(args.frame_timeout_ms.max(1)),
+                    idle_timeout: Duration::from_millis(args.idle_timeout_ms.max(1)),
+                    max_pending_reply_bytes: args.max_pending_reply_bytes.max(1),
                 },
                 audit_log: args.audit_log.unwrap_or_else(default_audit_log),
             };

@@ -97,7 +97,18 @@ impl ClientError {
     }
 }
 
-type Waiters = Arc<Mutex<HashMap<String, VecDeque<oneshot::Sender<Reply>>>>>;
+/// What a waiting call is told: the host's reply, or that the host refused the whole
+/// connection (`HOST_BUSY`, another user) before reading anything from it.
+type Answer = Result<Reply, ClientError>;
+
+/// One call waiting for its reply, and the length of the frame it wrote, so a
+/// `FRAME_TOO_LARGE` line (which carries no ID) can be matched to the calls it refused.
+struct Waiter {
+    tx: oneshot::Sender<Answer>,
+    frame_len: usize,
+}
+
+type Waiters = Arc<Mutex<HashMap<String, VecDeque<Waiter>>>>;
 
 struct Conn {
     stream: Arc<Stream>,
@@ -231,6 +242,11 @@ impl BridgeClient {
     ) -> Result<Reply, ClientError> {
         let (tx, rx) = oneshot::channel();
         let mut tx = Some(tx);
+        let mut line =
+            serde_json::to_vec(&json!({"id": request_id, "method": method, "params": params}))
+                .expect("a request always serialises");
+        let frame_len = line.len();
+        line.push(b'\n');
         let conn = loop {
             let conn = self.connection(request_id).await?;
             // Registering and the liveness check share the lock the reader takes when the
@@ -239,15 +255,14 @@ impl BridgeClient {
             if conn.alive.load(std::sync::atomic::Ordering::SeqCst) {
                 w.entry(request_id.to_owned())
                     .or_default()
-                    .push_back(tx.take().expect("sent once"));
+                    .push_back(Waiter {
+                        tx: tx.take().expect("sent once"),
+                        frame_len,
+                    });
                 drop(w);
                 break conn;
             }
         };
-        let mut line =
-            serde_json::to_vec(&json!({"id": request_id, "method": method, "params": params}))
-                .expect("a request always serialises");
-        line.push(b'\n');
         // The write runs in its own task, so a caller that stops waiting (a timeout around this
         // call, an MCP cancellation) never leaves half a line on the shared connection.
         let writer = conn.clone();
@@ -274,7 +289,7 @@ impl BridgeClient {
                 .expect("waiters lock")
                 .get_mut(request_id)
             {
-                q.retain(|s| !s.is_closed());
+                q.retain(|s| !s.tx.is_closed());
             }
             ClientError::new(
                 ErrorCode::BridgeTimeout,
@@ -288,6 +303,13 @@ impl BridgeClient {
         match tokio::time::timeout_at(deadline, write).await {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => {
+                // The host may have refused the connection before reading anything (its line
+                // is then on the way to this call); otherwise the write broke mid-way.
+                if let Ok(Ok(Err(refused))) =
+                    tokio::time::timeout(REFUSAL_GRACE, rx).await
+                {
+                    return Err(refused);
+                }
                 return Err(ClientError::new(
                     ErrorCode::BridgeDisconnected,
                     request_id,
@@ -312,7 +334,7 @@ impl BridgeClient {
         }
         let got = tokio::time::timeout_at(deadline, rx).await;
         match got {
-            Ok(Ok(reply)) => Ok(reply),
+            Ok(Ok(answer)) => answer,
             Ok(Err(_)) => Err(ClientError::new(
                 ErrorCode::BridgeDisconnected,
                 request_id,
@@ -364,13 +386,13 @@ async fn read_loop(
             }
         };
         let Some(id) = reply.id.clone() else {
-            tracing::warn!("the host sent a reply without an id: {}", line.trim_end());
+            answer_connection_line(&reply, &waiters);
             continue;
         };
         let mut w = waiters.lock().expect("waiters lock");
         if let Some(q) = w.get_mut(&id) {
-            while let Some(tx) = q.pop_front() {
-                if tx.send(reply.clone()).is_ok() {
+            while let Some(waiter) = q.pop_front() {
+                if waiter.tx.send(Ok(reply.clone())).is_ok() {
                     break;
                 }
             }
@@ -392,6 +414,60 @@ async fn read_loop(
             data: Value::Null,
         };
         let _ = sink.send(serde_json::to_value(closed).expect("an event frame serialises"));
+    }
+}
+
+/// How long a call whose write failed waits for the host's refusal line before it reports the
+/// connection as broken.
+const REFUSAL_GRACE: Duration = Duration::from_millis(500);
+
+/// Hands a reply without an ID (the host could not tie it to a request) to the calls it is
+/// about: `HOST_BUSY` and a refused peer (`details.peerUid`) mean the host read nothing from
+/// this connection, so every waiting call ends `not_sent`; `FRAME_TOO_LARGE` (with
+/// `details.maxFrameBytes`) refused the calls whose frames were longer than that, and the
+/// host closes the connection before reading any later one, so none of them ran.
+fn answer_connection_line(reply: &Reply, waiters: &Waiters) {
+    let Some(err) = reply.error.as_ref().filter(|_| !reply.ok) else {
+        tracing::warn!("the host sent a reply without an id");
+        return;
+    };
+    let details = err.details.as_ref();
+    let refused_connection =
+        err.code == ErrorCode::HostBusy || details.is_some_and(|d| d.get("peerUid").is_some());
+    let max_frame = details
+        .and_then(|d| d.get("maxFrameBytes"))
+        .and_then(Value::as_u64)
+        .filter(|_| err.code == ErrorCode::FrameTooLarge);
+    let mut w = waiters.lock().expect("waiters lock");
+    if refused_connection {
+        for (id, q) in w.drain() {
+            for waiter in q {
+                let mut e = ClientError::new(err.code, &id, err.message.clone());
+                e.delivery = Delivery::NotSent;
+                if let (Some(Value::Object(mine)), Some(Value::Object(host))) =
+                    (e.details.as_mut(), details)
+                {
+                    mine.extend(host.clone());
+                }
+                let _ = waiter.tx.send(Err(e));
+            }
+        }
+    } else if let Some(max) = max_frame {
+        for (id, q) in w.iter_mut() {
+            q.retain_mut(|waiter| {
+                if waiter.frame_len as u64 <= max {
+                    return true;
+                }
+                let mut own = reply.clone();
+                own.id = Some(id.clone());
+                let (tx, _) = oneshot::channel();
+                let _ = std::mem::replace(&mut waiter.tx, tx).send(Ok(own));
+                false
+            });
+        }
+        w.retain(|_, q| !q.is_empty());
+    } else {
+        tracing::warn!("the host sent an error without an id: {}", err.message);
     }
 }
 

@@ -38,6 +38,8 @@ use crate::tasks::{Task, Tasks};
 /// Event lines a subscriber may have queued and unwritten before its events are dropped (and
 /// it is told `lagged`).
 pub const SUBSCRIBER_BUDGET: usize = 4096;
+/// Subscriptions one connection may hold; each costs the host a forwarding task.
+pub const MAX_SUBSCRIPTIONS_PER_CONNECTION: usize = 8;
 /// Default `limit` of `receipts.list`.
 pub const DEFAULT_LIST_LIMIT: usize = 100;
 /// Largest `limit` of `receipts.list` and `audit.list`.
@@ -224,6 +226,14 @@ impl Service for Introspect {
                     Ok(p) => p,
                     Err(e) => return ready(reply_line::<Subscribed>(&id, &run_id, Err(e))),
                 };
+                if !conn.add_feed(MAX_SUBSCRIPTIONS_PER_CONNECTION) {
+                    let e = ErrorBody::new(
+                        ErrorCode::BadRequest,
+                        format!("this connection already has {MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions, the most one connection may hold; nothing was subscribed. Read events on those, or subscribe on another connection"),
+                    )
+                    .with_details(json!({"maxSubscriptions": MAX_SUBSCRIPTIONS_PER_CONNECTION}));
+                    return ready(reply_line::<Subscribed>(&id, &run_id, Err(e)));
+                }
                 match p.coalesce_ms {
                     Some(every_ms) => {
                         // Coalesced: no bus receiver, so publishing stays as cheap as with no

@@ -33,6 +33,12 @@ async fn one_connection_carries_many_calls_at_once_with_fresh_ids() {
     )
     .await;
     let client = BridgeClient::new(dir.path()).with_timeout(Duration::from_secs(20));
+    // The readiness probe's connection frees the only slot once the host sees it close; until
+    // then a new connection is told HOST_BUSY.
+    eventually("the only connection slot to be free", || async {
+        client.call("host.hello", json!({})).await.ok().map(|_| ())
+    })
+    .await;
     let slow = start(&client, json!({"dropSubmit": true})).await;
     let task = start(&client, json!({})).await;
 

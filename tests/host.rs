@@ -386,7 +386,7 @@ async fn a_connection_with_64_requests_in_flight_is_not_read_further_until_one_c
 }
 
 #[tokio::test]
-async fn connections_beyond_the_limit_wait_for_a_free_slot() {
+async fn connections_beyond_the_limit_hear_host_busy_until_a_slot_frees() {
     let host = TestHost::start(&["--max-connections", "2"]);
     let mut a = host.conn().await;
     let mut b = host.conn().await;
@@ -394,13 +394,23 @@ async fn connections_beyond_the_limit_wait_for_a_free_slot() {
     ok(&b.call("host.hello", json!({})).await);
     let mut third = host.conn().await;
     third.send("t", "host.hello", json!({})).await;
-    let early = tokio::time::timeout(Duration::from_millis(300), third.read_line()).await;
-    assert!(
-        early.is_err(),
-        "the third connection was served beyond --max-connections"
-    );
+    let busy = third.read_frame().await;
+    assert!(busy["id"].is_null(), "{busy}");
+    assert_eq!(err(&busy, "HOST_BUSY")["details"]["maxConnections"], 2);
+    assert!(third.closed_by_host().await);
     a.close();
-    ok(&third.wait("t").await);
+    // The slot frees once the host sees `a` close.
+    let mut served = false;
+    for _ in 0..250 {
+        let mut c = host.conn().await;
+        c.send("t2", "host.hello", json!({})).await;
+        if c.read_frame().await["id"] == "t2" {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(served, "a freed slot serves a new connection");
     ok(&b.call("host.hello", json!({})).await);
 }
 

@@ -47,6 +47,7 @@ fn options(
         limits: Limits {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_connections: 64,
+            ..Limits::default()
         },
         audit_log: audit.to_path_buf(),
     }
@@ -994,6 +995,20 @@ async fn bad_input_gets_clear_errors_and_creates_nothing() {
     h.running.stop().await;
 }
 
+/// A copy of the binary that another user can run wherever this checkout lives: in a fresh
+/// temp dir that others may traverse but not list. Keep the returned dir alive while used.
+fn binary_for_another_user() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("pl")
+        .tempdir_in("/tmp")
+        .unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let bin = dir.path().join("polaris");
+    std::fs::copy(env!("CARGO_BIN_EXE_polaris"), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, bin)
+}
+
 fn polaris() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_polaris"))
 }
@@ -1131,8 +1146,10 @@ async fn the_introspection_socket_has_the_bridges_permissions_and_peer_check() {
     // peer-credential check behind them (only possible when the tests run as root).
     if polaris::server::current_uid() == 0 {
         let dir = h.dir.to_str().unwrap().to_owned();
+        // Another user may not reach this checkout's binary (a `0700` home): run a copy.
+        let (_keep, bin) = binary_for_another_user();
         let nobody = |dir: &str| {
-            let mut cmd = polaris();
+            let mut cmd = std::process::Command::new(&bin);
             std::os::unix::process::CommandExt::uid(&mut cmd, 65534);
             std::os::unix::process::CommandExt::gid(&mut cmd, 65534);
             cmd.args(["receipts", "--json", "--socket-dir", dir])
@@ -1157,6 +1174,10 @@ async fn the_introspection_socket_has_the_bridges_permissions_and_peer_check() {
         assert!(
             !err.contains("could not connect") && out.is_empty(),
             "the peer check refuses: {out}{err}"
+        );
+        assert!(
+            err.contains("connection refused: peer uid 65534"),
+            "the host says why: {err}"
         );
         // The owner is still served.
         ok(call(&h.intro, "host.hello", json!({})).await);

@@ -120,7 +120,8 @@ fn a_stale_socket_is_reclaimed() {
 #[test]
 fn other_users_are_refused_by_peer_credentials() {
     if polaris::server::current_uid() != 0 {
-        return; // needs root to act as another user
+        eprintln!("skipped: acting as another user needs root");
+        return;
     }
     let host = TestHost::start(&[]);
     // Open the path to everyone so only the peer-credential check stands in the way.
@@ -128,7 +129,8 @@ fn other_users_are_refused_by_peer_credentials() {
     std::fs::set_permissions(&host.dir, std::fs::Permissions::from_mode(0o711)).unwrap();
     std::fs::set_permissions(host.bridge(), std::fs::Permissions::from_mode(0o666)).unwrap();
     use std::os::unix::process::CommandExt;
-    let out = Command::new(polaris_bin())
+    let (_keep, bin) = binary_for_another_user();
+    let out = Command::new(&bin)
         .args(["call", "host.hello", "--timeout-ms", "3000", "--socket-dir"])
         .arg(&host.dir)
         .uid(65534)
@@ -141,9 +143,19 @@ fn other_users_are_refused_by_peer_credentials() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+    // The host says why before it closes, and the client knows nothing was read.
     let reply: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(reply["ok"], false);
-    assert_eq!(reply["error"]["delivery"], "unknown");
+    assert_eq!(reply["error"]["code"], "BAD_REQUEST", "{reply}");
+    assert_eq!(reply["error"]["delivery"], "not_sent", "{reply}");
+    assert_eq!(reply["error"]["details"]["peerUid"], 65534, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("connection refused: peer uid 65534"),
+        "{reply}"
+    );
     assert!(
         host.log()
             .contains("refused a connection from another user"),
@@ -302,6 +314,7 @@ async fn a_panicking_execution_is_stored_as_internal_and_blocks_its_task() {
         limits: polaris::server::Limits {
             max_frame_bytes: 1 << 20,
             max_connections: 8,
+            ..polaris::server::Limits::default()
         },
         audit_log: root.path().join("audit.jsonl"),
     };

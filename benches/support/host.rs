@@ -21,6 +21,7 @@ pub fn start_polaris(srv: &Runtime, dir: &Path, capacity: usize) -> Running {
         limits: Limits {
             max_frame_bytes: polaris::protocol::DEFAULT_MAX_FRAME_BYTES,
             max_connections: 256,
+            ..Limits::default()
         },
         audit_log: dir.join("audit.jsonl"),
     };

@@ -75,6 +75,7 @@ pub fn host_options(socket_dir: PathBuf, capacity: usize) -> ServeOptions {
         limits: Limits {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            ..Limits::default()
         },
     }
 }

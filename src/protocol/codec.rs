@@ -43,7 +43,14 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
             });
         }
         if let Some(pos) = memchr::memchr(b'\n', available) {
-            if buf.len() + pos > max {
+            // A `\r` before the `\n` is not part of the frame: it does not count toward `max`.
+            let before = if pos > 0 {
+                available.get(pos - 1)
+            } else {
+                buf.last()
+            };
+            let cr = usize::from(before == Some(&b'\r'));
+            if buf.len() + pos - cr > max {
                 reader.consume(pos + 1);
                 return Ok(FrameRead::TooLarge);
             }
@@ -55,7 +62,8 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
             return Ok(FrameRead::Frame);
         }
         let n = available.len();
-        if buf.len() + n > max {
+        // One byte past `max` may still be the `\r` of a CRLF line.
+        if buf.len() + n > max.saturating_add(1) {
             reader.consume(n);
             return Ok(FrameRead::TooLarge);
         }
@@ -67,6 +75,29 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_cr_of_crlf_does_not_count_toward_the_limit() {
+        for data in [&b"0123456789\r\nx"[..], &b"0123456789\r\n"[..]] {
+            // Read in pieces that split the CR from the LF, too.
+            for cap in [1, 3, 11, 64] {
+                let mut r = tokio::io::BufReader::with_capacity(cap, data);
+                let mut buf = Vec::new();
+                assert_eq!(
+                    read_frame(&mut r, &mut buf, 10).await.unwrap(),
+                    FrameRead::Frame,
+                    "capacity {cap}"
+                );
+                assert_eq!(buf, b"0123456789");
+            }
+        }
+        let mut r = tokio::io::BufReader::with_capacity(4, &b"0123456789A\r\n"[..]);
+        let mut buf = Vec::new();
+        assert_eq!(
+            read_frame(&mut r, &mut buf, 10).await.unwrap(),
+            FrameRead::TooLarge
+        );
+    }
 
     #[tokio::test]
     async fn frames_are_limited_and_split_on_newlines() {

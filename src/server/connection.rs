@@ -8,6 +8,7 @@
 //! lines never interleave.
 
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
@@ -43,6 +44,26 @@ pub struct Connection {
     pub out: mpsc::UnboundedSender<Outbound>,
     /// Flips to `true` when the host shuts down.
     pub shutdown: watch::Receiver<bool>,
+    /// Feeds this connection carries (event subscriptions): a connection with one is never
+    /// idle, and a service can cap how many one connection opens.
+    pub(super) feeds: Arc<AtomicUsize>,
+}
+
+impl Connection {
+    /// Counts one more feed on this connection unless it already carries `max`; returns
+    /// whether it was counted. A feed lasts as long as its connection.
+    pub fn add_feed(&self, max: usize) -> bool {
+        self.feeds
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Whether a feed runs on this connection (it then is never closed as idle).
+    pub(super) fn has_feed(&self) -> bool {
+        self.feeds.load(Ordering::Acquire) > 0
+    }
 }
 
 /// A reply that needs waiting (an execution, a slow read), and the in-flight slot it frees.
@@ -133,11 +154,12 @@ impl<'s> Framed<'s> {
             let Some(pos) = memchr::memchr(b'\n', rest) else {
                 break;
             };
-            if pos > self.max_frame_bytes {
+            let frame = &rest[..pos];
+            let frame = frame.strip_suffix(b"\r").unwrap_or(frame);
+            if frame.len() > self.max_frame_bytes {
                 break;
             }
-            let frame = &rest[..pos];
-            frames.push(frame.strip_suffix(b"\r").unwrap_or(frame));
+            frames.push(frame);
             used += pos + 1;
         }
         used
@@ -179,6 +201,24 @@ impl<'s> Framed<'s> {
     #[inline]
     pub(super) fn has_ready(&self) -> bool {
         !self.ready.is_empty()
+    }
+
+    /// How many reply bytes wait to be written by this loop.
+    #[inline]
+    pub(super) fn ready_len(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Whether part of a frame has arrived (buffered or taken) without its newline yet.
+    #[inline]
+    pub(super) fn has_partial(&self) -> bool {
+        !self.reader.buffer().is_empty() || (!self.frame_done && !self.frame.is_empty())
+    }
+
+    /// Waits until the peer sends something (or leaves: `Ok(0)`), without taking it.
+    /// Cancel-safe. Call it only when nothing is buffered.
+    pub(super) async fn wait_for_bytes(&mut self) -> io::Result<usize> {
+        Ok(self.reader.fill_buf().await?.len())
     }
 
     /// Writes the ready replies in one go and frees their slots. Fails when the peer is gone.

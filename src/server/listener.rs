@@ -1,15 +1,22 @@
 //! Accepting connections and serving each one: the connection limit, the in-flight window,
 //! and shutdown.
 //!
-//! Shaped after mini-redis's `server.rs`: a semaphore bounds connections (beyond the limit the
-//! accept waits until one closes), and shutdown is a watch channel every loop selects on. Each
-//! connection admits at most [`MAX_IN_FLIGHT_PER_CONNECTION`] requests whose replies are not
-//! written yet, so a peer that sends without reading cannot make the host hold more.
+//! Shaped after mini-redis's `server.rs`: a semaphore bounds connections (beyond the limit a new
+//! one is told `HOST_BUSY` and closed), and shutdown is a watch channel every loop selects on.
+//! Each connection admits at most [`MAX_IN_FLIGHT_PER_CONNECTION`] requests whose replies are
+//! not written yet and stops reading while `--max-pending-reply-bytes` of replies wait, so a
+//! peer that sends without reading cannot make the host hold more. A frame must be whole
+//! within `--frame-timeout-ms` of its first byte, and a connection with nothing to do is closed
+//! after `--idle-timeout-ms`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use interprocess::local_socket::tokio::{prelude::*, Listener, Stream};
+use serde_json::json;
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
 use super::connection::{Framed, LaterReply, WriterInput};
@@ -19,10 +26,11 @@ use crate::protocol::{
     ErrorBody, ErrorCode, FrameRead, Outcome, ReceiptKind, MAX_IN_FLIGHT_PER_CONNECTION,
 };
 
-/// Accepts connections until `stop_accepting` flips, at most `limits.max_connections` at once
-/// (beyond that the accept waits, like mini-redis, until a connection closes), refusing peers
-/// of another user, and serves each on its own task in `tracker`, so shutdown can wait for
-/// their replies to drain.
+/// Accepts connections until `stop_accepting` flips, serving each on its own task in
+/// `tracker` (so shutdown can wait for their replies to drain) while one of `connections`'
+/// `limits.max_connections` slots is free. A connection beyond that gets one `HOST_BUSY` line
+/// and is closed at once, and a peer of another user one `BAD_REQUEST` line, so neither reads
+/// as a lost reply; nothing either sent is read.
 pub async fn accept_loop<S: Service>(
     listener: Listener,
     service: S,
@@ -33,11 +41,9 @@ pub async fn accept_loop<S: Service>(
     tracker: tokio_util::task::TaskTracker,
 ) {
     let my_uid = current_uid();
+    // Refusal lines being written at once; beyond this a refused peer is closed without one.
+    let refusals = Arc::new(Semaphore::new(MAX_REFUSALS_IN_PROGRESS));
     loop {
-        let permit = tokio::select! {
-            p = connections.clone().acquire_owned() => p.expect("the connection semaphore is never closed"),
-            _ = stop_accepting.wait_for(|s| *s) => break,
-        };
         let stream = tokio::select! {
             s = listener.accept() => s,
             _ = stop_accepting.wait_for(|s| *s) => break,
@@ -51,13 +57,36 @@ pub async fn accept_loop<S: Service>(
             }
         };
         // Refuse other users where the OS tells who the peer is.
-        match stream.peer_creds().map(|c| c.euid()) {
-            Ok(Some(uid)) if uid != my_uid => {
+        if let Ok(Some(uid)) = stream.peer_creds().map(|c| c.euid()) {
+            if uid != my_uid {
                 tracing::warn!(peer_uid = uid, "refused a connection from another user");
+                let body = ErrorBody::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "connection refused: peer uid {uid}; this host serves only uid {my_uid}. Connect as the host's user"
+                    ),
+                )
+                .with_details(json!({"peerUid": uid, "hostUid": my_uid}));
+                refuse(stream, &body, service.run_id(), &refusals);
                 continue;
             }
-            _ => {}
         }
+        let Ok(permit) = connections.clone().try_acquire_owned() else {
+            tracing::warn!(
+                max_connections = limits.max_connections,
+                "refused a connection: every slot is taken"
+            );
+            let body = ErrorBody::new(
+                ErrorCode::HostBusy,
+                format!(
+                    "all {} connections of this socket are taken; nothing was read from this connection. Retry later, close idle connections, or start the host with a larger --max-connections",
+                    limits.max_connections
+                ),
+            )
+            .with_details(json!({"maxConnections": limits.max_connections}));
+            refuse(stream, &body, service.run_id(), &refusals);
+            continue;
+        };
         let service = service.clone();
         let shutdown = shutdown.clone();
         tracker.spawn(async move {
@@ -66,6 +95,33 @@ pub async fn accept_loop<S: Service>(
         });
     }
     drop(listener);
+}
+
+/// The smallest reply size assumed when sizing a batch to the reply-byte bound.
+const MIN_REPLY_ESTIMATE: usize = 256;
+
+/// How often a busy connection (a request in flight, a feed) looks again whether it is idle.
+const BUSY_RECHECK: Duration = Duration::from_secs(1);
+
+/// Refusal lines written at once at most (a flood of refused connections costs no more).
+const MAX_REFUSALS_IN_PROGRESS: usize = 64;
+
+/// How long a refused peer gets to take its one line.
+const REFUSAL_WRITE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// Writes one `"id": null` error line to a connection that will not be served, then closes it,
+/// without reading anything from it.
+fn refuse(stream: Stream, body: &ErrorBody, run_id: &str, refusals: &Arc<Semaphore>) {
+    let Ok(slot) = refusals.clone().try_acquire_owned() else {
+        return;
+    };
+    let line = Outcome::err(body).reply_line(None, run_id, ReceiptKind::None);
+    tokio::spawn(async move {
+        let write = async { (&stream).write_all(&line).await };
+        let _ = tokio::time::timeout(REFUSAL_WRITE_TIMEOUT, write).await;
+        drop(stream);
+        drop(slot);
+    });
 }
 
 /// Reads frames from one connection and hands them to the service until the peer leaves or
@@ -92,18 +148,33 @@ pub async fn serve_connection<S: Service>(
     let conn = Connection {
         out: out.clone(),
         shutdown: shutdown.clone(),
+        feeds: Default::default(),
     };
     let inflight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let run_id = service.run_id().to_owned();
     let mut answers: Vec<Handled> = Vec::new();
-    let error_line = |code: ErrorCode, message: &str| {
-        Outcome::err(&ErrorBody::new(code, message)).reply_line(None, &run_id, ReceiptKind::None)
+    let error_line = |code: ErrorCode, message: &str, details: Option<serde_json::Value>| {
+        let mut body = ErrorBody::new(code, message);
+        body.details = details;
+        Outcome::err(&body).reply_line(None, &run_id, ReceiptKind::None)
     };
+    let max_pending = limits.max_pending_reply_bytes.max(1);
+    // The largest ready reply of the last batch: how many frames the next batch may take so
+    // its replies stay within the reply-byte bound. A fresh connection starts cautious.
+    let mut reply_estimate = (max_pending / 8).max(MIN_REPLY_ESTIMATE);
+    // When the frame being read began, and since when the connection has had nothing to do.
+    let mut frame_since: Option<Instant> = None;
+    let mut idle_since: Option<Instant> = None;
+    let timer = tokio::time::sleep(Duration::ZERO);
+    tokio::pin!(timer);
     loop {
         // Before waiting — for more input, or for an in-flight slot that only a written reply
-        // frees — write what is ready (the peer may be waiting for it).
+        // frees — write what is ready (the peer may be waiting for it). Past the reply-byte
+        // bound, write before reading more: this waits until the peer reads.
         if framed.has_ready()
-            && (!framed.has_buffered_frame() || inflight.available_permits() == 0)
+            && (!framed.has_buffered_frame()
+                || inflight.available_permits() == 0
+                || framed.ready_len() >= max_pending)
             && framed.write_ready().await.is_err()
         {
             break;
@@ -114,8 +185,10 @@ pub async fn serve_connection<S: Service>(
         if stopping(&shutdown) {
             break;
         }
-        // Whole lines already buffered, with slots free for them, are handled together.
-        let free = inflight.available_permits();
+        // Whole lines already buffered, with slots free for them, are handled together, as
+        // many as the reply-byte bound leaves room for.
+        let room = (max_pending.saturating_sub(framed.ready_len()) / reply_estimate).max(1);
+        let free = inflight.available_permits().min(room);
         if free > 1 {
             let mut frames: Vec<&[u8]> = Vec::new();
             let used = framed.buffered_frames(free, &mut frames);
@@ -128,10 +201,16 @@ pub async fn serve_connection<S: Service>(
                     .expect("the in-flight semaphore is never closed");
                 service.handle_frames(&frames, &conn, &mut answers);
                 framed.consume(used);
+                frame_since = None;
+                let mut largest = MIN_REPLY_ESTIMATE;
                 for answer in answers.drain(..) {
+                    if let Handled::Ready(line) = &answer {
+                        largest = largest.max(line.len());
+                    }
                     let permit = permits.split(1).expect("one slot per frame");
                     take_answer(answer, permit, &mut framed, &later_tx);
                 }
+                reply_estimate = largest;
                 continue;
             }
         }
@@ -151,15 +230,75 @@ pub async fn serve_connection<S: Service>(
         };
         let read = if framed.has_buffered_frame() {
             framed.read_frame().await
-        } else {
+        } else if framed.has_partial() {
+            // Part of a frame is here: the rest must come within the frame timeout of its
+            // first byte.
+            idle_since = None;
+            let started = *frame_since.get_or_insert_with(Instant::now);
+            timer
+                .as_mut()
+                .reset(deadline_after(started, limits.frame_timeout));
             tokio::select! {
                 r = framed.read_frame() => r,
                 _ = shutdown.wait_for(|s| *s) => break,
+                _ = &mut timer => {
+                    let msg = format!(
+                        "the frame was not complete within {} ms of its first byte; nothing of it was executed and the connection is closed. Send each request whole, ending with a newline (or start the host with a larger --frame-timeout-ms)",
+                        limits.frame_timeout.as_millis()
+                    );
+                    let details = json!({"frameTimeoutMs": limits.frame_timeout.as_millis() as u64});
+                    framed.queue_ready(&error_line(ErrorCode::FrameTimeout, &msg, Some(details)), None);
+                    break;
+                }
+            }
+        } else {
+            // Nothing buffered: wait for the peer's next bytes. A connection with nothing in
+            // flight (this loop holds one slot itself) and no feed is idle, and closed once it
+            // has been idle for the idle timeout; a busy one looks again within a second.
+            frame_since = None;
+            let now = Instant::now();
+            let busy =
+                inflight.available_permits() + 1 < MAX_IN_FLIGHT_PER_CONNECTION || conn.has_feed();
+            let deadline = if busy {
+                idle_since = None;
+                deadline_after(now, limits.idle_timeout.min(BUSY_RECHECK))
+            } else {
+                deadline_after(*idle_since.get_or_insert(now), limits.idle_timeout)
+            };
+            timer.as_mut().reset(deadline);
+            tokio::select! {
+                r = framed.wait_for_bytes() => match r {
+                    Ok(0) => break,
+                    Ok(_) => {
+                        idle_since = None;
+                        frame_since = Some(Instant::now());
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::debug!("connection read failed: {e}");
+                        break;
+                    }
+                },
+                _ = shutdown.wait_for(|s| *s) => break,
+                _ = &mut timer => {
+                    if busy {
+                        continue;
+                    }
+                    tracing::debug!(
+                        idle_ms = limits.idle_timeout.as_millis() as u64,
+                        "closing an idle connection"
+                    );
+                    break;
+                }
             }
         };
         match read {
             Ok(FrameRead::Frame) => {
+                frame_since = None;
                 let answer = service.handle_frame(framed.frame(), &conn);
+                if let Handled::Ready(line) = &answer {
+                    reply_estimate = reply_estimate.max(line.len());
+                }
                 take_answer(answer, permit, &mut framed, &later_tx);
             }
             Ok(FrameRead::TooLarge) => {
@@ -167,7 +306,11 @@ pub async fn serve_connection<S: Service>(
                     "the frame is longer than {} bytes; send smaller requests or start the host with a larger --max-frame-bytes. The connection is closed",
                     framed.max_frame_bytes()
                 );
-                framed.queue_ready(&error_line(ErrorCode::FrameTooLarge, &msg), None);
+                let details = json!({"maxFrameBytes": framed.max_frame_bytes()});
+                framed.queue_ready(
+                    &error_line(ErrorCode::FrameTooLarge, &msg, Some(details)),
+                    None,
+                );
                 break;
             }
             Ok(FrameRead::Partial) => {
@@ -175,6 +318,7 @@ pub async fn serve_connection<S: Service>(
                     &error_line(
                         ErrorCode::BadRequest,
                         "the connection closed in the middle of a frame; nothing of it was executed. End every request with a newline",
+                        None,
                     ),
                     None,
                 );
@@ -221,6 +365,13 @@ fn take_answer(
             }
         }
     }
+}
+
+/// `at + after`, or a year from `at` when that is past what the clock can count (a timeout
+/// given on the command line can be any number).
+fn deadline_after(at: Instant, after: Duration) -> Instant {
+    at.checked_add(after)
+        .unwrap_or_else(|| at + Duration::from_secs(365 * 86_400))
 }
 
 /// Whether shutdown has begun (or its sender is gone), read without registering as a waiter.

@@ -26,11 +26,22 @@ pub use socket_dir::{
     bind, current_uid, prepare_socket_dir, reclaim_socket_path, resolve_socket_dir, ServeError,
 };
 
+use std::time::Duration;
+
 use crate::host::Handled;
 
 /// Default `--max-connections`: enough for every agent and console on one machine, few enough
 /// that a runaway client cannot exhaust the host's file descriptors.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// Default `--frame-timeout-ms`: a frame must be whole this long after its first byte, so a
+/// peer trickling bytes cannot hold a connection slot forever.
+pub const DEFAULT_FRAME_TIMEOUT_MS: u64 = 10_000;
+/// Default `--idle-timeout-ms`: a connection with nothing in flight, no partial frame and no
+/// subscription is closed after this long, so idle peers cannot take every slot.
+pub const DEFAULT_IDLE_TIMEOUT_MS: u64 = 300_000;
+/// Default `--max-pending-reply-bytes`: reply bytes one connection may have waiting to be
+/// written before the host stops reading it, so a peer that does not read cannot grow memory.
+pub const DEFAULT_MAX_PENDING_REPLY_BYTES: usize = 8 * 1024 * 1024;
 /// The bridge socket's file name, where agents (through `polaris mcp` or the client library)
 /// send requests.
 pub const BRIDGE_SOCKET: &str = "bridge.sock";
@@ -60,6 +71,28 @@ pub trait Service: Clone + Send + Sync + 'static {
 pub struct Limits {
     /// `--max-frame-bytes`: a longer frame is refused and its connection closed.
     pub max_frame_bytes: usize,
-    /// `--max-connections`: beyond it, new connections wait to be accepted.
+    /// `--max-connections`: beyond it, a new connection gets one `HOST_BUSY` line and is closed.
     pub max_connections: usize,
+    /// `--frame-timeout-ms`: a frame not whole this long after its first byte gets
+    /// `FRAME_TIMEOUT` and its connection is closed.
+    pub frame_timeout: Duration,
+    /// `--idle-timeout-ms`: a connection with nothing in flight, no partial frame and no
+    /// subscription is closed after this long.
+    pub idle_timeout: Duration,
+    /// `--max-pending-reply-bytes`: past this many unwritten reply bytes, the host stops
+    /// reading the connection until the peer reads.
+    pub max_pending_reply_bytes: usize,
+}
+
+impl Default for Limits {
+    /// The command line's defaults.
+    fn default() -> Limits {
+        Limits {
+            max_frame_bytes: crate::protocol::DEFAULT_MAX_FRAME_BYTES,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            frame_timeout: Duration::from_millis(DEFAULT_FRAME_TIMEOUT_MS),
+            idle_timeout: Duration::from_millis(DEFAULT_IDLE_TIMEOUT_MS),
+            max_pending_reply_bytes: DEFAULT_MAX_PENDING_REPLY_BYTES,
+        }
+    }
 }

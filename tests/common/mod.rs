@@ -18,6 +18,19 @@ pub fn polaris_bin() -> &'static str {
     env!("CARGO_BIN_EXE_polaris")
 }
 
+/// A copy of the binary that another user can run wherever this checkout lives (a `0700`
+/// home, say): the copy sits in a fresh temp dir that others may traverse but not list. Keep
+/// the returned dir alive while the copy is used.
+pub fn binary_for_another_user() -> (tempfile::TempDir, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = short_tempdir();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o711)).unwrap();
+    let bin = dir.path().join("polaris");
+    std::fs::copy(polaris_bin(), &bin).unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (dir, bin)
+}
+
 /// A short temp dir (socket paths must stay short).
 pub fn short_tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()
