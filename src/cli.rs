@@ -279,24 +279,28 @@ struct CallArgs {
     timeout_ms: u64,
 }
 
-/// The default audit log path.
-pub fn default_audit_log() -> PathBuf {
-    state_dir().join("audit.jsonl")
+/// The default audit log path, if this user has a state directory.
+pub fn default_audit_log() -> Option<PathBuf> {
+    state_dir().map(|d| d.join("audit.jsonl"))
 }
 
-/// Polaris's state directory: `$XDG_STATE_HOME/polaris`, else `~/.local/state/polaris`.
-pub fn state_dir() -> PathBuf {
-    let state = std::env::var_os("XDG_STATE_HOME")
+/// Polaris's state directory: `$XDG_STATE_HOME/polaris`, else `~/.local/state/polaris`; none
+/// without either variable (never the working directory, which another user may control).
+pub fn state_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_STATE_HOME")
         .filter(|s| !s.is_empty())
         .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state")))
-        .unwrap_or_else(|| PathBuf::from("."));
-    state.join("polaris")
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .filter(|h| !h.is_empty())
+                .map(|h| PathBuf::from(h).join(".local/state"))
+        })
+        .map(|state| state.join("polaris"))
 }
 
-/// The console's default log file.
-pub fn default_console_log() -> PathBuf {
-    state_dir().join("console.log")
+/// The console's default log file, if this user has a state directory.
+pub fn default_console_log() -> Option<PathBuf> {
+    state_dir().map(|d| d.join("console.log"))
 }
 
 /// Logs to `path` (appending), never to the terminal the console draws on.
@@ -365,7 +369,13 @@ pub fn main() -> ExitCode {
                     idle_timeout: Duration::from_millis(args.idle_timeout_ms.max(1)),
                     max_pending_reply_bytes: args.max_pending_reply_bytes.max(1),
                 },
-                audit_log: args.audit_log.unwrap_or_else(default_audit_log),
+                audit_log: match args.audit_log.or_else(default_audit_log) {
+                    Some(path) => path,
+                    None => {
+                        eprintln!("polaris serve: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the audit log; pass --audit-log PATH");
+                        return ExitCode::from(2);
+                    }
+                },
             };
             let executor = match args.executor.build() {
                 Ok(e) => e,
@@ -413,7 +423,11 @@ pub fn main() -> ExitCode {
             crate::operator::clear(&args.dir.resolve(), options)
         }
         Command::Console(args) => {
-            if let Err(e) = init_file_logging(&args.log_file.unwrap_or_else(default_console_log)) {
+            let Some(log_file) = args.log_file.or_else(default_console_log) else {
+                eprintln!("polaris console: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the log; pass --log-file PATH");
+                return ExitCode::from(2);
+            };
+            if let Err(e) = init_file_logging(&log_file) {
                 eprintln!("polaris console: {e}");
                 return ExitCode::from(2);
             }
@@ -426,7 +440,11 @@ pub fn main() -> ExitCode {
             }
         }
         Command::Demo(args) => {
-            if let Err(e) = init_file_logging(&args.log_file.unwrap_or_else(default_console_log)) {
+            let Some(log_file) = args.log_file.or_else(default_console_log) else {
+                eprintln!("polaris demo: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the log; pass --log-file PATH");
+                return ExitCode::from(2);
+            };
+            if let Err(e) = init_file_logging(&log_file) {
                 eprintln!("polaris demo: {e}");
                 return ExitCode::from(2);
             }

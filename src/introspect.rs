@@ -82,17 +82,65 @@ impl AuditLog {
         if let Some(parent) = self.path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)?;
         }
+        self.open(true)
+    }
+
+    /// Opens the log without following a symlink (`O_NOFOLLOW`), and only if it is a regular
+    /// file of this user's that group and others cannot write: whoever could swap or write it
+    /// could redirect or forge the record of what operators cleared.
+    fn open(&self, append: bool) -> std::io::Result<std::fs::File> {
+        use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
         let mut options = std::fs::OpenOptions::new();
-        options.create(true).append(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        options.open(&self.path)
+        if append {
+            options.create(true).append(true).mode(0o600);
+        } else {
+            options.read(true);
+        }
+        // Non-blocking, so a FIFO put in its place cannot hang the open.
+        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        let file = options.open(&self.path).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                std::io::Error::other("it is a symbolic link, which Polaris does not follow; point --audit-log at a regular file")
+            } else {
+                e
+            }
+        })?;
+        let meta = file.metadata()?;
+        let me = crate::server::current_uid();
+        if !meta.is_file() {
+            return Err(std::io::Error::other(
+                "it is not a regular file; point --audit-log at a regular file",
+            ));
+        }
+        if meta.uid() != me {
+            return Err(std::io::Error::other(format!(
+                "it is owned by uid {}, not by the host's user (uid {me}); use a file of your own",
+                meta.uid()
+            )));
+        }
+        if meta.mode() & 0o022 != 0 {
+            return Err(std::io::Error::other(format!(
+                "it is writable by group or others (mode {:o}); run `chmod 600` on it",
+                meta.mode() & 0o777
+            )));
+        }
+        Ok(file)
+    }
+
+    /// Checks an existing log as [`AuditLog`] opens it (no symlink, this user's, not writable
+    /// by others), so a host that could never record a clear refuses to start instead.
+    pub fn check(&self) -> std::io::Result<()> {
+        match std::fs::symlink_metadata(&self.path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e),
+            Ok(_) => self.open(false).map(drop),
+        }
     }
 
     /// The last `limit` entries, newest first. Reads the file from its end, so a long log costs
     /// only what is shown. Lines that are not audit entries are skipped.
     pub fn recent(&self, limit: usize) -> std::io::Result<Vec<AuditEntry>> {
-        let mut file = match std::fs::File::open(&self.path) {
+        let mut file = match self.open(false) {
             Ok(f) => f,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
             Err(e) => return Err(e),

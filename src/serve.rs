@@ -13,7 +13,7 @@ use tokio::sync::{watch, Semaphore};
 
 use crate::executor::Executor;
 use crate::host::{Handled, Host, HostConfig};
-use crate::introspect::Introspect;
+use crate::introspect::{AuditLog, Introspect};
 use crate::server::{
     accept_loop, bind, prepare_socket_dir, reclaim_socket_path, Connection, Limits, ServeError,
     Service, BRIDGE_SOCKET, INTROSPECT_SOCKET,
@@ -68,6 +68,12 @@ pub struct Running {
 /// can serve with an executor of their own and stop when they choose.
 pub fn start(options: &ServeOptions, executor: Arc<dyn Executor>) -> Result<Running, ServeError> {
     let dir = &options.socket_dir;
+    AuditLog::new(options.audit_log.clone())
+        .check()
+        .map_err(|source| ServeError::Io {
+            what: format!("the audit log {}", options.audit_log.display()),
+            source,
+        })?;
     prepare_socket_dir(dir)?;
     let bridge_path = dir.join(BRIDGE_SOCKET);
     let introspect_path = dir.join(INTROSPECT_SOCKET);

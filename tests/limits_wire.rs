@@ -379,3 +379,165 @@ async fn a_peer_of_another_user_hears_why_before_the_close() {
     let mut c = host.conn().await;
     assert_eq!(used(&mut c).await, 0, "nothing the other user sent ran");
 }
+
+fn serve_with(
+    args: &[&str],
+    envs: &[(&str, Option<&str>)],
+    cwd: &std::path::Path,
+) -> std::process::Output {
+    let mut cmd = std::process::Command::new(polaris_bin());
+    cmd.arg("serve").args(args).current_dir(cwd);
+    for (k, v) in envs {
+        match v {
+            Some(v) => cmd.env(k, v),
+            None => cmd.env_remove(k),
+        };
+    }
+    cmd.output().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_symlinked_audit_log_is_refused_at_start_and_at_commit() {
+    use std::os::unix::fs::PermissionsExt;
+    // At start: the host refuses to run with a log it would never write.
+    let root = short_tempdir();
+    let target = root.path().join("elsewhere.txt");
+    std::fs::write(&target, "").unwrap();
+    let link = root.path().join("audit.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = serve_with(
+        &[
+            "--socket-dir",
+            root.path().join("s").to_str().unwrap(),
+            "--audit-log",
+            link.to_str().unwrap(),
+        ],
+        &[],
+        root.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("symbolic link"), "{stderr}");
+    // So is one that others may write.
+    std::fs::remove_file(&link).unwrap();
+    std::fs::write(&link, "").unwrap();
+    std::fs::set_permissions(&link, std::fs::Permissions::from_mode(0o666)).unwrap();
+    let out = serve_with(
+        &[
+            "--socket-dir",
+            root.path().join("s").to_str().unwrap(),
+            "--audit-log",
+            link.to_str().unwrap(),
+        ],
+        &[],
+        root.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("writable by group or others"), "{stderr}");
+
+    // At commit: a link put in its place later is not followed, and nothing is cleared.
+    let host = TestHost::start(&[]);
+    let mut c = host.conn().await;
+    start_task(&mut c, json!({})).await;
+    let target = host.root.path().join("elsewhere.txt");
+    std::fs::write(&target, "").unwrap();
+    let _ = std::fs::remove_file(host.root.path().join("audit.jsonl"));
+    std::os::unix::fs::symlink(&target, host.root.path().join("audit.jsonl")).unwrap();
+    let mut intro = Conn::connect(&host.introspect()).await;
+    let prepared = intro
+        .call("receipts.clearPrepare", json!({"filter": {}}))
+        .await;
+    let token = ok(&prepared)["token"].clone();
+    let commit = intro
+        .call(
+            "receipts.clearCommit",
+            json!({"token": token, "reason": "through a link"}),
+        )
+        .await;
+    let e = err(&commit, "INTERNAL");
+    assert_eq!(e["delivery"], "not_executed", "{commit}");
+    assert!(
+        e["message"].as_str().unwrap().contains("symbolic link"),
+        "{commit}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "",
+        "nothing written through the link"
+    );
+    assert_eq!(used(&mut c).await, 1, "nothing was cleared");
+}
+
+#[test]
+fn without_home_or_xdg_state_home_the_host_needs_an_audit_log_flag() {
+    let root = short_tempdir();
+    let cwd = root.path().join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    let out = serve_with(
+        &["--socket-dir", root.path().join("s").to_str().unwrap()],
+        &[("HOME", None), ("XDG_STATE_HOME", None)],
+        &cwd,
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("pass --audit-log"), "{stderr}");
+    assert_eq!(
+        std::fs::read_dir(&cwd).unwrap().count(),
+        0,
+        "nothing is put in the working directory"
+    );
+    assert!(!root.path().join("s").exists(), "nothing was served");
+}
+
+#[test]
+fn a_socket_directory_below_a_directory_others_may_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = short_tempdir();
+    let open = root.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let dir = open.join("mine").join("s");
+    let out = serve_with(
+        &[
+            "--socket-dir",
+            dir.to_str().unwrap(),
+            "--audit-log",
+            root.path().join("a.jsonl").to_str().unwrap(),
+        ],
+        &[],
+        root.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("writable by group or others"), "{stderr}");
+    assert!(!dir.exists(), "nothing was created below it");
+
+    // A symlink on the way that another user owns (only root can make one to test with).
+    if polaris::server::current_uid() != 0 {
+        eprintln!("skipped: a symlink owned by another user needs root to make");
+        return;
+    }
+    let real = root.path().join("real");
+    std::fs::create_dir(&real).unwrap();
+    let link = root.path().join("link");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    std::os::unix::fs::lchown(&link, Some(65534), Some(65534)).unwrap();
+    let out = serve_with(
+        &[
+            "--socket-dir",
+            link.join("s").to_str().unwrap(),
+            "--audit-log",
+            root.path().join("a.jsonl").to_str().unwrap(),
+        ],
+        &[],
+        root.path(),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("symbolic link owned by uid 65534"),
+        "{stderr}"
+    );
+    assert!(!real.join("s").exists());
+}

@@ -70,11 +70,92 @@ pub fn current_uid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Checks every directory above the socket directory, as written and as resolved: each must
+/// be owned by root or this user, and not writable by group or others unless sticky (as
+/// `/tmp` is, where nobody can replace another's entries); a symlink on the way must be owned
+/// by root or this user. Otherwise another user could swap a component and put their own
+/// sockets where clients look for the host's.
+fn check_ancestors(dir: &Path) -> Result<(), ServeError> {
+    use std::os::unix::fs::MetadataExt;
+    let unsafe_dir = |problem: String| ServeError::UnsafeDir {
+        dir: dir.to_path_buf(),
+        problem,
+    };
+    let me = current_uid();
+    let trusted = |uid: u32| uid == 0 || uid == me;
+    let absolute = if dir.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .map_err(io_err("reading the working directory"))?
+            .join(dir)
+    };
+    let check_dir = |path: &Path, meta: &std::fs::Metadata| -> Result<(), ServeError> {
+        if !trusted(meta.uid()) {
+            return Err(unsafe_dir(format!(
+                "{} on its path is owned by uid {}, who could replace what is below it; choose a --socket-dir whose parents belong to you or root",
+                path.display(),
+                meta.uid()
+            )));
+        }
+        let sticky = meta.mode() & 0o1000 != 0;
+        if meta.mode() & 0o022 != 0 && !sticky {
+            return Err(unsafe_dir(format!(
+                "{} on its path is writable by group or others (mode {:o}), who could replace what is below it; choose another --socket-dir",
+                path.display(),
+                meta.mode() & 0o7777
+            )));
+        }
+        Ok(())
+    };
+    let Some(parent) = absolute.parent() else {
+        return Ok(());
+    };
+    // As written: symlinks on the way must be trusted, and so must the directories.
+    let mut prefix = PathBuf::new();
+    for part in parent.components() {
+        prefix.push(part);
+        let meta = match std::fs::symlink_metadata(&prefix) {
+            Ok(m) => m,
+            // Missing parts are created below, by this user.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_err(format!("inspecting {}", prefix.display()))(e)),
+        };
+        if meta.file_type().is_symlink() {
+            if !trusted(meta.uid()) {
+                return Err(unsafe_dir(format!(
+                    "{} on its path is a symbolic link owned by uid {}, who could point it elsewhere; use a path without it",
+                    prefix.display(),
+                    meta.uid()
+                )));
+            }
+            let target = std::fs::metadata(&prefix)
+                .map_err(io_err(format!("following {}", prefix.display())))?;
+            check_dir(&prefix, &target)?;
+        } else {
+            check_dir(&prefix, &meta)?;
+        }
+    }
+    // As resolved: every directory the links lead through.
+    let resolved =
+        std::fs::canonicalize(parent).map_err(io_err(format!("resolving {}", parent.display())))?;
+    let mut prefix = PathBuf::new();
+    for part in resolved.components() {
+        prefix.push(part);
+        let meta = std::fs::symlink_metadata(&prefix)
+            .map_err(io_err(format!("inspecting {}", prefix.display())))?;
+        check_dir(&prefix, &meta)?;
+    }
+    Ok(())
+}
+
 /// Creates the socket directory `0700`, or checks an existing one: it must be a real directory
 /// owned by this user and not writable by group or others, because anyone who could place a
-/// file there could stand in for the host.
+/// file there could stand in for the host. Every directory above it is checked too
+/// ([`check_ancestors`]).
 pub fn prepare_socket_dir(dir: &Path) -> Result<(), ServeError> {
     use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    check_ancestors(dir)?;
     let unsafe_dir = |problem: String| ServeError::UnsafeDir {
         dir: dir.to_path_buf(),
         problem,
