@@ -17,6 +17,13 @@
 //! - An MCP cancellation never cancels host work: bridge calls run detached from the MCP
 //!   request. A cancelled mutation leaves its task gated like an in-progress one.
 //! - Logs go to stderr; stdout carries only MCP messages.
+//! - Every line read gets exactly one answer (a notification or response none, as JSON-RPC
+//!   says): a thin line screen in front of rmcp answers what rmcp would skip in silence or
+//!   answer without the request's id — invalid UTF-8, an empty line or malformed JSON get
+//!   `-32700` with `id: null`, a `tools/call` without `name` or with non-object `arguments`
+//!   `-32602`.
+//! - A host refusal keeps its own code and delivery: a `FRAME_TOO_LARGE` is `not_executed`
+//!   and leaves the task open to the next call.
 //!
 //! All `rmcp` types stay inside this module: the SDK changes fast and is pinned exactly in
 //! `Cargo.toml`.
@@ -801,23 +808,308 @@ impl ServerHandler for Front {
 }
 
 /// Runs `polaris mcp` on stdin/stdout until the client closes stdin.
+///
+/// Every line read from stdin passes [`screen_line`] first: what rmcp would skip in silence
+/// (invalid UTF-8, an empty line, malformed JSON) or answer without the request's id (a
+/// `tools/call` with no `name`) is answered here, once, and only well-formed messages reach
+/// rmcp. Both answer streams are merged onto stdout a whole line at a time.
 pub async fn run(options: McpOptions) -> Result<(), String> {
     let front = Front::new(&options);
     tracing::info!(socket_dir = %options.socket_dir.display(), "polaris mcp serving on stdio");
-    let service = front
-        .serve(rmcp::transport::stdio())
-        .await
-        .map_err(|e| format!("the MCP client did not complete the handshake: {e}"))?;
-    service
-        .waiting()
-        .await
-        .map_err(|e| format!("the MCP service stopped unexpectedly: {e}"))?;
-    Ok(())
+    let (to_rmcp, rmcp_in) = tokio::io::duplex(PIPE_BYTES);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
+    let (answers, answered) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let writer = tokio::spawn(write_stdout(from_rmcp, answered));
+    let reader = tokio::spawn(read_stdin(to_rmcp, answers));
+    let served = async {
+        let service = front
+            .serve((rmcp_in, rmcp_out))
+            .await
+            .map_err(|e| format!("the MCP client did not complete the handshake: {e}"))?;
+        service
+            .waiting()
+            .await
+            .map_err(|e| format!("the MCP service stopped unexpectedly: {e}"))?;
+        Ok::<(), String>(())
+    }
+    .await;
+    // Stop reading (rmcp is done), but the answers already owed still reach the client.
+    reader.abort();
+    let _ = writer.await;
+    served
+}
+
+/// Room in each in-process pipe between the line screen and rmcp.
+const PIPE_BYTES: usize = 256 * 1024;
+
+/// The longest line the front reads; a longer one is answered `-32700` and skipped.
+pub const MAX_MCP_LINE_BYTES: usize = 8 * 1024 * 1024;
+
+/// What to do with one line from the MCP client.
+#[derive(Debug, PartialEq)]
+enum Screened {
+    /// A well-formed message: rmcp reads it (and answers it if it is a request).
+    Forward,
+    /// Answered here with this JSON-RPC error line; rmcp never sees it.
+    Answer(Value),
+}
+
+/// A JSON-RPC error response.
+fn rpc_error(id: Value, code: i64, message: impl Into<String>) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+}
+
+/// JSON-RPC's parse error.
+const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC's invalid request.
+const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC's invalid params.
+const INVALID_PARAMS: i64 = -32602;
+
+/// Decides what one line (without its newline) gets: a parse error for what is not JSON, an
+/// invalid-request error for what is not a JSON-RPC message, invalid params for a
+/// `tools/call` without a string `name` or with non-object `arguments`; everything else goes
+/// to rmcp, which answers every request it reads (its handshake, the methods it knows, and
+/// -32601 for the rest).
+fn screen_line(line: &[u8]) -> Screened {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Screened::Answer(rpc_error(
+            Value::Null,
+            PARSE_ERROR,
+            "Parse error: the line is not valid UTF-8; send one JSON-RPC message per line",
+        ));
+    };
+    if text.trim().is_empty() {
+        return Screened::Answer(rpc_error(
+            Value::Null,
+            PARSE_ERROR,
+            "Parse error: empty line; send one JSON-RPC message per line",
+        ));
+    }
+    let message: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            return Screened::Answer(rpc_error(
+                Value::Null,
+                PARSE_ERROR,
+                format!("Parse error: {e}; send one JSON-RPC message per line"),
+            ))
+        }
+    };
+    let Value::Object(fields) = &message else {
+        return Screened::Answer(rpc_error(
+            Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: a message must be a JSON object (batches are not supported)",
+        ));
+    };
+    // An id this front can echo: a string or an integer; anything else is answered with null.
+    let id = fields.get("id").cloned();
+    let echo = match &id {
+        Some(v @ Value::String(_)) => v.clone(),
+        Some(Value::Number(n)) if n.is_i64() || n.is_u64() => Value::Number(n.clone()),
+        _ => Value::Null,
+    };
+    let invalid = |why: &str| {
+        Screened::Answer(rpc_error(
+            echo.clone(),
+            INVALID_REQUEST,
+            format!("Invalid Request: {why}"),
+        ))
+    };
+    if fields.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return invalid("\"jsonrpc\" must be \"2.0\"");
+    }
+    if id.is_some() && echo.is_null() {
+        return invalid("\"id\" must be a string or an integer");
+    }
+    let Some(method) = fields.get("method") else {
+        // A response to a request of ours, which rmcp matches; anything else is no message.
+        if id.is_some() && (fields.contains_key("result") || fields.contains_key("error")) {
+            return Screened::Forward;
+        }
+        return invalid(
+            "a message needs a \"method\" (or, as a response, \"result\" or \"error\")",
+        );
+    };
+    let Some(method) = method.as_str() else {
+        return invalid("\"method\" must be a string");
+    };
+    if id.is_none() {
+        // A notification: never answered, whatever it says.
+        return Screened::Forward;
+    }
+    if method == "tools/call" {
+        let problem = match fields.get("params") {
+            Some(Value::Object(params)) => match (params.get("name"), params.get("arguments")) {
+                (Some(Value::String(_)), None | Some(Value::Null) | Some(Value::Object(_))) => None,
+                (Some(Value::String(_)), Some(_)) => Some("\"arguments\" must be an object"),
+                (None, _) => Some("\"name\" is required: the tool to call (see tools/list)"),
+                (Some(_), _) => {
+                    Some("\"name\" must be a string: the tool to call (see tools/list)")
+                }
+            },
+            _ => Some("tools/call needs params {\"name\", \"arguments\"}"),
+        };
+        if let Some(problem) = problem {
+            return Screened::Answer(rpc_error(
+                echo,
+                INVALID_PARAMS,
+                format!("Invalid params: {problem}"),
+            ));
+        }
+    }
+    Screened::Forward
+}
+
+/// Reads stdin a line at a time: forwards well-formed messages to rmcp and sends the answer
+/// of every other line to the stdout writer. Ends at the client's EOF, which rmcp then sees.
+async fn read_stdin(
+    mut to_rmcp: tokio::io::DuplexStream,
+    answers: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+) {
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let screened =
+            match crate::protocol::read_frame(&mut stdin, &mut line, MAX_MCP_LINE_BYTES).await {
+                Ok(crate::protocol::FrameRead::Frame | crate::protocol::FrameRead::Partial) => {
+                    screen_line(&line)
+                }
+                Ok(crate::protocol::FrameRead::TooLarge) => Screened::Answer(rpc_error(
+                    Value::Null,
+                    PARSE_ERROR,
+                    format!("Parse error: the line is longer than {MAX_MCP_LINE_BYTES} bytes"),
+                )),
+                Ok(crate::protocol::FrameRead::Eof) => break,
+                Err(e) => {
+                    tracing::warn!("reading stdin failed: {e}");
+                    break;
+                }
+            };
+        match screened {
+            Screened::Forward => {
+                line.push(b'\n');
+                if to_rmcp.write_all(&line).await.is_err() {
+                    break;
+                }
+            }
+            Screened::Answer(answer) => {
+                let mut out = serde_json::to_vec(&answer).expect("an error response serialises");
+                out.push(b'\n');
+                if answers.send(out).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = to_rmcp.shutdown().await;
+}
+
+/// Writes rmcp's lines and the screen's answers to stdout, each line whole, until both end.
+async fn write_stdout(
+    from_rmcp: tokio::io::DuplexStream,
+    mut answers: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+) {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let mut stdout = tokio::io::stdout();
+    let mut from_rmcp = tokio::io::BufReader::new(from_rmcp);
+    let mut rmcp_open = true;
+    let mut answers_open = true;
+    // rmcp's line being read: kept across iterations, as a cancelled `read_until` leaves what
+    // it read so far in it.
+    let mut rmcp_line = Vec::new();
+    while rmcp_open || answers_open {
+        // The screen's answers first: one is queued before the next line reaches rmcp, so a
+        // client that waits for each answer reads them in the order of its lines.
+        let line = tokio::select! {
+            biased;
+            answer = answers.recv(), if answers_open => match answer {
+                Some(a) => a,
+                None => {
+                    answers_open = false;
+                    continue;
+                }
+            },
+            read = from_rmcp.read_until(b'\n', &mut rmcp_line), if rmcp_open => {
+                if !matches!(read, Ok(n) if n > 0) {
+                    rmcp_open = false;
+                }
+                std::mem::take(&mut rmcp_line)
+            }
+        };
+        if line.is_empty() {
+            continue;
+        }
+        if stdout.write_all(&line).await.is_err() || stdout.flush().await.is_err() {
+            break;
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn answer(line: &[u8]) -> Value {
+        match screen_line(line) {
+            Screened::Answer(v) => v,
+            Screened::Forward => panic!("forwarded: {}", String::from_utf8_lossy(line)),
+        }
+    }
+
+    #[test]
+    fn the_line_screen_answers_what_rmcp_would_not() {
+        for (line, code, id) in [
+            (&b"\xff\xfe{}"[..], -32700, Value::Null),
+            (b"", -32700, Value::Null),
+            (b"   ", -32700, Value::Null),
+            (b"{\"jsonrpc\":\"2.0\",", -32700, Value::Null),
+            (b"[1,2]", -32600, Value::Null),
+            (b"{\"id\":1,\"method\":\"ping\"}", -32600, json!(1)),
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":\"ping\"}",
+                -32600,
+                Value::Null,
+            ),
+            (b"{\"jsonrpc\":\"2.0\",\"id\":1}", -32600, json!(1)),
+            (
+                b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":5}",
+                -32600,
+                json!(2),
+            ),
+        ] {
+            let a = answer(line);
+            assert_eq!(
+                a["error"]["code"],
+                code,
+                "{}",
+                String::from_utf8_lossy(line)
+            );
+            assert_eq!(a["id"], id, "{a}");
+        }
+        for (line, id) in [
+            (&br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"arguments":{}}}"#[..], json!(7)),
+            (br#"{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"task_start","arguments":[1]}}"#, json!("a")),
+            (br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":3}}"#, json!(8)),
+            (br#"{"jsonrpc":"2.0","id":9,"method":"tools/call"}"#, json!(9)),
+        ] {
+            let a = answer(line);
+            assert_eq!(a["error"]["code"], -32602, "{a}");
+            assert_eq!(a["id"], id, "{a}");
+        }
+        for line in [
+            &br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"host_hello"}}"#[..],
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{}}}"#,
+            br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"method":"no/such"}"#,
+            br#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        ] {
+            assert_eq!(screen_line(line), Screened::Forward, "{}", String::from_utf8_lossy(line));
+        }
+    }
 
     #[test]
     fn keys_translate_both_ways() {

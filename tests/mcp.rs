@@ -599,3 +599,171 @@ async fn a_host_that_is_not_running_is_unavailable_and_nothing_was_sent() {
     assert_eq!(r["code"], "BRIDGE_UNAVAILABLE");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frame_the_host_refuses_as_too_large_is_not_executed_and_does_not_gate_the_task() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &["--max-frame-bytes", "4096"]).await;
+    let client = mcp(dir.path(), 20_000).await;
+    let (task, _) = start_task(&client, json!({})).await;
+    let r = err(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": "v".repeat(8192)}),
+    )
+    .await);
+    assert_eq!(r["code"], "FRAME_TOO_LARGE", "{r}");
+    assert_eq!(r["delivery"], "not_executed", "{r}");
+    // The task is not gated: the next mutation goes through, on a new connection.
+    ok(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": "short"}),
+    )
+    .await);
+    assert_eq!(read(&client, &task, "#title").await, "short");
+    client.cancel().await.unwrap();
+}
+
+/// `polaris mcp` over raw stdin/stdout lines, for what an SDK client would never send.
+struct RawFront {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
+}
+
+impl RawFront {
+    async fn start(dir: &Path) -> RawFront {
+        let mut child = mcp_command(dir, 20_000)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("polaris mcp starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+        RawFront {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    async fn send(&mut self, bytes: &[u8]) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin.write_all(bytes).await.unwrap();
+        self.stdin.flush().await.unwrap();
+    }
+
+    async fn line(&mut self) -> Value {
+        use tokio::io::AsyncBufReadExt;
+        let mut line = String::new();
+        let n = tokio::time::timeout(Duration::from_secs(20), self.stdout.read_line(&mut line))
+            .await
+            .expect("an answer within 20 s")
+            .unwrap();
+        assert!(n > 0, "polaris mcp closed stdout");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}"))
+    }
+
+    /// Sends `bytes` (a line, or what should be one), then a ping, and returns every answer
+    /// that came before the ping's.
+    async fn answers_to(&mut self, bytes: &[u8], n: usize) -> Vec<Value> {
+        self.send(bytes).await;
+        let ping = format!("ping-{n}");
+        self.send(
+            format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "id": ping, "method": "ping"})
+            )
+            .as_bytes(),
+        )
+        .await;
+        let mut before = Vec::new();
+        loop {
+            let v = self.line().await;
+            if v["id"] == ping.as_str() {
+                assert!(v.get("result").is_some(), "{v}");
+                return before;
+            }
+            before.push(v);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_line_the_front_reads_gets_exactly_one_answer() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &[]).await;
+    let mut front = RawFront::start(dir.path()).await;
+    // A line before the handshake is answered too.
+    let early = front.answers_to(b"not json\n", 0).await;
+    assert_eq!(early.len(), 1, "{early:?}");
+    assert_eq!(early[0]["error"]["code"], -32700);
+    front
+        .send(
+            format!(
+                "{}\n",
+                json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "raw", "version": "1"}}})
+            )
+            .as_bytes(),
+        )
+        .await;
+    let init = front.line().await;
+    assert_eq!(init["id"], "init");
+    assert!(init.get("result").is_some(), "{init}");
+    front
+        .send(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await;
+
+    let cases: Vec<(Vec<u8>, i64, Value)> = vec![
+        (b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\"\n".to_vec(), -32700, Value::Null),
+        (b"\n".to_vec(), -32700, Value::Null),
+        (b"\r\n".to_vec(), -32700, Value::Null),
+        (b"\xff\xfe\xfd\n".to_vec(), -32700, Value::Null),
+        (b"[]\n".to_vec(), -32600, Value::Null),
+        (
+            format!("{}\n", json!({"jsonrpc": "2.0", "id": 41, "method": "tools/call", "params": {"arguments": {}}})).into_bytes(),
+            -32602,
+            json!(41),
+        ),
+        (
+            format!("{}\n", json!({"jsonrpc": "2.0", "id": "a42", "method": "tools/call", "params": {"name": "host_hello", "arguments": [1]}})).into_bytes(),
+            -32602,
+            json!("a42"),
+        ),
+        (
+            format!("{}\n", json!({"jsonrpc": "2.0", "id": 43, "method": "no/such/method"})).into_bytes(),
+            -32601,
+            json!(43),
+        ),
+    ];
+    for (n, (line, code, id)) in cases.into_iter().enumerate() {
+        let answers = front.answers_to(&line, n + 1).await;
+        assert_eq!(
+            answers.len(),
+            1,
+            "exactly one answer to {:?}: {answers:?}",
+            String::from_utf8_lossy(&line)
+        );
+        assert_eq!(answers[0]["error"]["code"], code, "{:?}", answers[0]);
+        assert_eq!(answers[0]["id"], id, "{:?}", answers[0]);
+        assert_eq!(answers[0]["jsonrpc"], "2.0");
+    }
+    // And a well-formed call is still served after all that.
+    front
+        .send(format!("{}\n", json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": {"name": "run_status", "arguments": {}}})).as_bytes())
+        .await;
+    let served = front.line().await;
+    assert_eq!(served["id"], 50, "{served}");
+    assert_eq!(served["result"]["isError"], false, "{served}");
+    drop(front.stdin);
+    let status = tokio::time::timeout(Duration::from_secs(20), front.child.wait())
+        .await
+        .expect("polaris mcp ends when stdin closes")
+        .unwrap();
+    assert!(status.success(), "{status}");
+}
