@@ -386,7 +386,7 @@ async fn read_loop(
             }
         };
         let Some(id) = reply.id.clone() else {
-            answer_connection_line(&reply, &waiters);
+            answer_connection_line(&reply, &waiters, &alive);
             continue;
         };
         let mut w = waiters.lock().expect("waiters lock");
@@ -426,11 +426,24 @@ const REFUSAL_GRACE: Duration = Duration::from_millis(500);
 /// this connection, so every waiting call ends `not_sent`; `FRAME_TOO_LARGE` (with
 /// `details.maxFrameBytes`) refused the calls whose frames were longer than that, and the
 /// host closes the connection before reading any later one, so none of them ran.
-fn answer_connection_line(reply: &Reply, waiters: &Waiters) {
+fn answer_connection_line(reply: &Reply, waiters: &Waiters, alive: &std::sync::atomic::AtomicBool) {
     let Some(err) = reply.error.as_ref().filter(|_| !reply.ok) else {
         tracing::warn!("the host sent a reply without an id");
         return;
     };
+    let mut w = waiters.lock().expect("waiters lock");
+    // The host closes the connection after these and reads nothing more: later calls must
+    // not be written to it, but to a new connection.
+    if matches!(
+        err.code,
+        ErrorCode::HostBusy | ErrorCode::FrameTooLarge | ErrorCode::FrameTimeout
+    ) || err
+        .details
+        .as_ref()
+        .is_some_and(|d| d.get("peerUid").is_some())
+    {
+        alive.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
     let details = err.details.as_ref();
     let refused_connection =
         err.code == ErrorCode::HostBusy || details.is_some_and(|d| d.get("peerUid").is_some());
@@ -438,7 +451,6 @@ fn answer_connection_line(reply: &Reply, waiters: &Waiters) {
         .and_then(|d| d.get("maxFrameBytes"))
         .and_then(Value::as_u64)
         .filter(|_| err.code == ErrorCode::FrameTooLarge);
-    let mut w = waiters.lock().expect("waiters lock");
     if refused_connection {
         for (id, q) in w.drain() {
             for waiter in q {

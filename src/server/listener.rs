@@ -238,7 +238,10 @@ pub async fn serve_connection<S: Service>(
             timer
                 .as_mut()
                 .reset(deadline_after(started, limits.frame_timeout));
+            // Bytes already here count before the clock: only a peer that has not sent the
+            // rest times out, never one the host was too busy to read.
             tokio::select! {
+                biased;
                 r = framed.read_frame() => r,
                 _ = shutdown.wait_for(|s| *s) => break,
                 _ = &mut timer => {
@@ -267,6 +270,7 @@ pub async fn serve_connection<S: Service>(
             };
             timer.as_mut().reset(deadline);
             tokio::select! {
+                biased;
                 r = framed.wait_for_bytes() => match r {
                     Ok(0) => break,
                     Ok(_) => {
