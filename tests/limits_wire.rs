@@ -541,3 +541,67 @@ fn a_socket_directory_below_a_directory_others_may_write_is_refused() {
     );
     assert!(!real.join("s").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_that_never_reads_does_not_keep_its_slot() {
+    // One slot, held by a peer that pipelines large replies and never reads them.
+    let host = TestHost::start(&[
+        "--max-connections",
+        "1",
+        "--idle-timeout-ms",
+        "300",
+        "--max-frame-bytes",
+        "1048576",
+    ]);
+    let mut stuck = None;
+    for _ in 0..250 {
+        let mut c = host.conn().await;
+        c.send("probe", "host.hello", json!({})).await;
+        if c.read_frame().await["id"] == "probe" {
+            stuck = Some(c);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut stuck = stuck.expect("the slot frees once the readiness probe has gone");
+    let task = start_task(&mut stuck, json!({})).await;
+    ok(&stuck
+        .call_id(
+            "wide",
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "w".repeat(60 * 1024)}),
+        )
+        .await);
+    let mut burst = Vec::new();
+    for i in 0..64 {
+        let frame = json!({"id": format!("nr-{i}"), "method": "receipt.status", "params": {"requestId": "wide"}});
+        burst.extend_from_slice(format!("{frame}\n").as_bytes());
+    }
+    stuck.send_raw(&burst).await;
+    // Another client gets the slot once the host gives up on the peer that takes nothing.
+    let mut served = None;
+    for _ in 0..500 {
+        let mut c = host.conn().await;
+        c.send("next", "host.hello", json!({})).await;
+        let first = c.read_frame().await;
+        if first["id"] == "next" {
+            served = Some(first);
+            break;
+        }
+        refusal(&first, "HOST_BUSY");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    ok(&served.expect("the slot of a peer that never reads is freed"));
+    // The stalled peer finds its connection closed after the replies that fit in the socket.
+    let mut replies = 0;
+    while let Some(line) = stuck.read_line().await {
+        let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+        if v["id"].as_str().is_some_and(|id| id.starts_with("nr-")) {
+            replies += 1;
+        }
+    }
+    assert!(
+        replies < 64,
+        "closed before every reply was taken ({replies})"
+    );
+}

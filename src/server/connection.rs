@@ -100,13 +100,20 @@ pub(super) struct Framed<'s> {
     write_lock: Arc<tokio::sync::Mutex<()>>,
     /// `--max-frame-bytes`.
     max_frame_bytes: usize,
+    /// How long a write may wait for the peer to take bytes before the peer counts as gone:
+    /// a peer that never reads must not hold its connection slot forever.
+    write_stall: std::time::Duration,
 }
 
 // What the per-frame path calls is `#[inline]`: the loop calling it is generic over the service
 // and compiled elsewhere, and these were inline code in it before they had a type.
 impl<'s> Framed<'s> {
     /// Buffers for `stream`, which the caller keeps alive for as long as this is used.
-    pub(super) fn new(stream: &'s Arc<Stream>, max_frame_bytes: usize) -> Framed<'s> {
+    pub(super) fn new(
+        stream: &'s Arc<Stream>,
+        max_frame_bytes: usize,
+        write_stall: std::time::Duration,
+    ) -> Framed<'s> {
         Framed {
             stream,
             reader: BufReader::with_capacity(BUFFER_BYTES, &**stream),
@@ -116,6 +123,7 @@ impl<'s> Framed<'s> {
             ready_permits: Vec::new(),
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             max_frame_bytes,
+            write_stall,
         }
     }
 
@@ -131,6 +139,7 @@ impl<'s> Framed<'s> {
         tokio::spawn(write_loop(
             self.stream.clone(),
             self.write_lock.clone(),
+            self.write_stall,
             input,
         ))
     }
@@ -221,13 +230,17 @@ impl<'s> Framed<'s> {
         Ok(self.reader.fill_buf().await?.len())
     }
 
-    /// Writes the ready replies in one go and frees their slots. Fails when the peer is gone.
+    /// Writes the ready replies in one go and frees their slots. Fails when the peer is gone,
+    /// or takes no bytes for the write-stall time.
     /// Not cancel-safe (a line could be cut): the caller awaits it without racing it.
     pub(super) async fn write_ready(&mut self) -> io::Result<()> {
-        let written = {
+        let write = async {
             let _guard = self.write_lock.lock().await;
             (&**self.stream).write_all(&self.ready).await
         };
+        let written = tokio::time::timeout(self.write_stall, write)
+            .await
+            .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()));
         self.ready.clear();
         self.ready_permits.clear();
         written
@@ -259,6 +272,7 @@ async fn owed(
 async fn write_loop(
     stream: Arc<Stream>,
     write_lock: Arc<tokio::sync::Mutex<()>>,
+    write_stall: std::time::Duration,
     input: WriterInput,
 ) {
     let WriterInput {
@@ -334,10 +348,14 @@ async fn write_loop(
         if batch.is_empty() {
             continue;
         }
-        let written = {
+        let write = async {
             let _guard = write_lock.lock().await;
             (&*stream).write_all(&batch).await.is_ok()
         };
+        // A peer that takes nothing for this long counts as gone.
+        let written = tokio::time::timeout(write_stall, write)
+            .await
+            .unwrap_or(false);
         permits.clear();
         if !written {
             // The peer is gone; what it asked for still runs to its end.

@@ -136,7 +136,9 @@ pub async fn serve_connection<S: Service>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let stream = Arc::new(stream);
-    let mut framed = Framed::new(&stream, limits.max_frame_bytes);
+    // A peer that takes no reply bytes for the idle timeout is as good as gone: it must not
+    // keep its slot (and the replies it does not read) forever.
+    let mut framed = Framed::new(&stream, limits.max_frame_bytes, limits.idle_timeout);
     let (out, lines) = mpsc::unbounded_channel::<Outbound>();
     let (later_tx, later) = mpsc::unbounded_channel::<LaterReply>();
     let (close_tx, close) = oneshot::channel::<()>();
@@ -182,7 +184,8 @@ pub async fn serve_connection<S: Service>(
         // Waiting is raced against shutdown; what is at hand (a free slot, a whole line already
         // buffered) is taken at once, after a glance at the shutdown flag — registering with
         // the shutdown channel that every connection shares would cost more than the frame.
-        if stopping(&shutdown) {
+        // The writer ends only when the peer is gone (or stalled): stop reading for it.
+        if stopping(&shutdown) || writer.is_finished() {
             break;
         }
         // Whole lines already buffered, with slots free for them, are handled together, as
