@@ -303,12 +303,10 @@ impl BridgeClient {
         match tokio::time::timeout_at(deadline, write).await {
             Ok(Ok(Ok(()))) => {}
             Ok(Ok(Err(e))) => {
-                // The host may have refused the connection before reading anything (its line
-                // is then on the way to this call); otherwise the write broke mid-way.
-                if let Ok(Ok(Err(refused))) =
-                    tokio::time::timeout(REFUSAL_GRACE, rx).await
-                {
-                    return Err(refused);
+                // The host may have answered before the connection broke, or refused the
+                // connection before reading anything: that answer is on its way to this call.
+                if let Ok(Ok(answer)) = tokio::time::timeout(REFUSAL_GRACE, rx).await {
+                    return answer;
                 }
                 return Err(ClientError::new(
                     ErrorCode::BridgeDisconnected,
@@ -431,19 +429,6 @@ fn answer_connection_line(reply: &Reply, waiters: &Waiters, alive: &std::sync::a
         tracing::warn!("the host sent a reply without an id");
         return;
     };
-    let mut w = waiters.lock().expect("waiters lock");
-    // The host closes the connection after these and reads nothing more: later calls must
-    // not be written to it, but to a new connection.
-    if matches!(
-        err.code,
-        ErrorCode::HostBusy | ErrorCode::FrameTooLarge | ErrorCode::FrameTimeout
-    ) || err
-        .details
-        .as_ref()
-        .is_some_and(|d| d.get("peerUid").is_some())
-    {
-        alive.store(false, std::sync::atomic::Ordering::SeqCst);
-    }
     let details = err.details.as_ref();
     let refused_connection =
         err.code == ErrorCode::HostBusy || details.is_some_and(|d| d.get("peerUid").is_some());
@@ -451,6 +436,13 @@ fn answer_connection_line(reply: &Reply, waiters: &Waiters, alive: &std::sync::a
         .and_then(|d| d.get("maxFrameBytes"))
         .and_then(Value::as_u64)
         .filter(|_| err.code == ErrorCode::FrameTooLarge);
+    let mut w = waiters.lock().expect("waiters lock");
+    // The host closes the connection after these and reads nothing more: later calls must
+    // not be written to it, but to a new connection.
+    if refused_connection || matches!(err.code, ErrorCode::FrameTooLarge | ErrorCode::FrameTimeout)
+    {
+        alive.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
     if refused_connection {
         for (id, q) in w.drain() {
             for waiter in q {
