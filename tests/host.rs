@@ -388,12 +388,10 @@ async fn a_connection_with_64_requests_in_flight_is_not_read_further_until_one_c
 #[tokio::test]
 async fn connections_beyond_the_limit_hear_host_busy_until_a_slot_frees() {
     let host = TestHost::start(&["--max-connections", "2"]);
-    let mut a = host.conn().await;
-    let mut b = host.conn().await;
-    ok(&a.call("host.hello", json!({})).await);
-    ok(&b.call("host.hello", json!({})).await);
+    let a = host.served_conn().await;
+    let mut b = host.served_conn().await;
     let mut third = host.conn().await;
-    third.send("t", "host.hello", json!({})).await;
+    third.try_send("t", "host.hello", json!({})).await;
     let busy = third.read_frame().await;
     assert!(busy["id"].is_null(), "{busy}");
     assert_eq!(err(&busy, "HOST_BUSY")["details"]["maxConnections"], 2);
@@ -403,7 +401,7 @@ async fn connections_beyond_the_limit_hear_host_busy_until_a_slot_frees() {
     let mut served = false;
     for _ in 0..250 {
         let mut c = host.conn().await;
-        c.send("t2", "host.hello", json!({})).await;
+        c.try_send("t2", "host.hello", json!({})).await;
         if c.read_frame().await["id"] == "t2" {
             served = true;
             break;

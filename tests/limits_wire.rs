@@ -37,7 +37,7 @@ async fn the_257th_connection_hears_host_busy_and_a_freed_slot_serves_again() {
     }
     let mut late = host.conn().await;
     // What it sends is never read.
-    late.send(&new_id(), "task.start", json!({"title": "never read"}))
+    late.try_send(&new_id(), "task.start", json!({"title": "never read"}))
         .await;
     let line = late.read_frame().await;
     let e = refusal(&line, "HOST_BUSY");
@@ -51,7 +51,8 @@ async fn the_257th_connection_hears_host_busy_and_a_freed_slot_serves_again() {
     let mut again = None;
     for _ in 0..200 {
         let mut c = host.conn().await;
-        let id = c.send(&new_id(), "host.hello", json!({})).await;
+        let id = new_id();
+        c.try_send(&id, "host.hello", json!({})).await;
         let first = c.read_frame().await;
         if first["id"] == id.as_str() {
             again = Some(first);
@@ -66,10 +67,8 @@ async fn the_257th_connection_hears_host_busy_and_a_freed_slot_serves_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_client_library_reports_host_busy_as_not_sent() {
     let host = TestHost::start(&["--max-connections", "2"]);
-    let mut a = host.conn().await;
-    let mut b = host.conn().await;
-    ok(&a.call("host.hello", json!({})).await);
-    ok(&b.call("host.hello", json!({})).await);
+    let mut a = host.served_conn().await;
+    let _b = host.served_conn().await;
     let client = BridgeClient::new(&host.dir).with_timeout(Duration::from_secs(20));
     let e = client
         .call("task.start", json!({"title": "refused"}))
@@ -553,17 +552,7 @@ async fn a_peer_that_never_reads_does_not_keep_its_slot() {
         "--max-frame-bytes",
         "1048576",
     ]);
-    let mut stuck = None;
-    for _ in 0..250 {
-        let mut c = host.conn().await;
-        c.send("probe", "host.hello", json!({})).await;
-        if c.read_frame().await["id"] == "probe" {
-            stuck = Some(c);
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let mut stuck = stuck.expect("the slot frees once the readiness probe has gone");
+    let mut stuck = host.served_conn().await;
     let task = start_task(&mut stuck, json!({})).await;
     ok(&stuck
         .call_id(
@@ -582,7 +571,7 @@ async fn a_peer_that_never_reads_does_not_keep_its_slot() {
     let mut served = None;
     for _ in 0..500 {
         let mut c = host.conn().await;
-        c.send("next", "host.hello", json!({})).await;
+        c.try_send("next", "host.hello", json!({})).await;
         let first = c.read_frame().await;
         if first["id"] == "next" {
             served = Some(first);

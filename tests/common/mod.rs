@@ -123,6 +123,22 @@ impl TestHost {
         Conn::connect(&self.bridge()).await
     }
 
+    /// A new bridge connection that the host serves, retried while every slot is taken (with
+    /// a small `--max-connections`, the readiness probe's slot frees only once the host sees
+    /// it close).
+    pub async fn served_conn(&self) -> Conn {
+        for _ in 0..500 {
+            let mut c = self.conn().await;
+            let id = new_id();
+            c.try_send(&id, "host.hello", json!({})).await;
+            if c.read_frame().await["id"] == id.as_str() {
+                return c;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("no connection slot freed up: {}", self.log());
+    }
+
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
@@ -175,6 +191,13 @@ impl Conn {
     /// Writes raw bytes.
     pub async fn send_raw(&mut self, bytes: &[u8]) {
         self.writer.write_all(bytes).await.expect("write");
+    }
+
+    /// Sends a request where the host may already have refused the connection (`HOST_BUSY`):
+    /// a failed write is not an error, the host's line is read next either way.
+    pub async fn try_send(&mut self, id: &str, method: &str, params: Value) {
+        let frame = json!({"id": id, "method": method, "params": params});
+        let _ = self.writer.write_all(format!("{frame}\n").as_bytes()).await;
     }
 
     /// Sends a request; returns its id.
