@@ -263,10 +263,11 @@ async fn a_peer_that_does_not_read_cannot_grow_the_hosts_memory() {
     }
     ok(&c.call("host.hello", json!({})).await);
     peak = peak.max(rss_bytes(pid));
-    // Each connection may hold its bound plus one more reply; the stated overhead (32 MiB, for
+    // Each connection may hold its bound plus one more reply; the stated overhead (48 MiB, for
     // all connections together) covers the replies being built, the kernel's socket buffers
-    // and what the allocator keeps.
-    let overhead: u64 = 32 << 20;
+    // and what the allocator keeps. Measured: about 30 MiB whatever the number of connections
+    // (4 connections grew 55–64 MiB, 8 grew 88–94 MiB: about 8 MiB, the bound, per connection).
+    let overhead: u64 = 48 << 20;
     let allowed = CONNECTIONS * (bound + value_bytes) + overhead;
     let without_bound = CONNECTIONS * PIPELINED * value_bytes;
     assert!(
