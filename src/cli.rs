@@ -211,7 +211,8 @@ struct ServeArgs {
     /// How long a frame may take to arrive whole after its first byte (else FRAME_TIMEOUT).
     #[arg(long, default_value_t = DEFAULT_FRAME_TIMEOUT_MS, value_name = "MS")]
     frame_timeout_ms: u64,
-    /// How long a connection with nothing in flight and no subscription stays open.
+    /// How long a connection with nothing in flight and no subscription stays open, and how
+    /// long a peer may take no reply bytes before it is closed.
     #[arg(long, default_value_t = DEFAULT_IDLE_TIMEOUT_MS, value_name = "MS")]
     idle_timeout_ms: u64,
     /// Reply bytes a connection may have unwritten before the host stops reading it.
