@@ -45,7 +45,7 @@ pub const MAX_LIST_LIMIT: usize = 1000;
 /// Default `limit` of `audit.list`.
 pub const DEFAULT_AUDIT_LIMIT: usize = 50;
 /// Longest clear reason accepted, in characters.
-pub const MAX_REASON_CHARS: usize = 500;
+pub const MAX_REASON_CHARS: usize = crate::protocol::limits::REASON.max;
 
 /// The introspection service over a host.
 #[derive(Clone)]
@@ -610,10 +610,12 @@ fn checked_commit(p: ClearCommitParams) -> Result<ClearCommitParams, ErrorBody> 
             format_args!("reason must be 1–{MAX_REASON_CHARS} characters and say why (got {n})"),
         ));
     }
-    if p.operator
-        .as_ref()
-        .is_some_and(|o| o.trim().is_empty() || o.chars().count() > 200)
-    {
+    if p.operator.as_ref().is_some_and(|o| {
+        o.trim().is_empty()
+            || crate::protocol::limits::OPERATOR
+                .check("operator", o)
+                .is_err()
+    }) {
         return Err(bad_params(
             "receipts.clearCommit",
             "operator must be 1–200 characters",
