@@ -146,6 +146,8 @@ pub struct Vacancy<'a> {
     slot: indexmap::map::VacantEntry<'a, RequestKey, Receipt>,
     running: &'a mut usize,
     capacity: usize,
+    used_bytes: &'a mut usize,
+    max_bytes: usize,
 }
 
 impl Vacancy<'_> {
@@ -159,26 +161,81 @@ impl Vacancy<'_> {
         now: i64,
     ) -> Result<usize, BookFull> {
         let used = self.slot.index();
-        if used >= self.capacity {
+        let cost = receipt_bytes(self.slot.key(), &request, None);
+        let limit = if used >= self.capacity {
+            Some(Limit::Count)
+        } else if self.used_bytes.saturating_add(cost) > self.max_bytes {
+            Some(Limit::Bytes)
+        } else {
+            None
+        };
+        if let Some(limit) = limit {
             return Err(BookFull {
+                limit,
                 capacity: self.capacity,
                 used,
+                used_bytes: *self.used_bytes,
+                max_bytes: self.max_bytes,
             });
         }
         self.slot
             .insert(Receipt::running(request, method, task_id, now));
         *self.running += 1;
+        *self.used_bytes += cost;
         Ok(used)
+    }
+}
+
+/// Which bound of the book a new receipt would pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// `--capacity`: the count of receipts.
+    Count,
+    /// `--max-book-bytes`: the bytes they hold.
+    Bytes,
+}
+
+impl Limit {
+    /// The name `details.limit` carries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Count => "count",
+            Limit::Bytes => "bytes",
+        }
     }
 }
 
 /// Why a new receipt could not be created.
 #[derive(Debug, PartialEq, Eq)]
 pub struct BookFull {
+    /// The bound the receipt would pass (the count first, when both are reached).
+    pub limit: Limit,
     /// The hard capacity.
     pub capacity: usize,
     /// Receipts held now.
     pub used: usize,
+    /// Bytes held now.
+    pub used_bytes: usize,
+    /// The byte bound.
+    pub max_bytes: usize,
+}
+
+/// What every receipt costs beyond the bytes of its request, reply and textual ID: its table
+/// entry (key, hash, index, the receipt's fields) and the allocations of its request and
+/// shared reply. Measured by `the_per_receipt_overhead_covers_the_receipt_table`.
+pub const RECEIPT_OVERHEAD_BYTES: usize = 256;
+
+/// Default `--max-book-bytes`: 1 GiB.
+pub const DEFAULT_MAX_BOOK_BYTES: usize = 1 << 30;
+
+/// The bytes a receipt counts against `--max-book-bytes`: its canonical request, its stored
+/// reply body, a request ID kept as text, and [`RECEIPT_OVERHEAD_BYTES`].
+fn receipt_bytes(key: &RequestKey, request: &str, outcome: Option<&Outcome>) -> usize {
+    let key_bytes = match key {
+        RequestKey::Text(t) => t.len(),
+        RequestKey::Uuid(_) => 0,
+    };
+    RECEIPT_OVERHEAD_BYTES + key_bytes + request.len() + outcome.map_or(0, |o| o.body.len())
 }
 
 /// Why a clear could not be applied.
@@ -275,6 +332,10 @@ pub struct Book {
     capacity: usize,
     tombstone_capacity: usize,
     running: usize,
+    /// The bytes the receipts hold ([`receipt_bytes`] summed); checked against `max_bytes`
+    /// when a receipt is created, grown by its reply when it completes.
+    used_bytes: usize,
+    max_bytes: usize,
 }
 
 impl Book {
@@ -295,7 +356,15 @@ impl Book {
             capacity,
             tombstone_capacity,
             running: 0,
+            used_bytes: 0,
+            max_bytes: DEFAULT_MAX_BOOK_BYTES,
         }
+    }
+
+    /// Bounds the bytes the receipts may hold (`--max-book-bytes`).
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Book {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// What the book holds for `key`.
@@ -308,6 +377,8 @@ impl Book {
                     slot,
                     running: &mut self.running,
                     capacity: self.capacity,
+                    used_bytes: &mut self.used_bytes,
+                    max_bytes: self.max_bytes,
                 }),
             },
         }
@@ -337,16 +408,10 @@ impl Book {
         now: i64,
     ) -> Result<(), BookFull> {
         debug_assert!(!self.receipts.contains_key(&key) && !self.tombstones.contains(&key));
-        if self.receipts.len() >= self.capacity {
-            return Err(BookFull {
-                capacity: self.capacity,
-                used: self.receipts.len(),
-            });
+        match self.entry(&key) {
+            Entry::Vacant(v) => v.insert_running(request, method, task_id, now).map(|_| ()),
+            _ => unreachable!("the caller checked the key is vacant"),
         }
-        self.receipts
-            .insert(key, Receipt::running(request, method, task_id, now));
-        self.running += 1;
-        Ok(())
     }
 
     /// Stores the outcome of a running receipt. Returns `false` if the receipt was not running
@@ -390,6 +455,7 @@ impl Book {
         };
         match receipt {
             Some(r) if r.is_running() => {
+                self.used_bytes += outcome.body.len();
                 let ReplySlot::Running(waiters) =
                     std::mem::replace(&mut r.reply, ReplySlot::Done(outcome))
                 else {
@@ -439,16 +505,19 @@ impl Book {
         let mut cleared = 0;
         let wanted: std::collections::HashSet<&RequestKey> = keys.iter().collect();
         let mut moved = Vec::with_capacity(new);
+        let mut freed = 0;
         // One pass keeps the creation order of the remaining receipts.
         self.receipts.retain(|k, r| {
             if wanted.contains(k) && !r.is_running() {
                 moved.push((k.clone(), digest(&r.request)));
+                freed += receipt_bytes(k, &r.request, r.outcome().map(|o| &**o));
                 false
             } else {
                 true
             }
         });
         cleared += moved.len();
+        self.used_bytes -= freed;
         self.tombstones.extend(
             moved
                 .into_iter()
@@ -496,7 +565,14 @@ impl Book {
             tombstone_capacity: self.tombstone_capacity() as u64,
             tombstones: self.tombstones() as u64,
             used: self.used() as u64,
+            used_bytes: self.used_bytes as u64,
+            max_bytes: self.max_bytes as u64,
         }
+    }
+
+    /// The bytes the receipts hold, as `--max-book-bytes` counts them.
+    pub fn used_bytes(&self) -> usize {
+        self.used_bytes
     }
 
     /// Receipts oldest first.
@@ -546,12 +622,66 @@ mod tests {
             )
             .unwrap_err(),
             BookFull {
+                limit: Limit::Count,
                 capacity: 2,
-                used: 2
+                used: 2,
+                used_bytes: 2 * (RECEIPT_OVERHEAD_BYTES + 2 + 2),
+                max_bytes: DEFAULT_MAX_BOOK_BYTES,
             }
         );
         assert!(b.get(&RequestKey::new("r0")).is_some());
         assert!(b.get(&RequestKey::new("r1")).is_some());
+    }
+
+    #[test]
+    fn bytes_bound_the_book_and_clearing_gives_them_back() {
+        let request = |n: usize| -> Box<str> { "x".repeat(n).into() };
+        let per = RECEIPT_OVERHEAD_BYTES + 1000;
+        let mut b = Book::new(100, 100).with_max_bytes(3 * per + RECEIPT_OVERHEAD_BYTES + 10);
+        let key = |i: usize| RequestKey::new(&uuid::Uuid::from_u128(i as u128).to_string());
+        for i in 0..3 {
+            b.insert_running(key(i), request(1000), Method::PageFill, None, 0)
+                .unwrap();
+        }
+        assert_eq!(b.used_bytes(), 3 * per);
+        let full = b
+            .insert_running(key(9), request(1000), Method::PageFill, None, 0)
+            .unwrap_err();
+        assert_eq!(full.limit, Limit::Bytes);
+        assert_eq!(
+            (full.used_bytes, full.max_bytes),
+            (3 * per, 3 * per + RECEIPT_OVERHEAD_BYTES + 10)
+        );
+        // A small request still fits; its reply is counted when it completes.
+        b.insert_running(key(3), request(0), Method::PageFill, None, 0)
+            .unwrap();
+        b.complete(&key(3), done(false), 1);
+        let reply = done(false).body.len();
+        assert_eq!(b.used_bytes(), 3 * per + RECEIPT_OVERHEAD_BYTES + reply);
+        for i in 0..3 {
+            b.complete(&key(i), done(false), 1);
+        }
+        let keys: Vec<RequestKey> = (0..4).map(key).collect();
+        assert_eq!(b.clear(&keys, 2, "why".into()), Ok(4));
+        assert_eq!(b.used_bytes(), 0);
+        assert_eq!(b.counts().used_bytes, 0);
+        assert_eq!(
+            b.counts().max_bytes,
+            (3 * per + RECEIPT_OVERHEAD_BYTES + 10) as u64
+        );
+    }
+
+    #[test]
+    fn the_per_receipt_overhead_covers_the_receipt_table() {
+        // The table entry (hash, key, receipt), its index slot and control byte at the
+        // table's worst load, the reply's shared allocation, and allocator rounding of the two
+        // strings a receipt owns.
+        let entry = std::mem::size_of::<(usize, RequestKey, Receipt)>();
+        let index = 2 * (std::mem::size_of::<usize>() + 1);
+        let reply = std::mem::size_of::<Outcome>() + 2 * std::mem::size_of::<usize>();
+        let rounding = 2 * 16;
+        let total = entry + index + reply + rounding;
+        assert!(total <= RECEIPT_OVERHEAD_BYTES, "{total} bytes per receipt");
     }
 
     #[test]

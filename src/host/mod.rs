@@ -65,8 +65,10 @@ pub const DEFAULT_ACTION_TIMEOUT_MS: u64 = 2_000;
 pub struct HostConfig {
     /// Hard receipt capacity; new mutating IDs are refused beyond it, nothing is evicted.
     pub capacity: usize,
-    /// Hard tombstone capacity.
+    /// Hard tombstone capacity (also bounds the compact records of closed tasks).
     pub tombstone_capacity: usize,
+    /// `--max-book-bytes`: the bytes the receipts may hold; new mutations are refused past it.
+    pub max_book_bytes: usize,
     /// How long an action's effect may take to be observed, and how long a read may take.
     pub action_timeout: Duration,
 }
@@ -76,6 +78,7 @@ impl Default for HostConfig {
         HostConfig {
             capacity: DEFAULT_CAPACITY,
             tombstone_capacity: DEFAULT_TOMBSTONE_CAPACITY,
+            max_book_bytes: crate::book::DEFAULT_MAX_BOOK_BYTES,
             action_timeout: Duration::from_millis(DEFAULT_ACTION_TIMEOUT_MS),
         }
     }
@@ -174,7 +177,8 @@ impl Host {
                 run_id: uuid::Uuid::new_v4().to_string(),
                 started_at: now_millis(),
                 state: Mutex::new(State {
-                    book: Book::new(config.capacity, config.tombstone_capacity),
+                    book: Book::new(config.capacity, config.tombstone_capacity)
+                        .with_max_bytes(config.max_book_bytes),
                     tasks: Tasks::default(),
                     counters: Counters::default(),
                     events: EventBus::default(),
