@@ -575,6 +575,11 @@ impl Book {
         self.used_bytes
     }
 
+    /// The receipt at a position in creation order (0 is the oldest).
+    pub fn get_index(&self, i: usize) -> Option<(&RequestKey, &Receipt)> {
+        self.receipts.get_index(i)
+    }
+
     /// Receipts oldest first.
     pub fn iter(
         &self,

@@ -47,7 +47,7 @@ mod clear_tests;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use clear::clear_refusal;
+pub(crate) use clear::{clear_refusal, Order};
 pub use clear::{
     ClearCandidate, ClearRefusal, ClearTargets, ClearedReceipt, CommittedClear, PreparedClearView,
     CLEAR_TOKEN_TTL_MS, MAX_PREPARED_CLEARS,
@@ -135,6 +135,10 @@ struct Inner {
     executor: Arc<dyn Executor>,
     /// Set once by [`Host::begin_shutdown`]; read by admission without the lock's help.
     shutting_down: AtomicBool,
+    /// Held for the whole of an operator's scan or clear (`receipts.list`, `clearPrepare`,
+    /// `clearCommit`), which take the host's lock only in short slices: no clear can move the
+    /// receipts between the slices of another operator's scan.
+    operator_gate: Mutex<()>,
     /// Signalled whenever the last running execution finishes.
     idle: Notify,
     /// How many `wait_idle` calls are waiting, so completions skip `idle` when nobody is.
@@ -187,6 +191,7 @@ impl Host {
                 }),
                 config,
                 executor,
+                operator_gate: Mutex::new(()),
                 shutting_down: AtomicBool::new(false),
                 idle: Notify::new(),
                 idle_watchers: Default::default(),
