@@ -121,6 +121,14 @@ impl Host {
             None => None,
             Some(tid) => {
                 let Some(task) = st.tasks.get_mut(tid) else {
+                    if let Some(record) = st.tasks.closed(tid) {
+                        st.events.publish("request.rejected", now, || {
+                            rejected(id, method, Some(tid), ErrorCode::TaskClosed)
+                        });
+                        let error =
+                            admission_error(&record.to_task(tid), method, ErrorCode::TaskClosed);
+                        return Err(reject(Some(id), run_id, error));
+                    }
                     st.events.publish("request.rejected", now, || {
                         rejected(id, method, Some(tid), ErrorCode::TaskNotFound)
                     });
@@ -154,6 +162,9 @@ impl Host {
                 }
             };
         st.counters.executions += 1;
+        if let Some(tid) = &task_id {
+            st.tasks.receipt_created(tid);
+        }
         st.events
             .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
                 request_id: id.into(),

@@ -414,6 +414,12 @@ impl Host {
                 .with_details(json!({"tombstoneCapacity": capacity, "tombstones": used, "requested": keys.len()})));
             }
         }
+        // A closed task whose last receipt went is reduced to its compact record.
+        for c in &cleared {
+            if let Some(tid) = &c.task_id {
+                st.tasks.receipt_cleared(tid);
+            }
+        }
         let event = ReceiptsClearedEvent {
             count: cleared.len() as u64,
             operator: operator.to_owned(),

@@ -183,7 +183,7 @@ impl Host {
                 state: Mutex::new(State {
                     book: Book::new(config.capacity, config.tombstone_capacity)
                         .with_max_bytes(config.max_book_bytes),
-                    tasks: Tasks::default(),
+                    tasks: Tasks::with_closed_capacity(config.tombstone_capacity),
                     counters: Counters::default(),
                     events: EventBus::default(),
                     verifying: Default::default(),
