@@ -9,8 +9,9 @@
 //! exactly the replies that said `"receipt":"new"`; every frame must get one well-formed reply
 //! (an object with `ok`, a known error code, `automaticReplay: false`).
 //!
-//! `cargo build --release && cargo run --release --example fuzz -- --seconds N [--seed S]`
-//! prints the count of each mutation kind tried and exits non-zero on the first violation,
+//! `cargo build --release && cargo run --release --example fuzz -- --seconds N [--seed S]
+//! [--mcp-malformed]` (the last also sends the MCP front lines that are not JSON at all, each of
+//! which must get a parse error) prints the count of each mutation kind tried and exits non-zero on the first violation,
 //! printing the frames that caused it.
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -645,26 +646,29 @@ fn socket_batch(
             break;
         }
     }
-    for l in &lines {
-        if let Err(e) = conn.w.write_all(l) {
-            if !over_limit {
-                fail(&format!("writing a frame failed: {e}"), &lines);
+    // Written from another thread while the replies are read, so a host that stops reading
+    // shows up as replies that never come (a violation) rather than a write that never ends.
+    let writer = {
+        let mut w = conn.w.try_clone().expect("socket clone");
+        let lines = lines.clone();
+        std::thread::spawn(move || {
+            for l in &lines {
+                if let Err(e) = w.write_all(l) {
+                    return Err(e);
+                }
             }
-        }
-    }
+            Ok(())
+        })
+    };
     let mut news = 0;
+    // Replies that wait (executions, operator scans) may come after later ones: count them.
+    let mut too_large = 0;
     for i in 0..lines.len() {
         match conn.read() {
             Ok(Some(reply)) => match check_reply(&reply) {
                 Ok(new) => {
                     news += u64::from(new);
-                    let last = i + 1 == lines.len();
-                    if over_limit && last && !reply.contains("FRAME_TOO_LARGE") {
-                        fail(
-                            &format!("a frame over the limit was answered {}", reply.trim_end()),
-                            &lines[i..=i],
-                        );
-                    }
+                    too_large += usize::from(reply.contains("\"FRAME_TOO_LARGE\""));
                 }
                 Err(e) => fail(
                     &format!("{e}: {}", reply.trim_end()),
@@ -680,6 +684,19 @@ fn socket_batch(
             ),
             Err(e) => fail(&e, &lines),
         }
+    }
+    match writer.join() {
+        Ok(Err(e)) if !over_limit => fail(&format!("writing a frame failed: {e}"), &lines),
+        _ => {}
+    }
+    if too_large != usize::from(over_limit) {
+        fail(
+            &format!(
+                "{too_large} FRAME_TOO_LARGE replies to {} frames over the limit",
+                usize::from(over_limit)
+            ),
+            &lines,
+        );
     }
     (lines, news)
 }
@@ -816,6 +833,7 @@ fn mcp_batch(
     mcp: &mut Mcp,
     tasks: &[String],
     counts: &mut BTreeMap<Kind, u64>,
+    malformed: bool,
 ) -> (Vec<Vec<u8>>, u64) {
     let mut sent = Vec::new();
     let mut news = 0;
@@ -848,6 +866,12 @@ fn mcp_batch(
         if kind == Kind::Crlf {
             line.push(b'\r');
         }
+        if !malformed && serde_json::from_slice::<Value>(&line).is_err() {
+            // Not JSON at all (a number past f64, nesting past serde's limit, a bad escape):
+            // sent only with --mcp-malformed (see main).
+            *counts.entry(kind).or_default() -= 1;
+            continue;
+        }
         mcp.send(&line);
         let answer = mcp.answer(&line);
         if answer["result"]["structuredContent"]["receipt"] == "new" {
@@ -876,13 +900,19 @@ fn main() {
         .unwrap()
         .as_nanos() as u64
         | 1;
+    // Lines that are not JSON at all also go to the MCP front, which must answer each with a
+    // parse error (SPEC §10, "MCP front").
+    let mut mcp_malformed = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--seconds" => seconds = args.next().and_then(|s| s.parse().ok()).unwrap_or(30),
             "--seed" => seed = args.next().and_then(|s| s.parse().ok()).unwrap_or(seed) | 1,
+            "--mcp-malformed" => mcp_malformed = true,
             other => {
-                eprintln!("usage: fuzz [--seconds N] [--seed S] (unknown argument {other})");
+                eprintln!(
+                    "usage: fuzz [--seconds N] [--seed S] [--mcp-malformed] (unknown argument {other})"
+                );
                 std::process::exit(2);
             }
         }
@@ -936,7 +966,10 @@ fn main() {
                     &mut counts,
                 ),
             ),
-            _ => ("mcp", mcp_batch(&mut rng, &mut mcp, &tasks, &mut counts)),
+            _ => (
+                "mcp",
+                mcp_batch(&mut rng, &mut mcp, &tasks, &mut counts, mcp_malformed),
+            ),
         };
         *per_socket.entry(socket).or_default() += frames.len() as u64;
         checker.news += news;
