@@ -228,9 +228,57 @@ fn main() {
     stop.store(true, Ordering::Relaxed);
     operator.join().expect("operator");
 
+    // One more prepare over the whole book, then its commit, while hellos are sampled.
+    let mut op = Line::connect(&host.introspect).unwrap();
+    op.send("{\"id\":\"last-prepare\",\"method\":\"receipts.clearPrepare\",\"params\":{\"filter\":{}}}\n");
+    let prepared = op.read().to_owned();
+    let token = prepared
+        .split("\"token\":\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the prepare answers a token")
+        .to_owned();
+    drop(prepared);
+    let committing = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let committing = committing.clone();
+        let bridge = host.bridge.clone();
+        std::thread::spawn(move || {
+            let mut c = Line::connect(&bridge).unwrap();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while committing.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                c.send(&format!(
+                    "{{\"id\":\"c-hello-{i}\",\"method\":\"host.hello\"}}\n"
+                ));
+                c.read();
+                out.push(t.elapsed().as_micros() as u64);
+                i += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            out
+        })
+    };
+    let t = Instant::now();
+    op.send(&format!(
+        "{{\"id\":\"commit\",\"method\":\"receipts.clearCommit\",\"params\":{{\"token\":\"{token}\",\"reason\":\"measure\"}}}}\n"
+    ));
+    let committed = op.read().to_owned();
+    let commit_ms = t.elapsed().as_secs_f64() * 1000.0;
+    committing.store(false, Ordering::Relaxed);
+    let during_commit = sampler.join().expect("sampler");
+    assert!(
+        committed.contains("\"ok\":true"),
+        "{}",
+        &committed[..committed.len().min(300)]
+    );
+
     println!("bridge host.hello over a book of {receipts} receipts:");
     summary("  no operator load", idle);
     summary("  clearPrepare {filter:{}} loop", loaded);
+    summary("  clearCommit of the whole book", during_commit);
+    println!("  the commit took {commit_ms:.0} ms (reply included)");
     let n = prepares.load(Ordering::Relaxed).max(1);
     println!(
         "  prepares completed during the loaded phase: {} (mean {:.0} ms each, reply included)",
