@@ -653,11 +653,9 @@ fn socket_batch(
         let lines = lines.clone();
         std::thread::spawn(move || {
             for l in &lines {
-                if let Err(e) = w.write_all(l) {
-                    return Err(e);
-                }
+                w.write_all(l)?;
             }
-            Ok(())
+            Ok::<(), std::io::Error>(())
         })
     };
     let mut news = 0;
