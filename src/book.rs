@@ -146,6 +146,8 @@ pub struct Vacancy<'a> {
     slot: indexmap::map::VacantEntry<'a, RequestKey, Receipt>,
     running: &'a mut usize,
     capacity: usize,
+    used_bytes: &'a mut usize,
+    max_bytes: usize,
 }
 
 impl Vacancy<'_> {
@@ -159,26 +161,90 @@ impl Vacancy<'_> {
         now: i64,
     ) -> Result<usize, BookFull> {
         let used = self.slot.index();
-        if used >= self.capacity {
+        let cost = receipt_bytes(self.slot.key(), &request, None);
+        let limit = if used >= self.capacity {
+            Some(Limit::Count)
+        } else if self.used_bytes.saturating_add(cost) > self.max_bytes {
+            Some(Limit::Bytes)
+        } else {
+            None
+        };
+        if let Some(limit) = limit {
             return Err(BookFull {
+                limit,
                 capacity: self.capacity,
                 used,
+                used_bytes: *self.used_bytes,
+                max_bytes: self.max_bytes,
             });
         }
         self.slot
             .insert(Receipt::running(request, method, task_id, now));
         *self.running += 1;
+        *self.used_bytes += cost;
         Ok(used)
+    }
+}
+
+/// Which bound of the book a new receipt would pass.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limit {
+    /// `--capacity`: the count of receipts.
+    Count,
+    /// `--max-book-bytes`: the bytes they hold.
+    Bytes,
+}
+
+impl Limit {
+    /// The name `details.limit` carries.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::Count => "count",
+            Limit::Bytes => "bytes",
+        }
     }
 }
 
 /// Why a new receipt could not be created.
 #[derive(Debug, PartialEq, Eq)]
 pub struct BookFull {
+    /// The bound the receipt would pass (the count first, when both are reached).
+    pub limit: Limit,
     /// The hard capacity.
     pub capacity: usize,
     /// Receipts held now.
     pub used: usize,
+    /// Bytes held now.
+    pub used_bytes: usize,
+    /// The byte bound.
+    pub max_bytes: usize,
+}
+
+/// What every receipt costs beyond the bytes of its request, reply and textual ID: its table
+/// entry (key, hash, index, the receipt's fields) and the allocations of its request and
+/// shared reply. Measured by `the_per_receipt_overhead_covers_the_receipt_table`.
+pub const RECEIPT_OVERHEAD_BYTES: usize = 256;
+
+/// Default `--max-book-bytes`: 1 GiB.
+pub const DEFAULT_MAX_BOOK_BYTES: usize = 1 << 30;
+
+/// The bytes a running receipt holds for the reply it does not have yet: an action's reply
+/// repeats at most what its request carries (a filled value, an expectation) and a message, so
+/// the book's bound holds for the replies still to come, not only for those stored.
+fn reply_reservation(request: &str) -> usize {
+    2 * request.len() + 1024
+}
+
+/// The bytes a receipt counts against `--max-book-bytes`: its canonical request, its stored
+/// reply body (or, while it runs, [`reply_reservation`]), a request ID kept as text, and
+/// [`RECEIPT_OVERHEAD_BYTES`].
+fn receipt_bytes(key: &RequestKey, request: &str, outcome: Option<&Outcome>) -> usize {
+    let key_bytes = match key {
+        RequestKey::Text(t) => t.len(),
+        RequestKey::Uuid(_) => 0,
+    };
+    let reply = outcome.map_or_else(|| reply_reservation(request), |o| o.body.len());
+    RECEIPT_OVERHEAD_BYTES + key_bytes + request.len() + reply
 }
 
 /// Why a clear could not be applied.
@@ -275,6 +341,10 @@ pub struct Book {
     capacity: usize,
     tombstone_capacity: usize,
     running: usize,
+    /// The bytes the receipts hold ([`receipt_bytes`] summed); checked against `max_bytes`
+    /// when a receipt is created, grown by its reply when it completes.
+    used_bytes: usize,
+    max_bytes: usize,
 }
 
 impl Book {
@@ -295,7 +365,15 @@ impl Book {
             capacity,
             tombstone_capacity,
             running: 0,
+            used_bytes: 0,
+            max_bytes: DEFAULT_MAX_BOOK_BYTES,
         }
+    }
+
+    /// Bounds the bytes the receipts may hold (`--max-book-bytes`).
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Book {
+        self.max_bytes = max_bytes;
+        self
     }
 
     /// What the book holds for `key`.
@@ -308,6 +386,8 @@ impl Book {
                     slot,
                     running: &mut self.running,
                     capacity: self.capacity,
+                    used_bytes: &mut self.used_bytes,
+                    max_bytes: self.max_bytes,
                 }),
             },
         }
@@ -337,16 +417,10 @@ impl Book {
         now: i64,
     ) -> Result<(), BookFull> {
         debug_assert!(!self.receipts.contains_key(&key) && !self.tombstones.contains(&key));
-        if self.receipts.len() >= self.capacity {
-            return Err(BookFull {
-                capacity: self.capacity,
-                used: self.receipts.len(),
-            });
+        match self.entry(&key) {
+            Entry::Vacant(v) => v.insert_running(request, method, task_id, now).map(|_| ()),
+            _ => unreachable!("the caller checked the key is vacant"),
         }
-        self.receipts
-            .insert(key, Receipt::running(request, method, task_id, now));
-        self.running += 1;
-        Ok(())
     }
 
     /// Stores the outcome of a running receipt. Returns `false` if the receipt was not running
@@ -390,6 +464,9 @@ impl Book {
         };
         match receipt {
             Some(r) if r.is_running() => {
+                // The reservation made at admission becomes the reply's real size.
+                self.used_bytes = (self.used_bytes + outcome.body.len())
+                    .saturating_sub(reply_reservation(&r.request));
                 let ReplySlot::Running(waiters) =
                     std::mem::replace(&mut r.reply, ReplySlot::Done(outcome))
                 else {
@@ -439,16 +516,19 @@ impl Book {
         let mut cleared = 0;
         let wanted: std::collections::HashSet<&RequestKey> = keys.iter().collect();
         let mut moved = Vec::with_capacity(new);
+        let mut freed = 0;
         // One pass keeps the creation order of the remaining receipts.
         self.receipts.retain(|k, r| {
             if wanted.contains(k) && !r.is_running() {
                 moved.push((k.clone(), digest(&r.request)));
+                freed += receipt_bytes(k, &r.request, r.outcome().map(|o| &**o));
                 false
             } else {
                 true
             }
         });
         cleared += moved.len();
+        self.used_bytes -= freed;
         self.tombstones.extend(
             moved
                 .into_iter()
@@ -496,7 +576,19 @@ impl Book {
             tombstone_capacity: self.tombstone_capacity() as u64,
             tombstones: self.tombstones() as u64,
             used: self.used() as u64,
+            used_bytes: self.used_bytes as u64,
+            max_bytes: self.max_bytes as u64,
         }
+    }
+
+    /// The bytes the receipts hold, as `--max-book-bytes` counts them.
+    pub fn used_bytes(&self) -> usize {
+        self.used_bytes
+    }
+
+    /// The receipt at a position in creation order (0 is the oldest).
+    pub fn get_index(&self, i: usize) -> Option<(&RequestKey, &Receipt)> {
+        self.receipts.get_index(i)
     }
 
     /// Receipts oldest first.
@@ -546,12 +638,66 @@ mod tests {
             )
             .unwrap_err(),
             BookFull {
+                limit: Limit::Count,
                 capacity: 2,
-                used: 2
+                used: 2,
+                used_bytes: 2 * (RECEIPT_OVERHEAD_BYTES + 2 + 2 + reply_reservation("{}")),
+                max_bytes: DEFAULT_MAX_BOOK_BYTES,
             }
         );
         assert!(b.get(&RequestKey::new("r0")).is_some());
         assert!(b.get(&RequestKey::new("r1")).is_some());
+    }
+
+    #[test]
+    fn bytes_bound_the_book_and_clearing_gives_them_back() {
+        let request = |n: usize| -> Box<str> { "x".repeat(n).into() };
+        let key = |i: usize| RequestKey::new(&uuid::Uuid::from_u128(i as u128).to_string());
+        let reply = done(false).body.len();
+        // While running, a receipt holds room for its reply; once done, the reply itself.
+        let running = RECEIPT_OVERHEAD_BYTES + 1000 + reply_reservation(&request(1000));
+        let completed = RECEIPT_OVERHEAD_BYTES + 1000 + reply;
+        let max = 2 * completed + running + 10;
+        let mut b = Book::new(100, 100).with_max_bytes(max);
+        for i in 0..3 {
+            b.insert_running(key(i), request(1000), Method::PageFill, None, 0)
+                .unwrap();
+            assert_eq!(b.used_bytes(), i * completed + running);
+            b.complete(&key(i), done(false), 1);
+            assert_eq!(b.used_bytes(), (i + 1) * completed);
+            if i == 2 {
+                break;
+            }
+        }
+        let full = b
+            .insert_running(key(9), request(1000), Method::PageFill, None, 0)
+            .unwrap_err();
+        assert_eq!(full.limit, Limit::Bytes);
+        assert_eq!((full.used_bytes, full.max_bytes), (3 * completed, max));
+        assert!(b.used_bytes() <= max);
+        // A small request still fits.
+        b.insert_running(key(3), request(0), Method::PageFill, None, 0)
+            .unwrap_or_else(|e| panic!("{e:?}"));
+        b.complete(&key(3), done(false), 1);
+        assert!(b.used_bytes() <= max);
+        let keys: Vec<RequestKey> = (0..4).map(key).collect();
+        assert_eq!(b.clear(&keys, 2, "why".into()), Ok(4));
+        assert_eq!(b.used_bytes(), 0);
+        assert_eq!(b.counts().used_bytes, 0);
+        assert_eq!(b.counts().max_bytes, max as u64);
+    }
+
+    #[test]
+    fn the_per_receipt_overhead_covers_the_receipt_table() {
+        // The table entry (hash, key, receipt), its index slot and control byte at the
+        // table's worst load, the reply's shared allocation, and allocator rounding of the two
+        // strings a receipt owns.
+        let entry = std::mem::size_of::<(usize, RequestKey, Receipt)>();
+        let index = 2 * (std::mem::size_of::<usize>() + 1);
+        let reply = std::mem::size_of::<Outcome>() + 2 * std::mem::size_of::<usize>();
+        let rounding = 2 * 16;
+        let total = entry + index + reply + rounding;
+        assert!(total <= RECEIPT_OVERHEAD_BYTES, "{total} bytes per receipt");
     }
 
     #[test]

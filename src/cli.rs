@@ -196,9 +196,14 @@ struct ServeArgs {
     /// Hard receipt capacity: new mutating IDs are refused beyond it; nothing is evicted.
     #[arg(long, default_value_t = DEFAULT_CAPACITY, value_name = "N")]
     capacity: usize,
-    /// Hard tombstone capacity for cleared receipts.
+    /// Hard tombstone capacity for cleared receipts (and for the compact records of closed
+    /// tasks whose receipts were all cleared).
     #[arg(long, default_value_t = DEFAULT_TOMBSTONE_CAPACITY, value_name = "N")]
     tombstone_capacity: usize,
+    /// The bytes the receipt book may hold (canonical requests, stored replies, per-receipt
+    /// overhead): new mutations are refused past it with RECEIPT_CAPACITY_FULL.
+    #[arg(long, default_value_t = crate::book::DEFAULT_MAX_BOOK_BYTES, value_name = "BYTES")]
+    max_book_bytes: usize,
     /// How long an action's effect may take to be observed (and a read to finish).
     #[arg(long, default_value_t = DEFAULT_ACTION_TIMEOUT_MS, value_name = "MS")]
     action_timeout_ms: u64,
@@ -361,6 +366,7 @@ pub fn main() -> ExitCode {
                 host: HostConfig {
                     capacity: args.capacity,
                     tombstone_capacity: args.tombstone_capacity,
+                    max_book_bytes: args.max_book_bytes,
                     action_timeout: Duration::from_millis(args.action_timeout_ms),
                 },
                 limits: Limits {

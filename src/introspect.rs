@@ -18,7 +18,9 @@ use tokio::sync::{broadcast, mpsc, watch, Semaphore};
 
 use crate::book::{Receipt, RequestKey};
 use crate::events::{AtCache, Event, Subscription};
-use crate::host::{clear_refusal, ClearRefusal, ClearTargets, CommittedClear, Handled, Host};
+use crate::host::{
+    clear_refusal, ClearRefusal, ClearTargets, CommittedClear, Handled, Host, Order,
+};
 use crate::protocol::introspection::{
     AuditCleared, AuditEntry, AuditListParams, AuditListResult, BlockedOutcome, CanonicalRequest,
     ChangedEvent, ClearCommitParams, ClearCommitted, ClearPrepareParams, ClearPrepared,
@@ -47,7 +49,7 @@ pub const MAX_LIST_LIMIT: usize = 1000;
 /// Default `limit` of `audit.list`.
 pub const DEFAULT_AUDIT_LIMIT: usize = 50;
 /// Longest clear reason accepted, in characters.
-pub const MAX_REASON_CHARS: usize = 500;
+pub const MAX_REASON_CHARS: usize = crate::protocol::limits::REASON.max;
 
 /// The introspection service over a host.
 #[derive(Clone)]
@@ -248,11 +250,10 @@ impl Service for Introspect {
                 &run_id,
                 parse::<NoParams>(method, params).map(|_| snapshot(&self.host)),
             )),
-            IntrospectMethod::ReceiptsList => ready(reply_line(
-                &id,
-                &run_id,
-                parse::<ReceiptsListParams>(method, params).and_then(|p| list(&self.host, p)),
-            )),
+            IntrospectMethod::ReceiptsList => match parse::<ReceiptsListParams>(method, params) {
+                Err(e) => ready(reply_line::<ReceiptsListResult>(&id, &run_id, Err(e))),
+                Ok(p) => operator_work(&self.host, id, run_id, move |host| list(host, p)),
+            },
             IntrospectMethod::ReceiptsGet => ready(reply_line(
                 &id,
                 &run_id,
@@ -263,12 +264,14 @@ impl Service for Introspect {
                 &run_id,
                 parse::<TasksListParams>(method, params).map(|p| tasks_list(&self.host, p)),
             )),
-            IntrospectMethod::ReceiptsClearPrepare => ready(reply_line(
-                &id,
-                &run_id,
-                parse::<ClearPrepareParams>(method, params)
-                    .and_then(|p| clear_prepare(&self.host, p)),
-            )),
+            IntrospectMethod::ReceiptsClearPrepare => {
+                match parse::<ClearPrepareParams>(method, params) {
+                    Err(e) => ready(reply_line::<ClearPrepared>(&id, &run_id, Err(e))),
+                    Ok(p) => {
+                        operator_work(&self.host, id, run_id, move |host| clear_prepare(host, p))
+                    }
+                }
+            }
             IntrospectMethod::Subscribe => {
                 let p = match parse::<SubscribeParams>(method, params).and_then(checked_subscribe) {
                     Ok(p) => p,
@@ -668,10 +671,12 @@ fn checked_commit(p: ClearCommitParams) -> Result<ClearCommitParams, ErrorBody> 
             format_args!("reason must be 1–{MAX_REASON_CHARS} characters and say why (got {n})"),
         ));
     }
-    if p.operator
-        .as_ref()
-        .is_some_and(|o| o.trim().is_empty() || o.chars().count() > 200)
-    {
+    if p.operator.as_ref().is_some_and(|o| {
+        o.trim().is_empty()
+            || crate::protocol::limits::OPERATOR
+                .check("operator", o)
+                .is_err()
+    }) {
         return Err(bad_params(
             "receipts.clearCommit",
             "operator must be 1–200 characters",
@@ -707,6 +712,29 @@ fn item(key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> Receipt
     }
 }
 
+/// Runs an operator's request that scans the book on the blocking pool: the scan takes the
+/// host's lock only in short slices, and the runtime's workers stay free for agents' requests
+/// while it runs.
+fn operator_work<T, F>(host: &Host, id: String, run_id: String, work: F) -> Handled
+where
+    T: Serialize + Send + 'static,
+    F: FnOnce(&Host) -> Result<T, ErrorBody> + Send + 'static,
+{
+    let host = host.clone();
+    Handled::Later(Box::pin(async move {
+        let result = tokio::task::spawn_blocking(move || work(&host))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("the request failed inside the host ({e}); nothing was changed, send it again"),
+                )
+                .with_delivery(Delivery::NotExecuted))
+            });
+        reply_line(&id, &run_id, result)
+    }))
+}
+
 fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListResult, ErrorBody> {
     const M: &str = "receipts.list";
     let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
@@ -719,33 +747,21 @@ fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListResult, ErrorB
     let offset = p.offset.unwrap_or(0);
     let filter = p.filter().checked(M)?;
     let sort = p.sort.unwrap_or(Sort::Newest);
-    let st = host.lock();
-    let tasks = &st.tasks;
-    let refusal = |k: &RequestKey, r: &Receipt| clear_refusal(tasks, k, r);
-    let page =
-        |rows: &mut dyn Iterator<Item = (&RequestKey, &Receipt)>| -> (usize, Vec<ReceiptItem>) {
-            let mut total = 0;
-            let mut items = Vec::new();
-            for (k, r) in rows {
-                let why = refusal(k, r);
-                if !filter.matches(k, r, why) {
-                    continue;
-                }
-                if total >= offset && items.len() < limit {
-                    items.push(item(k, r, why));
-                }
-                total += 1;
-            }
-            (total, items)
-        };
+    let _gate = host.operator_gate();
+    let order = if sort == Sort::Oldest {
+        Order::Oldest
+    } else {
+        Order::Newest
+    };
     let (total, items) = match sort {
         // The console's usual question: one page of the whole book in creation order. The
-        // receipts are stored in that order, so the page is read directly instead of scanning
-        // a million receipts under the lock the bridge needs.
+        // receipts are stored in that order, so the page is read directly (at most
+        // MAX_LIST_LIMIT receipts under the lock) instead of scanning the book.
         Sort::Newest | Sort::Oldest if filter.is_empty() => {
+            let st = host.lock();
             let rows = st.book.iter();
             let total = rows.len();
-            let row = |(k, r): (&RequestKey, &Receipt)| item(k, r, refusal(k, r));
+            let row = |(k, r): (&RequestKey, &Receipt)| item(k, r, clear_refusal(&st.tasks, k, r));
             let items: Vec<ReceiptItem> = if sort == Sort::Newest {
                 rows.rev().skip(offset).take(limit).map(row).collect()
             } else {
@@ -753,22 +769,62 @@ fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListResult, ErrorB
             };
             (total, items)
         }
-        Sort::Newest => page(&mut st.book.iter().rev()),
-        Sort::Oldest => page(&mut st.book.iter()),
+        Sort::Newest | Sort::Oldest => {
+            let mut total = 0;
+            let mut items = Vec::new();
+            host.scan_receipts(order, &mut |st, k, r| {
+                let why = clear_refusal(&st.tasks, k, r);
+                if !filter.matches(k, r, why) {
+                    return;
+                }
+                if total >= offset && items.len() < limit {
+                    items.push(item(k, r, why));
+                }
+                total += 1;
+            });
+            (total, items)
+        }
         Sort::State | Sort::Method | Sort::Task => {
-            // Newest first within each group: a stable sort of the newest-first order.
-            let mut rows: Vec<(&RequestKey, &Receipt)> = st.book.iter().rev().collect();
-            match sort {
-                Sort::State => rows.sort_by_key(|(_, r)| !r.is_running()),
-                Sort::Method => rows.sort_by_key(|(_, r)| r.method.as_str()),
-                _ => rows.sort_by(|(_, a), (_, b)| match (&a.task_id, &b.task_id) {
-                    (Some(x), Some(y)) => x.cmp(y),
-                    (Some(_), None) => std::cmp::Ordering::Less,
-                    (None, Some(_)) => std::cmp::Ordering::Greater,
-                    (None, None) => std::cmp::Ordering::Equal,
-                }),
+            // Newest first within each group: the matching positions and their group, gathered
+            // in slices; a stable sort of them outside the lock; then the page, read by
+            // position (the gate keeps positions still).
+            #[derive(PartialEq, Eq, PartialOrd, Ord)]
+            enum Group {
+                State(bool),
+                Method(&'static str),
+                Task(Option<std::cmp::Reverse<()>>, Option<crate::tasks::TaskId>),
             }
-            page(&mut rows.into_iter())
+            let mut rows: Vec<(Group, usize)> = Vec::new();
+            let mut newest_first = 0usize;
+            let used = host.lock().book.used();
+            host.scan_receipts(Order::Newest, &mut |st, k, r| {
+                let position = used - 1 - newest_first;
+                newest_first += 1;
+                if !filter.matches(k, r, clear_refusal(&st.tasks, k, r)) {
+                    return;
+                }
+                let group = match sort {
+                    Sort::State => Group::State(!r.is_running()),
+                    Sort::Method => Group::Method(r.method.as_str()),
+                    // Receipts with a task first, by task; then those without.
+                    _ => Group::Task(
+                        r.task_id.is_none().then_some(std::cmp::Reverse(())),
+                        r.task_id.clone(),
+                    ),
+                };
+                rows.push((group, position));
+            });
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            let total = rows.len();
+            let st = host.lock();
+            let items = rows
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .filter_map(|(_, i)| st.book.get_index(*i))
+                .map(|(k, r)| item(k, r, clear_refusal(&st.tasks, k, r)))
+                .collect();
+            (total, items)
         }
     };
     Ok(ReceiptsListResult {
@@ -992,7 +1048,23 @@ async fn clear_commit(
             )
             .with_delivery(Delivery::NotExecuted)
         })?;
-    let done = host.clear_commit(&p.token, &p.reason, &operator)?;
+    let done = {
+        let (host, token, reason, operator) = (
+            host.clone(),
+            p.token.clone(),
+            p.reason.clone(),
+            operator.clone(),
+        );
+        // The commit waits for any operator scan in progress: off the runtime's workers.
+        tokio::task::spawn_blocking(move || host.clear_commit(&token, &reason, &operator))
+            .await
+            .map_err(|e| {
+                ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("the clear failed inside the host ({e}); read receipts.list to see what is still there"),
+                )
+            })??
+    };
     let mut line = serde_json::to_vec(&audit_entry(host, &done, &operator, &p.reason))
         .expect("JSON serialises");
     line.push(b'\n');

@@ -138,6 +138,9 @@ pub struct Task {
     pub pending: VecDeque<PendingOutcome>,
     /// The last [`HISTORY_LIMIT`] events.
     pub history: VecDeque<HistoryEntry>,
+    /// Receipts in the book that name this task: once it is closed and they are all cleared,
+    /// the task is reduced to a [`ClosedTask`].
+    pub receipts: u32,
 }
 
 impl Task {
@@ -152,6 +155,7 @@ impl Task {
             closed: None,
             pending: VecDeque::new(),
             history: VecDeque::new(),
+            receipts: 0,
         }
     }
 
@@ -292,15 +296,142 @@ impl Task {
     }
 }
 
+/// The bytes of a title a [`ClosedTask`] keeps (longer titles are cut at a character
+/// boundary).
+pub const CLOSED_TITLE_BYTES: usize = 60;
+
+/// What remains of a closed task whose receipts have all been cleared (SPEC §10): its ID (the
+/// map key, 16 bytes), title, state, run and when it closed: 16 + 80 bytes, plus the map's
+/// slot and the eviction queue's 16 bytes, under 128 bytes a task.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClosedTask {
+    /// When it closed (epoch ms).
+    pub closed_at: i64,
+    /// When it started (epoch ms).
+    pub created_at: i64,
+    /// The run it belongs to: an index into [`Tasks`]' run table, `0` being this run.
+    pub run: u32,
+    /// `finished` or `stopped` (or another closed state).
+    pub state: TaskState,
+    title_len: u8,
+    title: [u8; CLOSED_TITLE_BYTES],
+}
+
+impl ClosedTask {
+    fn of(task: &Task) -> ClosedTask {
+        let mut end = task.title.len().min(CLOSED_TITLE_BYTES);
+        while !task.title.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut title = [0u8; CLOSED_TITLE_BYTES];
+        title[..end].copy_from_slice(&task.title.as_bytes()[..end]);
+        ClosedTask {
+            closed_at: task.updated_at,
+            created_at: task.created_at,
+            run: 0,
+            state: task.state(),
+            title_len: end as u8,
+            title,
+        }
+    }
+
+    /// The title kept (the first [`CLOSED_TITLE_BYTES`] bytes of the original).
+    pub fn title(&self) -> &str {
+        std::str::from_utf8(&self.title[..self.title_len as usize]).unwrap_or("")
+    }
+
+    /// The task as the reads that name it show it: closed, its history gone with its receipts.
+    pub fn to_task(&self, id: &str) -> Task {
+        let mut t = Task::new(id.into(), self.title().to_owned(), None, self.created_at);
+        t.updated_at = self.closed_at;
+        t.closed = Some(match self.state {
+            TaskState::Stopped => Closed::Stopped {
+                reason: "(its receipts were cleared)".into(),
+            },
+            _ => Closed::Finished,
+        });
+        t
+    }
+}
+
 /// Every task of the run.
-#[derive(Default)]
 pub struct Tasks {
     /// Looked up under the host's lock by every action: a fast seeded hash (foldhash), as in
     /// the receipt book.
     map: HashMap<TaskId, Task, foldhash::fast::RandomState>,
+    /// Closed tasks whose receipts were all cleared, by the bytes of their UUID.
+    closed: HashMap<[u8; 16], ClosedTask, foldhash::fast::RandomState>,
+    /// The order they were reduced in, so the oldest record goes first when `closed` is full.
+    closed_order: VecDeque<[u8; 16]>,
+    /// The most closed-task records kept (`--tombstone-capacity`).
+    closed_capacity: usize,
+}
+
+impl Default for Tasks {
+    fn default() -> Tasks {
+        Tasks::with_closed_capacity(usize::MAX)
+    }
 }
 
 impl Tasks {
+    /// No tasks; at most `closed_capacity` closed-task records are kept (the oldest goes).
+    pub fn with_closed_capacity(closed_capacity: usize) -> Tasks {
+        Tasks {
+            map: HashMap::default(),
+            closed: HashMap::default(),
+            closed_order: VecDeque::new(),
+            closed_capacity,
+        }
+    }
+
+    /// A receipt naming the task was created.
+    pub fn receipt_created(&mut self, id: &str) {
+        if let Some(t) = self.map.get_mut(id) {
+            t.receipts += 1;
+        }
+    }
+
+    /// A receipt naming the task was cleared: a closed task with no receipt left is reduced
+    /// to its [`ClosedTask`] record.
+    pub fn receipt_cleared(&mut self, id: &str) {
+        let Some(t) = self.map.get_mut(id) else {
+            return;
+        };
+        t.receipts = t.receipts.saturating_sub(1);
+        if t.receipts > 0 || t.closed.is_none() || !t.pending.is_empty() {
+            return;
+        }
+        let Ok(uuid) = uuid::Uuid::try_parse(id) else {
+            return;
+        };
+        if self.closed_capacity == 0 {
+            return;
+        }
+        let record = ClosedTask::of(t);
+        self.map.remove(id);
+        while self.closed.len() >= self.closed_capacity {
+            match self.closed_order.pop_front() {
+                Some(oldest) => self.closed.remove(&oldest),
+                None => break,
+            };
+        }
+        let key = *uuid.as_bytes();
+        if self.closed.insert(key, record).is_none() {
+            self.closed_order.push_back(key);
+        }
+    }
+
+    /// The record of a closed task whose receipts were all cleared.
+    pub fn closed(&self, id: &str) -> Option<ClosedTask> {
+        let uuid = uuid::Uuid::try_parse(id).ok()?;
+        self.closed.get(uuid.as_bytes()).copied()
+    }
+
+    /// How many closed tasks are kept as records.
+    pub fn closed_records(&self) -> usize {
+        self.closed.len()
+    }
+
     /// Adds a task.
     pub fn insert(&mut self, task: Task) {
         self.map.insert(task.id.clone(), task);
@@ -321,11 +452,12 @@ impl Tasks {
         self.map.get_key_value(id).map(|(k, _)| k.clone())
     }
 
-    /// Counts by state.
+    /// Counts by state (closed-task records included).
     pub fn counts(&self) -> TaskCounts {
         let mut c = TaskCounts::default();
-        for t in self.map.values() {
-            match t.state() {
+        let records = self.closed.values().map(|r| r.state);
+        for state in self.map.values().map(Task::state).chain(records) {
+            match state {
                 TaskState::Running => c.running += 1,
                 TaskState::Blocked => c.blocked += 1,
                 TaskState::Finished => c.finished += 1,
@@ -462,6 +594,49 @@ mod tests {
         assert_eq!(t.state(), TaskState::Finished);
         assert_eq!(t.admit(Method::TaskFinish), Err(Refusal::Closed));
         assert_eq!(t.admit(Method::TaskStatus), Ok(()));
+    }
+
+    #[test]
+    fn closed_tasks_whose_receipts_are_cleared_become_small_bounded_records() {
+        // The record, its 16-byte key, its place in the eviction queue and a control byte.
+        let per_task = std::mem::size_of::<ClosedTask>() + 16 + 16 + 1;
+        assert!(per_task <= 128, "{per_task} bytes per closed task");
+        let mut tasks = Tasks::with_closed_capacity(2);
+        let ids: Vec<String> = (0..3)
+            .map(|i| uuid::Uuid::from_u128(i + 1).to_string())
+            .collect();
+        for id in &ids {
+            let mut t = Task::new(id.as_str().into(), "é".repeat(100), None, 1);
+            t.finish(7);
+            tasks.insert(t);
+            tasks.receipt_created(id);
+            tasks.receipt_created(id);
+        }
+        // Open tasks and tasks with receipts left stay whole.
+        tasks.insert(Task::new("open".into(), "o".into(), None, 1));
+        tasks.receipt_cleared("open");
+        assert!(tasks.get("open").is_some());
+        tasks.receipt_cleared(&ids[0]);
+        assert!(tasks.get(&ids[0]).is_some());
+        tasks.receipt_cleared(&ids[0]);
+        assert!(tasks.get(&ids[0]).is_none());
+        let r = tasks.closed(&ids[0]).expect("a record");
+        assert_eq!(r.state, TaskState::Finished);
+        assert_eq!(r.closed_at, 7);
+        assert_eq!(r.title(), "é".repeat(30));
+        assert_eq!(
+            r.to_task(&ids[0]).admit(Method::PageFill),
+            Err(Refusal::Closed)
+        );
+        assert_eq!(tasks.counts().finished, 3);
+        // At most two records: the oldest goes.
+        for id in &ids[1..] {
+            tasks.receipt_cleared(id);
+            tasks.receipt_cleared(id);
+        }
+        assert_eq!(tasks.closed_records(), 2);
+        assert!(tasks.closed(&ids[0]).is_none());
+        assert!(tasks.closed(&ids[2]).is_some());
     }
 
     #[test]

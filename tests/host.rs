@@ -171,7 +171,11 @@ async fn a_full_book_refuses_new_ids_and_keeps_every_old_one() {
         .await;
     let e = err(&refused, "RECEIPT_CAPACITY_FULL");
     assert_eq!(e["delivery"], "not_executed");
-    assert_eq!(e["details"], json!({"capacity": 6, "used": 6}));
+    assert_eq!(e["details"]["limit"], "count");
+    assert_eq!(e["details"]["capacity"], 6);
+    assert_eq!(e["details"]["used"], 6);
+    assert!(e["details"]["usedBytes"].as_u64().unwrap() > 0);
+    assert_eq!(e["details"]["maxBytes"], 1u64 << 30);
     assert_eq!(receipt(&refused), "none");
     err(
         &c.call("task.start", json!({"title": "new work"})).await,

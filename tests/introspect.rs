@@ -43,6 +43,7 @@ fn options(
             capacity,
             tombstone_capacity: tombstones,
             action_timeout: Duration::from_millis(action_ms),
+            ..HostConfig::default()
         },
         limits: Limits {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,

@@ -71,6 +71,7 @@ pub fn host_options(socket_dir: PathBuf, capacity: usize) -> ServeOptions {
             capacity,
             tombstone_capacity: DEFAULT_TOMBSTONE_CAPACITY,
             action_timeout: DEMO_ACTION_TIMEOUT,
+            ..HostConfig::default()
         },
         limits: Limits {
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,

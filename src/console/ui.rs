@@ -282,19 +282,33 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         Some(s) => (s.receipts.clone(), s.counters),
         None => Default::default(),
     };
-    let ratio = if cap.capacity == 0 {
-        0.0
+    let fraction = |used: u64, max: u64| {
+        if max == 0 {
+            0.0
+        } else {
+            (used as f64 / max as f64).clamp(0.0, 1.0)
+        }
+    };
+    // Whichever bound of the book is fuller: the receipt count or its bytes.
+    let by_count = fraction(cap.used, cap.capacity);
+    let by_bytes = fraction(cap.used_bytes, cap.max_bytes);
+    let (ratio, label) = if by_bytes > by_count {
+        let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+        let (used, max) = (mib(cap.used_bytes), mib(cap.max_bytes));
+        (
+            by_bytes,
+            format!("{used:.1}/{max:.0} MiB {:.0}%", by_bytes * 100.0),
+        )
     } else {
-        (cap.used as f64 / cap.capacity as f64).clamp(0.0, 1.0)
+        let (used, max) = (cap.used, cap.capacity);
+        (
+            by_count,
+            format!("{used}/{max} receipts {:.0}%", by_count * 100.0),
+        )
     };
     Gauge::default()
         .ratio(ratio)
-        .label(format!(
-            "{}/{} receipts {:.0}%",
-            cap.used,
-            cap.capacity,
-            ratio * 100.0
-        ))
+        .label(label)
         .gauge_style(t.gauge(ratio))
         .use_unicode(true)
         .render(gauge, buf);

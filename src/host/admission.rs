@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use super::execution::{publish_completed, Execution};
 use super::read::to_data;
 use super::{reject, wait_outcome, Handled, Host, State};
-use crate::book::{digest, ClearBatch, Entry, ReplySlot, RequestKey, Tombstone};
+use crate::book::{digest, BookFull, ClearBatch, Entry, Limit, ReplySlot, RequestKey, Tombstone};
 use crate::events::ReceiptFacts;
 use crate::protocol::introspection::RequestRejectedEvent;
 use crate::protocol::results::TaskClosedResult;
@@ -121,6 +121,14 @@ impl Host {
             None => None,
             Some(tid) => {
                 let Some(task) = st.tasks.get_mut(tid) else {
+                    if let Some(record) = st.tasks.closed(tid) {
+                        st.events.publish("request.rejected", now, || {
+                            rejected(id, method, Some(tid), ErrorCode::TaskClosed)
+                        });
+                        let error =
+                            admission_error(&record.to_task(tid), method, ErrorCode::TaskClosed);
+                        return Err(reject(Some(id), run_id, error));
+                    }
                     st.events.publish("request.rejected", now, || {
                         rejected(id, method, Some(tid), ErrorCode::TaskNotFound)
                     });
@@ -150,14 +158,13 @@ impl Host {
                     st.events.publish("request.rejected", now, || {
                         rejected(id, method, None, ErrorCode::ReceiptCapacityFull)
                     });
-                    return Err(reject(
-                        Some(id),
-                        run_id,
-                        capacity_error(method, full.used, full.capacity),
-                    ));
+                    return Err(reject(Some(id), run_id, capacity_error(method, &full)));
                 }
             };
         st.counters.executions += 1;
+        if let Some(tid) = &task_id {
+            st.tasks.receipt_created(tid);
+        }
         st.events
             .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
                 request_id: id.into(),
@@ -267,14 +274,31 @@ fn unknown_task_error(tid: &str, run_id: &str) -> ErrorBody {
 }
 
 /// `RECEIPT_CAPACITY_FULL`: no room for a new receipt.
-fn capacity_error(method: Method, used: usize, capacity: usize) -> ErrorBody {
+fn capacity_error(method: Method, full: &BookFull) -> ErrorBody {
+    let BookFull {
+        limit,
+        capacity,
+        used,
+        used_bytes,
+        max_bytes,
+    } = *full;
+    let what = match limit {
+        Limit::Count => format!("{used} of {capacity} receipts"),
+        Limit::Bytes => format!("{used_bytes} of {max_bytes} bytes"),
+    };
     ErrorBody::new(
         ErrorCode::ReceiptCapacityFull,
         format!(
-            "the receipt book is full ({used} of {capacity}); {method} was not executed. An operator must clear completed receipts (polaris clear) — then send this request again under the same id"
+            "the receipt book is full ({what}); {method} was not executed. An operator must clear completed receipts (polaris clear) — then send this request again under the same id"
         ),
     )
-    .with_details(json!({"capacity": capacity, "used": used}))
+    .with_details(json!({
+        "limit": limit.as_str(),
+        "capacity": capacity,
+        "used": used,
+        "usedBytes": used_bytes,
+        "maxBytes": max_bytes,
+    }))
 }
 
 /// `RECEIPT_CLEARED`: an ID an operator cleared, with the same content (`same`) or other.

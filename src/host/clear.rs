@@ -6,12 +6,13 @@
 //! [`Host::clear_commit`] applies that list only if the token is fresh and nothing on it changed
 //! since. Cleared receipts become tombstones: their IDs never run again in this run.
 
-use std::sync::Arc;
+use std::sync::{Arc, MutexGuard};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use super::read::to_data;
-use super::Host;
+use super::{Host, State};
 use crate::book::{Receipt, ReplySlot, RequestKey};
 use crate::protocol::introspection::ReceiptsClearedEvent;
 use crate::protocol::results::ReceiptCounts;
@@ -23,6 +24,26 @@ pub const CLEAR_TOKEN_TTL_MS: i64 = 5 * 60 * 1000;
 /// Prepared clears kept at once; preparing beyond this forgets the one that expires first, so
 /// input cannot grow the host's memory without bound.
 pub const MAX_PREPARED_CLEARS: usize = 64;
+/// Receipts listed by all prepared clears together (each costs about 40 bytes until its
+/// commit); preparing beyond this forgets the prepares that expire first, so a loop of
+/// prepares over a full book cannot grow the host's memory without bound.
+pub const MAX_PREPARED_RECEIPTS: usize = 2_000_000;
+
+/// The longest an operator's scan holds the host's lock at a time (SPEC §10: a bridge request
+/// waiting behind it is answered within milliseconds). Scans check the clock every
+/// [`CHECK_EVERY`] receipts.
+pub const SLICE: Duration = Duration::from_micros(500);
+/// Receipts visited between two looks at the clock within a slice.
+const CHECK_EVERY: usize = 64;
+
+/// The order an operator's scan visits the receipts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Order {
+    /// Creation order.
+    Oldest,
+    /// Newest first.
+    Newest,
+}
 
 /// Why a receipt cannot be cleared (the `reason` of a refusal).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -170,6 +191,67 @@ fn stale(message: String) -> ErrorBody {
 }
 
 impl Host {
+    /// Serialises operators' scans and clears: held for a whole scan (or clear), whose slices
+    /// take the host's lock one at a time. While it is held no clear runs, so receipts keep
+    /// their positions (new ones are only appended) and a scan can resume by position.
+    pub(crate) fn operator_gate(&self) -> MutexGuard<'_, ()> {
+        self.inner
+            .operator_gate
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Visits every receipt that existed when the scan began, in `order`, taking the host's
+    /// lock for at most about [`SLICE`] at a time so agents' requests interleave with the
+    /// scan. The caller holds [`Host::operator_gate`]; this blocks, so call it off the async
+    /// runtime's workers.
+    pub(crate) fn scan_receipts(
+        &self,
+        order: Order,
+        visit: &mut dyn FnMut(&State, &RequestKey, &Receipt),
+    ) {
+        let total = self.lock().book.used();
+        let mut done = 0;
+        while done < total {
+            let st = self.lock();
+            let started = Instant::now();
+            while done < total {
+                let i = match order {
+                    Order::Oldest => done,
+                    Order::Newest => total - 1 - done,
+                };
+                if let Some((key, r)) = st.book.get_index(i) {
+                    visit(&st, key, r);
+                }
+                done += 1;
+                if done % CHECK_EVERY == 0 && started.elapsed() >= SLICE {
+                    break;
+                }
+            }
+            drop(st);
+            std::thread::yield_now();
+        }
+    }
+
+    /// Runs `f` on each item in turn under the host's lock, a slice (about [`SLICE`]) at a
+    /// time: the per-item work of an operator's request that names receipts one by one.
+    pub(crate) fn in_slices<T>(&self, items: &[T], f: &mut dyn FnMut(&mut State, &T)) {
+        let mut done = 0;
+        while done < items.len() {
+            let mut st = self.lock();
+            let started = Instant::now();
+            while done < items.len() {
+                f(&mut st, &items[done]);
+                done += 1;
+                if done % CHECK_EVERY == 0 && started.elapsed() >= SLICE {
+                    break;
+                }
+            }
+            drop(st);
+            std::thread::yield_now();
+        }
+    }
+
     /// `receipts.clearPrepare`: lists what would be cleared (with current results) and what is
     /// refused, and remembers the listed receipts' versions under a fresh token.
     pub fn clear_prepare(&self, targets: ClearTargets<'_>) -> PreparedClearView {
@@ -182,8 +264,7 @@ impl Host {
         targets: ClearTargets<'_>,
         now: i64,
     ) -> PreparedClearView {
-        let mut guard = self.lock();
-        let st = &mut *guard;
+        let _gate = self.operator_gate();
         let mut clearable = Vec::new();
         let mut refused = Vec::new();
         let mut items = Vec::new();
@@ -204,45 +285,50 @@ impl Host {
         match targets {
             ClearTargets::Ids(ids) => {
                 let mut seen = std::collections::HashSet::new();
-                for id in ids {
-                    let key = RequestKey::new(id);
-                    if !seen.insert(key.clone()) {
-                        continue;
-                    }
-                    if let Some(r) = st.book.get(&key) {
-                        match clear_refusal(&st.tasks, &key, r) {
-                            None => take(&key, r),
-                            Some(why) => refused.push((id.clone(), why)),
+                let named: Vec<(&String, RequestKey)> = ids
+                    .iter()
+                    .map(|id| (id, RequestKey::new(id)))
+                    .filter(|(_, key)| seen.insert(key.clone()))
+                    .collect();
+                self.in_slices(&named, &mut |st, (id, key)| {
+                    if let Some(r) = st.book.get(key) {
+                        match clear_refusal(&st.tasks, key, r) {
+                            None => take(key, r),
+                            Some(why) => refused.push(((*id).clone(), why)),
                         }
-                    } else if st.book.tombstone(&key).is_some() {
-                        refused.push((id.clone(), ClearRefusal::AlreadyCleared));
+                    } else if st.book.tombstone(key).is_some() {
+                        refused.push(((*id).clone(), ClearRefusal::AlreadyCleared));
                     } else {
-                        refused.push((id.clone(), ClearRefusal::Unknown));
+                        refused.push(((*id).clone(), ClearRefusal::Unknown));
                     }
-                }
+                });
             }
             ClearTargets::Matching(accept) => {
-                for (key, r) in st.book.iter() {
+                self.scan_receipts(Order::Oldest, &mut |st, key, r| {
                     let refusal = clear_refusal(&st.tasks, key, r);
                     if !accept(key, r, refusal) {
-                        continue;
+                        return;
                     }
                     match refusal {
                         None => take(key, r),
                         Some(why) => refused.push((key.to_string(), why)),
                     }
-                }
+                });
             }
         }
-        let prepared = &mut st.prepared_clears;
+        let mut guard = self.lock();
+        let prepared = &mut guard.prepared_clears;
         prepared.retain(|_, p| p.expires_at > now);
-        while prepared.len() >= MAX_PREPARED_CLEARS {
+        let mut held: usize = prepared.values().map(|p| p.items.len()).sum();
+        while prepared.len() >= MAX_PREPARED_CLEARS
+            || (held + items.len() > MAX_PREPARED_RECEIPTS && !prepared.is_empty())
+        {
             let first = prepared
                 .iter()
                 .min_by_key(|(_, p)| p.expires_at)
                 .map(|(t, _)| t.clone());
-            match first {
-                Some(t) => prepared.remove(&t),
+            match first.and_then(|t| prepared.remove(&t)) {
+                Some(p) => held -= p.items.len(),
                 None => break,
             };
         }
@@ -277,6 +363,7 @@ impl Host {
         operator: &str,
         now: i64,
     ) -> Result<CommittedClear, ErrorBody> {
+        let _gate = self.operator_gate();
         let mut guard = self.lock();
         let st = &mut *guard;
         let Some(prepared) = st.prepared_clears.remove(token) else {
@@ -325,6 +412,12 @@ impl Host {
                     ),
                 )
                 .with_details(json!({"tombstoneCapacity": capacity, "tombstones": used, "requested": keys.len()})));
+            }
+        }
+        // A closed task whose last receipt went is reduced to its compact record.
+        for c in &cleared {
+            if let Some(tid) = &c.task_id {
+                st.tasks.receipt_cleared(tid);
             }
         }
         let event = ReceiptsClearedEvent {

@@ -47,7 +47,7 @@ mod clear_tests;
 #[cfg(test)]
 mod tests;
 
-pub(crate) use clear::clear_refusal;
+pub(crate) use clear::{clear_refusal, Order};
 pub use clear::{
     ClearCandidate, ClearRefusal, ClearTargets, ClearedReceipt, CommittedClear, PreparedClearView,
     CLEAR_TOKEN_TTL_MS, MAX_PREPARED_CLEARS,
@@ -65,8 +65,10 @@ pub const DEFAULT_ACTION_TIMEOUT_MS: u64 = 2_000;
 pub struct HostConfig {
     /// Hard receipt capacity; new mutating IDs are refused beyond it, nothing is evicted.
     pub capacity: usize,
-    /// Hard tombstone capacity.
+    /// Hard tombstone capacity (also bounds the compact records of closed tasks).
     pub tombstone_capacity: usize,
+    /// `--max-book-bytes`: the bytes the receipts may hold; new mutations are refused past it.
+    pub max_book_bytes: usize,
     /// How long an action's effect may take to be observed, and how long a read may take.
     pub action_timeout: Duration,
 }
@@ -76,6 +78,7 @@ impl Default for HostConfig {
         HostConfig {
             capacity: DEFAULT_CAPACITY,
             tombstone_capacity: DEFAULT_TOMBSTONE_CAPACITY,
+            max_book_bytes: crate::book::DEFAULT_MAX_BOOK_BYTES,
             action_timeout: Duration::from_millis(DEFAULT_ACTION_TIMEOUT_MS),
         }
     }
@@ -132,6 +135,10 @@ struct Inner {
     executor: Arc<dyn Executor>,
     /// Set once by [`Host::begin_shutdown`]; read by admission without the lock's help.
     shutting_down: AtomicBool,
+    /// Held for the whole of an operator's scan or clear (`receipts.list`, `clearPrepare`,
+    /// `clearCommit`), which take the host's lock only in short slices: no clear can move the
+    /// receipts between the slices of another operator's scan.
+    operator_gate: Mutex<()>,
     /// Signalled whenever the last running execution finishes.
     idle: Notify,
     /// How many `wait_idle` calls are waiting, so completions skip `idle` when nobody is.
@@ -174,8 +181,9 @@ impl Host {
                 run_id: uuid::Uuid::new_v4().to_string(),
                 started_at: now_millis(),
                 state: Mutex::new(State {
-                    book: Book::new(config.capacity, config.tombstone_capacity),
-                    tasks: Tasks::default(),
+                    book: Book::new(config.capacity, config.tombstone_capacity)
+                        .with_max_bytes(config.max_book_bytes),
+                    tasks: Tasks::with_closed_capacity(config.tombstone_capacity),
                     counters: Counters::default(),
                     events: EventBus::default(),
                     verifying: Default::default(),
@@ -183,6 +191,7 @@ impl Host {
                 }),
                 config,
                 executor,
+                operator_gate: Mutex::new(()),
                 shutting_down: AtomicBool::new(false),
                 idle: Notify::new(),
                 idle_watchers: Default::default(),

@@ -59,10 +59,16 @@ impl Host {
                 ready_ok(id, run_id, v)
             }
             Command::ReceiptStatus(p) => ready_ok(id, run_id, self.receipt_status(&p.request_id)),
-            Command::TaskStatus(p) => match self.lock().tasks.get(&p.task_id) {
-                Some(t) => ready_ok(id, run_id, t.status(run_id)),
-                None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
-            },
+            Command::TaskStatus(p) => {
+                let st = self.lock();
+                match st.tasks.get(&p.task_id) {
+                    Some(t) => ready_ok(id, run_id, t.status(run_id)),
+                    None => match st.tasks.closed(&p.task_id) {
+                        Some(r) => ready_ok(id, run_id, r.to_task(&p.task_id).status(run_id)),
+                        None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
+                    },
+                }
+            }
             Command::TaskResume(p) => {
                 if p.run_id != run_id {
                     return reject(
@@ -78,7 +84,9 @@ impl Host {
                         .with_details(json!({"currentRunId": run_id, "runId": p.run_id})),
                     );
                 }
-                match self.lock().tasks.get(&p.task_id) {
+                let st = self.lock();
+                let record = st.tasks.closed(&p.task_id).map(|r| r.to_task(&p.task_id));
+                match st.tasks.get(&p.task_id).or(record.as_ref()) {
                     Some(t) => {
                         let v = TaskResumeResult {
                             pending_outcome: t.pending_outcome().map(|po| po.to_wire()),

@@ -3,11 +3,13 @@
 use serde::de::DeserializeOwned;
 
 use super::id::validate_id;
+use super::limits::{EXPECTED_TEXT, KEY, REASON, SELECTOR, TITLE, URL, VALUE};
 use super::method::Method;
+use super::params::Expect;
 use super::params::{
     NoParams, PageClickParams, PageFillParams, PagePressParams, PageReadParams, Params,
     ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams, TaskStartParams,
-    TaskStopParams, MAX_FIXTURE_DELAY_MS, MAX_URL_BYTES,
+    TaskStopParams, MAX_FIXTURE_DELAY_MS,
 };
 
 /// A bridge request after validation: the typed command the host acts on, so nothing past this
@@ -99,25 +101,35 @@ impl Command {
                 .typed()
                 .map_err(|e| format!("invalid params for {method}: {e}"))
         }
+        let sized = |field: &str, limit: super::limits::TextLimit, text: &str| {
+            limit
+                .check(field, text)
+                .map_err(|e| format!("invalid params for {method}: {e}"))
+        };
         let target_ok = |what: &str, target: &str| {
+            sized(what, SELECTOR, target)?;
             check_target(target).map_err(|e| format!("invalid {what} for {method}: {e}"))
+        };
+        let expect_ok = |expect: &Expect| {
+            let (field, text) = match &expect.check {
+                super::params::ExpectCheck::Equals(t) => ("expect.equals", t),
+                super::params::ExpectCheck::Contains(t) => ("expect.contains", t),
+            };
+            sized(field, EXPECTED_TEXT, text)?;
+            target_ok("expect.target", &expect.target)
         };
         let cmd = match method {
             Method::TaskStart => {
                 let p: TaskStartParams = typed(method, params)?;
-                let len = p.title.chars().count();
-                if !(1..=200).contains(&len) {
-                    return Err(format!(
-                        "invalid params for task.start: title must be 1 to 200 characters (got {len})"
-                    ));
+                if p.title.is_empty() {
+                    return Err(
+                        "invalid params for task.start: `title` is empty; say what the task is for"
+                            .into(),
+                    );
                 }
+                sized("title", TITLE, &p.title)?;
                 if let Some(url) = &p.url {
-                    if url.len() > MAX_URL_BYTES {
-                        return Err(format!(
-                            "invalid params for task.start: url must be at most {MAX_URL_BYTES} bytes (got {})",
-                            url.len()
-                        ));
-                    }
+                    sized("url", URL, url)?;
                 }
                 if let Some(f) = &p.fixture {
                     for (name, v) in [
@@ -135,13 +147,14 @@ impl Command {
             }
             Method::PageFill => {
                 let p: PageFillParams = typed(method, params)?;
+                sized("value", VALUE, &p.value)?;
                 target_ok("target", &p.target)?;
                 Command::PageFill(p)
             }
             Method::PageClick => {
                 let p: PageClickParams = typed(method, params)?;
                 target_ok("target", &p.target)?;
-                target_ok("expect.target", &p.expect.target)?;
+                expect_ok(&p.expect)?;
                 Command::PageClick(p)
             }
             Method::PagePress => {
@@ -149,21 +162,23 @@ impl Command {
                 if p.key.is_empty() {
                     return Err("invalid params for page.press: key must not be empty".into());
                 }
+                sized("key", KEY, &p.key)?;
                 if let Some(t) = &p.target {
                     target_ok("target", t)?;
                 }
-                target_ok("expect.target", &p.expect.target)?;
+                expect_ok(&p.expect)?;
                 Command::PagePress(p)
             }
             Method::TaskFinish => Command::TaskFinish(typed(method, params)?),
             Method::TaskStop => {
                 let p: TaskStopParams = typed(method, params)?;
-                let len = p.reason.chars().count();
-                if !(1..=500).contains(&len) {
-                    return Err(format!(
-                        "invalid params for task.stop: reason must be 1 to 500 characters (got {len})"
-                    ));
+                if p.reason.is_empty() {
+                    return Err(
+                        "invalid params for task.stop: `reason` is empty; say why the task is stopped"
+                            .into(),
+                    );
                 }
+                sized("reason", REASON, &p.reason)?;
                 Command::TaskStop(p)
             }
             Method::HostHello => {

@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::error::{ErrorBody, ErrorCode};
 use super::id::validate_id;
+use super::strict::check_strict;
 
 /// The envelope of a request frame, before the method's params are checked: what the general
 /// path, and the operator's socket, dispatch on.
@@ -50,10 +51,14 @@ struct PlainEnvelope<'a> {
 
 /// Parses one frame (without its newline) into an envelope, or the refusal to send for it.
 ///
+/// A frame with a repeated key or nested deeper than 64 levels is refused first
+/// ([`check_strict`]): the JSON value built below would keep only the last of two equal keys.
+///
 /// A well-formed envelope is read as a `PlainEnvelope`, which builds a JSON value only for
 /// the params; anything else goes through `parse_envelope_general`, which alone writes the
 /// error messages, so every refusal reads the same whichever way the frame was read.
 pub fn parse_envelope(frame: &[u8]) -> Result<Envelope, FrameError> {
+    check_strict(frame).map_err(|e| FrameError::bad(e.id, e.message))?;
     if let Ok(plain) = serde_json::from_slice::<PlainEnvelope<'_>>(frame) {
         let params = match plain.params {
             None => Some(Value::Object(Default::default())),
@@ -206,7 +211,10 @@ mod tests {
                 Ok(e) => format!("ok {} {} {}", e.id, e.method, e.params),
                 Err(e) => format!("err {:?} {}", e.id, e.error.message),
             };
-            prop_assert_eq!(show(parse_envelope(&frame)), show(parse_envelope_general(&frame)));
+            let general = check_strict(&frame)
+                .map_err(|e| FrameError::bad(e.id, e.message))
+                .and_then(|()| parse_envelope_general(&frame));
+            prop_assert_eq!(show(parse_envelope(&frame)), show(general));
         }
     }
 }

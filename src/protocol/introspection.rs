@@ -371,7 +371,11 @@ pub struct ClearPrepareParams {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub request_ids: Option<Vec<String>>,
     /// Every receipt this filter selects.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::optional_object"
+    )]
     pub filter: Option<ReceiptFilter>,
 }
 

@@ -14,6 +14,8 @@
 //! - `direct`: the direct parse of a well-formed request, which builds no JSON value;
 //! - `fingerprint` and `canonical`: the canonical form a receipt keeps, and recognising
 //!   params text that already is canonical;
+//! - `strict`: duplicate keys and nesting depth, refused where a frame becomes a JSON value;
+//! - `limits`: the longest each text field may be;
 //! - `codec`: the line codec and its limits;
 //! - `time`: timestamps.
 
@@ -26,10 +28,12 @@ mod error;
 mod fingerprint;
 mod id;
 pub mod introspection;
+pub mod limits;
 mod method;
 mod params;
 mod reply;
 pub mod results;
+mod strict;
 mod time;
 
 #[cfg(test)]
@@ -43,13 +47,16 @@ pub use envelope::{json_type, parse_envelope, Envelope, FrameError};
 pub use error::{Delivery, ErrorBody, ErrorCode};
 pub use fingerprint::{fingerprint, try_fingerprint};
 pub use id::{validate_id, MAX_ID_LEN};
+pub use limits::MAX_URL_BYTES;
 pub use method::Method;
+pub use params::{optional_object, ObjectOnly};
 pub use params::{
     Expect, ExpectCheck, FixtureOptions, NoParams, PageClickParams, PageFillParams,
     PagePressParams, PageReadParams, Params, ReceiptStatusParams, RunStatusParams, TaskParams,
-    TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS, MAX_URL_BYTES,
+    TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS,
 };
 pub use reply::{Meta, Outcome, ReceiptKind, Reply};
+pub use strict::{check_strict, StrictError, MAX_DEPTH};
 pub use time::{format_millis, now_millis, now_rfc3339};
 
 /// The protocol version `host.hello` reports, so a client can tell a host that speaks another

@@ -1,7 +1,11 @@
 //! The params of each method, as typed structs, and where they are read from.
 
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::marker::PhantomData;
+
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{DeserializeOwned, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
@@ -45,7 +49,7 @@ impl<'de> Deserialize<'de> for Expect {
             equals: Option<String>,
             contains: Option<String>,
         }
-        let raw = Raw::deserialize(d)?;
+        let ObjectOnly(raw) = ObjectOnly::<Raw>::deserialize(d)?;
         let check = match (raw.equals, raw.contains) {
             (Some(e), None) => ExpectCheck::Equals(e),
             (None, Some(c)) => ExpectCheck::Contains(c),
@@ -84,9 +88,6 @@ pub struct FixtureOptions {
 /// The longest delay a fixture option accepts, so no test page holds a task for long.
 pub const MAX_FIXTURE_DELAY_MS: u64 = 60_000;
 
-/// The longest `url` a task may name (SPEC §10).
-pub const MAX_URL_BYTES: usize = 8 * 1024;
-
 /// `task.start` params.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -97,7 +98,7 @@ pub struct TaskStartParams {
     #[serde(default)]
     pub url: Option<String>,
     /// Fixture behaviour for this task's page.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_object")]
     pub fixture: Option<FixtureOptions>,
 }
 
@@ -201,6 +202,34 @@ pub struct ReceiptStatusParams {
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
 
+/// A struct read only from a JSON object: serde's derived parsers also take an array of the
+/// fields in order (`"fixture":[3000]`), which the wire format never means (SPEC §10).
+pub struct ObjectOnly<T>(pub T);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Fields<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for Fields<T> {
+            type Value = T;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(Fields(PhantomData)).map(ObjectOnly)
+    }
+}
+
+/// `deserialize_with` for an optional struct field: absent or `null` is `None`, an object is
+/// the struct, anything else (an array above all) is refused.
+pub fn optional_object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    Ok(Option::<ObjectOnly<T>>::deserialize(d)?.map(|o| o.0))
+}
+
 /// Where a command's params are read from: a parsed [`Value`], or the raw params text of a
 /// frame, so that a well-formed request becomes a [`Command`](super::Command) without building
 /// a `Value` first.
@@ -228,6 +257,19 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn structs_inside_params_are_objects_never_arrays() {
+        let from_text = |t: &str| serde_json::from_str::<TaskStartParams>(t).map(|p| p.fixture);
+        assert!(from_text(r#"{"title":"t","fixture":[3000]}"#).is_err());
+        assert_eq!(from_text(r#"{"title":"t","fixture":null}"#).unwrap(), None);
+        assert_eq!(from_text(r#"{"title":"t"}"#).unwrap(), None);
+        let f = from_text(r#"{"title":"t","fixture":{"submitDelayMs":5}}"#).unwrap();
+        assert_eq!(f.unwrap().submit_delay_ms, 5);
+        let from_value = |v: Value| TaskStartParams::deserialize(&v).map(|p| p.fixture);
+        assert!(from_value(json!({"title":"t","fixture":[3000]})).is_err());
+        assert!(from_value(json!({"title":"t","fixture":{"dropSubmit":true}})).is_ok());
+    }
+
+    #[test]
     fn expect_needs_exactly_one_check() {
         assert!(serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a"})).is_ok());
         assert!(serde_json::from_value::<Expect>(json!({"target":"#s"})).is_err());
@@ -235,6 +277,8 @@ mod tests {
             json!({"target":"#s","equals":"a","contains":"b"})
         )
         .is_err());
+        assert!(serde_json::from_value::<Expect>(json!(["#s", "a", null])).is_err());
+        assert!(serde_json::from_str::<Expect>(r##"["#s","a",null]"##).is_err());
         assert!(
             serde_json::from_value::<Expect>(json!({"target":"#s","equals":"a","x":1})).is_err()
         );

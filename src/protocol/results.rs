@@ -371,6 +371,9 @@ pub struct VerifyResult {
 pub struct ReceiptCounts {
     /// The hard receipt capacity.
     pub capacity: u64,
+    /// `--max-book-bytes`: new mutations are refused past it.
+    #[serde(default)]
+    pub max_bytes: u64,
     /// Receipts still executing.
     pub running: u64,
     /// The hard tombstone capacity.
@@ -379,6 +382,9 @@ pub struct ReceiptCounts {
     pub tombstones: u64,
     /// Receipts in the book.
     pub used: u64,
+    /// Bytes the book holds (canonical requests, stored replies, per-receipt overhead).
+    #[serde(default)]
+    pub used_bytes: u64,
 }
 
 /// `executor` of `run.status` and the snapshot: what acts on pages, and how often it did.

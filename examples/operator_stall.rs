@@ -1,0 +1,288 @@
+//! Whether an operator's scan of a full book stalls agents (SPEC §10): a real `polaris serve`
+//! is filled with 1,000,000 receipts, then a bridge client measures `host.hello` round trips,
+//! first with no operator load and then while another client runs `receipts.clearPrepare`
+//! with `{"filter":{}}` over the whole book in a loop on the introspection socket.
+//!
+//! `cargo build --release && cargo run --release --example operator_stall [RECEIPTS] [SAMPLES]`
+//! (defaults 1000000 and 2000). It prints p50/p99/max of both phases and how many prepares ran.
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The `polaris` binary built beside this example.
+fn polaris_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("own path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("polaris"))
+        .expect("target directory");
+    if !bin.exists() {
+        eprintln!(
+            "{} is missing: run `cargo build --release` first",
+            bin.display()
+        );
+        std::process::exit(2);
+    }
+    bin
+}
+
+/// A line client over a Unix socket.
+struct Line {
+    w: UnixStream,
+    r: BufReader<UnixStream>,
+    buf: String,
+}
+
+impl Line {
+    fn connect(path: &Path) -> std::io::Result<Line> {
+        let w = UnixStream::connect(path)?;
+        let r = BufReader::with_capacity(1 << 20, w.try_clone()?);
+        Ok(Line {
+            w,
+            r,
+            buf: String::new(),
+        })
+    }
+
+    fn send(&mut self, frame: &str) {
+        self.w.write_all(frame.as_bytes()).expect("write");
+    }
+
+    fn read(&mut self) -> &str {
+        self.buf.clear();
+        let n = self.r.read_line(&mut self.buf).expect("read");
+        assert!(n > 0, "the host closed the connection");
+        &self.buf
+    }
+}
+
+struct Host {
+    child: Child,
+    _dir: tempfile::TempDir,
+    bridge: PathBuf,
+    introspect: PathBuf,
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_host(capacity: usize) -> Host {
+    let dir = tempfile::Builder::new()
+        .prefix("pl")
+        .tempdir_in("/tmp")
+        .expect("temp dir");
+    let sockets = dir.path().join("s");
+    let child = Command::new(polaris_bin())
+        .arg("serve")
+        .arg("--socket-dir")
+        .arg(&sockets)
+        .arg("--audit-log")
+        .arg(dir.path().join("audit.jsonl"))
+        .arg("--capacity")
+        .arg(capacity.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("polaris serve starts");
+    let host = Host {
+        child,
+        bridge: sockets.join("bridge.sock"),
+        introspect: sockets.join("introspect.sock"),
+        _dir: dir,
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Line::connect(&host.bridge).is_err() {
+        assert!(Instant::now() < deadline, "polaris serve did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    host
+}
+
+/// Fills the book with `n` completed `page.fill` receipts over 4 pipelining connections.
+fn fill(host: &Host, n: usize) {
+    let mut c = Line::connect(&host.bridge).unwrap();
+    c.send("{\"id\":\"stall-task\",\"method\":\"task.start\",\"params\":{\"title\":\"fill\"}}\n");
+    let reply = c.read().to_owned();
+    let task = reply
+        .split("\"taskId\":\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("task.start answers a taskId")
+        .to_owned();
+    let per = (n - 1) / 4;
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let bridge = host.bridge.clone();
+            let task = task.clone();
+            let count = if t == 3 { n - 1 - 3 * per } else { per };
+            std::thread::spawn(move || {
+                let mut c = Line::connect(&bridge).unwrap();
+                let mut sent = 0;
+                while sent < count {
+                    let batch = 64.min(count - sent);
+                    let mut frames = String::new();
+                    for i in 0..batch {
+                        let id = uuid::Uuid::from_u128(((t as u128) << 64) | (sent + i) as u128);
+                        frames.push_str(&format!(
+                            "{{\"id\":\"{id}\",\"method\":\"page.fill\",\"params\":{{\"taskId\":\"{task}\",\"target\":\"#title\",\"value\":\"v{i}\"}}}}\n"
+                        ));
+                    }
+                    c.send(&frames);
+                    for _ in 0..batch {
+                        let line = c.read();
+                        assert!(line.contains("\"ok\":true"), "fill refused: {line}");
+                    }
+                    sent += batch;
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().expect("filler");
+    }
+}
+
+/// `samples` sequential `host.hello` round trips on the bridge, 1 ms apart; microseconds each.
+fn hellos(host: &Host, samples: usize) -> Vec<u64> {
+    let mut c = Line::connect(&host.bridge).unwrap();
+    let mut out = Vec::with_capacity(samples);
+    for i in 0..samples {
+        let t = Instant::now();
+        c.send(&format!(
+            "{{\"id\":\"hello-{i}\",\"method\":\"host.hello\"}}\n"
+        ));
+        let line = c.read();
+        out.push(t.elapsed().as_micros() as u64);
+        assert!(line.contains("\"ok\":true"), "{line}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    out
+}
+
+fn summary(name: &str, mut us: Vec<u64>) {
+    us.sort_unstable();
+    let at = |q: f64| us[((us.len() as f64 * q) as usize).min(us.len() - 1)];
+    println!(
+        "{name:<32} n={:<5} p50={:>7.3} ms  p99={:>7.3} ms  max={:>8.3} ms",
+        us.len(),
+        at(0.50) as f64 / 1000.0,
+        at(0.99) as f64 / 1000.0,
+        *us.last().unwrap() as f64 / 1000.0
+    );
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let receipts: usize = args
+        .next()
+        .map_or(1_000_000, |a| a.parse().expect("RECEIPTS"));
+    let samples: usize = args.next().map_or(2000, |a| a.parse().expect("SAMPLES"));
+    let host = start_host(receipts + 10);
+    let t = Instant::now();
+    fill(&host, receipts);
+    println!(
+        "filled {receipts} receipts in {:.1} s",
+        t.elapsed().as_secs_f64()
+    );
+
+    let idle = hellos(&host, samples);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let prepares = Arc::new(AtomicU64::new(0));
+    let prepare_ms = Arc::new(AtomicU64::new(0));
+    let operator = {
+        let (stop, prepares, prepare_ms) = (stop.clone(), prepares.clone(), prepare_ms.clone());
+        let path = host.introspect.clone();
+        std::thread::spawn(move || {
+            let mut c = Line::connect(&path).unwrap();
+            let mut i = 0;
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                c.send(&format!(
+                    "{{\"id\":\"prep-{i}\",\"method\":\"receipts.clearPrepare\",\"params\":{{\"filter\":{{}}}}}}\n"
+                ));
+                let line = c.read();
+                assert!(
+                    line.contains("\"token\""),
+                    "{}",
+                    &line[..line.len().min(300)]
+                );
+                prepare_ms.fetch_add(t.elapsed().as_millis() as u64, Ordering::Relaxed);
+                prepares.fetch_add(1, Ordering::Relaxed);
+                i += 1;
+            }
+        })
+    };
+    // The first prepare is under way before measuring.
+    std::thread::sleep(Duration::from_millis(200));
+    let loaded = hellos(&host, samples);
+    stop.store(true, Ordering::Relaxed);
+    operator.join().expect("operator");
+
+    // One more prepare over the whole book, then its commit, while hellos are sampled.
+    let mut op = Line::connect(&host.introspect).unwrap();
+    op.send("{\"id\":\"last-prepare\",\"method\":\"receipts.clearPrepare\",\"params\":{\"filter\":{}}}\n");
+    let prepared = op.read().to_owned();
+    let token = prepared
+        .split("\"token\":\"")
+        .nth(1)
+        .and_then(|s| s.split('"').next())
+        .expect("the prepare answers a token")
+        .to_owned();
+    drop(prepared);
+    let committing = Arc::new(AtomicBool::new(true));
+    let sampler = {
+        let committing = committing.clone();
+        let bridge = host.bridge.clone();
+        std::thread::spawn(move || {
+            let mut c = Line::connect(&bridge).unwrap();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while committing.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                c.send(&format!(
+                    "{{\"id\":\"c-hello-{i}\",\"method\":\"host.hello\"}}\n"
+                ));
+                c.read();
+                out.push(t.elapsed().as_micros() as u64);
+                i += 1;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            out
+        })
+    };
+    let t = Instant::now();
+    op.send(&format!(
+        "{{\"id\":\"commit\",\"method\":\"receipts.clearCommit\",\"params\":{{\"token\":\"{token}\",\"reason\":\"measure\"}}}}\n"
+    ));
+    let committed = op.read().to_owned();
+    let commit_ms = t.elapsed().as_secs_f64() * 1000.0;
+    committing.store(false, Ordering::Relaxed);
+    let during_commit = sampler.join().expect("sampler");
+    assert!(
+        committed.contains("\"ok\":true"),
+        "{}",
+        &committed[..committed.len().min(300)]
+    );
+
+    println!("bridge host.hello over a book of {receipts} receipts:");
+    summary("  no operator load", idle);
+    summary("  clearPrepare {filter:{}} loop", loaded);
+    summary("  clearCommit of the whole book", during_commit);
+    println!("  the commit took {commit_ms:.0} ms (reply included)");
+    let n = prepares.load(Ordering::Relaxed).max(1);
+    println!(
+        "  prepares completed during the loaded phase: {} (mean {:.0} ms each, reply included)",
+        prepares.load(Ordering::Relaxed),
+        prepare_ms.load(Ordering::Relaxed) as f64 / n as f64
+    );
+}
