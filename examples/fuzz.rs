@@ -9,10 +9,10 @@
 //! exactly the replies that said `"receipt":"new"`; every frame must get one well-formed reply
 //! (an object with `ok`, a known error code, `automaticReplay: false`).
 //!
-//! `cargo build --release && cargo run --release --example fuzz -- --seconds N [--seed S]
-//! [--mcp-malformed]` (the last also sends the MCP front lines that are not JSON at all, each of
-//! which must get a parse error) prints the count of each mutation kind tried and exits non-zero on the first violation,
-//! printing the frames that caused it.
+//! `cargo build --release && cargo run --release --example fuzz -- --seconds N [--seed S]`
+//! prints the count of each mutation kind tried and exits non-zero on the first violation,
+//! printing the frames that caused it. Lines that are not JSON at all go to the MCP front too,
+//! which must answer each with a parse error.
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -831,7 +831,6 @@ fn mcp_batch(
     mcp: &mut Mcp,
     tasks: &[String],
     counts: &mut BTreeMap<Kind, u64>,
-    malformed: bool,
 ) -> (Vec<Vec<u8>>, u64) {
     let mut sent = Vec::new();
     let mut news = 0;
@@ -864,12 +863,6 @@ fn mcp_batch(
         if kind == Kind::Crlf {
             line.push(b'\r');
         }
-        if !malformed && serde_json::from_slice::<Value>(&line).is_err() {
-            // Not JSON at all (a number past f64, nesting past serde's limit, a bad escape):
-            // sent only with --mcp-malformed (see main).
-            *counts.entry(kind).or_default() -= 1;
-            continue;
-        }
         mcp.send(&line);
         let answer = mcp.answer(&line);
         if answer["result"]["structuredContent"]["receipt"] == "new" {
@@ -898,19 +891,13 @@ fn main() {
         .unwrap()
         .as_nanos() as u64
         | 1;
-    // Lines that are not JSON at all also go to the MCP front, which must answer each with a
-    // parse error (SPEC §10, "MCP front").
-    let mut mcp_malformed = false;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
             "--seconds" => seconds = args.next().and_then(|s| s.parse().ok()).unwrap_or(30),
             "--seed" => seed = args.next().and_then(|s| s.parse().ok()).unwrap_or(seed) | 1,
-            "--mcp-malformed" => mcp_malformed = true,
             other => {
-                eprintln!(
-                    "usage: fuzz [--seconds N] [--seed S] [--mcp-malformed] (unknown argument {other})"
-                );
+                eprintln!("usage: fuzz [--seconds N] [--seed S] (unknown argument {other})");
                 std::process::exit(2);
             }
         }
@@ -964,10 +951,7 @@ fn main() {
                     &mut counts,
                 ),
             ),
-            _ => (
-                "mcp",
-                mcp_batch(&mut rng, &mut mcp, &tasks, &mut counts, mcp_malformed),
-            ),
+            _ => ("mcp", mcp_batch(&mut rng, &mut mcp, &tasks, &mut counts)),
         };
         *per_socket.entry(socket).or_default() += frames.len() as u64;
         checker.news += news;
