@@ -455,3 +455,56 @@ async fn journal_check_reports_counts_and_refuses_a_damaged_journal() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("corrupt"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clearing_most_receipts_compacts_the_journal_and_the_tombstones_survive_it() {
+    let root = short_tempdir();
+    let extra = journal_args(root.path());
+    let mut host = Served::start(root.path(), &args(&extra));
+    let mut c = host.conn().await;
+    let ids: Vec<String> = (0..40).map(|i| format!("many-{i}")).collect();
+    for id in &ids {
+        ok(&c
+            .call_id(id, "task.start", json!({"title": "a task with a title"}))
+            .await);
+    }
+    let bytes = |s: &Value| ok(s)["journal"]["bytes"].as_u64().unwrap();
+    let before = bytes(&c.call("run.status", json!({})).await);
+    let prepared = introspect(&host, "receipts.clearPrepare", json!({"requestIds": ids})).await;
+    let token = ok(&prepared)["token"].as_str().unwrap().to_owned();
+    let committed = introspect(
+        &host,
+        "receipts.clearCommit",
+        json!({"token": token, "reason": "done with them"}),
+    )
+    .await;
+    assert_eq!(ok(&committed)["cleared"], 40, "{committed}");
+    // The rewrite runs in the background after the clear.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let after = loop {
+        let now = bytes(&c.call("run.status", json!({})).await);
+        if now < before {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not compacted: {now} of {before} bytes"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    eprintln!("journal {before} bytes before the clear, {after} after compaction");
+    host.kill9();
+    host.restart(&args(&extra));
+    let mut c = host.conn().await;
+    let again = c
+        .call_id(
+            &ids[7],
+            "task.start",
+            json!({"title": "a task with a title"}),
+        )
+        .await;
+    assert_eq!(err(&again, "RECEIPT_CLEARED")["delivery"], "cleared");
+    let status = c.call("run.status", json!({})).await;
+    assert_eq!(ok(&status)["receipts"]["used"], 0, "{status}");
+    assert_eq!(ok(&status)["receipts"]["tombstones"], 40, "{status}");
+}
