@@ -211,8 +211,11 @@ impl Running {
         }
         if let Some(journal) = self.host.journal() {
             let journal = journal.clone();
+            let failed = self.host.journal_failure().borrow().is_some();
             match tokio::task::spawn_blocking(move || journal.close()).await {
                 Ok(Ok(())) => tracing::info!("journal closed; everything stored is durable"),
+                // Already said, once, when it failed.
+                Ok(Err(_)) if failed => {}
                 Ok(Err(e)) => tracing::error!("closing the journal: {e}"),
                 Err(e) => tracing::error!("closing the journal: {e}"),
             }

@@ -508,3 +508,107 @@ async fn clearing_most_receipts_compacts_the_journal_and_the_tombstones_survive_
     assert_eq!(ok(&status)["receipts"]["used"], 0, "{status}");
     assert_eq!(ok(&status)["receipts"]["tombstones"], 40, "{status}");
 }
+
+/// Starts `polaris serve` whose files may not grow past `limit` bytes (`RLIMIT_FSIZE`, with
+/// `SIGXFSZ` ignored so a write past it fails with `EFBIG` instead of killing the process): a
+/// disk that stops taking the journal's writes.
+fn serve_with_file_limit(root: &Path, limit: u64) -> Child {
+    use std::os::unix::process::CommandExt;
+    let log = std::fs::File::create(root.join("serve-limited.log")).unwrap();
+    let mut cmd = Command::new(polaris_bin());
+    cmd.arg("serve")
+        .arg("--socket-dir")
+        .arg(Served::sockets(root))
+        .arg("--audit-log")
+        .arg(root.join("audit.jsonl"))
+        .args(journal_args(root))
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().expect("polaris serve starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_that_cannot_write_stops_the_host_and_loses_nothing_it_answered() {
+    let root = short_tempdir();
+    // The journal preallocates its first 8 MiB; growing past them fails.
+    let mut child = serve_with_file_limit(root.path(), 9 << 20);
+    let bridge = Served::sockets(root.path()).join("bridge.sock");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sync_call(&bridge, "host.hello", json!({})).is_ok_and(|r| r["ok"] == true) {
+        assert!(Instant::now() < deadline, "the limited host did not answer");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut c = Conn::connect(&bridge).await;
+    c.send("start", "task.start", json!({"title": "big"})).await;
+    let (started, start_line) = c.wait_raw("start").await;
+    let task = ok(&started)["taskId"].as_str().unwrap().to_owned();
+    let value = "x".repeat(60_000);
+    let mut answered = vec![("start".to_owned(), json!({"title": "big"}), "task.start")];
+    let mut first_lines = vec![body(&start_line).to_owned()];
+    let mut failed = None;
+    for i in 0..200 {
+        let id = format!("fill-{i}");
+        let params = json!({"taskId": task, "target": "#title", "value": value});
+        c.send(&id, "page.fill", params.clone()).await;
+        let (reply, line) = c.wait_raw(&id).await;
+        if reply["ok"] == true {
+            answered.push((id, params, "page.fill"));
+            first_lines.push(body(&line).to_owned());
+            continue;
+        }
+        failed = Some((id, reply));
+        break;
+    }
+    let (failed_id, reply) = failed.expect("the journal stopped taking writes");
+    let e = err(&reply, "INTERNAL");
+    let delivery = e["delivery"].as_str().unwrap().to_owned();
+    assert!(
+        delivery == "not_executed" || delivery == "uncertain",
+        "{reply}"
+    );
+    eprintln!(
+        "the journal failed at {failed_id} ({delivery}) after {} answers",
+        answered.len()
+    );
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the host stops, non-zero");
+    let log = std::fs::read_to_string(root.path().join("serve-limited.log")).unwrap();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "one error line: {log}");
+    assert!(errors[0].contains("journal.log"), "{log}");
+
+    // Restarted on an ordinary disk: everything a client was told replays; the failed request
+    // is exactly what its delivery said.
+    let mut host = Served::start(root.path(), &args(&journal_args(root.path())));
+    let mut c = host.conn().await;
+    for ((id, params, method), first) in answered.iter().zip(&first_lines) {
+        c.send(id, method, params.clone()).await;
+        let (reply, line) = c.wait_raw(id).await;
+        assert_eq!(receipt(&reply), "replayed", "{id}");
+        assert_eq!(body(&line), first, "{id}");
+    }
+    let s = c
+        .call("receipt.status", json!({"requestId": failed_id}))
+        .await;
+    match delivery.as_str() {
+        // Its begin never reached the disk: the host does not know it, and it never ran.
+        "not_executed" => assert_eq!(ok(&s)["state"], "unknown", "{s}"),
+        // It ran, and its reply never reached the disk: stored as INTERRUPTED.
+        _ => assert_eq!(ok(&s)["reply"]["error"]["code"], "INTERRUPTED", "{s}"),
+    }
+    assert!(host.terminate().success());
+}
