@@ -222,6 +222,28 @@ async fn a_restart_replays_every_stored_reply_byte_for_byte_and_keeps_its_tasks(
     let t = c.call("task.status", json!({"taskId": task})).await;
     assert_eq!(ok(&t)["state"], "interrupted", "{t}");
     assert_eq!(ok(&t)["runId"], first_run.as_str(), "{t}");
+    let history: Vec<String> = ok(&t)["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            format!(
+                "{} {}",
+                h["method"].as_str().unwrap(),
+                h["result"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        history,
+        [
+            "task.start ok",
+            "page.fill ok",
+            "page.press ok",
+            "page.fill ACTION_FAILED"
+        ],
+        "the history is rebuilt from the receipts"
+    );
     let refused = c
         .call(
             "page.fill",
@@ -288,6 +310,7 @@ async fn a_kill_during_a_slow_submit_leaves_it_interrupted_never_rerun_then_ackn
     );
     let verified = c.call("task.verifyOutcome", json!({"taskId": task})).await;
     assert_eq!(ok(&verified)["state"], "interrupted", "{verified}");
+    assert_eq!(ok(&verified)["outcome"], "unknown", "{verified}");
 
     // Not clearable until a person acknowledges it.
     let prepared = introspect(

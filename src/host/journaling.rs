@@ -228,7 +228,13 @@ impl Host {
                         (o, now)
                     }
                 };
-                if let Some(task) = r.task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
+                // A task.start names its task only in its reply.
+                let started = (method == Method::TaskStart && outcome.is_ok())
+                    .then(|| serde_json::from_str::<Value>(&format!("{{{}}}", outcome.body)).ok())
+                    .flatten()
+                    .and_then(|v| v["result"]["taskId"].as_str().map(str::to_owned));
+                let history_task = r.task_id.as_deref().or(started.as_deref());
+                if let Some(task) = history_task.and_then(|t| st.tasks.get_mut(t)) {
                     let result = outcome.code.map_or("ok", ErrorCode::as_str);
                     task.record(&r.request_id, method, completed_at, result);
                 }

@@ -160,7 +160,8 @@ impl Host {
             }));
         }
         let pending = task.pending_outcome().cloned();
-        if pending.is_some() && task.earlier_run().is_some() {
+        let interrupted = task.history.iter().any(|h| h.result == "INTERRUPTED");
+        if (pending.is_some() || interrupted) && task.earlier_run().is_some() {
             // The page of an earlier run is gone: nothing can be read to confirm it.
             let result = VerifyResult {
                 observation: None,
