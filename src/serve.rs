@@ -117,6 +117,7 @@ pub fn start_journaled(
     let host = match &journal {
         None => Host::new(options.host.clone(), executor),
         Some(jdir) => {
+            let began = std::time::Instant::now();
             let (journal, recovered) =
                 crate::journal::Journal::open(jdir, crate::journal::Options::default())
                     .map_err(journal_error("opening the journal"))?;
@@ -128,6 +129,7 @@ pub fn start_journaled(
                 journal = %jdir.display(),
                 receipts,
                 tombstones,
+                ms = began.elapsed().as_millis() as u64,
                 "journal recovered"
             );
             host
