@@ -53,6 +53,15 @@ pub struct Receipt {
     pub replays: u32,
     /// The reply, shared by every copy.
     pub reply: ReplySlot,
+    /// The earlier run that created the receipt, for one recovered from the journal; `None`
+    /// for a receipt of the current run.
+    pub run_id: Option<Arc<str>>,
+    /// The journal sequence number of the stored reply's completion record (0: none, or no
+    /// journal). A copy may be answered from the stored reply only once it is durable.
+    pub seq: u64,
+    /// An operator recorded that this receipt's uncertain outcome was settled outside Polaris
+    /// (`outcome.acknowledge`): it may be cleared.
+    pub acknowledged: bool,
 }
 
 impl Receipt {
@@ -66,6 +75,9 @@ impl Receipt {
             joins: 0,
             replays: 0,
             reply: ReplySlot::Running(None),
+            run_id: None,
+            seq: 0,
+            acknowledged: false,
         }
     }
 
@@ -478,6 +490,69 @@ impl Book {
             }
             _ => Err(NotRunning),
         }
+    }
+
+    /// Records the journal sequence number of a receipt's stored completion (see
+    /// [`Receipt::seq`]), looking first at position `hint`.
+    pub fn set_seq(&mut self, hint: usize, key: &RequestKey, seq: u64) {
+        let receipt = match self.receipts.get_index_mut(hint) {
+            Some((k, r)) if k == key => Some(r),
+            _ => self.receipts.get_mut(key),
+        };
+        if let Some(r) = receipt {
+            r.seq = seq;
+        }
+    }
+
+    /// A receipt by key, to change its bookkeeping (not its reply).
+    pub fn get_mut(&mut self, key: &RequestKey) -> Option<&mut Receipt> {
+        self.receipts.get_mut(key)
+    }
+
+    /// Puts back a completed receipt read from the journal at start. Capacity counts it even
+    /// past the limit: a restart never frees room, only a clear does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn restore(
+        &mut self,
+        key: RequestKey,
+        request: Box<str>,
+        method: Method,
+        task_id: Option<TaskId>,
+        first_seen: i64,
+        outcome: Arc<Outcome>,
+        completed_at: i64,
+        run_id: Option<Arc<str>>,
+    ) {
+        let mut r = Receipt::running(request, method, task_id, first_seen);
+        r.reply = ReplySlot::Done(outcome);
+        r.completed_at = completed_at;
+        r.run_id = run_id;
+        self.receipts.insert(key, r);
+    }
+
+    /// Puts back the tombstones and clears read from the journal at start (`batch` indexes
+    /// `batches`).
+    pub fn restore_tombstones(
+        &mut self,
+        batches: Vec<ClearBatch>,
+        tombstones: Vec<(RequestKey, FingerprintDigest, u32)>,
+    ) {
+        let base = self.batches.len() as u32;
+        self.batches.extend(batches);
+        self.tombstones.extend(
+            tombstones
+                .into_iter()
+                .map(|(k, digest, batch)| {
+                    (
+                        k,
+                        Tombstone {
+                            digest,
+                            batch: base + batch,
+                        },
+                    )
+                })
+                .collect(),
+        );
     }
 
     /// Drops the waiters of a running receipt whose execution vanished without an outcome (the

@@ -68,6 +68,49 @@ enum Command {
     /// Serve the host's tools to an MCP client on stdin/stdout (register this command with
     /// your agent); logs go to stderr.
     Mcp(McpArgs),
+    /// Record that an uncertain outcome (OUTCOME_UNCERTAIN or INTERRUPTED) was settled outside
+    /// Polaris, so its receipt may be cleared; audited, journaled, executes nothing (exit 0
+    /// done, 1 refused, 3 host unavailable).
+    Acknowledge(AcknowledgeArgs),
+    /// The host's journal.
+    #[command(subcommand)]
+    Journal(JournalCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum JournalCommand {
+    /// Read the journal without starting a host (or disturbing a running one): its counts and
+    /// integrity (exit 0 sound, 1 damaged or unreadable, 2 usage).
+    Check(JournalCheckArgs),
+}
+
+#[derive(Debug, Args)]
+struct JournalCheckArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// The journal directory [default: the one `polaris serve` uses for the socket directory].
+    #[arg(long, value_name = "DIR")]
+    journal: Option<PathBuf>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct AcknowledgeArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// The request ID whose outcome was settled (a unique prefix of 6 or more characters works).
+    request_id: String,
+    /// What was done to settle it (1-500 characters), for the audit log.
+    #[arg(long)]
+    reason: String,
+    /// Who, for the audit log [default: the host's user].
+    #[arg(long)]
+    operator: Option<String>,
+    /// Print the raw result as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Which receipts to select.
@@ -227,6 +270,17 @@ struct ServeArgs {
     /// ~/.local/state/polaris/audit.jsonl]
     #[arg(long, value_name = "PATH")]
     audit_log: Option<PathBuf>,
+    /// The journal directory [default: $XDG_STATE_HOME/polaris/journal/<key>, else
+    /// ~/.local/state/polaris/journal/<key>; <key> from the socket directory].
+    #[arg(long, value_name = "DIR", conflicts_with = "no_journal")]
+    journal: Option<PathBuf>,
+    /// Keep receipts in memory only: a restart forgets them.
+    #[arg(long)]
+    no_journal: bool,
+    /// (testing aid) Record every applied fixture submit as a JSON line in FILE, fsynced
+    /// before the submit counts.
+    #[arg(long, value_name = "FILE")]
+    fixture_effects: Option<PathBuf>,
     #[command(flatten)]
     executor: ExecutorArgs,
 }
@@ -252,10 +306,24 @@ struct ExecutorArgs {
 }
 
 impl ExecutorArgs {
-    fn build(&self) -> Result<std::sync::Arc<dyn crate::executor::Executor>, String> {
+    fn build(
+        &self,
+        effects: Option<&std::path::Path>,
+    ) -> Result<std::sync::Arc<dyn crate::executor::Executor>, String> {
         use crate::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor};
+        use crate::executor::{EffectsFile, FixtureExecutor};
+        if effects.is_some() && self.executor != ExecutorKind::Fixture {
+            return Err("--fixture-effects works with the fixture executor only".into());
+        }
         Ok(match self.executor {
-            ExecutorKind::Fixture => std::sync::Arc::new(crate::executor::FixtureExecutor::new()),
+            ExecutorKind::Fixture => match effects {
+                None => std::sync::Arc::new(FixtureExecutor::new()),
+                Some(path) => std::sync::Arc::new(FixtureExecutor::with_effects(
+                    EffectsFile::open(path).map_err(|e| {
+                        format!("cannot open --fixture-effects {} ({e})", path.display())
+                    })?,
+                )),
+            },
             ExecutorKind::Chromium => {
                 let explicit = self
                     .chromium
@@ -283,6 +351,68 @@ struct CallArgs {
     /// How long to wait for the reply.
     #[arg(long, default_value_t = 30_000, value_name = "MS")]
     timeout_ms: u64,
+}
+
+/// `polaris journal check`: prints the journal's counts and integrity.
+fn journal_check(args: JournalCheckArgs) -> ExitCode {
+    let dir = match args.journal {
+        Some(d) => d,
+        None => match crate::journal::default_dir(&args.dir.resolve()) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("polaris journal check: {e}");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    match crate::journal::check(&dir) {
+        Ok(r) => {
+            if args.json {
+                let v = serde_json::json!({
+                    "path": r.path,
+                    "bytes": r.bytes,
+                    "fileBytes": r.file_bytes,
+                    "records": r.records,
+                    "blocks": r.blocks,
+                    "receipts": r.receipts,
+                    "running": r.running,
+                    "tombstones": r.tombstones,
+                    "tasks": r.tasks,
+                    "acknowledgements": r.acknowledgements,
+                    "runs": r.runs,
+                    "tornTail": r.tail.as_ref().map(|t| serde_json::json!({"offset": t.offset, "bytes": t.bytes, "why": t.why.to_string()})),
+                    "hostPid": r.host_pid,
+                });
+                println!("{v}");
+            } else {
+                println!("journal {}: sound", r.path.display());
+                println!(
+                    "  {} bytes of journal ({} in the file), {} records in {} writes",
+                    r.bytes, r.file_bytes, r.records, r.blocks
+                );
+                println!(
+                    "  {} receipts ({} begun and not completed), {} tombstones, {} acknowledgements",
+                    r.receipts, r.running, r.tombstones, r.acknowledgements
+                );
+                println!("  {} tasks over {} runs", r.tasks, r.runs);
+                if let Some(t) = &r.tail {
+                    println!(
+                        "  a torn tail of {} bytes at byte offset {} ({}): the next start cuts it",
+                        t.bytes, t.offset, t.why
+                    );
+                }
+                match r.host_pid {
+                    Some(pid) => println!("  in use by a host (pid {pid})"),
+                    None => println!("  no host holds it"),
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("polaris journal check: {e}");
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// The default audit log path, if this user has a state directory.
@@ -384,14 +514,25 @@ pub fn main() -> ExitCode {
                     }
                 },
             };
-            let executor = match args.executor.build() {
+            let journal = match crate::serve::journal_dir(
+                &options.socket_dir,
+                args.journal.as_deref(),
+                args.no_journal,
+            ) {
+                Ok(j) => j,
+                Err(e) => {
+                    eprintln!("polaris serve: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let executor = match args.executor.build(args.fixture_effects.as_deref()) {
                 Ok(e) => e,
                 Err(e) => {
                     eprintln!("polaris serve: {e}");
                     return ExitCode::from(2);
                 }
             };
-            match runtime().block_on(crate::serve::run(options, executor)) {
+            match runtime().block_on(crate::serve::run(options, executor, journal)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("polaris serve: {e}");
@@ -402,6 +543,20 @@ pub fn main() -> ExitCode {
         Command::Call(args) => {
             init_logging("warn");
             call(args)
+        }
+        Command::Acknowledge(args) => {
+            init_logging("warn");
+            crate::operator::acknowledge(
+                &args.dir.resolve(),
+                &args.request_id,
+                &args.reason,
+                args.operator,
+                args.json,
+            )
+        }
+        Command::Journal(JournalCommand::Check(args)) => {
+            init_logging("warn");
+            journal_check(args)
         }
         Command::Receipts(args) => {
             init_logging("warn");

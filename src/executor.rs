@@ -97,6 +97,19 @@ pub trait Executor: Send + Sync + 'static {
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome>;
 
+    /// [`Executor::act`] on behalf of request `request_id`: an executor that records its
+    /// effects outside the host (the fixture's `--fixture-effects`) names the request there.
+    fn act_for(
+        &self,
+        request_id: &str,
+        task: TaskId,
+        action: Action,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ActionOutcome> {
+        let _ = request_id;
+        self.act(task, action, deadline)
+    }
+
     /// Reads a target without changing anything.
     fn observe(
         &self,
@@ -128,6 +141,53 @@ pub struct FixtureExecutor {
     /// Looked up by every action, added to by every task.start: readers share the lock.
     pages: RwLock<HashMap<TaskId, Arc<FixturePage>>>,
     mutations: Arc<AtomicU64>,
+    /// `--fixture-effects`: where every applied submit is recorded, outside the host.
+    effects: Option<Arc<EffectsFile>>,
+}
+
+/// The file of `--fixture-effects FILE` (a testing aid): one JSON line per applied submit,
+/// `{"requestId","taskId","n"}`, written and `fdatasync`ed before the submit counts, so the
+/// effects outlive the host and a crash test can count them.
+pub struct EffectsFile {
+    path: std::path::PathBuf,
+    file: Mutex<std::fs::File>,
+}
+
+impl EffectsFile {
+    /// Opens `path` for appending (created `0600` if absent).
+    pub fn open(path: &std::path::Path) -> std::io::Result<EffectsFile> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        Ok(EffectsFile {
+            path: path.to_owned(),
+            file: Mutex::new(file),
+        })
+    }
+
+    /// Records one applied submit, durably.
+    fn record(&self, request_id: &str, task: &str, n: u64) -> std::io::Result<()> {
+        use std::io::Write;
+        let mut line = serde_json::to_vec(&serde_json::json!({
+            "requestId": request_id,
+            "taskId": task,
+            "n": n,
+        }))?;
+        line.push(b'\n');
+        let mut f = lock(&self.file);
+        f.write_all(&line)?;
+        f.sync_data()
+    }
+}
+
+/// Who a submit is applied for, when effects are recorded.
+struct Effect {
+    file: Arc<EffectsFile>,
+    request_id: String,
+    task: TaskId,
 }
 
 struct FixturePage {
@@ -173,9 +233,18 @@ impl FixturePage {
         });
     }
 
-    fn apply_submit(&self, mutations: &AtomicU64) {
+    fn apply_submit(&self, mutations: &AtomicU64, effect: Option<&Effect>) {
         {
             let mut s = lock(&self.state);
+            if let Some(e) = effect {
+                if let Err(err) = e.file.record(&e.request_id, &e.task, s.submissions + 1) {
+                    tracing::error!(
+                        "could not record a submit in {} ({err}); the submit was not applied",
+                        e.file.path.display()
+                    );
+                    return;
+                }
+            }
             s.submissions += 1;
             s.status = format!("Saved #{}", s.submissions);
         }
@@ -205,6 +274,106 @@ impl FixtureExecutor {
     /// A fixture with no pages.
     pub fn new() -> FixtureExecutor {
         FixtureExecutor::default()
+    }
+
+    /// A fixture that records every applied submit in `effects` (`--fixture-effects`).
+    pub fn with_effects(effects: EffectsFile) -> FixtureExecutor {
+        FixtureExecutor {
+            effects: Some(Arc::new(effects)),
+            ..FixtureExecutor::default()
+        }
+    }
+
+    fn act_inner(
+        &self,
+        request_id: Option<&str>,
+        task: TaskId,
+        action: Action,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ActionOutcome> {
+        let effect = self.effects.as_ref().map(|file| Effect {
+            file: file.clone(),
+            request_id: request_id.unwrap_or("").to_owned(),
+            task: task.clone(),
+        });
+        let page = self.page(&task);
+        let mutations = self.mutations.clone();
+        Box::pin(async move {
+            let Some(page) = page else {
+                return ActionOutcome::Failed(format!("task {task} has no page"));
+            };
+            let expect = match action {
+                Action::Fill { target, value } => {
+                    if is_reserved(&target) {
+                        return ActionOutcome::Failed(format!(
+                            "{target} is not a text field and cannot be filled"
+                        ));
+                    }
+                    lock(&page.state)
+                        .fields
+                        .insert(target.clone(), value.clone());
+                    page.announce_change();
+                    // A fill's expectation is implicit: the field holds the value.
+                    return ActionOutcome::Applied(Observation { target, value });
+                }
+                Action::Click { target, expect } => {
+                    if target != SUBMIT {
+                        return ActionOutcome::Failed(format!(
+                            "clicking {target} does nothing on the fixture page; click #submit to submit"
+                        ));
+                    }
+                    expect
+                }
+                Action::Press {
+                    key,
+                    target,
+                    expect,
+                } => {
+                    if key != "Enter" {
+                        return ActionOutcome::Failed(format!(
+                            "key {key:?} does nothing on the fixture page; press Enter in a field to submit"
+                        ));
+                    }
+                    match target {
+                        Some(t) if !is_reserved(&t) => {}
+                        Some(t) => {
+                            return ActionOutcome::Failed(format!(
+                                "Enter on {t} does nothing; press it in a text field such as #title"
+                            ))
+                        }
+                        None => {
+                            return ActionOutcome::Failed(
+                                "Enter needs a field target to submit the form, e.g. \"target\":\"#title\"".into(),
+                            )
+                        }
+                    }
+                    expect
+                }
+            };
+            // The draft is submitted to the fixture backend.
+            let options = &page.options;
+            if options.fail_submit {
+                lock(&page.state).status = "Error: submit rejected".to_owned();
+                page.announce_change();
+                return ActionOutcome::Failed(
+                    "the backend rejected the submit; nothing was saved".into(),
+                );
+            }
+            if !options.drop_submit {
+                if options.submit_delay_ms == 0 {
+                    page.apply_submit(&mutations, effect.as_ref());
+                } else {
+                    // A late success: it applies even after the action's deadline has passed.
+                    let late = page.clone();
+                    let delay = Duration::from_millis(options.submit_delay_ms);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(delay).await;
+                        late.apply_submit(&mutations, effect.as_ref());
+                    });
+                }
+            }
+            observe_effect(page, expect, deadline).await
+        })
     }
 
     fn page(&self, task: &str) -> Option<Arc<FixturePage>> {
@@ -304,84 +473,17 @@ impl Executor for FixtureExecutor {
         action: Action,
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome> {
-        let page = self.page(&task);
-        let mutations = self.mutations.clone();
-        Box::pin(async move {
-            let Some(page) = page else {
-                return ActionOutcome::Failed(format!("task {task} has no page"));
-            };
-            let expect = match action {
-                Action::Fill { target, value } => {
-                    if is_reserved(&target) {
-                        return ActionOutcome::Failed(format!(
-                            "{target} is not a text field and cannot be filled"
-                        ));
-                    }
-                    lock(&page.state)
-                        .fields
-                        .insert(target.clone(), value.clone());
-                    page.announce_change();
-                    // A fill's expectation is implicit: the field holds the value.
-                    return ActionOutcome::Applied(Observation { target, value });
-                }
-                Action::Click { target, expect } => {
-                    if target != SUBMIT {
-                        return ActionOutcome::Failed(format!(
-                            "clicking {target} does nothing on the fixture page; click #submit to submit"
-                        ));
-                    }
-                    expect
-                }
-                Action::Press {
-                    key,
-                    target,
-                    expect,
-                } => {
-                    if key != "Enter" {
-                        return ActionOutcome::Failed(format!(
-                            "key {key:?} does nothing on the fixture page; press Enter in a field to submit"
-                        ));
-                    }
-                    match target {
-                        Some(t) if !is_reserved(&t) => {}
-                        Some(t) => {
-                            return ActionOutcome::Failed(format!(
-                                "Enter on {t} does nothing; press it in a text field such as #title"
-                            ))
-                        }
-                        None => {
-                            return ActionOutcome::Failed(
-                                "Enter needs a field target to submit the form, e.g. \"target\":\"#title\"".into(),
-                            )
-                        }
-                    }
-                    expect
-                }
-            };
-            // The draft is submitted to the fixture backend.
-            let options = &page.options;
-            if options.fail_submit {
-                lock(&page.state).status = "Error: submit rejected".to_owned();
-                page.announce_change();
-                return ActionOutcome::Failed(
-                    "the backend rejected the submit; nothing was saved".into(),
-                );
-            }
-            if !options.drop_submit {
-                if options.submit_delay_ms == 0 {
-                    page.apply_submit(&mutations);
-                } else {
-                    // A late success: it applies even after the action's deadline has passed.
-                    let late = page.clone();
-                    let delay = Duration::from_millis(options.submit_delay_ms);
-                    tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        late.apply_submit(&mutations);
-                    });
-                }
-            }
-            observe_effect(page, expect, deadline).await
-        })
+        self.act_inner(None, task, action, deadline)
+    }
+
+    fn act_for(
+        &self,
+        request_id: &str,
+        task: TaskId,
+        action: Action,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ActionOutcome> {
+        self.act_inner(Some(request_id), task, action, deadline)
     }
 
     fn observe(

@@ -22,11 +22,12 @@ use crate::host::{
     clear_refusal, ClearRefusal, ClearTargets, CommittedClear, Handled, Host, Order,
 };
 use crate::protocol::introspection::{
-    AuditCleared, AuditEntry, AuditListParams, AuditListResult, BlockedOutcome, CanonicalRequest,
-    ChangedEvent, ClearCommitParams, ClearCommitted, ClearPrepareParams, ClearPrepared,
-    ClearableReceipt, IntrospectMethod, LaggedEvent, ReceiptDetail, ReceiptFilter, ReceiptItem,
-    ReceiptsGetParams, ReceiptsListParams, ReceiptsListResult, RefusalReason, RefusedReceipt,
-    Snapshot, Sort, StateFilter, SubscribeParams, Subscribed, TasksListParams, TasksListResult,
+    AuditAcknowledged, AuditCleared, AuditEntry, AuditListParams, AuditListResult, BlockedOutcome,
+    CanonicalRequest, ChangedEvent, ClearCommitParams, ClearCommitted, ClearPrepareParams,
+    ClearPrepared, ClearableReceipt, IntrospectMethod, LaggedEvent, OutcomeAcknowledgeParams,
+    OutcomeAcknowledged, ReceiptDetail, ReceiptFilter, ReceiptItem, ReceiptsGetParams,
+    ReceiptsListParams, ReceiptsListResult, RefusalReason, RefusedReceipt, Snapshot, Sort,
+    StateFilter, SubscribeParams, Subscribed, TasksListParams, TasksListResult,
 };
 pub use crate::protocol::introspection::{MAX_COALESCE_MS, MIN_COALESCE_MS};
 use crate::protocol::results::{ExecutorStatus, ReceiptState, StoredReply};
@@ -356,14 +357,18 @@ impl Service for Introspect {
                     }
                 }
             }
-            IntrospectMethod::OutcomeAcknowledge => ready(reply_line::<Value>(
-                &id,
-                &run_id,
-                Err(ErrorBody::new(
-                    ErrorCode::UnknownMethod,
-                    "outcome.acknowledge is not available on this host",
-                )),
-            )),
+            IntrospectMethod::OutcomeAcknowledge => {
+                match parse::<OutcomeAcknowledgeParams>(method, params).and_then(checked_ack) {
+                    Err(e) => ready(reply_line::<OutcomeAcknowledged>(&id, &run_id, Err(e))),
+                    Ok(p) => {
+                        let host = self.host.clone();
+                        let audit = self.audit.clone();
+                        Handled::Later(Box::pin(async move {
+                            reply_line(&id, &run_id, acknowledge(&host, &audit, p).await)
+                        }))
+                    }
+                }
+            }
             IntrospectMethod::AuditList => match parse::<AuditListParams>(method, params) {
                 Err(e) => ready(reply_line::<AuditListResult>(&id, &run_id, Err(e))),
                 Ok(p) if p.limit.unwrap_or(DEFAULT_AUDIT_LIMIT) > MAX_LIST_LIMIT => {
@@ -900,6 +905,7 @@ fn snapshot(host: &Host) -> Snapshot {
         kind: host.executor().kind().to_owned(),
         mutations: host.executor().mutations(),
     };
+    let journal = host.journal_status();
     let st = host.lock();
     let tasks = newest_first(&st.tasks);
     let pending = tasks
@@ -914,6 +920,7 @@ fn snapshot(host: &Host) -> Snapshot {
         })
         .collect();
     Snapshot {
+        journal,
         counters: st.counters,
         executor,
         pending,
@@ -1021,7 +1028,82 @@ fn audit_entry(host: &Host, done: &CommittedClear, operator: &str, reason: &str)
         operator: operator.to_owned(),
         reason: reason.to_owned(),
         run_id: host.run_id().to_owned(),
+        acknowledged: None,
     }
+}
+
+/// Checks `outcome.acknowledge`'s params before anything is looked up.
+fn checked_ack(p: OutcomeAcknowledgeParams) -> Result<OutcomeAcknowledgeParams, ErrorBody> {
+    const M: &str = "outcome.acknowledge";
+    if crate::protocol::validate_id(&p.request_id).is_err() {
+        return Err(bad_params(
+            M,
+            format_args!("{:?} is not a valid request ID", p.request_id),
+        ));
+    }
+    let n = p.reason.trim().chars().count();
+    if n == 0 || p.reason.chars().count() > 500 {
+        return Err(bad_params(
+            M,
+            "reason must say in 1-500 characters how the outcome was settled",
+        ));
+    }
+    Ok(p)
+}
+
+/// `outcome.acknowledge`: the audit log must be writable first (an acknowledgement nobody can
+/// account for is refused); then the host records it (journaled, durable before the reply) and
+/// the audit line is written.
+async fn acknowledge(
+    host: &Host,
+    audit: &Arc<AuditLog>,
+    p: OutcomeAcknowledgeParams,
+) -> Result<OutcomeAcknowledged, ErrorBody> {
+    let operator = p.operator.clone().unwrap_or_else(os_user_name);
+    let _order = audit.lock.lock().await;
+    let opener = audit.clone();
+    let file = tokio::task::spawn_blocking(move || opener.open_for_append())
+        .await
+        .expect("opening the audit log does not panic")
+        .map_err(|e| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!(
+                    "could not open the audit log {} ({e}); nothing was acknowledged. Fix its directory or start the host with another --audit-log",
+                    audit.path().display()
+                ),
+            )
+            .with_delivery(Delivery::NotExecuted)
+        })?;
+    let done = host.acknowledge(&p.request_id, &p.reason, &operator)?;
+    if let Some(ticket) = done.durable {
+        ticket.await.map_err(|e| host.journal_error(&e))?;
+    }
+    let entry = AuditEntry {
+        at: done.result.acknowledged_at.clone(),
+        cleared: Vec::new(),
+        operator: operator.clone(),
+        reason: p.reason.clone(),
+        run_id: host.run_id().to_owned(),
+        acknowledged: Some(AuditAcknowledged {
+            code: done.code,
+            method: done.method.as_str().to_owned(),
+            request_id: p.request_id.clone(),
+            task_id: done.result.task_id.clone(),
+        }),
+    };
+    let mut line = serde_json::to_vec(&entry).expect("JSON serialises");
+    line.push(b'\n');
+    let written = tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        file.write_all(&line).and_then(|_| file.sync_data())
+    })
+    .await
+    .expect("writing the audit log does not panic");
+    if let Err(e) = written {
+        tracing::error!(path = %audit.path().display(), "an acknowledgement was recorded but its audit line was not written: {e}");
+    }
+    Ok(done.result)
 }
 
 async fn clear_commit(
@@ -1048,7 +1130,7 @@ async fn clear_commit(
             )
             .with_delivery(Delivery::NotExecuted)
         })?;
-    let done = {
+    let mut done = {
         let (host, token, reason, operator) = (
             host.clone(),
             p.token.clone(),
@@ -1065,6 +1147,16 @@ async fn clear_commit(
                 )
             })??
     };
+    match done.durable.take() {
+        None => {}
+        Some(Ok(ticket)) => {
+            if let Err(e) = ticket.await {
+                return Err(host.journal_error(&e));
+            }
+        }
+        Some(Err(e)) => return Err(host.journal_error(&e)),
+    }
+    host.compact_if_due();
     let mut line = serde_json::to_vec(&audit_entry(host, &done, &operator, &p.reason))
         .expect("JSON serialises");
     line.push(b'\n');

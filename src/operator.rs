@@ -14,7 +14,8 @@ use serde_json::{json, Value};
 use crate::client::{BridgeClient, ClientError};
 use crate::protocol::introspection::{
     ClearCommitParams, ClearCommitted, ClearPrepareParams, ClearPrepared, IntrospectMethod,
-    ReceiptFilter, ReceiptsListParams, ReceiptsListResult, RefusalReason, Sort,
+    OutcomeAcknowledgeParams, OutcomeAcknowledged, ReceiptFilter, ReceiptsListParams,
+    ReceiptsListResult, RefusalReason, Sort,
 };
 use crate::protocol::results::VerifyResult;
 use crate::protocol::{ErrorCode, Reply};
@@ -164,6 +165,41 @@ pub fn receipts(socket_dir: &Path, options: ListOptions) -> ExitCode {
     println!(
         "receipts {first}–{} of {total} matching",
         options.offset + list.items.len()
+    );
+    ExitCode::SUCCESS
+}
+
+/// `polaris acknowledge REQUEST_ID --reason R`: records that an uncertain outcome was settled
+/// outside Polaris (`outcome.acknowledge`), so its receipt may be cleared. Executes nothing.
+pub fn acknowledge(
+    socket_dir: &Path,
+    request_id: &str,
+    reason: &str,
+    operator: Option<String>,
+    json_out: bool,
+) -> ExitCode {
+    let method = IntrospectMethod::OutcomeAcknowledge.as_str();
+    let params = to_params(&OutcomeAcknowledgeParams {
+        reason: reason.to_owned(),
+        request_id: request_id.to_owned(),
+        operator,
+    });
+    let reply = runtime().block_on(client(socket_dir).call(method, params));
+    let result = match result_of("acknowledge", reply) {
+        Ok(r) => r,
+        Err(code) => return code,
+    };
+    if json_out {
+        println!("{result}");
+        return ExitCode::SUCCESS;
+    }
+    let done = match read::<OutcomeAcknowledged>("acknowledge", &result) {
+        Ok(v) => v,
+        Err(code) => return code,
+    };
+    println!(
+        "request {}: acknowledged by {} at {} ({}); nothing was executed. Its receipt may now be cleared (polaris clear {}).",
+        done.request_id, done.operator, done.acknowledged_at, done.reason, done.request_id
     );
     ExitCode::SUCCESS
 }

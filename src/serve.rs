@@ -5,7 +5,7 @@
 //! server stays generic over [`Service`] and the introspection service can use the server's
 //! types without the server depending back on it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,6 +67,46 @@ pub struct Running {
 /// sockets accept connections. Apart from [`run`] so the demo, the tests and the benchmarks
 /// can serve with an executor of their own and stop when they choose.
 pub fn start(options: &ServeOptions, executor: Arc<dyn Executor>) -> Result<Running, ServeError> {
+    start_journaled(options, executor, None)
+}
+
+/// Where `polaris serve` keeps its journal: `--journal DIR`, else the default directory keyed
+/// by the socket directory (SPEC §11); `None` with `--no-journal`.
+pub fn journal_dir(
+    socket_dir: &Path,
+    explicit: Option<&Path>,
+    disabled: bool,
+) -> Result<Option<PathBuf>, ServeError> {
+    if disabled {
+        return Ok(None);
+    }
+    if let Some(d) = explicit {
+        return Ok(Some(d.to_owned()));
+    }
+    // The key is taken from the canonical path, so the socket directory must exist first.
+    prepare_socket_dir(socket_dir)?;
+    crate::journal::default_dir(socket_dir)
+        .map(Some)
+        .map_err(journal_error("choosing the journal directory"))
+}
+
+/// A journal error as `polaris serve` reports it (the journal's message names the directory or
+/// file and what to do).
+fn journal_error(what: &'static str) -> impl FnOnce(crate::journal::Error) -> ServeError {
+    move |e| ServeError::Io {
+        what: what.to_owned(),
+        source: std::io::Error::other(e.to_string()),
+    }
+}
+
+/// [`start`] with a durable journal in `journal` (`None`: receipts live for the run). The
+/// journal is opened (and locked) before the sockets are bound, and everything it holds is
+/// recovered before the first request is read.
+pub fn start_journaled(
+    options: &ServeOptions,
+    executor: Arc<dyn Executor>,
+    journal: Option<PathBuf>,
+) -> Result<Running, ServeError> {
     let dir = &options.socket_dir;
     AuditLog::new(options.audit_log.clone())
         .check()
@@ -79,10 +119,31 @@ pub fn start(options: &ServeOptions, executor: Arc<dyn Executor>) -> Result<Runn
     let introspect_path = dir.join(INTROSPECT_SOCKET);
     reclaim_socket_path(dir, &bridge_path)?;
     reclaim_socket_path(dir, &introspect_path)?;
+
+    let host = match &journal {
+        None => Host::new(options.host.clone(), executor),
+        Some(jdir) => {
+            let began = std::time::Instant::now();
+            let (journal, recovered) =
+                crate::journal::Journal::open(jdir, crate::journal::Options::default())
+                    .map_err(journal_error("opening the journal"))?;
+            let receipts = recovered.receipts.len();
+            let tombstones = recovered.tombstones.len();
+            let host = Host::with_journal(options.host.clone(), executor, journal, recovered)
+                .map_err(journal_error("recovering the journal"))?;
+            tracing::info!(
+                journal = %jdir.display(),
+                receipts,
+                tombstones,
+                ms = began.elapsed().as_millis() as u64,
+                "journal recovered"
+            );
+            host
+        }
+    };
     let bridge = bind(&bridge_path)?;
     let introspect = bind(&introspect_path)?;
 
-    let host = Host::new(options.host.clone(), executor);
     let (shutdown, shutdown_rx) = watch::channel(false);
     let (stop_accepting, stop_rx) = watch::channel(false);
     let tracker = tokio_util::task::TaskTracker::new();
@@ -156,13 +217,30 @@ impl Running {
         {
             tracing::warn!("some connections did not drain their replies in time");
         }
+        if let Some(journal) = self.host.journal() {
+            let journal = journal.clone();
+            let failed = self.host.journal_failure().borrow().is_some();
+            match tokio::task::spawn_blocking(move || journal.close()).await {
+                Ok(Ok(())) => tracing::info!("journal closed; everything stored is durable"),
+                // Already said, once, when it failed.
+                Ok(Err(_)) if failed => {}
+                Ok(Err(e)) => tracing::error!("closing the journal: {e}"),
+                Err(e) => tracing::error!("closing the journal: {e}"),
+            }
+        }
     }
 }
 
 /// `polaris serve` itself: serves with the given executor until SIGINT or SIGTERM, then
 /// stops gracefully and shuts the executor down.
-pub async fn run(options: ServeOptions, executor: Arc<dyn Executor>) -> Result<(), ServeError> {
-    let running = start(&options, executor.clone())?;
+/// A journal that fails stops it (the error says why; the exit is non-zero).
+pub async fn run(
+    options: ServeOptions,
+    executor: Arc<dyn Executor>,
+    journal: Option<PathBuf>,
+) -> Result<(), ServeError> {
+    let running = start_journaled(&options, executor.clone(), journal)?;
+    let mut failure = running.host.journal_failure();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|source| ServeError::Io {
             what: "installing the SIGTERM handler".into(),
@@ -171,8 +249,16 @@ pub async fn run(options: ServeOptions, executor: Arc<dyn Executor>) -> Result<(
     tokio::select! {
         _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: stopping"),
         _ = term.recv() => tracing::info!("SIGTERM: stopping"),
+        _ = failure.wait_for(Option::is_some) => {}
     }
+    let failed = running.host.journal_failure().borrow().clone();
     running.stop().await;
     executor.shutdown();
-    Ok(())
+    match failed {
+        None => Ok(()),
+        Some(why) => Err(ServeError::Io {
+            what: "stopped".to_owned(),
+            source: std::io::Error::other(why),
+        }),
+    }
 }

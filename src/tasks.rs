@@ -117,6 +117,12 @@ pub enum Closed {
         /// Why.
         reason: String,
     },
+    /// The task belongs to an earlier host run that stopped (crash, kill, restart) while it
+    /// was open: nothing can act on its page any more (SPEC §11).
+    Interrupted {
+        /// The run the task belonged to.
+        run_id: std::sync::Arc<str>,
+    },
 }
 
 /// One task.
@@ -164,6 +170,7 @@ impl Task {
         match (&self.closed, self.pending.is_empty()) {
             (Some(Closed::Finished), _) => TaskState::Finished,
             (Some(Closed::Stopped { .. }), _) => TaskState::Stopped,
+            (Some(Closed::Interrupted { .. }), _) => TaskState::Interrupted,
             (None, false) => TaskState::Blocked,
             (None, true) => TaskState::Running,
         }
@@ -179,7 +186,9 @@ impl Task {
             TaskState::Running => Ok(()),
             TaskState::Blocked if method == Method::TaskStop => Ok(()),
             TaskState::Blocked => Err(Refusal::Blocked),
-            TaskState::Finished | TaskState::Stopped => Err(Refusal::Closed),
+            TaskState::Finished | TaskState::Stopped | TaskState::Interrupted => {
+                Err(Refusal::Closed)
+            }
         }
     }
 
@@ -262,8 +271,18 @@ impl Task {
         }
     }
 
-    /// The `task.status` result.
+    /// The run of an interrupted task (an earlier one); `None` for a task of this run.
+    pub fn earlier_run(&self) -> Option<&str> {
+        match &self.closed {
+            Some(Closed::Interrupted { run_id }) => Some(run_id),
+            _ => None,
+        }
+    }
+
+    /// The `task.status` result (`run_id` is the current run; an interrupted task names its
+    /// own).
     pub fn status(&self, run_id: &str) -> TaskStatusResult {
+        let run_id = self.earlier_run().unwrap_or(run_id);
         TaskStatusResult {
             created_at: format_millis(self.created_at),
             history: self
@@ -462,6 +481,7 @@ impl Tasks {
                 TaskState::Blocked => c.blocked += 1,
                 TaskState::Finished => c.finished += 1,
                 TaskState::Stopped => c.stopped += 1,
+                TaskState::Interrupted => c.interrupted += 1,
             }
         }
         c

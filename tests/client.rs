@@ -166,20 +166,24 @@ async fn a_lost_host_is_unknown_then_unavailable_and_reconnecting_replays_nothin
     );
     assert!(e.message.contains("polaris serve"));
 
-    // A new host run: the client reconnects for its next call and replays nothing.
+    // A new host run on the same journal: the client reconnects for its next call and replays
+    // nothing; the press the host was executing when it died is stored as INTERRUPTED.
     let _host = HostProcess::start(dir.path(), &[]).await;
     let r = client
         .call("receipt.status", json!({"requestId": "lost-press"}))
         .await
+        .unwrap()
+        .result
         .unwrap();
-    assert_eq!(r.result.unwrap()["state"], "unknown");
+    assert_eq!(r["state"], "completed");
+    assert_eq!(r["reply"]["error"]["code"], "INTERRUPTED", "{r}");
     let run = client
         .call("run.status", json!({}))
         .await
         .unwrap()
         .result
         .unwrap();
-    assert_eq!(run["receipts"]["used"], 0);
+    assert_eq!(run["receipts"]["used"], 2, "a restart frees nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

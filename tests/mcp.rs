@@ -404,7 +404,8 @@ async fn a_host_killed_mid_call_is_disconnected_and_the_gate_holds_until_a_read_
     assert_eq!(down["code"], "BRIDGE_UNAVAILABLE");
     assert_eq!(down["delivery"], "not_sent");
 
-    // The host comes back as a new run; the read of the lost request reports the change.
+    // The host comes back as a new run on the same journal; the read of the lost request
+    // reports the change, and the press it was executing is stored as INTERRUPTED.
     let _host = HostProcess::start(dir.path(), &[]).await;
     let read = ok(&call(
         &client,
@@ -412,19 +413,24 @@ async fn a_host_killed_mid_call_is_disconnected_and_the_gate_holds_until_a_read_
         json!({"request_id": "press-lost"}),
     )
     .await);
-    assert_eq!(read["result"]["state"], "unknown");
+    assert_eq!(read["result"]["state"], "completed", "{read}");
+    assert_eq!(
+        read["result"]["reply"]["error"]["code"], "INTERRUPTED",
+        "{read}"
+    );
     assert_eq!(read["run_changed"]["previous_run_id"], run.as_str());
     assert_eq!(read["run_changed"]["task_id"], task.as_str());
     assert_ne!(read["run_changed"]["current_run_id"], run.as_str());
     assert_eq!(read["settled"][0]["how"], "run_ended");
-    // Settled: the next mutation reaches the host, which no longer knows the task.
+    // Settled: the next mutation reaches the host, whose task of the earlier run is
+    // interrupted.
     let gone = err(&call(
         &client,
         "page_fill",
         json!({"task_id": task, "target": "#title", "value": "x"}),
     )
     .await);
-    assert_eq!(gone["code"], "TASK_NOT_FOUND");
+    assert_eq!(gone["code"], "TASK_CLOSED", "{gone}");
     assert_eq!(gone["delivery"], "not_executed");
     client.cancel().await.unwrap();
 }

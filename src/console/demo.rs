@@ -99,11 +99,18 @@ pub async fn run(options: DemoOptions) -> Result<(), String> {
         }
         None => (Arc::new(crate::executor::FixtureExecutor::new()), None),
     };
-    let running = crate::serve::start(
+    // The demo's journal lives in a temporary directory of its own, removed at exit: a demo
+    // leaves nothing behind in the state directory.
+    let journal_dir = PathBuf::from(format!("/tmp/polaris-demo-journal-{}", std::process::id()));
+    let running = crate::serve::start_journaled(
         &host_options(dir.clone(), options.capacity),
         executor.clone(),
+        Some(journal_dir.clone()),
     )
-    .map_err(|e| format!("the demo host could not start: {e}"))?;
+    .map_err(|e| {
+        let _ = std::fs::remove_dir_all(&journal_dir);
+        format!("the demo host could not start: {e}")
+    })?;
     let stop = Arc::new(AtomicBool::new(false));
     let site = app.as_ref().map(|a| a.url());
     let agents: Vec<_> = (0..DEMO_AGENTS)
@@ -124,6 +131,7 @@ pub async fn run(options: DemoOptions) -> Result<(), String> {
     running.stop().await;
     executor.shutdown();
     drop(app);
+    let _ = std::fs::remove_dir_all(&journal_dir);
     if remove_after {
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -14,11 +14,13 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::execution::{publish_completed, Execution};
+use super::execution::{not_durable, publish_completed, Execution};
+use super::journaling::TaskRecordData;
 use super::read::to_data;
 use super::{reject, wait_outcome, Handled, Host, State};
 use crate::book::{digest, BookFull, ClearBatch, Entry, Limit, ReplySlot, RequestKey, Tombstone};
 use crate::events::ReceiptFacts;
+use crate::journal::{self, Begun, Completed, Record, TaskEvent, Ticket};
 use crate::protocol::introspection::RequestRejectedEvent;
 use crate::protocol::results::TaskClosedResult;
 use crate::protocol::{
@@ -73,13 +75,19 @@ impl Host {
                     ReplySlot::Done(outcome) => {
                         r.replays += 1;
                         let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
+                        let durable = self.pending_durability(r.seq);
                         st.counters.replays += 1;
                         st.events
                             .publish_receipt("receipt.replayed", now, || ReceiptFacts::Seen {
                                 request_id: id.into(),
                                 method: method.as_str(),
                             });
-                        Handled::Ready(line)
+                        match durable {
+                            None => Handled::Ready(line),
+                            // Stored, but its completion is not durable yet: no client sees
+                            // it before the journal has it.
+                            Some(ticket) => self.reply_once_durable(id, ticket, line),
+                        }
                     }
                     ReplySlot::Running(_) => {
                         r.joins += 1;
@@ -161,6 +169,33 @@ impl Host {
                     return Err(reject(Some(id), run_id, capacity_error(method, &full)));
                 }
             };
+        let is_closing = matches!(cmd, Command::TaskFinish(_) | Command::TaskStop(_));
+        let mut begun = None;
+        if let (Some(journal), false) = (self.journal(), is_closing) {
+            let r = st.book.get(&key).expect("the receipt was just created");
+            let record = Record::ReceiptBegun(Begun {
+                request_id: &key,
+                run_id,
+                method: method.as_str(),
+                task_id: task_id.as_deref(),
+                request: &r.request,
+                at: now,
+            });
+            match journal.append(&record) {
+                Ok(ticket) => begun = Some(ticket),
+                Err(e) => {
+                    // Nothing can be made durable: the executor is never asked to act.
+                    self.journal_failed(&e);
+                    let outcome = Arc::new(Outcome::err(&not_recorded(id, method, &e)));
+                    st.book.complete(&key, outcome.clone(), now);
+                    return Err(Handled::Ready(outcome.reply_line(
+                        Some(id),
+                        run_id,
+                        ReceiptKind::New,
+                    )));
+                }
+            }
+        }
         st.counters.executions += 1;
         if let Some(tid) = &task_id {
             st.tasks.receipt_created(tid);
@@ -179,8 +214,9 @@ impl Host {
             cmd,
             task_id,
             admitted_at: now,
+            begun,
         };
-        if matches!(execution.cmd, Command::TaskFinish(_) | Command::TaskStop(_)) {
+        if is_closing {
             return Err(self.close_task(st, execution));
         }
         Ok(Admitted::Execute(execution))
@@ -214,11 +250,68 @@ impl Host {
             task_id: tid.to_string(),
         };
         let summary = task.summary();
+        let task_record = self
+            .journal()
+            .is_some()
+            .then(|| TaskRecordData::of(task, TaskEvent::Closed, now));
         let outcome = Arc::new(Outcome::ok(&result));
         st.book.complete(&key, outcome.clone(), now);
         st.events.publish("task.updated", now, || to_data(&summary));
         publish_completed(st, &id, method, &outcome, now);
-        Handled::Ready(outcome.reply_line(Some(&id), self.run_id(), ReceiptKind::New))
+        let line = outcome.reply_line(Some(&id), self.run_id(), ReceiptKind::New);
+        let (Some(journal), Some(task_record)) = (self.journal(), task_record) else {
+            return Handled::Ready(line);
+        };
+        // Created and completed in this one critical section: one record for both, in the same
+        // block as the task's close; the reply waits for it.
+        let r = st.book.get(&key).expect("the receipt was just completed");
+        let run_id = self.run_id();
+        let stored = Record::ReceiptStored(
+            Begun {
+                request_id: &key,
+                run_id,
+                method: method.as_str(),
+                task_id: Some(&tid),
+                request: &r.request,
+                at: now,
+            },
+            Completed {
+                request_id: &key,
+                reply: outcome.body.as_bytes(),
+                at: now,
+            },
+        );
+        let appended = journal.append_batch([&stored, &task_record.record(run_id)]);
+        match appended {
+            Ok(ticket) => {
+                st.book.set_seq(usize::MAX, &key, ticket.seq());
+                self.reply_once_durable(&id, ticket, line)
+            }
+            Err(e) => {
+                self.journal_failed(&e);
+                Handled::Ready(Outcome::err(&not_recorded(&id, method, &e)).reply_line(
+                    Some(&id),
+                    run_id,
+                    ReceiptKind::None,
+                ))
+            }
+        }
+    }
+
+    /// A reply that waits until the journal holds what it says; a journal that fails meanwhile
+    /// turns it into `INTERNAL` (uncertain), and the host stops.
+    fn reply_once_durable(&self, id: &str, ticket: Ticket, line: Vec<u8>) -> Handled {
+        let host = self.clone();
+        let id = id.to_owned();
+        Handled::Later(Box::pin(async move {
+            match ticket.await {
+                Ok(()) => line,
+                Err(e) => {
+                    host.journal_failed(&e);
+                    not_durable(&id, &e).reply_line(Some(&id), host.run_id(), ReceiptKind::None)
+                }
+            }
+        }))
     }
 
     /// The reply of a copy that joined a running execution: the execution's own, when it
@@ -254,6 +347,17 @@ fn reused_error(id: &str, stored: Method, first_seen: i64) -> ErrorBody {
         "method": stored.as_str(),
         "firstSeenAt": format_millis(first_seen),
     }))
+}
+
+/// `INTERNAL`, `not_executed`: the journal could not record a new receipt, so the executor
+/// was never asked to act.
+fn not_recorded(id: &str, method: Method, error: &journal::Error) -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::Internal,
+        format!("{method} (request {id}) was not executed: the host's journal could not record it ({error}), so the host is stopping. Send it again under the same id once the host is back"),
+    )
+    .with_delivery(Delivery::NotExecuted)
+    .with_details(json!({"requestId": id}))
 }
 
 /// `SHUTTING_DOWN`: a mutation that arrived while the host stops.
@@ -340,14 +444,23 @@ fn admission_error(task: &Task, method: Method, code: ErrorCode) -> ErrorBody {
             )
             .with_details(json!({"taskId": tid, "pendingOutcome": pending.to_wire()}))
         }
-        _ => ErrorBody::new(
-            code,
-            format!(
-                "task {tid} is {}; {method} was not sent. Start a new task (task.start) for new work; task.status shows what this one did",
-                task.state().as_str()
-            ),
-        )
-        .with_details(json!({"taskId": tid, "state": task.state().as_str()})),
+        _ => match task.earlier_run() {
+            Some(run) => ErrorBody::new(
+                code,
+                format!(
+                    "task {tid} is interrupted: it belongs to run {run}, which stopped while it was open, so its page is gone; {method} was not sent. Start a new task (task.start) for new work; task.status shows what this one did"
+                ),
+            )
+            .with_details(json!({"taskId": tid, "state": task.state().as_str(), "runId": run})),
+            None => ErrorBody::new(
+                code,
+                format!(
+                    "task {tid} is {}; {method} was not sent. Start a new task (task.start) for new work; task.status shows what this one did",
+                    task.state().as_str()
+                ),
+            )
+            .with_details(json!({"taskId": tid, "state": task.state().as_str()})),
+        },
     }
 }
 

@@ -84,8 +84,13 @@ pub(crate) fn clear_refusal(
     let uncertain = outcome
         .code
         .is_some_and(|c| c.default_delivery() == Delivery::Uncertain);
-    if !uncertain {
+    if !uncertain || receipt.acknowledged {
         return None;
+    }
+    // An execution the host stopped under (SPEC §11): only a person who settled it outside
+    // Polaris (`outcome.acknowledge`) lets it go.
+    if outcome.code == Some(crate::protocol::ErrorCode::Interrupted) {
+        return Some(ClearRefusal::UnverifiedOutcome);
     }
     let task = receipt.task_id.as_deref().and_then(|t| tasks.get(t))?;
     let unresolved = task
@@ -184,6 +189,9 @@ pub struct CommittedClear {
     pub tombstones: usize,
     /// `receipts` as `run.status` shows them, after the commit.
     pub receipts: ReceiptCounts,
+    /// Resolves once the clear is durable in the journal (`None` without one); the operator
+    /// is answered after it.
+    pub durable: Option<Result<crate::journal::Ticket, crate::journal::Error>>,
 }
 
 fn stale(message: String) -> ErrorBody {
@@ -378,6 +386,7 @@ impl Host {
             )));
         }
         let mut cleared = Vec::with_capacity(prepared.items.len());
+        let mut journaled = Vec::new();
         for (key, version) in &prepared.items {
             let changed = match st.book.get(key) {
                 Some(r) => {
@@ -392,6 +401,12 @@ impl Host {
                 .with_details(json!({"requestId": key.to_string()})));
             }
             let r = st.book.get(key).expect("checked above");
+            if self.journal().is_some() {
+                journaled.push(crate::journal::ClearedId {
+                    request_id: key.clone(),
+                    digest: crate::book::digest(&r.request),
+                });
+            }
             cleared.push(ClearedReceipt {
                 request_id: key.to_string(),
                 method: r.method,
@@ -428,7 +443,18 @@ impl Host {
         };
         st.events
             .publish("receipts.cleared", now, || to_data(&event));
+        let durable = self.journal().map(|j| {
+            j.append(&crate::journal::Record::ReceiptsCleared(
+                crate::journal::Cleared {
+                    at: now,
+                    reason: &reason,
+                    operator,
+                    ids: &journaled,
+                },
+            ))
+        });
         Ok(CommittedClear {
+            durable,
             at: now,
             tombstones: st.book.tombstones(),
             receipts: st.book.counts(),

@@ -18,11 +18,13 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::journaling::TaskRecordData;
 use super::read::to_data;
 use super::{Handled, Host, State};
 use crate::book::{ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
 use crate::executor::{Action, ActionOutcome};
+use crate::journal::{self, Completed, Record, TaskEvent, Ticket};
 use crate::protocol::introspection::PendingCreatedEvent;
 use crate::protocol::results::{FieldResult, ObservedResult, TaskStartResult, TaskState};
 use crate::protocol::{
@@ -51,6 +53,9 @@ pub(super) struct Execution<'a> {
     /// When the receipt was created (epoch ms). An execution answered inline completes within
     /// microseconds of it, so this reading stands for its completion too.
     pub(super) admitted_at: i64,
+    /// The journal's ticket for the receipt's begin: the executor is not asked to act before
+    /// it resolves (`None` without a journal).
+    pub(super) begun: Option<Ticket>,
 }
 
 impl Execution<'_> {
@@ -63,6 +68,7 @@ impl Execution<'_> {
             cmd: self.cmd,
             task_id: self.task_id,
             admitted_at: self.admitted_at,
+            begun: self.begun,
         }
     }
 }
@@ -86,9 +92,34 @@ pub(super) struct Stored {
     waiters: Option<ReplyWaiters>,
     /// Whether no execution ran any more once this one was stored.
     pub(super) now_idle: bool,
+    /// The journal's ticket for the completion (with its task record): nobody is answered
+    /// before it resolves. `Err` when the append itself failed.
+    durable: Option<Result<Ticket, journal::Error>>,
 }
 
 impl Stored {
+    /// Waits until the completion is durable, then wakes the copies that joined and hands back
+    /// the outcome. A completion the journal could not keep is answered `INTERNAL`
+    /// (uncertain), and the host stops.
+    pub(super) async fn wake_durable(mut self, host: &Host, id: &str) -> Arc<Outcome> {
+        let failed = match self.durable.take() {
+            None => None,
+            Some(Ok(ticket)) => ticket.await.err(),
+            Some(Err(e)) => Some(e),
+        };
+        match failed {
+            None => self.wake(),
+            Some(e) => {
+                host.journal_failed(&e);
+                let outcome = Arc::new(not_durable(id, &e));
+                if let Some(waiters) = self.waiters.take() {
+                    waiters.send_replace(Some(outcome.clone()));
+                }
+                outcome
+            }
+        }
+    }
+
     /// Wakes the copies that joined (call it without the lock) and hands back the outcome.
     pub(super) fn wake(self) -> Arc<Outcome> {
         if let Some(waiters) = self.waiters {
@@ -173,7 +204,12 @@ impl Drop for Unfinished<'_> {
 impl Host {
     /// Starts an admitted execution: answered inline when the executor answers without
     /// waiting (the caller stores the completion), otherwise spawned and answered later.
-    pub(super) fn run<'a>(&self, execution: Execution<'a>) -> Ran<'a> {
+    pub(super) fn run<'a>(&self, mut execution: Execution<'a>) -> Ran<'a> {
+        if let Some(begun) = execution.begun.take() {
+            // With a journal the executor may act only once the receipt is durable: wait for
+            // the begin off this thread, then start.
+            return Ran::Later(self.spawn_after(execution.into_owned(), begun));
+        }
         // The executor's work is started and polled once right here: actions it answers
         // without waiting (the fixture's fills, a task's opening) complete inline, with no task
         // spawned and nothing else allocated; the others are spawned, owning everything they
@@ -237,6 +273,67 @@ impl Host {
         }))
     }
 
+    /// Runs an execution once its begin is durable, on its own task (detached, like
+    /// [`Host::spawn`]). A begin the journal could not keep is answered `INTERNAL` with
+    /// delivery `not_executed`: the executor was never asked to act.
+    fn spawn_after(&self, execution: Execution<'static>, begun: Ticket) -> Handled {
+        let id = execution.id.to_string();
+        let host = self.clone();
+        let done = tokio::spawn(async move {
+            let mut unfinished = Unfinished {
+                host: &host,
+                key: Some(&execution.key),
+            };
+            let mut begin_failed = false;
+            let (outcome, effect) = match begun.await {
+                Err(e) => {
+                    host.journal_failed(&e);
+                    begin_failed = true;
+                    (
+                        not_begun(&execution.id, execution.cmd.method(), &e),
+                        Effect::None,
+                    )
+                }
+                Ok(()) => {
+                    let started =
+                        std::panic::catch_unwind(AssertUnwindSafe(|| host.start(&execution)));
+                    match started {
+                        Ok(started) => {
+                            match AssertUnwindSafe(started.finish()).catch_unwind().await {
+                                Ok(finished) => host.interpret(&execution, finished),
+                                Err(panic) => panicked(&execution, panic),
+                            }
+                        }
+                        Err(panic) => panicked(&execution, panic),
+                    }
+                }
+            };
+            let completion = Completion {
+                outcome: Arc::new(outcome),
+                effect,
+                at: now_millis(),
+            };
+            let stored = host.complete_locked(&mut host.lock(), &execution, completion);
+            let idle = stored.now_idle;
+            let outcome = if begin_failed {
+                // Nothing ran: the answer is certain, whatever the journal can still keep.
+                stored.wake()
+            } else {
+                stored.wake_durable(&host, &execution.id).await
+            };
+            host.ring_idle(idle);
+            unfinished.key = None;
+            outcome
+        });
+        let host = self.clone();
+        Handled::Later(Box::pin(async move {
+            match done.await {
+                Ok(outcome) => outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New),
+                Err(_) => host.vanished(&id),
+            }
+        }))
+    }
+
     /// The reply when an execution task vanished without storing a reply (the runtime is
     /// going away): say so rather than pretend.
     pub(super) fn vanished(&self, id: &str) -> Vec<u8> {
@@ -281,7 +378,10 @@ impl Host {
             },
             other => unreachable!("{} is not executed as a page action", other.method()),
         };
-        Started::Act(task.clone(), executor.act(task, action, deadline))
+        Started::Act(
+            task.clone(),
+            executor.act_for(&execution.id, task, action, deadline),
+        )
     }
 
     /// Turns what the executor answered into the outcome to store and its effect on the task.
@@ -385,9 +485,13 @@ impl Host {
         let method = execution.cmd.method();
         let task_id = execution.task_id.as_deref();
         let result = outcome.code.map_or("ok", ErrorCode::as_str);
+        let mut task_record = None;
         match effect {
             Effect::TaskStarted(task) => {
                 let summary = task.summary();
+                if self.journal().is_some() {
+                    task_record = Some(TaskRecordData::of(&task, TaskEvent::Started, now));
+                }
                 st.tasks.insert(task);
                 st.events.publish("task.updated", now, || to_data(&summary));
             }
@@ -415,6 +519,9 @@ impl Host {
                     };
                     task.add_pending(pending);
                     task.record(key, method, now, result);
+                    if self.journal().is_some() {
+                        task_record = Some(TaskRecordData::of(task, TaskEvent::Updated, now));
+                    }
                     let summary = task.summary();
                     st.events
                         .publish("pending.created", now, || to_data(&created));
@@ -432,11 +539,28 @@ impl Host {
             .finish_at(execution.slot, key, outcome.clone(), now)
             .ok()
             .flatten();
+        let durable = self.journal().map(|j| {
+            let completed = Record::ReceiptCompleted(Completed {
+                request_id: key,
+                reply: outcome.body.as_bytes(),
+                at: now,
+            });
+            let run_id = self.run_id();
+            let ticket = match &task_record {
+                Some(t) => j.append_batch([&completed, &t.record(run_id)]),
+                None => j.append(&completed),
+            };
+            if let Ok(t) = &ticket {
+                st.book.set_seq(execution.slot, key, t.seq());
+            }
+            ticket
+        });
         publish_completed(st, &execution.id, method, &outcome, now);
         Stored {
             outcome,
             waiters,
             now_idle: st.book.running() == 0,
+            durable,
         }
     }
 }
@@ -475,6 +599,35 @@ fn panicked(execution: &Execution<'_>, panic: Box<dyn std::any::Any + Send>) -> 
         None => Effect::None,
     };
     (Outcome::err(&error), effect)
+}
+
+/// The stored outcome of an execution whose begin the journal could not make durable: the
+/// executor was never asked to act.
+fn not_begun(id: &str, method: Method, error: &journal::Error) -> Outcome {
+    Outcome::err(
+        &ErrorBody::new(
+            ErrorCode::Internal,
+            format!(
+                "{method} (request {id}) was not executed: the host's journal could not record it ({error}), so the host is stopping. Send it again under the same id once the host is back"
+            ),
+        )
+        .with_delivery(crate::protocol::Delivery::NotExecuted)
+        .with_details(json!({"requestId": id})),
+    )
+}
+
+/// The answer to a copy whose stored reply the journal could not make durable: its effect is
+/// uncertain (the execution ran), and the host is stopping.
+pub(super) fn not_durable(id: &str, error: &journal::Error) -> Outcome {
+    Outcome::err(
+        &ErrorBody::new(
+            ErrorCode::Internal,
+            format!(
+                "request {id} was executed but the host's journal could not record its reply ({error}), so the host is stopping; its effect is uncertain. Do not resend it: once the host is back, read receipt.status for {id}"
+            ),
+        )
+        .with_details(json!({"requestId": id})),
+    )
 }
 
 /// The implicit or explicit expectation of a mutating page action.

@@ -33,6 +33,7 @@ use tokio::time::Instant;
 use crate::book::Book;
 use crate::events::{EventBus, Subscription};
 use crate::executor::Executor;
+use crate::journal::Journal;
 use crate::protocol::{now_millis, ErrorBody, Outcome, ReceiptKind};
 use crate::tasks::{TaskId, Tasks};
 
@@ -40,6 +41,7 @@ mod admission;
 mod clear;
 mod execution;
 mod handle;
+mod journaling;
 mod read;
 
 #[cfg(test)]
@@ -52,6 +54,7 @@ pub use clear::{
     ClearCandidate, ClearRefusal, ClearTargets, ClearedReceipt, CommittedClear, PreparedClearView,
     CLEAR_TOKEN_TTL_MS, MAX_PREPARED_CLEARS,
 };
+pub use journaling::Acknowledgement;
 
 /// Default `--capacity`.
 pub const DEFAULT_CAPACITY: usize = 10_000;
@@ -143,6 +146,13 @@ struct Inner {
     idle: Notify,
     /// How many `wait_idle` calls are waiting, so completions skip `idle` when nobody is.
     idle_watchers: AtomicUsize,
+    /// The durable journal (SPEC §11); `None` with `--no-journal`. Begins are appended under
+    /// the lock at admission and awaited before the executor acts; completions are appended
+    /// under the lock at completion and awaited before any copy is answered.
+    journal: Option<Journal>,
+    /// Set once the journal failed (why, naming the file): the host cannot keep its promise
+    /// any more and stops.
+    failure: watch::Sender<Option<String>>,
 }
 
 /// A reply that is ready now, or one that needs waiting (an execution, a slow read): what the
@@ -174,8 +184,13 @@ async fn wait_outcome(mut rx: watch::Receiver<Option<Arc<Outcome>>>) -> Option<A
 }
 
 impl Host {
-    /// A host with a fresh run ID.
+    /// A host with a fresh run ID and no journal: receipts live for the run.
     pub fn new(config: HostConfig, executor: Arc<dyn Executor>) -> Host {
+        Host::build(config, executor, None)
+    }
+
+    /// A host with a fresh run ID writing through `journal` (nothing recovered yet).
+    fn build(config: HostConfig, executor: Arc<dyn Executor>, journal: Option<Journal>) -> Host {
         Host {
             inner: Arc::new(Inner {
                 run_id: uuid::Uuid::new_v4().to_string(),
@@ -195,6 +210,8 @@ impl Host {
                 shutting_down: AtomicBool::new(false),
                 idle: Notify::new(),
                 idle_watchers: Default::default(),
+                journal,
+                failure: watch::channel(None).0,
             }),
         }
     }

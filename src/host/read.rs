@@ -15,9 +15,11 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use super::journaling::TaskRecordData;
 use super::{ready_ok, reject, wait_outcome, Handled, Host};
 use crate::book::RequestKey;
 use crate::executor::ReadOutcome;
+use crate::journal::TaskEvent;
 use crate::protocol::introspection::PendingResolvedEvent;
 use crate::protocol::results::{
     ExecutorStatus, FieldResult, HelloResult, ReceiptState, ReceiptStatusResult, RunStatusResult,
@@ -77,7 +79,7 @@ impl Host {
                         ErrorBody::new(
                             ErrorCode::RunNotCurrent,
                             format!(
-                                "run {} is not this host's run ({run_id}): the host restarted and its receipts and tasks are gone. Check what your earlier requests did outside Polaris before starting a new task",
+                                "run {} is not this host's run ({run_id}): the host restarted since. Its tasks are interrupted (task.status shows what each did) and, with a journal, its receipts still answer; check what your earlier requests did before starting a new task",
                                 p.run_id
                             ),
                         )
@@ -165,7 +167,21 @@ impl Host {
                 })
             }));
         }
-        let Some(pending) = task.pending_outcome().cloned() else {
+        let pending = task.pending_outcome().cloned();
+        let interrupted = task.history.iter().any(|h| h.result == "INTERRUPTED");
+        if (pending.is_some() || interrupted) && task.earlier_run().is_some() {
+            // The page of an earlier run is gone: nothing can be read to confirm it.
+            let result = VerifyResult {
+                observation: None,
+                outcome: VerifyOutcome::Unknown,
+                pending_outcome: pending.map(|p| p.to_wire()),
+                resolved: None,
+                state: task.state(),
+                task_id: tid.to_string(),
+            };
+            return Ok(Box::pin(std::future::ready(Arc::new(Outcome::ok(&result)))));
+        }
+        let Some(pending) = pending else {
             let result = VerifyResult {
                 observation: None,
                 outcome: VerifyOutcome::None,
@@ -227,6 +243,14 @@ impl Host {
                 task_id: tid.to_string(),
             };
             let summary = task.summary();
+            if let Some(j) = host.journal() {
+                // The task's new state goes into the journal; nobody waits for it (after a
+                // restart the task is interrupted either way).
+                let record = TaskRecordData::of(task, TaskEvent::Updated, now);
+                if let Err(e) = j.append(&record.record(host.run_id())) {
+                    host.journal_failed(&e);
+                }
+            }
             if outcome == VerifyOutcome::Confirmed {
                 let resolved = PendingResolvedEvent {
                     outcome: VerifyOutcome::Confirmed,
@@ -276,8 +300,10 @@ impl Host {
 
     /// The `run.status` result (`current` set as though asked without a `runId`).
     pub fn run_status(&self) -> RunStatusResult {
+        let journal = self.journal_status();
         let st = self.lock();
         RunStatusResult {
+            journal,
             current: true,
             executor: ExecutorStatus {
                 kind: self.inner.executor.kind().to_owned(),
@@ -305,6 +331,7 @@ impl Host {
             replays: None,
             reply: None,
             request_id: request_id.to_owned(),
+            run_id: None,
             state: ReceiptState::Unknown,
             task_id: None,
         };
@@ -316,6 +343,7 @@ impl Host {
                 ReceiptState::Completed
             };
             v.method = Some(r.method.as_str().to_owned());
+            v.run_id = Some(r.run_id.as_deref().unwrap_or(self.run_id()).to_owned());
             v.first_seen_at = Some(format_millis(r.first_seen));
             v.joins = Some(r.joins.into());
             v.replays = Some(r.replays.into());

@@ -429,7 +429,9 @@ impl Shared {
                 // An fsync that failed may have dropped the dirty pages: never retry, never
                 // pretend. Everything queued and everything later fails.
                 let msg: Arc<str> = format!("writing the journal failed: {e}").into();
-                tracing::error!("{msg}; no further mutation can be made durable");
+                // A warning here; the host that owns the journal says it once, as an error
+                // naming the file, when it stops.
+                tracing::warn!("{msg}; no further mutation can be made durable");
                 lock(&self.queue).failed = Some(msg.clone());
                 self.durable.send_modify(|d| d.failed = Some(msg));
                 false

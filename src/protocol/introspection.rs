@@ -478,6 +478,9 @@ pub struct Snapshot {
     pub seq: u64,
     /// When the run started.
     pub started_at: String,
+    /// The journal's numbers (SPEC §11); absent with `--no-journal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<super::results::JournalStatus>,
     /// Every task, newest first.
     #[serde(default)]
     pub tasks: Vec<TaskSummary>,
@@ -727,6 +730,24 @@ pub struct AuditEntry {
     pub reason: String,
     /// The host run that applied it.
     pub run_id: String,
+    /// Set on an `outcome.acknowledge` line (then `cleared` is empty): the settled receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acknowledged: Option<AuditAcknowledged>,
+}
+
+/// The receipt an `outcome.acknowledge` audit line is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditAcknowledged {
+    /// The uncertain code that was settled (`OUTCOME_UNCERTAIN`, `INTERRUPTED`, …).
+    pub code: ErrorCode,
+    /// The receipt's method.
+    pub method: String,
+    /// The request ID.
+    pub request_id: String,
+    /// Its task, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<String>,
 }
 
 /// `audit.list`: recent clear commits, newest first.

@@ -54,6 +54,9 @@ pub enum TaskState {
     Finished,
     /// Stopped by the caller; refuses mutations, keeps any pending outcome.
     Stopped,
+    /// Belongs to an earlier host run, which stopped while the task was open (SPEC §11):
+    /// refuses mutations; reads answer from the journal.
+    Interrupted,
 }
 
 impl TaskState {
@@ -64,6 +67,7 @@ impl TaskState {
             TaskState::Blocked => "blocked",
             TaskState::Finished => "finished",
             TaskState::Stopped => "stopped",
+            TaskState::Interrupted => "interrupted",
         }
     }
 
@@ -74,6 +78,7 @@ impl TaskState {
             TaskState::Blocked,
             TaskState::Finished,
             TaskState::Stopped,
+            TaskState::Interrupted,
         ]
         .into_iter()
         .find(|t| t.as_str() == s)
@@ -140,6 +145,9 @@ pub struct TaskCounts {
     pub running: usize,
     /// `stopped`
     pub stopped: usize,
+    /// `interrupted`: tasks of earlier runs, kept by the journal.
+    #[serde(default)]
+    pub interrupted: usize,
 }
 
 /// `host.hello`: who answers, so a client can tell one host run from the next.
@@ -413,6 +421,26 @@ pub struct RunStatusResult {
     pub started_at: String,
     /// Tasks by state.
     pub tasks: TaskCounts,
+    /// The journal's numbers; absent with `--no-journal`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalStatus>,
+}
+
+/// `run.status.journal` and the snapshot's `journal` (SPEC §11): where the journal is, how big,
+/// and how its flushes go.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JournalStatus {
+    /// Valid journal bytes.
+    pub bytes: u64,
+    /// `fdatasync`s per second over the last second or so.
+    pub fsyncs_per_second: f64,
+    /// How long the last `fdatasync` took.
+    pub last_fsync_ms: f64,
+    /// The log file.
+    pub path: String,
+    /// Durable records in the file.
+    pub records: u64,
 }
 
 /// Where a request ID stands in the book.
@@ -494,6 +522,9 @@ pub struct ReceiptStatusResult {
     /// The operator's reason for clearing it (`cleared` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The run that created the receipt (`running`, `completed`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
     /// Copies answered from the stored reply (`running`, `completed`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replays: Option<u64>,

@@ -62,12 +62,19 @@ impl TestHost {
         let root = short_tempdir();
         let dir = root.path().join("s");
         let log = std::fs::File::create(root.path().join("serve.log")).unwrap();
+        // The journal stays inside the test's temp dir unless the test chooses.
+        let journal = root.path().join("journal");
+        let chosen = args
+            .iter()
+            .any(|a| a.starts_with("--journal") || *a == "--no-journal");
         let child = Command::new(polaris_bin())
             .arg("serve")
             .arg("--socket-dir")
             .arg(&dir)
             .arg("--audit-log")
             .arg(root.path().join("audit.jsonl"))
+            .args((!chosen).then_some("--journal"))
+            .args((!chosen).then_some(&journal))
             .args(args)
             .stdout(Stdio::null())
             .stderr(log)

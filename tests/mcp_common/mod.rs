@@ -35,6 +35,15 @@ impl HostProcess {
             .arg(dir)
             .arg("--audit-log")
             .arg(dir.join("audit.jsonl"))
+            // The journal stays inside the test's directory unless the test chooses.
+            .args(
+                (!extra
+                    .iter()
+                    .any(|a| a.starts_with("--journal") || *a == "--no-journal"))
+                .then(|| ["--journal".into(), dir.join("journal")])
+                .into_iter()
+                .flatten(),
+            )
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

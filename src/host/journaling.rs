@@ -1,0 +1,479 @@
+//! The host's side of the journal (SPEC §11): rebuilding the book and the tasks at start, the
+//! records the host appends, waiting for them to be durable, and what a failed journal does.
+//!
+//! The rule this serves: a receipt's begin is durable before the executor acts, and its
+//! completion is durable before any client sees the reply. Records are appended under the
+//! host's lock (so the file has the host's order) and awaited after it is let go.
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::Host;
+use crate::book::{ClearBatch, RequestKey};
+use crate::executor::Executor;
+use crate::journal::{self, Completed, Journal, Record, Recovered, TaskEvent, TaskRecord, Ticket};
+use crate::protocol::results::JournalStatus;
+use crate::protocol::{now_millis, ErrorBody, ErrorCode, Expect, Method, Outcome};
+use crate::tasks::{Closed, PendingOutcome, Task, TaskState};
+
+use super::HostConfig;
+
+/// A task's journal record with the bytes it borrows, built under the host's lock.
+pub(super) struct TaskRecordData {
+    event: TaskEvent,
+    task_id: Arc<str>,
+    title: String,
+    state: &'static str,
+    pending: Vec<u8>,
+    detail: Vec<u8>,
+    created_at: i64,
+    at: i64,
+    closed_at: Option<i64>,
+}
+
+impl TaskRecordData {
+    /// The task as it is now. `pending` holds its unresolved pending outcomes; `detail` its URL
+    /// and stop reason (history is rebuilt from the receipts, which carry it already).
+    pub(super) fn of(task: &Task, event: TaskEvent, at: i64) -> TaskRecordData {
+        let pending: Vec<Value> = task
+            .pending
+            .iter()
+            .map(|p| {
+                json!({
+                    "requestId": p.request_id,
+                    "method": p.method.as_str(),
+                    "params": p.params,
+                    "expect": p.expect,
+                    "since": p.since,
+                })
+            })
+            .collect();
+        let stop_reason = match &task.closed {
+            Some(Closed::Stopped { reason }) => Some(reason.as_str()),
+            _ => None,
+        };
+        TaskRecordData {
+            event,
+            task_id: task.id.clone(),
+            title: task.title.clone(),
+            state: task.state().as_str(),
+            pending: if pending.is_empty() {
+                Vec::new()
+            } else {
+                serde_json::to_vec(&pending).unwrap_or_default()
+            },
+            detail: serde_json::to_vec(&json!({"url": task.url, "stopReason": stop_reason}))
+                .unwrap_or_default(),
+            created_at: task.created_at,
+            at,
+            closed_at: task.closed.is_some().then_some(task.updated_at),
+        }
+    }
+
+    /// The record, naming `run_id`.
+    pub(super) fn record<'a>(&'a self, run_id: &'a str) -> Record<'a> {
+        Record::Task(TaskRecord {
+            event: self.event,
+            task_id: &self.task_id,
+            run_id,
+            created_at: self.created_at,
+            at: self.at,
+            title: &self.title,
+            state: self.state,
+            pending: &self.pending,
+            detail: &self.detail,
+            closed_at: self.closed_at,
+        })
+    }
+}
+
+/// The error code of a stored reply body, read back from its bytes.
+fn code_of(body: &str) -> Option<ErrorCode> {
+    if body.starts_with("\"ok\":true") {
+        return None;
+    }
+    let v: Value = serde_json::from_str(&format!("{{{body}}}")).ok()?;
+    v["error"]["code"].as_str()?.parse().ok()
+}
+
+/// The stored outcome of a receipt whose execution the host stopped under: `INTERRUPTED`,
+/// uncertain, never re-run.
+fn interrupted_outcome(id: &str, method: Method, task: Option<&str>, run_id: &str) -> Outcome {
+    let next = match task {
+        Some(t) => json!({"method": "task.status", "params": {"taskId": t}}),
+        None => json!({"method": "receipt.status", "params": {"requestId": id}}),
+    };
+    let read = match task {
+        Some(t) => format!("read task.status for task {t}"),
+        None => format!("read receipt.status for {id}"),
+    };
+    Outcome::err(
+        &ErrorBody::new(
+            ErrorCode::Interrupted,
+            format!(
+                "the host stopped while {method} (request {id}) was executing in run {run_id}; its effect is unknown and it will never run again. Do not resend it: {read}, check the page or the service it acted on, and have an operator acknowledge the outcome (polaris acknowledge {id} --reason …)"
+            ),
+        )
+        .with_details(json!({
+            "requestId": id,
+            "method": method.as_str(),
+            "taskId": task,
+            "runId": run_id,
+            "next": next,
+        })),
+    )
+}
+
+/// A pending outcome as [`TaskRecordData`] wrote it.
+fn pending_of(v: &Value) -> Option<PendingOutcome> {
+    Some(PendingOutcome {
+        request_id: v["requestId"].as_str()?.to_owned(),
+        method: v["method"].as_str()?.parse().ok()?,
+        params: v["params"].clone(),
+        expect: serde_json::from_value::<Expect>(v["expect"].clone()).ok()?,
+        since: v["since"].as_i64()?,
+        last_verify: None,
+    })
+}
+
+/// A recovered record the host cannot read back.
+fn unreadable(journal: &Journal, what: String) -> journal::Error {
+    journal::Error::Inconsistent {
+        path: journal.path().to_owned(),
+        offset: 0,
+        what,
+    }
+}
+
+impl Host {
+    /// A host writing through `journal`, rebuilt from what it `recovered`: completed receipts
+    /// replay as before, tombstones refuse their IDs, capacity counts everything, receipts that
+    /// were executing when the last run stopped become `INTERRUPTED` (journaled before this
+    /// returns), and open tasks of earlier runs are `interrupted`.
+    pub fn with_journal(
+        config: HostConfig,
+        executor: Arc<dyn Executor>,
+        journal: Journal,
+        recovered: Recovered,
+    ) -> Result<Host, journal::Error> {
+        let host = Host::build(config, executor, Some(journal.clone()));
+        let run_id = host.run_id().to_owned();
+        journal.append(&Record::RunStarted {
+            run_id: &run_id,
+            started_at: host.started_at(),
+        })?;
+        let now = now_millis();
+        let mut interrupted: Vec<(RequestKey, Arc<Outcome>)> = Vec::new();
+        {
+            let mut guard = host.lock();
+            let st = &mut *guard;
+            for t in &recovered.tasks {
+                let mut task =
+                    Task::new(t.task_id.clone(), t.title.to_string(), None, t.created_at);
+                task.updated_at = t.updated_at;
+                let detail: Value = serde_json::from_slice(&t.detail).unwrap_or_default();
+                task.url = detail["url"].as_str().map(str::to_owned);
+                if !t.pending.is_empty() {
+                    let pending: Vec<Value> =
+                        serde_json::from_slice(&t.pending).unwrap_or_default();
+                    task.pending = pending.iter().filter_map(pending_of).collect();
+                }
+                task.closed = Some(match TaskState::parse(&t.state) {
+                    Some(TaskState::Finished) => Closed::Finished,
+                    Some(TaskState::Stopped) => Closed::Stopped {
+                        reason: detail["stopReason"].as_str().unwrap_or("").to_owned(),
+                    },
+                    // Open when its run stopped: nothing can act on its page any more.
+                    _ => Closed::Interrupted {
+                        run_id: t.run_id.clone(),
+                    },
+                });
+                st.tasks.insert(task);
+            }
+            for r in recovered.receipts {
+                let method: Method = r.method.parse().map_err(|_| {
+                    unreadable(
+                        &journal,
+                        format!(
+                            "receipt {} names an unknown method {}",
+                            r.request_id, r.method
+                        ),
+                    )
+                })?;
+                let id = r.request_id.to_string();
+                let (outcome, completed_at) = match r.completion {
+                    Some(c) => {
+                        let body = String::from_utf8(c.reply.into_vec()).map_err(|_| {
+                            unreadable(&journal, format!("the reply of receipt {id} is not UTF-8"))
+                        })?;
+                        let code = code_of(&body);
+                        (
+                            Arc::new(Outcome {
+                                body: body.into_boxed_str(),
+                                code,
+                            }),
+                            c.completed_at,
+                        )
+                    }
+                    None => {
+                        let o = Arc::new(interrupted_outcome(
+                            &id,
+                            method,
+                            r.task_id.as_deref(),
+                            &r.run_id,
+                        ));
+                        interrupted.push((r.request_id.clone(), o.clone()));
+                        (o, now)
+                    }
+                };
+                // A task.start names its task only in its reply.
+                let started = (method == Method::TaskStart && outcome.is_ok())
+                    .then(|| serde_json::from_str::<Value>(&format!("{{{}}}", outcome.body)).ok())
+                    .flatten()
+                    .and_then(|v| v["result"]["taskId"].as_str().map(str::to_owned));
+                let history_task = r.task_id.as_deref().or(started.as_deref());
+                if let Some(task) = history_task.and_then(|t| st.tasks.get_mut(t)) {
+                    let result = outcome.code.map_or("ok", ErrorCode::as_str);
+                    task.record(&r.request_id, method, completed_at, result);
+                }
+                let run = (*r.run_id != *run_id).then_some(r.run_id);
+                st.book.restore(
+                    r.request_id,
+                    r.request,
+                    method,
+                    r.task_id,
+                    r.first_seen,
+                    outcome,
+                    completed_at,
+                    run,
+                );
+            }
+            let batches = recovered
+                .clears
+                .into_iter()
+                .map(|c| ClearBatch {
+                    at: c.at,
+                    reason: c.reason,
+                })
+                .collect();
+            st.book.restore_tombstones(
+                batches,
+                recovered
+                    .tombstones
+                    .into_iter()
+                    .map(|t| (t.request_id, t.digest, t.clear))
+                    .collect(),
+            );
+            for a in &recovered.acknowledgements {
+                if let Some(r) = st.book.get_mut(&a.request_id) {
+                    r.acknowledged = true;
+                }
+            }
+        }
+        if !interrupted.is_empty() {
+            let records: Vec<Record<'_>> = interrupted
+                .iter()
+                .map(|(key, o)| {
+                    Record::ReceiptCompleted(Completed {
+                        request_id: key,
+                        reply: o.body.as_bytes(),
+                        at: now,
+                    })
+                })
+                .collect();
+            journal.append_batch(&records)?.wait()?;
+            tracing::warn!(
+                count = interrupted.len(),
+                "receipts that were executing when the last run stopped are stored as INTERRUPTED; they will not run again"
+            );
+        }
+        Ok(host)
+    }
+
+    /// The journal, unless the host runs with `--no-journal`.
+    pub fn journal(&self) -> Option<&Journal> {
+        self.inner.journal.as_ref()
+    }
+
+    /// Tells when the journal failed (the host must stop: it cannot keep its promise).
+    pub fn journal_failure(&self) -> watch::Receiver<Option<String>> {
+        self.inner.failure.subscribe()
+    }
+
+    /// A write or `fdatasync` of the journal failed: log one line naming the file, refuse new
+    /// work and tell `polaris serve` to stop (exit non-zero). A restart recovers.
+    pub(crate) fn journal_failed(&self, error: &journal::Error) {
+        let path = self
+            .journal()
+            .map(|j| j.path().display().to_string())
+            .unwrap_or_default();
+        let first = self.inner.failure.send_if_modified(|f| {
+            if f.is_some() {
+                return false;
+            }
+            *f = Some(format!("journal {path} failed: {error}"));
+            true
+        });
+        if first {
+            tracing::error!(
+                "journal {path} failed ({error}); nothing more can be made durable, so the host stops. Check the disk, then start the host again: recovery answers every receipt"
+            );
+            self.begin_shutdown();
+        }
+    }
+
+    /// The answer to an operator whose change the journal could not keep: the host stops
+    /// (its memory has the change; a restart recovers what the journal has).
+    pub fn journal_error(&self, error: &journal::Error) -> ErrorBody {
+        self.journal_failed(error);
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("the host's journal could not record this change ({error}), so the host is stopping; once it is back, read the receipts again (polaris receipts) before repeating it"),
+        )
+    }
+
+    /// A ticket to await before answering from a stored reply whose completion record is
+    /// `seq`, when it is not durable yet.
+    pub(super) fn pending_durability(&self, seq: u64) -> Option<Ticket> {
+        let j = self.journal()?;
+        (seq > j.durable_seq()).then(|| j.ticket(seq))
+    }
+
+    /// `run.status.journal`.
+    pub fn journal_status(&self) -> Option<JournalStatus> {
+        let stats = self.journal()?.stats();
+        Some(JournalStatus {
+            bytes: stats.bytes,
+            fsyncs_per_second: stats.fsyncs_per_second,
+            last_fsync_ms: stats.last_fsync_ms(),
+            path: stats.path.display().to_string(),
+            records: stats.records,
+        })
+    }
+
+    /// After a clear: rewrites the journal without cleared receipts when they make up more than
+    /// half of it, on a blocking thread (the journal runs one compaction at a time).
+    pub fn compact_if_due(&self) {
+        let Some(j) = self.journal() else { return };
+        if !j.stats().compaction_due() {
+            return;
+        }
+        let j = j.clone();
+        let host = self.clone();
+        tokio::task::spawn_blocking(move || match j.compact() {
+            Ok(c) => tracing::info!(?c, "journal compacted"),
+            Err(e @ journal::Error::Failed(_)) => host.journal_failed(&e),
+            Err(e) => tracing::warn!("journal compaction did not run: {e}"),
+        });
+    }
+}
+
+/// What [`Host::acknowledge`] recorded.
+pub struct Acknowledgement {
+    /// The reply's result.
+    pub result: crate::protocol::introspection::OutcomeAcknowledged,
+    /// The stored error code that was acknowledged.
+    pub code: ErrorCode,
+    /// The receipt's method.
+    pub method: Method,
+    /// Resolves once the acknowledgement is durable (`None` without a journal).
+    pub durable: Option<Ticket>,
+}
+
+impl Host {
+    /// `outcome.acknowledge`: a person records that a receipt's uncertain outcome
+    /// (`OUTCOME_UNCERTAIN`, `INTERRUPTED`, or an uncertain `INTERNAL`) was settled outside
+    /// Polaris. The receipt becomes clearable and its pending outcome leaves its task; nothing
+    /// is executed. Refused (`BAD_REQUEST`, nothing changed) for an ID that is unknown,
+    /// cleared, still running, or whose outcome is not uncertain.
+    pub fn acknowledge(
+        &self,
+        request_id: &str,
+        reason: &str,
+        operator: &str,
+    ) -> Result<Acknowledgement, ErrorBody> {
+        let refuse = |why: String, state: &str| {
+            ErrorBody::new(ErrorCode::BadRequest, why)
+                .with_details(json!({"requestId": request_id, "state": state}))
+        };
+        let key = RequestKey::new(request_id);
+        let now = now_millis();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        let Some(r) = st.book.get_mut(&key) else {
+            return Err(match st.book.tombstone(&key) {
+                Some(_) => refuse(format!("request {request_id} was already cleared; there is nothing to acknowledge"), "cleared"),
+                None => refuse(format!("no receipt has request id {request_id}; check the id (polaris receipts --state error lists the uncertain ones)"), "unknown"),
+            });
+        };
+        let Some(outcome) = r.outcome().cloned() else {
+            return Err(refuse(format!("request {request_id} is still executing; wait for its outcome (receipt.status) before acknowledging it"), "running"));
+        };
+        let code = match outcome.code {
+            Some(c) if c.default_delivery() == crate::protocol::Delivery::Uncertain => c,
+            _ => {
+                return Err(refuse(format!("the outcome of request {request_id} is not uncertain ({}); only OUTCOME_UNCERTAIN or INTERRUPTED outcomes are acknowledged", outcome.code.map_or("ok", ErrorCode::as_str)), "completed"));
+            }
+        };
+        r.acknowledged = true;
+        let method = r.method;
+        let task_id = r.task_id.clone();
+        let mut task_record = None;
+        if let Some(task) = task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
+            let before = task.pending.len();
+            task.pending.retain(|p| p.request_id != request_id);
+            if task.pending.len() != before {
+                task.updated_at = now;
+                task.record(&key, Method::TaskVerifyOutcome, now, "acknowledged");
+                let summary = task.summary();
+                if self.journal().is_some() {
+                    task_record = Some(TaskRecordData::of(task, TaskEvent::Updated, now));
+                }
+                st.events
+                    .publish("task.updated", now, || super::read::to_data(&summary));
+            }
+        }
+        let durable = match self.journal() {
+            None => None,
+            Some(j) => {
+                let ack = Record::OutcomeAcknowledged(journal::Acknowledged {
+                    request_id: &key,
+                    reason,
+                    operator,
+                    at: now,
+                });
+                let run_id = self.run_id();
+                let appended = match &task_record {
+                    Some(t) => j.append_batch([&ack, &t.record(run_id)]),
+                    None => j.append(&ack),
+                };
+                match appended {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        drop(guard);
+                        self.journal_failed(&e);
+                        return Err(ErrorBody::new(
+                            ErrorCode::Internal,
+                            format!("the acknowledgement of {request_id} could not be journaled ({e}); the host is stopping. Acknowledge it again once the host is back"),
+                        )
+                        .with_delivery(crate::protocol::Delivery::NotExecuted));
+                    }
+                }
+            }
+        };
+        Ok(Acknowledgement {
+            result: crate::protocol::introspection::OutcomeAcknowledged {
+                acknowledged_at: crate::protocol::format_millis(now),
+                operator: operator.to_owned(),
+                reason: reason.to_owned(),
+                request_id: request_id.to_owned(),
+                task_id: task_id.map(|t| t.to_string()),
+            },
+            code,
+            method,
+            durable,
+        })
+    }
+}

@@ -1,0 +1,637 @@
+//! The journal through the real binary (SPEC §11): a `polaris serve` process killed and
+//! restarted on the same directories replays what it answered, stores what it was executing as
+//! `INTERRUPTED`, keeps its tasks as `interrupted`, refuses a second host on its journal, and
+//! lets an operator acknowledge and clear; `--no-journal` forgets; `polaris journal check`
+//! reads it.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{err, ok, polaris_bin, receipt, saved, short_tempdir, sync_call, Conn};
+use serde_json::{json, Value};
+
+/// A `polaris serve` process on directories that outlive it, so it can be killed and
+/// restarted on the same socket directory and journal.
+struct Served {
+    root: PathBuf,
+    child: Option<Child>,
+    run_id: String,
+    starts: usize,
+}
+
+impl Served {
+    fn sockets(root: &Path) -> PathBuf {
+        root.join("s")
+    }
+
+    fn start(root: &Path, extra: &[&str]) -> Served {
+        let mut s = Served {
+            root: root.to_owned(),
+            child: None,
+            run_id: String::new(),
+            starts: 0,
+        };
+        s.restart(extra);
+        s
+    }
+
+    /// Spawns `polaris serve` (the previous process must be gone) and waits until it answers.
+    fn restart(&mut self, extra: &[&str]) {
+        self.starts += 1;
+        let log =
+            std::fs::File::create(self.root.join(format!("serve-{}.log", self.starts))).unwrap();
+        let child = Command::new(polaris_bin())
+            .arg("serve")
+            .arg("--socket-dir")
+            .arg(Self::sockets(&self.root))
+            .arg("--audit-log")
+            .arg(self.root.join("audit.jsonl"))
+            .arg("--fixture-effects")
+            .arg(self.root.join("effects.jsonl"))
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("polaris serve starts");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("polaris serve exited early ({status}): {}", self.log());
+            }
+            if let Ok(r) = sync_call(&self.bridge(), "host.hello", json!({})) {
+                if r["ok"] == true {
+                    self.run_id = r["result"]["runId"].as_str().unwrap().to_owned();
+                    return;
+                }
+            }
+            assert!(Instant::now() < deadline, "no answer: {}", self.log());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join(format!("serve-{}.log", self.starts)))
+            .unwrap_or_default()
+    }
+
+    fn bridge(&self) -> PathBuf {
+        Self::sockets(&self.root).join("bridge.sock")
+    }
+
+    fn introspect(&self) -> PathBuf {
+        Self::sockets(&self.root).join("introspect.sock")
+    }
+
+    async fn conn(&self) -> Conn {
+        Conn::connect(&self.bridge()).await
+    }
+
+    /// SIGKILL: no shutdown, no flush, no cleanup.
+    fn kill9(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM; returns the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: a signal to our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        child.wait().unwrap()
+    }
+
+    /// The effect lines the fixture recorded, by request ID.
+    fn effects(&self) -> std::collections::HashMap<String, usize> {
+        let text = std::fs::read_to_string(self.root.join("effects.jsonl")).unwrap_or_default();
+        let mut by_id = std::collections::HashMap::new();
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).expect("an effect line is JSON");
+            *by_id
+                .entry(v["requestId"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+        by_id
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The `"ok":…,"result"|"error":…` bytes of a raw reply line (what a replay repeats).
+fn body(line: &str) -> &str {
+    let start = line.find(',').expect("a reply line has members") + 1;
+    let end = line.rfind(",\"meta\":").expect("a host reply has meta");
+    &line[start..end]
+}
+
+fn journal_args(root: &Path) -> Vec<String> {
+    vec!["--journal".into(), root.join("j").display().to_string()]
+}
+
+fn args(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// One request on an introspection connection.
+async fn introspect(host: &Served, method: &str, params: Value) -> Value {
+    let mut c = Conn::connect(&host.introspect()).await;
+    c.call(method, params).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_replays_every_stored_reply_byte_for_byte_and_keeps_its_tasks() {
+    let root = short_tempdir();
+    let extra = journal_args(root.path());
+    let mut host = Served::start(root.path(), &args(&extra));
+    let first_run = host.run_id.clone();
+    let mut c = host.conn().await;
+    let start = json!({"title": "post", "fixture": {}});
+    let (started, start_line) = {
+        c.send("start-1", "task.start", start.clone()).await;
+        c.wait_raw("start-1").await
+    };
+    let task = ok(&started)["taskId"].as_str().unwrap().to_owned();
+    let requests = [
+        (
+            "fill-1",
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "hello"}),
+        ),
+        (
+            "press-1",
+            "page.press",
+            json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()}),
+        ),
+        // A stored error: filling a reserved target fails definitively.
+        (
+            "bad-1",
+            "page.fill",
+            json!({"taskId": task, "target": "#status", "value": "x"}),
+        ),
+    ];
+    let mut lines = vec![("start-1", "task.start", start, start_line)];
+    for (id, method, params) in &requests {
+        c.send(id, method, params.clone()).await;
+        let (reply, line) = c.wait_raw(id).await;
+        assert_eq!(receipt(&reply), "new", "{line}");
+        lines.push((id, method, params.clone(), line));
+    }
+    assert!(lines[3].3.contains("ACTION_FAILED"), "{}", lines[3].3);
+    drop(c);
+
+    host.kill9();
+    host.restart(&args(&extra));
+    assert_ne!(host.run_id, first_run, "a restart is a new run");
+    let mut c = host.conn().await;
+    for (id, method, params, first) in &lines {
+        c.send(id, method, params.clone()).await;
+        let (reply, line) = c.wait_raw(id).await;
+        assert_eq!(receipt(&reply), "replayed", "{line}");
+        assert_eq!(body(&line), body(first), "{id} replays byte for byte");
+        let status = ok(&c.call("receipt.status", json!({"requestId": id})).await).clone();
+        assert_eq!(status["runId"], first_run.as_str(), "{status}");
+    }
+    // The press applied once, before the kill; nothing ran again.
+    assert_eq!(host.effects().get("press-1"), Some(&1));
+    assert_eq!(host.effects().len(), 1);
+    let status = c.call("run.status", json!({})).await;
+    let status = ok(&status);
+    assert_eq!(status["receipts"]["used"], 4, "{status}");
+    assert_eq!(status["tasks"]["interrupted"], 1, "{status}");
+    assert_eq!(status["executor"]["mutations"], 0, "{status}");
+    let journal = &status["journal"];
+    assert_eq!(
+        journal["path"],
+        root.path().join("j/journal.log").display().to_string()
+    );
+    assert!(journal["records"].as_u64().unwrap() >= 9, "{journal}");
+    assert!(journal["bytes"].as_u64().unwrap() > 0, "{journal}");
+
+    // The task of the earlier run: readable, closed to mutations, its run no longer current.
+    let t = c.call("task.status", json!({"taskId": task})).await;
+    assert_eq!(ok(&t)["state"], "interrupted", "{t}");
+    assert_eq!(ok(&t)["runId"], first_run.as_str(), "{t}");
+    let history: Vec<String> = ok(&t)["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            format!(
+                "{} {}",
+                h["method"].as_str().unwrap(),
+                h["result"].as_str().unwrap()
+            )
+        })
+        .collect();
+    assert_eq!(
+        history,
+        [
+            "task.start ok",
+            "page.fill ok",
+            "page.press ok",
+            "page.fill ACTION_FAILED"
+        ],
+        "the history is rebuilt from the receipts"
+    );
+    let refused = c
+        .call(
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "again"}),
+        )
+        .await;
+    let e = err(&refused, "TASK_CLOSED");
+    assert_eq!(e["delivery"], "not_executed");
+    assert_eq!(e["details"]["state"], "interrupted");
+    assert_eq!(e["details"]["runId"], first_run.as_str());
+    let resumed = c
+        .call("task.resume", json!({"taskId": task, "runId": first_run}))
+        .await;
+    err(&resumed, "RUN_NOT_CURRENT");
+    let snapshot = introspect(&host, "snapshot", json!({})).await;
+    assert!(ok(&snapshot)["journal"]["bytes"].as_u64().unwrap() > 0);
+    assert!(host.terminate().success(), "{}", host.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_during_a_slow_submit_leaves_it_interrupted_never_rerun_then_acknowledged_and_cleared(
+) {
+    let root = short_tempdir();
+    let mut extra = journal_args(root.path());
+    extra.extend(["--action-timeout-ms".to_string(), "10000".to_string()]);
+    let mut host = Served::start(root.path(), &args(&extra));
+    let first_run = host.run_id.clone();
+    let mut c = host.conn().await;
+    let start = json!({"title": "slow", "fixture": {"submitDelayMs": 3000}});
+    let started = c.call_id("start-slow", "task.start", start.clone()).await;
+    let task = ok(&started)["taskId"].as_str().unwrap().to_owned();
+    let press = json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()});
+    c.send("press-slow", "page.press", press.clone()).await;
+    // Wait until the host has it running, then kill it mid-submit.
+    let mut probe = host.conn().await;
+    loop {
+        let s = probe
+            .call("receipt.status", json!({"requestId": "press-slow"}))
+            .await;
+        if ok(&s)["state"] == "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    host.kill9();
+    assert!(c.read_line().await.is_none(), "the kill cut the connection");
+
+    host.restart(&args(&extra));
+    let mut c = host.conn().await;
+    let again = c.call_id("press-slow", "page.press", press.clone()).await;
+    assert_eq!(receipt(&again), "replayed", "{again}");
+    let e = err(&again, "INTERRUPTED");
+    assert_eq!(e["delivery"], "uncertain");
+    assert_eq!(e["details"]["runId"], first_run.as_str());
+    assert_eq!(e["details"]["next"]["method"], "task.status");
+    // The task.start re-sent under its ID is the stored reply, not a second task.
+    let restarted = c.call_id("start-slow", "task.start", start).await;
+    assert_eq!(receipt(&restarted), "replayed");
+    assert_eq!(ok(&restarted)["taskId"], task.as_str());
+    assert_eq!(
+        host.effects().get("press-slow"),
+        None,
+        "the submit never landed"
+    );
+    let verified = c.call("task.verifyOutcome", json!({"taskId": task})).await;
+    assert_eq!(ok(&verified)["state"], "interrupted", "{verified}");
+    assert_eq!(ok(&verified)["outcome"], "unknown", "{verified}");
+
+    // Not clearable until a person acknowledges it.
+    let prepared = introspect(
+        &host,
+        "receipts.clearPrepare",
+        json!({"requestIds": ["press-slow"]}),
+    )
+    .await;
+    assert_eq!(ok(&prepared)["clearable"], json!([]), "{prepared}");
+    assert_eq!(
+        ok(&prepared)["refused"][0]["reason"],
+        "unverified_outcome",
+        "{prepared}"
+    );
+    // Acknowledging something that is not uncertain is refused and changes nothing.
+    let not_uncertain = introspect(
+        &host,
+        "outcome.acknowledge",
+        json!({"requestId": "start-slow", "reason": "no"}),
+    )
+    .await;
+    err(&not_uncertain, "BAD_REQUEST");
+    let out = Command::new(polaris_bin())
+        .args([
+            "acknowledge",
+            "press-slow",
+            "--reason",
+            "checked the backend",
+        ])
+        .arg("--socket-dir")
+        .arg(Served::sockets(root.path()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let audit = std::fs::read_to_string(root.path().join("audit.jsonl")).unwrap();
+    let line: Value = serde_json::from_str(audit.lines().last().unwrap()).unwrap();
+    assert_eq!(line["acknowledged"]["requestId"], "press-slow", "{line}");
+    assert_eq!(line["acknowledged"]["code"], "INTERRUPTED", "{line}");
+    assert_eq!(line["reason"], "checked the backend");
+    let prepared = introspect(
+        &host,
+        "receipts.clearPrepare",
+        json!({"requestIds": ["press-slow"]}),
+    )
+    .await;
+    let token = ok(&prepared)["token"].as_str().unwrap().to_owned();
+    assert_eq!(ok(&prepared)["clearable"][0]["requestId"], "press-slow");
+    let committed = introspect(
+        &host,
+        "receipts.clearCommit",
+        json!({"token": token, "reason": "settled"}),
+    )
+    .await;
+    assert_eq!(ok(&committed)["cleared"], 1, "{committed}");
+
+    // The acknowledgement and the clear outlive the next restart too.
+    host.kill9();
+    host.restart(&args(&extra));
+    let mut c = host.conn().await;
+    let cleared = c.call_id("press-slow", "page.press", press).await;
+    assert_eq!(err(&cleared, "RECEIPT_CLEARED")["delivery"], "cleared");
+    assert_eq!(
+        ok(&c.call("run.status", json!({})).await)["receipts"]["used"],
+        1
+    );
+    assert_eq!(host.effects().get("press-slow"), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_host_on_the_same_journal_is_refused_naming_the_directory() {
+    let root = short_tempdir();
+    let extra = journal_args(root.path());
+    let _host = Served::start(root.path(), &args(&extra));
+    let other = short_tempdir();
+    let out = Command::new(polaris_bin())
+        .arg("serve")
+        .arg("--socket-dir")
+        .arg(other.path().join("s"))
+        .arg("--audit-log")
+        .arg(other.path().join("audit.jsonl"))
+        .args(&extra)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&root.path().join("j").display().to_string()) && stderr.contains("in use"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_journal_forgets_at_restart() {
+    let root = short_tempdir();
+    let mut host = Served::start(root.path(), &["--no-journal"]);
+    let mut c = host.conn().await;
+    let start = json!({"title": "forgotten"});
+    let first = c.call_id("start-x", "task.start", start.clone()).await;
+    assert_eq!(receipt(&first), "new");
+    let status = c.call("run.status", json!({})).await;
+    assert!(ok(&status).get("journal").is_none(), "{status}");
+    assert!(host.terminate().success());
+    host.restart(&["--no-journal"]);
+    let mut c = host.conn().await;
+    let second = c.call_id("start-x", "task.start", start).await;
+    assert_eq!(
+        receipt(&second),
+        "new",
+        "a run without a journal starts empty"
+    );
+    assert_ne!(ok(&second)["taskId"], ok(&first)["taskId"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn journal_check_reports_counts_and_refuses_a_damaged_journal() {
+    let root = short_tempdir();
+    let extra = journal_args(root.path());
+    let mut host = Served::start(root.path(), &args(&extra));
+    let mut c = host.conn().await;
+    for i in 0..3 {
+        ok(&c
+            .call_id(&format!("s{i}"), "task.start", json!({"title": "t"}))
+            .await);
+    }
+    assert!(host.terminate().success());
+    let check = |json_out: bool| {
+        let mut cmd = Command::new(polaris_bin());
+        cmd.args(["journal", "check", "--journal"])
+            .arg(root.path().join("j"));
+        if json_out {
+            cmd.arg("--json");
+        }
+        cmd.output().unwrap()
+    };
+    let out = check(true);
+    assert!(out.status.success(), "{out:?}");
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["receipts"], 3, "{report}");
+    assert_eq!(report["running"], 0, "{report}");
+    assert_eq!(report["tasks"], 3, "{report}");
+    assert_eq!(report["runs"], 1, "{report}");
+    let text = check(false);
+    assert!(String::from_utf8_lossy(&text.stdout).contains("3 receipts"));
+
+    // A flipped byte inside the first block (a later block is intact): corruption, not a tail.
+    let log = root.path().join("j/journal.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[20 + 14] ^= 0xff;
+    std::fs::write(&log, &bytes).unwrap();
+    let out = check(false);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("corrupt") && stderr.contains("journal.log"),
+        "{stderr}"
+    );
+    // And the host refuses to start on it, naming the file.
+    let out = Command::new(polaris_bin())
+        .arg("serve")
+        .arg("--socket-dir")
+        .arg(Served::sockets(root.path()))
+        .args(&extra)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("corrupt"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clearing_most_receipts_compacts_the_journal_and_the_tombstones_survive_it() {
+    let root = short_tempdir();
+    let extra = journal_args(root.path());
+    let mut host = Served::start(root.path(), &args(&extra));
+    let mut c = host.conn().await;
+    let ids: Vec<String> = (0..40).map(|i| format!("many-{i}")).collect();
+    for id in &ids {
+        ok(&c
+            .call_id(id, "task.start", json!({"title": "a task with a title"}))
+            .await);
+    }
+    let bytes = |s: &Value| ok(s)["journal"]["bytes"].as_u64().unwrap();
+    let before = bytes(&c.call("run.status", json!({})).await);
+    let prepared = introspect(&host, "receipts.clearPrepare", json!({"requestIds": ids})).await;
+    let token = ok(&prepared)["token"].as_str().unwrap().to_owned();
+    let committed = introspect(
+        &host,
+        "receipts.clearCommit",
+        json!({"token": token, "reason": "done with them"}),
+    )
+    .await;
+    assert_eq!(ok(&committed)["cleared"], 40, "{committed}");
+    // The rewrite runs in the background after the clear.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let after = loop {
+        let now = bytes(&c.call("run.status", json!({})).await);
+        if now < before {
+            break now;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not compacted: {now} of {before} bytes"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    eprintln!("journal {before} bytes before the clear, {after} after compaction");
+    host.kill9();
+    host.restart(&args(&extra));
+    let mut c = host.conn().await;
+    let again = c
+        .call_id(
+            &ids[7],
+            "task.start",
+            json!({"title": "a task with a title"}),
+        )
+        .await;
+    assert_eq!(err(&again, "RECEIPT_CLEARED")["delivery"], "cleared");
+    let status = c.call("run.status", json!({})).await;
+    assert_eq!(ok(&status)["receipts"]["used"], 0, "{status}");
+    assert_eq!(ok(&status)["receipts"]["tombstones"], 40, "{status}");
+}
+
+/// Starts `polaris serve` whose files may not grow past `limit` bytes (`RLIMIT_FSIZE`, with
+/// `SIGXFSZ` ignored so a write past it fails with `EFBIG` instead of killing the process): a
+/// disk that stops taking the journal's writes.
+fn serve_with_file_limit(root: &Path, limit: u64) -> Child {
+    use std::os::unix::process::CommandExt;
+    let log = std::fs::File::create(root.join("serve-limited.log")).unwrap();
+    let mut cmd = Command::new(polaris_bin());
+    cmd.arg("serve")
+        .arg("--socket-dir")
+        .arg(Served::sockets(root))
+        .arg("--audit-log")
+        .arg(root.join("audit.jsonl"))
+        .args(journal_args(root))
+        .stdout(Stdio::null())
+        .stderr(log);
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let lim = libc::rlimit {
+                rlim_cur: limit,
+                rlim_max: limit,
+            };
+            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    cmd.spawn().expect("polaris serve starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_journal_that_cannot_write_stops_the_host_and_loses_nothing_it_answered() {
+    let root = short_tempdir();
+    // The journal preallocates its first 8 MiB; growing past them fails.
+    let mut child = serve_with_file_limit(root.path(), 9 << 20);
+    let bridge = Served::sockets(root.path()).join("bridge.sock");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !sync_call(&bridge, "host.hello", json!({})).is_ok_and(|r| r["ok"] == true) {
+        assert!(Instant::now() < deadline, "the limited host did not answer");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut c = Conn::connect(&bridge).await;
+    c.send("start", "task.start", json!({"title": "big"})).await;
+    let (started, start_line) = c.wait_raw("start").await;
+    let task = ok(&started)["taskId"].as_str().unwrap().to_owned();
+    let value = "x".repeat(60_000);
+    let mut answered = vec![("start".to_owned(), json!({"title": "big"}), "task.start")];
+    let mut first_lines = vec![body(&start_line).to_owned()];
+    let mut failed = None;
+    for i in 0..200 {
+        let id = format!("fill-{i}");
+        let params = json!({"taskId": task, "target": "#title", "value": value});
+        c.send(&id, "page.fill", params.clone()).await;
+        let (reply, line) = c.wait_raw(&id).await;
+        if reply["ok"] == true {
+            answered.push((id, params, "page.fill"));
+            first_lines.push(body(&line).to_owned());
+            continue;
+        }
+        failed = Some((id, reply));
+        break;
+    }
+    let (failed_id, reply) = failed.expect("the journal stopped taking writes");
+    let e = err(&reply, "INTERNAL");
+    let delivery = e["delivery"].as_str().unwrap().to_owned();
+    assert!(
+        delivery == "not_executed" || delivery == "uncertain",
+        "{reply}"
+    );
+    eprintln!(
+        "the journal failed at {failed_id} ({delivery}) after {} answers",
+        answered.len()
+    );
+    let status = child.wait().unwrap();
+    assert!(!status.success(), "the host stops, non-zero");
+    let log = std::fs::read_to_string(root.path().join("serve-limited.log")).unwrap();
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains("ERROR")).collect();
+    assert_eq!(errors.len(), 1, "one error line: {log}");
+    assert!(errors[0].contains("journal.log"), "{log}");
+
+    // Restarted on an ordinary disk: everything a client was told replays; the failed request
+    // is exactly what its delivery said.
+    let mut host = Served::start(root.path(), &args(&journal_args(root.path())));
+    let mut c = host.conn().await;
+    for ((id, params, method), first) in answered.iter().zip(&first_lines) {
+        c.send(id, method, params.clone()).await;
+        let (reply, line) = c.wait_raw(id).await;
+        assert_eq!(receipt(&reply), "replayed", "{id}");
+        assert_eq!(body(&line), first, "{id}");
+    }
+    let s = c
+        .call("receipt.status", json!({"requestId": failed_id}))
+        .await;
+    match delivery.as_str() {
+        // Its begin never reached the disk: the host does not know it, and it never ran.
+        "not_executed" => assert_eq!(ok(&s)["state"], "unknown", "{s}"),
+        // It ran, and its reply never reached the disk: stored as INTERRUPTED.
+        _ => assert_eq!(ok(&s)["reply"]["error"]["code"], "INTERRUPTED", "{s}"),
+    }
+    assert!(host.terminate().success());
+}
