@@ -72,6 +72,9 @@ struct Args {
         allow_hyphen_values = true
     )]
     serve_args: String,
+    /// With --hold: params keys in SPEC's example order (not canonical) instead of sorted.
+    #[arg(long)]
+    spec_order: bool,
     /// Skip the Redis rows even when Redis is installed.
     #[arg(long)]
     no_redis: bool,
@@ -109,7 +112,9 @@ struct Frames {
 }
 
 impl Frames {
-    fn new(task: &str) -> Frames {
+    /// `sorted`: params keys in sorted order, as Polaris's client library writes them (the
+    /// canonical form); else in the order of SPEC's example (`taskId`, `target`, `value`).
+    fn new(task: &str, sorted: bool) -> Frames {
         let r = uuid::Uuid::new_v4().simple().to_string();
         // Version 4, and one of the four variant digits, as a v4 UUID has.
         let variant = b"89ab"[usize::from(r.as_bytes()[16]) & 3] as char;
@@ -127,9 +132,12 @@ impl Frames {
             + task.len()
             + "\",\"target\":\"#title\",\"value\":\"\"}}\n".len();
         let value = "Hello".to_string() + &"!".repeat(FRAME_BYTES.saturating_sub(fixed + 5));
-        let tail = format!(
-            "\",\"method\":\"page.fill\",\"params\":{{\"taskId\":\"{task}\",\"target\":\"#title\",\"value\":\"{value}\"}}}}\n"
-        );
+        let params = if sorted {
+            format!("{{\"target\":\"#title\",\"taskId\":\"{task}\",\"value\":\"{value}\"}}")
+        } else {
+            format!("{{\"taskId\":\"{task}\",\"target\":\"#title\",\"value\":\"{value}\"}}")
+        };
+        let tail = format!("\",\"method\":\"page.fill\",\"params\":{params}}}\n");
         Frames {
             head: head.into_bytes(),
             tail: tail.into_bytes(),
@@ -213,7 +221,7 @@ struct Lane {
 }
 
 /// Opens the 32 connections; each gets a task of its own, or all share the first one's.
-async fn lanes(path: &Path, shared_task: bool) -> Result<Vec<Lane>, String> {
+async fn lanes(path: &Path, shared_task: bool, sorted: bool) -> Result<Vec<Lane>, String> {
     let mut v = Vec::with_capacity(CONNECTIONS);
     let mut shared = None;
     for _ in 0..CONNECTIONS {
@@ -225,7 +233,7 @@ async fn lanes(path: &Path, shared_task: bool) -> Result<Vec<Lane>, String> {
         if shared_task {
             shared.get_or_insert_with(|| task.clone());
         }
-        let frames = Frames::new(&task);
+        let frames = Frames::new(&task, sorted);
         LONGEST_FRAME.fetch_max(frames.len(), Ordering::Relaxed);
         v.push(Lane { stream, frames });
     }
@@ -676,16 +684,17 @@ fn fresh(
     rt: &Runtime,
     server: &Server,
     shared_task: bool,
+    sorted: bool,
     requests: u64,
 ) -> Result<Sample, String> {
-    let mut lanes = rt.block_on(lanes(&server.sock, shared_task))?;
+    let mut lanes = rt.block_on(lanes(&server.sock, shared_task, sorted))?;
     run_lanes(rt, &mut lanes, 0, WARMUP_PER_LANE)?;
     measure(rt, server, &mut lanes, WARMUP_PER_LANE, requests)
 }
 
 /// Fresh fills, then the very same frames again: every one a replay.
 fn replay(rt: &Runtime, server: &Server, requests: u64) -> Result<Sample, String> {
-    let mut lanes = rt.block_on(lanes(&server.sock, false))?;
+    let mut lanes = rt.block_on(lanes(&server.sock, false, true))?;
     let per_lane = requests.div_ceil(CONNECTIONS as u64);
     run_lanes(rt, &mut lanes, 0, per_lane)?;
     measure(rt, server, &mut lanes, 0, requests)
@@ -699,7 +708,7 @@ fn growth(
     requests: u64,
     book: u64,
 ) -> Result<(Sample, Sample), String> {
-    let mut lanes = rt.block_on(lanes(&server.sock, shared_task))?;
+    let mut lanes = rt.block_on(lanes(&server.sock, shared_task, true))?;
     let empty = measure(rt, server, &mut lanes, 0, requests)?;
     let per_lane = requests.div_ceil(CONNECTIONS as u64);
     let fill = book.saturating_sub(per_lane * CONNECTIONS as u64) / CONNECTIONS as u64;
@@ -861,6 +870,7 @@ fn table(args: &Args) -> Result<(), String> {
         Row::default(),
         Row::default(),
     );
+    let mut unsorted = Row::default();
     let (mut echo, mut redis_plain, mut redis_aof) =
         (Row::default(), Row::default(), Row::default());
     let (mut g_own_empty, mut g_own_full, mut g_sh_empty, mut g_sh_full) = (
@@ -877,14 +887,14 @@ fn table(args: &Args) -> Result<(), String> {
             uptime()
         );
         let s = polaris.start(capacity, false)?;
-        fresh_own.samples.push(fresh(&rt, &s, false, n)?);
+        fresh_own.samples.push(fresh(&rt, &s, false, true, n)?);
         drop(s);
         eprintln!(
             "  polaris fresh, task per connection: {}",
             k(fresh_own.samples[rep].rate)
         );
         let e = start_echo()?;
-        echo.samples.push(fresh(&rt, &e, false, n)?);
+        echo.samples.push(fresh(&rt, &e, false, true, n)?);
         drop(e);
         eprintln!("  JSON echo: {}", k(echo.samples[rep].rate));
         if redis {
@@ -894,7 +904,7 @@ fn table(args: &Args) -> Result<(), String> {
             eprintln!("  redis SET NX: {}", k(redis_plain.samples[rep].rate));
         }
         let s = polaris.start(capacity, false)?;
-        fresh_shared.samples.push(fresh(&rt, &s, true, n)?);
+        fresh_shared.samples.push(fresh(&rt, &s, true, true, n)?);
         drop(s);
         eprintln!(
             "  polaris fresh, one shared task: {}",
@@ -904,10 +914,17 @@ fn table(args: &Args) -> Result<(), String> {
         replays.samples.push(replay(&rt, &s, n)?);
         drop(s);
         eprintln!("  polaris replays: {}", k(replays.samples[rep].rate));
+        let s = polaris.start(capacity, false)?;
+        unsorted.samples.push(fresh(&rt, &s, false, false, n)?);
+        drop(s);
+        eprintln!(
+            "  polaris fresh, params in SPEC's order: {}",
+            k(unsorted.samples[rep].rate)
+        );
         if journal_ok {
             match polaris.start(capacity, true) {
                 Ok(s) => {
-                    journaled.samples.push(fresh(&rt, &s, false, n)?);
+                    journaled.samples.push(fresh(&rt, &s, false, true, n)?);
                     eprintln!(
                         "  polaris fresh, journal: {}",
                         k(journaled.samples[rep].rate)
@@ -957,13 +974,13 @@ fn table(args: &Args) -> Result<(), String> {
     if args.latency_secs > 0 {
         let rate = median(&fresh_own.rates()) / 2.0;
         let s = polaris.start(capacity, false)?;
-        let l = rt.block_on(lanes(&s.sock, false))?;
+        let l = rt.block_on(lanes(&s.sock, false, true))?;
         let (mut lat, achieved) = open_loop(&rt, l, rate, args.latency_secs)?;
         drop(s);
         lat.sort_unstable();
         latency.push(("Polaris fresh page.fill", achieved, lat));
         let e = start_echo()?;
-        let l = rt.block_on(lanes(&e.sock, false))?;
+        let l = rt.block_on(lanes(&e.sock, false, true))?;
         let (mut lat, achieved) = open_loop(&rt, l, rate, args.latency_secs)?;
         drop(e);
         lat.sort_unstable();
@@ -1022,6 +1039,12 @@ fn table(args: &Args) -> Result<(), String> {
     row(
         "Polaris, replayed `page.fill` (same IDs again)",
         &replays,
+        &redis_plain,
+        &echo,
+    );
+    row(
+        "Polaris, fresh `page.fill`, params keys in SPEC's example order (not canonical)",
+        &unsorted,
         &redis_plain,
         &echo,
     );
@@ -1095,7 +1118,7 @@ fn hold(args: &Args, secs: u64) -> Result<(), String> {
     let rt = client_runtime();
     let s = polaris.start(args.book.max(50_000_000), false)?;
     println!("host pid {}", s.pid());
-    let mut lanes = rt.block_on(lanes(&s.sock, false))?;
+    let mut lanes = rt.block_on(lanes(&s.sock, false, !args.spec_order))?;
     let t0 = Instant::now();
     let (mut from, mut total) = (0, 0u64);
     let c0 = proc_cpu(s.pid())?;
