@@ -739,7 +739,7 @@ fn redis_bench(server: &Server, requests: u64) -> Result<Sample, String> {
             }
             before.rsplit(' ').next()?.parse::<f64>().ok()
         })
-        .last()
+        .next_back()
         .ok_or_else(|| format!("no rate in redis-benchmark's output: {text:?}"))?;
     Ok(Sample {
         rate,
