@@ -1209,3 +1209,99 @@ fn echo_server(sock: &Path) {
         }
     });
 }
+
+#[cfg(test)]
+mod tests {
+    //! `cargo test --release --example load`: the frames, the reply matching, the CPU reading
+    //! and the closed-loop client against the echo over a real socket.
+    use super::*;
+
+    #[test]
+    fn frames_are_165_bytes_of_valid_page_fill_requests_with_unique_ids() {
+        let task = uuid::Uuid::new_v4().to_string();
+        let mut seen = std::collections::HashSet::new();
+        for sorted in [true, false] {
+            let frames = Frames::new(&task, sorted);
+            assert_eq!(frames.len(), FRAME_BYTES);
+            for seq in [0u64, 1, 4095, (1 << 48) - 1] {
+                let mut out = Vec::new();
+                frames.push(&mut out, seq);
+                assert_eq!(out.len(), FRAME_BYTES);
+                assert_eq!(out.last(), Some(&b'\n'));
+                let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+                assert_eq!(v["method"], "page.fill");
+                assert_eq!(v["params"]["taskId"], task.as_str());
+                let id = v["id"].as_str().unwrap();
+                assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
+                assert!(seen.insert(id.to_owned()), "id {id} repeated");
+                assert_eq!(reply_seq(&out), Some(seq));
+                // Sorted keys are the canonical text the host fingerprints as is.
+                let params = &out[memchr::memmem::find(&out, b"\"params\":").unwrap() + 9..];
+                assert_eq!(params.starts_with(b"{\"target\""), sorted);
+            }
+        }
+    }
+
+    #[test]
+    fn proc_cpu_counts_this_process_working() {
+        let pid = std::process::id();
+        let before = proc_cpu(pid).unwrap();
+        let mut x = 0u64;
+        while proc_cpu(pid).unwrap() < before + 0.05 {
+            for i in 0..1_000_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+            std::hint::black_box(x);
+        }
+        assert!(proc_cpu(pid).unwrap() >= before + 0.05);
+        assert!(proc_cpu(u32::MAX).is_err());
+    }
+
+    /// The echo in a thread of this process, on a fresh temp dir.
+    fn echo_in_thread() -> (tempfile::TempDir, PathBuf) {
+        let dir = temp_dir("polaris-load-test").unwrap();
+        let sock = dir.path().join("echo.sock");
+        let s = sock.clone();
+        std::thread::spawn(move || echo_server(&s));
+        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (dir, sock)
+    }
+
+    #[test]
+    fn the_closed_loop_client_gets_every_reply_from_the_echo() {
+        let (_dir, sock) = echo_in_thread();
+        let rt = client_runtime();
+        let mut l = rt.block_on(lanes(&sock, false, true)).unwrap();
+        assert_eq!(l.len(), CONNECTIONS);
+        // 1,000 per lane: far more than the 64-deep window, so the window refills many times.
+        run_lanes(&rt, &mut l, 0, 1_000).unwrap();
+        assert_eq!(
+            l.len(),
+            CONNECTIONS,
+            "every lane comes back for the next window"
+        );
+    }
+
+    #[test]
+    fn a_reply_that_is_not_ok_fails_the_run() {
+        let (_dir, sock) = echo_in_thread();
+        let rt = client_runtime();
+        let mut l = rt.block_on(lanes(&sock, false, true)).unwrap();
+        // Frames the echo cannot parse: it answers "ok":false, and the client must say so.
+        l[0].frames.tail = b"\",\"method\":}\n".to_vec();
+        let err = run_lanes(&rt, &mut l, 0, 10).unwrap_err();
+        assert!(err.contains("not ok"), "{err}");
+    }
+
+    #[test]
+    fn the_open_loop_client_times_every_request_once() {
+        let (_dir, sock) = echo_in_thread();
+        let rt = client_runtime();
+        let l = rt.block_on(lanes(&sock, false, true)).unwrap();
+        let (lat, achieved) = open_loop(&rt, l, 32_000.0, 1).unwrap();
+        assert_eq!(lat.len(), 32_000);
+        assert!(achieved > 0.0);
+    }
+}
