@@ -72,6 +72,9 @@ struct Args {
         allow_hyphen_values = true
     )]
     serve_args: String,
+    /// With --hold: replay the same frames over and over instead of fresh ones.
+    #[arg(long)]
+    replays: bool,
     /// With --hold: params keys in SPEC's example order (not canonical) instead of sorted.
     #[arg(long)]
     spec_order: bool,
@@ -1123,19 +1126,30 @@ fn hold(args: &Args, secs: u64) -> Result<(), String> {
     let s = polaris.start(args.book.max(50_000_000), false)?;
     println!("host pid {}", s.pid());
     let mut lanes = rt.block_on(lanes(&s.sock, false, !args.spec_order))?;
+    let chunk = 20_000;
+    if args.replays {
+        // The receipts every later round replays.
+        run_lanes(&rt, &mut lanes, 0, chunk)?;
+    }
     let t0 = Instant::now();
     let (mut from, mut total) = (0, 0u64);
     let c0 = proc_cpu(s.pid())?;
-    let chunk = 20_000;
     while t0.elapsed() < Duration::from_secs(secs) {
         run_lanes(&rt, &mut lanes, from, chunk)?;
-        from += chunk;
+        if !args.replays {
+            from += chunk;
+        }
         total += chunk * CONNECTIONS as u64;
     }
     let cpu = proc_cpu(s.pid())? - c0;
     println!(
-        "{} fresh fills in {:.1} s: {}/s, host CPU {:.2} µs per request",
+        "{} {} in {:.1} s: {}/s, host CPU {:.2} µs per request",
         total,
+        if args.replays {
+            "replays"
+        } else {
+            "fresh fills"
+        },
         t0.elapsed().as_secs_f64(),
         k(total as f64 / t0.elapsed().as_secs_f64()),
         cpu / total as f64 * 1e6
