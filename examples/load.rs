@@ -1103,8 +1103,13 @@ fn table(args: &Args) -> Result<(), String> {
         for (name, achieved, lat) in &latency {
             let _ = writeln!(
                 o,
-                "| {name} | {} | {} µs | {} µs | {} µs | {} µs |",
+                "| {name} | {}{} | {} µs | {} µs | {} µs | {} µs |",
                 k(*achieved),
+                if *achieved < 0.95 * offered {
+                    " (fell behind the offered rate: the round trips include queueing)"
+                } else {
+                    ""
+                },
                 percentile(lat, 0.5),
                 percentile(lat, 0.99),
                 percentile(lat, 0.999),
