@@ -1,5 +1,7 @@
 //! Prints the table of ratios from the latest `cargo bench --bench budget` run (read from
-//! `target/criterion`), without running anything again.
+//! `target/criterion`), without running anything again. Those benches run the host in-process
+//! and are kept for profiling; the figures Polaris quotes come from
+//! `cargo run --release --example load -- --table`.
 
 #[path = "../benches/support/table.rs"]
 mod table;

@@ -1,6 +1,8 @@
 //! The host's CPU time per fresh `page.fill`, with 32 clients keeping 64 requests in flight:
 //! steadier than wall-clock throughput on a machine shared with other work, so it is how
 //! before/after figures for one change are taken (run the two builds alternately).
+//! It is a profiling aid: the host runs inside this process, which flatters it, so the figures
+//! Polaris quotes come from the outside measurement, `cargo run --release --example load -- --table`.
 //!
 //! `cargo run --release --example cpu_per_request [ROUNDS]` (each round is 16,384 requests; the
 //! first two are warm-up). The host runs in this process on a 2-worker runtime, as in

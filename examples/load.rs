@@ -1,0 +1,1326 @@
+//! Polaris's performance measured the way users run it: the release `polaris serve` binary in its
+//! own process, this load client in another, and the baselines measured in the same run with the
+//! same client — a minimal batched JSON echo server (this example again, as a child process) and
+//! `redis-benchmark … SET key:__rand_int__ v NX` against a private `redis-server`.
+//!
+//! `cargo run --release --example load -- --table` builds the release binary if needed, runs every
+//! system alternately (3 repetitions by default) and prints a markdown table of medians, ranges,
+//! the host's CPU per request (from `/proc/PID/stat`) and ratios against the baselines of the
+//! same run. `--help` lists the knobs; `--hold SECS` keeps a fresh-fill load on a host for a
+//! profiler to attach to.
+//!
+//! The client: 2 tokio workers, 32 connections each keeping 64 requests in flight, one tokio task
+//! per connection, a fresh request ID per request, 165-byte `page.fill` frames. Each connection
+//! fills in its own Polaris task, or all 32 fill in one shared task.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::runtime::Runtime;
+
+/// The allocator the `polaris` binary uses, so the client costs what a Rust client would.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// Connections, as in the issue's client shape.
+const CONNECTIONS: usize = 32;
+/// Requests each connection keeps in flight.
+const WINDOW: usize = 64;
+/// The length every `page.fill` frame has, newline included.
+const FRAME_BYTES: usize = 165;
+
+#[derive(Parser, Debug)]
+#[command(about = "Outside load client: Polaris vs a JSON echo vs Redis SET NX, alternated")]
+struct Args {
+    /// Run every system alternately and print the markdown table.
+    #[arg(long)]
+    table: bool,
+    /// Keep a fresh-fill load on one host for SECS seconds (prints the host's PID first), for a
+    /// profiler such as `perf record -p PID`.
+    #[arg(long, value_name = "SECS")]
+    hold: Option<u64>,
+    /// Internal: serve the minimal JSON echo on this socket path.
+    #[arg(long, value_name = "SOCK", hide = true)]
+    echo_server: Option<PathBuf>,
+    /// Repetitions of every row.
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+    /// Requests per throughput measurement.
+    #[arg(long, default_value_t = 1_000_000)]
+    requests: u64,
+    /// Receipts in the book for the flat-with-size rows (0 skips them).
+    #[arg(long, default_value_t = 5_000_000)]
+    book: u64,
+    /// Seconds of the open-loop latency run at half the measured peak (0 skips it).
+    #[arg(long, default_value_t = 5)]
+    latency_secs: u64,
+    /// The `polaris` binary [default: target/release/polaris, built first under `cargo run`].
+    #[arg(long, value_name = "PATH")]
+    polaris: Option<PathBuf>,
+    /// Extra arguments for every `polaris serve` (split on whitespace).
+    #[arg(
+        long,
+        value_name = "ARGS",
+        default_value = "",
+        allow_hyphen_values = true
+    )]
+    serve_args: String,
+    /// With --hold: replay the same frames over and over instead of fresh ones.
+    #[arg(long)]
+    replays: bool,
+    /// With --hold: params keys in SPEC's example order (not canonical) instead of sorted.
+    #[arg(long)]
+    spec_order: bool,
+    /// Skip the Redis rows even when Redis is installed.
+    #[arg(long)]
+    no_redis: bool,
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Some(sock) = &args.echo_server {
+        echo_server(sock);
+        return;
+    }
+    let result = if let Some(secs) = args.hold {
+        hold(&args, secs)
+    } else if args.table {
+        table(&args)
+    } else {
+        Err("nothing to do: pass --table (the whole measurement) or --hold SECS".into())
+    };
+    if let Err(e) = result {
+        eprintln!("load: {e}");
+        std::process::exit(1);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Frames
+
+/// Writes `page.fill` frames whose request IDs are UUID-shaped and unique per (generator,
+/// sequence number): 20 random hex digits fixed per generator, then the sequence number in the
+/// last 12. Replaying a generator's range sends the very same frames again.
+#[derive(Clone)]
+struct Frames {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+impl Frames {
+    /// `sorted`: params keys in sorted order, as Polaris's client library writes them (the
+    /// canonical form); else in the order of SPEC's example (`taskId`, `target`, `value`).
+    fn new(task: &str, sorted: bool) -> Frames {
+        let r = uuid::Uuid::new_v4().simple().to_string();
+        // Version 4, and one of the four variant digits, as a v4 UUID has.
+        let variant = b"89ab"[usize::from(r.as_bytes()[16]) & 3] as char;
+        let head = format!(
+            "{{\"id\":\"{}-{}-4{}-{variant}{}-",
+            &r[0..8],
+            &r[8..12],
+            &r[13..16],
+            &r[17..20],
+        );
+        // The value pads every frame to FRAME_BYTES whatever the task ID's length.
+        let fixed = head.len()
+            + 12
+            + "\",\"method\":\"page.fill\",\"params\":{\"taskId\":\"".len()
+            + task.len()
+            + "\",\"target\":\"#title\",\"value\":\"\"}}\n".len();
+        let value = "Hello".to_string() + &"!".repeat(FRAME_BYTES.saturating_sub(fixed + 5));
+        let params = if sorted {
+            format!("{{\"target\":\"#title\",\"taskId\":\"{task}\",\"value\":\"{value}\"}}")
+        } else {
+            format!("{{\"taskId\":\"{task}\",\"target\":\"#title\",\"value\":\"{value}\"}}")
+        };
+        let tail = format!("\",\"method\":\"page.fill\",\"params\":{params}}}\n");
+        Frames {
+            head: head.into_bytes(),
+            tail: tail.into_bytes(),
+        }
+    }
+
+    fn push(&self, out: &mut Vec<u8>, seq: u64) {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        out.extend_from_slice(&self.head);
+        for shift in (0..12).rev() {
+            out.push(HEX[((seq >> (shift * 4)) & 0xf) as usize]);
+        }
+        out.extend_from_slice(&self.tail);
+    }
+
+    fn len(&self) -> usize {
+        self.head.len() + 12 + self.tail.len()
+    }
+}
+
+/// The sequence number in a reply's request ID (the last 12 hex digits of a `Frames` ID).
+fn reply_seq(line: &[u8]) -> Option<u64> {
+    let at = memchr::memmem::find(line, b"\"id\":\"")? + 6;
+    let end = at + memchr::memchr(b'"', &line[at..])?;
+    let hex = std::str::from_utf8(line.get(end.checked_sub(12)?..end)?).ok()?;
+    u64::from_str_radix(hex, 16).ok()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The closed-loop client
+
+async fn connect(path: &Path) -> Result<UnixStream, String> {
+    UnixStream::connect(path)
+        .await
+        .map_err(|e| format!("cannot connect to {}: {e}", path.display()))
+}
+
+/// Sends one request line and returns its reply line.
+async fn call(s: &mut UnixStream, line: &str) -> Result<String, String> {
+    s.write_all(line.as_bytes())
+        .await
+        .map_err(|e| format!("write: {e}"))?;
+    let mut buf = Vec::new();
+    let mut byte = [0u8; 4096];
+    loop {
+        let n = s.read(&mut byte).await.map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("the server closed the connection".into());
+        }
+        buf.extend_from_slice(&byte[..n]);
+        if buf.ends_with(b"\n") {
+            return Ok(String::from_utf8_lossy(&buf).into_owned());
+        }
+    }
+}
+
+/// Starts a Polaris task and returns its ID; a JSON echo answers without one, so any ID of the
+/// same length serves there.
+async fn start_task(s: &mut UnixStream) -> Result<String, String> {
+    let line = format!(
+        "{{\"id\":\"{}\",\"method\":\"task.start\",\"params\":{{\"title\":\"load\"}}}}\n",
+        uuid::Uuid::new_v4()
+    );
+    let reply = call(s, &line).await?;
+    let v: serde_json::Value =
+        serde_json::from_str(&reply).map_err(|e| format!("task.start reply {reply:?}: {e}"))?;
+    Ok(v["result"]["taskId"]
+        .as_str()
+        .map(str::to_owned)
+        .unwrap_or_else(|| "t-0123456789abcdef0123456789abcdef".into()))
+}
+
+/// The longest frame sent (FRAME_BYTES unless a task ID is longer than 42 characters), for the
+/// table's header.
+static LONGEST_FRAME: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// One connection's frames and the range of sequence numbers it sends.
+struct Lane {
+    stream: UnixStream,
+    frames: Frames,
+}
+
+/// Opens the 32 connections; each gets a task of its own, or all share the first one's.
+async fn lanes(path: &Path, shared_task: bool, sorted: bool) -> Result<Vec<Lane>, String> {
+    let mut v = Vec::with_capacity(CONNECTIONS);
+    let mut shared = None;
+    for _ in 0..CONNECTIONS {
+        let mut stream = connect(path).await?;
+        let task = match (&shared, shared_task) {
+            (Some(t), true) => String::clone(t),
+            _ => start_task(&mut stream).await?,
+        };
+        if shared_task {
+            shared.get_or_insert_with(|| task.clone());
+        }
+        let frames = Frames::new(&task, sorted);
+        LONGEST_FRAME.fetch_max(frames.len(), Ordering::Relaxed);
+        v.push(Lane { stream, frames });
+    }
+    Ok(v)
+}
+
+/// Sends `seqs` keeping `WINDOW` in flight and checks that every reply says `"ok":true`.
+async fn drive(
+    s: &mut UnixStream,
+    frames: &Frames,
+    seqs: std::ops::Range<u64>,
+) -> Result<(), String> {
+    let ok = memchr::memmem::Finder::new(b"\"ok\":true");
+    let mut out = Vec::with_capacity(WINDOW * FRAME_BYTES);
+    let mut inbuf = vec![0u8; 64 * 1024];
+    let mut filled = 0;
+    let (mut sent, mut received) = (seqs.start, seqs.start);
+    while received < seqs.end {
+        out.clear();
+        while sent < seqs.end && sent - received < WINDOW as u64 {
+            frames.push(&mut out, sent);
+            sent += 1;
+        }
+        if !out.is_empty() {
+            s.write_all(&out).await.map_err(|e| format!("write: {e}"))?;
+        }
+        let n = s
+            .read(&mut inbuf[filled..])
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            return Err("the server closed the connection mid-run".into());
+        }
+        filled += n;
+        let mut pos = 0;
+        while let Some(i) = memchr::memchr(b'\n', &inbuf[pos..filled]) {
+            let line = &inbuf[pos..pos + i];
+            if ok.find(line).is_none() {
+                return Err(format!(
+                    "a reply was not ok: {}",
+                    String::from_utf8_lossy(line)
+                ));
+            }
+            received += 1;
+            pos += i + 1;
+        }
+        inbuf.copy_within(pos..filled, 0);
+        filled -= pos;
+        if filled == inbuf.len() {
+            inbuf.resize(inbuf.len() * 2, 0);
+        }
+    }
+    Ok(())
+}
+
+/// Runs `per_lane` requests on every lane at once, starting at sequence number `from`; returns
+/// the wall time.
+fn run_lanes(
+    rt: &Runtime,
+    lanes: &mut Vec<Lane>,
+    from: u64,
+    per_lane: u64,
+) -> Result<Duration, String> {
+    let taken: Vec<Lane> = std::mem::take(lanes);
+    let t0 = Instant::now();
+    let back = rt.block_on(async move {
+        let handles: Vec<_> = taken
+            .into_iter()
+            .map(|mut lane| {
+                tokio::spawn(async move {
+                    let r = drive(&mut lane.stream, &lane.frames, from..from + per_lane).await;
+                    (lane, r)
+                })
+            })
+            .collect();
+        let mut back = Vec::new();
+        for h in handles {
+            back.push(h.await.map_err(|e| format!("a client task failed: {e}"))?);
+        }
+        Ok::<_, String>(back)
+    })?;
+    let wall = t0.elapsed();
+    for (lane, r) in back {
+        r?;
+        lanes.push(lane);
+    }
+    Ok(wall)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The open-loop client (latency at a fixed offered rate)
+
+/// Offers `rate` requests/s spread over the 32 connections for `secs` seconds, on 1 ms ticks,
+/// whatever the replies do; returns the round trips (µs, from the write of each request's batch
+/// to its reply) and the rate achieved.
+fn open_loop(
+    rt: &Runtime,
+    lanes: Vec<Lane>,
+    rate: f64,
+    secs: u64,
+) -> Result<(Vec<u32>, f64), String> {
+    let per_lane = rate / CONNECTIONS as f64;
+    let total_per_lane = (per_lane * secs as f64) as u64;
+    let t0 = Instant::now();
+    let results = rt.block_on(async move {
+        let mut handles = Vec::new();
+        for lane in lanes {
+            let (mut rd, mut wr) = lane.stream.into_split();
+            let frames = lane.frames;
+            let sent_at: Arc<Vec<AtomicU64>> =
+                Arc::new((0..total_per_lane).map(|_| AtomicU64::new(0)).collect());
+            let sent_w = sent_at.clone();
+            let start = Instant::now();
+            let writer = tokio::spawn(async move {
+                let mut tick = tokio::time::interval(Duration::from_millis(1));
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+                let mut sent = 0u64;
+                let mut out = Vec::new();
+                while sent < total_per_lane {
+                    tick.tick().await;
+                    let due =
+                        ((start.elapsed().as_secs_f64() * per_lane) as u64).min(total_per_lane);
+                    if due <= sent {
+                        continue;
+                    }
+                    out.clear();
+                    let now = start.elapsed().as_nanos() as u64;
+                    for seq in sent..due {
+                        frames.push(&mut out, seq);
+                        sent_w[seq as usize].store(now, Ordering::Release);
+                    }
+                    wr.write_all(&out)
+                        .await
+                        .map_err(|e| format!("write: {e}"))?;
+                    sent = due;
+                }
+                Ok::<_, String>(wr)
+            });
+            let reader = tokio::spawn(async move {
+                let mut lat = Vec::with_capacity(total_per_lane as usize);
+                let mut inbuf = vec![0u8; 64 * 1024];
+                let mut filled = 0;
+                while (lat.len() as u64) < total_per_lane {
+                    let n = rd
+                        .read(&mut inbuf[filled..])
+                        .await
+                        .map_err(|e| format!("read: {e}"))?;
+                    if n == 0 {
+                        return Err("the server closed the connection mid-run".to_string());
+                    }
+                    filled += n;
+                    let now = start.elapsed().as_nanos() as u64;
+                    let mut pos = 0;
+                    while let Some(i) = memchr::memchr(b'\n', &inbuf[pos..filled]) {
+                        let line = &inbuf[pos..pos + i];
+                        if memchr::memmem::find(line, b"\"ok\":true").is_none() {
+                            return Err(format!(
+                                "a reply was not ok: {}",
+                                String::from_utf8_lossy(line)
+                            ));
+                        }
+                        let seq =
+                            reply_seq(line)
+                                .filter(|s| *s < total_per_lane)
+                                .ok_or_else(|| {
+                                    format!(
+                                        "a reply without a known id: {}",
+                                        String::from_utf8_lossy(line)
+                                    )
+                                })?;
+                        let at = sent_at[seq as usize].load(Ordering::Acquire);
+                        lat.push(((now.saturating_sub(at)) / 1000).min(u32::MAX as u64) as u32);
+                        pos += i + 1;
+                    }
+                    inbuf.copy_within(pos..filled, 0);
+                    filled -= pos;
+                    if filled == inbuf.len() {
+                        inbuf.resize(inbuf.len() * 2, 0);
+                    }
+                }
+                Ok::<_, String>(lat)
+            });
+            handles.push((writer, reader));
+        }
+        let mut all = Vec::new();
+        for (w, r) in handles {
+            w.await.map_err(|e| e.to_string())??;
+            all.extend(r.await.map_err(|e| e.to_string())??);
+        }
+        Ok::<_, String>(all)
+    })?;
+    let achieved = results.len() as f64 / t0.elapsed().as_secs_f64();
+    Ok((results, achieved))
+}
+
+fn percentile(sorted: &[u32], p: f64) -> u32 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    sorted[((sorted.len() as f64 * p) as usize).min(sorted.len() - 1)]
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes under test
+
+/// User + system CPU seconds a process has used so far, from `/proc/PID/stat`.
+fn proc_cpu(pid: u32) -> Result<f64, String> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_err(|e| format!("/proc/{pid}/stat: {e}"))?;
+    let after = stat
+        .rfind(')')
+        .map(|i| &stat[i + 2..])
+        .ok_or("an unreadable /proc stat line")?;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    // utime and stime are fields 14 and 15 of the line, 11 and 12 after the command name.
+    Ok((ticks(11) + ticks(12)) / hz)
+}
+
+/// A server process this client started; killed and reaped when dropped.
+struct Server {
+    child: Child,
+    dir: tempfile::TempDir,
+    sock: PathBuf,
+}
+
+impl Server {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+    /// Waits until the socket accepts a connection, or the process exits (the log says why).
+    fn wait_ready(mut self) -> Result<Server, String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!("exited with {status}: {}", self.log().trim()));
+            }
+            if std::os::unix::net::UnixStream::connect(&self.sock).is_ok() {
+                return Ok(self);
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "{} did not accept connections within 60 s",
+                    self.sock.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child by its PID.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn temp_dir(prefix: &str) -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir_in("/tmp")
+        .map_err(|e| format!("cannot make a temp dir in /tmp: {e}"))
+}
+
+fn spawn_logged(cmd: &mut Command, dir: &Path) -> Result<Child, String> {
+    let log = std::fs::File::create(dir.join("server.log")).map_err(|e| e.to_string())?;
+    cmd.stdin(Stdio::null())
+        .stdout(log.try_clone().map_err(|e| e.to_string())?)
+        .stderr(log)
+        .spawn()
+        .map_err(|e| format!("cannot start {:?}: {e}", cmd.get_program()))
+}
+
+/// How to start `polaris serve`.
+#[derive(Clone)]
+struct PolarisCmd {
+    bin: PathBuf,
+    /// `--no-journal`, when the binary knows it (receipts then live for the run).
+    no_journal: bool,
+    knows_journal: bool,
+    extra: Vec<String>,
+}
+
+impl PolarisCmd {
+    fn locate(args: &Args) -> Result<PolarisCmd, String> {
+        let bin = match &args.polaris {
+            Some(p) => p.clone(),
+            None => {
+                let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+                let release = exe
+                    .parent()
+                    .and_then(Path::parent)
+                    .ok_or("cannot find the target directory")?
+                    .to_path_buf();
+                if let Some(cargo) = std::env::var_os("CARGO") {
+                    // Under `cargo run` make sure the binary measured is this tree's.
+                    let status = Command::new(cargo)
+                        .args(["build", "--release", "--bin", "polaris"])
+                        .status()
+                        .map_err(|e| format!("cargo build: {e}"))?;
+                    if !status.success() {
+                        return Err("`cargo build --release --bin polaris` failed".into());
+                    }
+                }
+                release.join("polaris")
+            }
+        };
+        if !bin.is_file() {
+            return Err(format!(
+                "{} does not exist: run `cargo build --release --bin polaris` or pass --polaris PATH",
+                bin.display()
+            ));
+        }
+        let help = Command::new(&bin)
+            .args(["serve", "--help"])
+            .output()
+            .map_err(|e| format!("{}: {e}", bin.display()))?;
+        let help = String::from_utf8_lossy(&help.stdout);
+        Ok(PolarisCmd {
+            no_journal: help.contains("--no-journal"),
+            knows_journal: help.contains("--journal <"),
+            bin,
+            extra: args
+                .serve_args
+                .split_whitespace()
+                .map(str::to_owned)
+                .collect(),
+        })
+    }
+
+    /// Starts a host on a fresh temp socket dir; `journal` puts a journal in that dir.
+    fn start(&self, capacity: u64, journal: bool) -> Result<Server, String> {
+        let dir = temp_dir("polaris-load")?;
+        let mut cmd = Command::new(&self.bin);
+        cmd.arg("serve")
+            .arg("--socket-dir")
+            .arg(dir.path())
+            .arg("--audit-log")
+            .arg(dir.path().join("audit.jsonl"))
+            .arg("--capacity")
+            .arg(capacity.to_string());
+        if journal {
+            cmd.arg("--journal").arg(dir.path().join("journal"));
+        } else if self.no_journal {
+            cmd.arg("--no-journal");
+        }
+        cmd.args(&self.extra);
+        let child = spawn_logged(&mut cmd, dir.path())?;
+        Server {
+            child,
+            sock: dir.path().join("bridge.sock"),
+            dir,
+        }
+        .wait_ready()
+    }
+}
+
+fn start_echo() -> Result<Server, String> {
+    let dir = temp_dir("polaris-echo")?;
+    let sock = dir.path().join("echo.sock");
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let child = spawn_logged(
+        Command::new(exe).arg("--echo-server").arg(&sock),
+        dir.path(),
+    )?;
+    Server { child, sock, dir }.wait_ready()
+}
+
+fn redis_installed() -> bool {
+    ["redis-server", "redis-benchmark"].iter().all(|b| {
+        Command::new(b)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok()
+    })
+}
+
+fn start_redis(aof_always: bool) -> Result<Server, String> {
+    let dir = temp_dir("polaris-redis")?;
+    let sock = dir.path().join("redis.sock");
+    let mut cmd = Command::new("redis-server");
+    cmd.args(["--port", "0", "--unixsocket"])
+        .arg(&sock)
+        .args(["--unixsocketperm", "700", "--dir"])
+        .arg(dir.path())
+        .args(["--save", "", "--daemonize", "no"]);
+    if aof_always {
+        cmd.args(["--appendonly", "yes", "--appendfsync", "always"]);
+    } else {
+        cmd.args(["--appendonly", "no"]);
+    }
+    let child = spawn_logged(&mut cmd, dir.path())?;
+    Server { child, sock, dir }.wait_ready()
+}
+
+// ---------------------------------------------------------------------------------------------
+// One measurement
+
+/// One throughput sample: requests per second and the server's CPU µs per request.
+#[derive(Clone, Copy, Debug)]
+struct Sample {
+    rate: f64,
+    cpu_us: f64,
+}
+
+/// Drives `requests` (rounded to whole lanes) through `lanes` from sequence number `from`,
+/// measuring the server's CPU over exactly that window.
+fn measure(
+    rt: &Runtime,
+    server: &Server,
+    lanes: &mut Vec<Lane>,
+    from: u64,
+    requests: u64,
+) -> Result<Sample, String> {
+    let per_lane = requests.div_ceil(CONNECTIONS as u64);
+    let c0 = proc_cpu(server.pid())?;
+    let wall = run_lanes(rt, lanes, from, per_lane)?;
+    let cpu = proc_cpu(server.pid())? - c0;
+    let n = (per_lane * CONNECTIONS as u64) as f64;
+    Ok(Sample {
+        rate: n / wall.as_secs_f64(),
+        cpu_us: cpu / n * 1e6,
+    })
+}
+
+/// A short warm-up of every lane (the first connections' buffers, the first pages).
+const WARMUP_PER_LANE: u64 = 2_000;
+
+/// Fresh fills on a new host (or the echo): warm-up, then the measured window.
+fn fresh(
+    rt: &Runtime,
+    server: &Server,
+    shared_task: bool,
+    sorted: bool,
+    requests: u64,
+) -> Result<Sample, String> {
+    let mut lanes = rt.block_on(lanes(&server.sock, shared_task, sorted))?;
+    run_lanes(rt, &mut lanes, 0, WARMUP_PER_LANE)?;
+    measure(rt, server, &mut lanes, WARMUP_PER_LANE, requests)
+}
+
+/// Fresh fills, then the very same frames again: every one a replay.
+fn replay(rt: &Runtime, server: &Server, requests: u64) -> Result<Sample, String> {
+    let mut lanes = rt.block_on(lanes(&server.sock, false, true))?;
+    let per_lane = requests.div_ceil(CONNECTIONS as u64);
+    run_lanes(rt, &mut lanes, 0, per_lane)?;
+    measure(rt, server, &mut lanes, 0, requests)
+}
+
+/// Fresh fills into an empty book, then into a book holding `book` receipts.
+fn growth(
+    rt: &Runtime,
+    server: &Server,
+    shared_task: bool,
+    requests: u64,
+    book: u64,
+) -> Result<(Sample, Sample), String> {
+    let mut lanes = rt.block_on(lanes(&server.sock, shared_task, true))?;
+    let empty = measure(rt, server, &mut lanes, 0, requests)?;
+    let per_lane = requests.div_ceil(CONNECTIONS as u64);
+    let fill = book.saturating_sub(per_lane * CONNECTIONS as u64) / CONNECTIONS as u64;
+    run_lanes(rt, &mut lanes, per_lane, fill)?;
+    let full = measure(rt, server, &mut lanes, per_lane + fill, requests)?;
+    Ok((empty, full))
+}
+
+/// `redis-benchmark` with the issue's arguments; its own rate, the server's CPU per request.
+fn redis_bench(server: &Server, requests: u64) -> Result<Sample, String> {
+    let c0 = proc_cpu(server.pid())?;
+    let out = Command::new("redis-benchmark")
+        .arg("-s")
+        .arg(&server.sock)
+        .args(["-c", "32", "-P", "64", "-r", "100000000", "-n"])
+        .arg(requests.to_string())
+        .args(["-q", "SET", "key:__rand_int__", "v", "NX"])
+        .output()
+        .map_err(|e| format!("redis-benchmark: {e}"))?;
+    let cpu = proc_cpu(server.pid())? - c0;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rate = text
+        .split(['\r', '\n'])
+        .filter_map(|l| {
+            let before = l.split(" requests per second").next()?;
+            if before.len() == l.len() {
+                return None;
+            }
+            before.rsplit(' ').next()?.parse::<f64>().ok()
+        })
+        .next_back()
+        .ok_or_else(|| format!("no rate in redis-benchmark's output: {text:?}"))?;
+    Ok(Sample {
+        rate,
+        cpu_us: cpu / requests as f64 * 1e6,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// The table
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    if s.is_empty() {
+        f64::NAN
+    } else if s.len() % 2 == 1 {
+        s[s.len() / 2]
+    } else {
+        (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2.0
+    }
+}
+
+fn range(v: &[f64]) -> (f64, f64) {
+    v.iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+            (lo.min(*x), hi.max(*x))
+        })
+}
+
+fn k(rate: f64) -> String {
+    format!("{:.0}k", rate / 1000.0)
+}
+
+/// The samples of one row, one per repetition.
+#[derive(Default)]
+struct Row {
+    samples: Vec<Sample>,
+}
+
+impl Row {
+    fn rates(&self) -> Vec<f64> {
+        self.samples.iter().map(|s| s.rate).collect()
+    }
+    fn cpus(&self) -> Vec<f64> {
+        self.samples.iter().map(|s| s.cpu_us).collect()
+    }
+    fn rate_cell(&self) -> String {
+        let r = self.rates();
+        let (lo, hi) = range(&r);
+        format!("{}/s ({}–{})", k(median(&r)), k(lo), k(hi))
+    }
+    fn cpu_cell(&self) -> String {
+        let c = self.cpus();
+        let (lo, hi) = range(&c);
+        format!("{:.2} µs ({:.2}–{:.2})", median(&c), lo, hi)
+    }
+    /// Median and range of the per-repetition ratios against `base` (paired by repetition).
+    fn ratio_cell(&self, base: &Row) -> String {
+        let r: Vec<f64> = self
+            .samples
+            .iter()
+            .zip(&base.samples)
+            .map(|(a, b)| a.rate / b.rate)
+            .collect();
+        if r.is_empty() {
+            return "–".into();
+        }
+        let (lo, hi) = range(&r);
+        format!("{:.2}× ({:.2}–{:.2})", median(&r), lo, hi)
+    }
+}
+
+fn uptime() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|m| m.trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    format!("{cpu}, {cores} cores")
+}
+
+fn client_runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("the client runtime starts")
+}
+
+fn table(args: &Args) -> Result<(), String> {
+    let polaris = PolarisCmd::locate(args)?;
+    let rt = client_runtime();
+    let n = args.requests;
+    let capacity = args.book + 4 * n + 1_000_000;
+    let redis = !args.no_redis && redis_installed();
+    let mut skipped = Vec::new();
+    if !args.no_redis && !redis {
+        skipped.push(
+            "Redis rows skipped: redis-server/redis-benchmark not found (apt-get install redis-server redis-tools)"
+                .to_string(),
+        );
+    }
+    let mut journal_ok = polaris.knows_journal;
+    if !journal_ok {
+        skipped.push(format!(
+            "journal row skipped: {} serve does not know --journal",
+            polaris.bin.display()
+        ));
+    }
+    let started = Instant::now();
+    let load_before = uptime();
+    let (mut fresh_own, mut fresh_shared, mut replays, mut journaled) = (
+        Row::default(),
+        Row::default(),
+        Row::default(),
+        Row::default(),
+    );
+    let mut unsorted = Row::default();
+    let (mut echo, mut redis_plain, mut redis_aof) =
+        (Row::default(), Row::default(), Row::default());
+    let (mut g_own_empty, mut g_own_full, mut g_sh_empty, mut g_sh_full) = (
+        Row::default(),
+        Row::default(),
+        Row::default(),
+        Row::default(),
+    );
+    for rep in 0..args.reps {
+        eprintln!(
+            "repetition {}/{} (load average {})",
+            rep + 1,
+            args.reps,
+            uptime()
+        );
+        let s = polaris.start(capacity, false)?;
+        fresh_own.samples.push(fresh(&rt, &s, false, true, n)?);
+        drop(s);
+        eprintln!(
+            "  polaris fresh, task per connection: {}",
+            k(fresh_own.samples[rep].rate)
+        );
+        let e = start_echo()?;
+        echo.samples.push(fresh(&rt, &e, false, true, n)?);
+        drop(e);
+        eprintln!("  JSON echo: {}", k(echo.samples[rep].rate));
+        if redis {
+            let r = start_redis(false)?;
+            redis_plain.samples.push(redis_bench(&r, n)?);
+            drop(r);
+            eprintln!("  redis SET NX: {}", k(redis_plain.samples[rep].rate));
+        }
+        let s = polaris.start(capacity, false)?;
+        fresh_shared.samples.push(fresh(&rt, &s, true, true, n)?);
+        drop(s);
+        eprintln!(
+            "  polaris fresh, one shared task: {}",
+            k(fresh_shared.samples[rep].rate)
+        );
+        let s = polaris.start(capacity, false)?;
+        replays.samples.push(replay(&rt, &s, n)?);
+        drop(s);
+        eprintln!("  polaris replays: {}", k(replays.samples[rep].rate));
+        let s = polaris.start(capacity, false)?;
+        unsorted.samples.push(fresh(&rt, &s, false, false, n)?);
+        drop(s);
+        eprintln!(
+            "  polaris fresh, params in SPEC's order: {}",
+            k(unsorted.samples[rep].rate)
+        );
+        if journal_ok {
+            match polaris.start(capacity, true) {
+                Ok(s) => {
+                    journaled.samples.push(fresh(&rt, &s, false, true, n)?);
+                    eprintln!(
+                        "  polaris fresh, journal: {}",
+                        k(journaled.samples[rep].rate)
+                    );
+                }
+                Err(e) => {
+                    journal_ok = false;
+                    skipped.push(format!("journal row skipped: polaris serve --journal {e}"));
+                }
+            }
+        }
+        if redis {
+            let r = start_redis(true)?;
+            redis_aof.samples.push(redis_bench(&r, n)?);
+            drop(r);
+            eprintln!(
+                "  redis SET NX, appendfsync always: {}",
+                k(redis_aof.samples[rep].rate)
+            );
+        }
+        if args.book > 0 {
+            for (shared, empty, full) in [
+                (false, &mut g_own_empty, &mut g_own_full),
+                (true, &mut g_sh_empty, &mut g_sh_full),
+            ] {
+                let s = polaris.start(capacity, false)?;
+                let (a, b) = growth(&rt, &s, shared, n, args.book)?;
+                drop(s);
+                eprintln!(
+                    "  polaris {} book: empty {}, {} receipts {}",
+                    if shared {
+                        "shared task"
+                    } else {
+                        "task per connection"
+                    },
+                    k(a.rate),
+                    args.book,
+                    k(b.rate)
+                );
+                empty.samples.push(a);
+                full.samples.push(b);
+            }
+        }
+    }
+    // Latency at half the peak of fresh fills measured on the same host just before (the
+    // machine's capacity moves between minutes); then the echo at the same offered rate.
+    let mut latency = Vec::new();
+    let mut offered = 0.0;
+    if args.latency_secs > 0 {
+        let s = polaris.start(capacity, false)?;
+        let peak = fresh(&rt, &s, false, true, n)?;
+        offered = peak.rate / 2.0;
+        eprintln!("latency: peak {}, offering {}", k(peak.rate), k(offered));
+        let l = rt.block_on(lanes(&s.sock, false, true))?;
+        let (mut lat, achieved) = open_loop(&rt, l, offered, args.latency_secs)?;
+        drop(s);
+        lat.sort_unstable();
+        latency.push(("Polaris fresh page.fill", achieved, lat));
+        let e = start_echo()?;
+        let l = rt.block_on(lanes(&e.sock, false, true))?;
+        let (mut lat, achieved) = open_loop(&rt, l, offered, args.latency_secs)?;
+        drop(e);
+        lat.sort_unstable();
+        latency.push(("JSON echo", achieved, lat));
+    }
+
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nMachine: {} · load average {} before, {} after · {} repetitions of {} requests, alternated · {}-byte frames · {:.0} s\n",
+        machine(),
+        load_before,
+        uptime(),
+        args.reps,
+        n,
+        LONGEST_FRAME.load(Ordering::Relaxed),
+        started.elapsed().as_secs_f64()
+    );
+    let _ = writeln!(
+        o,
+        "| system (32 connections × 64 in flight) | throughput, median (range) | server CPU per request | vs Redis SET NX | vs JSON echo |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|");
+    let dash = |r: &Row, b: &Row| {
+        if b.samples.is_empty() {
+            "–".to_string()
+        } else {
+            r.ratio_cell(b)
+        }
+    };
+    let mut row = |name: &str, r: &Row, vs_redis: &Row, vs_echo: &Row| {
+        if !r.samples.is_empty() {
+            let _ = writeln!(
+                o,
+                "| {name} | {} | {} | {} | {} |",
+                r.rate_cell(),
+                r.cpu_cell(),
+                dash(r, vs_redis),
+                dash(r, vs_echo)
+            );
+        }
+    };
+    let none = Row::default();
+    row(
+        "Polaris, fresh `page.fill`, one task per connection",
+        &fresh_own,
+        &redis_plain,
+        &echo,
+    );
+    row(
+        "Polaris, fresh `page.fill`, one task shared by all 32",
+        &fresh_shared,
+        &redis_plain,
+        &echo,
+    );
+    row(
+        "Polaris, replayed `page.fill` (same IDs again)",
+        &replays,
+        &redis_plain,
+        &echo,
+    );
+    row(
+        "Polaris, fresh `page.fill`, params keys in SPEC's example order (not canonical)",
+        &unsorted,
+        &redis_plain,
+        &echo,
+    );
+    row(
+        "Polaris with its journal, fresh `page.fill` (vs Redis appendfsync always)",
+        &journaled,
+        &redis_aof,
+        &echo,
+    );
+    row("JSON echo, same frames", &echo, &redis_plain, &none);
+    row(
+        "Redis `SET key:__rand_int__ v NX` (`redis-benchmark -P 64`)",
+        &redis_plain,
+        &none,
+        &echo,
+    );
+    row(
+        "Redis `SET … NX`, `appendonly yes`, `appendfsync always`",
+        &redis_aof,
+        &none,
+        &echo,
+    );
+    if args.book > 0 {
+        let _ = writeln!(
+            o,
+            "\n| flat with size (fresh `page.fill`) | empty book | {} receipts in the book | full ÷ empty |\n|---|---|---|---|",
+            args.book
+        );
+        for (name, e, f) in [
+            ("one task per connection", &g_own_empty, &g_own_full),
+            ("one task shared by all 32", &g_sh_empty, &g_sh_full),
+        ] {
+            let _ = writeln!(
+                o,
+                "| {name} | {} | {} | {} |",
+                e.rate_cell(),
+                f.rate_cell(),
+                f.ratio_cell(e)
+            );
+        }
+    }
+    if !latency.is_empty() {
+        let _ = writeln!(
+            o,
+            "\n| round trip at half the peak just measured on the same host (open loop, {:.0}k/s offered for {} s, from each batch's write to its reply) | achieved | p50 | p99 | p999 | max |\n|---|---|---|---|---|---|",
+            offered / 1000.0,
+            args.latency_secs
+        );
+        for (name, achieved, lat) in &latency {
+            let _ = writeln!(
+                o,
+                "| {name} | {}{} | {} µs | {} µs | {} µs | {} µs |",
+                k(*achieved),
+                if *achieved < 0.95 * offered {
+                    " (fell behind the offered rate: the round trips include queueing)"
+                } else {
+                    ""
+                },
+                percentile(lat, 0.5),
+                percentile(lat, 0.99),
+                percentile(lat, 0.999),
+                lat.last().copied().unwrap_or(0)
+            );
+        }
+    }
+    for s in &skipped {
+        let _ = writeln!(o, "\n{s}");
+    }
+    println!("{o}");
+    Ok(())
+}
+
+/// A fresh-fill load on one host for `secs` seconds, for a profiler.
+fn hold(args: &Args, secs: u64) -> Result<(), String> {
+    let polaris = PolarisCmd::locate(args)?;
+    let rt = client_runtime();
+    let s = polaris.start(args.book.max(50_000_000), false)?;
+    println!("host pid {}", s.pid());
+    let mut lanes = rt.block_on(lanes(&s.sock, false, !args.spec_order))?;
+    let chunk = 20_000;
+    if args.replays {
+        // The receipts every later round replays.
+        run_lanes(&rt, &mut lanes, 0, chunk)?;
+    }
+    let t0 = Instant::now();
+    let (mut from, mut total) = (0, 0u64);
+    let c0 = proc_cpu(s.pid())?;
+    while t0.elapsed() < Duration::from_secs(secs) {
+        run_lanes(&rt, &mut lanes, from, chunk)?;
+        if !args.replays {
+            from += chunk;
+        }
+        total += chunk * CONNECTIONS as u64;
+    }
+    let cpu = proc_cpu(s.pid())? - c0;
+    println!(
+        "{} {} in {:.1} s: {}/s, host CPU {:.2} µs per request",
+        total,
+        if args.replays {
+            "replays"
+        } else {
+            "fresh fills"
+        },
+        t0.elapsed().as_secs_f64(),
+        k(total as f64 / t0.elapsed().as_secs_f64()),
+        cpu / total as f64 * 1e6
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The JSON echo baseline
+
+/// What the echo parses out of each request line (the whole line is parsed and checked).
+#[derive(serde::Deserialize)]
+struct EchoRequest<'a> {
+    #[serde(borrow)]
+    id: &'a str,
+    #[allow(dead_code)]
+    #[serde(borrow)]
+    method: &'a str,
+    #[allow(dead_code)]
+    #[serde(borrow)]
+    params: Option<&'a serde_json::value::RawValue>,
+}
+
+/// The minimal batched JSON echo: 2 tokio workers as the host has here; per connection, parse
+/// each complete line and write a small reply, all replies to one read in one write.
+fn echo_server(sock: &Path) {
+    let rt = client_runtime();
+    rt.block_on(async {
+        let listener = UnixListener::bind(sock).expect("the echo socket binds");
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                continue;
+            };
+            tokio::spawn(async move {
+                let mut inbuf = vec![0u8; 64 * 1024];
+                let mut filled = 0;
+                let mut out = Vec::with_capacity(64 * 1024);
+                loop {
+                    let Ok(n) = s.read(&mut inbuf[filled..]).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    filled += n;
+                    let mut pos = 0;
+                    out.clear();
+                    while let Some(i) = memchr::memchr(b'\n', &inbuf[pos..filled]) {
+                        match serde_json::from_slice::<EchoRequest>(&inbuf[pos..pos + i]) {
+                            Ok(r) => {
+                                out.extend_from_slice(b"{\"id\":\"");
+                                out.extend_from_slice(r.id.as_bytes());
+                                out.extend_from_slice(b"\",\"ok\":true,\"result\":{}}\n");
+                            }
+                            Err(_) => out.extend_from_slice(
+                                b"{\"id\":null,\"ok\":false,\"error\":{\"code\":\"BAD_REQUEST\"}}\n",
+                            ),
+                        }
+                        pos += i + 1;
+                    }
+                    inbuf.copy_within(pos..filled, 0);
+                    filled -= pos;
+                    if filled == inbuf.len() {
+                        inbuf.resize(inbuf.len() * 2, 0);
+                    }
+                    if !out.is_empty() && s.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    //! `cargo test --release --example load`: the frames, the reply matching, the CPU reading
+    //! and the closed-loop client against the echo over a real socket.
+    use super::*;
+
+    #[test]
+    fn frames_are_165_bytes_of_valid_page_fill_requests_with_unique_ids() {
+        let task = uuid::Uuid::new_v4().to_string();
+        let mut seen = std::collections::HashSet::new();
+        for sorted in [true, false] {
+            let frames = Frames::new(&task, sorted);
+            assert_eq!(frames.len(), FRAME_BYTES);
+            for seq in [0u64, 1, 4095, (1 << 48) - 1] {
+                let mut out = Vec::new();
+                frames.push(&mut out, seq);
+                assert_eq!(out.len(), FRAME_BYTES);
+                assert_eq!(out.last(), Some(&b'\n'));
+                let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+                assert_eq!(v["method"], "page.fill");
+                assert_eq!(v["params"]["taskId"], task.as_str());
+                let id = v["id"].as_str().unwrap();
+                assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
+                assert!(seen.insert(id.to_owned()), "id {id} repeated");
+                assert_eq!(reply_seq(&out), Some(seq));
+                // Sorted keys are the canonical text the host fingerprints as is.
+                let params = &out[memchr::memmem::find(&out, b"\"params\":").unwrap() + 9..];
+                assert_eq!(params.starts_with(b"{\"target\""), sorted);
+            }
+        }
+    }
+
+    #[test]
+    fn proc_cpu_counts_this_process_working() {
+        let pid = std::process::id();
+        let before = proc_cpu(pid).unwrap();
+        let mut x = 0u64;
+        while proc_cpu(pid).unwrap() < before + 0.05 {
+            for i in 0..1_000_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+            std::hint::black_box(x);
+        }
+        assert!(proc_cpu(pid).unwrap() >= before + 0.05);
+        assert!(proc_cpu(u32::MAX).is_err());
+    }
+
+    /// The echo in a thread of this process, on a fresh temp dir.
+    fn echo_in_thread() -> (tempfile::TempDir, PathBuf) {
+        let dir = temp_dir("polaris-load-test").unwrap();
+        let sock = dir.path().join("echo.sock");
+        let s = sock.clone();
+        std::thread::spawn(move || echo_server(&s));
+        while std::os::unix::net::UnixStream::connect(&sock).is_err() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        (dir, sock)
+    }
+
+    #[test]
+    fn the_closed_loop_client_gets_every_reply_from_the_echo() {
+        let (_dir, sock) = echo_in_thread();
+        let rt = client_runtime();
+        let mut l = rt.block_on(lanes(&sock, false, true)).unwrap();
+        assert_eq!(l.len(), CONNECTIONS);
+        // 1,000 per lane: far more than the 64-deep window, so the window refills many times.
+        run_lanes(&rt, &mut l, 0, 1_000).unwrap();
+        assert_eq!(
+            l.len(),
+            CONNECTIONS,
+            "every lane comes back for the next window"
+        );
+    }
+
+    #[test]
+    fn a_reply_that_is_not_ok_fails_the_run() {
+        let (_dir, sock) = echo_in_thread();
+        let rt = client_runtime();
+        let mut l = rt.block_on(lanes(&sock, false, true)).unwrap();
+        // Frames the echo cannot parse: it answers "ok":false, and the client must say so.
+        l[0].frames.tail = b"\",\"method\":}\n".to_vec();
+        let err = run_lanes(&rt, &mut l, 0, 10).unwrap_err();
+        assert!(err.contains("not ok"), "{err}");
+    }
+
+    #[test]
+    fn the_open_loop_client_times_every_request_once() {
+        let (_dir, sock) = echo_in_thread();
+        let rt = client_runtime();
+        let l = rt.block_on(lanes(&sock, false, true)).unwrap();
+        let (lat, achieved) = open_loop(&rt, l, 32_000.0, 1).unwrap();
+        assert_eq!(lat.len(), 32_000);
+        assert!(achieved > 0.0);
+    }
+}
