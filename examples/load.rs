@@ -81,6 +81,11 @@ struct Args {
     /// Skip the Redis rows even when Redis is installed.
     #[arg(long)]
     no_redis: bool,
+    /// Only the journal's rows: fresh fills with and without the journal against Redis with
+    /// `appendfsync always`, and one client's round trip with and without it against the
+    /// `fdatasync` p50 of this disk, all in one run.
+    #[arg(long)]
+    journal_table: bool,
 }
 
 fn main() {
@@ -91,10 +96,15 @@ fn main() {
     }
     let result = if let Some(secs) = args.hold {
         hold(&args, secs)
+    } else if args.journal_table {
+        journal_table(&args)
     } else if args.table {
         table(&args)
     } else {
-        Err("nothing to do: pass --table (the whole measurement) or --hold SECS".into())
+        Err(
+            "nothing to do: pass --table (the whole measurement), --journal-table or --hold SECS"
+                .into(),
+        )
     };
     if let Err(e) = result {
         eprintln!("load: {e}");
@@ -1119,6 +1129,183 @@ fn table(args: &Args) -> Result<(), String> {
     }
     for s in &skipped {
         let _ = writeln!(o, "\n{s}");
+    }
+    println!("{o}");
+    Ok(())
+}
+
+/// One client, one request at a time: the round trip of each fresh fill, in µs, sorted.
+fn sequential(rt: &Runtime, server: &Server, requests: u64) -> Result<Vec<u32>, String> {
+    rt.block_on(async {
+        let mut s = connect(&server.sock).await?;
+        let task = start_task(&mut s).await?;
+        let frames = Frames::new(&task, true);
+        let mut out = Vec::with_capacity(FRAME_BYTES);
+        let mut lat = Vec::with_capacity(requests as usize);
+        for seq in 0..requests + 200 {
+            out.clear();
+            frames.push(&mut out, seq);
+            let line = std::str::from_utf8(&out).map_err(|e| e.to_string())?;
+            let t0 = Instant::now();
+            let reply = call(&mut s, line).await?;
+            let took = t0.elapsed();
+            if !reply.contains("\"ok\":true") {
+                return Err(format!("a reply was not ok: {reply}"));
+            }
+            // The first 200 warm the connection and the host's first pages.
+            if seq >= 200 {
+                lat.push(took.as_micros().min(u128::from(u32::MAX)) as u32);
+            }
+        }
+        lat.sort_unstable();
+        Ok(lat)
+    })
+}
+
+/// The `fdatasync` of a 4 KiB append in `dir` (the journal's file system), in µs, sorted.
+fn fsync_samples(dir: &Path, n: usize) -> Result<Vec<u32>, String> {
+    use std::io::Write as _;
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let block = [0x5au8; 4096];
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        f.write_all(&block).map_err(|e| e.to_string())?;
+        let t0 = Instant::now();
+        f.sync_data().map_err(|e| e.to_string())?;
+        v.push(t0.elapsed().as_micros().min(u128::from(u32::MAX)) as u32);
+    }
+    let _ = std::fs::remove_file(&path);
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// The journal's rows (SPEC §11's cost, measured against Redis with every write fsynced).
+fn journal_table(args: &Args) -> Result<(), String> {
+    let polaris = PolarisCmd::locate(args)?;
+    if !polaris.knows_journal {
+        return Err(format!(
+            "{} serve does not know --journal",
+            polaris.bin.display()
+        ));
+    }
+    let rt = client_runtime();
+    let n = args.requests;
+    let capacity = 2 * n + 1_000_000;
+    let redis = !args.no_redis && redis_installed();
+    let started = Instant::now();
+    let load_before = uptime();
+    let (mut plain, mut journaled, mut redis_aof) =
+        (Row::default(), Row::default(), Row::default());
+    let (mut rt_plain, mut rt_journal, mut fsyncs) = (Vec::new(), Vec::new(), Vec::new());
+    const SEQUENTIAL: u64 = 3_000;
+    for rep in 0..args.reps {
+        eprintln!(
+            "repetition {}/{} (load average {})",
+            rep + 1,
+            args.reps,
+            uptime()
+        );
+        let s = polaris.start(capacity, false)?;
+        plain.samples.push(fresh(&rt, &s, false, true, n)?);
+        drop(s);
+        eprintln!(
+            "  polaris fresh, no journal: {}",
+            k(plain.samples[rep].rate)
+        );
+        let s = polaris.start(capacity, true)?;
+        journaled.samples.push(fresh(&rt, &s, false, true, n)?);
+        drop(s);
+        eprintln!(
+            "  polaris fresh, journal: {}",
+            k(journaled.samples[rep].rate)
+        );
+        if redis {
+            let r = start_redis(true)?;
+            redis_aof.samples.push(redis_bench(&r, n)?);
+            drop(r);
+            eprintln!(
+                "  redis SET NX, appendfsync always: {}",
+                k(redis_aof.samples[rep].rate)
+            );
+        }
+        let s = polaris.start(capacity, false)?;
+        rt_plain.push(sequential(&rt, &s, SEQUENTIAL)?);
+        drop(s);
+        let s = polaris.start(capacity, true)?;
+        rt_journal.push(sequential(&rt, &s, SEQUENTIAL)?);
+        fsyncs.push(fsync_samples(s.dir.path(), 500)?);
+        drop(s);
+        eprintln!(
+            "  one client: p50 {} µs without, {} µs with the journal; fdatasync p50 {} µs",
+            percentile(&rt_plain[rep], 0.5),
+            percentile(&rt_journal[rep], 0.5),
+            percentile(&fsyncs[rep], 0.5)
+        );
+    }
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "\nMachine: {} · load average {} before, {} after · {} repetitions of {} requests, alternated · {:.0} s\n",
+        machine(),
+        load_before,
+        uptime(),
+        args.reps,
+        n,
+        started.elapsed().as_secs_f64()
+    );
+    let _ = writeln!(
+        o,
+        "| system (32 connections × 64 in flight, fresh IDs) | throughput, median (range) | server CPU per request | vs Redis `appendfsync always` |\n|---|---|---|---|"
+    );
+    let none = Row::default();
+    for (name, r, base) in [
+        ("Polaris, no journal", &plain, &redis_aof),
+        ("Polaris with its journal", &journaled, &redis_aof),
+        (
+            "Redis `SET … NX`, `appendonly yes`, `appendfsync always`",
+            &redis_aof,
+            &none,
+        ),
+    ] {
+        if !r.samples.is_empty() {
+            let vs = if base.samples.is_empty() {
+                "–".to_string()
+            } else {
+                r.ratio_cell(base)
+            };
+            let _ = writeln!(
+                o,
+                "| {name} | {} | {} | {vs} |",
+                r.rate_cell(),
+                r.cpu_cell()
+            );
+        }
+    }
+    let _ = writeln!(
+        o,
+        "\n| one client, one request at a time ({SEQUENTIAL} fresh fills a repetition) | p50 without | p50 with the journal | p99 without / with | `fdatasync` p50 (4 KiB) | with − without, in fdatasyncs |\n|---|---|---|---|---|---|"
+    );
+    for rep in 0..args.reps {
+        let (a, b, f) = (
+            percentile(&rt_plain[rep], 0.5),
+            percentile(&rt_journal[rep], 0.5),
+            percentile(&fsyncs[rep], 0.5),
+        );
+        let _ = writeln!(
+            o,
+            "| repetition {} | {a} µs | {b} µs | {} / {} µs | {f} µs | {:.2} |",
+            rep + 1,
+            percentile(&rt_plain[rep], 0.99),
+            percentile(&rt_journal[rep], 0.99),
+            (f64::from(b) - f64::from(a)) / f64::from(f.max(1))
+        );
+    }
+    if !redis && !args.no_redis {
+        let _ = writeln!(
+            o,
+            "\nRedis row skipped: redis-server/redis-benchmark not found (apt-get install redis-server redis-tools)"
+        );
     }
     println!("{o}");
     Ok(())
