@@ -6,9 +6,11 @@
 
 pub mod app;
 pub mod demo;
+mod input;
 pub mod keymap;
 pub mod net;
 pub mod ui;
+mod update;
 
 use std::io;
 use std::path::PathBuf;
