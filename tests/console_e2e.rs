@@ -347,3 +347,101 @@ fn the_demo_runs_agents_against_its_own_host_and_cleans_up_on_quit() {
         "logs go to the file:\n{log}"
     );
 }
+
+/// The request ID on the row the cursor (`>`) is on, as the screen shows it.
+fn selected_id(screen: &str) -> Option<String> {
+    screen.lines().find_map(|line| {
+        let rest = line.split_once("│>")?.1;
+        let rest = rest.trim_start_matches('*');
+        rest.split_whitespace().next().map(str::to_owned)
+    })
+}
+
+fn fill(host: &TestHost, task: &str, i: usize) {
+    let r = call(
+        host,
+        "page.fill",
+        json!({"taskId": task, "target": format!("#f{i}"), "value": "v"}),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+}
+
+#[test]
+fn the_selection_stays_on_its_receipt_while_500_new_ones_arrive() {
+    let host = TestHost::start(&["--capacity", "1000"]);
+    let mut console = Console::start(&host);
+    console.wait_for("a connected host", |t| {
+        t.contains("connected") && t.contains("0/1000 receipts")
+    });
+    let task = start_task(&host, json!({}));
+    for i in 0..20 {
+        fill(&host, &task, i);
+    }
+    console.shows("Receipts 21 ");
+    console.press("jjj");
+    let screen = console.shows("4 of 21");
+    let chosen = selected_id(&screen).expect("a selected row");
+
+    for i in 20..520 {
+        fill(&host, &task, i);
+        if i % 50 == 0 {
+            let now = console.contents();
+            if let Some(seen) = selected_id(&now) {
+                assert_eq!(
+                    seen, chosen,
+                    "the cursor left its receipt under load:\n{now}"
+                );
+            }
+        }
+    }
+    let screen = console.wait_for("all 521 receipts with the selection pushed down", |t| {
+        t.contains("Receipts 521 ") && t.contains("504 of 521")
+    });
+    assert_eq!(
+        selected_id(&screen).as_deref(),
+        Some(chosen.as_str()),
+        "{screen}"
+    );
+    console.press("\r");
+    let detail = console.shows("Receipt ");
+    let title = detail
+        .split("Receipt ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or("");
+    assert!(
+        title.starts_with(&chosen),
+        "Enter opens the selected receipt {chosen}, not {title}:\n{detail}"
+    );
+}
+
+#[test]
+fn a_burst_of_64_keys_is_handled_key_by_key_in_order() {
+    let host = TestHost::start(&["--capacity", "200"]);
+    let mut console = Console::start(&host);
+    console.wait_for("a connected host", |t| {
+        t.contains("connected") && t.contains("0/200 receipts")
+    });
+    let task = start_task(&host, json!({}));
+    for i in 0..50 {
+        fill(&host, &task, i);
+    }
+    console.shows("Receipts 51 ");
+    // One write: a filter typed and applied, 43 marks across several pages, the clear key,
+    // and a reason typed while the clear is being prepared.
+    let burst = format!("/fill\r{}cburst of keys\r", " ".repeat(43));
+    assert_eq!(burst.chars().count(), 64);
+    console.press(&burst);
+    let screen = console.wait_for("the confirmation of 43 receipts", |t| {
+        t.contains("Press y to clear 43 receipts")
+    });
+    assert!(screen.contains("Clear 43 receipts?"), "{screen}");
+    assert!(screen.contains("Reason: burst of keys"), "{screen}");
+    assert!(
+        !screen.contains("task.start"),
+        "only the filtered rows were marked:\n{screen}"
+    );
+    console.press("y");
+    console.shows("cleared 43 receipts");
+    console.shows("Receipts 7 ");
+}

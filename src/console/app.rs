@@ -21,6 +21,11 @@ use crate::protocol::results::TaskState;
 /// twice a second, so a subscribed console costs the host little however busy it is.
 pub const REFRESH_EVERY_MS: i64 = 500;
 
+/// How far above the selection the console looks for its receipt when it left the window.
+const LOCATE_BEFORE: u64 = 200;
+/// How many rows it reads then (the host's largest page).
+const LOCATE_WINDOW: u64 = 1000;
+
 /// Seconds of history in each sparkline.
 pub const SPARK_SECONDS: usize = 180;
 
@@ -230,6 +235,8 @@ pub struct App {
     pub sort: Sort,
     /// The filter text.
     pub filter: String,
+    /// The filter before `/` was pressed, restored by Esc.
+    pub filter_before: String,
     /// Receipts marked for clearing.
     pub marked: BTreeSet<String>,
     /// "All completed receipts matching the filter" is marked.
@@ -256,6 +263,18 @@ pub struct App {
     pub color: bool,
     /// The first line of the confirmation dialog's list shown (↑/↓ while typing the reason).
     pub dialog_scroll: usize,
+    /// The request ID the selection is on: the selection stays on this receipt while others
+    /// arrive, leave or move (`None` until the row under the selection is read).
+    pub anchor: Option<String>,
+    /// Keys typed while the console waits for the host (a page under the selection, a prepared
+    /// clear); they are handled in order once it answers, so no key is lost or reordered.
+    pub queued: VecDeque<KeyEvent>,
+    /// Effects produced while handling queued keys, for the network side to run in order.
+    pub outbox: Vec<Effect>,
+    /// The number of the last page read asked for; only its reply is shown.
+    pub(super) page_seq: u64,
+    /// The last page read asked for looks for the anchored receipt in a wide window.
+    pub(super) locating: bool,
     /// A page read was asked for and not answered yet.
     pub(super) page_in_flight: bool,
     /// Something changed on the host since the last read.
@@ -291,6 +310,8 @@ pub enum Action {
     Page {
         /// The offset asked for.
         offset: u64,
+        /// The read's number, from [`Effect::FetchPage`].
+        seq: u64,
         /// The reply.
         reply: Reply,
     },
@@ -329,6 +350,8 @@ pub enum Effect {
     FetchPage {
         /// The offset (also reported back).
         offset: u64,
+        /// The read's number (also reported back): a reply to an older read is ignored.
+        seq: u64,
         /// The `receipts.list` params.
         params: Value,
     },
@@ -368,6 +391,7 @@ impl App {
             size: (80, 24),
             sort: Sort::Newest,
             filter: String::new(),
+            filter_before: String::new(),
             marked: BTreeSet::new(),
             mark_all: false,
             focus: Pane::Receipts,
@@ -381,6 +405,11 @@ impl App {
             quit: false,
             color: true,
             dialog_scroll: 0,
+            anchor: None,
+            queued: VecDeque::new(),
+            outbox: Vec::new(),
+            page_seq: 0,
+            locating: false,
             page_in_flight: false,
             dirty: false,
             last_refresh: i64::MIN / 2,
@@ -399,9 +428,43 @@ impl App {
             .and_then(|k| self.page.get(k as usize))
     }
 
-    /// The selected receipt, when fetched.
+    /// The selected receipt, when fetched and still the anchored one: a key never acts on a
+    /// row the operator has not seen under the selection.
     pub fn selected_receipt(&self) -> Option<&ReceiptItem> {
+        if self.locating {
+            return None;
+        }
         self.row(self.selected)
+            .filter(|r| self.anchor.as_ref().is_none_or(|a| *a == r.request_id))
+    }
+
+    /// The number of the last page read asked for.
+    pub fn page_seq(&self) -> u64 {
+        self.page_seq
+    }
+
+    /// Whether keys must wait for the host before they can be handled: the clear is being
+    /// prepared or committed, or the row under the selection is still being read.
+    pub fn waiting(&self) -> bool {
+        match &self.mode {
+            Mode::Preparing
+            | Mode::Confirm {
+                stage: ConfirmStage::Committing,
+                ..
+            } => true,
+            Mode::Normal => {
+                self.focus == Pane::Receipts
+                    && self.page_in_flight
+                    && self.selected_receipt().is_none()
+            }
+            _ => false,
+        }
+    }
+
+    /// Puts the selection on absolute row `i` and anchors it to that row's receipt when read.
+    pub(super) fn select_row(&mut self, i: u64) {
+        self.selected = i;
+        self.anchor = self.row(i).map(|r| r.request_id.clone());
     }
 
     /// Tasks that are running (the tasks pane).
@@ -437,10 +500,35 @@ impl App {
             return None;
         }
         self.page_in_flight = true;
+        self.locating = false;
+        self.page_seq += 1;
         Some(Effect::FetchPage {
             offset: self.scroll,
+            seq: self.page_seq,
             params: self.page_params(),
         })
+    }
+
+    /// A new view (filter or sort): the top row is selected and the rows of the old view are
+    /// forgotten, so no key acts on them while the new ones are read.
+    pub(super) fn reset_view(&mut self) -> Option<Effect> {
+        self.selected = 0;
+        self.scroll = 0;
+        self.anchor = None;
+        self.page.clear();
+        self.fetch_page()
+    }
+
+    /// Reads a wide window around the selection to find where the anchored receipt went.
+    pub(super) fn locate(&mut self) -> Option<Effect> {
+        let mut effect = self.fetch_page()?;
+        self.locating = true;
+        if let Effect::FetchPage { offset, params, .. } = &mut effect {
+            *offset = self.selected.saturating_sub(LOCATE_BEFORE);
+            params["offset"] = Value::from(*offset);
+            params["limit"] = Value::from(LOCATE_WINDOW);
+        }
+        Some(effect)
     }
 
     pub(super) fn notice(&mut self, text: impl Into<String>, error: bool) {
@@ -476,7 +564,9 @@ impl App {
             Pane::Receipts => {
                 let target = (self.selected as i64 + delta).max(0) as u64;
                 self.selected = target;
-                if self.clamp_selection() {
+                let moved = self.clamp_selection();
+                self.select_row(self.selected);
+                if moved {
                     return self.fetch_page();
                 }
                 None

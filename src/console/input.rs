@@ -31,10 +31,19 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
         }
         Mode::Filter => {
             match key.code {
-                KeyCode::Enter => app.mode = Mode::Normal,
-                KeyCode::Esc => {
+                KeyCode::Enter => {
+                    // The filter was applied as it was typed.
                     app.mode = Mode::Normal;
-                    app.filter.clear();
+                    return None;
+                }
+                KeyCode::Esc => {
+                    // Back to the view before `/`; the marks stay.
+                    app.mode = Mode::Normal;
+                    let before = std::mem::take(&mut app.filter_before);
+                    if before == app.filter {
+                        return None;
+                    }
+                    app.filter = before;
                 }
                 KeyCode::Backspace => {
                     app.filter.pop();
@@ -46,10 +55,8 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
                 }
                 _ => return None,
             }
-            app.selected = 0;
-            app.scroll = 0;
             app.mark_all = false;
-            app.fetch_page()
+            app.reset_view()
         }
         Mode::Preparing => {
             if ctrl_c {
@@ -194,13 +201,12 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
         },
         Command::Filter => {
             app.mode = Mode::Filter;
+            app.filter_before = app.filter.clone();
             None
         }
         Command::Sort => {
             app.sort = next_sort(app.sort);
-            app.selected = 0;
-            app.scroll = 0;
-            app.fetch_page()
+            app.reset_view()
         }
         Command::Mark => {
             let row = app.selected_receipt()?;
@@ -269,9 +275,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             app.notice = None;
             if !app.filter.is_empty() {
                 app.filter.clear();
-                app.selected = 0;
-                app.scroll = 0;
-                return app.fetch_page();
+                return app.reset_view();
             }
             None
         }

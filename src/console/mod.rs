@@ -85,7 +85,9 @@ async fn event_loop(terminal: &mut DefaultTerminal, socket_dir: PathBuf) -> io::
 }
 
 fn apply(app: &mut App, net: &Net, action: Action) {
-    if let Some(effect) = update(app, action) {
+    let first = update(app, action);
+    let queued = std::mem::take(&mut app.outbox);
+    for effect in first.into_iter().chain(queued) {
         if effect != Effect::Quit {
             net.run(effect);
         }

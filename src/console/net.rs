@@ -77,8 +77,13 @@ impl Net {
                         }
                     },
                 ),
-                Effect::FetchPage { offset, params } => Action::Page {
+                Effect::FetchPage {
                     offset,
+                    seq,
+                    params,
+                } => Action::Page {
+                    offset,
+                    seq,
                     reply: net.call(IntrospectMethod::ReceiptsList, params).await,
                 },
                 Effect::GetReceipt(request_id) => Action::ReceiptDetail(

@@ -130,7 +130,12 @@ fn connected(cols: u16, rows: u16, used: u64, capacity: u64, total: u64, pending
         &mut app,
         Action::Snapshot(snapshot_json(used, capacity, pending)),
     );
-    let Some(Effect::FetchPage { offset, params }) = fetch else {
+    let Some(Effect::FetchPage {
+        offset,
+        params,
+        seq,
+    }) = fetch
+    else {
         panic!("a snapshot asks for the page: {fetch:?}")
     };
     assert_eq!(params["limit"], json!(app.visible_rows));
@@ -140,6 +145,7 @@ fn connected(cols: u16, rows: u16, used: u64, capacity: u64, total: u64, pending
             &mut app,
             Action::Page {
                 offset,
+                seq,
                 reply: Ok(reply)
             }
         ),
@@ -216,7 +222,8 @@ fn moving_past_the_window_asks_the_host_for_the_next_page_only() {
             "inside the window nothing is fetched"
         );
     }
-    let Some(Effect::FetchPage { offset, params }) = update(&mut app, code(KeyCode::Down)) else {
+    let down = update(&mut app, code(KeyCode::Down));
+    let Some(Effect::FetchPage { offset, params, .. }) = down.clone() else {
         panic!()
     };
     assert_eq!(offset, 1);
@@ -224,20 +231,63 @@ fn moving_past_the_window_asks_the_host_for_the_next_page_only() {
         params,
         json!({"offset": 1, "limit": rows, "sort": "newest"})
     );
-    let Some(Effect::FetchPage { offset, .. }) = update(&mut app, code(KeyCode::End)) else {
-        panic!()
+    // Keys typed before the row under the selection is read wait for it.
+    assert_eq!(update(&mut app, code(KeyCode::End)), None);
+    assert_eq!(app.queued.len(), 1);
+    assert_eq!(answer(&mut app, down, 1000), None);
+    let Some(Effect::FetchPage { offset, .. }) = app.outbox.pop() else {
+        panic!("the queued End reads the last page")
     };
     assert_eq!(offset, 1000 - rows);
     assert_eq!(app.selected, 999);
+    let last = app.page_seq();
+    update(
+        &mut app,
+        Action::Page {
+            offset,
+            seq: last,
+            reply: Ok(page(1000, offset, rows)),
+        },
+    );
     let Some(Effect::FetchPage { offset, .. }) = update(&mut app, key('g')) else {
         panic!()
     };
     assert_eq!((offset, app.selected), (0, 0));
+    let seq = app.page_seq();
+    update(
+        &mut app,
+        Action::Page {
+            offset,
+            seq,
+            reply: Ok(page(1000, 0, rows)),
+        },
+    );
     let Some(Effect::FetchPage { offset, .. }) = update(&mut app, code(KeyCode::PageDown)) else {
         panic!()
     };
     assert_eq!((offset, app.selected), (1, rows));
-    assert_eq!(update(&mut app, code(KeyCode::Up)), None);
+}
+
+/// Answers a page read with `total` receipts.
+fn answer(app: &mut App, effect: Option<Effect>, total: u64) -> Option<Effect> {
+    let Some(Effect::FetchPage {
+        offset,
+        seq,
+        params,
+    }) = effect
+    else {
+        panic!("a page read: {effect:?}")
+    };
+    let limit = params["limit"].as_u64().unwrap();
+    let rows = limit.min(total.saturating_sub(offset));
+    update(
+        app,
+        Action::Page {
+            offset,
+            seq,
+            reply: Ok(page(total, offset, rows)),
+        },
+    )
 }
 
 #[test]
@@ -249,10 +299,12 @@ fn the_selection_follows_its_receipt_when_new_ones_arrive_and_stale_pages_are_ig
     let newer = receipt(77, "task.start", "completed", Some(true), None, 0);
     fresh["items"].as_array_mut().unwrap().insert(0, newer);
     fresh["total"] = json!(6);
+    let seq = app.page_seq();
     update(
         &mut app,
         Action::Page {
             offset: 0,
+            seq,
             reply: Ok(fresh),
         },
     );
@@ -263,6 +315,7 @@ fn the_selection_follows_its_receipt_when_new_ones_arrive_and_stale_pages_are_ig
         &mut app,
         Action::Page {
             offset: 3,
+            seq: seq - 1,
             reply: Ok(page(6, 3, 3)),
         },
     );
@@ -273,6 +326,77 @@ fn the_selection_follows_its_receipt_when_new_ones_arrive_and_stale_pages_are_ig
         ),
         (0, id(1))
     );
+}
+
+#[test]
+fn the_selection_finds_its_receipt_when_new_ones_push_it_out_of_the_window() {
+    let mut app = connected(100, 30, 50, 1000, 50, false);
+    update(&mut app, key('j'));
+    update(&mut app, key('j'));
+    assert_eq!(app.anchor, Some(id(2)));
+    // 500 new receipts: the visible window now holds only new ones.
+    let seq = app.page_seq();
+    let rows = u64::from(app.visible_rows);
+    let newer: Vec<Value> = (0..rows)
+        .map(|i| receipt(10_000 + i, "page.fill", "completed", Some(true), None, 0))
+        .collect();
+    let locate = update(
+        &mut app,
+        Action::Page {
+            offset: 0,
+            seq,
+            reply: Ok(json!({"total": 550, "items": newer})),
+        },
+    );
+    assert_eq!(app.selected_receipt(), None, "no key acts on an unseen row");
+    let Some(Effect::FetchPage {
+        offset,
+        params,
+        seq,
+    }) = locate
+    else {
+        panic!("the console looks for its receipt: {locate:?}")
+    };
+    assert_eq!((offset, params["limit"].clone()), (0, json!(1000)));
+    // The host's wide window: 500 new ones, then the old 50.
+    let mut items: Vec<Value> = (0..500)
+        .map(|i| receipt(20_000 + i, "page.fill", "completed", Some(true), None, 0))
+        .collect();
+    items.extend(page(50, 0, 50)["items"].as_array().unwrap().iter().cloned());
+    let visible = update(
+        &mut app,
+        Action::Page {
+            offset,
+            seq,
+            reply: Ok(json!({"total": 550, "items": items})),
+        },
+    );
+    assert_eq!(app.selected, 502);
+    let Some(Effect::FetchPage { offset, .. }) = visible.clone() else {
+        panic!("then the window around it: {visible:?}")
+    };
+    assert!(offset <= 502 && 502 < offset + rows);
+    let Some(Effect::FetchPage { seq, .. }) = visible else {
+        unreachable!()
+    };
+    let window: Vec<Value> = (offset..offset + rows)
+        .map(|i| {
+            if i >= 500 {
+                receipt(i - 500, "page.fill", "completed", Some(true), None, 0)
+            } else {
+                receipt(20_000 + i, "page.fill", "completed", Some(true), None, 0)
+            }
+        })
+        .collect();
+    update(
+        &mut app,
+        Action::Page {
+            offset,
+            seq,
+            reply: Ok(json!({"total": 550, "items": window})),
+        },
+    );
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(2));
 }
 
 #[test]
@@ -304,13 +428,49 @@ fn filter_types_a_search_and_esc_drops_it() {
         panic!()
     };
     assert_eq!(params["search"], json!("p"));
-    update(&mut app, code(KeyCode::Enter));
+    assert_eq!(
+        update(&mut app, code(KeyCode::Enter)),
+        None,
+        "applied as typed"
+    );
     assert_eq!((app.mode.clone(), app.filter.as_str()), (Mode::Normal, "p"));
+    settle(&mut app, 5);
     let Some(Effect::FetchPage { params, .. }) = update(&mut app, code(KeyCode::Esc)) else {
         panic!()
     };
     assert_eq!(params.get("search"), None);
     assert_eq!(app.filter, "");
+}
+
+#[test]
+fn esc_on_the_filter_restores_the_view_before_it_and_keeps_the_marks() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    update(&mut app, key('/'));
+    typed_filter(&mut app, "fill");
+    settle(&mut app, 5);
+    update(&mut app, code(KeyCode::Enter));
+    update(&mut app, key('/'));
+    typed_filter(&mut app, "x");
+    let Some(Effect::FetchPage { params, .. }) = update(&mut app, code(KeyCode::Esc)) else {
+        panic!()
+    };
+    assert_eq!(params["search"], json!("fill"), "the view before this /");
+    assert_eq!(app.marked.len(), 1, "the marks stay");
+}
+
+/// Answers the latest page read with a window of `total` receipts.
+fn settle(app: &mut App, total: u64) -> Option<Effect> {
+    let rows = u64::from(app.visible_rows).min(total.saturating_sub(app.scroll));
+    let (offset, seq) = (app.scroll, app.page_seq());
+    update(
+        app,
+        Action::Page {
+            offset,
+            seq,
+            reply: Ok(page(total, offset, rows)),
+        },
+    )
 }
 
 #[test]
@@ -321,6 +481,7 @@ fn s_cycles_the_sort_order() {
     };
     assert_eq!(params["sort"], json!("oldest"));
     for expected in ["state", "method", "task", "newest"] {
+        settle(&mut app, 50);
         let Some(Effect::FetchPage { params, .. }) = update(&mut app, key('s')) else {
             panic!()
         };
@@ -610,6 +771,7 @@ fn mark_all_follows_the_filter() {
     update(&mut app, key('/'));
     typed_filter(&mut app, "fill");
     update(&mut app, code(KeyCode::Enter));
+    settle(&mut app, 5);
     update(&mut app, key('a'));
     assert_eq!(
         update(&mut app, key('c')),

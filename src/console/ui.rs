@@ -127,6 +127,19 @@ pub fn human_duration(ms: i64) -> String {
     }
 }
 
+/// `4310` as `4,310`: counts an operator reads at a glance.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn millis_of(ts: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(ts)
         .ok()
@@ -362,8 +375,18 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     if app.stale() {
         title.push_str("· stale ");
     }
+    let position = if app.total == 0 {
+        String::new()
+    } else {
+        format!(
+            " {} of {} ",
+            thousands(app.selected + 1),
+            thousands(app.total)
+        )
+    };
     let block = Block::bordered()
         .title(title)
+        .title_bottom(Line::from(position).right_aligned())
         .border_style(if focus { t.bold() } else { t.dim() });
     let wide = area.width >= 140;
     let rows_visible = area.height.saturating_sub(3) as u64;
@@ -374,7 +397,12 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             continue;
         };
         let marked = app.marked.contains(&r.request_id) || (app.mark_all && r.clearable);
-        let cursor = if i == app.selected && focus { '>' } else { ' ' };
+        // The cursor sits on the anchored receipt only, never on a row that took its place.
+        let here = i == app.selected
+            && app
+                .selected_receipt()
+                .is_some_and(|s| s.request_id == r.request_id);
+        let cursor = if here && focus { '>' } else { ' ' };
         let mark = format!("{cursor}{}", if marked { '*' } else { ' ' });
         let id = if wide {
             r.request_id.as_str()
@@ -411,7 +439,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             Span::raw(r.replays.to_string()),
             Span::raw(clear.to_owned()),
         ]);
-        if i == app.selected && focus {
+        if here && focus {
             row = row.style(t.selected());
         }
         rows.push(row);

@@ -1,11 +1,12 @@
 //! How host replies, host events and the clock change the console's state: the body of
 //! [`update`], the one place the state changes.
 
+use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::app::{
-    read, short, Action, App, ConfirmStage, Detail, Effect, Link, Mode, REFRESH_EVERY_MS,
+    read, short, Action, App, ConfirmStage, Detail, Effect, Link, Mode, Reply, REFRESH_EVERY_MS,
 };
 use super::input::on_key;
 use crate::protocol::introspection::{
@@ -14,8 +15,115 @@ use crate::protocol::introspection::{
 };
 use crate::protocol::results::VerifyResult;
 
-/// The one place the console's state changes. Pure: the returned effect is run by the caller.
+/// The one place the console's state changes. Pure: the returned effect is run by the caller,
+/// and so are the effects of queued keys, left in [`App::outbox`].
 pub fn update(app: &mut App, action: Action) -> Option<Effect> {
+    if let Action::Key(key) = action {
+        if key.kind == KeyEventKind::Release {
+            return None;
+        }
+        let ctrl_c =
+            key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
+        if !ctrl_c && (!app.queued.is_empty() || app.waiting()) {
+            app.queued.push_back(key);
+            return None;
+        }
+        return on_key(app, key);
+    }
+    let effect = on_reply(app, action);
+    drain_queued(app);
+    effect
+}
+
+/// Handles the keys typed while the console waited, in order, until it has to wait again.
+fn drain_queued(app: &mut App) {
+    while !app.waiting() {
+        let Some(key) = app.queued.pop_front() else {
+            return;
+        };
+        if let Some(effect) = on_key(app, key) {
+            app.outbox.push(effect);
+        }
+    }
+}
+
+/// Drops keys typed for a dialog that did not open, so they are not read as commands.
+fn drop_queued(app: &mut App, why: &str) {
+    if !app.queued.is_empty() {
+        let n = app.queued.len();
+        app.queued.clear();
+        app.notice(
+            format!("{why}; the {n} keys typed meanwhile were dropped"),
+            true,
+        );
+    }
+}
+
+/// A page of `receipts.list`: only the reply to the latest read is shown; the selection
+/// stays on its receipt, looking for it in a wider window when it left the visible one.
+fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect> {
+    if seq != app.page_seq {
+        // Overtaken by a later read (another window, filter or sort): its successor is on
+        // its way.
+        return None;
+    }
+    app.page_in_flight = false;
+    let locating = std::mem::take(&mut app.locating);
+    let list = match reply {
+        Ok(v) => read::<ReceiptsListResult>("receipt list", v).unwrap_or_else(|e| {
+            app.notice(e, true);
+            ReceiptsListResult {
+                items: Vec::new(),
+                total: 0,
+            }
+        }),
+        Err(e) => {
+            app.notice(format!("reading the receipts failed: {}", e.message), true);
+            return None;
+        }
+    };
+    app.total = list.total;
+    let found = app
+        .anchor
+        .as_ref()
+        .and_then(|id| list.items.iter().position(|r| r.request_id == *id));
+    if locating {
+        match found {
+            Some(k) => app.selected = offset + k as u64,
+            None => {
+                if let Some(id) = app.anchor.take() {
+                    app.notice(
+                        format!(
+                            "{} left the list (cleared, or no longer matching)",
+                            short(&id)
+                        ),
+                        false,
+                    );
+                }
+            }
+        }
+        app.clamp_selection();
+        return app.fetch_page();
+    }
+    app.page_offset = offset;
+    app.page = list.items;
+    match found {
+        Some(k) => app.selected = offset + k as u64,
+        None if app.anchor.is_some() && app.total > 0 => return app.locate(),
+        None => app.anchor = None,
+    }
+    let moved = app.clamp_selection();
+    if app.anchor.is_none() || moved {
+        let i = app.selected;
+        app.select_row(i);
+    }
+    if moved {
+        return app.fetch_page();
+    }
+    None
+}
+
+fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
     match action {
         Action::Key(key) => on_key(app, key),
         Action::Tick(now) => {
@@ -61,10 +169,12 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                 attempts,
             };
             app.page_in_flight = false;
+            app.locating = false;
             app.verifying.clear();
             match &app.mode {
                 Mode::Preparing => {
                     app.mode = Mode::Normal;
+                    app.queued.clear();
                     app.notice("the connection was lost while preparing the clear; nothing was cleared — prepare again once reconnected", true);
                 }
                 Mode::Confirm {
@@ -72,6 +182,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                     ..
                 } => {
                     app.mode = Mode::Normal;
+                    app.queued.clear();
                     app.notice("clear outcome unknown — the connection was lost during the commit; re-read the receipts (r) before doing anything else", true);
                 }
                 Mode::Confirm { .. } => {
@@ -97,39 +208,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
             }
             app.fetch_page()
         }
-        Action::Page { offset, reply } => {
-            app.page_in_flight = false;
-            match reply {
-                Ok(_) if offset != app.scroll => {
-                    // An older window, overtaken by a later move: its successor is on its way.
-                    app.page_in_flight = true;
-                }
-                Ok(v) => {
-                    // The selection follows its receipt while new ones push the rows down.
-                    let keep = app.selected_receipt().map(|r| r.request_id.clone());
-                    let list = read::<ReceiptsListResult>("receipt list", v).unwrap_or_else(|e| {
-                        app.notice(e, true);
-                        ReceiptsListResult {
-                            items: Vec::new(),
-                            total: 0,
-                        }
-                    });
-                    app.total = list.total;
-                    app.page_offset = offset;
-                    app.page = list.items;
-                    if let Some(k) =
-                        keep.and_then(|id| app.page.iter().position(|r| r.request_id == id))
-                    {
-                        app.selected = offset + k as u64;
-                    }
-                    if app.clamp_selection() {
-                        return app.fetch_page();
-                    }
-                }
-                Err(e) => app.notice(format!("reading the receipts failed: {}", e.message), true),
-            }
-            None
-        }
+        Action::Page { offset, seq, reply } => on_page(app, offset, seq, reply),
         Action::Event(ev) => on_event(app, ev),
         Action::ReceiptDetail(reply) => {
             if matches!(app.mode, Mode::Detail(Detail::Loading(_))) {
@@ -216,6 +295,7 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                     Err(e) => {
                         app.mode = Mode::Normal;
                         app.notice(format!("{e}; nothing was cleared"), true);
+                        drop_queued(app, "the clear could not be prepared");
                     }
                 },
                 Err(e) => {
@@ -223,6 +303,10 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
                     app.notice(
                         format!("the clear could not be prepared: {} {}", e.code, e.message),
                         true,
+                    );
+                    drop_queued(
+                        app,
+                        &format!("the clear could not be prepared: {} {}", e.code, e.message),
                     );
                 }
             }
