@@ -21,6 +21,8 @@ const COLS: u16 = 100;
 const PATIENCE: Duration = Duration::from_secs(30);
 
 struct Console {
+    rows: u16,
+    cols: u16,
     screen: Arc<Mutex<vt100::Parser>>,
     keys: Box<dyn Write + Send>,
     child: Box<dyn portable_pty::Child + Send + Sync>,
@@ -30,6 +32,10 @@ struct Console {
 
 impl Console {
     fn start(host: &TestHost) -> Console {
+        Console::start_sized(host, COLS, ROWS)
+    }
+
+    fn start_sized(host: &TestHost, cols: u16, rows: u16) -> Console {
         let mut args: Vec<std::ffi::OsString> = vec![
             "console".into(),
             "--socket-dir".into(),
@@ -37,14 +43,23 @@ impl Console {
         ];
         args.push("--log-file".into());
         args.push(host.root.path().join("console.log").into());
-        Console::spawn(&args, &[("NO_COLOR", "1")])
+        Console::spawn_sized(&args, &[("NO_COLOR", "1")], cols, rows)
     }
 
     fn spawn(args: &[std::ffi::OsString], env: &[(&str, &str)]) -> Console {
+        Console::spawn_sized(args, env, COLS, ROWS)
+    }
+
+    fn spawn_sized(
+        args: &[std::ffi::OsString],
+        env: &[(&str, &str)],
+        cols: u16,
+        rows: u16,
+    ) -> Console {
         let pty = native_pty_system()
             .openpty(PtySize {
-                rows: ROWS,
-                cols: COLS,
+                rows,
+                cols,
                 pixel_width: 0,
                 pixel_height: 0,
             })
@@ -61,7 +76,7 @@ impl Console {
             .spawn_command(cmd)
             .expect("polaris console starts");
         drop(pty.slave);
-        let screen = Arc::new(Mutex::new(vt100::Parser::new(ROWS, COLS, 0)));
+        let screen = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
         let mut reader = pty.master.try_clone_reader().expect("pty reader");
         let sink = screen.clone();
         std::thread::spawn(move || {
@@ -75,6 +90,8 @@ impl Console {
         });
         let keys = pty.master.take_writer().expect("pty writer");
         Console {
+            rows,
+            cols,
             screen,
             keys,
             child,
@@ -105,8 +122,8 @@ impl Console {
         let parser = self.screen.lock().unwrap();
         let screen = parser.screen();
         let mut n = 0;
-        for row in 0..ROWS {
-            for col in 0..COLS {
+        for row in 0..self.rows {
+            for col in 0..self.cols {
                 if let Some(cell) = screen.cell(row, col) {
                     if cell.fgcolor() != vt100::Color::Default
                         || cell.bgcolor() != vt100::Color::Default
@@ -444,4 +461,153 @@ fn a_burst_of_64_keys_is_handled_key_by_key_in_order() {
     console.press("y");
     console.shows("cleared 43 receipts");
     console.shows("Receipts 7 ");
+}
+
+/// The request IDs of the host's receipts, newest first.
+fn request_ids(host: &TestHost) -> Vec<String> {
+    let r = sync_call(&host.introspect(), "receipts.list", json!({"limit": 1000})).unwrap();
+    r["result"]["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["requestId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn whole_ids_show_wherever_the_width_allows() {
+    let host = TestHost::start(&["--capacity", "100"]);
+    let task = start_task(&host, json!({}));
+    fill(&host, &task, 0);
+    let ids = request_ids(&host);
+    for (cols, task_whole) in [(120, false), (200, true)] {
+        let console = Console::start_sized(&host, cols, 40);
+        let screen = console.shows("Receipts 2 ");
+        for id in &ids {
+            assert!(
+                screen.contains(id.as_str()),
+                "at {cols} columns the whole request ID {id} shows:\n{screen}"
+            );
+        }
+        assert_eq!(
+            screen.contains(task.as_str()),
+            task_whole,
+            "at {cols} columns the task ID is whole only when both fit:\n{screen}"
+        );
+        assert!(screen.contains(&task[..8]), "{screen}");
+    }
+}
+
+/// Runs `polaris ARGS --socket-dir DIR`: (exit code, stdout, stderr).
+fn polaris(host: &TestHost, args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(polaris_bin())
+        .args(args)
+        .arg("--socket-dir")
+        .arg(&host.dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("polaris runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// One bridge call under a request ID the test chooses.
+fn call_as(host: &TestHost, request_id: &str, method: &str, params: Value) -> Value {
+    use std::io::BufRead;
+    let mut s = std::os::unix::net::UnixStream::connect(host.bridge()).unwrap();
+    let frame = json!({"id": request_id, "method": method, "params": params});
+    s.write_all(format!("{frame}\n").as_bytes()).unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(s).read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+#[test]
+fn operator_commands_take_unique_prefixes_and_say_what_their_exit_codes_mean() {
+    let host = TestHost::start(&["--capacity", "100", "--action-timeout-ms", "300"]);
+    // A dropped submit: the task blocks and verification cannot observe the effect.
+    let lost = start_task(&host, json!({"dropSubmit": true}));
+    let r = call(
+        &host,
+        "page.press",
+        json!({"taskId": lost, "key": "Enter", "target": "#title", "expect": saved()}),
+    );
+    assert_eq!(r["error"]["code"], "OUTCOME_UNCERTAIN", "{r}");
+    let (code, out, err) = polaris(&host, &["verify", &lost[..8]]);
+    assert_eq!(code, 1, "not_observed is not settled:\n{out}{err}");
+    assert!(out.contains("not_observed"), "{out}");
+    assert!(out.contains(&lost), "the whole task ID is named: {out}");
+
+    let (code, _, err) = polaris(&host, &["verify", &lost[..5]]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("at least 6 characters"), "{err}");
+    let (code, _, err) = polaris(&host, &["verify", "ffffff"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(!err.contains("restarted"), "no misleading hint: {err}");
+
+    // Two receipts whose IDs share a prefix.
+    let task = start_task(&host, json!({}));
+    for (id, target) in [
+        ("064da170-1111-4000-8000-000000000001", "#a"),
+        ("064da171-2222-4000-8000-000000000002", "#b"),
+    ] {
+        let r = call_as(
+            &host,
+            id,
+            "page.fill",
+            json!({"taskId": task, "target": target, "value": "v"}),
+        );
+        assert_eq!(r["ok"], true, "{r}");
+    }
+    let (code, _, err) = polaris(&host, &["clear", "064da1", "--yes", "--reason", "r"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("064da170-1111-4000-8000-000000000001")
+            && err.contains("064da171-2222-4000-8000-000000000002"),
+        "the candidates are named: {err}"
+    );
+    let (code, _, err) = polaris(&host, &["clear", "064da170", "--yes"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("--reason"),
+        "the missing reason is named: {err}"
+    );
+    let (code, _, err) = polaris(&host, &["receipts", "--state", "bogus"]);
+    assert_eq!(code, 2, "{err}");
+
+    let (code, out, _) = polaris(&host, &["receipts"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("completed") && !out.contains("done"), "{out}");
+    assert!(out.contains("JOINS") && out.contains("REPLAYS"), "{out}");
+
+    // One of two IDs refused (the blocked press is unverified): the clear applies to the
+    // other and exits 1.
+    let pressed = request_ids(&host)
+        .into_iter()
+        .find(|id| {
+            let r =
+                sync_call(&host.introspect(), "receipts.get", json!({"requestId": id})).unwrap();
+            r["result"]["method"] == "page.press"
+        })
+        .expect("the press receipt");
+    let (code, out, err) = polaris(
+        &host,
+        &["clear", "064da170", &pressed, "--yes", "--reason", "partly"],
+    );
+    assert_eq!(code, 1, "a partly refused clear is not done:\n{out}{err}");
+    assert!(out.contains("cleared 1 receipt"), "{out}");
+    assert!(out.contains("unverified_outcome"), "{out}");
+
+    let (code, out, err) = polaris(&host, &["audit", "--request", "064da170"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("reason: partly"), "{out}");
+    assert!(
+        out.contains("064da170-1111-4000-8000-000000000001"),
+        "{out}"
+    );
+    let (code, _, _) = polaris(&host, &["audit", "--request", "064da171"]);
+    assert_eq!(code, 1, "no clear removed it");
 }

@@ -624,8 +624,3 @@ pub(super) fn read<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, Strin
 }
 
 pub use super::update::update;
-
-/// The first characters of an ID, where a pane has no room for all of it.
-pub(super) fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
-}

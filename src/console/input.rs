@@ -2,7 +2,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::app::{next_sort, short, App, ConfirmStage, Detail, Effect, Mode, Pane};
+use super::app::{next_sort, App, ConfirmStage, Detail, Effect, Mode, Pane};
 use super::keymap::{command_for, Command};
 
 pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
@@ -213,7 +213,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             let id = row.request_id.clone();
             if !row.clearable && !app.marked.contains(&id) {
                 let why = row.refusal.map_or("not clearable", |r| r.as_str());
-                app.notice(format!("{} cannot be cleared now: {why}", short(&id)), true);
+                app.notice(format!("{} cannot be cleared now: {why}", id), true);
                 return None;
             }
             app.mark_all = false;

@@ -156,6 +156,21 @@ fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
+/// The length of a whole request or task ID.
+const ID: u16 = 36;
+/// The length of an ID cut to fit (still a unique prefix the console and every operator
+/// command accept, SPEC §8).
+const SHORT_ID: u16 = 8;
+
+/// The whole ID in a column of `width` cells, or its first [`SHORT_ID`] characters.
+fn fit(id: &str, width: u16) -> &str {
+    if id.len() <= usize::from(width) {
+        id
+    } else {
+        short(id)
+    }
+}
+
 fn result_text(r: &ReceiptItem) -> String {
     match (r.state, r.ok) {
         (ReceiptState::Running, _) => "…".to_owned(),
@@ -388,7 +403,19 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         .title(title)
         .title_bottom(Line::from(position).right_aligned())
         .border_style(if focus { t.bold() } else { t.dim() });
-    let wide = area.width >= 140;
+    // Whole IDs wherever the width allows: the request ID first, then the task ID.
+    let inner = area.width.saturating_sub(2);
+    let narrow: u16 = 2 + SHORT_ID + 11 + SHORT_ID + 9 + 17 + 5 + 3 + 3 + 5 + 9;
+    let request_w = if inner >= narrow + (ID - SHORT_ID) {
+        ID
+    } else {
+        SHORT_ID
+    };
+    let task_w = if inner >= narrow + 2 * (ID - SHORT_ID) {
+        ID
+    } else {
+        SHORT_ID
+    };
     let rows_visible = area.height.saturating_sub(3) as u64;
     let mut rows = Vec::with_capacity(rows_visible as usize);
     for i in app.scroll..(app.scroll + rows_visible).min(app.total) {
@@ -404,11 +431,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
                 .is_some_and(|s| s.request_id == r.request_id);
         let cursor = if here && focus { '>' } else { ' ' };
         let mark = format!("{cursor}{}", if marked { '*' } else { ' ' });
-        let id = if wide {
-            r.request_id.as_str()
-        } else {
-            short(&r.request_id)
-        };
+        let id = fit(&r.request_id, request_w);
         let result = result_text(r);
         let result_style = match (r.ok, r.code) {
             (Some(true), _) => t.fg(Color::Green),
@@ -422,16 +445,17 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             (false, Some(RefusalReason::UnverifiedOutcome)) => "unver",
             (false, _) => "no",
         };
-        let state = if r.state == ReceiptState::Completed {
-            "done"
-        } else {
-            r.state.as_str()
-        };
+        let state = r.state.as_str();
         let mut row = Row::new(vec![
             Span::raw(mark),
             Span::raw(id.to_owned()),
             Span::raw(r.method.clone()),
-            Span::raw(r.task_id.as_deref().map(short).unwrap_or("-").to_owned()),
+            Span::raw(
+                r.task_id
+                    .as_deref()
+                    .map_or("-", |t| fit(t, task_w))
+                    .to_owned(),
+            ),
             Span::raw(state.to_owned()),
             Span::styled(result, result_style),
             Span::raw(age(app, &r.first_seen_at)),
@@ -444,17 +468,20 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         }
         rows.push(row);
     }
-    let [method_w, result_w] = share(
-        area.width.saturating_sub(2),
-        &[2, if wide { 36 } else { 8 }, 8, 7, 5, 3, 3, 5],
-        [11, 17],
-    );
+    let [mut method_w, mut result_w] =
+        share(inner, &[2, request_w, task_w, 9, 5, 3, 3, 5], [11, 17]);
+    if result_w < 17 {
+        // A result code is never cut while the method can give way.
+        let room = method_w + result_w;
+        result_w = room.min(17);
+        method_w = room - result_w;
+    }
     let widths = [
         Constraint::Length(2),
-        Constraint::Length(if wide { 36 } else { 8 }),
+        Constraint::Length(request_w),
         Constraint::Length(method_w),
-        Constraint::Length(8),
-        Constraint::Length(7),
+        Constraint::Length(task_w),
+        Constraint::Length(9),
         Constraint::Length(result_w),
         Constraint::Length(5),
         Constraint::Length(3),
@@ -488,12 +515,17 @@ fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let block = Block::bordered()
         .title(format!(" Running tasks {} ", tasks.len()))
         .border_style(if focus { t.bold() } else { t.dim() });
+    let id_w = if area.width.saturating_sub(2) >= ID + 20 {
+        ID
+    } else {
+        SHORT_ID
+    };
     let rows: Vec<Row> = tasks
         .iter()
         .enumerate()
         .map(|(i, task)| {
             let row = Row::new(vec![
-                short(&task.task_id).to_owned(),
+                fit(&task.task_id, id_w).to_owned(),
                 task.title.clone(),
                 age(app, &task.updated_at),
             ]);
@@ -507,8 +539,8 @@ fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     Table::new(
         rows,
         [
-            Constraint::Length(8),
-            Constraint::Length(area.width.saturating_sub(2 + 8 + 6 + 2).max(6)),
+            Constraint::Length(id_w),
+            Constraint::Length(area.width.saturating_sub(2 + id_w + 6 + 2).max(6)),
             Constraint::Length(6),
         ],
     )
@@ -564,6 +596,22 @@ fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         "task", "request", "action", "expect", "since", "verified",
     ])
     .style(t.bold());
+    // Whole IDs wherever the width allows: the request ID first, then the task ID.
+    let inner = area.width.saturating_sub(2);
+    let narrow: u16 = SHORT_ID + SHORT_ID + 5 + 12 + 16 + 5;
+    let request_w = if inner >= narrow + (ID - SHORT_ID) {
+        ID
+    } else if area.width >= 60 {
+        SHORT_ID
+    } else {
+        4
+    };
+    let task_w = if inner >= narrow + 2 * (ID - SHORT_ID) {
+        ID
+    } else {
+        SHORT_ID
+    };
+    let [action_w, expect_w] = share(inner, &[task_w, request_w, 5, 12], [8, 8]);
     let rows: Vec<Row> = pending
         .iter()
         .enumerate()
@@ -581,8 +629,8 @@ fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
                 })
                 .unwrap_or_else(|| "never".to_owned());
             let row = Row::new(vec![
-                short(&p.task_id).to_owned(),
-                short(&p.pending.request_id).to_owned(),
+                fit(&p.task_id, task_w).to_owned(),
+                fit(&p.pending.request_id, request_w).to_owned(),
                 action_of(p),
                 expect,
                 age(app, &p.pending.since),
@@ -595,10 +643,8 @@ fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             }
         })
         .collect();
-    let request_w = if area.width >= 60 { 8 } else { 4 };
-    let [action_w, expect_w] = share(area.width.saturating_sub(2), &[8, request_w, 5, 12], [8, 8]);
     let widths = [
-        Constraint::Length(8),
+        Constraint::Length(task_w),
         Constraint::Length(request_w),
         Constraint::Length(action_w),
         Constraint::Length(expect_w),
@@ -736,7 +782,7 @@ fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer)
             for h in history {
                 lines.push(Line::raw(format!(
                     "{}  {:<14} {:<18} {}",
-                    short(&h.request_id),
+                    fit(&h.request_id, r.width.saturating_sub(44)),
                     h.method,
                     result_text(h),
                     age(app, &h.first_seen_at)
@@ -772,6 +818,8 @@ fn render_confirm(
     let inner = block.inner(r);
     block.render(r, buf);
     let n = prepared.clearable.len();
+    let request_w = if inner.width >= 100 { ID } else { SHORT_ID };
+    let task_w = if inner.width >= 130 { ID } else { SHORT_ID };
     let [head, list, tail] = Layout::vertical([
         Constraint::Length(2),
         Constraint::Min(1),
@@ -800,7 +848,7 @@ fn render_confirm(
         ));
         for r in &prepared.refused {
             lines.push(Line::styled(
-                format!(" {} {}", short(&r.request_id), r.reason.as_str()),
+                format!(" {} {}", r.request_id, r.reason.as_str()),
                 t.fg(Color::Yellow),
             ));
         }
@@ -814,10 +862,10 @@ fn render_confirm(
         };
         lines.push(Line::from(vec![
             Span::raw(format!(
-                " {} {:<14} {:<8} ",
-                short(&c.request_id),
+                " {} {:<14} {} ",
+                fit(&c.request_id, request_w),
                 c.method,
-                c.task_id.as_deref().map(short).unwrap_or("-")
+                c.task_id.as_deref().map_or("-", |t| fit(t, task_w))
             )),
             Span::styled(format!("{:<18}", c.result_text()), style),
             Span::raw(format!(" joins {} replays {}", c.joins, c.replays)),

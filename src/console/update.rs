@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::app::{
-    read, short, Action, App, ConfirmStage, Detail, Effect, Link, Mode, Reply, REFRESH_EVERY_MS,
+    read, Action, App, ConfirmStage, Detail, Effect, Link, Mode, Reply, REFRESH_EVERY_MS,
 };
 use super::input::on_key;
 use crate::protocol::introspection::{
@@ -93,10 +93,7 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
             None => {
                 if let Some(id) = app.anchor.take() {
                     app.notice(
-                        format!(
-                            "{} left the list (cleared, or no longer matching)",
-                            short(&id)
-                        ),
+                        format!("{} left the list (cleared, or no longer matching)", id),
                         false,
                     );
                 }
@@ -253,10 +250,7 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                         .to_owned();
                     let state = verified.as_ref().map_or("?", |r| r.state.as_str());
                     app.notice(
-                        format!(
-                            "verification of {}: {outcome}; task is {state}",
-                            short(&task_id)
-                        ),
+                        format!("verification of {}: {outcome}; task is {state}", task_id),
                         false,
                     );
                     outcome
@@ -265,9 +259,7 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                     app.notice(
                         format!(
                             "verification of {} failed: {} {}",
-                            short(&task_id),
-                            e.code,
-                            e.message
+                            task_id, e.code, e.message
                         ),
                         true,
                     );
