@@ -611,3 +611,70 @@ fn operator_commands_take_unique_prefixes_and_say_what_their_exit_codes_mean() {
     let (code, _, _) = polaris(&host, &["audit", "--request", "064da171"]);
     assert_eq!(code, 1, "no clear removed it");
 }
+
+#[test]
+fn a_not_observed_outcome_is_resolved_from_the_console_and_its_receipt_cleared() {
+    let host = TestHost::start(&["--capacity", "20", "--action-timeout-ms", "300"]);
+    let lost = start_task(&host, json!({"dropSubmit": true}));
+    let r = call(
+        &host,
+        "page.press",
+        json!({"taskId": lost, "key": "Enter", "target": "#title", "expect": saved()}),
+    );
+    assert_eq!(r["error"]["code"], "OUTCOME_UNCERTAIN", "{r}");
+
+    // At 80×24 the detail view scrolls to the stored reply's message.
+    let mut small = Console::start_sized(&host, 80, 24);
+    small.shows("Blocked outcomes 1");
+    small.press("/page.press\r");
+    small.shows("1 of 1");
+    small.press("\r");
+    small.shows("stored reply");
+    small.press("G");
+    let end = small.wait_for("the end of the reply", |t| t.contains("\"message\""));
+    assert!(end.contains(" of "), "the view says where it is:\n{end}");
+    drop(small);
+
+    let mut console = Console::start_sized(&host, 140, 34);
+    console.shows("Blocked outcomes 1");
+    console.press("v");
+    let seen = console.shows("not_observed");
+    assert!(
+        seen.contains("observed #status = \"Draft\""),
+        "verification shows what it read:\n{seen}"
+    );
+    // Acknowledging needs a reason and a y; a host without it says so and names the way out.
+    console.press("A");
+    console.shows("Acknowledge outcome");
+    console.press("the order never reached the shop\r");
+    console.shows("Press y to acknowledge outcome now");
+    console.press("y");
+    let after = console.wait_for("the acknowledgement's answer", |t| {
+        t.contains("acknowledged ") || t.contains("UNKNOWN_METHOD")
+    });
+    if after.contains("UNKNOWN_METHOD") {
+        assert!(after.contains("stop the task instead (x)"), "{after}");
+        console.press("x");
+        console.shows("Stop task");
+        console.press("submit was dropped\r");
+        console.shows("Press y to stop task now");
+        console.press("y");
+        console.shows(&format!("stopped task {lost}"));
+    }
+    let status = call(&host, "task.status", json!({"taskId": lost}));
+    assert!(
+        status["result"]["state"] == "stopped" || after.contains("acknowledged "),
+        "{status}"
+    );
+
+    // Its receipt is now clearable, and the console clears it.
+    console.press("/page.press\r");
+    console.wait_for("the press receipt, clearable", |t| {
+        t.contains("1 of 1") && t.contains("yes")
+    });
+    console.press(" c");
+    console.shows("Clear 1 receipts?");
+    console.press("resolved by the operator\r");
+    console.press("y");
+    console.shows("cleared 1 receipts");
+}

@@ -12,8 +12,8 @@ use serde_json::Value;
 
 use crate::host::Counters;
 use crate::protocol::introspection::{
-    BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptFilter, ReceiptItem,
-    ReceiptsListParams, Snapshot, Sort, StateFilter, TaskSummary,
+    AuditEntry, BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptFilter,
+    ReceiptItem, ReceiptsListParams, Snapshot, Sort, StateFilter, TaskSummary,
 };
 use crate::protocol::results::TaskState;
 
@@ -100,6 +100,41 @@ pub enum Detail {
     Failed(String),
 }
 
+/// An operator action on a blocked outcome that needs a reason and a confirmation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Act {
+    /// Stop the task (bridge `task.stop` under a fresh request ID): its unverified outcome
+    /// stays recorded on the stopped task and its receipt becomes clearable.
+    Stop {
+        /// The task.
+        task_id: String,
+    },
+    /// Record that the uncertain outcome was settled outside Polaris (`outcome.acknowledge`,
+    /// SPEC §11): nothing is executed and the receipt becomes clearable.
+    Acknowledge {
+        /// The receipt whose outcome is settled.
+        request_id: String,
+    },
+}
+
+impl Act {
+    /// What the dialog and the notices call it.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Act::Stop { .. } => "stop task",
+            Act::Acknowledge { .. } => "acknowledge outcome",
+        }
+    }
+
+    /// The ID it acts on.
+    pub fn target(&self) -> &str {
+        match self {
+            Act::Stop { task_id } => task_id,
+            Act::Acknowledge { request_id } => request_id,
+        }
+    }
+}
+
 /// What has the keyboard.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mode {
@@ -113,6 +148,22 @@ pub enum Mode {
     Detail(Detail),
     /// Waiting for `receipts.clearPrepare`.
     Preparing,
+    /// Stopping a task or acknowledging an outcome: a reason, then `y`.
+    Act {
+        /// What is done.
+        act: Act,
+        /// The reason being typed.
+        reason: String,
+        /// Where the dialog is (`Committing` once sent).
+        stage: ConfirmStage,
+    },
+    /// The audit log (`audit.list`), narrowed to the filter when one is typed.
+    Audit {
+        /// The entries, newest first; `None` while they are read.
+        entries: Option<Vec<AuditEntry>>,
+        /// Why they could not be read.
+        failed: Option<String>,
+    },
     /// The confirmation dialog.
     Confirm {
         /// The prepared clear: the token the commit needs and the current result of each
@@ -263,6 +314,8 @@ pub struct App {
     pub color: bool,
     /// The first line of the confirmation dialog's list shown (↑/↓ while typing the reason).
     pub dialog_scroll: usize,
+    /// The first line shown of the detail view, the help or the audit log.
+    pub overlay_scroll: u16,
     /// The request ID the selection is on: the selection stays on this receipt while others
     /// arrive, leave or move (`None` until the row under the selection is read).
     pub anchor: Option<String>,
@@ -335,6 +388,15 @@ pub enum Action {
     },
     /// A `receipts.clearPrepare` result.
     Prepared(Reply),
+    /// The result of a stop or an acknowledgement.
+    Acted {
+        /// What was done.
+        act: Act,
+        /// The reply.
+        reply: Reply,
+    },
+    /// An `audit.list` result.
+    Audit(Reply),
     /// A `receipts.clearCommit` result.
     Committed(Reply),
 }
@@ -363,6 +425,15 @@ pub enum Effect {
     Verify(String),
     /// Run `receipts.clearPrepare` with these params.
     Prepare(Value),
+    /// Stop a task or acknowledge an outcome, once.
+    Act {
+        /// What.
+        act: Act,
+        /// The operator's reason.
+        reason: String,
+    },
+    /// Read `audit.list`.
+    GetAudit,
     /// Run `receipts.clearCommit` once.
     Commit {
         /// The token.
@@ -405,6 +476,7 @@ impl App {
             quit: false,
             color: true,
             dialog_scroll: 0,
+            overlay_scroll: 0,
             anchor: None,
             queued: VecDeque::new(),
             outbox: Vec::new(),
@@ -449,6 +521,10 @@ impl App {
         match &self.mode {
             Mode::Preparing
             | Mode::Confirm {
+                stage: ConfirmStage::Committing,
+                ..
+            }
+            | Mode::Act {
                 stage: ConfirmStage::Committing,
                 ..
             } => true,

@@ -2,8 +2,97 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use super::app::{next_sort, App, ConfirmStage, Detail, Effect, Mode, Pane};
+use super::app::{next_sort, Act, App, ConfirmStage, Detail, Effect, Mode, Pane};
 use super::keymap::{command_for, Command};
+
+/// Scrolls the detail view, the help or the audit log; `false` when the key is not a
+/// scrolling key. The view clamps what is past its end.
+fn scroll_overlay(app: &mut App, code: KeyCode) -> bool {
+    let page = app.size.1.saturating_sub(6).max(1);
+    let s = &mut app.overlay_scroll;
+    match code {
+        KeyCode::Down | KeyCode::Char('j') => *s = s.saturating_add(1),
+        KeyCode::Up | KeyCode::Char('k') => *s = s.saturating_sub(1),
+        KeyCode::PageDown | KeyCode::Char(' ') => *s = s.saturating_add(page),
+        KeyCode::PageUp => *s = s.saturating_sub(page),
+        KeyCode::Home | KeyCode::Char('g') => *s = 0,
+        KeyCode::End | KeyCode::Char('G') => *s = u16::MAX,
+        _ => return false,
+    }
+    true
+}
+
+/// The stop and acknowledge dialog: a reason, Enter, then only `y` sends it, once.
+fn on_act_key(
+    app: &mut App,
+    act: Act,
+    mut reason: String,
+    stage: ConfirmStage,
+    key: KeyEvent,
+    ctrl_c: bool,
+) -> Option<Effect> {
+    let cancel = |app: &mut App, act: &Act| {
+        app.mode = Mode::Normal;
+        app.notice(format!("{} cancelled; nothing was sent", act.verb()), false);
+        None
+    };
+    match stage {
+        ConfirmStage::Reason => {
+            match key.code {
+                KeyCode::Esc => return cancel(app, &act),
+                KeyCode::Char('c') if ctrl_c => return cancel(app, &act),
+                KeyCode::Enter => {
+                    if reason.trim().is_empty() {
+                        app.notice("type a reason for the audit log first", true);
+                    } else {
+                        app.notice = None;
+                        app.mode = Mode::Act {
+                            act,
+                            reason,
+                            stage: ConfirmStage::Confirm,
+                        };
+                    }
+                    return None;
+                }
+                KeyCode::Backspace => {
+                    reason.pop();
+                }
+                KeyCode::Char(c)
+                    if !key.modifiers.contains(KeyModifiers::CONTROL)
+                        && reason.chars().count() < 500 =>
+                {
+                    reason.push(c)
+                }
+                _ => {}
+            }
+            app.mode = Mode::Act {
+                act,
+                reason,
+                stage: ConfirmStage::Reason,
+            };
+            None
+        }
+        ConfirmStage::Confirm => {
+            if key.code == KeyCode::Char('y')
+                && key.modifiers.difference(KeyModifiers::SHIFT).is_empty()
+            {
+                let effect = Effect::Act {
+                    act: act.clone(),
+                    reason: reason.trim().to_owned(),
+                };
+                app.mode = Mode::Act {
+                    act,
+                    reason,
+                    stage: ConfirmStage::Committing,
+                };
+                Some(effect)
+            } else {
+                cancel(app, &act)
+            }
+        }
+        ConfirmStage::Committing => None,
+    }
+}
 
 pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
     if key.kind == crossterm::event::KeyEventKind::Release {
@@ -16,19 +105,24 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
                 app.quit = true;
                 return Some(Effect::Quit);
             }
-            app.mode = Mode::Normal;
-            None
-        }
-        Mode::Detail(_) => {
-            if ctrl_c {
-                app.quit = true;
-                return Some(Effect::Quit);
-            }
-            if matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {
+            if !scroll_overlay(app, key.code) {
                 app.mode = Mode::Normal;
             }
             None
         }
+        Mode::Detail(_) | Mode::Audit { .. } => {
+            if ctrl_c {
+                app.quit = true;
+                return Some(Effect::Quit);
+            }
+            if !scroll_overlay(app, key.code)
+                && matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q'))
+            {
+                app.mode = Mode::Normal;
+            }
+            None
+        }
+        Mode::Act { act, reason, stage } => on_act_key(app, act, reason, stage, key, ctrl_c),
         Mode::Filter => {
             match key.code {
                 KeyCode::Enter => {
@@ -87,6 +181,7 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
                             app.notice("type a reason for the audit log first", true);
                             return None;
                         }
+                        app.notice = None;
                         app.mode = Mode::Confirm {
                             prepared,
                             reason,
@@ -158,6 +253,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             Some(Effect::Quit)
         }
         Command::Help => {
+            app.overlay_scroll = 0;
             app.mode = Mode::Help;
             None
         }
@@ -182,6 +278,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
                     app.notice("disconnected: the detail view needs the host", true);
                     return None;
                 }
+                app.overlay_scroll = 0;
                 app.mode = Mode::Detail(Detail::Loading(id.clone()));
                 Some(Effect::GetReceipt(id))
             }
@@ -195,6 +292,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
                     app.notice("disconnected: the detail view needs the host", true);
                     return None;
                 }
+                app.overlay_scroll = 0;
                 app.mode = Mode::Detail(Detail::Loading(id.clone()));
                 Some(Effect::GetTaskHistory(id))
             }
@@ -261,6 +359,63 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             app.verify_results
                 .insert(task_id.clone(), "verifying…".to_owned());
             Some(Effect::Verify(task_id))
+        }
+        Command::Stop | Command::Acknowledge => {
+            let act = if command == Command::Stop {
+                let task_id = match app.focus {
+                    Pane::Tasks => app
+                        .running_tasks()
+                        .get(app.task_selected)
+                        .map(|t| t.task_id.clone()),
+                    _ => app
+                        .pending()
+                        .get(app.blocked_selected)
+                        .map(|p| p.task_id.clone()),
+                };
+                let Some(task_id) = task_id else {
+                    app.notice(
+                        "no task to stop: select a running task (tab) or a blocked outcome",
+                        true,
+                    );
+                    return None;
+                };
+                Act::Stop { task_id }
+            } else {
+                let request_id = match app.focus {
+                    Pane::Receipts => app.selected_receipt().map(|r| r.request_id.clone()),
+                    _ => app
+                        .pending()
+                        .get(app.blocked_selected)
+                        .map(|p| p.pending.request_id.clone()),
+                };
+                let Some(request_id) = request_id else {
+                    app.notice("no outcome to acknowledge: select a blocked outcome", true);
+                    return None;
+                };
+                Act::Acknowledge { request_id }
+            };
+            if app.stale() {
+                app.notice(format!("disconnected: {} needs the host", act.verb()), true);
+                return None;
+            }
+            app.mode = Mode::Act {
+                act,
+                reason: String::new(),
+                stage: ConfirmStage::Reason,
+            };
+            None
+        }
+        Command::Audit => {
+            if app.stale() {
+                app.notice("disconnected: the audit log needs the host", true);
+                return None;
+            }
+            app.overlay_scroll = 0;
+            app.mode = Mode::Audit {
+                entries: None,
+                failed: None,
+            };
+            Some(Effect::GetAudit)
         }
         Command::Refresh => {
             if app.stale() {

@@ -38,6 +38,13 @@ pub enum Command {
     Clear,
     /// Run the read-only verification of the selected blocked outcome.
     Verify,
+    /// Stop the selected task (a reason and a confirmation first).
+    Stop,
+    /// Acknowledge the selected uncertain outcome as settled outside Polaris (a reason and a
+    /// confirmation first).
+    Acknowledge,
+    /// Show the audit log (narrowed to the filter, to look up a cleared ID).
+    Audit,
     /// Re-read everything from the host.
     Refresh,
     /// Close a view, drop the filter and the marks.
@@ -174,6 +181,27 @@ pub const KEYMAP: &[Binding] = &[
         help: "read-only verification of the selected blocked outcome",
     },
     Binding {
+        label: "x",
+        keys: &[KeyCode::Char('x')],
+        command: Command::Stop,
+        hint: None,
+        help: "stop the selected task (tasks pane) or the blocked outcome's task; asks why",
+    },
+    Binding {
+        label: "A",
+        keys: &[KeyCode::Char('A')],
+        command: Command::Acknowledge,
+        hint: None,
+        help: "acknowledge an uncertain outcome settled outside Polaris; asks why",
+    },
+    Binding {
+        label: "L",
+        keys: &[KeyCode::Char('L')],
+        command: Command::Audit,
+        hint: None,
+        help: "the audit log: who cleared what and why (the filter finds a cleared ID)",
+    },
+    Binding {
         label: "r",
         keys: &[KeyCode::Char('r')],
         command: Command::Refresh,
@@ -235,7 +263,7 @@ mod tests {
             Some(Command::Quit)
         );
         assert_eq!(
-            command_for(&KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE)),
+            command_for(&KeyEvent::new(KeyCode::Char('z'), KeyModifiers::NONE)),
             None
         );
     }

@@ -9,6 +9,7 @@ pub mod demo;
 mod input;
 pub mod keymap;
 pub mod net;
+mod overlays;
 pub mod ui;
 mod update;
 

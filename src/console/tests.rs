@@ -6,7 +6,9 @@ use ratatui::style::Color;
 use ratatui::Terminal;
 use serde_json::{json, Value};
 
-use super::app::{update, Action, App, ConfirmStage, Detail, Effect, Link, Mode, OpError, Pane};
+use super::app::{
+    update, Act, Action, App, ConfirmStage, Detail, Effect, Link, Mode, OpError, Pane,
+};
 
 /// 2026-11-30T02:00:00Z: every fixture's "now".
 const NOW: i64 = 1_795_996_800_000;
@@ -1157,4 +1159,103 @@ fn any_terminal_size_draws_without_a_panic_in_every_mode() {
             draw(&sized, cols, rows);
         }
     }
+}
+
+#[test]
+fn x_stops_the_blocked_task_only_after_a_reason_and_y_and_sends_it_once() {
+    let mut app = connected(100, 30, 5, 60, 5, true);
+    assert_eq!(update(&mut app, key('x')), None);
+    let Mode::Act { act, .. } = app.mode.clone() else {
+        panic!("the stop dialog opens: {:?}", app.mode)
+    };
+    let task_id = "7a1c9e00-1111-4000-8000-000000000001".to_owned();
+    assert_eq!(
+        act,
+        Act::Stop {
+            task_id: task_id.clone()
+        }
+    );
+    assert_eq!(
+        update(&mut app, code(KeyCode::Enter)),
+        None,
+        "no reason yet"
+    );
+    typed(&mut app, "dropped submit");
+    assert_eq!(update(&mut app, code(KeyCode::Enter)), None);
+    insta::assert_snapshot!(screen(&app, 100, 30));
+    assert_eq!(
+        update(&mut app, key('y')),
+        Some(Effect::Act {
+            act: act.clone(),
+            reason: "dropped submit".into()
+        })
+    );
+    assert_eq!(update(&mut app, key('y')), None, "queued, never re-sent");
+    let effect = update(
+        &mut app,
+        Action::Acted {
+            act,
+            reply: Ok(json!({"taskId": task_id, "state": "stopped"})),
+        },
+    );
+    assert_eq!(effect, Some(Effect::Refresh));
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app
+        .notice
+        .as_ref()
+        .unwrap()
+        .text
+        .starts_with("stopped task"));
+}
+
+#[test]
+fn a_host_without_acknowledge_is_told_cleanly_with_the_way_out() {
+    let mut app = connected(100, 30, 5, 60, 5, true);
+    update(&mut app, code(KeyCode::Tab));
+    update(&mut app, code(KeyCode::Tab));
+    update(&mut app, key('A'));
+    typed(&mut app, "settled by phone");
+    update(&mut app, code(KeyCode::Enter));
+    let Some(Effect::Act { act, .. }) = update(&mut app, key('y')) else {
+        panic!()
+    };
+    update(
+        &mut app,
+        Action::Acted {
+            act,
+            reply: Err(OpError {
+                code: "UNKNOWN_METHOD".into(),
+                message: "outcome.acknowledge is not available on this host".into(),
+                unknown: false,
+            }),
+        },
+    );
+    let notice = app.notice.clone().unwrap();
+    assert!(notice.error && notice.text.contains("stop the task instead (x)"));
+}
+
+#[test]
+fn the_audit_log_narrows_to_the_filter_to_find_a_cleared_id() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('/'));
+    typed_filter(&mut app, "0000000a");
+    update(&mut app, code(KeyCode::Enter));
+    settle(&mut app, 0);
+    assert_eq!(update(&mut app, key('L')), Some(Effect::GetAudit));
+    update(
+        &mut app,
+        Action::Audit(Ok(json!({"entries": [{
+            "at": ts(60), "operator": "ops", "reason": "book full", "runId": "5f3e2d1c",
+            "cleared": [
+                {"requestId": id(10), "method": "page.fill", "ok": true},
+                {"requestId": id(11), "method": "page.click", "ok": false, "code": "ACTION_FAILED"}
+            ]
+        }]}))),
+    );
+    let text = screen(&app, 100, 30);
+    assert!(
+        text.contains("book full") && text.contains(&id(10)),
+        "{text}"
+    );
+    assert!(!text.contains(&id(11)), "only the matching ID:\n{text}");
 }

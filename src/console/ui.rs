@@ -5,13 +5,12 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{
-    Block, Borders, Clear, Gauge, Paragraph, Row, Sparkline, Table, Widget, Wrap,
-};
+use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Row, Sparkline, Table, Widget};
 
-use super::app::{App, ConfirmStage, Detail, Link, Mode, Pane};
-use super::keymap::{footer_hints, KEYMAP};
-use crate::protocol::introspection::{BlockedOutcome, ClearPrepared, ReceiptItem, RefusalReason};
+use super::app::{App, ConfirmStage, Link, Mode, Pane};
+use super::keymap::footer_hints;
+use super::overlays::{render_act, render_audit, render_confirm, render_detail, render_help};
+use crate::protocol::introspection::{BlockedOutcome, ReceiptItem, RefusalReason};
 use crate::protocol::results::ReceiptState;
 use crate::protocol::{Command, ErrorCode, Expect, ExpectCheck, Method};
 
@@ -64,32 +63,32 @@ pub fn table_rows(cols: u16, rows: u16) -> u16 {
         .max(1)
 }
 
-struct Theme {
+pub(super) struct Theme {
     color: bool,
 }
 
 impl Theme {
-    fn fg(&self, c: Color) -> Style {
+    pub(super) fn fg(&self, c: Color) -> Style {
         if self.color {
             Style::new().fg(c)
         } else {
             Style::new()
         }
     }
-    fn bold(&self) -> Style {
+    pub(super) fn bold(&self) -> Style {
         Style::new().add_modifier(Modifier::BOLD)
     }
-    fn dim(&self) -> Style {
+    pub(super) fn dim(&self) -> Style {
         if self.color {
             Style::new().fg(Color::DarkGray)
         } else {
             Style::new()
         }
     }
-    fn selected(&self) -> Style {
+    pub(super) fn selected(&self) -> Style {
         Style::new().add_modifier(Modifier::REVERSED)
     }
-    fn alert(&self) -> Style {
+    pub(super) fn alert(&self) -> Style {
         if self.color {
             Style::new()
                 .fg(Color::White)
@@ -99,7 +98,7 @@ impl Theme {
             Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
         }
     }
-    fn gauge(&self, ratio: f64) -> Style {
+    pub(super) fn gauge(&self, ratio: f64) -> Style {
         if !self.color {
             return Style::new();
         }
@@ -146,24 +145,24 @@ fn millis_of(ts: &str) -> Option<i64> {
         .map(|t| t.timestamp_millis())
 }
 
-fn age(app: &App, ts: &str) -> String {
+pub(super) fn age(app: &App, ts: &str) -> String {
     millis_of(ts)
         .map(|t| human_duration(app.now - t))
         .unwrap_or_else(|| "-".to_owned())
 }
 
-fn short(id: &str) -> &str {
+pub(super) fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
 /// The length of a whole request or task ID.
-const ID: u16 = 36;
+pub(super) const ID: u16 = 36;
 /// The length of an ID cut to fit (still a unique prefix the console and every operator
 /// command accept, SPEC §8).
-const SHORT_ID: u16 = 8;
+pub(super) const SHORT_ID: u16 = 8;
 
 /// The whole ID in a column of `width` cells, or its first [`SHORT_ID`] characters.
-fn fit(id: &str, width: u16) -> &str {
+pub(super) fn fit(id: &str, width: u16) -> &str {
     if id.len() <= usize::from(width) {
         id
     } else {
@@ -171,7 +170,7 @@ fn fit(id: &str, width: u16) -> &str {
     }
 }
 
-fn result_text(r: &ReceiptItem) -> String {
+pub(super) fn result_text(r: &ReceiptItem) -> String {
     match (r.state, r.ok) {
         (ReceiptState::Running, _) => "…".to_owned(),
         (_, Some(true)) => "ok".to_owned(),
@@ -180,7 +179,7 @@ fn result_text(r: &ReceiptItem) -> String {
     }
 }
 
-fn plural(n: usize, word: &str) -> String {
+pub(super) fn plural(n: usize, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")
     } else {
@@ -203,7 +202,7 @@ fn share(inner: u16, fixed: &[u16], min: [u16; 2]) -> [u16; 2] {
     [min[0] + extra / 2, min[1] + extra - extra / 2]
 }
 
-fn centered(area: Rect, width: u16, height: u16) -> Rect {
+pub(super) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
     let h = height.min(area.height);
     Rect::new(
@@ -226,8 +225,17 @@ impl Widget for &App {
         render_blocked(self, &theme, a.blocked, buf);
         render_footer(self, &theme, a.footer, buf);
         match &self.mode {
-            Mode::Help => render_help(&theme, area, buf),
+            Mode::Help => render_help(self, &theme, area, buf),
             Mode::Detail(d) => render_detail(self, &theme, d, area, buf),
+            Mode::Act { act, reason, stage } => render_act(&theme, act, reason, stage, area, buf),
+            Mode::Audit { entries, failed } => render_audit(
+                self,
+                &theme,
+                entries.as_deref(),
+                failed.as_deref(),
+                area,
+                buf,
+            ),
             Mode::Preparing => {
                 let r = centered(area, 40, 3);
                 Clear.render(r, buf);
@@ -661,13 +669,27 @@ fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
 fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let hints: Vec<(&str, &str)> = match &app.mode {
         Mode::Normal => footer_hints(),
-        Mode::Help => vec![("any key", "close")],
+        Mode::Help => vec![("j/k", "scroll"), ("any other key", "close")],
         Mode::Filter => vec![
             ("enter", "keep filter"),
             ("esc", "drop filter"),
             ("type", "filter"),
         ],
-        Mode::Detail(_) => vec![("esc/enter", "close")],
+        Mode::Detail(_) | Mode::Audit { .. } => {
+            vec![("j/k PgUp/PgDn", "scroll"), ("esc/enter", "close")]
+        }
+        Mode::Act {
+            stage: ConfirmStage::Reason,
+            ..
+        } => vec![("type", "reason"), ("enter", "continue"), ("esc", "cancel")],
+        Mode::Act {
+            stage: ConfirmStage::Confirm,
+            ..
+        } => vec![("y", "do it now"), ("any other key", "cancel")],
+        Mode::Act {
+            stage: ConfirmStage::Committing,
+            ..
+        } => vec![("", "sending")],
         Mode::Preparing => vec![("", "waiting for the host")],
         Mode::Confirm {
             stage: ConfirmStage::Reason,
@@ -693,218 +715,4 @@ fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         spans.push(Span::raw(format!(" {h}")));
     }
     Line::from(spans).render(area, buf);
-}
-
-fn render_help(t: &Theme, area: Rect, buf: &mut Buffer) {
-    let mut lines = vec![
-        Line::styled("Keys (the footer shows the same table)", t.bold()),
-        Line::raw(""),
-    ];
-    for b in KEYMAP {
-        lines.push(Line::from(vec![
-            Span::styled(format!("{:>7}  ", b.label), t.bold()),
-            Span::raw(b.help),
-        ]));
-    }
-    lines.push(Line::raw(""));
-    lines.push(Line::raw(
-        "In the clear dialog: type a reason, enter, then only y commits.",
-    ));
-    let r = centered(area, 76, lines.len() as u16 + 2);
-    Clear.render(r, buf);
-    Paragraph::new(lines)
-        .block(Block::bordered().title(" Help "))
-        .render(r, buf);
-}
-
-fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer) {
-    let r = centered(
-        area,
-        area.width.saturating_sub(4),
-        area.height.saturating_sub(2),
-    );
-    Clear.render(r, buf);
-    let (title, lines): (String, Vec<Line>) = match d {
-        Detail::Loading(id) => (format!(" {id} "), vec![Line::raw("reading…")]),
-        Detail::Failed(msg) => (
-            " Detail ".into(),
-            vec![Line::styled(msg.clone(), t.fg(Color::Red))],
-        ),
-        Detail::Receipt(r) => {
-            let count = |n: Option<u64>| n.map_or_else(|| "null".to_owned(), |n| n.to_string());
-            let mut lines = vec![Line::from(vec![
-                Span::styled("state ", t.bold()),
-                Span::raw(format!(
-                    "{}  joins {}  replays {}  first seen {}",
-                    r.state.as_str(),
-                    count(r.joins),
-                    count(r.replays),
-                    r.first_seen_at.as_deref().unwrap_or("-")
-                )),
-            ])];
-            lines.push(Line::styled("request (canonical)", t.bold()));
-            let req = serde_json::to_string(&r.request).unwrap_or_default();
-            lines.push(Line::raw(req));
-            lines.push(Line::styled("stored reply", t.bold()));
-            match &r.reply {
-                None => lines.push(Line::styled(
-                    "none yet: still running (Esc, then Enter again to re-read)",
-                    t.dim(),
-                )),
-                Some(reply) => {
-                    // Through a JSON value, so the keys read sorted at every depth, as the
-                    // host writes them.
-                    let reply = serde_json::to_value(reply)
-                        .and_then(|v| serde_json::to_string_pretty(&v))
-                        .unwrap_or_default();
-                    lines.extend(reply.lines().map(|l| Line::raw(l.to_owned())));
-                }
-            }
-            (format!(" Receipt {} ", r.request_id), lines)
-        }
-        Detail::Task {
-            task_id,
-            task,
-            history,
-        } => {
-            let (title, state, created) = match task {
-                Some(task) => (
-                    task.title.as_str(),
-                    task.state.as_str(),
-                    task.created_at.as_str(),
-                ),
-                None => ("", "", ""),
-            };
-            let mut lines = vec![
-                Line::raw(format!("{title}  state {state}  created {created}")),
-                Line::styled("history (newest first)", t.bold()),
-            ];
-            for h in history {
-                lines.push(Line::raw(format!(
-                    "{}  {:<14} {:<18} {}",
-                    fit(&h.request_id, r.width.saturating_sub(44)),
-                    h.method,
-                    result_text(h),
-                    age(app, &h.first_seen_at)
-                )));
-            }
-            (format!(" Task {task_id} "), lines)
-        }
-    };
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .block(Block::bordered().title(title))
-        .render(r, buf);
-}
-
-fn render_confirm(
-    t: &Theme,
-    prepared: &ClearPrepared,
-    reason: &str,
-    stage: &ConfirmStage,
-    scroll: usize,
-    area: Rect,
-    buf: &mut Buffer,
-) {
-    let r = centered(
-        area,
-        area.width.saturating_sub(6).max(20),
-        area.height.saturating_sub(4),
-    );
-    Clear.render(r, buf);
-    let block = Block::bordered()
-        .borders(Borders::ALL)
-        .title(" Clear receipts ");
-    let inner = block.inner(r);
-    block.render(r, buf);
-    let n = prepared.clearable.len();
-    let request_w = if inner.width >= 100 { ID } else { SHORT_ID };
-    let task_w = if inner.width >= 130 { ID } else { SHORT_ID };
-    let [head, list, tail] = Layout::vertical([
-        Constraint::Length(2),
-        Constraint::Min(1),
-        Constraint::Length(3),
-    ])
-    .areas(inner);
-    let errors = prepared.clearable.iter().filter(|c| !c.ok).count();
-    Paragraph::new(vec![
-        Line::styled(
-            format!(
-                "Clear {n} receipts? ({} ok, {}, {} refused) Their replies are forgotten:",
-                n - errors,
-                plural(errors, "error"),
-                prepared.refused.len()
-            ),
-            t.bold(),
-        ),
-        Line::raw("a re-sent ID then gets RECEIPT_CLEARED. Refused first, then current results:"),
-    ])
-    .render(head, buf);
-    let mut lines: Vec<Line> = Vec::new();
-    if !prepared.refused.is_empty() {
-        lines.push(Line::styled(
-            format!("Refused ({}), kept:", prepared.refused.len()),
-            t.bold(),
-        ));
-        for r in &prepared.refused {
-            lines.push(Line::styled(
-                format!(" {} {}", r.request_id, r.reason.as_str()),
-                t.fg(Color::Yellow),
-            ));
-        }
-        lines.push(Line::styled(format!("To clear ({n}):"), t.bold()));
-    }
-    for c in &prepared.clearable {
-        let style = if c.ok {
-            t.fg(Color::Green)
-        } else {
-            t.fg(Color::Red)
-        };
-        lines.push(Line::from(vec![
-            Span::raw(format!(
-                " {} {:<14} {} ",
-                fit(&c.request_id, request_w),
-                c.method,
-                c.task_id.as_deref().map_or("-", |t| fit(t, task_w))
-            )),
-            Span::styled(format!("{:<18}", c.result_text()), style),
-            Span::raw(format!(" joins {} replays {}", c.joins, c.replays)),
-        ]));
-    }
-    let room = list.height as usize;
-    let first = scroll.min(lines.len().saturating_sub(room));
-    let mut lines: Vec<Line> = lines.into_iter().skip(first).collect();
-    if lines.len() > room && room > 0 {
-        let more = lines.len() - (room - 1);
-        lines.truncate(room - 1);
-        lines.push(Line::styled(
-            format!(" … {more} more (↑/↓ to scroll)"),
-            t.dim(),
-        ));
-    }
-    Paragraph::new(lines).render(list, buf);
-    let cursor = if *stage == ConfirmStage::Reason {
-        "▏"
-    } else {
-        ""
-    };
-    let instruction = match stage {
-        ConfirmStage::Reason => {
-            Line::raw("Type why (for the audit log), then enter. ↑/↓ scroll, esc cancels.")
-        }
-        ConfirmStage::Confirm => Line::styled(
-            format!("Press y to clear {n} receipts. Any other key cancels."),
-            t.alert(),
-        ),
-        ConfirmStage::Committing => Line::raw("Committing…"),
-    };
-    Paragraph::new(vec![
-        Line::from(vec![
-            Span::styled("Reason: ", t.bold()),
-            Span::raw(format!("{reason}{cursor}")),
-        ]),
-        instruction,
-        Line::styled(format!("token expires {}", prepared.expires_at), t.dim()),
-    ])
-    .render(tail, buf);
 }

@@ -6,14 +6,15 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::app::{
-    read, Action, App, ConfirmStage, Detail, Effect, Link, Mode, Reply, REFRESH_EVERY_MS,
+    read, Act, Action, App, ConfirmStage, Detail, Effect, Link, Mode, Reply, REFRESH_EVERY_MS,
 };
 use super::input::on_key;
 use crate::protocol::introspection::{
-    ChangedEvent, ClearCommitted, ClearPrepared, EventFrame, ReceiptDetail, ReceiptsListResult,
-    Snapshot,
+    AuditListResult, ChangedEvent, ClearCommitted, ClearPrepared, EventFrame, ReceiptDetail,
+    ReceiptsListResult, Snapshot,
 };
 use crate::protocol::results::VerifyResult;
+use crate::tasks::VerifyOutcome;
 
 /// The one place the console's state changes. Pure: the returned effect is run by the caller,
 /// and so are the effects of queued keys, left in [`App::outbox`].
@@ -182,6 +183,20 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                     app.queued.clear();
                     app.notice("clear outcome unknown — the connection was lost during the commit; re-read the receipts (r) before doing anything else", true);
                 }
+                Mode::Act {
+                    stage: ConfirmStage::Committing,
+                    act,
+                    ..
+                } => {
+                    let verb = act.verb();
+                    app.mode = Mode::Normal;
+                    app.queued.clear();
+                    app.notice(format!("{verb}: outcome unknown — the connection was lost while it was sent; re-read (r) before anything else"), true);
+                }
+                Mode::Act { .. } => {
+                    app.mode = Mode::Normal;
+                    app.notice("the connection was lost; nothing was sent", true);
+                }
                 Mode::Confirm { .. } => {
                     app.mode = Mode::Normal;
                     app.notice("the connection was lost; the prepared clear was dropped and nothing was cleared", true);
@@ -249,8 +264,21 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                         .map_or("?", |r| r.outcome.as_str())
                         .to_owned();
                     let state = verified.as_ref().map_or("?", |r| r.state.as_str());
+                    let seen = verified
+                        .as_ref()
+                        .and_then(|r| r.observation.as_ref())
+                        .map(|o| format!(" (observed {} = {:?})", o.target, o.value))
+                        .unwrap_or_default();
+                    let next = match verified.as_ref().map(|r| r.outcome) {
+                        Some(VerifyOutcome::NotObserved | VerifyOutcome::Unknown) => {
+                            " — verify again later, stop the task (x) or acknowledge it (A)"
+                        }
+                        _ => "",
+                    };
                     app.notice(
-                        format!("verification of {}: {outcome}; task is {state}", task_id),
+                        format!(
+                            "verification of {task_id}: {outcome}{seen}; task is {state}{next}"
+                        ),
                         false,
                     );
                     outcome
@@ -300,6 +328,47 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                         app,
                         &format!("the clear could not be prepared: {} {}", e.code, e.message),
                     );
+                }
+            }
+            None
+        }
+        Action::Acted { act, reply } => {
+            if matches!(&app.mode, Mode::Act { act: open, stage: ConfirmStage::Committing, .. } if *open == act)
+            {
+                app.mode = Mode::Normal;
+            }
+            let target = act.target();
+            match (&act, reply) {
+                (Act::Stop { .. }, Ok(_)) => app.notice(
+                    format!("stopped task {target}: its outcome stays recorded as unverified, and its receipts can now be cleared"),
+                    false,
+                ),
+                (Act::Acknowledge { .. }, Ok(_)) => app.notice(
+                    format!("acknowledged {target} as settled outside Polaris; its receipt can now be cleared"),
+                    false,
+                ),
+                (_, Err(e)) if e.unknown => app.notice(
+                    format!("{} {target}: outcome unknown ({}) — re-read (r) before anything else; the console will not send it again", act.verb(), e.code),
+                    true,
+                ),
+                (Act::Acknowledge { .. }, Err(e)) if e.code == "UNKNOWN_METHOD" => app.notice(
+                    "this host does not offer acknowledging yet (UNKNOWN_METHOD); stop the task instead (x) to make the receipt clearable",
+                    true,
+                ),
+                (_, Err(e)) => app.notice(
+                    format!("{} {target} refused: {} {}", act.verb(), e.code, e.message),
+                    true,
+                ),
+            }
+            app.dirty = false;
+            Some(Effect::Refresh)
+        }
+        Action::Audit(reply) => {
+            if let Mode::Audit { entries, failed } = &mut app.mode {
+                match reply.map(|v| read::<AuditListResult>("audit log", v)) {
+                    Ok(Ok(list)) => *entries = Some(list.entries),
+                    Ok(Err(e)) => *failed = Some(e),
+                    Err(e) => *failed = Some(format!("{} {}", e.code, e.message)),
                 }
             }
             None
