@@ -678,3 +678,61 @@ fn a_not_observed_outcome_is_resolved_from_the_console_and_its_receipt_cleared()
     console.press("y");
     console.shows("cleared 1 receipts");
 }
+
+#[test]
+fn closed_tasks_receipts_are_cleared_in_four_keys_plus_the_reason() {
+    let host = TestHost::start(&["--capacity", "100"]);
+    let done = start_task(&host, json!({}));
+    for i in 0..3 {
+        fill(&host, &done, i);
+    }
+    let r = call(&host, "task.finish", json!({"taskId": done}));
+    assert_eq!(r["ok"], true, "{r}");
+    let busy = start_task(&host, json!({}));
+    for i in 0..2 {
+        fill(&host, &busy, i);
+    }
+    let list = sync_call(&host.introspect(), "receipts.list", json!({"limit": 1000})).unwrap();
+    let items = list["result"]["items"].as_array().unwrap().clone();
+    let of = |task: &str| {
+        items
+            .iter()
+            .filter(|i| i["taskId"] == task && i["clearable"] == true)
+            .count()
+    };
+    let (closed, running) = (of(&done), of(&busy));
+    assert!(closed >= 4 && running >= 2, "{list}");
+
+    let mut console = Console::start_sized(&host, 120, 34);
+    console.shows(&format!("Receipts {} ", items.len()));
+    // Filters the console applies itself: by task state and result.
+    console.press("/task:running result:ok\r");
+    console.shows(&format!("Receipts {running} "));
+    // Esc on the filter goes back to the view before it.
+    console.press("/x");
+    console.shows("result:okx");
+    console.press("\x1b");
+    console.wait_for("the view before the filter", |t| {
+        t.contains(&format!("Receipts {running} ")) && !t.contains("result:okx")
+    });
+
+    console.press("D");
+    console.shows(&format!(
+        "marked {closed} clearable receipts of closed tasks"
+    ));
+    console.press("c");
+    let dialog = console.shows(&format!("Clear {closed} receipts?"));
+    assert!(
+        !dialog.contains(&busy[..8]),
+        "only the closed task's receipts:\n{dialog}"
+    );
+    console.press("the finished order is archived\r");
+    console.press("y");
+    console.shows(&format!("cleared {closed} receipts"));
+    let left = sync_call(&host.introspect(), "receipts.list", json!({"limit": 1000})).unwrap();
+    assert_eq!(
+        left["result"]["total"].as_u64().unwrap() as usize,
+        items.len() - closed,
+        "the running task's receipts stay: {left}"
+    );
+}

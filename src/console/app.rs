@@ -10,6 +10,7 @@ use crossterm::event::KeyEvent;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::filter::{Filter, LOCAL_WINDOW};
 use crate::host::Counters;
 use crate::protocol::introspection::{
     AuditEntry, BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptFilter,
@@ -288,6 +289,8 @@ pub struct App {
     pub filter: String,
     /// The filter before `/` was pressed, restored by Esc.
     pub filter_before: String,
+    /// Mark every clearable row of the next page read (the "closed tasks" key).
+    pub mark_on_load: bool,
     /// Receipts marked for clearing.
     pub marked: BTreeSet<String>,
     /// "All completed receipts matching the filter" is marked.
@@ -463,6 +466,7 @@ impl App {
             sort: Sort::Newest,
             filter: String::new(),
             filter_before: String::new(),
+            mark_on_load: false,
             marked: BTreeSet::new(),
             mark_all: false,
             focus: Pane::Receipts,
@@ -562,13 +566,40 @@ impl App {
 
     /// The `receipts.list` params for the visible window.
     pub fn page_params(&self) -> Value {
+        let filter = self.parsed_filter();
+        let (offset, limit) = if filter.local() {
+            (0, LOCAL_WINDOW)
+        } else {
+            (self.scroll as usize, usize::from(self.visible_rows.max(1)))
+        };
         to_params(&ReceiptsListParams {
-            offset: Some(self.scroll as usize),
-            limit: Some(usize::from(self.visible_rows.max(1))),
+            offset: Some(offset),
+            limit: Some(limit),
             sort: Some(self.sort),
-            search: (!self.filter.is_empty()).then(|| self.filter.clone()),
+            state: filter.state(),
+            search: filter.search,
             ..ReceiptsListParams::default()
         })
+    }
+
+    /// The filter as typed, read into the host's part and the console's part.
+    pub fn parsed_filter(&self) -> Filter {
+        Filter::parse(&self.filter)
+    }
+
+    /// Whether the receipt list is narrowed by the console itself (all its rows are read at
+    /// once, so moving never reads again).
+    pub fn local_view(&self) -> bool {
+        self.parsed_filter().local()
+    }
+
+    /// The state of every task the last snapshot showed, by ID.
+    pub fn task_states(&self) -> HashMap<&str, TaskState> {
+        self.snapshot
+            .iter()
+            .flat_map(|s| s.tasks.iter())
+            .map(|t| (t.task_id.as_str(), t.state))
+            .collect()
     }
 
     pub(super) fn fetch_page(&mut self) -> Option<Effect> {
@@ -578,8 +609,9 @@ impl App {
         self.page_in_flight = true;
         self.locating = false;
         self.page_seq += 1;
+        let offset = if self.local_view() { 0 } else { self.scroll };
         Some(Effect::FetchPage {
-            offset: self.scroll,
+            offset,
             seq: self.page_seq,
             params: self.page_params(),
         })
@@ -642,7 +674,7 @@ impl App {
                 self.selected = target;
                 let moved = self.clamp_selection();
                 self.select_row(self.selected);
-                if moved {
+                if moved && !self.local_view() {
                     return self.fetch_page();
                 }
                 None
@@ -664,8 +696,12 @@ impl App {
         let params = if self.mark_all {
             ClearPrepareParams {
                 filter: Some(ReceiptFilter {
-                    state: Some(StateFilter::Completed),
-                    search: (!self.filter.is_empty()).then(|| self.filter.clone()),
+                    state: Some(
+                        self.parsed_filter()
+                            .state()
+                            .unwrap_or(StateFilter::Completed),
+                    ),
+                    search: self.parsed_filter().search,
                     ..ReceiptFilter::default()
                 }),
                 ..ClearPrepareParams::default()

@@ -321,9 +321,33 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             app.move_selection(1)
         }
         Command::MarkAll => {
+            if app.local_view() {
+                // Every listed row is read: mark them one by one, so space can exclude some.
+                let ids: Vec<String> = app
+                    .page
+                    .iter()
+                    .filter(|r| r.clearable)
+                    .map(|r| r.request_id.clone())
+                    .collect();
+                if ids.iter().all(|id| app.marked.contains(id)) {
+                    for id in &ids {
+                        app.marked.remove(id);
+                    }
+                } else {
+                    app.marked.extend(ids);
+                }
+                return None;
+            }
             app.mark_all = !app.mark_all;
             app.marked.clear();
             None
+        }
+        Command::MarkClosed => {
+            app.filter_before = app.filter.clone();
+            app.filter = "task:closed".to_owned();
+            app.mark_on_load = true;
+            app.focus = Pane::Receipts;
+            app.reset_view()
         }
         Command::Clear => {
             let Some(params) = app.prepare_params() else {

@@ -34,6 +34,8 @@ pub enum Command {
     Mark,
     /// Mark every completed receipt that matches the filter for clearing.
     MarkAll,
+    /// Show the receipts of closed (finished or stopped) tasks and mark every clearable one.
+    MarkClosed,
     /// Prepare a clear of the marked receipts and show the confirmation dialog.
     Clear,
     /// Run the read-only verification of the selected blocked outcome.
@@ -143,7 +145,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char('/')],
         command: Command::Filter,
         hint: Some("filter"),
-        help: "filter receipts by request ID, method, task or code",
+        help: "filter: text, task:running|blocked|closed, result:ok|error|CODE, age:>10m",
     },
     Binding {
         label: "s",
@@ -164,7 +166,14 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char('a')],
         command: Command::MarkAll,
         hint: Some("all"),
-        help: "mark every completed receipt matching the filter",
+        help: "mark every clearable receipt matching the filter (again: unmark)",
+    },
+    Binding {
+        label: "D",
+        keys: &[KeyCode::Char('D')],
+        command: Command::MarkClosed,
+        hint: None,
+        help: "show closed (finished, stopped) tasks' receipts and mark the clearable ones",
     },
     Binding {
         label: "c",

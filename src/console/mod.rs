@@ -6,6 +6,7 @@
 
 pub mod app;
 pub mod demo;
+pub mod filter;
 mod input;
 pub mod keymap;
 pub mod net;

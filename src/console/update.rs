@@ -83,6 +83,30 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
             return None;
         }
     };
+    let mut list = list;
+    let local = app.local_view();
+    if local {
+        let filter = app.parsed_filter();
+        let tasks = app.task_states();
+        let now = app.now;
+        list.items.retain(|r| filter.keeps(r, &tasks, now));
+        list.total = list.items.len() as u64;
+    }
+    if std::mem::take(&mut app.mark_on_load) {
+        let ids: Vec<String> = list
+            .items
+            .iter()
+            .filter(|r| r.clearable)
+            .map(|r| r.request_id.clone())
+            .collect();
+        let n = ids.len();
+        app.mark_all = false;
+        app.marked.extend(ids);
+        app.notice(
+            format!("marked {n} clearable receipts of closed tasks — c clears them, esc drops the marks"),
+            false,
+        );
+    }
     app.total = list.total;
     let found = app
         .anchor
@@ -107,7 +131,7 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
     app.page = list.items;
     match found {
         Some(k) => app.selected = offset + k as u64,
-        None if app.anchor.is_some() && app.total > 0 => return app.locate(),
+        None if app.anchor.is_some() && app.total > 0 && !local => return app.locate(),
         None => app.anchor = None,
     }
     let moved = app.clamp_selection();
@@ -115,7 +139,7 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
         let i = app.selected;
         app.select_row(i);
     }
-    if moved {
+    if moved && !local {
         return app.fetch_page();
     }
     None
