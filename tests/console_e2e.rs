@@ -316,6 +316,10 @@ fn a_lost_host_marks_the_data_stale_and_the_console_reconnects_to_the_next_run()
         stale.contains("2/8 receipts"),
         "the last data stays on screen:\n{stale}"
     );
+    assert!(
+        stale.contains("│ down ") && !stale.contains("│ up "),
+        "a gone host is not counted as up:\n{stale}"
+    );
 
     // A new host run on the same socket directory: the console finds it by itself.
     let log = std::fs::File::create(host.root.path().join("serve2.log")).unwrap();
@@ -331,6 +335,12 @@ fn a_lost_host_marks_the_data_stale_and_the_console_reconnects_to_the_next_run()
         t.contains("connected") && !t.contains("DISCONNECTED") && t.contains("0/8 receipts")
     });
     assert_ne!(run(&back), first_run, "the header shows the new run");
+    let notice = console.shows("new run ");
+    assert!(
+        notice.contains(&format!("new run {}", run(&back))),
+        "the notice names the new run:\n{notice}"
+    );
+    assert!(notice.contains("│ up "), "the new host's uptime:\n{notice}");
     console.press("q");
     assert!(console.child.wait().expect("the console exits").success());
     let _ = next.kill();

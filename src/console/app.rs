@@ -184,7 +184,14 @@ pub struct Notice {
     pub text: String,
     /// Whether it is a problem.
     pub error: bool,
+    /// When it was said (ms since the epoch), shown beside it.
+    pub at: i64,
+    /// It reports this many receipts used, and goes once the book holds another number.
+    pub while_used: Option<u64>,
 }
+
+/// How long a notice that is not a problem stays up.
+pub const NOTICE_MS: i64 = 30_000;
 
 /// A reply the network side hands back: the result, or the error code and message.
 pub type Reply = Result<Value, OpError>;
@@ -643,6 +650,8 @@ impl App {
         self.notice = Some(Notice {
             text: text.into(),
             error,
+            at: self.now,
+            while_used: None,
         });
     }
 

@@ -1259,3 +1259,27 @@ fn the_audit_log_narrows_to_the_filter_to_find_a_cleared_id() {
     );
     assert!(!text.contains(&id(11)), "only the matching ID:\n{text}");
 }
+
+#[test]
+fn a_new_run_is_announced_and_its_sparklines_start_again() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    app.activity.executions.push_back(1208);
+    let mut next = snapshot_json(0, 60, false);
+    next["runId"] = json!("77777777-0000-4000-8000-000000000000");
+    update(&mut app, Action::Snapshot(next.clone()));
+    let notice = app.notice.clone().unwrap();
+    assert_eq!(notice.text, "new run 77777777-0000-4000-8000-000000000000");
+    assert!(app.activity.executions.iter().all(|n| *n == 0));
+    next["journal"] = json!({"path": "/j", "bytes": 10, "records": 1});
+    next["runId"] = json!("88888888-0000-4000-8000-000000000000");
+    update(&mut app, Action::Snapshot(next));
+    assert!(app
+        .notice
+        .clone()
+        .unwrap()
+        .text
+        .ends_with("0 receipts kept by the journal"));
+    // A notice that is not a problem goes after a while.
+    update(&mut app, Action::Tick(NOW + 31_000));
+    assert_eq!(app.notice, None);
+}

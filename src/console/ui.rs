@@ -139,6 +139,13 @@ pub fn thousands(n: u64) -> String {
     out
 }
 
+/// `04:12:03Z`: when a notice was said (UTC, as the host's timestamps are).
+fn clock(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
 fn millis_of(ts: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(ts)
         .ok()
@@ -264,14 +271,22 @@ impl Widget for &App {
 fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let [top, banner] =
         Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(area);
-    let (run, uptime) = match &app.snapshot {
-        Some(s) => (
+    let (run, uptime) = match (&app.snapshot, &app.link) {
+        // A host that is gone is not up: say for how long it has been unreachable.
+        (Some(s), Link::Disconnected { since, .. }) => (
             short(&s.run_id).to_owned(),
-            millis_of(&s.started_at)
-                .map(|st| human_duration(app.now - st))
-                .unwrap_or_else(|| "-".into()),
+            format!("down {}", human_duration(app.now - since)),
         ),
-        None => ("-".to_owned(), "-".to_owned()),
+        (Some(s), _) => (
+            short(&s.run_id).to_owned(),
+            format!(
+                "up {}",
+                millis_of(&s.started_at)
+                    .map(|st| human_duration(app.now - st))
+                    .unwrap_or_else(|| "-".into())
+            ),
+        ),
+        (None, _) => ("-".to_owned(), "up -".to_owned()),
     };
     let (link, link_style) = match &app.link {
         Link::Connecting => ("connecting".to_owned(), t.fg(Color::Yellow)),
@@ -281,7 +296,7 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     Line::from(vec![
         Span::styled(" Polaris console ", t.bold()),
         Span::raw(format!(
-            "│ host {} │ run {run} │ up {uptime} │ ",
+            "│ host {} │ run {run} │ {uptime} │ ",
             app.host_label
         )),
         Span::styled(link, link_style),
@@ -295,8 +310,8 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             ),
             t.alert(),
         ),
-        (_, Some(n)) if n.error => Line::styled(format!(" {}", n.text), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
-        (_, Some(n)) => Line::styled(format!(" {}", n.text), t.fg(Color::Cyan)),
+        (_, Some(n)) if n.error => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
+        (_, Some(n)) => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Cyan)),
         (Link::Connecting, None) => Line::styled(" connecting to the host…", t.dim()),
         _ => Line::raw(""),
     };

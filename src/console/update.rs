@@ -6,7 +6,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::app::{
-    read, Act, Action, App, ConfirmStage, Detail, Effect, Link, Mode, Reply, REFRESH_EVERY_MS,
+    read, Act, Action, Activity, App, ConfirmStage, Detail, Effect, Link, Mode, Reply, NOTICE_MS,
+    REFRESH_EVERY_MS,
 };
 use super::input::on_key;
 use crate::protocol::introspection::{
@@ -150,6 +151,13 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
         Action::Key(key) => on_key(app, key),
         Action::Tick(now) => {
             app.now = now;
+            if app
+                .notice
+                .as_ref()
+                .is_some_and(|n| !n.error && n.while_used.is_none() && now - n.at > NOTICE_MS)
+            {
+                app.notice = None;
+            }
             app.activity.roll(now);
             if app.dirty
                 && !app.stale()
@@ -230,8 +238,34 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
             None
         }
         Action::Snapshot(v) => {
+            let journal = v.get("journal").cloned();
             match read::<Snapshot>("snapshot", v) {
                 Ok(s) => {
+                    let previous = app.snapshot.as_ref().map(|old| old.run_id.clone());
+                    if previous.is_some_and(|old| old != s.run_id) {
+                        // A new host run: its counters, tasks and clock start again.
+                        app.activity = Activity::default();
+                        app.activity.roll(app.now);
+                        app.verify_results.clear();
+                        app.counted = None;
+                        // The journal's status, once the host reports it (SPEC §11).
+                        let kept = match journal.as_ref() {
+                            Some(Value::Null) => " — receipts forgotten (--no-journal)".to_owned(),
+                            Some(_) => {
+                                format!(" — {} receipts kept by the journal", s.receipts.used)
+                            }
+                            None => String::new(),
+                        };
+                        app.notice(format!("new run {}{kept}", s.run_id), false);
+                    }
+                    if app
+                        .notice
+                        .as_ref()
+                        .and_then(|n| n.while_used)
+                        .is_some_and(|u| u != s.receipts.used)
+                    {
+                        app.notice = None;
+                    }
                     app.task_selected = app.task_selected.min(s.tasks.len().saturating_sub(1));
                     app.blocked_selected =
                         app.blocked_selected.min(s.pending.len().saturating_sub(1));
@@ -425,6 +459,9 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                         ),
                         false,
                     );
+                    if let Some(n) = app.notice.as_mut() {
+                        n.while_used = Some(r.used);
+                    }
                 }
                 Err(e) if e.unknown => {
                     app.notice("clear outcome unknown — re-read the receipts (r); the console will not send the commit again", true);
