@@ -746,3 +746,43 @@ fn closed_tasks_receipts_are_cleared_in_four_keys_plus_the_reason() {
         "the running task's receipts stay: {left}"
     );
 }
+
+#[test]
+fn the_layout_keeps_the_connection_state_grows_the_panes_and_answers_the_mouse() {
+    let host = TestHost::start(&["--capacity", "100"]);
+    let tasks: Vec<String> = (0..20).map(|_| start_task(&host, json!({}))).collect();
+
+    let small = Console::start_sized(&host, 80, 24);
+    let screen = small.shows("Receipts 20 ");
+    let first = screen.lines().next().unwrap_or("");
+    assert!(
+        first.trim_end().ends_with("connected"),
+        "the connection state is whole at 80×24: {first:?}"
+    );
+    drop(small);
+    let narrow = Console::start_sized(&host, 60, 24);
+    narrow.wait_for("the too-small notice with the connection state", |t| {
+        t.contains("terminal too small") && t.contains("· connected")
+    });
+    drop(narrow);
+
+    let mut big = Console::start_sized(&host, 200, 60);
+    let screen = big.wait_for("20 tasks and the selected receipt", |t| {
+        t.contains("Running tasks 20") && t.contains("│>") && t.contains("1 of 20 ┘")
+    });
+    let shown = tasks.iter().filter(|t| screen.contains(t.as_str())).count();
+    assert!(
+        shown >= 12,
+        "the tasks pane grows with the terminal ({shown} of 20 shown):\n{screen}"
+    );
+    assert!(screen.contains("1 of 20"), "{screen}");
+    // A click on the third receipt row selects it; the wheel moves on by three.
+    let row = screen
+        .lines()
+        .position(|l| l.contains("│>"))
+        .expect("the selected row");
+    big.press(&format!("\x1b[<0;10;{}M\x1b[<0;10;{}m", row + 3, row + 3));
+    big.shows("3 of 20 ┘");
+    big.press(&format!("\x1b[<65;10;{}M", row + 3));
+    big.shows("6 of 20 ┘");
+}

@@ -354,6 +354,8 @@ pub struct App {
 pub enum Action {
     /// A key press.
     Key(KeyEvent),
+    /// The mouse: the wheel moves the selection of the pane under it, a click selects a row.
+    Mouse(crossterm::event::MouseEvent),
     /// The clock moved (ms since the epoch).
     Tick(i64),
     /// The terminal has this many (columns, rows).

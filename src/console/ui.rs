@@ -5,7 +5,9 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Row, Sparkline, Table, Widget};
+use ratatui::widgets::{
+    Block, Clear, Gauge, Paragraph, Row, Sparkline, StatefulWidget, Table, TableState, Widget,
+};
 
 use super::app::{App, ConfirmStage, Link, Mode, Pane};
 use super::keymap::footer_hints;
@@ -18,23 +20,44 @@ const HEADER: u16 = 2;
 const TOP_BAND: u16 = 5;
 const BOTTOM_PANES: u16 = 6;
 const FOOTER: u16 = 1;
+/// The smallest terminal the monitor is drawn in; below it the console says so.
+pub const MIN_COLS: u16 = 72;
+/// See [`MIN_COLS`].
+pub const MIN_ROWS: u16 = 20;
 
-struct Areas {
-    header: Rect,
-    capacity: Rect,
-    activity: Rect,
-    table: Rect,
-    tasks: Rect,
-    blocked: Rect,
-    footer: Rect,
+/// Where each pane is: the layout rendering and mouse clicks share.
+pub struct Areas {
+    /// The header lines.
+    pub header: Rect,
+    /// The capacity gauge.
+    pub capacity: Rect,
+    /// The sparklines.
+    pub activity: Rect,
+    /// The receipt table.
+    pub table: Rect,
+    /// Running tasks.
+    pub tasks: Rect,
+    /// Blocked outcomes.
+    pub blocked: Rect,
+    /// The key hints.
+    pub footer: Rect,
 }
 
-fn areas(area: Rect) -> Areas {
+/// Whether the terminal is large enough for the monitor.
+pub fn fits(cols: u16, rows: u16) -> bool {
+    cols >= MIN_COLS && rows >= MIN_ROWS
+}
+
+/// The layout of a terminal area: the task and blocked panes grow with the terminal (a
+/// third of what the header, figures and footer leave), the receipt table takes the rest.
+pub fn areas(area: Rect) -> Areas {
+    let free = area.height.saturating_sub(HEADER + TOP_BAND + FOOTER);
+    let bottom = (free / 3).max(BOTTOM_PANES);
     let [header, top, table, bottom, footer] = Layout::vertical([
         Constraint::Length(HEADER),
         Constraint::Length(TOP_BAND),
         Constraint::Min(4),
-        Constraint::Length(BOTTOM_PANES),
+        Constraint::Length(bottom),
         Constraint::Length(FOOTER),
     ])
     .areas(area);
@@ -223,6 +246,10 @@ pub(super) fn centered(area: Rect, width: u16, height: u16) -> Rect {
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let theme = Theme { color: self.color };
+        if !fits(area.width, area.height) {
+            render_too_small(self, &theme, area, buf);
+            return;
+        }
         let a = areas(area);
         render_header(self, &theme, a.header, buf);
         render_capacity(self, &theme, a.capacity, buf);
@@ -268,6 +295,26 @@ impl Widget for &App {
     }
 }
 
+/// Below the smallest size: the connection state and what to do, nothing cut.
+fn render_too_small(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let link = match &app.link {
+        Link::Connecting => "connecting",
+        Link::Connected => "connected",
+        Link::Disconnected { .. } => "DISCONNECTED",
+    };
+    let lines = vec![
+        Line::styled(format!("Polaris console · {link}"), t.bold()),
+        Line::raw(format!(
+            "terminal too small: {}×{}; the console needs {MIN_COLS}×{MIN_ROWS}.",
+            area.width, area.height
+        )),
+        Line::raw("Enlarge the window, or press q to quit."),
+    ];
+    Paragraph::new(lines)
+        .wrap(ratatui::widgets::Wrap { trim: true })
+        .render(area, buf);
+}
+
 fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let [top, banner] =
         Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(area);
@@ -293,15 +340,16 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         Link::Connected => ("connected".to_owned(), t.fg(Color::Green)),
         Link::Disconnected { .. } => ("DISCONNECTED".to_owned(), t.alert()),
     };
+    // The connection state is drawn last and right-aligned, so nothing before it can cut it.
+    let link_w = link.chars().count() as u16 + 3;
+    let [left, right] =
+        Layout::horizontal([Constraint::Min(0), Constraint::Length(link_w)]).areas(top);
     Line::from(vec![
         Span::styled(" Polaris console ", t.bold()),
-        Span::raw(format!(
-            "│ host {} │ run {run} │ {uptime} │ ",
-            app.host_label
-        )),
-        Span::styled(link, link_style),
+        Span::raw(format!("│ run {run} │ {uptime} │ host {} ", app.host_label)),
     ])
-    .render(top, buf);
+    .render(left, buf);
+    Line::from(vec![Span::raw("│ "), Span::styled(link, link_style)]).render(right, buf);
     let line = match (&app.link, &app.notice) {
         (Link::Disconnected { since, reason, attempts }, _) => Line::styled(
             format!(
@@ -516,11 +564,14 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     ])
     .style(t.bold());
     let empty = app.total == 0;
-    Table::new(rows, widths)
-        .header(header)
-        .column_spacing(1)
-        .block(block)
-        .render(area, buf);
+    Widget::render(
+        Table::new(rows, widths)
+            .header(header)
+            .column_spacing(1)
+            .block(block),
+        area,
+        buf,
+    );
     if empty {
         let inner = Rect::new(area.x + 2, area.y + 2, area.width.saturating_sub(4), 1);
         let text = if app.filter.is_empty() {
@@ -537,6 +588,7 @@ fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let focus = app.focus == Pane::Tasks;
     let block = Block::bordered()
         .title(format!(" Running tasks {} ", tasks.len()))
+        .title_bottom(position(app.task_selected, tasks.len()))
         .border_style(if focus { t.bold() } else { t.dim() });
     let id_w = if area.width.saturating_sub(2) >= ID + 20 {
         ID
@@ -559,7 +611,7 @@ fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             }
         })
         .collect();
-    Table::new(
+    let table = Table::new(
         rows,
         [
             Constraint::Length(id_w),
@@ -568,8 +620,22 @@ fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         ],
     )
     .column_spacing(1)
-    .block(block)
-    .render(area, buf);
+    .block(block);
+    let mut state = TableState::default().with_selected(Some(app.task_selected));
+    StatefulWidget::render(table, area, buf, &mut state);
+}
+
+/// "3 of 20" on a pane's bottom border, when it has rows.
+fn position(selected: usize, len: usize) -> Line<'static> {
+    if len == 0 {
+        return Line::raw("");
+    }
+    Line::from(format!(
+        " {} of {} ",
+        thousands(selected.min(len - 1) as u64 + 1),
+        thousands(len as u64)
+    ))
+    .right_aligned()
 }
 
 /// `press Enter #title`, `click #submit`: the pending action, read from its params as the
@@ -608,6 +674,7 @@ fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let focus = app.focus == Pane::Blocked;
     let block = Block::bordered()
         .title(format!(" Blocked outcomes {} ", pending.len()))
+        .title_bottom(position(app.blocked_selected, pending.len()))
         .border_style(if focus {
             t.bold()
         } else if pending.is_empty() {
@@ -674,11 +741,12 @@ fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         Constraint::Length(5),
         Constraint::Length(12),
     ];
-    Table::new(rows, widths)
+    let table = Table::new(rows, widths)
         .header(header)
         .column_spacing(1)
-        .block(block)
-        .render(area, buf);
+        .block(block);
+    let mut state = TableState::default().with_selected(Some(app.blocked_selected));
+    StatefulWidget::render(table, area, buf, &mut state);
 }
 
 fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {

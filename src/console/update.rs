@@ -1,15 +1,19 @@
 //! How host replies, host events and the clock change the console's state: the body of
 //! [`update`], the one place the state changes.
 
-use crossterm::event::{KeyCode, KeyEventKind, KeyModifiers};
+use crossterm::event::{
+    KeyCode, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind,
+};
+use ratatui::layout::{Position, Rect};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::app::{
-    read, Act, Action, Activity, App, ConfirmStage, Detail, Effect, Link, Mode, Reply, NOTICE_MS,
-    REFRESH_EVERY_MS,
+    read, Act, Action, Activity, App, ConfirmStage, Detail, Effect, Link, Mode, Pane, Reply,
+    NOTICE_MS, REFRESH_EVERY_MS,
 };
 use super::input::on_key;
+use super::ui::areas;
 use crate::protocol::introspection::{
     AuditListResult, ChangedEvent, ClearCommitted, ClearPrepared, EventFrame, ReceiptDetail,
     ReceiptsListResult, Snapshot,
@@ -146,9 +150,69 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
     None
 }
 
+/// The wheel scrolls the pane under the pointer and a click selects the row under it (and
+/// focuses its pane), as htop and k9s do; while keys wait for the host the mouse is ignored.
+fn on_mouse(app: &mut App, m: MouseEvent) -> Option<Effect> {
+    if app.mode != Mode::Normal || app.waiting() || !app.queued.is_empty() {
+        return None;
+    }
+    let a = areas(Rect::new(0, 0, app.size.0, app.size.1));
+    let at = Position::new(m.column, m.row);
+    let pane = if a.table.contains(at) {
+        Pane::Receipts
+    } else if a.tasks.contains(at) {
+        Pane::Tasks
+    } else if a.blocked.contains(at) {
+        Pane::Blocked
+    } else {
+        return None;
+    };
+    match m.kind {
+        MouseEventKind::ScrollDown => {
+            app.focus = pane;
+            app.move_selection(if pane == Pane::Receipts { 3 } else { 1 })
+        }
+        MouseEventKind::ScrollUp => {
+            app.focus = pane;
+            app.move_selection(if pane == Pane::Receipts { -3 } else { -1 })
+        }
+        MouseEventKind::Down(MouseButton::Left) => {
+            app.focus = pane;
+            match pane {
+                Pane::Receipts => {
+                    let first = a.table.y + 2;
+                    let row = u64::from(m.row.checked_sub(first)?);
+                    let target = app.scroll + row;
+                    if row >= u64::from(app.visible_rows) || target >= app.total {
+                        return None;
+                    }
+                    app.move_selection(target as i64 - app.selected as i64)
+                }
+                Pane::Tasks | Pane::Blocked => {
+                    let (area, header, current, len) = if pane == Pane::Tasks {
+                        (a.tasks, 1, app.task_selected, app.running_tasks().len())
+                    } else {
+                        (a.blocked, 2, app.blocked_selected, app.pending().len())
+                    };
+                    let height = usize::from(area.height.saturating_sub(header + 1)).max(1);
+                    let offset = current.saturating_sub(height - 1);
+                    let row = usize::from(m.row.checked_sub(area.y + header)?);
+                    let target = offset + row;
+                    if row >= height || target >= len {
+                        return None;
+                    }
+                    app.move_selection(target as i64 - current as i64)
+                }
+            }
+        }
+        _ => None,
+    }
+}
+
 fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
     match action {
         Action::Key(key) => on_key(app, key),
+        Action::Mouse(m) => on_mouse(app, m),
         Action::Tick(now) => {
             app.now = now;
             if app
