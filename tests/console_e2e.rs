@@ -221,9 +221,17 @@ fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
         refused["error"]["code"], "RECEIPT_CAPACITY_FULL",
         "{refused}"
     );
-    console.wait_for("a full gauge and the refusal", |t| {
-        t.contains("8/8 receipts 100%") && t.contains("full 1")
+    let full = console.wait_for("a full gauge and the refusal", |t| {
+        t.contains("8/8 receipts 100%") && t.contains("refused 1: full 1")
     });
+    assert!(
+        full.contains("BOOK FULL: new request IDs are refused"),
+        "a full book says what to do next:\n{full}"
+    );
+    assert!(
+        full.contains("/s, one scale"),
+        "the sparklines' shared scale is shown:\n{full}"
+    );
     console.shows("Receipts 8");
 
     // The late submit has applied by now (read-only check through the bridge), so the operator's

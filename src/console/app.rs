@@ -523,6 +523,13 @@ impl App {
             .filter(|r| self.anchor.as_ref().is_none_or(|a| *a == r.request_id))
     }
 
+    /// Whether the book is full: new request IDs are being refused.
+    pub fn book_full(&self) -> bool {
+        self.snapshot
+            .as_ref()
+            .is_some_and(|s| s.receipts.capacity > 0 && s.receipts.used >= s.receipts.capacity)
+    }
+
     /// The number of the last page read asked for.
     pub fn page_seq(&self) -> u64 {
         self.page_seq

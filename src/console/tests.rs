@@ -1287,3 +1287,16 @@ fn a_new_run_is_announced_and_its_sparklines_start_again() {
     update(&mut app, Action::Tick(NOW + 31_000));
     assert_eq!(app.notice, None);
 }
+
+#[test]
+fn a_full_book_says_what_to_do_next_and_every_refusal_is_counted() {
+    let app = connected(100, 30, 60, 60, 60, false);
+    let text = screen(&app, 100, 30);
+    assert!(
+        text.contains("BOOK FULL: new request IDs are refused. D marks"),
+        "{text}"
+    );
+    assert!(text.contains("refused 6: full 3  reused 1"), "{text}");
+    assert!(text.contains("cleared ID 0  blocked task 2"), "{text}");
+    assert!(text.contains("max 1/s, one scale"), "{text}");
+}

@@ -17,7 +17,7 @@ use crate::protocol::results::ReceiptState;
 use crate::protocol::{Command, ErrorCode, Expect, ExpectCheck, Method};
 
 const HEADER: u16 = 2;
-const TOP_BAND: u16 = 5;
+const TOP_BAND: u16 = 6;
 const BOTTOM_PANES: u16 = 6;
 const FOOTER: u16 = 1;
 /// The smallest terminal the monitor is drawn in; below it the console says so.
@@ -359,6 +359,10 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             t.alert(),
         ),
         (_, Some(n)) if n.error => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
+        (_, _) if app.book_full() => Line::styled(
+            " BOOK FULL: new request IDs are refused. D marks closed tasks' receipts (a: all completed), c clears them; blocked outcomes: v, x or A first",
+            t.alert(),
+        ),
         (_, Some(n)) => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Cyan)),
         (Link::Connecting, None) => Line::styled(" connecting to the host…", t.dim()),
         _ => Line::raw(""),
@@ -371,12 +375,7 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let block = Block::bordered().title(format!(" Capacity{stale} "));
     let inner = block.inner(area);
     block.render(area, buf);
-    let [gauge, l1, l2] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Length(1),
-    ])
-    .areas(inner);
+    let [gauge, l1, l2, l3] = Layout::vertical([Constraint::Length(1); 4]).areas(inner);
     let (cap, counters) = match &app.snapshot {
         Some(s) => (s.receipts.clone(), s.counters),
         None => Default::default(),
@@ -402,7 +401,7 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         cap.running, cap.tombstones, cap.tombstone_capacity
     ))
     .render(l1, buf);
-    let refusals = counters.refusals();
+    // Every refusal, by why: the total is their sum.
     let style = if counters.rejected_capacity > 0 {
         t.fg(Color::Red)
     } else {
@@ -410,19 +409,55 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     };
     Line::styled(
         format!(
-            "refusals {refusals} (full {}, reused {})",
-            counters.rejected_capacity, counters.rejected_reused
+            "refused {}: full {}  reused {}",
+            thousands(counters.refusals()),
+            thousands(counters.rejected_capacity),
+            thousands(counters.rejected_reused)
         ),
         style,
     )
     .render(l2, buf);
+    Line::raw(format!(
+        "  cleared ID {}  blocked task {}",
+        thousands(counters.rejected_cleared),
+        thousands(counters.rejected_blocked)
+    ))
+    .render(l3, buf);
 }
 
 fn render_activity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let block = Block::bordered().title(" Activity per second ");
     let inner = block.inner(area);
     block.render(area, buf);
-    let rows: [Rect; 3] = Layout::vertical([Constraint::Length(1); 3]).areas(inner);
+    let [a, b, c, scale] = Layout::vertical([Constraint::Length(1); 4]).areas(inner);
+    let rows = [a, b, c];
+    let width = usize::from(inner.width.saturating_sub(9));
+    let tail = |data: &std::collections::VecDeque<u64>| -> Vec<u64> {
+        data.iter()
+            .skip(data.len().saturating_sub(width))
+            .copied()
+            .collect()
+    };
+    // One scale for the three lines, so 1,208 executions and 94 refusals do not look alike.
+    let max = [
+        &app.activity.executions,
+        &app.activity.replays,
+        &app.activity.refusals,
+    ]
+    .into_iter()
+    .flat_map(|d| tail(d))
+    .max()
+    .unwrap_or(0)
+    .max(1);
+    Line::styled(
+        format!(
+            "max {}/s, one scale · last {}",
+            thousands(max),
+            human_duration(width as i64 * 1000)
+        ),
+        t.dim(),
+    )
+    .render(scale, buf);
     let series = [
         ("exec", &app.activity.executions, Color::Green),
         ("repl", &app.activity.replays, Color::Cyan),
@@ -433,14 +468,9 @@ fn render_activity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         // The last complete second: the current one is still counting.
         let now = data.iter().rev().nth(1).copied().unwrap_or(0);
         Line::raw(format!("{label} {now:>4}")).render(l, buf);
-        let width = s.width as usize;
-        let tail: Vec<u64> = data
-            .iter()
-            .skip(data.len().saturating_sub(width))
-            .copied()
-            .collect();
         Sparkline::default()
-            .data(&tail)
+            .data(tail(data))
+            .max(max)
             .style(t.fg(color))
             .render(s, buf);
     }
