@@ -132,12 +132,15 @@ impl Filter {
     pub fn keeps(&self, r: &ReceiptItem, tasks: &HashMap<&str, TaskState>, now: i64) -> bool {
         if let Some(want) = self.task {
             let state = r.task_id.as_deref().and_then(|t| tasks.get(t)).copied();
-            let ok = match (want, state) {
-                (TaskStates::Running, Some(TaskState::Running)) => true,
-                (TaskStates::Blocked, Some(TaskState::Blocked)) => true,
-                (TaskStates::Closed, Some(TaskState::Finished | TaskState::Stopped)) => true,
-                _ => false,
-            };
+            let ok = matches!(
+                (want, state),
+                (TaskStates::Running, Some(TaskState::Running))
+                    | (TaskStates::Blocked, Some(TaskState::Blocked))
+                    | (
+                        TaskStates::Closed,
+                        Some(TaskState::Finished | TaskState::Stopped)
+                    )
+            );
             if !ok {
                 return false;
             }

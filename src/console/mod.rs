@@ -11,6 +11,7 @@ mod input;
 pub mod keymap;
 pub mod net;
 mod overlays;
+mod panes;
 pub mod ui;
 mod update;
 
