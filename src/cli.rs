@@ -81,7 +81,7 @@ struct FilterArgs {
     /// A method, e.g. page.click
     #[arg(long, value_name = "METHOD")]
     method: Option<String>,
-    /// A task ID
+    /// A task ID, or a unique prefix of at least 6 characters
     #[arg(long, value_name = "TASK_ID")]
     task: Option<String>,
     /// A substring of the request ID, method, task ID or error code

@@ -254,7 +254,15 @@ fn result_text(ok: Option<bool>, code: Option<ErrorCode>) -> &'static str {
 }
 
 /// `polaris receipts`: one page of `receipts.list`.
-pub fn receipts(socket_dir: &Path, options: ListOptions) -> ExitCode {
+pub fn receipts(socket_dir: &Path, mut options: ListOptions) -> ExitCode {
+    let rt = runtime();
+    let client = client(socket_dir);
+    if let Some(task) = options.filter.task_id.take() {
+        match resolve_task(&rt, &client, "receipts", &task) {
+            Ok(whole) => options.filter.task_id = Some(whole),
+            Err(code) => return code,
+        }
+    }
     let params = ReceiptsListParams {
         offset: Some(options.offset),
         limit: Some(options.limit),
@@ -262,7 +270,7 @@ pub fn receipts(socket_dir: &Path, options: ListOptions) -> ExitCode {
         ..ReceiptsListParams::new(options.filter)
     };
     let method = IntrospectMethod::ReceiptsList.as_str();
-    let reply = runtime().block_on(client(socket_dir).call(method, to_params(&params)));
+    let reply = rt.block_on(client.call(method, to_params(&params)));
     let result = match result_of("receipts", reply) {
         Ok(r) => r,
         Err(code) => return code,
@@ -390,6 +398,12 @@ pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
     let rt = runtime();
     let client = client(socket_dir);
     let mut params = params;
+    if let Some(task) = params.filter.as_mut().and_then(|f| f.task_id.as_mut()) {
+        match resolve_task(&rt, &client, "clear", task) {
+            Ok(whole) => *task = whole,
+            Err(code) => return code,
+        }
+    }
     if let Some(ids) = params.request_ids.as_mut() {
         for id in ids.iter_mut() {
             match resolve_request(&rt, &client, "clear", id) {

@@ -225,7 +225,7 @@ fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
         t.contains("8/8 receipts 100%") && t.contains("refused 1: full 1")
     });
     assert!(
-        full.contains("BOOK FULL: new request IDs are refused"),
+        full.contains("BOOK FULL: new IDs refused"),
         "a full book says what to do next:\n{full}"
     );
     assert!(
@@ -596,6 +596,12 @@ fn operator_commands_take_unique_prefixes_and_say_what_their_exit_codes_mean() {
     let (code, _, err) = polaris(&host, &["receipts", "--state", "bogus"]);
     assert_eq!(code, 2, "{err}");
 
+    let (code, out, err) = polaris(&host, &["receipts", "--task", &task[..8]]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("064da170-1111"),
+        "a task prefix selects its receipts: {out}"
+    );
     let (code, out, _) = polaris(&host, &["receipts"]);
     assert_eq!(code, 0);
     assert!(out.contains("completed") && !out.contains("done"), "{out}");

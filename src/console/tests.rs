@@ -476,7 +476,7 @@ fn a_full_book_says_what_to_do_next_and_every_refusal_is_counted() {
     let app = connected(100, 30, 60, 60, 60, false);
     let text = screen(&app, 100, 30);
     assert!(
-        text.contains("BOOK FULL: new request IDs are refused. D marks"),
+        text.contains("BOOK FULL: new IDs refused. D marks"),
         "{text}"
     );
     assert!(text.contains("refused 6: full 3  reused 1"), "{text}");

@@ -358,11 +358,11 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             t.alert(),
         ),
         (_, Some(n)) if n.error => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
-        (_, _) if app.book_full() => Line::styled(
-            " BOOK FULL: new request IDs are refused. D marks closed tasks' receipts (a: all completed), c clears them; blocked outcomes: v, x or A first",
+        (_, Some(n)) => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Cyan)),
+        (_, None) if app.book_full() => Line::styled(
+            " BOOK FULL: new IDs refused. D marks closed tasks' receipts, c clears them",
             t.alert(),
         ),
-        (_, Some(n)) => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Cyan)),
         (Link::Connecting, None) => Line::styled(" connecting to the host…", t.dim()),
         _ => Line::raw(""),
     };
