@@ -227,7 +227,9 @@ pub(super) fn render_audit(
         area.width.saturating_sub(4),
         area.height.saturating_sub(2),
     );
-    let needle = app.filter.as_str();
+    // Only the free text names IDs; the console's own tokens (task:, result:, age:) do not.
+    let search = app.parsed_filter().search.unwrap_or_default();
+    let needle = search.as_str();
     let title = if needle.is_empty() {
         " Audit log (newest first) ".to_owned()
     } else {
