@@ -746,8 +746,12 @@ fn closed_tasks_receipts_are_cleared_in_four_keys_plus_the_reason() {
     ));
     console.press("c");
     let dialog = console.shows(&format!("Clear {closed} receipts?"));
+    let listed: Vec<&str> = dialog.lines().filter(|l| l.contains("joins")).collect();
+    assert_eq!(listed.len(), closed, "{dialog}");
     assert!(
-        !dialog.contains(&busy[..8]),
+        listed
+            .iter()
+            .all(|l| l.contains(&done[..8]) && !l.contains(&busy[..8])),
         "only the closed task's receipts:\n{dialog}"
     );
     console.press("the finished order is archived\r");
