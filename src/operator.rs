@@ -165,7 +165,12 @@ fn prefix_problem(command: &str, what: &str, given: &str, e: PrefixError) -> Exi
             ExitCode::from(2)
         }
         PrefixError::NotFound => {
-            eprintln!("polaris {command}: no {what} of this host run has an ID starting with `{given}`; `polaris receipts` lists the receipts with their tasks");
+            let code = if what == "task" {
+                "TASK_NOT_FOUND"
+            } else {
+                "RECEIPT_NOT_FOUND"
+            };
+            eprintln!("polaris {command}: {code}: no {what} of this host run has an ID that is or starts with `{given}`; `polaris receipts` lists the receipts with their tasks");
             ExitCode::from(1)
         }
         PrefixError::Ambiguous(ids) => {
@@ -211,6 +216,41 @@ fn resolve_task(
         .map_err(|e| prefix_problem(command, "task", given, e))
 }
 
+/// For `polaris clear`: the whole ID `given` names, `None` when the book names none (the host
+/// then refuses it with its reason), or the ambiguity.
+fn resolve_request_quietly(
+    rt: &tokio::runtime::Runtime,
+    client: &BridgeClient,
+    given: &str,
+) -> Result<Option<String>, PrefixError> {
+    if given.len() == WHOLE_ID {
+        return Ok(Some(given.to_owned()));
+    }
+    let params = ReceiptsListParams {
+        limit: Some(LIST_LIMIT),
+        search: Some(given.to_owned()),
+        ..ReceiptsListParams::default()
+    };
+    let method = IntrospectMethod::ReceiptsList.as_str();
+    let Ok(Reply {
+        ok: true,
+        result: Some(result),
+        ..
+    }) = rt.block_on(client.call(method, to_params(&params)))
+    else {
+        // The prepare that follows reports an unavailable host.
+        return Ok(None);
+    };
+    let Ok(list) = serde_json::from_value::<ReceiptsListResult>(result) else {
+        return Ok(None);
+    };
+    match pick_id(given, list.items.into_iter().map(|r| r.request_id)) {
+        Ok(id) => Ok(Some(id)),
+        Err(PrefixError::Ambiguous(ids)) => Err(PrefixError::Ambiguous(ids)),
+        Err(_) => Ok(None),
+    }
+}
+
 /// The whole request ID that `given` names among the host's receipts.
 pub fn resolve_request(
     rt: &tokio::runtime::Runtime,
@@ -218,16 +258,10 @@ pub fn resolve_request(
     command: &str,
     given: &str,
 ) -> Result<String, ExitCode> {
+    // A caller may choose any request ID ("f1", "order-7"), so the book is always asked: the
+    // ID itself wins, and a prefix must be long enough and unique.
     if given.len() == WHOLE_ID {
         return Ok(given.to_owned());
-    }
-    if given.chars().count() < MIN_PREFIX {
-        return Err(prefix_problem(
-            command,
-            "receipt",
-            given,
-            PrefixError::TooShort,
-        ));
     }
     let params = ReceiptsListParams {
         limit: Some(LIST_LIMIT),
@@ -406,12 +440,12 @@ pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
     }
     if let Some(ids) = params.request_ids.as_mut() {
         for id in ids.iter_mut() {
-            match resolve_request(&rt, &client, "clear", id) {
-                Ok(whole) => *id = whole,
-                // A whole-looking ID the list does not hold (cleared, unknown) is the host's
-                // to refuse, with its reason.
-                Err(_) if id.len() >= WHOLE_ID => {}
-                Err(code) => return code,
+            match resolve_request_quietly(&rt, &client, id) {
+                Ok(Some(whole)) => *id = whole,
+                // An ID the book does not list (cleared, unknown, too short to be a prefix) is
+                // the host's to refuse, with its reason.
+                Ok(None) => {}
+                Err(e) => return prefix_problem("clear", "receipt", id, e),
             }
         }
     }
@@ -527,11 +561,13 @@ pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
             if let Some(e) = &done.audit_error {
                 eprintln!("polaris clear: warning: {e}");
             }
-            if refused.is_empty() {
+            // Named IDs the host refused leave the clear partly undone (exit 1); a filter's
+            // refusals are the receipts it matched that may not be cleared yet, listed above.
+            if refused.is_empty() || options.ids.is_empty() {
                 ExitCode::SUCCESS
             } else {
                 eprintln!(
-                    "polaris clear: {} of the receipts named were refused and kept (listed above)",
+                    "polaris clear: {} of the receipts named were refused and kept (listed above); the clear is partly done",
                     refused.len()
                 );
                 ExitCode::from(1)
