@@ -4,7 +4,6 @@
 //! Run: `cargo bench --bench console_frame`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use polaris::console::app::{update, Action, App};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -50,25 +49,23 @@ fn app_with_a_million(cols: u16, rows: u16) -> App {
     let items: Vec<Value> = (offset..offset + u64::from(app.visible_rows))
         .map(|i| row(i, now))
         .collect();
+    let seq = app.page_seq();
     update(
         &mut app,
         Action::Page {
             offset: 0,
+            seq,
             reply: Ok(json!({"total": BOOK, "items": []})),
         },
     );
-    for _ in 0..3 {
-        update(
-            &mut app,
-            Action::Key(KeyEvent::new(KeyCode::End, KeyModifiers::NONE)),
-        );
-    }
     app.selected = offset;
     app.scroll = offset;
+    let seq = app.page_seq();
     update(
         &mut app,
         Action::Page {
             offset,
+            seq,
             reply: Ok(json!({"total": BOOK, "items": items})),
         },
     );

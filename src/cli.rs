@@ -60,11 +60,16 @@ enum Command {
     /// cleared (exit 0 ok, 1 error reply, 3 host unavailable).
     Receipts(ReceiptsArgs),
     /// Verify a blocked task's uncertain outcome: a read-only check of the action's original
-    /// expectation (exit 0 ok, 1 error reply, 3 host unavailable).
+    /// expectation (exit 0 settled, 1 not_observed, unknown or an error reply, 2 usage,
+    /// 3 host unavailable).
     Verify(VerifyArgs),
     /// Clear completed receipts deliberately to free capacity: prepare, show their current
-    /// results, confirm (or --yes --reason in scripts), commit; recorded in the audit log.
+    /// results, confirm (or --yes --reason in scripts), commit; recorded in the audit log
+    /// (exit 0 done, 1 refused, declined or partly refused, 2 usage, 3 host unavailable).
     Clear(ClearArgs),
+    /// The audit log, newest first: who cleared which receipts, when and why; --request finds
+    /// the clear that removed one ID (exit 0 ok, 1 no such clear, 3 host unavailable).
+    Audit(AuditArgs),
     /// Serve the host's tools to an MCP client on stdin/stdout (register this command with
     /// your agent); logs go to stderr.
     Mcp(McpArgs),
@@ -122,7 +127,7 @@ struct FilterArgs {
     /// A method, e.g. page.click
     #[arg(long, value_name = "METHOD")]
     method: Option<String>,
-    /// A task ID
+    /// A task ID, or a unique prefix of at least 6 characters
     #[arg(long, value_name = "TASK_ID")]
     task: Option<String>,
     /// A substring of the request ID, method, task ID or error code
@@ -165,7 +170,7 @@ struct ReceiptsArgs {
 struct VerifyArgs {
     #[command(flatten)]
     dir: SocketDir,
-    /// The blocked task.
+    /// The blocked task: its ID, or a unique prefix of at least 6 characters.
     task_id: String,
     /// Print the raw task.verifyOutcome result as JSON.
     #[arg(long)]
@@ -176,7 +181,8 @@ struct VerifyArgs {
 struct ClearArgs {
     #[command(flatten)]
     dir: SocketDir,
-    /// Request IDs to clear (or select with the filter options instead).
+    /// Request IDs to clear, or unique prefixes of at least 6 characters (or select with the
+    /// filter options instead).
     ids: Vec<String>,
     #[command(flatten)]
     filter: FilterArgs,
@@ -189,6 +195,21 @@ struct ClearArgs {
     /// Commit without asking (with --reason; required when stdin is not a terminal).
     #[arg(long)]
     yes: bool,
+}
+
+#[derive(Debug, Args)]
+struct AuditArgs {
+    #[command(flatten)]
+    dir: SocketDir,
+    /// Only the clear that removed this request ID (or a prefix of at least 6 characters).
+    #[arg(long, value_name = "REQUEST_ID")]
+    request: Option<String>,
+    /// Entries to read, newest first (at most 1000).
+    #[arg(long, default_value_t = 50, value_name = "N")]
+    limit: usize,
+    /// Print the audit.list result as JSON.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -583,6 +604,15 @@ pub fn main() -> ExitCode {
                 yes: args.yes,
             };
             crate::operator::clear(&args.dir.resolve(), options)
+        }
+        Command::Audit(args) => {
+            init_logging("warn");
+            let options = crate::operator::AuditOptions {
+                limit: args.limit,
+                request: args.request,
+                json: args.json,
+            };
+            crate::operator::audit(&args.dir.resolve(), options)
         }
         Command::Console(args) => {
             let Some(log_file) = args.log_file.or_else(default_console_log) else {

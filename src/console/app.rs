@@ -6,29 +6,32 @@
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use crossterm::event::KeyEvent;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::Value;
 
-use super::keymap::{command_for, Command};
+use super::filter::{Filter, LOCAL_WINDOW};
 use crate::host::Counters;
 use crate::protocol::introspection::{
-    BlockedOutcome, ChangedEvent, ClearCommitted, ClearPrepareParams, ClearPrepared, EventFrame,
-    ReceiptDetail, ReceiptFilter, ReceiptItem, ReceiptsListParams, ReceiptsListResult, Snapshot,
-    Sort, StateFilter, TaskSummary,
+    AuditEntry, BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptFilter,
+    ReceiptItem, ReceiptsListParams, Snapshot, Sort, StateFilter, TaskSummary,
 };
-use crate::protocol::results::{TaskState, VerifyResult};
+use crate::protocol::results::TaskState;
 
 /// The shortest time between two re-reads caused by host changes: a busy host is shown at most
 /// twice a second, so a subscribed console costs the host little however busy it is.
 pub const REFRESH_EVERY_MS: i64 = 500;
 
+/// How far above the selection the console looks for its receipt when it left the window.
+const LOCATE_BEFORE: u64 = 200;
+/// How many rows it reads then (the host's largest page).
+const LOCATE_WINDOW: u64 = 1000;
+
 /// Seconds of history in each sparkline.
 pub const SPARK_SECONDS: usize = 180;
 
 /// The receipt table's sort orders, in the order `s` cycles through them.
-fn next_sort(sort: Sort) -> Sort {
+pub(super) fn next_sort(sort: Sort) -> Sort {
     match sort {
         Sort::Newest => Sort::Oldest,
         Sort::Oldest => Sort::State,
@@ -98,6 +101,41 @@ pub enum Detail {
     Failed(String),
 }
 
+/// An operator action on a blocked outcome that needs a reason and a confirmation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Act {
+    /// Stop the task (bridge `task.stop` under a fresh request ID): its unverified outcome
+    /// stays recorded on the stopped task and its receipt becomes clearable.
+    Stop {
+        /// The task.
+        task_id: String,
+    },
+    /// Record that the uncertain outcome was settled outside Polaris (`outcome.acknowledge`,
+    /// SPEC §11): nothing is executed and the receipt becomes clearable.
+    Acknowledge {
+        /// The receipt whose outcome is settled.
+        request_id: String,
+    },
+}
+
+impl Act {
+    /// What the dialog and the notices call it.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Act::Stop { .. } => "stop task",
+            Act::Acknowledge { .. } => "acknowledge outcome",
+        }
+    }
+
+    /// The ID it acts on.
+    pub fn target(&self) -> &str {
+        match self {
+            Act::Stop { task_id } => task_id,
+            Act::Acknowledge { request_id } => request_id,
+        }
+    }
+}
+
 /// What has the keyboard.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Mode {
@@ -111,6 +149,22 @@ pub enum Mode {
     Detail(Detail),
     /// Waiting for `receipts.clearPrepare`.
     Preparing,
+    /// Stopping a task or acknowledging an outcome: a reason, then `y`.
+    Act {
+        /// What is done.
+        act: Act,
+        /// The reason being typed.
+        reason: String,
+        /// Where the dialog is (`Committing` once sent).
+        stage: ConfirmStage,
+    },
+    /// The audit log (`audit.list`), narrowed to the filter when one is typed.
+    Audit {
+        /// The entries, newest first; `None` while they are read.
+        entries: Option<Vec<AuditEntry>>,
+        /// Why they could not be read.
+        failed: Option<String>,
+    },
     /// The confirmation dialog.
     Confirm {
         /// The prepared clear: the token the commit needs and the current result of each
@@ -130,7 +184,14 @@ pub struct Notice {
     pub text: String,
     /// Whether it is a problem.
     pub error: bool,
+    /// When it was said (ms since the epoch), shown beside it.
+    pub at: i64,
+    /// It reports this many receipts used, and goes once the book holds another number.
+    pub while_used: Option<u64>,
 }
+
+/// How long a notice that is not a problem stays up.
+pub const NOTICE_MS: i64 = 30_000;
 
 /// A reply the network side hands back: the result, or the error code and message.
 pub type Reply = Result<Value, OpError>;
@@ -160,7 +221,7 @@ pub struct Activity {
 }
 
 impl Activity {
-    fn roll(&mut self, now_ms: i64) {
+    pub(super) fn roll(&mut self, now_ms: i64) {
         let second = now_ms.div_euclid(1000);
         if self.executions.is_empty() {
             self.second = second;
@@ -184,7 +245,7 @@ impl Activity {
     }
 
     /// Adds what happened since the last counted change to the current second.
-    fn add(&mut self, now_ms: i64, since: &Counters, now: &Counters) {
+    pub(super) fn add(&mut self, now_ms: i64, since: &Counters, now: &Counters) {
         self.roll(now_ms);
         for (q, n) in [
             (
@@ -233,6 +294,10 @@ pub struct App {
     pub sort: Sort,
     /// The filter text.
     pub filter: String,
+    /// The filter before `/` was pressed, restored by Esc.
+    pub filter_before: String,
+    /// Mark every clearable row of the next page read (the "closed tasks" key).
+    pub mark_on_load: bool,
     /// Receipts marked for clearing.
     pub marked: BTreeSet<String>,
     /// "All completed receipts matching the filter" is marked.
@@ -259,15 +324,29 @@ pub struct App {
     pub color: bool,
     /// The first line of the confirmation dialog's list shown (↑/↓ while typing the reason).
     pub dialog_scroll: usize,
+    /// The first line shown of the detail view, the help or the audit log.
+    pub overlay_scroll: u16,
+    /// The request ID the selection is on: the selection stays on this receipt while others
+    /// arrive, leave or move (`None` until the row under the selection is read).
+    pub anchor: Option<String>,
+    /// Keys typed while the console waits for the host (a page under the selection, a prepared
+    /// clear); they are handled in order once it answers, so no key is lost or reordered.
+    pub queued: VecDeque<KeyEvent>,
+    /// Effects produced while handling queued keys, for the network side to run in order.
+    pub outbox: Vec<Effect>,
+    /// The number of the last page read asked for; only its reply is shown.
+    pub(super) page_seq: u64,
+    /// The last page read asked for looks for the anchored receipt in a wide window.
+    pub(super) locating: bool,
     /// A page read was asked for and not answered yet.
-    page_in_flight: bool,
+    pub(super) page_in_flight: bool,
     /// Something changed on the host since the last read.
-    dirty: bool,
+    pub(super) dirty: bool,
     /// When the last coalesced re-read was sent (ms).
-    last_refresh: i64,
+    pub(super) last_refresh: i64,
     /// The host's counters at the last sequence number the sparklines include; `None` until
     /// the first snapshot or `changed` frame of a connection.
-    counted: Option<(u64, Counters)>,
+    pub(super) counted: Option<(u64, Counters)>,
 }
 
 /// Everything that can happen to the console.
@@ -275,6 +354,8 @@ pub struct App {
 pub enum Action {
     /// A key press.
     Key(KeyEvent),
+    /// The mouse: the wheel moves the selection of the pane under it, a click selects a row.
+    Mouse(crossterm::event::MouseEvent),
     /// The clock moved (ms since the epoch).
     Tick(i64),
     /// The terminal has this many (columns, rows).
@@ -294,6 +375,8 @@ pub enum Action {
     Page {
         /// The offset asked for.
         offset: u64,
+        /// The read's number, from [`Effect::FetchPage`].
+        seq: u64,
         /// The reply.
         reply: Reply,
     },
@@ -317,6 +400,15 @@ pub enum Action {
     },
     /// A `receipts.clearPrepare` result.
     Prepared(Reply),
+    /// The result of a stop or an acknowledgement.
+    Acted {
+        /// What was done.
+        act: Act,
+        /// The reply.
+        reply: Reply,
+    },
+    /// An `audit.list` result.
+    Audit(Reply),
     /// A `receipts.clearCommit` result.
     Committed(Reply),
 }
@@ -332,6 +424,8 @@ pub enum Effect {
     FetchPage {
         /// The offset (also reported back).
         offset: u64,
+        /// The read's number (also reported back): a reply to an older read is ignored.
+        seq: u64,
         /// The `receipts.list` params.
         params: Value,
     },
@@ -343,6 +437,15 @@ pub enum Effect {
     Verify(String),
     /// Run `receipts.clearPrepare` with these params.
     Prepare(Value),
+    /// Stop a task or acknowledge an outcome, once.
+    Act {
+        /// What.
+        act: Act,
+        /// The operator's reason.
+        reason: String,
+    },
+    /// Read `audit.list`.
+    GetAudit,
     /// Run `receipts.clearCommit` once.
     Commit {
         /// The token.
@@ -371,6 +474,8 @@ impl App {
             size: (80, 24),
             sort: Sort::Newest,
             filter: String::new(),
+            filter_before: String::new(),
+            mark_on_load: false,
             marked: BTreeSet::new(),
             mark_all: false,
             focus: Pane::Receipts,
@@ -384,6 +489,12 @@ impl App {
             quit: false,
             color: true,
             dialog_scroll: 0,
+            overlay_scroll: 0,
+            anchor: None,
+            queued: VecDeque::new(),
+            outbox: Vec::new(),
+            page_seq: 0,
+            locating: false,
             page_in_flight: false,
             dirty: false,
             last_refresh: i64::MIN / 2,
@@ -402,9 +513,54 @@ impl App {
             .and_then(|k| self.page.get(k as usize))
     }
 
-    /// The selected receipt, when fetched.
+    /// The selected receipt, when fetched and still the anchored one: a key never acts on a
+    /// row the operator has not seen under the selection.
     pub fn selected_receipt(&self) -> Option<&ReceiptItem> {
+        if self.locating {
+            return None;
+        }
         self.row(self.selected)
+            .filter(|r| self.anchor.as_ref().is_none_or(|a| *a == r.request_id))
+    }
+
+    /// Whether the book is full: new request IDs are being refused.
+    pub fn book_full(&self) -> bool {
+        self.snapshot
+            .as_ref()
+            .is_some_and(|s| s.receipts.capacity > 0 && s.receipts.used >= s.receipts.capacity)
+    }
+
+    /// The number of the last page read asked for.
+    pub fn page_seq(&self) -> u64 {
+        self.page_seq
+    }
+
+    /// Whether keys must wait for the host before they can be handled: the clear is being
+    /// prepared or committed, or the row under the selection is still being read.
+    pub fn waiting(&self) -> bool {
+        match &self.mode {
+            Mode::Preparing
+            | Mode::Confirm {
+                stage: ConfirmStage::Committing,
+                ..
+            }
+            | Mode::Act {
+                stage: ConfirmStage::Committing,
+                ..
+            } => true,
+            Mode::Normal => {
+                self.focus == Pane::Receipts
+                    && self.page_in_flight
+                    && self.selected_receipt().is_none()
+            }
+            _ => false,
+        }
+    }
+
+    /// Puts the selection on absolute row `i` and anchors it to that row's receipt when read.
+    pub(super) fn select_row(&mut self, i: u64) {
+        self.selected = i;
+        self.anchor = self.row(i).map(|r| r.request_id.clone());
     }
 
     /// Tasks that are running (the tasks pane).
@@ -426,35 +582,90 @@ impl App {
 
     /// The `receipts.list` params for the visible window.
     pub fn page_params(&self) -> Value {
+        let filter = self.parsed_filter();
+        let (offset, limit) = if filter.local() {
+            (0, LOCAL_WINDOW)
+        } else {
+            (self.scroll as usize, usize::from(self.visible_rows.max(1)))
+        };
         to_params(&ReceiptsListParams {
-            offset: Some(self.scroll as usize),
-            limit: Some(usize::from(self.visible_rows.max(1))),
+            offset: Some(offset),
+            limit: Some(limit),
             sort: Some(self.sort),
-            search: (!self.filter.is_empty()).then(|| self.filter.clone()),
+            state: filter.state(),
+            search: filter.search,
             ..ReceiptsListParams::default()
         })
     }
 
-    fn fetch_page(&mut self) -> Option<Effect> {
+    /// The filter as typed, read into the host's part and the console's part.
+    pub fn parsed_filter(&self) -> Filter {
+        Filter::parse(&self.filter)
+    }
+
+    /// Whether the receipt list is narrowed by the console itself (all its rows are read at
+    /// once, so moving never reads again).
+    pub fn local_view(&self) -> bool {
+        self.parsed_filter().local()
+    }
+
+    /// The state of every task the last snapshot showed, by ID.
+    pub fn task_states(&self) -> HashMap<&str, TaskState> {
+        self.snapshot
+            .iter()
+            .flat_map(|s| s.tasks.iter())
+            .map(|t| (t.task_id.as_str(), t.state))
+            .collect()
+    }
+
+    pub(super) fn fetch_page(&mut self) -> Option<Effect> {
         if self.stale() {
             return None;
         }
         self.page_in_flight = true;
+        self.locating = false;
+        self.page_seq += 1;
+        let offset = if self.local_view() { 0 } else { self.scroll };
         Some(Effect::FetchPage {
-            offset: self.scroll,
+            offset,
+            seq: self.page_seq,
             params: self.page_params(),
         })
     }
 
-    fn notice(&mut self, text: impl Into<String>, error: bool) {
+    /// A new view (filter or sort): the top row is selected and the rows of the old view are
+    /// forgotten, so no key acts on them while the new ones are read.
+    pub(super) fn reset_view(&mut self) -> Option<Effect> {
+        self.selected = 0;
+        self.scroll = 0;
+        self.anchor = None;
+        self.page.clear();
+        self.fetch_page()
+    }
+
+    /// Reads a wide window around the selection to find where the anchored receipt went.
+    pub(super) fn locate(&mut self) -> Option<Effect> {
+        let mut effect = self.fetch_page()?;
+        self.locating = true;
+        if let Effect::FetchPage { offset, params, .. } = &mut effect {
+            *offset = self.selected.saturating_sub(LOCATE_BEFORE);
+            params["offset"] = Value::from(*offset);
+            params["limit"] = Value::from(LOCATE_WINDOW);
+        }
+        Some(effect)
+    }
+
+    pub(super) fn notice(&mut self, text: impl Into<String>, error: bool) {
         self.notice = Some(Notice {
             text: text.into(),
             error,
+            at: self.now,
+            while_used: None,
         });
     }
 
     /// Keeps the selection inside the list and the scroll window around the selection.
-    fn clamp_selection(&mut self) -> bool {
+    pub(super) fn clamp_selection(&mut self) -> bool {
         let rows = u64::from(self.visible_rows.max(1));
         if self.total == 0 {
             self.selected = 0;
@@ -474,12 +685,14 @@ impl App {
         old != self.scroll
     }
 
-    fn move_selection(&mut self, delta: i64) -> Option<Effect> {
+    pub(super) fn move_selection(&mut self, delta: i64) -> Option<Effect> {
         match self.focus {
             Pane::Receipts => {
                 let target = (self.selected as i64 + delta).max(0) as u64;
                 self.selected = target;
-                if self.clamp_selection() {
+                let moved = self.clamp_selection();
+                self.select_row(self.selected);
+                if moved && !self.local_view() {
                     return self.fetch_page();
                 }
                 None
@@ -497,12 +710,16 @@ impl App {
         }
     }
 
-    fn prepare_params(&self) -> Option<Value> {
+    pub(super) fn prepare_params(&self) -> Option<Value> {
         let params = if self.mark_all {
             ClearPrepareParams {
                 filter: Some(ReceiptFilter {
-                    state: Some(StateFilter::Completed),
-                    search: (!self.filter.is_empty()).then(|| self.filter.clone()),
+                    state: Some(
+                        self.parsed_filter()
+                            .state()
+                            .unwrap_or(StateFilter::Completed),
+                    ),
+                    search: self.parsed_filter().search,
                     ..ReceiptFilter::default()
                 }),
                 ..ClearPrepareParams::default()
@@ -519,7 +736,7 @@ impl App {
     }
 }
 
-fn step(current: usize, delta: i64, len: usize) -> usize {
+pub(super) fn step(current: usize, delta: i64, len: usize) -> usize {
     if len == 0 {
         return 0;
     }
@@ -527,578 +744,13 @@ fn step(current: usize, delta: i64, len: usize) -> usize {
 }
 
 /// Params as the network side sends them.
-fn to_params<T: serde::Serialize>(params: &T) -> Value {
+pub(super) fn to_params<T: serde::Serialize>(params: &T) -> Value {
     serde_json::to_value(params).expect("params serialise")
 }
 
 /// A host reply read as the result type of the method that was called.
-fn read<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, String> {
+pub(super) fn read<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, String> {
     T::deserialize(&v).map_err(|e| format!("the host's {what} could not be read: {e}"))
 }
 
-/// The one place the console's state changes. Pure: the returned effect is run by the caller.
-pub fn update(app: &mut App, action: Action) -> Option<Effect> {
-    match action {
-        Action::Key(key) => on_key(app, key),
-        Action::Tick(now) => {
-            app.now = now;
-            app.activity.roll(now);
-            if app.dirty
-                && !app.stale()
-                && !app.page_in_flight
-                && now - app.last_refresh >= REFRESH_EVERY_MS
-            {
-                app.dirty = false;
-                app.last_refresh = now;
-                return Some(Effect::Refresh);
-            }
-            None
-        }
-        Action::Resize(cols, rows) => {
-            app.size = (cols, rows);
-            let fit = super::ui::table_rows(cols, rows);
-            if fit != app.visible_rows {
-                app.visible_rows = fit;
-                app.clamp_selection();
-                return app.fetch_page();
-            }
-            None
-        }
-        Action::Connected => {
-            app.link = Link::Connected;
-            app.dirty = false;
-            // A new connection may be a new host run, whose counters start again.
-            app.counted = None;
-            app.last_refresh = app.now;
-            Some(Effect::Refresh)
-        }
-        Action::Disconnected { reason, attempts } => {
-            let since = match &app.link {
-                Link::Disconnected { since, .. } => *since,
-                _ => app.now,
-            };
-            app.link = Link::Disconnected {
-                since,
-                reason,
-                attempts,
-            };
-            app.page_in_flight = false;
-            app.verifying.clear();
-            match &app.mode {
-                Mode::Preparing => {
-                    app.mode = Mode::Normal;
-                    app.notice("the connection was lost while preparing the clear; nothing was cleared — prepare again once reconnected", true);
-                }
-                Mode::Confirm {
-                    stage: ConfirmStage::Committing,
-                    ..
-                } => {
-                    app.mode = Mode::Normal;
-                    app.notice("clear outcome unknown — the connection was lost during the commit; re-read the receipts (r) before doing anything else", true);
-                }
-                Mode::Confirm { .. } => {
-                    app.mode = Mode::Normal;
-                    app.notice("the connection was lost; the prepared clear was dropped and nothing was cleared", true);
-                }
-                _ => {}
-            }
-            None
-        }
-        Action::Snapshot(v) => {
-            match read::<Snapshot>("snapshot", v) {
-                Ok(s) => {
-                    app.task_selected = app.task_selected.min(s.tasks.len().saturating_sub(1));
-                    app.blocked_selected =
-                        app.blocked_selected.min(s.pending.len().saturating_sub(1));
-                    if app.counted.is_none() {
-                        app.counted = Some((s.seq, s.counters));
-                    }
-                    app.snapshot = Some(s);
-                }
-                Err(e) => app.notice(e, true),
-            }
-            app.fetch_page()
-        }
-        Action::Page { offset, reply } => {
-            app.page_in_flight = false;
-            match reply {
-                Ok(_) if offset != app.scroll => {
-                    // An older window, overtaken by a later move: its successor is on its way.
-                    app.page_in_flight = true;
-                }
-                Ok(v) => {
-                    // The selection follows its receipt while new ones push the rows down.
-                    let keep = app.selected_receipt().map(|r| r.request_id.clone());
-                    let list = read::<ReceiptsListResult>("receipt list", v).unwrap_or_else(|e| {
-                        app.notice(e, true);
-                        ReceiptsListResult {
-                            items: Vec::new(),
-                            total: 0,
-                        }
-                    });
-                    app.total = list.total;
-                    app.page_offset = offset;
-                    app.page = list.items;
-                    if let Some(k) =
-                        keep.and_then(|id| app.page.iter().position(|r| r.request_id == id))
-                    {
-                        app.selected = offset + k as u64;
-                    }
-                    if app.clamp_selection() {
-                        return app.fetch_page();
-                    }
-                }
-                Err(e) => app.notice(format!("reading the receipts failed: {}", e.message), true),
-            }
-            None
-        }
-        Action::Event(ev) => on_event(app, ev),
-        Action::ReceiptDetail(reply) => {
-            if matches!(app.mode, Mode::Detail(Detail::Loading(_))) {
-                app.mode = Mode::Detail(match reply.map(|v| read::<ReceiptDetail>("receipt", v)) {
-                    Ok(Ok(detail)) => Detail::Receipt(Box::new(detail)),
-                    Ok(Err(e)) => Detail::Failed(e),
-                    Err(e) => Detail::Failed(e.message),
-                });
-            }
-            None
-        }
-        Action::TaskHistory { task_id, reply } => {
-            if matches!(&app.mode, Mode::Detail(Detail::Loading(id)) if *id == task_id) {
-                let task = app
-                    .snapshot
-                    .iter()
-                    .flat_map(|s| s.tasks.iter())
-                    .find(|t| t.task_id == task_id)
-                    .cloned()
-                    .map(Box::new);
-                app.mode = Mode::Detail(match reply {
-                    Ok(v) => Detail::Task {
-                        task_id,
-                        task,
-                        history: read::<ReceiptsListResult>("receipt list", v)
-                            .map(|l| l.items)
-                            .unwrap_or_default(),
-                    },
-                    Err(e) => Detail::Failed(e.message),
-                });
-            }
-            None
-        }
-        Action::Verified { task_id, reply } => {
-            app.verifying.remove(&task_id);
-            let text = match reply {
-                Ok(v) => {
-                    let verified = read::<VerifyResult>("verification", v).ok();
-                    let outcome = verified
-                        .as_ref()
-                        .map_or("?", |r| r.outcome.as_str())
-                        .to_owned();
-                    let state = verified.as_ref().map_or("?", |r| r.state.as_str());
-                    app.notice(
-                        format!(
-                            "verification of {}: {outcome}; task is {state}",
-                            short(&task_id)
-                        ),
-                        false,
-                    );
-                    outcome
-                }
-                Err(e) => {
-                    app.notice(
-                        format!(
-                            "verification of {} failed: {} {}",
-                            short(&task_id),
-                            e.code,
-                            e.message
-                        ),
-                        true,
-                    );
-                    e.code
-                }
-            };
-            app.verify_results.insert(task_id, text);
-            app.dirty = true;
-            None
-        }
-        Action::Prepared(reply) => {
-            if app.mode != Mode::Preparing {
-                return None;
-            }
-            match reply {
-                Ok(v) => match read::<ClearPrepared>("prepared clear", v) {
-                    Ok(prepared) => {
-                        app.dialog_scroll = 0;
-                        app.mode = Mode::Confirm {
-                            prepared,
-                            reason: String::new(),
-                            stage: ConfirmStage::Reason,
-                        };
-                    }
-                    Err(e) => {
-                        app.mode = Mode::Normal;
-                        app.notice(format!("{e}; nothing was cleared"), true);
-                    }
-                },
-                Err(e) => {
-                    app.mode = Mode::Normal;
-                    app.notice(
-                        format!("the clear could not be prepared: {} {}", e.code, e.message),
-                        true,
-                    );
-                }
-            }
-            None
-        }
-        Action::Committed(reply) => {
-            if !matches!(
-                app.mode,
-                Mode::Confirm {
-                    stage: ConfirmStage::Committing,
-                    ..
-                }
-            ) {
-                return None;
-            }
-            app.mode = Mode::Normal;
-            match reply {
-                Ok(v) => {
-                    let done = read::<ClearCommitted>("clear", v);
-                    let cleared = done.as_ref().map_or(0, |d| d.cleared);
-                    let r = done.map(|d| d.receipts).unwrap_or_default();
-                    app.marked.clear();
-                    app.mark_all = false;
-                    if let Some(s) = app.snapshot.as_mut() {
-                        s.receipts = r.clone();
-                    }
-                    app.notice(
-                        format!(
-                            "cleared {cleared} receipts; capacity now {}/{} used, {} tombstones",
-                            r.used, r.capacity, r.tombstones
-                        ),
-                        false,
-                    );
-                }
-                Err(e) if e.unknown => {
-                    app.notice("clear outcome unknown — re-read the receipts (r); the console will not send the commit again", true);
-                }
-                Err(e) => {
-                    app.notice(
-                        format!("nothing was cleared: {} {}", e.code, e.message),
-                        true,
-                    );
-                }
-            }
-            Some(Effect::Refresh)
-        }
-    }
-}
-
-fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
-}
-
-/// A host frame: a `changed` frame of the console's coalesced subscription (feeding the
-/// sparklines from counter differences), or any event of a full subscription.
-fn on_event(app: &mut App, ev: Value) -> Option<Effect> {
-    let Ok(ev) = EventFrame::deserialize(&ev) else {
-        // A frame that does not read still says the host changed.
-        app.dirty = true;
-        return None;
-    };
-    if ev.event == "lagged" {
-        app.dirty = false;
-        return Some(Effect::Refresh);
-    }
-    if ev.event == "changed" {
-        if let Ok(changed) = ev.data_as::<ChangedEvent>() {
-            let (to_seq, counters) = (ev.seq, changed.counters);
-            match &app.counted {
-                Some((counted_seq, since)) if to_seq > *counted_seq => {
-                    app.activity.add(app.now, since, &counters);
-                    app.counted = Some((to_seq, counters));
-                }
-                Some(_) => {}
-                None => app.counted = Some((to_seq, counters)),
-            }
-        }
-    }
-    if app.snapshot.as_ref().is_some_and(|s| ev.seq <= s.seq) {
-        return None;
-    }
-    app.dirty = true;
-    None
-}
-
-fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
-    if key.kind == crossterm::event::KeyEventKind::Release {
-        return None;
-    }
-    let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
-    match app.mode.clone() {
-        Mode::Help => {
-            if ctrl_c || key.code == KeyCode::Char('q') {
-                app.quit = true;
-                return Some(Effect::Quit);
-            }
-            app.mode = Mode::Normal;
-            None
-        }
-        Mode::Detail(_) => {
-            if ctrl_c {
-                app.quit = true;
-                return Some(Effect::Quit);
-            }
-            if matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {
-                app.mode = Mode::Normal;
-            }
-            None
-        }
-        Mode::Filter => {
-            match key.code {
-                KeyCode::Enter => app.mode = Mode::Normal,
-                KeyCode::Esc => {
-                    app.mode = Mode::Normal;
-                    app.filter.clear();
-                }
-                KeyCode::Backspace => {
-                    app.filter.pop();
-                }
-                KeyCode::Char(c)
-                    if !key.modifiers.contains(KeyModifiers::CONTROL) && app.filter.len() < 200 =>
-                {
-                    app.filter.push(c)
-                }
-                _ => return None,
-            }
-            app.selected = 0;
-            app.scroll = 0;
-            app.mark_all = false;
-            app.fetch_page()
-        }
-        Mode::Preparing => {
-            if ctrl_c {
-                app.quit = true;
-                return Some(Effect::Quit);
-            }
-            None
-        }
-        Mode::Confirm {
-            prepared,
-            mut reason,
-            stage,
-        } => match stage {
-            ConfirmStage::Reason => {
-                match key.code {
-                    KeyCode::Esc => {
-                        app.mode = Mode::Normal;
-                        app.notice("clear cancelled; nothing was cleared", false);
-                        return None;
-                    }
-                    KeyCode::Enter => {
-                        if prepared.clearable.is_empty() {
-                            app.mode = Mode::Normal;
-                            app.notice("nothing to clear: every receipt was refused", true);
-                            return None;
-                        }
-                        if reason.trim().is_empty() {
-                            app.notice("type a reason for the audit log first", true);
-                            return None;
-                        }
-                        app.mode = Mode::Confirm {
-                            prepared,
-                            reason,
-                            stage: ConfirmStage::Confirm,
-                        };
-                        return None;
-                    }
-                    KeyCode::Backspace => {
-                        reason.pop();
-                    }
-                    KeyCode::Up => app.dialog_scroll = app.dialog_scroll.saturating_sub(1),
-                    KeyCode::Down => app.dialog_scroll = app.dialog_scroll.saturating_add(1),
-                    KeyCode::PageUp => app.dialog_scroll = app.dialog_scroll.saturating_sub(10),
-                    KeyCode::PageDown => app.dialog_scroll = app.dialog_scroll.saturating_add(10),
-                    KeyCode::Char(c)
-                        if !key.modifiers.contains(KeyModifiers::CONTROL)
-                            && reason.chars().count() < 500 =>
-                    {
-                        reason.push(c)
-                    }
-                    KeyCode::Char('c') if ctrl_c => {
-                        app.mode = Mode::Normal;
-                        app.notice("clear cancelled; nothing was cleared", false);
-                        return None;
-                    }
-                    _ => {}
-                }
-                app.mode = Mode::Confirm {
-                    prepared,
-                    reason,
-                    stage: ConfirmStage::Reason,
-                };
-                None
-            }
-            ConfirmStage::Confirm => {
-                if key.code == KeyCode::Char('y')
-                    && key.modifiers.difference(KeyModifiers::SHIFT).is_empty()
-                {
-                    let effect = Effect::Commit {
-                        token: prepared.token.clone(),
-                        reason: reason.trim().to_owned(),
-                    };
-                    app.mode = Mode::Confirm {
-                        prepared,
-                        reason,
-                        stage: ConfirmStage::Committing,
-                    };
-                    Some(effect)
-                } else {
-                    app.mode = Mode::Normal;
-                    app.notice("clear cancelled; nothing was cleared", false);
-                    None
-                }
-            }
-            ConfirmStage::Committing => None,
-        },
-        Mode::Normal => {
-            let command = command_for(&key)?;
-            on_command(app, command)
-        }
-    }
-}
-
-fn on_command(app: &mut App, command: Command) -> Option<Effect> {
-    let page = i64::from(app.visible_rows.max(1));
-    match command {
-        Command::Quit => {
-            app.quit = true;
-            Some(Effect::Quit)
-        }
-        Command::Help => {
-            app.mode = Mode::Help;
-            None
-        }
-        Command::Up => app.move_selection(-1),
-        Command::Down => app.move_selection(1),
-        Command::PageUp => app.move_selection(-page),
-        Command::PageDown => app.move_selection(page),
-        Command::Top => app.move_selection(i64::MIN / 2),
-        Command::Bottom => app.move_selection(i64::MAX / 2),
-        Command::NextPane => {
-            app.focus = match app.focus {
-                Pane::Receipts => Pane::Tasks,
-                Pane::Tasks => Pane::Blocked,
-                Pane::Blocked => Pane::Receipts,
-            };
-            None
-        }
-        Command::Detail => match app.focus {
-            Pane::Receipts => {
-                let id = app.selected_receipt()?.request_id.clone();
-                if app.stale() {
-                    app.notice("disconnected: the detail view needs the host", true);
-                    return None;
-                }
-                app.mode = Mode::Detail(Detail::Loading(id.clone()));
-                Some(Effect::GetReceipt(id))
-            }
-            Pane::Tasks | Pane::Blocked => {
-                let id = if app.focus == Pane::Tasks {
-                    app.running_tasks().get(app.task_selected)?.task_id.clone()
-                } else {
-                    app.pending().get(app.blocked_selected)?.task_id.clone()
-                };
-                if app.stale() {
-                    app.notice("disconnected: the detail view needs the host", true);
-                    return None;
-                }
-                app.mode = Mode::Detail(Detail::Loading(id.clone()));
-                Some(Effect::GetTaskHistory(id))
-            }
-        },
-        Command::Filter => {
-            app.mode = Mode::Filter;
-            None
-        }
-        Command::Sort => {
-            app.sort = next_sort(app.sort);
-            app.selected = 0;
-            app.scroll = 0;
-            app.fetch_page()
-        }
-        Command::Mark => {
-            let row = app.selected_receipt()?;
-            let id = row.request_id.clone();
-            if !row.clearable && !app.marked.contains(&id) {
-                let why = row.refusal.map_or("not clearable", |r| r.as_str());
-                app.notice(format!("{} cannot be cleared now: {why}", short(&id)), true);
-                return None;
-            }
-            app.mark_all = false;
-            if !app.marked.remove(&id) {
-                app.marked.insert(id);
-            }
-            app.move_selection(1)
-        }
-        Command::MarkAll => {
-            app.mark_all = !app.mark_all;
-            app.marked.clear();
-            None
-        }
-        Command::Clear => {
-            let Some(params) = app.prepare_params() else {
-                app.notice(
-                    "mark receipts first (space, or a for all completed ones matching the filter)",
-                    true,
-                );
-                return None;
-            };
-            if app.stale() {
-                app.notice(
-                    "disconnected: clearing needs the host; wait for the reconnection",
-                    true,
-                );
-                return None;
-            }
-            app.mode = Mode::Preparing;
-            Some(Effect::Prepare(params))
-        }
-        Command::Verify => {
-            let Some(p) = app.pending().get(app.blocked_selected) else {
-                app.notice("no blocked outcome to verify", true);
-                return None;
-            };
-            let task_id = p.task_id.clone();
-            if app.stale() {
-                app.notice("disconnected: verification needs the host", true);
-                return None;
-            }
-            if !app.verifying.insert(task_id.clone()) {
-                return None;
-            }
-            app.verify_results
-                .insert(task_id.clone(), "verifying…".to_owned());
-            Some(Effect::Verify(task_id))
-        }
-        Command::Refresh => {
-            if app.stale() {
-                return None;
-            }
-            app.notice = None;
-            Some(Effect::Refresh)
-        }
-        Command::Back => {
-            app.marked.clear();
-            app.mark_all = false;
-            app.notice = None;
-            if !app.filter.is_empty() {
-                app.filter.clear();
-                app.selected = 0;
-                app.scroll = 0;
-                return app.fetch_page();
-            }
-            None
-        }
-    }
-}
+pub use super::update::update;

@@ -34,10 +34,19 @@ pub enum Command {
     Mark,
     /// Mark every completed receipt that matches the filter for clearing.
     MarkAll,
+    /// Show the receipts of closed (finished or stopped) tasks and mark every clearable one.
+    MarkClosed,
     /// Prepare a clear of the marked receipts and show the confirmation dialog.
     Clear,
     /// Run the read-only verification of the selected blocked outcome.
     Verify,
+    /// Stop the selected task (a reason and a confirmation first).
+    Stop,
+    /// Acknowledge the selected uncertain outcome as settled outside Polaris (a reason and a
+    /// confirmation first).
+    Acknowledge,
+    /// Show the audit log (narrowed to the filter, to look up a cleared ID).
+    Audit,
     /// Re-read everything from the host.
     Refresh,
     /// Close a view, drop the filter and the marks.
@@ -136,7 +145,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char('/')],
         command: Command::Filter,
         hint: Some("filter"),
-        help: "filter receipts by request ID, method, task or code",
+        help: "filter: text, task:running|blocked|closed, result:ok|error|CODE, age:>10m",
     },
     Binding {
         label: "s",
@@ -157,7 +166,14 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char('a')],
         command: Command::MarkAll,
         hint: Some("all"),
-        help: "mark every completed receipt matching the filter",
+        help: "mark every clearable receipt matching the filter (again: unmark)",
+    },
+    Binding {
+        label: "D",
+        keys: &[KeyCode::Char('D')],
+        command: Command::MarkClosed,
+        hint: None,
+        help: "show closed (finished, stopped) tasks' receipts and mark the clearable ones",
     },
     Binding {
         label: "c",
@@ -172,6 +188,27 @@ pub const KEYMAP: &[Binding] = &[
         command: Command::Verify,
         hint: Some("verify"),
         help: "read-only verification of the selected blocked outcome",
+    },
+    Binding {
+        label: "x",
+        keys: &[KeyCode::Char('x')],
+        command: Command::Stop,
+        hint: None,
+        help: "stop the selected task (tasks pane) or the blocked outcome's task; asks why",
+    },
+    Binding {
+        label: "A",
+        keys: &[KeyCode::Char('A')],
+        command: Command::Acknowledge,
+        hint: None,
+        help: "acknowledge an uncertain outcome settled outside Polaris; asks why",
+    },
+    Binding {
+        label: "L",
+        keys: &[KeyCode::Char('L')],
+        command: Command::Audit,
+        hint: None,
+        help: "the audit log: who cleared what and why (the filter finds a cleared ID)",
     },
     Binding {
         label: "r",
@@ -235,7 +272,7 @@ mod tests {
             Some(Command::Quit)
         );
         assert_eq!(
-            command_for(&KeyEvent::new(KeyCode::Char('x'), KeyModifiers::NONE)),
+            command_for(&KeyEvent::new(KeyCode::Char('z'), KeyModifiers::NONE)),
             None
         );
     }

@@ -6,15 +6,20 @@
 
 pub mod app;
 pub mod demo;
+pub mod filter;
+mod input;
 pub mod keymap;
 pub mod net;
+mod overlays;
+mod panes;
 pub mod ui;
+mod update;
 
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crossterm::event::{Event as TermEvent, EventStream};
+use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event as TermEvent, EventStream};
 use futures::{FutureExt, StreamExt};
 use ratatui::DefaultTerminal;
 
@@ -32,7 +37,16 @@ pub fn color_wanted() -> bool {
 /// Runs the console against the host whose sockets are in `socket_dir` until the operator quits.
 pub async fn run(socket_dir: PathBuf) -> io::Result<()> {
     let mut terminal = ratatui::try_init()?;
+    // The mouse is captured while the console runs and released on quit, on error and on
+    // panic (ratatui's own hook restores the rest of the terminal).
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = crossterm::execute!(io::stdout(), DisableMouseCapture);
+        hook(info);
+    }));
+    let _ = crossterm::execute!(io::stdout(), EnableMouseCapture);
     let result = event_loop(&mut terminal, socket_dir).await;
+    let _ = crossterm::execute!(io::stdout(), DisableMouseCapture);
     ratatui::restore();
     result
 }
@@ -55,6 +69,7 @@ async fn event_loop(terminal: &mut DefaultTerminal, socket_dir: PathBuf) -> io::
         let action = tokio::select! {
             ev = input.next() => match ev {
                 Some(Ok(TermEvent::Key(k))) => Action::Key(k),
+                Some(Ok(TermEvent::Mouse(m))) => Action::Mouse(m),
                 Some(Ok(TermEvent::Resize(c, r))) => Action::Resize(c, r),
                 Some(Ok(_)) => continue,
                 Some(Err(e)) => return Err(e),
@@ -69,6 +84,7 @@ async fn event_loop(terminal: &mut DefaultTerminal, socket_dir: PathBuf) -> io::
         while let Some(Some(Ok(ev))) = input.next().now_or_never() {
             match ev {
                 TermEvent::Key(k) => apply(&mut app, &net, Action::Key(k)),
+                TermEvent::Mouse(m) => apply(&mut app, &net, Action::Mouse(m)),
                 TermEvent::Resize(c, r) => apply(&mut app, &net, Action::Resize(c, r)),
                 _ => {}
             }
@@ -83,7 +99,9 @@ async fn event_loop(terminal: &mut DefaultTerminal, socket_dir: PathBuf) -> io::
 }
 
 fn apply(app: &mut App, net: &Net, action: Action) {
-    if let Some(effect) = update(app, action) {
+    let first = update(app, action);
+    let queued = std::mem::take(&mut app.outbox);
+    for effect in first.into_iter().chain(queued) {
         if effect != Effect::Quit {
             net.run(effect);
         }

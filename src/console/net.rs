@@ -14,14 +14,14 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::app::{Action, Effect, OpError, Reply};
+use super::app::{Act, Action, Effect, OpError, Reply};
 use crate::client::{BridgeClient, ClientError, CONNECTION_CLOSED_EVENT};
 use crate::protocol::introspection::{
-    ClearCommitParams, EventFrame, IntrospectMethod, ReceiptsGetParams, ReceiptsListParams, Sort,
-    SubscribeParams,
+    AuditListParams, ClearCommitParams, EventFrame, IntrospectMethod, OutcomeAcknowledgeParams,
+    ReceiptsGetParams, ReceiptsListParams, Sort, SubscribeParams,
 };
 use crate::protocol::Delivery;
-use crate::server::INTROSPECT_SOCKET;
+use crate::server::{BRIDGE_SOCKET, INTROSPECT_SOCKET};
 
 /// How long a console call waits for its reply (a verification may take an action timeout).
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -37,6 +37,8 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct Net {
     client: Arc<Mutex<Option<BridgeClient>>>,
+    /// The host's bridge socket, for stopping a task (introspection has no `task.stop`).
+    bridge: PathBuf,
     actions: UnboundedSender<Action>,
 }
 
@@ -52,6 +54,7 @@ impl Net {
     pub fn start(socket_dir: PathBuf, actions: UnboundedSender<Action>) -> Net {
         let net = Net {
             client: Arc::new(Mutex::new(None)),
+            bridge: socket_dir.join(BRIDGE_SOCKET),
             actions,
         };
         tokio::spawn(supervise(socket_dir.join(INTROSPECT_SOCKET), net.clone()));
@@ -77,8 +80,13 @@ impl Net {
                         }
                     },
                 ),
-                Effect::FetchPage { offset, params } => Action::Page {
+                Effect::FetchPage {
                     offset,
+                    seq,
+                    params,
+                } => Action::Page {
+                    offset,
+                    seq,
                     reply: net.call(IntrospectMethod::ReceiptsList, params).await,
                 },
                 Effect::GetReceipt(request_id) => Action::ReceiptDetail(
@@ -112,6 +120,38 @@ impl Net {
                 Effect::Prepare(params) => Action::Prepared(
                     net.call(IntrospectMethod::ReceiptsClearPrepare, params)
                         .await,
+                ),
+                Effect::Act { act, reason } => {
+                    tracing::info!(%reason, target = act.target(), "{}", act.verb());
+                    let reply = match &act {
+                        // A stop goes through the bridge like an agent's, under a fresh
+                        // request ID, so it has its own receipt; it is sent once.
+                        Act::Stop { task_id } => reply_of(
+                            BridgeClient::at_path(&net.bridge)
+                                .with_timeout(CALL_TIMEOUT)
+                                .call("task.stop", json!({"taskId": task_id, "reason": reason}))
+                                .await,
+                        ),
+                        Act::Acknowledge { request_id } => {
+                            net.call(
+                                IntrospectMethod::OutcomeAcknowledge,
+                                to_params(&OutcomeAcknowledgeParams {
+                                    request_id: request_id.clone(),
+                                    reason,
+                                    operator: None,
+                                }),
+                            )
+                            .await
+                        }
+                    };
+                    Action::Acted { act, reply }
+                }
+                Effect::GetAudit => Action::Audit(
+                    net.call(
+                        IntrospectMethod::AuditList,
+                        to_params(&AuditListParams { limit: Some(1000) }),
+                    )
+                    .await,
                 ),
                 Effect::Commit { token, reason } => {
                     tracing::info!(%reason, "committing a clear");

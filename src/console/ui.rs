@@ -5,37 +5,58 @@ use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{
-    Block, Borders, Clear, Gauge, Paragraph, Row, Sparkline, Table, Widget, Wrap,
-};
+use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Row, Sparkline, Table, Widget};
 
-use super::app::{App, ConfirmStage, Detail, Link, Mode, Pane};
-use super::keymap::{footer_hints, KEYMAP};
-use crate::protocol::introspection::{BlockedOutcome, ClearPrepared, ReceiptItem, RefusalReason};
+use super::app::{App, ConfirmStage, Link, Mode, Pane};
+use super::keymap::footer_hints;
+use super::overlays::{render_act, render_audit, render_confirm, render_detail, render_help};
+use super::panes::{render_blocked, render_tasks};
+use crate::protocol::introspection::{ReceiptItem, RefusalReason};
 use crate::protocol::results::ReceiptState;
-use crate::protocol::{Command, ErrorCode, Expect, ExpectCheck, Method};
+use crate::protocol::ErrorCode;
 
 const HEADER: u16 = 2;
-const TOP_BAND: u16 = 5;
+const TOP_BAND: u16 = 6;
 const BOTTOM_PANES: u16 = 6;
 const FOOTER: u16 = 1;
+/// The smallest terminal the monitor is drawn in; below it the console says so.
+pub const MIN_COLS: u16 = 72;
+/// See [`MIN_COLS`].
+pub const MIN_ROWS: u16 = 20;
 
-struct Areas {
-    header: Rect,
-    capacity: Rect,
-    activity: Rect,
-    table: Rect,
-    tasks: Rect,
-    blocked: Rect,
-    footer: Rect,
+/// Where each pane is: the layout rendering and mouse clicks share.
+pub struct Areas {
+    /// The header lines.
+    pub header: Rect,
+    /// The capacity gauge.
+    pub capacity: Rect,
+    /// The sparklines.
+    pub activity: Rect,
+    /// The receipt table.
+    pub table: Rect,
+    /// Running tasks.
+    pub tasks: Rect,
+    /// Blocked outcomes.
+    pub blocked: Rect,
+    /// The key hints.
+    pub footer: Rect,
 }
 
-fn areas(area: Rect) -> Areas {
+/// Whether the terminal is large enough for the monitor.
+pub fn fits(cols: u16, rows: u16) -> bool {
+    cols >= MIN_COLS && rows >= MIN_ROWS
+}
+
+/// The layout of a terminal area: the task and blocked panes grow with the terminal (a
+/// third of what the header, figures and footer leave), the receipt table takes the rest.
+pub fn areas(area: Rect) -> Areas {
+    let free = area.height.saturating_sub(HEADER + TOP_BAND + FOOTER);
+    let bottom = (free / 3).max(BOTTOM_PANES);
     let [header, top, table, bottom, footer] = Layout::vertical([
         Constraint::Length(HEADER),
         Constraint::Length(TOP_BAND),
         Constraint::Min(4),
-        Constraint::Length(BOTTOM_PANES),
+        Constraint::Length(bottom),
         Constraint::Length(FOOTER),
     ])
     .areas(area);
@@ -64,32 +85,32 @@ pub fn table_rows(cols: u16, rows: u16) -> u16 {
         .max(1)
 }
 
-struct Theme {
+pub(super) struct Theme {
     color: bool,
 }
 
 impl Theme {
-    fn fg(&self, c: Color) -> Style {
+    pub(super) fn fg(&self, c: Color) -> Style {
         if self.color {
             Style::new().fg(c)
         } else {
             Style::new()
         }
     }
-    fn bold(&self) -> Style {
+    pub(super) fn bold(&self) -> Style {
         Style::new().add_modifier(Modifier::BOLD)
     }
-    fn dim(&self) -> Style {
+    pub(super) fn dim(&self) -> Style {
         if self.color {
             Style::new().fg(Color::DarkGray)
         } else {
             Style::new()
         }
     }
-    fn selected(&self) -> Style {
+    pub(super) fn selected(&self) -> Style {
         Style::new().add_modifier(Modifier::REVERSED)
     }
-    fn alert(&self) -> Style {
+    pub(super) fn alert(&self) -> Style {
         if self.color {
             Style::new()
                 .fg(Color::White)
@@ -99,7 +120,7 @@ impl Theme {
             Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
         }
     }
-    fn gauge(&self, ratio: f64) -> Style {
+    pub(super) fn gauge(&self, ratio: f64) -> Style {
         if !self.color {
             return Style::new();
         }
@@ -127,23 +148,58 @@ pub fn human_duration(ms: i64) -> String {
     }
 }
 
+/// `4310` as `4,310`: counts an operator reads at a glance.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `04:12:03Z`: when a notice was said (UTC, as the host's timestamps are).
+fn clock(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.format("%H:%M:%SZ").to_string())
+        .unwrap_or_default()
+}
+
 fn millis_of(ts: &str) -> Option<i64> {
     chrono::DateTime::parse_from_rfc3339(ts)
         .ok()
         .map(|t| t.timestamp_millis())
 }
 
-fn age(app: &App, ts: &str) -> String {
+pub(super) fn age(app: &App, ts: &str) -> String {
     millis_of(ts)
         .map(|t| human_duration(app.now - t))
         .unwrap_or_else(|| "-".to_owned())
 }
 
-fn short(id: &str) -> &str {
+pub(super) fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
-fn result_text(r: &ReceiptItem) -> String {
+/// The length of a whole request or task ID.
+pub(super) const ID: u16 = 36;
+/// The length of an ID cut to fit (still a unique prefix the console and every operator
+/// command accept, SPEC §8).
+pub(super) const SHORT_ID: u16 = 8;
+
+/// The whole ID in a column of `width` cells, or its first [`SHORT_ID`] characters.
+pub(super) fn fit(id: &str, width: u16) -> &str {
+    if id.len() <= usize::from(width) {
+        id
+    } else {
+        short(id)
+    }
+}
+
+pub(super) fn result_text(r: &ReceiptItem) -> String {
     match (r.state, r.ok) {
         (ReceiptState::Running, _) => "…".to_owned(),
         (_, Some(true)) => "ok".to_owned(),
@@ -152,7 +208,7 @@ fn result_text(r: &ReceiptItem) -> String {
     }
 }
 
-fn plural(n: usize, word: &str) -> String {
+pub(super) fn plural(n: usize, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")
     } else {
@@ -163,7 +219,7 @@ fn plural(n: usize, word: &str) -> String {
 /// Widths of two flexible columns beside fixed ones in `inner` cells with one space between
 /// columns: at least `min` each, the rest shared evenly, so the layout never depends on the
 /// constraint solver's choice.
-fn share(inner: u16, fixed: &[u16], min: [u16; 2]) -> [u16; 2] {
+pub(super) fn share(inner: u16, fixed: &[u16], min: [u16; 2]) -> [u16; 2] {
     let spacing = (fixed.len() + 1) as u16;
     let used: u16 = fixed.iter().sum::<u16>() + spacing;
     let room = inner.saturating_sub(used);
@@ -175,7 +231,7 @@ fn share(inner: u16, fixed: &[u16], min: [u16; 2]) -> [u16; 2] {
     [min[0] + extra / 2, min[1] + extra - extra / 2]
 }
 
-fn centered(area: Rect, width: u16, height: u16) -> Rect {
+pub(super) fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let w = width.min(area.width);
     let h = height.min(area.height);
     Rect::new(
@@ -189,6 +245,10 @@ fn centered(area: Rect, width: u16, height: u16) -> Rect {
 impl Widget for &App {
     fn render(self, area: Rect, buf: &mut Buffer) {
         let theme = Theme { color: self.color };
+        if !fits(area.width, area.height) {
+            render_too_small(self, &theme, area, buf);
+            return;
+        }
         let a = areas(area);
         render_header(self, &theme, a.header, buf);
         render_capacity(self, &theme, a.capacity, buf);
@@ -198,8 +258,17 @@ impl Widget for &App {
         render_blocked(self, &theme, a.blocked, buf);
         render_footer(self, &theme, a.footer, buf);
         match &self.mode {
-            Mode::Help => render_help(&theme, area, buf),
+            Mode::Help => render_help(self, &theme, area, buf),
             Mode::Detail(d) => render_detail(self, &theme, d, area, buf),
+            Mode::Act { act, reason, stage } => render_act(&theme, act, reason, stage, area, buf),
+            Mode::Audit { entries, failed } => render_audit(
+                self,
+                &theme,
+                entries.as_deref(),
+                failed.as_deref(),
+                area,
+                buf,
+            ),
             Mode::Preparing => {
                 let r = centered(area, 40, 3);
                 Clear.render(r, buf);
@@ -225,32 +294,61 @@ impl Widget for &App {
     }
 }
 
+/// Below the smallest size: the connection state and what to do, nothing cut.
+fn render_too_small(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let link = match &app.link {
+        Link::Connecting => "connecting",
+        Link::Connected => "connected",
+        Link::Disconnected { .. } => "DISCONNECTED",
+    };
+    let lines = vec![
+        Line::styled(format!("Polaris console · {link}"), t.bold()),
+        Line::raw(format!(
+            "terminal too small: {}×{}; the console needs {MIN_COLS}×{MIN_ROWS}.",
+            area.width, area.height
+        )),
+        Line::raw("Enlarge the window, or press q to quit."),
+    ];
+    Paragraph::new(lines)
+        .wrap(ratatui::widgets::Wrap { trim: true })
+        .render(area, buf);
+}
+
 fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let [top, banner] =
         Layout::vertical([Constraint::Length(1), Constraint::Length(1)]).areas(area);
-    let (run, uptime) = match &app.snapshot {
-        Some(s) => (
+    let (run, uptime) = match (&app.snapshot, &app.link) {
+        // A host that is gone is not up: say for how long it has been unreachable.
+        (Some(s), Link::Disconnected { since, .. }) => (
             short(&s.run_id).to_owned(),
-            millis_of(&s.started_at)
-                .map(|st| human_duration(app.now - st))
-                .unwrap_or_else(|| "-".into()),
+            format!("down {}", human_duration(app.now - since)),
         ),
-        None => ("-".to_owned(), "-".to_owned()),
+        (Some(s), _) => (
+            short(&s.run_id).to_owned(),
+            format!(
+                "up {}",
+                millis_of(&s.started_at)
+                    .map(|st| human_duration(app.now - st))
+                    .unwrap_or_else(|| "-".into())
+            ),
+        ),
+        (None, _) => ("-".to_owned(), "up -".to_owned()),
     };
     let (link, link_style) = match &app.link {
         Link::Connecting => ("connecting".to_owned(), t.fg(Color::Yellow)),
         Link::Connected => ("connected".to_owned(), t.fg(Color::Green)),
         Link::Disconnected { .. } => ("DISCONNECTED".to_owned(), t.alert()),
     };
+    // The connection state is drawn last and right-aligned, so nothing before it can cut it.
+    let link_w = link.chars().count() as u16 + 3;
+    let [left, right] =
+        Layout::horizontal([Constraint::Min(0), Constraint::Length(link_w)]).areas(top);
     Line::from(vec![
         Span::styled(" Polaris console ", t.bold()),
-        Span::raw(format!(
-            "│ host {} │ run {run} │ up {uptime} │ ",
-            app.host_label
-        )),
-        Span::styled(link, link_style),
+        Span::raw(format!("│ run {run} │ {uptime} │ host {} ", app.host_label)),
     ])
-    .render(top, buf);
+    .render(left, buf);
+    Line::from(vec![Span::raw("│ "), Span::styled(link, link_style)]).render(right, buf);
     let line = match (&app.link, &app.notice) {
         (Link::Disconnected { since, reason, attempts }, _) => Line::styled(
             format!(
@@ -259,8 +357,12 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             ),
             t.alert(),
         ),
-        (_, Some(n)) if n.error => Line::styled(format!(" {}", n.text), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
-        (_, Some(n)) => Line::styled(format!(" {}", n.text), t.fg(Color::Cyan)),
+        (_, Some(n)) if n.error => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
+        (_, Some(n)) => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Cyan)),
+        (_, None) if app.book_full() => Line::styled(
+            " BOOK FULL: new IDs refused. D marks closed tasks' receipts, c clears them",
+            t.alert(),
+        ),
         (Link::Connecting, None) => Line::styled(" connecting to the host…", t.dim()),
         _ => Line::raw(""),
     };
@@ -272,12 +374,7 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let block = Block::bordered().title(format!(" Capacity{stale} "));
     let inner = block.inner(area);
     block.render(area, buf);
-    let [gauge, l1, l2] = Layout::vertical([
-        Constraint::Length(1),
-        Constraint::Length(1),
-        Constraint::Length(1),
-    ])
-    .areas(inner);
+    let [gauge, l1, l2, l3] = Layout::vertical([Constraint::Length(1); 4]).areas(inner);
     let (cap, counters) = match &app.snapshot {
         Some(s) => (s.receipts.clone(), s.counters),
         None => Default::default(),
@@ -317,7 +414,7 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         cap.running, cap.tombstones, cap.tombstone_capacity
     ))
     .render(l1, buf);
-    let refusals = counters.refusals();
+    // Every refusal, by why: the total is their sum.
     let style = if counters.rejected_capacity > 0 {
         t.fg(Color::Red)
     } else {
@@ -325,19 +422,55 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     };
     Line::styled(
         format!(
-            "refusals {refusals} (full {}, reused {})",
-            counters.rejected_capacity, counters.rejected_reused
+            "refused {}: full {}  reused {}",
+            thousands(counters.refusals()),
+            thousands(counters.rejected_capacity),
+            thousands(counters.rejected_reused)
         ),
         style,
     )
     .render(l2, buf);
+    Line::raw(format!(
+        "  cleared ID {}  blocked task {}",
+        thousands(counters.rejected_cleared),
+        thousands(counters.rejected_blocked)
+    ))
+    .render(l3, buf);
 }
 
 fn render_activity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let block = Block::bordered().title(" Activity per second ");
     let inner = block.inner(area);
     block.render(area, buf);
-    let rows: [Rect; 3] = Layout::vertical([Constraint::Length(1); 3]).areas(inner);
+    let [a, b, c, scale] = Layout::vertical([Constraint::Length(1); 4]).areas(inner);
+    let rows = [a, b, c];
+    let width = usize::from(inner.width.saturating_sub(9));
+    let tail = |data: &std::collections::VecDeque<u64>| -> Vec<u64> {
+        data.iter()
+            .skip(data.len().saturating_sub(width))
+            .copied()
+            .collect()
+    };
+    // One scale for the three lines, so 1,208 executions and 94 refusals do not look alike.
+    let max = [
+        &app.activity.executions,
+        &app.activity.replays,
+        &app.activity.refusals,
+    ]
+    .into_iter()
+    .flat_map(&tail)
+    .max()
+    .unwrap_or(0)
+    .max(1);
+    Line::styled(
+        format!(
+            "max {}/s, one scale · last {}",
+            thousands(max),
+            human_duration(width as i64 * 1000)
+        ),
+        t.dim(),
+    )
+    .render(scale, buf);
     let series = [
         ("exec", &app.activity.executions, Color::Green),
         ("repl", &app.activity.replays, Color::Cyan),
@@ -348,14 +481,9 @@ fn render_activity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         // The last complete second: the current one is still counting.
         let now = data.iter().rev().nth(1).copied().unwrap_or(0);
         Line::raw(format!("{label} {now:>4}")).render(l, buf);
-        let width = s.width as usize;
-        let tail: Vec<u64> = data
-            .iter()
-            .skip(data.len().saturating_sub(width))
-            .copied()
-            .collect();
         Sparkline::default()
-            .data(&tail)
+            .data(tail(data))
+            .max(max)
             .style(t.fg(color))
             .render(s, buf);
     }
@@ -376,10 +504,32 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     if app.stale() {
         title.push_str("· stale ");
     }
+    let position = if app.total == 0 {
+        String::new()
+    } else {
+        format!(
+            " {} of {} ",
+            thousands(app.selected + 1),
+            thousands(app.total)
+        )
+    };
     let block = Block::bordered()
         .title(title)
+        .title_bottom(Line::from(position).right_aligned())
         .border_style(if focus { t.bold() } else { t.dim() });
-    let wide = area.width >= 140;
+    // Whole IDs wherever the width allows: the request ID first, then the task ID.
+    let inner = area.width.saturating_sub(2);
+    let narrow: u16 = 2 + SHORT_ID + 11 + SHORT_ID + 9 + 17 + 5 + 3 + 3 + 5 + 9;
+    let request_w = if inner >= narrow + (ID - SHORT_ID) {
+        ID
+    } else {
+        SHORT_ID
+    };
+    let task_w = if inner >= narrow + 2 * (ID - SHORT_ID) {
+        ID
+    } else {
+        SHORT_ID
+    };
     let rows_visible = area.height.saturating_sub(3) as u64;
     let mut rows = Vec::with_capacity(rows_visible as usize);
     for i in app.scroll..(app.scroll + rows_visible).min(app.total) {
@@ -388,13 +538,14 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             continue;
         };
         let marked = app.marked.contains(&r.request_id) || (app.mark_all && r.clearable);
-        let cursor = if i == app.selected && focus { '>' } else { ' ' };
+        // The cursor sits on the anchored receipt only, never on a row that took its place.
+        let here = i == app.selected
+            && app
+                .selected_receipt()
+                .is_some_and(|s| s.request_id == r.request_id);
+        let cursor = if here && focus { '>' } else { ' ' };
         let mark = format!("{cursor}{}", if marked { '*' } else { ' ' });
-        let id = if wide {
-            r.request_id.as_str()
-        } else {
-            short(&r.request_id)
-        };
+        let id = fit(&r.request_id, request_w);
         let result = result_text(r);
         let result_style = match (r.ok, r.code) {
             (Some(true), _) => t.fg(Color::Green),
@@ -408,16 +559,17 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             (false, Some(RefusalReason::UnverifiedOutcome)) => "unver",
             (false, _) => "no",
         };
-        let state = if r.state == ReceiptState::Completed {
-            "done"
-        } else {
-            r.state.as_str()
-        };
+        let state = r.state.as_str();
         let mut row = Row::new(vec![
             Span::raw(mark),
             Span::raw(id.to_owned()),
             Span::raw(r.method.clone()),
-            Span::raw(r.task_id.as_deref().map(short).unwrap_or("-").to_owned()),
+            Span::raw(
+                r.task_id
+                    .as_deref()
+                    .map_or("-", |t| fit(t, task_w))
+                    .to_owned(),
+            ),
             Span::raw(state.to_owned()),
             Span::styled(result, result_style),
             Span::raw(age(app, &r.first_seen_at)),
@@ -425,22 +577,25 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             Span::raw(r.replays.to_string()),
             Span::raw(clear.to_owned()),
         ]);
-        if i == app.selected && focus {
+        if here && focus {
             row = row.style(t.selected());
         }
         rows.push(row);
     }
-    let [method_w, result_w] = share(
-        area.width.saturating_sub(2),
-        &[2, if wide { 36 } else { 8 }, 8, 7, 5, 3, 3, 5],
-        [11, 17],
-    );
+    let [mut method_w, mut result_w] =
+        share(inner, &[2, request_w, task_w, 9, 5, 3, 3, 5], [11, 17]);
+    if result_w < 17 {
+        // A result code is never cut while the method can give way.
+        let room = method_w + result_w;
+        result_w = room.min(17);
+        method_w = room - result_w;
+    }
     let widths = [
         Constraint::Length(2),
-        Constraint::Length(if wide { 36 } else { 8 }),
+        Constraint::Length(request_w),
         Constraint::Length(method_w),
-        Constraint::Length(8),
-        Constraint::Length(7),
+        Constraint::Length(task_w),
+        Constraint::Length(9),
         Constraint::Length(result_w),
         Constraint::Length(5),
         Constraint::Length(3),
@@ -452,11 +607,14 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     ])
     .style(t.bold());
     let empty = app.total == 0;
-    Table::new(rows, widths)
-        .header(header)
-        .column_spacing(1)
-        .block(block)
-        .render(area, buf);
+    Widget::render(
+        Table::new(rows, widths)
+            .header(header)
+            .column_spacing(1)
+            .block(block),
+        area,
+        buf,
+    );
     if empty {
         let inner = Rect::new(area.x + 2, area.y + 2, area.width.saturating_sub(4), 1);
         let text = if app.filter.is_empty() {
@@ -468,146 +626,30 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     }
 }
 
-fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
-    let tasks = app.running_tasks();
-    let focus = app.focus == Pane::Tasks;
-    let block = Block::bordered()
-        .title(format!(" Running tasks {} ", tasks.len()))
-        .border_style(if focus { t.bold() } else { t.dim() });
-    let rows: Vec<Row> = tasks
-        .iter()
-        .enumerate()
-        .map(|(i, task)| {
-            let row = Row::new(vec![
-                short(&task.task_id).to_owned(),
-                task.title.clone(),
-                age(app, &task.updated_at),
-            ]);
-            if focus && i == app.task_selected {
-                row.style(t.selected())
-            } else {
-                row
-            }
-        })
-        .collect();
-    Table::new(
-        rows,
-        [
-            Constraint::Length(8),
-            Constraint::Length(area.width.saturating_sub(2 + 8 + 6 + 2).max(6)),
-            Constraint::Length(6),
-        ],
-    )
-    .column_spacing(1)
-    .block(block)
-    .render(area, buf);
-}
-
-/// `press Enter #title`, `click #submit`: the pending action, read from its params as the
-/// bridge reads them.
-fn action_of(p: &BlockedOutcome) -> String {
-    let pending = &p.pending;
-    let command = pending
-        .method
-        .parse::<Method>()
-        .ok()
-        .and_then(|m| Command::parse(m, &pending.params, &|_| Ok(())).ok());
-    let (key, target) = match &command {
-        Some(Command::PagePress(c)) => (Some(c.key.as_str()), c.target.as_deref()),
-        Some(Command::PageClick(c)) => (None, Some(c.target.as_str())),
-        _ => (None, None),
-    };
-    let key = key.map(|k| format!(" {k}")).unwrap_or_default();
-    format!(
-        "{}{key} {}",
-        pending.method.trim_start_matches("page."),
-        target.unwrap_or("")
-    )
-}
-
-/// `#status~Saved` for a `contains` expectation, `#status=Saved` for `equals`.
-fn expectation(expect: &Expect) -> String {
-    let target = &expect.target;
-    match &expect.check {
-        ExpectCheck::Equals(v) => format!("{target}={v}"),
-        ExpectCheck::Contains(v) => format!("{target}~{v}"),
-    }
-}
-
-fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
-    let pending = app.pending();
-    let focus = app.focus == Pane::Blocked;
-    let block = Block::bordered()
-        .title(format!(" Blocked outcomes {} ", pending.len()))
-        .border_style(if focus {
-            t.bold()
-        } else if pending.is_empty() {
-            t.dim()
-        } else {
-            t.fg(Color::Magenta)
-        });
-    let header = Row::new(vec![
-        "task", "request", "action", "expect", "since", "verified",
-    ])
-    .style(t.bold());
-    let rows: Vec<Row> = pending
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let expect = expectation(&p.pending.expect);
-            let verified = app
-                .verify_results
-                .get(&p.task_id)
-                .cloned()
-                .or_else(|| {
-                    p.pending
-                        .last_verify
-                        .as_ref()
-                        .map(|l| l.outcome.as_str().to_owned())
-                })
-                .unwrap_or_else(|| "never".to_owned());
-            let row = Row::new(vec![
-                short(&p.task_id).to_owned(),
-                short(&p.pending.request_id).to_owned(),
-                action_of(p),
-                expect,
-                age(app, &p.pending.since),
-                verified,
-            ]);
-            if i == app.blocked_selected && (focus || app.focus != Pane::Tasks) {
-                row.style(if focus { t.selected() } else { t.bold() })
-            } else {
-                row
-            }
-        })
-        .collect();
-    let request_w = if area.width >= 60 { 8 } else { 4 };
-    let [action_w, expect_w] = share(area.width.saturating_sub(2), &[8, request_w, 5, 12], [8, 8]);
-    let widths = [
-        Constraint::Length(8),
-        Constraint::Length(request_w),
-        Constraint::Length(action_w),
-        Constraint::Length(expect_w),
-        Constraint::Length(5),
-        Constraint::Length(12),
-    ];
-    Table::new(rows, widths)
-        .header(header)
-        .column_spacing(1)
-        .block(block)
-        .render(area, buf);
-}
-
 fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let hints: Vec<(&str, &str)> = match &app.mode {
         Mode::Normal => footer_hints(),
-        Mode::Help => vec![("any key", "close")],
+        Mode::Help => vec![("j/k", "scroll"), ("any other key", "close")],
         Mode::Filter => vec![
             ("enter", "keep filter"),
             ("esc", "drop filter"),
             ("type", "filter"),
         ],
-        Mode::Detail(_) => vec![("esc/enter", "close")],
+        Mode::Detail(_) | Mode::Audit { .. } => {
+            vec![("j/k PgUp/PgDn", "scroll"), ("esc/enter", "close")]
+        }
+        Mode::Act {
+            stage: ConfirmStage::Reason,
+            ..
+        } => vec![("type", "reason"), ("enter", "continue"), ("esc", "cancel")],
+        Mode::Act {
+            stage: ConfirmStage::Confirm,
+            ..
+        } => vec![("y", "do it now"), ("any other key", "cancel")],
+        Mode::Act {
+            stage: ConfirmStage::Committing,
+            ..
+        } => vec![("", "sending")],
         Mode::Preparing => vec![("", "waiting for the host")],
         Mode::Confirm {
             stage: ConfirmStage::Reason,
@@ -633,216 +675,4 @@ fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         spans.push(Span::raw(format!(" {h}")));
     }
     Line::from(spans).render(area, buf);
-}
-
-fn render_help(t: &Theme, area: Rect, buf: &mut Buffer) {
-    let mut lines = vec![
-        Line::styled("Keys (the footer shows the same table)", t.bold()),
-        Line::raw(""),
-    ];
-    for b in KEYMAP {
-        lines.push(Line::from(vec![
-            Span::styled(format!("{:>7}  ", b.label), t.bold()),
-            Span::raw(b.help),
-        ]));
-    }
-    lines.push(Line::raw(""));
-    lines.push(Line::raw(
-        "In the clear dialog: type a reason, enter, then only y commits.",
-    ));
-    let r = centered(area, 76, lines.len() as u16 + 2);
-    Clear.render(r, buf);
-    Paragraph::new(lines)
-        .block(Block::bordered().title(" Help "))
-        .render(r, buf);
-}
-
-fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer) {
-    let r = centered(
-        area,
-        area.width.saturating_sub(4),
-        area.height.saturating_sub(2),
-    );
-    Clear.render(r, buf);
-    let (title, lines): (String, Vec<Line>) = match d {
-        Detail::Loading(id) => (format!(" {id} "), vec![Line::raw("reading…")]),
-        Detail::Failed(msg) => (
-            " Detail ".into(),
-            vec![Line::styled(msg.clone(), t.fg(Color::Red))],
-        ),
-        Detail::Receipt(r) => {
-            let count = |n: Option<u64>| n.map_or_else(|| "null".to_owned(), |n| n.to_string());
-            let mut lines = vec![Line::from(vec![
-                Span::styled("state ", t.bold()),
-                Span::raw(format!(
-                    "{}  joins {}  replays {}  first seen {}",
-                    r.state.as_str(),
-                    count(r.joins),
-                    count(r.replays),
-                    r.first_seen_at.as_deref().unwrap_or("-")
-                )),
-            ])];
-            lines.push(Line::styled("request (canonical)", t.bold()));
-            let req = serde_json::to_string(&r.request).unwrap_or_default();
-            lines.push(Line::raw(req));
-            lines.push(Line::styled("stored reply", t.bold()));
-            match &r.reply {
-                None => lines.push(Line::styled(
-                    "none yet: still running (Esc, then Enter again to re-read)",
-                    t.dim(),
-                )),
-                Some(reply) => {
-                    // Through a JSON value, so the keys read sorted at every depth, as the
-                    // host writes them.
-                    let reply = serde_json::to_value(reply)
-                        .and_then(|v| serde_json::to_string_pretty(&v))
-                        .unwrap_or_default();
-                    lines.extend(reply.lines().map(|l| Line::raw(l.to_owned())));
-                }
-            }
-            (format!(" Receipt {} ", r.request_id), lines)
-        }
-        Detail::Task {
-            task_id,
-            task,
-            history,
-        } => {
-            let (title, state, created) = match task {
-                Some(task) => (
-                    task.title.as_str(),
-                    task.state.as_str(),
-                    task.created_at.as_str(),
-                ),
-                None => ("", "", ""),
-            };
-            let mut lines = vec![
-                Line::raw(format!("{title}  state {state}  created {created}")),
-                Line::styled("history (newest first)", t.bold()),
-            ];
-            for h in history {
-                lines.push(Line::raw(format!(
-                    "{}  {:<14} {:<18} {}",
-                    short(&h.request_id),
-                    h.method,
-                    result_text(h),
-                    age(app, &h.first_seen_at)
-                )));
-            }
-            (format!(" Task {task_id} "), lines)
-        }
-    };
-    Paragraph::new(lines)
-        .wrap(Wrap { trim: false })
-        .block(Block::bordered().title(title))
-        .render(r, buf);
-}
-
-fn render_confirm(
-    t: &Theme,
-    prepared: &ClearPrepared,
-    reason: &str,
-    stage: &ConfirmStage,
-    scroll: usize,
-    area: Rect,
-    buf: &mut Buffer,
-) {
-    let r = centered(
-        area,
-        area.width.saturating_sub(6).max(20),
-        area.height.saturating_sub(4),
-    );
-    Clear.render(r, buf);
-    let block = Block::bordered()
-        .borders(Borders::ALL)
-        .title(" Clear receipts ");
-    let inner = block.inner(r);
-    block.render(r, buf);
-    let n = prepared.clearable.len();
-    let [head, list, tail] = Layout::vertical([
-        Constraint::Length(2),
-        Constraint::Min(1),
-        Constraint::Length(3),
-    ])
-    .areas(inner);
-    let errors = prepared.clearable.iter().filter(|c| !c.ok).count();
-    Paragraph::new(vec![
-        Line::styled(
-            format!(
-                "Clear {n} receipts? ({} ok, {}, {} refused) Their replies are forgotten:",
-                n - errors,
-                plural(errors, "error"),
-                prepared.refused.len()
-            ),
-            t.bold(),
-        ),
-        Line::raw("a re-sent ID then gets RECEIPT_CLEARED. Refused first, then current results:"),
-    ])
-    .render(head, buf);
-    let mut lines: Vec<Line> = Vec::new();
-    if !prepared.refused.is_empty() {
-        lines.push(Line::styled(
-            format!("Refused ({}), kept:", prepared.refused.len()),
-            t.bold(),
-        ));
-        for r in &prepared.refused {
-            lines.push(Line::styled(
-                format!(" {} {}", short(&r.request_id), r.reason.as_str()),
-                t.fg(Color::Yellow),
-            ));
-        }
-        lines.push(Line::styled(format!("To clear ({n}):"), t.bold()));
-    }
-    for c in &prepared.clearable {
-        let style = if c.ok {
-            t.fg(Color::Green)
-        } else {
-            t.fg(Color::Red)
-        };
-        lines.push(Line::from(vec![
-            Span::raw(format!(
-                " {} {:<14} {:<8} ",
-                short(&c.request_id),
-                c.method,
-                c.task_id.as_deref().map(short).unwrap_or("-")
-            )),
-            Span::styled(format!("{:<18}", c.result_text()), style),
-            Span::raw(format!(" joins {} replays {}", c.joins, c.replays)),
-        ]));
-    }
-    let room = list.height as usize;
-    let first = scroll.min(lines.len().saturating_sub(room));
-    let mut lines: Vec<Line> = lines.into_iter().skip(first).collect();
-    if lines.len() > room && room > 0 {
-        let more = lines.len() - (room - 1);
-        lines.truncate(room - 1);
-        lines.push(Line::styled(
-            format!(" … {more} more (↑/↓ to scroll)"),
-            t.dim(),
-        ));
-    }
-    Paragraph::new(lines).render(list, buf);
-    let cursor = if *stage == ConfirmStage::Reason {
-        "▏"
-    } else {
-        ""
-    };
-    let instruction = match stage {
-        ConfirmStage::Reason => {
-            Line::raw("Type why (for the audit log), then enter. ↑/↓ scroll, esc cancels.")
-        }
-        ConfirmStage::Confirm => Line::styled(
-            format!("Press y to clear {n} receipts. Any other key cancels."),
-            t.alert(),
-        ),
-        ConfirmStage::Committing => Line::raw("Committing…"),
-    };
-    Paragraph::new(vec![
-        Line::from(vec![
-            Span::styled("Reason: ", t.bold()),
-            Span::raw(format!("{reason}{cursor}")),
-        ]),
-        instruction,
-        Line::styled(format!("token expires {}", prepared.expires_at), t.dim()),
-    ])
-    .render(tail, buf);
 }

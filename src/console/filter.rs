@@ -1,0 +1,189 @@
+//! The receipt filter typed after `/`: free text the host searches (request ID, method, task
+//! ID, error code), and tokens the console applies itself, as k9s and lazygit read filters:
+//!
+//! - `task:running`, `task:blocked`, `task:closed` (finished or stopped) — by the state of the
+//!   receipt's task;
+//! - `result:ok`, `result:error`, `result:ACTION_FAILED` (any error code) — by the stored result;
+//! - `age:>10m`, `age:<30s` (s, m, h, d) — by how long ago the receipt was first seen.
+//!
+//! With a task or age token, or an error code, the console reads the first
+//! [`LOCAL_WINDOW`] receipts the host matches and narrows them itself.
+
+use std::collections::HashMap;
+
+use crate::protocol::introspection::{ReceiptItem, StateFilter};
+use crate::protocol::results::TaskState;
+
+/// The most receipts a filter the console applies itself looks at (the host's largest page).
+pub const LOCAL_WINDOW: usize = 1000;
+
+/// Which tasks' receipts a `task:` token keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskStates {
+    /// `task:running`.
+    Running,
+    /// `task:blocked`.
+    Blocked,
+    /// `task:closed`: finished or stopped.
+    Closed,
+}
+
+/// A `result:` token.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResultIs {
+    /// `result:ok`.
+    Ok,
+    /// `result:error`: any error.
+    Error,
+    /// `result:CODE`: this error code.
+    Code(String),
+}
+
+/// An `age:` token: older or newer than this many ms.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AgeIs {
+    /// `age:>N`.
+    Over(i64),
+    /// `age:<N`.
+    Under(i64),
+}
+
+/// A parsed filter.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Filter {
+    /// The free text, for the host's search.
+    pub search: Option<String>,
+    /// The `task:` token.
+    pub task: Option<TaskStates>,
+    /// The `result:` token.
+    pub result: Option<ResultIs>,
+    /// The `age:` token.
+    pub age: Option<AgeIs>,
+}
+
+/// `10m` as ms.
+fn duration_ms(text: &str) -> Option<i64> {
+    let (n, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit())?);
+    let n: i64 = n.parse().ok()?;
+    let unit = match unit {
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    n.checked_mul(unit)
+}
+
+impl Filter {
+    /// Reads the typed text; a token that does not read is kept as search text, so what the
+    /// operator typed is never silently dropped.
+    pub fn parse(text: &str) -> Filter {
+        let mut f = Filter::default();
+        let mut words = Vec::new();
+        for word in text.split_whitespace() {
+            let token = match word.split_once(':') {
+                Some(("task", "running")) => f.task.replace(TaskStates::Running).is_none(),
+                Some(("task", "blocked")) => f.task.replace(TaskStates::Blocked).is_none(),
+                Some(("task", "closed")) => f.task.replace(TaskStates::Closed).is_none(),
+                Some(("result", "ok")) => f.result.replace(ResultIs::Ok).is_none(),
+                Some(("result", "error")) => f.result.replace(ResultIs::Error).is_none(),
+                Some(("result", code))
+                    if !code.is_empty()
+                        && code.chars().all(|c| c.is_ascii_uppercase() || c == '_') =>
+                {
+                    f.result.replace(ResultIs::Code(code.to_owned())).is_none()
+                }
+                Some(("age", rest)) => {
+                    let age = match rest.split_at(rest.len().min(1)) {
+                        (">", n) => duration_ms(n).map(AgeIs::Over),
+                        ("<", n) => duration_ms(n).map(AgeIs::Under),
+                        _ => None,
+                    };
+                    age.is_some_and(|a| f.age.replace(a).is_none())
+                }
+                _ => false,
+            };
+            if !token {
+                words.push(word);
+            }
+        }
+        if !words.is_empty() {
+            f.search = Some(words.join(" "));
+        }
+        f
+    }
+
+    /// Whether the console narrows the host's matches itself.
+    pub fn local(&self) -> bool {
+        self.task.is_some() || self.age.is_some() || matches!(self.result, Some(ResultIs::Code(_)))
+    }
+
+    /// The `state` the host filters on.
+    pub fn state(&self) -> Option<StateFilter> {
+        match self.result {
+            Some(ResultIs::Ok) => Some(StateFilter::Ok),
+            Some(ResultIs::Error | ResultIs::Code(_)) => Some(StateFilter::Error),
+            None => None,
+        }
+    }
+
+    /// Whether `r` passes the tokens the console applies (the host applied the rest).
+    pub fn keeps(&self, r: &ReceiptItem, tasks: &HashMap<&str, TaskState>, now: i64) -> bool {
+        if let Some(want) = self.task {
+            let state = r.task_id.as_deref().and_then(|t| tasks.get(t)).copied();
+            let ok = matches!(
+                (want, state),
+                (TaskStates::Running, Some(TaskState::Running))
+                    | (TaskStates::Blocked, Some(TaskState::Blocked))
+                    | (
+                        TaskStates::Closed,
+                        Some(TaskState::Finished | TaskState::Stopped)
+                    )
+            );
+            if !ok {
+                return false;
+            }
+        }
+        if let Some(ResultIs::Code(code)) = &self.result {
+            if r.code.map(|c| c.as_str()) != Some(code.as_str()) {
+                return false;
+            }
+        }
+        if let Some(age) = self.age {
+            let seen = chrono::DateTime::parse_from_rfc3339(&r.first_seen_at)
+                .map(|t| now - t.timestamp_millis())
+                .unwrap_or(0);
+            match age {
+                AgeIs::Over(ms) if seen <= ms => return false,
+                AgeIs::Under(ms) if seen >= ms => return false,
+                _ => {}
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_read_and_the_rest_is_searched() {
+        let f = Filter::parse("task:closed result:ACTION_FAILED age:>10m fill");
+        assert_eq!(f.task, Some(TaskStates::Closed));
+        assert_eq!(f.result, Some(ResultIs::Code("ACTION_FAILED".into())));
+        assert_eq!(f.age, Some(AgeIs::Over(600_000)));
+        assert_eq!(f.search.as_deref(), Some("fill"));
+        assert!(f.local());
+        assert_eq!(f.state(), Some(StateFilter::Error));
+        let plain = Filter::parse("result:ok 064da1");
+        assert!(!plain.local());
+        assert_eq!(plain.state(), Some(StateFilter::Ok));
+        assert_eq!(
+            Filter::parse("task:bogus").search.as_deref(),
+            Some("task:bogus")
+        );
+        assert_eq!(Filter::parse("age:>5x").age, None);
+    }
+}

@@ -1,0 +1,462 @@
+//! Keys: what each key does in each mode of the console.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::app::{next_sort, Act, App, ConfirmStage, Detail, Effect, Mode, Pane};
+use super::keymap::{command_for, Command};
+
+/// Scrolls the detail view, the help or the audit log; `false` when the key is not a
+/// scrolling key. The view clamps what is past its end.
+fn scroll_overlay(app: &mut App, code: KeyCode) -> bool {
+    let page = app.size.1.saturating_sub(6).max(1);
+    let s = &mut app.overlay_scroll;
+    match code {
+        KeyCode::Down | KeyCode::Char('j') => *s = s.saturating_add(1),
+        KeyCode::Up | KeyCode::Char('k') => *s = s.saturating_sub(1),
+        KeyCode::PageDown | KeyCode::Char(' ') => *s = s.saturating_add(page),
+        KeyCode::PageUp => *s = s.saturating_sub(page),
+        KeyCode::Home | KeyCode::Char('g') => *s = 0,
+        KeyCode::End | KeyCode::Char('G') => *s = u16::MAX,
+        _ => return false,
+    }
+    true
+}
+
+/// The stop and acknowledge dialog: a reason, Enter, then only `y` sends it, once.
+fn on_act_key(
+    app: &mut App,
+    act: Act,
+    mut reason: String,
+    stage: ConfirmStage,
+    key: KeyEvent,
+    ctrl_c: bool,
+) -> Option<Effect> {
+    let cancel = |app: &mut App, act: &Act| {
+        app.mode = Mode::Normal;
+        app.notice(format!("{} cancelled; nothing was sent", act.verb()), false);
+        None
+    };
+    match stage {
+        ConfirmStage::Reason => {
+            match key.code {
+                KeyCode::Esc => return cancel(app, &act),
+                KeyCode::Char('c') if ctrl_c => return cancel(app, &act),
+                KeyCode::Enter => {
+                    if reason.trim().is_empty() {
+                        app.notice("type a reason for the audit log first", true);
+                    } else {
+                        app.notice = None;
+                        app.mode = Mode::Act {
+                            act,
+                            reason,
+                            stage: ConfirmStage::Confirm,
+                        };
+                    }
+                    return None;
+                }
+                KeyCode::Backspace => {
+                    reason.pop();
+                }
+                KeyCode::Char(c)
+                    if !key.modifiers.contains(KeyModifiers::CONTROL)
+                        && reason.chars().count() < 500 =>
+                {
+                    reason.push(c)
+                }
+                _ => {}
+            }
+            app.mode = Mode::Act {
+                act,
+                reason,
+                stage: ConfirmStage::Reason,
+            };
+            None
+        }
+        ConfirmStage::Confirm => {
+            if key.code == KeyCode::Char('y')
+                && key.modifiers.difference(KeyModifiers::SHIFT).is_empty()
+            {
+                let effect = Effect::Act {
+                    act: act.clone(),
+                    reason: reason.trim().to_owned(),
+                };
+                app.mode = Mode::Act {
+                    act,
+                    reason,
+                    stage: ConfirmStage::Committing,
+                };
+                Some(effect)
+            } else {
+                cancel(app, &act)
+            }
+        }
+        ConfirmStage::Committing => None,
+    }
+}
+
+pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
+    if key.kind == crossterm::event::KeyEventKind::Release {
+        return None;
+    }
+    let ctrl_c = key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
+    match app.mode.clone() {
+        Mode::Help => {
+            if ctrl_c || key.code == KeyCode::Char('q') {
+                app.quit = true;
+                return Some(Effect::Quit);
+            }
+            if !scroll_overlay(app, key.code) {
+                app.mode = Mode::Normal;
+            }
+            None
+        }
+        Mode::Detail(_) | Mode::Audit { .. } => {
+            if ctrl_c {
+                app.quit = true;
+                return Some(Effect::Quit);
+            }
+            if !scroll_overlay(app, key.code)
+                && matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q'))
+            {
+                app.mode = Mode::Normal;
+            }
+            None
+        }
+        Mode::Act { act, reason, stage } => on_act_key(app, act, reason, stage, key, ctrl_c),
+        Mode::Filter => {
+            match key.code {
+                KeyCode::Enter => {
+                    // The filter was applied as it was typed.
+                    app.mode = Mode::Normal;
+                    return None;
+                }
+                KeyCode::Esc => {
+                    // Back to the view before `/`; the marks stay.
+                    app.mode = Mode::Normal;
+                    let before = std::mem::take(&mut app.filter_before);
+                    if before == app.filter {
+                        return None;
+                    }
+                    app.filter = before;
+                }
+                KeyCode::Backspace => {
+                    app.filter.pop();
+                }
+                KeyCode::Char(c)
+                    if !key.modifiers.contains(KeyModifiers::CONTROL) && app.filter.len() < 200 =>
+                {
+                    app.filter.push(c)
+                }
+                _ => return None,
+            }
+            app.mark_all = false;
+            app.reset_view()
+        }
+        Mode::Preparing => {
+            if ctrl_c {
+                app.quit = true;
+                return Some(Effect::Quit);
+            }
+            None
+        }
+        Mode::Confirm {
+            prepared,
+            mut reason,
+            stage,
+        } => match stage {
+            ConfirmStage::Reason => {
+                match key.code {
+                    KeyCode::Esc => {
+                        app.mode = Mode::Normal;
+                        app.notice("clear cancelled; nothing was cleared", false);
+                        return None;
+                    }
+                    KeyCode::Enter => {
+                        if prepared.clearable.is_empty() {
+                            app.mode = Mode::Normal;
+                            app.notice("nothing to clear: every receipt was refused", true);
+                            return None;
+                        }
+                        if reason.trim().is_empty() {
+                            app.notice("type a reason for the audit log first", true);
+                            return None;
+                        }
+                        app.notice = None;
+                        app.mode = Mode::Confirm {
+                            prepared,
+                            reason,
+                            stage: ConfirmStage::Confirm,
+                        };
+                        return None;
+                    }
+                    KeyCode::Backspace => {
+                        reason.pop();
+                    }
+                    KeyCode::Up => app.dialog_scroll = app.dialog_scroll.saturating_sub(1),
+                    KeyCode::Down => app.dialog_scroll = app.dialog_scroll.saturating_add(1),
+                    KeyCode::PageUp => app.dialog_scroll = app.dialog_scroll.saturating_sub(10),
+                    KeyCode::PageDown => app.dialog_scroll = app.dialog_scroll.saturating_add(10),
+                    KeyCode::Char(c)
+                        if !key.modifiers.contains(KeyModifiers::CONTROL)
+                            && reason.chars().count() < 500 =>
+                    {
+                        reason.push(c)
+                    }
+                    KeyCode::Char('c') if ctrl_c => {
+                        app.mode = Mode::Normal;
+                        app.notice("clear cancelled; nothing was cleared", false);
+                        return None;
+                    }
+                    _ => {}
+                }
+                app.mode = Mode::Confirm {
+                    prepared,
+                    reason,
+                    stage: ConfirmStage::Reason,
+                };
+                None
+            }
+            ConfirmStage::Confirm => {
+                if key.code == KeyCode::Char('y')
+                    && key.modifiers.difference(KeyModifiers::SHIFT).is_empty()
+                {
+                    let effect = Effect::Commit {
+                        token: prepared.token.clone(),
+                        reason: reason.trim().to_owned(),
+                    };
+                    app.mode = Mode::Confirm {
+                        prepared,
+                        reason,
+                        stage: ConfirmStage::Committing,
+                    };
+                    Some(effect)
+                } else {
+                    app.mode = Mode::Normal;
+                    app.notice("clear cancelled; nothing was cleared", false);
+                    None
+                }
+            }
+            ConfirmStage::Committing => None,
+        },
+        Mode::Normal => {
+            let command = command_for(&key)?;
+            on_command(app, command)
+        }
+    }
+}
+
+fn on_command(app: &mut App, command: Command) -> Option<Effect> {
+    let page = i64::from(app.visible_rows.max(1));
+    match command {
+        Command::Quit => {
+            app.quit = true;
+            Some(Effect::Quit)
+        }
+        Command::Help => {
+            app.overlay_scroll = 0;
+            app.mode = Mode::Help;
+            None
+        }
+        Command::Up => app.move_selection(-1),
+        Command::Down => app.move_selection(1),
+        Command::PageUp => app.move_selection(-page),
+        Command::PageDown => app.move_selection(page),
+        Command::Top => app.move_selection(i64::MIN / 2),
+        Command::Bottom => app.move_selection(i64::MAX / 2),
+        Command::NextPane => {
+            app.focus = match app.focus {
+                Pane::Receipts => Pane::Tasks,
+                Pane::Tasks => Pane::Blocked,
+                Pane::Blocked => Pane::Receipts,
+            };
+            None
+        }
+        Command::Detail => match app.focus {
+            Pane::Receipts => {
+                let id = app.selected_receipt()?.request_id.clone();
+                if app.stale() {
+                    app.notice("disconnected: the detail view needs the host", true);
+                    return None;
+                }
+                app.overlay_scroll = 0;
+                app.mode = Mode::Detail(Detail::Loading(id.clone()));
+                Some(Effect::GetReceipt(id))
+            }
+            Pane::Tasks | Pane::Blocked => {
+                let id = if app.focus == Pane::Tasks {
+                    app.running_tasks().get(app.task_selected)?.task_id.clone()
+                } else {
+                    app.pending().get(app.blocked_selected)?.task_id.clone()
+                };
+                if app.stale() {
+                    app.notice("disconnected: the detail view needs the host", true);
+                    return None;
+                }
+                app.overlay_scroll = 0;
+                app.mode = Mode::Detail(Detail::Loading(id.clone()));
+                Some(Effect::GetTaskHistory(id))
+            }
+        },
+        Command::Filter => {
+            app.mode = Mode::Filter;
+            app.filter_before = app.filter.clone();
+            None
+        }
+        Command::Sort => {
+            app.sort = next_sort(app.sort);
+            app.reset_view()
+        }
+        Command::Mark => {
+            let row = app.selected_receipt()?;
+            let id = row.request_id.clone();
+            if !row.clearable && !app.marked.contains(&id) {
+                let why = row.refusal.map_or("not clearable", |r| r.as_str());
+                app.notice(format!("{} cannot be cleared now: {why}", id), true);
+                return None;
+            }
+            app.mark_all = false;
+            if !app.marked.remove(&id) {
+                app.marked.insert(id);
+            }
+            app.move_selection(1)
+        }
+        Command::MarkAll => {
+            if app.local_view() {
+                // Every listed row is read: mark them one by one, so space can exclude some.
+                let ids: Vec<String> = app
+                    .page
+                    .iter()
+                    .filter(|r| r.clearable)
+                    .map(|r| r.request_id.clone())
+                    .collect();
+                if ids.iter().all(|id| app.marked.contains(id)) {
+                    for id in &ids {
+                        app.marked.remove(id);
+                    }
+                } else {
+                    app.marked.extend(ids);
+                }
+                return None;
+            }
+            app.mark_all = !app.mark_all;
+            app.marked.clear();
+            None
+        }
+        Command::MarkClosed => {
+            app.filter_before = app.filter.clone();
+            app.filter = "task:closed".to_owned();
+            app.mark_on_load = true;
+            app.focus = Pane::Receipts;
+            app.reset_view()
+        }
+        Command::Clear => {
+            let Some(params) = app.prepare_params() else {
+                app.notice(
+                    "mark receipts first (space, or a for all completed ones matching the filter)",
+                    true,
+                );
+                return None;
+            };
+            if app.stale() {
+                app.notice(
+                    "disconnected: clearing needs the host; wait for the reconnection",
+                    true,
+                );
+                return None;
+            }
+            app.mode = Mode::Preparing;
+            Some(Effect::Prepare(params))
+        }
+        Command::Verify => {
+            let Some(p) = app.pending().get(app.blocked_selected) else {
+                app.notice("no blocked outcome to verify", true);
+                return None;
+            };
+            let task_id = p.task_id.clone();
+            if app.stale() {
+                app.notice("disconnected: verification needs the host", true);
+                return None;
+            }
+            if !app.verifying.insert(task_id.clone()) {
+                return None;
+            }
+            app.verify_results
+                .insert(task_id.clone(), "verifying…".to_owned());
+            Some(Effect::Verify(task_id))
+        }
+        Command::Stop | Command::Acknowledge => {
+            let act = if command == Command::Stop {
+                let task_id = match app.focus {
+                    Pane::Tasks => app
+                        .running_tasks()
+                        .get(app.task_selected)
+                        .map(|t| t.task_id.clone()),
+                    _ => app
+                        .pending()
+                        .get(app.blocked_selected)
+                        .map(|p| p.task_id.clone()),
+                };
+                let Some(task_id) = task_id else {
+                    app.notice(
+                        "no task to stop: select a running task (tab) or a blocked outcome",
+                        true,
+                    );
+                    return None;
+                };
+                Act::Stop { task_id }
+            } else {
+                let request_id = match app.focus {
+                    Pane::Receipts => app.selected_receipt().map(|r| r.request_id.clone()),
+                    _ => app
+                        .pending()
+                        .get(app.blocked_selected)
+                        .map(|p| p.pending.request_id.clone()),
+                };
+                let Some(request_id) = request_id else {
+                    app.notice("no outcome to acknowledge: select a blocked outcome", true);
+                    return None;
+                };
+                Act::Acknowledge { request_id }
+            };
+            if app.stale() {
+                app.notice(format!("disconnected: {} needs the host", act.verb()), true);
+                return None;
+            }
+            app.mode = Mode::Act {
+                act,
+                reason: String::new(),
+                stage: ConfirmStage::Reason,
+            };
+            None
+        }
+        Command::Audit => {
+            if app.stale() {
+                app.notice("disconnected: the audit log needs the host", true);
+                return None;
+            }
+            app.overlay_scroll = 0;
+            app.mode = Mode::Audit {
+                entries: None,
+                failed: None,
+            };
+            Some(Effect::GetAudit)
+        }
+        Command::Refresh => {
+            if app.stale() {
+                return None;
+            }
+            app.notice = None;
+            Some(Effect::Refresh)
+        }
+        Command::Back => {
+            app.marked.clear();
+            app.mark_all = false;
+            app.notice = None;
+            if !app.filter.is_empty() {
+                app.filter.clear();
+                return app.reset_view();
+            }
+            None
+        }
+    }
+}

@@ -1,0 +1,405 @@
+//! The views drawn over the monitor: help, a receipt's or task's detail, the audit log, the
+//! clear dialog and the stop / acknowledge dialog. The long ones scroll (j/k, PgUp/PgDn, g/G)
+//! and say where they are.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
+
+use super::app::{Act, App, ConfirmStage, Detail};
+use super::keymap::KEYMAP;
+use super::ui::{age, centered, fit, plural, result_text, Theme, ID, SHORT_ID};
+use crate::protocol::introspection::{AuditEntry, ClearPrepared};
+
+/// Cuts every line longer than `width` into lines of `width` characters (keeping the first
+/// span's style), so the number of rows on screen is known and the end is always reachable.
+fn hard_wrap(lines: Vec<Line<'static>>, width: u16) -> Vec<Line<'static>> {
+    let width = usize::from(width.max(1));
+    let mut out = Vec::with_capacity(lines.len());
+    for line in lines {
+        if line.width() <= width {
+            out.push(line);
+            continue;
+        }
+        let style = line.spans.first().map_or(Style::new(), |s| s.style);
+        let text: String = line.spans.iter().map(|s| s.content.as_ref()).collect();
+        let chars: Vec<char> = text.chars().collect();
+        for chunk in chars.chunks(width) {
+            out.push(Line::styled(chunk.iter().collect::<String>(), style));
+        }
+    }
+    out
+}
+
+/// Draws `lines` in a bordered box over `r`, from row `scroll` (clamped so the last page is
+/// full), with "lines a–b of n" on the bottom border when they do not all fit.
+fn scrolled(lines: Vec<Line<'static>>, title: String, scroll: u16, r: Rect, buf: &mut Buffer) {
+    Clear.render(r, buf);
+    let block = Block::bordered().title(title);
+    let inner = block.inner(r);
+    let lines = hard_wrap(lines, inner.width);
+    let total = lines.len();
+    let height = usize::from(inner.height);
+    let first = usize::from(scroll).min(total.saturating_sub(height));
+    let block = if total > height {
+        block.title_bottom(
+            Line::from(format!(
+                " lines {}–{} of {total} · j/k PgUp/PgDn g/G ",
+                first + 1,
+                (first + height).min(total)
+            ))
+            .right_aligned(),
+        )
+    } else {
+        block
+    };
+    let shown: Vec<Line> = lines.into_iter().skip(first).take(height).collect();
+    Paragraph::new(shown).block(block).render(r, buf);
+}
+
+pub(super) fn render_help(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let mut lines = vec![
+        Line::styled("Keys (the footer shows the same table)", t.bold()),
+        Line::raw(""),
+    ];
+    for b in KEYMAP {
+        lines.push(Line::from(vec![
+            Span::styled(format!("{:>7}  ", b.label), t.bold()),
+            Span::raw(b.help),
+        ]));
+    }
+    lines.push(Line::raw(""));
+    lines.push(Line::raw(
+        "In the clear, stop and acknowledge dialogs: type a reason, enter, then only y acts.",
+    ));
+    lines.push(Line::raw(
+        "Table columns: j joins (copies that waited), r replays (copies answered later).",
+    ));
+    lines.push(Line::raw(
+        "Here: j/k or PgUp/PgDn scroll; any other key closes.",
+    ));
+    let height = (lines.len() as u16 + 2).min(area.height);
+    let r = centered(area, 96, height);
+    scrolled(lines, " Help ".into(), app.overlay_scroll, r, buf);
+}
+
+pub(super) fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer) {
+    let r = centered(
+        area,
+        area.width.saturating_sub(4),
+        area.height.saturating_sub(2),
+    );
+    let (title, lines): (String, Vec<Line>) = match d {
+        Detail::Loading(id) => (format!(" {id} "), vec![Line::raw("reading…")]),
+        Detail::Failed(msg) => (
+            " Detail ".into(),
+            vec![Line::styled(msg.clone(), t.fg(Color::Red))],
+        ),
+        Detail::Receipt(r) => {
+            let count = |n: Option<u64>| n.map_or_else(|| "null".to_owned(), |n| n.to_string());
+            let mut lines = vec![Line::from(vec![
+                Span::styled("state ", t.bold()),
+                Span::raw(format!(
+                    "{}  joins {}  replays {}  first seen {}",
+                    r.state.as_str(),
+                    count(r.joins),
+                    count(r.replays),
+                    r.first_seen_at.as_deref().unwrap_or("-")
+                )),
+            ])];
+            lines.push(Line::styled("request (canonical)", t.bold()));
+            let req = serde_json::to_string(&r.request).unwrap_or_default();
+            lines.push(Line::raw(req));
+            lines.push(Line::styled("stored reply", t.bold()));
+            match &r.reply {
+                None => lines.push(Line::styled(
+                    "none yet: still running (Esc, then Enter again to re-read)",
+                    t.dim(),
+                )),
+                Some(reply) => {
+                    // Through a JSON value, so the keys read sorted at every depth, as the
+                    // host writes them.
+                    let reply = serde_json::to_value(reply)
+                        .and_then(|v| serde_json::to_string_pretty(&v))
+                        .unwrap_or_default();
+                    lines.extend(reply.lines().map(|l| Line::raw(l.to_owned())));
+                }
+            }
+            (format!(" Receipt {} ", r.request_id), lines)
+        }
+        Detail::Task {
+            task_id,
+            task,
+            history,
+        } => {
+            let (title, state, created) = match task {
+                Some(task) => (
+                    task.title.as_str(),
+                    task.state.as_str(),
+                    task.created_at.as_str(),
+                ),
+                None => ("", "", ""),
+            };
+            let mut lines = vec![
+                Line::raw(format!("{title}  state {state}  created {created}")),
+                Line::styled("history (newest first)", t.bold()),
+            ];
+            for h in history {
+                lines.push(Line::raw(format!(
+                    "{}  {:<14} {:<18} {}",
+                    fit(&h.request_id, r.width.saturating_sub(44)),
+                    h.method,
+                    result_text(h),
+                    age(app, &h.first_seen_at)
+                )));
+            }
+            (format!(" Task {task_id} "), lines)
+        }
+    };
+    scrolled(lines, title, app.overlay_scroll, r, buf);
+}
+
+/// The stop / acknowledge dialog: what it does, the reason, then `y`.
+pub(super) fn render_act(
+    t: &Theme,
+    act: &Act,
+    reason: &str,
+    stage: &ConfirmStage,
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    let r = centered(area, area.width.saturating_sub(6).max(20), 9);
+    Clear.render(r, buf);
+    let (title, what) = match act {
+        Act::Stop { task_id } => (
+            " Stop task ",
+            format!("Stop task {task_id}? Its agent can do nothing more on it; an unverified outcome stays recorded and its receipts become clearable."),
+        ),
+        Act::Acknowledge { request_id } => (
+            " Acknowledge outcome ",
+            format!("Acknowledge {request_id} as settled outside Polaris? Nothing is executed; its receipt becomes clearable."),
+        ),
+    };
+    let cursor = if *stage == ConfirmStage::Reason {
+        "▏"
+    } else {
+        ""
+    };
+    let instruction = match stage {
+        ConfirmStage::Reason => Line::raw("Type why (for the audit log), then enter. esc cancels."),
+        ConfirmStage::Confirm => Line::styled(
+            format!("Press y to {} now. Any other key cancels.", act.verb()),
+            t.alert(),
+        ),
+        ConfirmStage::Committing => Line::raw("Sending…"),
+    };
+    let lines = vec![
+        Line::styled(what, t.bold()),
+        Line::raw(""),
+        Line::from(vec![
+            Span::styled("Reason: ", t.bold()),
+            Span::raw(format!("{reason}{cursor}")),
+        ]),
+        instruction,
+    ];
+    let block = Block::bordered().title(title);
+    let inner = block.inner(r);
+    block.render(r, buf);
+    Paragraph::new(lines)
+        .wrap(Wrap { trim: false })
+        .render(inner, buf);
+}
+
+/// The audit log, newest first; with a filter typed, only the clears that removed a matching
+/// ID (how an operator finds out what happened to a cleared one).
+pub(super) fn render_audit(
+    app: &App,
+    t: &Theme,
+    entries: Option<&[AuditEntry]>,
+    failed: Option<&str>,
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    let r = centered(
+        area,
+        area.width.saturating_sub(4),
+        area.height.saturating_sub(2),
+    );
+    // Only the free text names IDs; the console's own tokens (task:, result:, age:) do not.
+    let search = app.parsed_filter().search.unwrap_or_default();
+    let needle = search.as_str();
+    let title = if needle.is_empty() {
+        " Audit log (newest first) ".to_owned()
+    } else {
+        format!(" Audit log · clears of IDs matching /{needle} ")
+    };
+    let mut lines: Vec<Line<'static>> = Vec::new();
+    match (entries, failed) {
+        (_, Some(e)) => lines.push(Line::styled(
+            format!("the audit log could not be read: {e}"),
+            t.fg(Color::Red),
+        )),
+        (None, None) => lines.push(Line::raw("reading…")),
+        (Some(entries), None) => {
+            let id_w = if r.width >= 70 { ID } else { SHORT_ID };
+            for e in entries {
+                let cleared: Vec<_> = e
+                    .cleared
+                    .iter()
+                    .filter(|c| needle.is_empty() || c.request_id.contains(needle))
+                    .collect();
+                if cleared.is_empty() {
+                    continue;
+                }
+                lines.push(Line::styled(
+                    format!(
+                        "{}  {}  cleared {}  — {}",
+                        e.at,
+                        e.operator,
+                        plural(e.cleared.len(), "receipt"),
+                        e.reason
+                    ),
+                    t.bold(),
+                ));
+                for c in cleared {
+                    let result = match (c.ok, c.code) {
+                        (true, _) => "ok".to_owned(),
+                        (false, Some(code)) => code.as_str().to_owned(),
+                        (false, None) => "error".to_owned(),
+                    };
+                    lines.push(Line::raw(format!(
+                        "  {} {:<14} {}",
+                        fit(&c.request_id, id_w),
+                        c.method,
+                        result
+                    )));
+                }
+            }
+            if lines.is_empty() {
+                lines.push(Line::styled(
+                    if needle.is_empty() {
+                        "no clears recorded yet".to_owned()
+                    } else {
+                        format!("no recorded clear removed an ID matching {needle}: it was never cleared (or before the last 1000 clears)")
+                    },
+                    t.dim(),
+                ));
+            }
+        }
+    }
+    scrolled(lines, title, app.overlay_scroll, r, buf);
+}
+
+pub(super) fn render_confirm(
+    t: &Theme,
+    prepared: &ClearPrepared,
+    reason: &str,
+    stage: &ConfirmStage,
+    scroll: usize,
+    area: Rect,
+    buf: &mut Buffer,
+) {
+    let r = centered(
+        area,
+        area.width.saturating_sub(6).max(20),
+        area.height.saturating_sub(4),
+    );
+    Clear.render(r, buf);
+    let block = Block::bordered()
+        .borders(Borders::ALL)
+        .title(" Clear receipts ");
+    let inner = block.inner(r);
+    block.render(r, buf);
+    let n = prepared.clearable.len();
+    let request_w = if inner.width >= 100 { ID } else { SHORT_ID };
+    let task_w = if inner.width >= 130 { ID } else { SHORT_ID };
+    let [head, list, tail] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(1),
+        Constraint::Length(3),
+    ])
+    .areas(inner);
+    let errors = prepared.clearable.iter().filter(|c| !c.ok).count();
+    Paragraph::new(vec![
+        Line::styled(
+            format!(
+                "Clear {n} receipts? ({} ok, {}, {} refused) Their replies are forgotten:",
+                n - errors,
+                plural(errors, "error"),
+                prepared.refused.len()
+            ),
+            t.bold(),
+        ),
+        Line::raw("a re-sent ID then gets RECEIPT_CLEARED. Refused first, then current results:"),
+    ])
+    .render(head, buf);
+    let mut lines: Vec<Line> = Vec::new();
+    if !prepared.refused.is_empty() {
+        lines.push(Line::styled(
+            format!("Refused ({}), kept:", prepared.refused.len()),
+            t.bold(),
+        ));
+        for r in &prepared.refused {
+            lines.push(Line::styled(
+                format!(" {} {}", r.request_id, r.reason.as_str()),
+                t.fg(Color::Yellow),
+            ));
+        }
+        lines.push(Line::styled(format!("To clear ({n}):"), t.bold()));
+    }
+    for c in &prepared.clearable {
+        let style = if c.ok {
+            t.fg(Color::Green)
+        } else {
+            t.fg(Color::Red)
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!(
+                " {} {:<14} {} ",
+                fit(&c.request_id, request_w),
+                c.method,
+                c.task_id.as_deref().map_or("-", |t| fit(t, task_w))
+            )),
+            Span::styled(format!("{:<18}", c.result_text()), style),
+            Span::raw(format!(" joins {} replays {}", c.joins, c.replays)),
+        ]));
+    }
+    let room = list.height as usize;
+    let first = scroll.min(lines.len().saturating_sub(room));
+    let mut lines: Vec<Line> = lines.into_iter().skip(first).collect();
+    if lines.len() > room && room > 0 {
+        let more = lines.len() - (room - 1);
+        lines.truncate(room - 1);
+        lines.push(Line::styled(
+            format!(" … {more} more (↑/↓ to scroll)"),
+            t.dim(),
+        ));
+    }
+    Paragraph::new(lines).render(list, buf);
+    let cursor = if *stage == ConfirmStage::Reason {
+        "▏"
+    } else {
+        ""
+    };
+    let instruction = match stage {
+        ConfirmStage::Reason => {
+            Line::raw("Type why (for the audit log), then enter. ↑/↓ scroll, esc cancels.")
+        }
+        ConfirmStage::Confirm => Line::styled(
+            format!("Press y to clear {n} receipts. Any other key cancels."),
+            t.alert(),
+        ),
+        ConfirmStage::Committing => Line::raw("Committing…"),
+    };
+    Paragraph::new(vec![
+        Line::from(vec![
+            Span::styled("Reason: ", t.bold()),
+            Span::raw(format!("{reason}{cursor}")),
+        ]),
+        instruction,
+        Line::styled(format!("token expires {}", prepared.expires_at), t.dim()),
+    ])
+    .render(tail, buf);
+}

@@ -1,0 +1,179 @@
+//! The running tasks and blocked outcomes panes: they grow with the terminal, scroll to their
+//! selection and show whole IDs where the width allows.
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::Color;
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Row, StatefulWidget, Table, TableState};
+
+use super::app::{App, Pane};
+use super::ui::{age, fit, share, thousands, Theme, ID, SHORT_ID};
+use crate::protocol::introspection::BlockedOutcome;
+use crate::protocol::{Command, Expect, ExpectCheck, Method};
+
+pub(super) fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let tasks = app.running_tasks();
+    let focus = app.focus == Pane::Tasks;
+    let block = Block::bordered()
+        .title(format!(" Running tasks {} ", tasks.len()))
+        .title_bottom(position(app.task_selected, tasks.len()))
+        .border_style(if focus { t.bold() } else { t.dim() });
+    let id_w = if area.width.saturating_sub(2) >= ID + 20 {
+        ID
+    } else {
+        SHORT_ID
+    };
+    let rows: Vec<Row> = tasks
+        .iter()
+        .enumerate()
+        .map(|(i, task)| {
+            let row = Row::new(vec![
+                fit(&task.task_id, id_w).to_owned(),
+                task.title.clone(),
+                age(app, &task.updated_at),
+            ]);
+            if focus && i == app.task_selected {
+                row.style(t.selected())
+            } else {
+                row
+            }
+        })
+        .collect();
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Length(id_w),
+            Constraint::Length(area.width.saturating_sub(2 + id_w + 6 + 2).max(6)),
+            Constraint::Length(6),
+        ],
+    )
+    .column_spacing(1)
+    .block(block);
+    let mut state = TableState::default().with_selected(Some(app.task_selected));
+    StatefulWidget::render(table, area, buf, &mut state);
+}
+
+/// "3 of 20" on a pane's bottom border, when it has rows.
+fn position(selected: usize, len: usize) -> Line<'static> {
+    if len == 0 {
+        return Line::raw("");
+    }
+    Line::from(format!(
+        " {} of {} ",
+        thousands(selected.min(len - 1) as u64 + 1),
+        thousands(len as u64)
+    ))
+    .right_aligned()
+}
+
+/// `press Enter #title`, `click #submit`: the pending action, read from its params as the
+/// bridge reads them.
+fn action_of(p: &BlockedOutcome) -> String {
+    let pending = &p.pending;
+    let command = pending
+        .method
+        .parse::<Method>()
+        .ok()
+        .and_then(|m| Command::parse(m, &pending.params, &|_| Ok(())).ok());
+    let (key, target) = match &command {
+        Some(Command::PagePress(c)) => (Some(c.key.as_str()), c.target.as_deref()),
+        Some(Command::PageClick(c)) => (None, Some(c.target.as_str())),
+        _ => (None, None),
+    };
+    let key = key.map(|k| format!(" {k}")).unwrap_or_default();
+    format!(
+        "{}{key} {}",
+        pending.method.trim_start_matches("page."),
+        target.unwrap_or("")
+    )
+}
+
+/// `#status~Saved` for a `contains` expectation, `#status=Saved` for `equals`.
+fn expectation(expect: &Expect) -> String {
+    let target = &expect.target;
+    match &expect.check {
+        ExpectCheck::Equals(v) => format!("{target}={v}"),
+        ExpectCheck::Contains(v) => format!("{target}~{v}"),
+    }
+}
+
+pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let pending = app.pending();
+    let focus = app.focus == Pane::Blocked;
+    let block = Block::bordered()
+        .title(format!(" Blocked outcomes {} ", pending.len()))
+        .title_bottom(position(app.blocked_selected, pending.len()))
+        .border_style(if focus {
+            t.bold()
+        } else if pending.is_empty() {
+            t.dim()
+        } else {
+            t.fg(Color::Magenta)
+        });
+    let header = Row::new(vec![
+        "task", "request", "action", "expect", "since", "verified",
+    ])
+    .style(t.bold());
+    // Whole IDs wherever the width allows: the request ID first, then the task ID.
+    let inner = area.width.saturating_sub(2);
+    let narrow: u16 = SHORT_ID + SHORT_ID + 5 + 12 + 16 + 5;
+    let request_w = if inner >= narrow + (ID - SHORT_ID) {
+        ID
+    } else if area.width >= 60 {
+        SHORT_ID
+    } else {
+        4
+    };
+    let task_w = if inner >= narrow + 2 * (ID - SHORT_ID) {
+        ID
+    } else {
+        SHORT_ID
+    };
+    let [action_w, expect_w] = share(inner, &[task_w, request_w, 5, 12], [8, 8]);
+    let rows: Vec<Row> = pending
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let expect = expectation(&p.pending.expect);
+            let verified = app
+                .verify_results
+                .get(&p.task_id)
+                .cloned()
+                .or_else(|| {
+                    p.pending
+                        .last_verify
+                        .as_ref()
+                        .map(|l| l.outcome.as_str().to_owned())
+                })
+                .unwrap_or_else(|| "never".to_owned());
+            let row = Row::new(vec![
+                fit(&p.task_id, task_w).to_owned(),
+                fit(&p.pending.request_id, request_w).to_owned(),
+                action_of(p),
+                expect,
+                age(app, &p.pending.since),
+                verified,
+            ]);
+            if i == app.blocked_selected && (focus || app.focus != Pane::Tasks) {
+                row.style(if focus { t.selected() } else { t.bold() })
+            } else {
+                row
+            }
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(task_w),
+        Constraint::Length(request_w),
+        Constraint::Length(action_w),
+        Constraint::Length(expect_w),
+        Constraint::Length(5),
+        Constraint::Length(12),
+    ];
+    let table = Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .block(block);
+    let mut state = TableState::default().with_selected(Some(app.blocked_selected));
+    StatefulWidget::render(table, area, buf, &mut state);
+}
