@@ -455,9 +455,12 @@ fn a_new_run_is_announced_and_its_sparklines_start_again() {
     next["runId"] = json!("77777777-0000-4000-8000-000000000000");
     update(&mut app, Action::Snapshot(next.clone()));
     let notice = app.notice.clone().unwrap();
-    assert_eq!(notice.text, "new run 77777777-0000-4000-8000-000000000000");
+    assert_eq!(
+        notice.text,
+        "new run 77777777-0000-4000-8000-000000000000 — receipts forgotten (--no-journal)"
+    );
     assert!(app.activity.executions.iter().all(|n| *n == 0));
-    next["journal"] = json!({"path": "/j", "bytes": 10, "records": 1});
+    next["journal"] = json!({"path": "/j", "bytes": 10, "records": 1, "lastFsyncMs": 0.2, "fsyncsPerSecond": 5.0});
     next["runId"] = json!("88888888-0000-4000-8000-000000000000");
     update(&mut app, Action::Snapshot(next));
     assert!(app

@@ -302,7 +302,6 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
             None
         }
         Action::Snapshot(v) => {
-            let journal = v.get("journal").cloned();
             match read::<Snapshot>("snapshot", v) {
                 Ok(s) => {
                     let previous = app.snapshot.as_ref().map(|old| old.run_id.clone());
@@ -312,13 +311,12 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                         app.activity.roll(app.now);
                         app.verify_results.clear();
                         app.counted = None;
-                        // The journal's status, once the host reports it (SPEC §11).
-                        let kept = match journal.as_ref() {
-                            Some(Value::Null) => " — receipts forgotten (--no-journal)".to_owned(),
+                        // A host without a journal reports none (SPEC §11).
+                        let kept = match &s.journal {
+                            None => " — receipts forgotten (--no-journal)".to_owned(),
                             Some(_) => {
                                 format!(" — {} receipts kept by the journal", s.receipts.used)
                             }
-                            None => String::new(),
                         };
                         app.notice(format!("new run {}{kept}", s.run_id), false);
                     }
