@@ -509,8 +509,8 @@ impl Book {
         self.receipts.get_mut(key)
     }
 
-    /// Puts back a completed receipt read from the journal at start. Capacity counts it even
-    /// past the limit: a restart never frees room, only a clear does.
+    /// Puts back a completed receipt read from the journal at start. Capacity (count and bytes)
+    /// counts it even past the limit: a restart never frees room, only a clear does.
     #[allow(clippy::too_many_arguments)]
     pub fn restore(
         &mut self,
@@ -523,11 +523,14 @@ impl Book {
         completed_at: i64,
         run_id: Option<Arc<str>>,
     ) {
+        let cost = receipt_bytes(&key, &request, Some(&outcome));
         let mut r = Receipt::running(request, method, task_id, first_seen);
         r.reply = ReplySlot::Done(outcome);
         r.completed_at = completed_at;
         r.run_id = run_id;
-        self.receipts.insert(key, r);
+        if self.receipts.insert(key, r).is_none() {
+            self.used_bytes += cost;
+        }
     }
 
     /// Puts back the tombstones and clears read from the journal at start (`batch` indexes
@@ -603,7 +606,11 @@ impl Book {
             }
         });
         cleared += moved.len();
-        self.used_bytes -= freed;
+        debug_assert!(
+            freed <= self.used_bytes,
+            "the book counted every receipt it holds"
+        );
+        self.used_bytes = self.used_bytes.saturating_sub(freed);
         self.tombstones.extend(
             moved
                 .into_iter()

@@ -422,7 +422,7 @@ impl Host {
                 return Err(ErrorBody::new(
                     ErrorCode::TombstoneCapacityFull,
                     format!(
-                        "clearing {} receipts would exceed the tombstone capacity ({used} of {capacity} used); nothing was cleared. Clear fewer receipts, or restart the host with a larger --tombstone-capacity when duplicate protection for this run may be given up",
+                        "clearing {} receipts would exceed the tombstone capacity ({used} of {capacity} used); nothing was cleared. Clear fewer receipts, or stop the host and start it again with a larger --tombstone-capacity (the journal keeps every receipt and tombstone across the restart)",
                         keys.len()
                     ),
                 )

@@ -238,6 +238,9 @@ impl Host {
                     let result = outcome.code.map_or("ok", ErrorCode::as_str);
                     task.record(&r.request_id, method, completed_at, result);
                 }
+                if let Some(t) = r.task_id.as_deref() {
+                    st.tasks.receipt_created(t);
+                }
                 let run = (*r.run_id != *run_id).then_some(r.run_id);
                 st.book.restore(
                     r.request_id,
