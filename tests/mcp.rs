@@ -347,7 +347,8 @@ async fn a_host_killed_mid_call_is_disconnected_and_the_gate_holds_until_a_read_
                 .await
         })
     };
-    // Kill the host once it holds the press as a running receipt.
+    // Kill the host once it holds the press as a running receipt whose begin is on disk (a
+    // receipt killed before that was never executed and is rightly unknown after a restart).
     eventually("the press to be running on the host", || async {
         let r = bridge(
             dir.path(),
@@ -356,6 +357,16 @@ async fn a_host_killed_mid_call_is_disconnected_and_the_gate_holds_until_a_read_
         )
         .await;
         (r["result"]["state"] == "running").then_some(())
+    })
+    .await;
+    eventually("the press's begin to be durable", || async {
+        let out = std::process::Command::new(BIN)
+            .args(["journal", "check", "--json", "--journal"])
+            .arg(dir.path().join("journal"))
+            .output()
+            .expect("polaris journal check runs");
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (report["running"].as_u64() >= Some(1)).then_some(())
     })
     .await;
     host.kill();
