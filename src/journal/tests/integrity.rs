@@ -56,7 +56,7 @@ fn a_torn_last_record_is_cut_at_every_byte_offset_and_nothing_before_it_is_lost(
                     (cut > last).then_some(last)
                 );
                 assert_eq!(std::fs::read(dir.join(LOG_FILE)).unwrap(), *bytes);
-                let (j, r) = Journal::open(&dir, options.clone())
+                let (j, r) = reopen(&dir, options.clone())
                     .unwrap_or_else(|e| panic!("{variant} at {cut}: {e}"));
                 assert_eq!(r.receipts.len(), 5, "{variant} at {cut}");
                 assert_eq!(
@@ -81,7 +81,7 @@ fn a_torn_last_record_is_cut_at_every_byte_offset_and_nothing_before_it_is_lost(
                     .wait()
                     .unwrap();
                 drop(j);
-                let (_j, r) = Journal::open(&dir, options.clone()).unwrap();
+                let (_j, r) = reopen(&dir, options.clone()).unwrap();
                 assert_eq!(r.cut_tail, None, "{variant} at {cut}");
                 assert_eq!(r.interrupted().count(), 0);
             }

@@ -9,6 +9,21 @@ mod compaction;
 mod crash;
 mod integrity;
 
+/// Opens a journal just closed by this process. Another test thread that spawns a process
+/// shares every open descriptor with its child between `fork` and `exec`, the directory's lock
+/// included, so for that instant the lock still reads as held: wait it out (a second at most).
+pub(super) fn reopen(dir: &Path, options: Options) -> Result<(Journal, Recovered), Error> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        match Journal::open(dir, options.clone()) {
+            Err(Error::Locked { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            other => return other,
+        }
+    }
+}
+
 pub(super) const RUN: &str = "6a0c1a44-7d1e-4f57-9a3b-4c1d2e3f4a5b";
 pub(super) const TASK: &str = "0b5e6f70-8192-4a3b-8c4d-5e6f708192a3";
 
