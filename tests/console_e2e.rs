@@ -332,7 +332,7 @@ fn a_lost_host_marks_the_data_stale_and_the_console_reconnects_to_the_next_run()
     // A new host run on the same socket directory: the console finds it by itself.
     let log = std::fs::File::create(host.root.path().join("serve2.log")).unwrap();
     let mut next = std::process::Command::new(polaris_bin())
-        .args(["serve", "--capacity", "8", "--socket-dir"])
+        .args(["serve", "--no-journal", "--capacity", "8", "--socket-dir"])
         .arg(&host.dir)
         .arg("--audit-log")
         .arg(host.root.path().join("audit.jsonl"))

@@ -21,7 +21,7 @@ fn mode(path: &std::path::Path) -> u32 {
 
 fn serve_output(dir: &std::path::Path) -> std::process::Output {
     Command::new(polaris_bin())
-        .args(["serve", "--socket-dir"])
+        .args(["serve", "--no-journal", "--socket-dir"])
         .arg(dir)
         .output()
         .unwrap()
@@ -97,7 +97,7 @@ fn a_stale_socket_is_reclaimed() {
     drop(std::os::unix::net::UnixListener::bind(dir.join("bridge.sock")).unwrap());
     assert!(dir.join("bridge.sock").exists());
     let mut child = Command::new(polaris_bin())
-        .args(["serve", "--socket-dir"])
+        .args(["serve", "--no-journal", "--socket-dir"])
         .arg(&dir)
         .stderr(std::process::Stdio::null())
         .spawn()
