@@ -80,6 +80,14 @@ pub trait Executor: Send + Sync + 'static {
     /// Checks a selector before anything is created, so a malformed one is a `BAD_REQUEST`.
     fn check_target(&self, target: &str) -> Result<(), String>;
 
+    /// Checks a `task.start`'s `url` before anything is created, so a request this executor
+    /// could never open (no url where one is needed, a scheme it does not load) is a
+    /// `BAD_REQUEST` and stores no receipt.
+    fn check_start(&self, url: Option<&str>) -> Result<(), String> {
+        let _ = url;
+        Ok(())
+    }
+
     /// Opens the page of a new task at `url` (when the executor uses one), by `deadline`.
     fn open(
         &self,

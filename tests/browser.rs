@@ -465,12 +465,22 @@ async fn task_start_needs_a_page_that_loads() {
     let Some(mut r) = Rig::start(3000).await else {
         return;
     };
-    let cases = [
+    // What could never be opened is refused before anything is stored.
+    for (params, why) in [
         (json!({"title": "no url"}), "pass \"url\""),
         (
             json!({"title": "scheme", "url": "javascript:alert(1)"}),
             "http, https or file",
         ),
+    ] {
+        let f = r.call("task.start", params).await;
+        let e = err(&f, "BAD_REQUEST");
+        assert_eq!(e["delivery"], "not_executed");
+        assert!(e["message"].as_str().unwrap().contains(why), "{why}: {e}");
+        assert_eq!(f["meta"]["receipt"], "none", "{f}");
+    }
+    // What was tried and did not load is a definite failure, stored.
+    let cases = [
         (
             json!({"title": "refused", "url": format!("http://{}/", closed_port())}),
             "ERR_CONNECTION_REFUSED",

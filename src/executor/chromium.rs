@@ -46,6 +46,10 @@ pub const URL_SCHEMES: [&str; 3] = ["http", "https", "file"];
 
 /// Checks a task's URL: `http`, `https` or `file`, at most 8 KiB, no spaces or control
 /// characters.
+/// Why a `task.start` without `url` is refused under this executor.
+const MISSING_URL: &str = "the Chromium executor opens each task's page at its url: pass \"url\" (an http, https or file URL)";
+
+/// Checks a task's `url`: an http, https or file URL within the size limit, no spaces.
 pub fn check_url(url: &str) -> Result<(), String> {
     if url.len() > crate::protocol::MAX_URL_BYTES {
         return Err(format!(
@@ -357,6 +361,13 @@ impl Executor for ChromiumExecutor {
         Ok(())
     }
 
+    fn check_start(&self, url: Option<&str>) -> Result<(), String> {
+        match url {
+            None => Err(MISSING_URL.into()),
+            Some(url) => check_url(url),
+        }
+    }
+
     fn open(
         &self,
         task: TaskId,
@@ -367,7 +378,7 @@ impl Executor for ChromiumExecutor {
         let inner = self.inner.clone();
         Box::pin(async move {
             let Some(url) = url else {
-                return Err("the Chromium executor opens each task's page at its url: pass \"url\" (an http, https or file URL)".into());
+                return Err(MISSING_URL.into());
             };
             check_url(&url)?;
             let budget = deadline.saturating_duration_since(Instant::now());

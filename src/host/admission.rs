@@ -55,6 +55,19 @@ impl Host {
         } = req;
         let run_id = self.run_id();
         let method = cmd.method();
+        // A page this executor could never open is a bad request: nothing is stored for it.
+        if let Command::TaskStart(p) = &cmd {
+            if let Err(msg) = self.inner.executor.check_start(p.url.as_deref()) {
+                return Err(reject(
+                    Some(id),
+                    run_id,
+                    ErrorBody::new(
+                        ErrorCode::BadRequest,
+                        format!("invalid params for task.start: {msg}"),
+                    ),
+                ));
+            }
+        }
         let key = RequestKey::new(id);
         let vacancy = match st.book.entry(&key) {
             Entry::Receipt(r) => {
