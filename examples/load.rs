@@ -605,7 +605,7 @@ impl PolarisCmd {
             .arg(capacity.to_string());
         if journal {
             cmd.arg("--journal").arg(dir.path().join("journal"));
-        } else if self.no_journal {
+        } else if self.no_journal && !self.extra.iter().any(|a| a.starts_with("--journal")) {
             cmd.arg("--no-journal");
         }
         cmd.args(&self.extra);
