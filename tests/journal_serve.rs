@@ -277,13 +277,26 @@ async fn a_kill_during_a_slow_submit_leaves_it_interrupted_never_rerun_then_ackn
     let task = ok(&started)["taskId"].as_str().unwrap().to_owned();
     let press = json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()});
     c.send("press-slow", "page.press", press.clone()).await;
-    // Wait until the host has it running, then kill it mid-submit.
+    // Wait until the host has it running and its begin is on disk (a receipt killed before
+    // that was never executed and is rightly unknown after a restart), then kill it mid-submit.
     let mut probe = host.conn().await;
     loop {
         let s = probe
             .call("receipt.status", json!({"requestId": "press-slow"}))
             .await;
         if ok(&s)["state"] == "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    loop {
+        let out = Command::new(polaris_bin())
+            .args(["journal", "check", "--json", "--journal"])
+            .arg(root.path().join("j"))
+            .output()
+            .expect("polaris journal check runs");
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        if report["running"].as_u64() >= Some(1) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;

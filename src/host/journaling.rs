@@ -202,11 +202,13 @@ impl Host {
                         ),
                     )
                 })?;
-                let id = r.request_id.to_string();
                 let (outcome, completed_at) = match r.completion {
                     Some(c) => {
                         let body = String::from_utf8(c.reply.into_vec()).map_err(|_| {
-                            unreadable(&journal, format!("the reply of receipt {id} is not UTF-8"))
+                            unreadable(
+                                &journal,
+                                format!("the reply of receipt {} is not UTF-8", r.request_id),
+                            )
                         })?;
                         let code = code_of(&body);
                         (
@@ -219,7 +221,7 @@ impl Host {
                     }
                     None => {
                         let o = Arc::new(interrupted_outcome(
-                            &id,
+                            &r.request_id.to_string(),
                             method,
                             r.task_id.as_deref(),
                             &r.run_id,

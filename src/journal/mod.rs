@@ -254,7 +254,7 @@ impl Journal {
         }
         let file = files::open_file(&path, true, false)?;
         let len = read_header(&path, &file)?;
-        let mut fold = recover::Fold::new(&path);
+        let mut fold = recover::Fold::for_bytes(&path, len);
         let end = scan::scan(&path, &file, format::HEADER_LEN as u64, len, |o, p| {
             fold.block(o, p)
         })?;
@@ -501,7 +501,7 @@ pub fn check(dir: &Path) -> Result<CheckReport, Error> {
     let path = dir.join(files::LOG_FILE);
     let file = files::open_file(&path, false, false)?;
     let len = read_header(&path, &file)?;
-    let mut fold = recover::Fold::new(&path);
+    let mut fold = recover::Fold::for_bytes(&path, len);
     let end = scan::scan(&path, &file, format::HEADER_LEN as u64, len, |o, p| {
         fold.block(o, p)
     })?;

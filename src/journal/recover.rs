@@ -14,6 +14,11 @@ use super::Error;
 use crate::book::{FingerprintDigest, RequestKey};
 
 type Map<K, V> = IndexMap<K, V, foldhash::fast::RandomState>;
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// The fewest journal bytes a receipt takes (a compacted one with a short request and reply):
+/// a journal of `n` bytes is reserved room for at most `n / MIN_RECEIPT_BYTES` receipts.
+const MIN_RECEIPT_BYTES: u64 = 256;
 
 /// One host run the journal knows of.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -151,15 +156,15 @@ struct Slot {
 pub(crate) struct Fold {
     path: PathBuf,
     runs: Vec<Run>,
-    run_ids: HashMap<Arc<str>, u32>,
+    run_ids: FastMap<Arc<str>, u32>,
     receipts: Map<RequestKey, Slot>,
     marked_cleared: usize,
     tombstones: Map<RequestKey, (FingerprintDigest, u32)>,
     clears: Vec<ClearInfo>,
     acks: Map<RequestKey, Acknowledgement>,
     tasks: Map<RequestKey, RecoveredTask>,
-    methods: HashMap<Box<str>, Arc<str>>,
-    task_ids: HashMap<RequestKey, Arc<str>>,
+    methods: FastMap<Box<str>, Arc<str>>,
+    task_ids: FastMap<RequestKey, Arc<str>>,
     /// Records folded.
     pub records: u64,
     /// Exact receipt accounting of the folded records.
@@ -168,18 +173,26 @@ pub(crate) struct Fold {
 
 impl Fold {
     pub fn new(path: &Path) -> Fold {
+        Fold::for_bytes(path, 0)
+    }
+
+    /// A fold for a journal of `bytes`: its receipt table is reserved for about as many
+    /// receipts as that many bytes can hold, so reading a big journal never stops to copy
+    /// the table into a bigger one (address space mostly: untouched pages cost nothing).
+    pub fn for_bytes(path: &Path, bytes: u64) -> Fold {
+        let receipts = usize::try_from(bytes / MIN_RECEIPT_BYTES).unwrap_or(usize::MAX);
         Fold {
             path: path.to_owned(),
             runs: Vec::new(),
-            run_ids: HashMap::new(),
-            receipts: Map::default(),
+            run_ids: FastMap::default(),
+            receipts: Map::with_capacity_and_hasher(receipts, Default::default()),
             marked_cleared: 0,
             tombstones: Map::default(),
             clears: Vec::new(),
             acks: Map::default(),
             tasks: Map::default(),
-            methods: HashMap::new(),
-            task_ids: HashMap::new(),
+            methods: FastMap::default(),
+            task_ids: FastMap::default(),
             records: 0,
             acct: Accounting::default(),
         }
