@@ -7,13 +7,13 @@
 //! task; the runtime never blocks on the disk. The flusher is a dedicated thread (or, as a
 //! measured alternative, a `spawn_blocking` job started when work arrives).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
-
-use tokio::sync::watch;
 
 use super::format::{self, Record, BLOCK_HEADER_LEN, MAX_APPEND_BYTES, MAX_BLOCK_PAYLOAD};
 use super::Error;
@@ -30,13 +30,80 @@ pub enum FlusherKind {
     SpawnBlocking,
 }
 
-/// How far durability has come, as every ticket sees it.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Durable {
-    /// Every append with a sequence number up to this one is durable.
-    pub seq: u64,
+/// How far durability has come, as every ticket sees it, and who waits for more.
+///
+/// Waiters are kept by the sequence number they wait for, so a flush wakes exactly the tasks
+/// whose appends it made durable, each once, and none of the ones still waiting.
+#[derive(Debug, Default)]
+pub(crate) struct Durability {
+    /// Every append with a sequence number up to this one is durable (read without the lock).
+    seq: AtomicU64,
+    state: Mutex<Waiting>,
+}
+
+#[derive(Debug, Default)]
+struct Waiting {
     /// Set once a write or `fdatasync` failed: nothing after `seq` will ever be durable.
-    pub failed: Option<Arc<str>>,
+    failed: Option<Arc<str>>,
+    /// The journal is gone: nothing more will become durable.
+    closed: bool,
+    /// Sequence number waited for → the wakers waiting for it.
+    wakers: BTreeMap<u64, Vec<Waker>>,
+}
+
+impl Durability {
+    fn seq(&self) -> u64 {
+        self.seq.load(Ordering::Acquire)
+    }
+
+    /// Everything up to `seq` is durable: wakes whoever waited for it (after the lock is let go).
+    fn advance(&self, seq: u64) {
+        let ready = {
+            let mut w = lock(&self.state);
+            self.seq.fetch_max(seq, Ordering::AcqRel);
+            let later = w.wakers.split_off(&(seq + 1));
+            std::mem::replace(&mut w.wakers, later)
+        };
+        for waker in ready.into_values().flatten() {
+            waker.wake();
+        }
+    }
+
+    /// Nothing more will become durable (`failed`, or the journal is gone): wakes every waiter.
+    fn end(&self, failed: Option<Arc<str>>) {
+        let all = {
+            let mut w = lock(&self.state);
+            match failed {
+                Some(f) => w.failed = Some(f),
+                None => w.closed = true,
+            }
+            std::mem::take(&mut w.wakers)
+        };
+        for waker in all.into_values().flatten() {
+            waker.wake();
+        }
+    }
+
+    fn poll_seq(&self, seq: u64, cx: &mut Context<'_>) -> Poll<Result<(), Error>> {
+        if self.seq() >= seq {
+            return Poll::Ready(Ok(()));
+        }
+        let mut w = lock(&self.state);
+        if self.seq() >= seq {
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(f) = &w.failed {
+            return Poll::Ready(Err(Error::Failed(f.clone())));
+        }
+        if w.closed {
+            return Poll::Ready(Err(Error::Closed));
+        }
+        let wakers = w.wakers.entry(seq).or_default();
+        if !wakers.iter().any(|k| k.will_wake(cx.waker())) {
+            wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
 }
 
 /// Resolves once an append is durable (written and `fdatasync`ed), or the journal failed.
@@ -46,7 +113,7 @@ pub(crate) struct Durable {
 #[derive(Clone, Debug)]
 pub struct Ticket {
     seq: u64,
-    rx: watch::Receiver<Durable>,
+    durability: Arc<Durability>,
 }
 
 impl Ticket {
@@ -57,7 +124,7 @@ impl Ticket {
 
     /// Whether the append is already durable.
     pub fn is_durable(&self) -> bool {
-        self.rx.borrow().seq >= self.seq
+        self.durability.seq() >= self.seq
     }
 
     /// Waits, blocking this thread (never call it on an async runtime's worker).
@@ -66,29 +133,30 @@ impl Ticket {
     }
 
     /// Waits without blocking: resolves when the append is durable.
-    pub async fn durable(mut self) -> Result<(), Error> {
-        let seq = self.seq;
-        let failed = {
-            let state = self
-                .rx
-                .wait_for(|d| d.seq >= seq || d.failed.is_some())
-                .await
-                .map_err(|_| Error::Closed)?;
-            (state.seq < seq).then(|| state.failed.clone())
-        };
-        match failed {
-            None => Ok(()),
-            Some(f) => Err(Error::Failed(f.expect("waited for seq or failure"))),
-        }
+    pub fn durable(self) -> Durably {
+        Durably(self)
+    }
+}
+
+/// The future of [`Ticket::durable`]: no allocation, and woken only once its append's flush
+/// is done (or the journal failed).
+#[derive(Debug)]
+pub struct Durably(Ticket);
+
+impl std::future::Future for Durably {
+    type Output = Result<(), Error>;
+
+    fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.0.durability.poll_seq(self.0.seq, cx)
     }
 }
 
 impl std::future::IntoFuture for Ticket {
     type Output = Result<(), Error>;
-    type IntoFuture = futures::future::BoxFuture<'static, Result<(), Error>>;
+    type IntoFuture = Durably;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(self.durable())
+        self.durable()
     }
 }
 
@@ -209,7 +277,7 @@ struct FlushStats {
 pub(crate) struct Shared {
     queue: Mutex<Queue>,
     work: Condvar,
-    durable: watch::Sender<Durable>,
+    durable: Arc<Durability>,
     pub file: Mutex<FileState>,
     stats: Mutex<FlushStats>,
     kind: FlusherKind,
@@ -229,6 +297,13 @@ pub(crate) struct WriterStats {
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Whoever still waits learns that nothing more will become durable.
+        self.durable.end(None);
+    }
 }
 
 impl Shared {
@@ -254,7 +329,7 @@ impl Shared {
                 failed: None,
             }),
             work: Condvar::new(),
-            durable: watch::channel(Durable::default()).0,
+            durable: Arc::default(),
             file: Mutex::new(file),
             stats: Mutex::new(FlushStats {
                 records,
@@ -356,7 +431,7 @@ impl Shared {
         }
         Ok(Ticket {
             seq,
-            rx: self.durable.subscribe(),
+            durability: self.durable.clone(),
         })
     }
 
@@ -364,13 +439,13 @@ impl Shared {
     pub fn ticket(&self, seq: u64) -> Ticket {
         Ticket {
             seq,
-            rx: self.durable.subscribe(),
+            durability: self.durable.clone(),
         }
     }
 
     /// Every append numbered up to this one is durable.
     pub fn durable_seq(&self) -> u64 {
-        self.durable.borrow().seq
+        self.durable.seq()
     }
 
     /// A ticket for everything appended so far.
@@ -378,7 +453,7 @@ impl Shared {
         let seq = lock(&self.queue).seq;
         Ticket {
             seq,
-            rx: self.durable.subscribe(),
+            durability: self.durable.clone(),
         }
     }
 
@@ -422,7 +497,7 @@ impl Shared {
                         s.window_fsyncs = 0;
                     }
                 }
-                self.durable.send_modify(|d| d.seq = seq);
+                self.durable.advance(seq);
                 true
             }
             Err(e) => {
@@ -433,7 +508,7 @@ impl Shared {
                 // naming the file, when it stops.
                 tracing::warn!("{msg}; no further mutation can be made durable");
                 lock(&self.queue).failed = Some(msg.clone());
-                self.durable.send_modify(|d| d.failed = Some(msg));
+                self.durable.end(Some(msg));
                 false
             }
         };
