@@ -1051,6 +1051,37 @@ fn checked_ack(p: OutcomeAcknowledgeParams) -> Result<OutcomeAcknowledgeParams, 
     Ok(p)
 }
 
+/// Opens the audit log for one entry, off the runtime's workers. An operator action is refused
+/// (nothing `what`) when its line could not be written: one nobody can account for is worse.
+async fn open_audit(audit: &Arc<AuditLog>, what: &str) -> Result<std::fs::File, ErrorBody> {
+    let opener = audit.clone();
+    tokio::task::spawn_blocking(move || opener.open_for_append())
+        .await
+        .expect("opening the audit log does not panic")
+        .map_err(|e| {
+            ErrorBody::new(
+                ErrorCode::Internal,
+                format!(
+                    "could not open the audit log {} ({e}); nothing was {what}. Fix its directory or start the host with another --audit-log",
+                    audit.path().display()
+                ),
+            )
+            .with_delivery(Delivery::NotExecuted)
+        })
+}
+
+/// Appends one entry as a line and makes it durable, off the runtime's workers.
+async fn append_audit(file: std::fs::File, entry: &AuditEntry) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(entry).expect("JSON serialises");
+    line.push(b'\n');
+    tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        file.write_all(&line).and_then(|_| file.sync_data())
+    })
+    .await
+    .expect("writing the audit log does not panic")
+}
+
 /// `outcome.acknowledge`: the audit log must be writable first (an acknowledgement nobody can
 /// account for is refused); then the host records it (journaled, durable before the reply) and
 /// the audit line is written.
@@ -1061,20 +1092,7 @@ async fn acknowledge(
 ) -> Result<OutcomeAcknowledged, ErrorBody> {
     let operator = p.operator.clone().unwrap_or_else(os_user_name);
     let _order = audit.lock.lock().await;
-    let opener = audit.clone();
-    let file = tokio::task::spawn_blocking(move || opener.open_for_append())
-        .await
-        .expect("opening the audit log does not panic")
-        .map_err(|e| {
-            ErrorBody::new(
-                ErrorCode::Internal,
-                format!(
-                    "could not open the audit log {} ({e}); nothing was acknowledged. Fix its directory or start the host with another --audit-log",
-                    audit.path().display()
-                ),
-            )
-            .with_delivery(Delivery::NotExecuted)
-        })?;
+    let file = open_audit(audit, "acknowledged").await?;
     let done = host.acknowledge(&p.request_id, &p.reason, &operator)?;
     if let Some(ticket) = done.durable {
         ticket.await.map_err(|e| host.journal_error(&e))?;
@@ -1092,15 +1110,7 @@ async fn acknowledge(
             task_id: done.result.task_id.clone(),
         }),
     };
-    let mut line = serde_json::to_vec(&entry).expect("JSON serialises");
-    line.push(b'\n');
-    let written = tokio::task::spawn_blocking(move || {
-        let mut file = file;
-        file.write_all(&line).and_then(|_| file.sync_data())
-    })
-    .await
-    .expect("writing the audit log does not panic");
-    if let Err(e) = written {
+    if let Err(e) = append_audit(file, &entry).await {
         tracing::error!(path = %audit.path().display(), "an acknowledgement was recorded but its audit line was not written: {e}");
     }
     Ok(done.result)
@@ -1116,20 +1126,7 @@ async fn clear_commit(
     let _order = audit.lock.lock().await;
     // The log must be writable before anything is cleared: a clear nobody can account for is
     // worse than one refused.
-    let opener = audit.clone();
-    let file = tokio::task::spawn_blocking(move || opener.open_for_append())
-        .await
-        .expect("opening the audit log does not panic")
-        .map_err(|e| {
-            ErrorBody::new(
-                ErrorCode::Internal,
-                format!(
-                    "could not open the audit log {} ({e}); nothing was cleared. Fix its directory or start the host with another --audit-log",
-                    audit.path().display()
-                ),
-            )
-            .with_delivery(Delivery::NotExecuted)
-        })?;
+    let file = open_audit(audit, "cleared").await?;
     let mut done = {
         let (host, token, reason, operator) = (
             host.clone(),
@@ -1157,15 +1154,7 @@ async fn clear_commit(
         Some(Err(e)) => return Err(host.journal_error(&e)),
     }
     host.compact_if_due();
-    let mut line = serde_json::to_vec(&audit_entry(host, &done, &operator, &p.reason))
-        .expect("JSON serialises");
-    line.push(b'\n');
-    let written = tokio::task::spawn_blocking(move || {
-        let mut file = file;
-        file.write_all(&line).and_then(|_| file.sync_data())
-    })
-    .await
-    .expect("writing the audit log does not panic");
+    let written = append_audit(file, &audit_entry(host, &done, &operator, &p.reason)).await;
     let mut result = ClearCommitted {
         audit_error: None,
         cleared: done.cleared.len() as u64,
