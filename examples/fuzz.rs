@@ -13,6 +13,9 @@
 //! prints the count of each mutation kind tried and exits non-zero on the first violation,
 //! printing the frames that caused it. Lines that are not JSON at all go to the MCP front too,
 //! which must answer each with a parse error.
+#[path = "support/release_binary.rs"]
+mod release_binary;
+use release_binary::polaris_bin;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
@@ -503,23 +506,6 @@ impl Drop for Target {
         let _ = self.serve.kill();
         let _ = self.serve.wait();
     }
-}
-
-fn polaris_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("own path");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("polaris"))
-        .expect("target directory");
-    if !bin.exists() {
-        eprintln!(
-            "{} is missing: run `cargo build --release` first",
-            bin.display()
-        );
-        std::process::exit(2);
-    }
-    bin
 }
 
 fn start() -> Target {

@@ -5,6 +5,9 @@
 //!
 //! `cargo build --release && cargo run --release --example operator_stall [RECEIPTS] [SAMPLES]`
 //! (defaults 1000000 and 2000). It prints p50/p99/max of both phases and how many prepares ran.
+#[path = "support/release_binary.rs"]
+mod release_binary;
+use release_binary::polaris_bin;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -12,24 +15,6 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// The `polaris` binary built beside this example.
-fn polaris_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("own path");
-    let bin = exe
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("polaris"))
-        .expect("target directory");
-    if !bin.exists() {
-        eprintln!(
-            "{} is missing: run `cargo build --release` first",
-            bin.display()
-        );
-        std::process::exit(2);
-    }
-    bin
-}
 
 /// A line client over a Unix socket.
 struct Line {
