@@ -10,7 +10,7 @@
 //! [`server`] (sockets), [`introspect`] (the operator's channel), [`serve`] (both services on
 //! their sockets), [`operator`] (the operator commands), [`client`] (the bridge client and its
 //! ambiguity gate), [`mcp`] (the MCP front), [`console`] (the operator's terminal monitor),
-//! [`cli`], [`journal`] (the durable receipt log) and [`webapp`] (a small real web app the
+//! [`cli`], [`journal`] (the durable receipt log), [`ledger`] (one receipt book for a fleet, in PostgreSQL) and [`webapp`] (a small real web app the
 //! Chromium executor's tests and `polaris demo --browser` drive). `tests/architecture.rs` keeps the graph of these modules free of cycles.
 
 #![warn(missing_docs)]
@@ -25,6 +25,7 @@ pub mod host;
 pub mod ids;
 pub mod introspect;
 pub mod journal;
+pub mod ledger;
 pub mod mcp;
 pub mod operator;
 pub mod protocol;
