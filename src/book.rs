@@ -570,6 +570,26 @@ impl Book {
         }
     }
 
+    /// Removes a running receipt whose execution never started (the fleet ledger refused its
+    /// claim, or found the ID there already), handing back the waiters of the copies that
+    /// joined it so they get the same answer. Its ID is vacant again.
+    pub fn withdraw(&mut self, key: &RequestKey) -> Option<ReplyWaiters> {
+        let index = self.receipts.get_index_of(key)?;
+        if !self.receipts[index].is_running() {
+            return None;
+        }
+        // The receipt was created moments ago, near the end: shifting keeps the book's order
+        // and moves only the few receipts created since.
+        let (k, r) = self.receipts.shift_remove_index(index)?;
+        self.running -= 1;
+        let bytes = receipt_bytes(&k, &r.request, None);
+        self.used_bytes = self.used_bytes.saturating_sub(bytes);
+        match r.reply {
+            ReplySlot::Running(waiters) => waiters,
+            ReplySlot::Done(_) => None,
+        }
+    }
+
     /// Turns the given receipts into tombstones, all or nothing.
     ///
     /// The caller has checked each one is clearable (completed, not already cleared).
@@ -807,9 +827,9 @@ mod tests {
     #[test]
     fn tombstones_of_every_clear_are_found_by_uuid_and_by_text() {
         let mut b = Book::new(1000, 1000);
-        let ids: Vec<String> = (0..300)
+        let ids: Vec<String> = (0..300u32)
             .map(|i| {
-                if i % 3 == 0 {
+                if i.is_multiple_of(3) {
                     format!("text-{i}")
                 } else {
                     uuid::Uuid::new_v4().to_string()
@@ -903,7 +923,7 @@ mod tests {
                     Op::Complete { id } => {
                         let key = RequestKey::new(&format!("id-{id}"));
                         if senders.remove(&id).is_some() {
-                            prop_assert!(book.complete(&key, done(id % 2 == 0), 1));
+                            prop_assert!(book.complete(&key, done(id.is_multiple_of(2)), 1));
                         }
                     }
                     Op::Clear { id } => {

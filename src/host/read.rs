@@ -35,6 +35,12 @@ impl Host {
     /// Answers a read admitted by the receipt rules: executed every time, never stored.
     pub(super) fn read(&self, id: &str, cmd: Command) -> Handled {
         let run_id = self.run_id();
+        if let (Some(_), Some(tid)) = (self.ledger(), cmd.task_id()) {
+            if self.task_unknown_here(tid) {
+                // Tasks stay with their host: say which one has it.
+                return self.unknown_task_in_fleet(id, tid, cmd.method());
+            }
+        }
         match cmd {
             Command::HostHello => ready_ok(id, run_id, self.hello()),
             Command::ToolsList => ready_ok(
@@ -304,6 +310,7 @@ impl Host {
         let st = self.lock();
         RunStatusResult {
             journal,
+            ledger: self.ledger_status(),
             current: true,
             executor: ExecutorStatus {
                 kind: self.inner.executor.kind().to_owned(),

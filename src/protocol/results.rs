@@ -424,6 +424,22 @@ pub struct RunStatusResult {
     /// The journal's numbers; absent with `--no-journal`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal: Option<JournalStatus>,
+    /// This host's place in the fleet; absent without `--ledger` (SPEC §13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerStatus>,
+}
+
+/// `run.status.ledger`: which host of the fleet answered, its run's epoch, and how long its
+/// lease has left (an action starts only with more than its deadline plus one second).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerStatus {
+    /// This host's run epoch in the ledger.
+    pub epoch: i64,
+    /// This host's name in the fleet.
+    pub host_id: String,
+    /// How long its lease has left.
+    pub lease_left_ms: u64,
 }
 
 /// `run.status.journal` and the snapshot's `journal` (SPEC §11): where the journal is, how big,
