@@ -449,6 +449,13 @@ impl Host {
                     ),
                 )
                 .with_details(json!({"taskId": task_id, "hostId": owner, "runId": host.run_id()})),
+                Ok(Some(owner)) => ErrorBody::new(
+                    ErrorCode::TaskNotFound,
+                    format!(
+                        "task {task_id} was opened by an earlier run of this host ({here}), which stopped: its page is gone and {method} was not sent. Start a new task (task.start); receipt.status tells what each earlier request did"
+                    ),
+                )
+                .with_details(json!({"taskId": task_id, "hostId": owner, "runId": host.run_id()})),
                 _ => ErrorBody::new(
                     ErrorCode::TaskNotFound,
                     format!(
