@@ -23,11 +23,20 @@ use crate::ledger::{
     Claim, Claimed, Completed, Interrupted, Ledger, LedgerError, LedgerReceipt, RowState,
 };
 use crate::protocol::introspection::RequestRejectedEvent;
-use crate::protocol::results::LedgerStatus;
+use crate::protocol::results::{
+    FleetHost, FleetReceiptCounts, LedgerStatus, ReceiptState, ReceiptStatusResult, StoredReply,
+};
 use crate::protocol::{
     format_millis, now_millis, Delivery, ErrorBody, ErrorCode, Method, Outcome, ReceiptKind,
 };
 use crate::tasks::TaskId;
+
+/// The fleet as the ledger last showed it (counts and hosts), for `run.status` and the
+/// console; read every [`COUNTS_EVERY`] off the request path.
+pub(super) type FleetView = std::sync::Mutex<(Option<FleetReceiptCounts>, Vec<FleetHost>)>;
+
+/// How often a fleet host reads the fleet's counts.
+const COUNTS_EVERY: Duration = Duration::from_secs(1);
 
 /// The margin SPEC §13 asks of a lease beyond the action deadline before an action starts.
 const LEASE_MARGIN: Duration = Duration::from_secs(1);
@@ -65,6 +74,53 @@ impl Host {
                 watcher.fail(format!("the fleet ledger: {why}"));
             }
         });
+        // The fleet's counts, read every second while the host runs (a weak handle: the
+        // reader ends with the host).
+        let weak = Arc::downgrade(&host.inner);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(COUNTS_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let Some(inner) = weak.upgrade() else { return };
+                let host = Host { inner };
+                if host.is_shutting_down() {
+                    return;
+                }
+                let Some(ledger) = host.ledger().cloned() else {
+                    return;
+                };
+                drop(host);
+                let counts = ledger.counts().await;
+                let hosts = ledger.hosts().await;
+                let Some(inner) = weak.upgrade() else { return };
+                let mut view = inner.fleet_counts.lock().unwrap_or_else(|p| p.into_inner());
+                if let Ok(c) = counts {
+                    view.0 = Some(FleetReceiptCounts {
+                        capacity: c.capacity,
+                        running: c.running,
+                        tombstone_capacity: c.tombstone_capacity,
+                        tombstones: c.tombstones,
+                        used: c.used,
+                        read_at: format_millis(now_millis()),
+                    });
+                }
+                if let Ok(hosts) = hosts {
+                    view.1 = hosts
+                        .into_iter()
+                        .map(|h| FleetHost {
+                            epoch: h.epoch,
+                            host_id: h.host_id,
+                            lease_left_ms: h.lease_left_ms,
+                            running: h.running,
+                            run_id: h.run_id,
+                            state: h.state,
+                            blocked: 0,
+                        })
+                        .collect();
+                }
+            }
+        });
         host
     }
 
@@ -74,12 +130,19 @@ impl Host {
     }
 
     /// `run.status.ledger`: this host's place in the fleet.
-    pub(super) fn ledger_status(&self) -> Option<LedgerStatus> {
+    pub fn ledger_status(&self) -> Option<LedgerStatus> {
         let ledger = self.ledger()?;
+        let view = self
+            .inner
+            .fleet_counts
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         Some(LedgerStatus {
             epoch: ledger.epoch(),
             host_id: ledger.host_id().to_owned(),
             lease_left_ms: ledger.lease_left().as_millis() as u64,
+            receipts: view.0.clone(),
+            hosts: view.1.clone(),
         })
     }
 
@@ -398,6 +461,64 @@ impl Host {
                 Handled::Ready(line) => line,
                 Handled::Later(f) => f.await,
             }
+        }))
+    }
+
+    /// `receipt.status` for an ID this host's book does not hold, read from the fleet ledger
+    /// (`unknown` there too, or when the ledger cannot be reached — said in `reason`).
+    pub(super) fn receipt_status_in_fleet(
+        &self,
+        id: &str,
+        mut status: ReceiptStatusResult,
+    ) -> Handled {
+        let host = self.clone();
+        let id = id.to_owned();
+        Handled::Later(Box::pin(async move {
+            let ledger = host.ledger().expect("a ledger").clone();
+            match ledger.receipt(&status.request_id).await {
+                Ok(Some(row)) => {
+                    status.method = Some(row.method.clone());
+                    status.run_id = Some(row.run_id.clone());
+                    status.first_seen_at = Some(format_millis(row.first_seen));
+                    status.task_id = row.task_id.clone();
+                    status.joins = Some(0);
+                    status.replays = Some(0);
+                    match row.state {
+                        RowState::Running => status.state = ReceiptState::Running,
+                        RowState::Completed => {
+                            status.state = ReceiptState::Completed;
+                            status.completed_at = row.completed_at.map(format_millis);
+                            let body = row.reply.unwrap_or_default();
+                            let outcome = Outcome {
+                                code: super::journaling::code_of(&body),
+                                body: body.into_boxed_str(),
+                            };
+                            status.ok = Some(outcome.is_ok());
+                            status.reply = Some(StoredReply::of(&outcome));
+                        }
+                        RowState::Cleared => {
+                            status.state = ReceiptState::Cleared;
+                            status.cleared_at = row.cleared_at.map(format_millis);
+                            status.reason = row.clear_reason;
+                        }
+                    }
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    let error = ErrorBody::new(
+                        ErrorCode::LedgerUnavailable,
+                        format!("request {} is not in this host's book and the fleet ledger could not be read ({e}); read receipt.status again once it is reachable", status.request_id),
+                    )
+                    .with_delivery(Delivery::NotExecuted)
+                    .with_details(json!({"requestId": status.request_id}));
+                    return Outcome::err(&error).reply_line(
+                        Some(&id),
+                        host.run_id(),
+                        ReceiptKind::None,
+                    );
+                }
+            }
+            Outcome::ok(&status).reply_line(Some(&id), host.run_id(), ReceiptKind::None)
         }))
     }
 

@@ -156,6 +156,8 @@ struct Inner {
     /// The fleet ledger (SPEC §13); `None` unless `--ledger`. A new mutation is claimed there
     /// before the executor acts, and its completion stored there before any copy is answered.
     ledger: Option<Ledger>,
+    /// The fleet's counts as the ledger last gave them (refreshed every second).
+    fleet_counts: fleet::FleetView,
     /// Set once the journal failed (why, naming the file): the host cannot keep its promise
     /// any more and stops.
     failure: watch::Sender<Option<String>>,
@@ -235,6 +237,7 @@ impl Host {
                 idle_watchers: Default::default(),
                 journal,
                 ledger,
+                fleet_counts: Default::default(),
                 failure: watch::channel(None).0,
             }),
         }

@@ -66,7 +66,14 @@ impl Host {
                 v.current = p.run_id.as_deref().is_none_or(|r| r == run_id);
                 ready_ok(id, run_id, v)
             }
-            Command::ReceiptStatus(p) => ready_ok(id, run_id, self.receipt_status(&p.request_id)),
+            Command::ReceiptStatus(p) => {
+                let status = self.receipt_status(&p.request_id);
+                if status.state == ReceiptState::Unknown && self.ledger().is_some() {
+                    // Not in this host's book: the fleet's may have it.
+                    return self.receipt_status_in_fleet(id, status);
+                }
+                ready_ok(id, run_id, status)
+            }
             Command::TaskStatus(p) => {
                 let st = self.lock();
                 match st.tasks.get(&p.task_id) {
