@@ -16,6 +16,8 @@
 //! to the database: the schema and its migrations, the connections, batching claims and
 //! completions into few commits, the lease, and reaping the receipts of dead hosts.
 
+pub mod private;
+
 use std::sync::Arc;
 use std::time::Duration;
 
