@@ -81,7 +81,11 @@ impl FleetHost {
                     return host;
                 }
             }
-            assert!(Instant::now() < deadline, "{name} never answered: {}", host.log());
+            assert!(
+                Instant::now() < deadline,
+                "{name} never answered: {}",
+                host.log()
+            );
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -185,7 +189,12 @@ fn body(line: &str) -> String {
 
 /// Sends the same request to every connection before reading any reply, then returns the
 /// replies with their raw lines, in connection order.
-async fn to_all(conns: &mut [Conn], id: &str, method: &str, params: &Value) -> Vec<(Value, String)> {
+async fn to_all(
+    conns: &mut [Conn],
+    id: &str,
+    method: &str,
+    params: &Value,
+) -> Vec<(Value, String)> {
     for c in conns.iter_mut() {
         c.send(id, method, params.clone()).await;
     }
@@ -257,7 +266,8 @@ async fn the_same_id_sent_to_three_hosts_at_once_executes_once_fleet_wide() {
                     }
                     *kinds.lock().unwrap().entry(kind).or_default() += 1;
                 }
-                let owner = owner.unwrap_or_else(|| panic!("{start_id} never executed: {replies:?}"));
+                let owner =
+                    owner.unwrap_or_else(|| panic!("{start_id} never executed: {replies:?}"));
                 let owner_name = fleet.hosts[owner].name;
                 owners.lock().unwrap().insert(start_id.clone(), owner_name);
                 let task = ok(&replies[0].0)["taskId"].as_str().unwrap().to_owned();
@@ -297,10 +307,17 @@ async fn the_same_id_sent_to_three_hosts_at_once_executes_once_fleet_wide() {
         assert_eq!(s["ledger"]["hostId"], h.name, "{s}");
     }
     assert_eq!(opened, IDS as u64, "one page per task.start fleet-wide");
-    assert_eq!(mutations, IDS as u64, "one submit per page.press fleet-wide");
+    assert_eq!(
+        mutations, IDS as u64,
+        "one submit per page.press fleet-wide"
+    );
     let effects = fleet.effects();
     let owners = owners.lock().unwrap();
-    assert_eq!(effects.len(), IDS, "an effect line for every press, nothing else");
+    assert_eq!(
+        effects.len(),
+        IDS,
+        "an effect line for every press, nothing else"
+    );
     for i in 0..IDS {
         let hosts = &effects[&format!("press-{i}")];
         assert_eq!(hosts.len(), 1, "press-{i} applied on {hosts:?}");
@@ -331,7 +348,11 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
     // The effect is on disk, so the claim was committed before it and the action runs.
     let deadline = Instant::now() + Duration::from_secs(20);
     while fleet.hosts[0].effects().get(id) != Some(&1) {
-        assert!(Instant::now() < deadline, "the press never applied: {}", fleet.hosts[0].log());
+        assert!(
+            Instant::now() < deadline,
+            "the press never applied: {}",
+            fleet.hosts[0].log()
+        );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
     fleet.hosts[0].kill9();
@@ -347,14 +368,21 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
             break s;
         }
         assert_eq!(s["state"], "running", "{s}");
-        assert!(Instant::now() < deadline, "alpha's receipt was never interrupted: {s}");
+        assert!(
+            Instant::now() < deadline,
+            "alpha's receipt was never interrupted: {s}"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_eq!(interrupted["ok"], false, "{interrupted}");
     let error = &interrupted["reply"]["error"];
     assert_eq!(error["code"], "INTERRUPTED", "{interrupted}");
     assert_eq!(error["delivery"], "uncertain", "{interrupted}");
-    assert_eq!(error["details"]["runId"], alpha_run.as_str(), "{interrupted}");
+    assert_eq!(
+        error["details"]["runId"],
+        alpha_run.as_str(),
+        "{interrupted}"
+    );
     assert_eq!(error["details"]["requestId"], id, "{interrupted}");
     assert_eq!(interrupted["runId"], alpha_run.as_str(), "{interrupted}");
 
@@ -375,7 +403,11 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
     assert_eq!(receipt(ok(&r)), "new");
 
     let effects = fleet.effects();
-    assert_eq!(effects[id], ["alpha"], "the killed press applied once, on alpha");
+    assert_eq!(
+        effects[id],
+        ["alpha"],
+        "the killed press applied once, on alpha"
+    );
     assert_eq!(effects["after-kill"], ["bravo"]);
     assert_eq!(effects.len(), 2, "{effects:?}");
 }
@@ -442,22 +474,27 @@ async fn ids_refused_while_postgres_is_down_execute_exactly_once_after_it_is_bac
             }));
         }
     }
-    wait_for("some submits under load", || seen.lock().unwrap().len() >= 100).await;
+    wait_for("some submits under load", || {
+        seen.lock().unwrap().len() >= 100
+    })
+    .await;
 
-    fleet.pg.stop();
+    fleet.pg.stop().expect("PostgreSQL stops");
     wait_for("refusals while PostgreSQL is down", || {
         unavailable.load(Ordering::SeqCst) >= 3 * PER_HOST as u64
     })
     .await;
     // While it is down, a fresh ID on every host is refused, and nothing runs.
     for (h, (c, task)) in fleet.hosts.iter().zip(probes.iter_mut()) {
-        let r = c.call_id(&format!("down-{}", h.name), "page.press", submit(task)).await;
+        let r = c
+            .call_id(&format!("down-{}", h.name), "page.press", submit(task))
+            .await;
         let e = err(&r, "LEDGER_UNAVAILABLE");
         assert_eq!(e["delivery"], "not_executed", "{r}");
         assert!(h.effects().get(&format!("down-{}", h.name)).is_none());
     }
 
-    fleet.pg.start();
+    fleet.pg.start_again().expect("PostgreSQL starts again");
     restarted.store(true, Ordering::SeqCst);
     wait_for("submits after PostgreSQL is back", || {
         done_after_restart.load(Ordering::SeqCst) >= 3 * PER_HOST as u64 * 3
@@ -465,9 +502,13 @@ async fn ids_refused_while_postgres_is_down_execute_exactly_once_after_it_is_bac
     .await;
     // The IDs refused while it was down run now, once.
     for (h, (c, task)) in fleet.hosts.iter().zip(probes.iter_mut()) {
-        let r = c.call_id(&format!("down-{}", h.name), "page.press", submit(task)).await;
+        let r = c
+            .call_id(&format!("down-{}", h.name), "page.press", submit(task))
+            .await;
         assert_eq!(receipt(ok(&r)), "new", "{r}");
-        let r = c.call_id(&format!("down-{}", h.name), "page.press", submit(task)).await;
+        let r = c
+            .call_id(&format!("down-{}", h.name), "page.press", submit(task))
+            .await;
         assert_eq!(receipt(ok(&r)), "replayed", "{r}");
     }
     stop.store(true, Ordering::SeqCst);
@@ -490,17 +531,30 @@ async fn ids_refused_while_postgres_is_down_execute_exactly_once_after_it_is_bac
             refused_then_ran += 1;
         }
         let host = id.split('-').next().unwrap();
-        assert_eq!(effects.get(id).map(Vec::as_slice), Some(&[host][..]), "{id}");
+        assert_eq!(
+            effects.get(id).map(Vec::as_slice),
+            Some(&[host][..]),
+            "{id}"
+        );
     }
     assert!(refused_then_ran > 0, "some IDs were refused, then ran");
     for h in &fleet.hosts {
         let probe = format!("down-{}", h.name);
         assert_eq!(effects.get(&probe).map(Vec::as_slice), Some(&[h.name][..]));
     }
-    assert_eq!(effects.len(), seen.len() + 3, "no effect without an answered ID");
+    assert_eq!(
+        effects.len(),
+        seen.len() + 3,
+        "no effect without an answered ID"
+    );
     for h in &mut fleet.hosts {
         let exited = h.child.as_mut().unwrap().try_wait().unwrap();
-        assert!(exited.is_none(), "{} survived the outage: {}", h.name, h.log());
+        assert!(
+            exited.is_none(),
+            "{} survived the outage: {}",
+            h.name,
+            h.log()
+        );
     }
     eprintln!(
         "{} IDs, {refused_then_ran} refused while PostgreSQL was down and executed once after",
@@ -536,7 +590,9 @@ async fn a_task_used_on_another_host_is_not_found_there_and_names_its_host() {
         b.wait_raw("start-a").await
     };
     assert_eq!(receipt(&copy.0), "replayed", "{}", copy.1);
-    let first = a.call("receipt.status", json!({"requestId": "start-a"})).await;
+    let first = a
+        .call("receipt.status", json!({"requestId": "start-a"}))
+        .await;
     assert_eq!(ok(&first)["reply"]["result"]["taskId"], task.as_str());
     let copy = copy.0;
     assert_eq!(ok(&copy)["taskId"], task.as_str());
@@ -556,7 +612,10 @@ async fn a_task_used_on_another_host_is_not_found_there_and_names_its_host() {
     }
     // A task no host opened is not found anywhere, and names no host.
     let r = b
-        .call("page.fill", json!({"taskId": "no-such-task", "target": "#title", "value": "x"}))
+        .call(
+            "page.fill",
+            json!({"taskId": "no-such-task", "target": "#title", "value": "x"}),
+        )
         .await;
     let e = err(&r, "TASK_NOT_FOUND");
     assert!(e["details"].get("hostId").is_none(), "{r}");
