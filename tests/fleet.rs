@@ -491,7 +491,7 @@ async fn ids_refused_while_postgres_is_down_execute_exactly_once_after_it_is_bac
             .await;
         let e = err(&r, "LEDGER_UNAVAILABLE");
         assert_eq!(e["delivery"], "not_executed", "{r}");
-        assert!(h.effects().get(&format!("down-{}", h.name)).is_none());
+        assert!(!h.effects().contains_key(&format!("down-{}", h.name)));
     }
 
     fleet.pg.start_again().expect("PostgreSQL starts again");
