@@ -214,7 +214,7 @@ async fn run_claims(
                 "the ledger did not answer for the claim of {:?}; retry the request",
                 claim.request_id
             ))),
-            Some(Ok(Claimed::New)) if !first => Ok(Claimed::Existing(LedgerReceipt {
+            Some(Ok(Claimed::New)) if !first => Ok(Claimed::Existing(Box::new(LedgerReceipt {
                 request_id: claim.request_id.clone(),
                 request: claim.request.clone(),
                 method: claim.method.to_string(),
@@ -228,7 +228,7 @@ async fn run_claims(
                 completed_at: None,
                 cleared_at: None,
                 clear_reason: None,
-            })),
+            }))),
             Some(outcome) => outcome.clone(),
         };
         let _ = answer.send(outcome);
@@ -239,7 +239,7 @@ fn claim_outcome(row: &tokio_postgres::Row) -> Result<Claimed, LedgerError> {
     let outcome: String = row.try_get("outcome").map_err(unavailable)?;
     match outcome.as_str() {
         "new" => Ok(Claimed::New),
-        "existing" => Ok(Claimed::Existing(receipt_from_row(row)?)),
+        "existing" => Ok(Claimed::Existing(Box::new(receipt_from_row(row)?))),
         _ => {
             let used: i64 = row.try_get("used").map_err(unavailable)?;
             let capacity: i64 = row.try_get("capacity").map_err(unavailable)?;
@@ -311,7 +311,7 @@ async fn run_completions(shared: &Shared, conn: &Conn, completions: Vec<Completi
         let outcome = if stored.contains(&completion.request_id) {
             Ok(Completed::Stored)
         } else if let Some(row) = rows.get(&completion.request_id) {
-            Ok(Completed::Fenced(row.clone()))
+            Ok(Completed::Fenced(Box::new(row.clone())))
         } else if let Some(error) = &read_error {
             Err(error.clone())
         } else {
