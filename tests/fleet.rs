@@ -400,7 +400,8 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
     // The hosts that stayed still act: a new task and a submit on bravo.
     let t = start_task(&mut b, json!({})).await;
     let r = b.call_id("after-kill", "page.press", submit(&t)).await;
-    assert_eq!(receipt(ok(&r)), "new");
+    ok(&r);
+    assert_eq!(receipt(&r), "new", "{r}");
 
     let effects = fleet.effects();
     assert_eq!(
@@ -511,9 +512,11 @@ async fn ids_refused_while_postgres_is_down_execute_exactly_once_after_it_is_bac
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         };
-        assert_eq!(receipt(ok(&r)), "new", "{r}");
+        ok(&r);
+        assert_eq!(receipt(&r), "new", "{r}");
         let r = c.call_id(&id, "page.press", submit(task)).await;
-        assert_eq!(receipt(ok(&r)), "replayed", "{r}");
+        ok(&r);
+        assert_eq!(receipt(&r), "replayed", "{r}");
     }
     stop.store(true, Ordering::SeqCst);
     for c in clients {
@@ -626,7 +629,8 @@ async fn a_task_used_on_another_host_is_not_found_there_and_names_its_host() {
 
     // On its own host the task works, and nothing ran anywhere else.
     let r = a.call("page.press", submit(&task)).await;
-    assert_eq!(receipt(ok(&r)), "new");
+    ok(&r);
+    assert_eq!(receipt(&r), "new", "{r}");
     let s = fleet.host("bravo").status().await;
     assert_eq!(s["tasks"]["running"], 0, "{s}");
     assert_eq!(s["executor"]["mutations"], 0, "{s}");
