@@ -386,6 +386,20 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
     assert_eq!(error["details"]["requestId"], id, "{interrupted}");
     assert_eq!(interrupted["runId"], alpha_run.as_str(), "{interrupted}");
 
+    // What the operator sees on the hosts that stayed: alpha's run is dead.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = fleet.host("bravo").status().await;
+        let hosts = s["ledger"]["hosts"].as_array().cloned().unwrap_or_default();
+        let alpha = hosts.iter().find(|h| h["runId"] == alpha_run.as_str());
+        if alpha.is_some_and(|h| h["state"] == "dead") {
+            assert_eq!(alpha.unwrap()["hostId"], "alpha", "{s}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "alpha never shown dead: {s}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
     // The third host reads the same stored reply.
     let mut ch = fleet.host("charlie").conn().await;
     let r = ch.call("receipt.status", json!({"requestId": id})).await;
