@@ -48,8 +48,8 @@ struct Args {
     /// Repetitions of every row, alternated.
     #[arg(long, default_value_t = 1)]
     reps: usize,
-    /// Requests each connection keeps in flight.
-    #[arg(long, default_value_t = 16)]
+    /// Requests each connection keeps in flight (64, as the load client of examples/load.rs).
+    #[arg(long, default_value_t = 64)]
     window: usize,
     /// Connections each host keeps to PostgreSQL (`--ledger-connections`).
     #[arg(long, default_value_t = polaris::ledger::DEFAULT_CONNECTIONS)]
