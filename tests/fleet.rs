@@ -7,8 +7,9 @@
 //!   one execution per ID fleet-wide, every other copy joined or replayed with the same reply;
 //! - a host killed with SIGKILL mid-action: once its lease lapses, the other hosts answer its
 //!   running receipt `INTERRUPTED`, and nothing runs it again;
-//! - PostgreSQL stopped under load: new IDs answer `LEDGER_UNAVAILABLE` (`not_executed`) while
-//!   it is down; started again, the same IDs execute exactly once;
+//! - PostgreSQL stopped, or killed as in a crash, under load: new IDs answer
+//!   `LEDGER_UNAVAILABLE` (`not_executed`) while it is down; started again, the same IDs execute
+//!   exactly once;
 //! - a task of one host used on another: `TASK_NOT_FOUND` naming the task's host.
 //!
 //! Without PostgreSQL installed these tests print one line and pass, unless
@@ -429,6 +430,28 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ids_refused_while_postgres_is_down_execute_exactly_once_after_it_is_back() {
+    outage_under_load(Outage::Stop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_refused_after_postgres_crashed_execute_exactly_once_after_it_recovers() {
+    outage_under_load(Outage::Kill).await;
+}
+
+/// How PostgreSQL goes away under load.
+#[derive(Clone, Copy, Debug)]
+enum Outage {
+    /// `pg_ctl stop -m fast`: open connections are cut, everything committed is on disk.
+    Stop,
+    /// SIGKILL to the postmaster, as a crash: it recovers from its WAL when started again, and
+    /// every claim it acknowledged must still be there.
+    Kill,
+}
+
+/// 24 clients submit under fresh IDs on three hosts, re-sending each ID until it is executed;
+/// PostgreSQL goes away (`outage`) and comes back. Every ID runs exactly once, and every
+/// refusal meanwhile was `LEDGER_UNAVAILABLE` (`not_executed`).
+async fn outage_under_load(outage: Outage) {
     let Some(mut fleet) = Fleet::start(&[]) else {
         return;
     };
@@ -494,7 +517,10 @@ async fn ids_refused_while_postgres_is_down_execute_exactly_once_after_it_is_bac
     })
     .await;
 
-    fleet.pg.stop().expect("PostgreSQL stops");
+    match outage {
+        Outage::Stop => fleet.pg.stop().expect("PostgreSQL stops"),
+        Outage::Kill => fleet.pg.kill().expect("PostgreSQL is killed"),
+    }
     wait_for("refusals while PostgreSQL is down", || {
         unavailable.load(Ordering::SeqCst) >= 3 * PER_HOST as u64
     })
@@ -578,7 +604,7 @@ async fn ids_refused_while_postgres_is_down_execute_exactly_once_after_it_is_bac
         );
     }
     eprintln!(
-        "{} IDs, {refused_then_ran} refused while PostgreSQL was down and executed once after",
+        "{outage:?}: {} IDs, {refused_then_ran} refused while PostgreSQL was down and executed once after",
         seen.len()
     );
 }
