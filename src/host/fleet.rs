@@ -35,6 +35,12 @@ use crate::tasks::TaskId;
 /// console; read every [`COUNTS_EVERY`] off the request path.
 pub(super) type FleetView = std::sync::Mutex<(Option<FleetReceiptCounts>, Vec<FleetHost>)>;
 
+/// Request IDs whose claim this host is taking back (an attempt refused after its claim may
+/// have been committed). A new attempt under such an ID waits for the withdrawal: the ledger
+/// withdraws by ID and epoch, so a late withdrawal would delete the new attempt's claim while
+/// its action runs, and another host could then run the ID again.
+pub(super) type Withdrawing = std::sync::Mutex<std::collections::HashSet<String>>;
+
 /// How often a fleet host reads the fleet's counts.
 const COUNTS_EVERY: Duration = Duration::from_secs(1);
 
@@ -189,6 +195,14 @@ impl Host {
             task_id: execution.task_id.as_deref().map(str::to_owned),
             at: execution.admitted_at,
         };
+        if self.withdrawing().contains(id) {
+            let error = unavailable_error(
+                id,
+                method,
+                "this host is still taking back an earlier attempt's claim of this id",
+            );
+            return Err(self.refuse_claimed(execution, error));
+        }
         match ledger.claim(claim).await {
             Ok(Claimed::New) => {
                 // The claim took time: the lease must still cover the whole action.
@@ -356,6 +370,13 @@ impl Host {
         outcome.reply_line(Some(id), self.run_id(), ReceiptKind::None)
     }
 
+    fn withdrawing(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.inner
+            .withdrawing
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Takes back this host's claim of `id` (its action never started), retrying in the
     /// background until the ledger answers: a claim left behind would be reported
     /// `INTERRUPTED` when this host stops, though nothing ran.
@@ -364,11 +385,17 @@ impl Host {
             return;
         };
         let id = id.to_owned();
+        // Registered before the refusal is answered, so a re-sent attempt sees it.
+        self.withdrawing().insert(id.clone());
+        let host = self.clone();
         tokio::spawn(async move {
             let mut pause = Duration::from_millis(50);
             loop {
                 match ledger.withdraw(&id).await {
-                    Ok(()) | Err(LedgerError::Fenced(_)) => return,
+                    Ok(()) | Err(LedgerError::Fenced(_)) => {
+                        host.withdrawing().remove(&id);
+                        return;
+                    }
                     Err(e) => {
                         tracing::warn!(request_id = %id, "withdrawing a claim: {e}; trying again");
                         tokio::time::sleep(pause).await;

@@ -158,6 +158,8 @@ struct Inner {
     ledger: Option<Ledger>,
     /// The fleet's counts as the ledger last gave them (refreshed every second).
     fleet_counts: fleet::FleetView,
+    /// Request IDs whose claim this host is still taking back from the fleet ledger.
+    withdrawing: fleet::Withdrawing,
     /// Set once the journal failed (why, naming the file): the host cannot keep its promise
     /// any more and stops.
     failure: watch::Sender<Option<String>>,
@@ -238,6 +240,7 @@ impl Host {
                 journal,
                 ledger,
                 fleet_counts: Default::default(),
+                withdrawing: Default::default(),
                 failure: watch::channel(None).0,
             }),
         }

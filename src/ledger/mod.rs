@@ -16,11 +16,19 @@
 //! to the database: the schema and its migrations, the connections, batching claims and
 //! completions into few commits, the lease, and reaping the receipts of dead hosts.
 
-use std::sync::Arc;
+mod batch;
+mod lease;
+pub mod private;
+pub mod schema;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
+use tokio_postgres::{Client, NoTls, Row};
+use tokio_util::sync::CancellationToken;
 
 /// Default `--lease-ms`: how long a host's claim on its running receipts lasts unrenewed.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -67,7 +75,7 @@ pub struct Interrupted<'a> {
 }
 
 /// Why the ledger could not answer.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum LedgerError {
     /// The database could not be reached, or refused the statement: nothing was changed by
     /// this call as far as this host can tell.
@@ -142,6 +150,7 @@ pub struct Claim {
 
 /// What a claim found.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // `Existing` is the common answer on a busy fleet: no box.
 pub enum Claimed {
     /// The row is this host's and committed durably: the executor may act.
     New,
@@ -158,6 +167,7 @@ pub enum Claimed {
 
 /// What storing a completion found.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // Built once per completion; a box would buy nothing.
 pub enum Completed {
     /// Stored durably under this host's epoch.
     Stored,
@@ -206,106 +216,505 @@ pub struct FleetCounts {
 /// A host's connection to the fleet ledger: cheap to clone, shared by every execution.
 #[derive(Clone)]
 pub struct Ledger {
-    #[allow(dead_code)]
-    inner: Arc<()>,
+    inner: Arc<Inner>,
 }
+
+/// Owns the batch queue: when the last `Ledger` clone goes, the queue closes and the
+/// background work stops (the host row is left to expire, as after a crash).
+struct Inner {
+    shared: Arc<Shared>,
+    queue: mpsc::UnboundedSender<batch::Op>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.shared.cancel.cancel();
+    }
+}
+
+/// What the background tasks and the API share.
+struct Shared {
+    pg: tokio_postgres::Config,
+    host_id: String,
+    run_id: String,
+    epoch: i64,
+    lease: Duration,
+    capacity: usize,
+    tombstone_capacity: usize,
+    interrupted_reply: Arc<dyn Fn(&Interrupted<'_>) -> String + Send + Sync>,
+    /// When the last successful lease renewal (or the registration) was sent.
+    renewed_at: Mutex<Instant>,
+    /// Set once this run can no longer act: fenced out (`lost`) or left.
+    gone: Mutex<Option<String>>,
+    lost_tx: watch::Sender<Option<String>>,
+    /// Request IDs whose rows were decided, from LISTEN/NOTIFY.
+    decided: broadcast::Sender<Arc<str>>,
+    /// The connection for single statements (reads, withdrawals), reconnected on demand.
+    misc: tokio::sync::Mutex<Option<Arc<Client>>>,
+    renewal_paused: AtomicBool,
+    cancel: CancellationToken,
+}
+
+impl Shared {
+    /// Marks this run fenced out and tells the host.
+    fn lose(&self, why: String) {
+        let mut gone = self.gone.lock().unwrap_or_else(|p| p.into_inner());
+        if gone.is_none() {
+            *gone = Some(why.clone());
+            self.lost_tx.send_replace(Some(why));
+        }
+    }
+
+    fn gone(&self) -> Option<String> {
+        self.gone.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    async fn misc(&self) -> Result<Arc<Client>, LedgerError> {
+        let mut slot = self.misc.lock().await;
+        if let Some(client) = slot.as_ref() {
+            if !client.is_closed() {
+                return Ok(client.clone());
+            }
+        }
+        *slot = None;
+        let client = Arc::new(connect(&self.pg).await?);
+        *slot = Some(client.clone());
+        Ok(client)
+    }
+
+    /// Runs one read on the shared connection; a broken connection is replaced next time.
+    async fn read(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>, LedgerError> {
+        let client = self.misc().await?;
+        client.query(sql, params).await.map_err(unavailable)
+    }
+}
+
+/// The receipt columns, in the order [`receipt_from_row`] reads them by name.
+const RECEIPT_COLUMNS: &str = "request_id, request, method, task_id, host_id, epoch, run_id, \
+                               state, reply, first_seen, completed_at, cleared_at, clear_reason";
+
+/// How often a waiting copy re-reads its row when no notification came.
+const WAIT_POLL: Duration = Duration::from_millis(200);
 
 impl Ledger {
     /// Connects, applies the schema's migrations (versioned, idempotent, one host at a time),
     /// stores or reads the fleet's capacities, registers this host run with a fresh epoch,
     /// and starts renewing its lease and reaping dead hosts' receipts in the background.
-    pub async fn open(_config: LedgerConfig) -> Result<Ledger, LedgerError> {
-        todo!("ledger: open")
+    pub async fn open(config: LedgerConfig) -> Result<Ledger, LedgerError> {
+        let mut pg: tokio_postgres::Config = config.conninfo.parse().map_err(|e| {
+            LedgerError::Setup(format!(
+                "the ledger connection string is not valid ({e}); write it as \
+                 `host=/run/postgresql dbname=polaris` or `postgres://user@host/dbname`"
+            ))
+        })?;
+        if pg.get_connect_timeout().is_none() {
+            pg.connect_timeout(Duration::from_secs(5));
+        }
+        if pg.get_application_name().is_none() {
+            pg.application_name("polaris");
+        }
+        if config.lease < Duration::from_millis(30) {
+            return Err(LedgerError::Setup(format!(
+                "the lease ({} ms) is too short to renew; give --lease-ms at least 30",
+                config.lease.as_millis()
+            )));
+        }
+        let capacity = i64::try_from(config.capacity).map_err(|_| too_large("capacity"))?;
+        let tombstones = i64::try_from(config.tombstone_capacity)
+            .map_err(|_| too_large("tombstone capacity"))?;
+        let mut client = connect(&pg).await?;
+        schema::migrate(&mut client).await?;
+        client
+            .execute(
+                "INSERT INTO fleet_settings (id, capacity, tombstone_capacity) VALUES (1, $1, $2)
+                 ON CONFLICT (id) DO NOTHING",
+                &[&capacity, &tombstones],
+            )
+            .await
+            .map_err(unavailable)?;
+        let row = client
+            .query_one(
+                "SELECT capacity, tombstone_capacity FROM fleet_settings WHERE id = 1",
+                &[],
+            )
+            .await
+            .map_err(unavailable)?;
+        let stored = |i: usize| -> Result<usize, LedgerError> {
+            let value: i64 = row.try_get(i).map_err(unavailable)?;
+            usize::try_from(value).map_err(|_| {
+                LedgerError::Setup(format!(
+                    "the ledger's stored capacity {value} cannot be used by this host; fix the \
+                     fleet_settings row"
+                ))
+            })
+        };
+        let (capacity, tombstone_capacity) = (stored(0)?, stored(1)?);
+        let sent = Instant::now();
+        let epoch: i64 = client
+            .query_one(
+                "INSERT INTO hosts (host_id, run_id, socket, lease_until, state)
+                 VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond', 'alive')
+                 RETURNING epoch",
+                &[
+                    &config.host_id,
+                    &config.run_id,
+                    &config.socket,
+                    &(config.lease.as_millis() as f64),
+                ],
+            )
+            .await
+            .map_err(unavailable)?
+            .try_get(0)
+            .map_err(unavailable)?;
+        let (lost_tx, _) = watch::channel(None);
+        let (decided, _) = broadcast::channel(4096);
+        let shared = Arc::new(Shared {
+            pg,
+            host_id: config.host_id,
+            run_id: config.run_id,
+            epoch,
+            lease: config.lease,
+            capacity,
+            tombstone_capacity,
+            interrupted_reply: config.interrupted_reply,
+            renewed_at: Mutex::new(sent),
+            gone: Mutex::new(None),
+            lost_tx,
+            decided,
+            misc: tokio::sync::Mutex::new(None),
+            renewal_paused: AtomicBool::new(false),
+            cancel: CancellationToken::new(),
+        });
+        // Older runs under this host ID are superseded: interrupt their receipts now.
+        lease::reap(&mut client, &shared).await?;
+        *shared.misc.lock().await = Some(Arc::new(client));
+        let (queue, rx) = mpsc::unbounded_channel();
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        for _ in 0..batch::workers(config.connections) {
+            tokio::spawn(batch::worker(shared.clone(), rx.clone()));
+        }
+        tokio::spawn(lease::renew_loop(shared.clone()));
+        tokio::spawn(lease::reap_loop(shared.clone()));
+        tokio::spawn(lease::listen_loop(shared.clone()));
+        Ok(Ledger {
+            inner: Arc::new(Inner { shared, queue }),
+        })
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.inner.shared
     }
 
     /// This host run's epoch.
     pub fn epoch(&self) -> i64 {
-        todo!()
+        self.shared().epoch
     }
 
     /// This host's name.
     pub fn host_id(&self) -> &str {
-        todo!()
+        &self.shared().host_id
     }
 
     /// The fleet's receipt capacity (as stored in the ledger).
     pub fn capacity(&self) -> usize {
-        todo!()
+        self.shared().capacity
     }
 
     /// The fleet's tombstone capacity.
     pub fn tombstone_capacity(&self) -> usize {
-        todo!()
+        self.shared().tombstone_capacity
     }
 
     /// How long this host's lease has left, measured from when the last renewal was sent;
     /// zero once lost.
     pub fn lease_left(&self) -> Duration {
-        todo!()
+        let shared = self.shared();
+        if shared.gone().is_some() {
+            return Duration::ZERO;
+        }
+        let renewed = *shared.renewed_at.lock().unwrap_or_else(|p| p.into_inner());
+        (renewed + shared.lease).saturating_duration_since(Instant::now())
     }
 
     /// Becomes `Some(why)` once this host can no longer act for the fleet (its epoch fenced
     /// out): the host stops.
     pub fn lost(&self) -> watch::Receiver<Option<String>> {
-        todo!()
+        self.shared().lost_tx.subscribe()
+    }
+
+    /// Stops renewing this run's lease, as a hung or partitioned host would; for tests of
+    /// what the fleet does when a lease lapses.
+    #[doc(hidden)]
+    pub fn pause_renewal(&self) {
+        self.shared().renewal_paused.store(true, Ordering::SeqCst);
     }
 
     /// Claims a new mutation: inserts its running row under this host's epoch and commits it
     /// durably, or returns the row that was there, or `Full`.
-    pub async fn claim(&self, _claim: Claim) -> Result<Claimed, LedgerError> {
-        todo!()
+    pub async fn claim(&self, claim: Claim) -> Result<Claimed, LedgerError> {
+        if let Some(why) = self.shared().gone() {
+            return Err(LedgerError::Fenced(why));
+        }
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .queue
+            .send(batch::Op::Claim(claim, tx))
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
     }
 
     /// Stores a claimed receipt's reply body (and, for `task.start`, the task it opened),
     /// fenced by this host's epoch, committed durably.
     pub async fn complete(
         &self,
-        _request_id: &str,
-        _reply: &str,
-        _task_id: Option<&str>,
-        _at: i64,
+        request_id: &str,
+        reply: &str,
+        task_id: Option<&str>,
+        at: i64,
     ) -> Result<Completed, LedgerError> {
-        todo!()
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .queue
+            .send(batch::Op::Complete(batch::Completion {
+                request_id: request_id.to_string(),
+                reply: reply.to_string(),
+                task_id: task_id.map(str::to_string),
+                at,
+                answer: tx,
+            }))
+            .map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())?
     }
 
     /// Deletes this host's running row for a claim whose action never started (fenced).
-    pub async fn withdraw(&self, _request_id: &str) -> Result<(), LedgerError> {
-        todo!()
+    /// Safe to repeat, e.g. after a claim whose commit outcome was unknown.
+    pub async fn withdraw(&self, request_id: &str) -> Result<(), LedgerError> {
+        self.shared()
+            .read(
+                "SELECT polaris_withdraw($1, $2)",
+                &[&self.epoch(), &request_id],
+            )
+            .await?;
+        Ok(())
     }
 
     /// The row of one request ID.
-    pub async fn receipt(&self, _request_id: &str) -> Result<Option<LedgerReceipt>, LedgerError> {
-        todo!()
+    pub async fn receipt(&self, request_id: &str) -> Result<Option<LedgerReceipt>, LedgerError> {
+        let rows = self
+            .shared()
+            .read(
+                &format!("SELECT {RECEIPT_COLUMNS} FROM receipts WHERE request_id = $1"),
+                &[&request_id],
+            )
+            .await?;
+        rows.first().map(receipt_from_row).transpose()
     }
 
     /// Waits until a running row is decided (completed, cleared or gone) or `deadline`
-    /// passes; `None` at the deadline.
+    /// passes; `None` at the deadline, and also when the row is gone (withdrawn: its action
+    /// never started), which [`Ledger::receipt`] tells apart.
     pub async fn wait_decided(
         &self,
-        _request_id: &str,
-        _deadline: Instant,
+        request_id: &str,
+        deadline: Instant,
     ) -> Result<Option<LedgerReceipt>, LedgerError> {
-        todo!()
+        // Subscribe before reading so a completion between the read and the wait is not missed.
+        let mut decided = self.shared().decided.subscribe();
+        loop {
+            match self.receipt(request_id).await? {
+                None => return Ok(None),
+                Some(row) if row.state != RowState::Running => return Ok(Some(row)),
+                Some(_) => {}
+            }
+            let poll = tokio::time::sleep(WAIT_POLL);
+            tokio::pin!(poll);
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(deadline) => return Ok(None),
+                    _ = &mut poll => break,
+                    note = decided.recv() => match note {
+                        Ok(id) if &*id == request_id => break,
+                        Ok(_) => {}
+                        Err(broadcast::error::RecvError::Lagged(_)) => break,
+                        Err(broadcast::error::RecvError::Closed) => {}
+                    },
+                }
+            }
+        }
     }
 
     /// The host that opened a task, when any host of the fleet did.
-    pub async fn task_host(&self, _task_id: &str) -> Result<Option<String>, LedgerError> {
-        todo!()
+    pub async fn task_host(&self, task_id: &str) -> Result<Option<String>, LedgerError> {
+        let rows = self
+            .shared()
+            .read(
+                "SELECT host_id FROM receipts
+                  WHERE task_id = $1 AND method = 'task.start' AND state = 'completed'
+                  ORDER BY first_seen LIMIT 1",
+                &[&task_id],
+            )
+            .await?;
+        rows.first()
+            .map(|row| row.try_get(0).map_err(unavailable))
+            .transpose()
     }
 
     /// Every host run the ledger knows, newest first.
     pub async fn hosts(&self) -> Result<Vec<HostRow>, LedgerError> {
-        todo!()
+        let rows = self
+            .shared()
+            .read(
+                "SELECT h.host_id, h.epoch, h.run_id, h.socket,
+                        (extract(epoch FROM h.started_at) * 1000)::bigint AS started_at,
+                        (extract(epoch FROM (h.lease_until - now())) * 1000)::bigint AS lease_left,
+                        h.state,
+                        (SELECT count(*) FROM receipts r
+                          WHERE r.epoch = h.epoch AND r.state = 'running') AS running
+                   FROM hosts h ORDER BY h.epoch DESC",
+                &[],
+            )
+            .await?;
+        rows.iter()
+            .map(|row| {
+                let running: i64 = row.try_get("running").map_err(unavailable)?;
+                Ok(HostRow {
+                    host_id: row.try_get("host_id").map_err(unavailable)?,
+                    epoch: row.try_get("epoch").map_err(unavailable)?,
+                    run_id: row.try_get("run_id").map_err(unavailable)?,
+                    socket: row.try_get("socket").map_err(unavailable)?,
+                    started_at: row.try_get("started_at").map_err(unavailable)?,
+                    lease_left_ms: row.try_get("lease_left").map_err(unavailable)?,
+                    state: row.try_get("state").map_err(unavailable)?,
+                    running: running.max(0) as u64,
+                })
+            })
+            .collect()
     }
 
     /// The fleet's receipt counts.
     pub async fn counts(&self) -> Result<FleetCounts, LedgerError> {
-        todo!()
+        let rows = self
+            .shared()
+            .read(
+                "SELECT (SELECT used FROM fleet_usage WHERE id = 1) AS used,
+                        (SELECT count(*) FROM receipts WHERE state = 'running') AS running,
+                        (SELECT count(*) FROM receipts WHERE state = 'cleared') AS tombstones,
+                        s.capacity, s.tombstone_capacity
+                   FROM fleet_settings s WHERE s.id = 1",
+                &[],
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Err(LedgerError::Setup(
+                "the ledger has no fleet_settings row; restart a host to recreate it".to_string(),
+            ));
+        };
+        let get = |name: &str| -> Result<u64, LedgerError> {
+            let value: i64 = row.try_get(name).map_err(unavailable)?;
+            Ok(value.max(0) as u64)
+        };
+        Ok(FleetCounts {
+            used: get("used")?,
+            running: get("running")?,
+            tombstones: get("tombstones")?,
+            capacity: get("capacity")?,
+            tombstone_capacity: get("tombstone_capacity")?,
+        })
     }
 
     /// Leaves the fleet cleanly: this run's still-running receipts become `INTERRUPTED`, its
     /// row `left`, and the background work stops.
     pub async fn leave(&self) -> Result<(), LedgerError> {
-        todo!()
+        let shared = self.shared();
+        shared.cancel.cancel();
+        {
+            let mut gone = shared.gone.lock().unwrap_or_else(|p| p.into_inner());
+            if gone.is_none() {
+                *gone = Some("this host run has left the fleet".to_string());
+            }
+        }
+        let mut client = connect(&shared.pg).await?;
+        lease::interrupt_epoch(&mut client, shared, shared.epoch, lease::Ending::Left).await?;
+        Ok(())
     }
+}
+
+/// Opens one connection with the settings every ledger connection needs.
+async fn connect(pg: &tokio_postgres::Config) -> Result<Client, LedgerError> {
+    let (client, connection) = pg.connect(NoTls).await.map_err(unavailable)?;
+    tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    // A claim is acknowledged only once it survives a crash of the database.
+    client
+        .batch_execute("SET synchronous_commit = on")
+        .await
+        .map_err(unavailable)?;
+    Ok(client)
+}
+
+/// Maps a database error: the fencing SQLSTATE means this run lost its epoch; anything else
+/// means the ledger could not be used for this call.
+fn unavailable(error: tokio_postgres::Error) -> LedgerError {
+    if error.code().map(|c| c.code()) == Some(schema::FENCED_SQLSTATE) {
+        return LedgerError::Fenced(describe(&error));
+    }
+    LedgerError::Unavailable(describe(&error))
+}
+
+/// A database error in one line, with what to check next when the server was not reached.
+fn describe(error: &tokio_postgres::Error) -> String {
+    match error.as_db_error() {
+        Some(db) => format!("{} ({})", db.message(), db.code().code()),
+        None => format!(
+            "{error}; check that PostgreSQL is running and reachable with the --ledger \
+             connection string"
+        ),
+    }
+}
+
+fn stopped() -> LedgerError {
+    LedgerError::Unavailable(
+        "this host's ledger connection has stopped (the host is leaving the fleet)".to_string(),
+    )
+}
+
+fn too_large(what: &str) -> LedgerError {
+    LedgerError::Setup(format!(
+        "the {what} is too large for the ledger; choose a smaller one"
+    ))
+}
+
+/// Reads a receipt row (any row carrying [`RECEIPT_COLUMNS`] by name).
+fn receipt_from_row(row: &Row) -> Result<LedgerReceipt, LedgerError> {
+    let state: String = row.try_get("state").map_err(unavailable)?;
+    let state = match state.as_str() {
+        "running" => RowState::Running,
+        "completed" => RowState::Completed,
+        "cleared" => RowState::Cleared,
+        other => {
+            return Err(LedgerError::Unavailable(format!(
+                "the ledger holds a receipt in an unknown state {other:?}; upgrade this host"
+            )))
+        }
+    };
+    Ok(LedgerReceipt {
+        request_id: row.try_get("request_id").map_err(unavailable)?,
+        request: row.try_get("request").map_err(unavailable)?,
+        method: row.try_get("method").map_err(unavailable)?,
+        task_id: row.try_get("task_id").map_err(unavailable)?,
+        host_id: row.try_get("host_id").map_err(unavailable)?,
+        epoch: row.try_get("epoch").map_err(unavailable)?,
+        run_id: row.try_get("run_id").map_err(unavailable)?,
+        state,
+        reply: row.try_get("reply").map_err(unavailable)?,
+        first_seen: row.try_get("first_seen").map_err(unavailable)?,
+        completed_at: row.try_get("completed_at").map_err(unavailable)?,
+        cleared_at: row.try_get("cleared_at").map_err(unavailable)?,
+        clear_reason: row.try_get("clear_reason").map_err(unavailable)?,
+    })
 }

@@ -1,0 +1,276 @@
+//! The ledger's schema and its migrations.
+//!
+//! Every host applies the migrations at start, one host at a time (a transaction-scoped
+//! advisory lock), so a fleet can be upgraded by restarting its hosts with a newer binary. A
+//! database whose schema is newer than this binary is refused: an older host must not write
+//! rows it does not understand.
+
+use tokio_postgres::Client;
+
+use super::LedgerError;
+
+/// The schema version this binary writes and reads.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The advisory lock key that makes migrations one host at a time ("Polaris" in ASCII).
+const MIGRATION_LOCK: i64 = 0x0050_6f6c_6172_6973;
+
+/// The SQLSTATE the ledger's functions raise when a host's epoch is fenced out.
+pub const FENCED_SQLSTATE: &str = "PXF01";
+
+/// The channel a completion notifies, with the request ID as payload.
+pub const CHANNEL: &str = "polaris_receipts";
+
+/// Migrations in order: each brings the schema from `version - 1` to `version`.
+const MIGRATIONS: &[(i32, &str)] = &[(1, V1)];
+
+/// Version 1: receipts, hosts, the fleet's settings and usage counter, and the batch functions.
+const V1: &str = r#"
+CREATE TABLE receipts (
+    request_id   text PRIMARY KEY,
+    request      text NOT NULL,
+    method       text NOT NULL,
+    task_id      text,
+    host_id      text NOT NULL,
+    epoch        bigint NOT NULL,
+    run_id       text NOT NULL,
+    state        text NOT NULL CHECK (state IN ('running', 'completed', 'cleared')),
+    reply        text,
+    first_seen   bigint NOT NULL,
+    completed_at bigint,
+    cleared_at   bigint,
+    clear_reason text
+);
+CREATE INDEX receipts_task ON receipts (task_id);
+CREATE INDEX receipts_running ON receipts (epoch) WHERE state = 'running';
+CREATE INDEX receipts_cleared ON receipts (cleared_at) WHERE state = 'cleared';
+
+CREATE TABLE hosts (
+    epoch       bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    host_id     text NOT NULL,
+    run_id      text NOT NULL,
+    socket      text NOT NULL,
+    started_at  timestamptz NOT NULL DEFAULT now(),
+    lease_until timestamptz NOT NULL,
+    state       text NOT NULL CHECK (state IN ('alive', 'left', 'dead'))
+);
+CREATE INDEX hosts_alive ON hosts (host_id, epoch) WHERE state = 'alive';
+
+-- The fleet's capacities: the first host stores its own, later hosts read them.
+CREATE TABLE fleet_settings (
+    id                 int PRIMARY KEY CHECK (id = 1),
+    capacity           bigint NOT NULL CHECK (capacity >= 0),
+    tombstone_capacity bigint NOT NULL CHECK (tombstone_capacity >= 0)
+);
+
+-- Receipts held (running + completed). Claims lock this row once per batch, which makes the
+-- fleet's capacity exact, and reaping locks it too, which orders a host's death after its
+-- claims.
+CREATE TABLE fleet_usage (
+    id   int PRIMARY KEY CHECK (id = 1),
+    used bigint NOT NULL CHECK (used >= 0)
+);
+INSERT INTO fleet_usage (id, used) VALUES (1, 0);
+
+-- Claims a batch of new mutations for one host run. Returns one row per input position: 'new'
+-- (inserted under p_epoch), 'existing' (with the row that was there) or 'full'. The input IDs
+-- must be distinct.
+CREATE FUNCTION polaris_claim(p_epoch bigint, p_ids text[], p_requests text[], p_methods text[],
+                              p_tasks text[], p_ats bigint[])
+RETURNS TABLE (ord bigint, outcome text, used bigint, capacity bigint,
+               request_id text, request text, method text, task_id text, host_id text,
+               epoch bigint, run_id text, state text, reply text, first_seen bigint,
+               completed_at bigint, cleared_at bigint, clear_reason text)
+LANGUAGE plpgsql AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_host text;
+    v_run text;
+    v_used bigint;
+    v_cap bigint;
+    v_missing bigint;
+    v_inserted text[] := '{}';
+BEGIN
+    SELECT count(*) INTO v_missing
+      FROM unnest(p_ids) AS i(id)
+     WHERE NOT EXISTS (SELECT 1 FROM receipts r WHERE r.request_id = i.id);
+    IF v_missing > 0 THEN
+        SELECT u.used INTO v_used FROM fleet_usage u WHERE u.id = 1 FOR UPDATE;
+        SELECT s.capacity INTO v_cap FROM fleet_settings s WHERE s.id = 1;
+        SELECT h.host_id, h.run_id INTO v_host, v_run
+          FROM hosts h
+         WHERE h.epoch = p_epoch AND h.state = 'alive' AND h.lease_until > clock_timestamp();
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'host epoch % is no longer alive in the ledger', p_epoch
+                USING ERRCODE = 'PXF01';
+        END IF;
+        WITH input AS (
+            SELECT * FROM unnest(p_ids, p_requests, p_methods, p_tasks, p_ats)
+                WITH ORDINALITY AS u(id, request, method, task, at, ord)
+        ), chosen AS (
+            SELECT * FROM input i
+             WHERE NOT EXISTS (SELECT 1 FROM receipts r WHERE r.request_id = i.id)
+             ORDER BY i.ord
+             LIMIT greatest(v_cap - v_used, 0)
+        ), ins AS (
+            INSERT INTO receipts (request_id, request, method, task_id, host_id, epoch, run_id,
+                                  state, first_seen)
+            SELECT c.id, c.request, c.method, c.task, v_host, p_epoch, v_run, 'running', c.at
+              FROM chosen c
+            ON CONFLICT DO NOTHING
+            RETURNING receipts.request_id
+        )
+        SELECT coalesce(array_agg(ins.request_id), '{}') INTO v_inserted FROM ins;
+        IF cardinality(v_inserted) > 0 THEN
+            UPDATE fleet_usage u SET used = u.used + cardinality(v_inserted) WHERE u.id = 1;
+        END IF;
+        v_used := v_used + cardinality(v_inserted);
+    ELSE
+        SELECT u.used INTO v_used FROM fleet_usage u WHERE u.id = 1;
+        SELECT s.capacity INTO v_cap FROM fleet_settings s WHERE s.id = 1;
+    END IF;
+    RETURN QUERY
+    SELECT i.ord,
+           CASE WHEN n.id IS NOT NULL THEN 'new'
+                WHEN r.request_id IS NOT NULL THEN 'existing'
+                ELSE 'full' END,
+           v_used, v_cap,
+           r.request_id, r.request, r.method, r.task_id, r.host_id, r.epoch, r.run_id, r.state,
+           r.reply, r.first_seen, r.completed_at, r.cleared_at, r.clear_reason
+      FROM unnest(p_ids) WITH ORDINALITY AS i(id, ord)
+      LEFT JOIN unnest(v_inserted) AS n(id) ON n.id = i.id
+      LEFT JOIN receipts r ON r.request_id = i.id AND n.id IS NULL;
+END
+$fn$;
+
+-- Stores a batch of completions for one host run, fenced by its epoch. Returns the request IDs
+-- that were stored; the others were no longer this run's running receipts.
+CREATE FUNCTION polaris_complete(p_epoch bigint, p_ids text[], p_replies text[], p_tasks text[],
+                                 p_ats bigint[])
+RETURNS SETOF text
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_done text[];
+BEGIN
+    WITH input AS (
+        SELECT * FROM unnest(p_ids, p_replies, p_tasks, p_ats) AS u(id, reply, task, at)
+    ), upd AS (
+        UPDATE receipts r
+           SET state = 'completed', reply = i.reply, task_id = coalesce(i.task, r.task_id),
+               completed_at = i.at
+          FROM input i
+         WHERE r.request_id = i.id AND r.epoch = p_epoch AND r.state = 'running'
+        RETURNING r.request_id
+    )
+    SELECT coalesce(array_agg(upd.request_id), '{}') INTO v_done FROM upd;
+    PERFORM pg_notify('polaris_receipts', d) FROM unnest(v_done) AS d;
+    RETURN QUERY SELECT unnest(v_done);
+END
+$fn$;
+
+-- Turns the running receipts of a dead (or leaving) host run into their stored INTERRUPTED
+-- replies, fenced by that epoch. Returns how many it changed.
+CREATE FUNCTION polaris_interrupt(p_epoch bigint, p_ids text[], p_replies text[])
+RETURNS bigint
+LANGUAGE plpgsql AS $fn$
+DECLARE
+    v_done text[];
+BEGIN
+    WITH upd AS (
+        UPDATE receipts r
+           SET state = 'completed', reply = u.reply,
+               completed_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+          FROM unnest(p_ids, p_replies) AS u(id, reply)
+         WHERE r.request_id = u.id AND r.epoch = p_epoch AND r.state = 'running'
+        RETURNING r.request_id
+    )
+    SELECT coalesce(array_agg(upd.request_id), '{}') INTO v_done FROM upd;
+    PERFORM pg_notify('polaris_receipts', d) FROM unnest(v_done) AS d;
+    RETURN cardinality(v_done);
+END
+$fn$;
+
+-- Deletes a host run's running receipt whose action never started, fenced by its epoch, and
+-- gives its place back. Safe to repeat. Returns whether a row was deleted.
+CREATE FUNCTION polaris_withdraw(p_epoch bigint, p_id text)
+RETURNS boolean
+LANGUAGE plpgsql AS $fn$
+BEGIN
+    DELETE FROM receipts r WHERE r.request_id = p_id AND r.epoch = p_epoch AND r.state = 'running';
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    UPDATE fleet_usage u SET used = u.used - 1 WHERE u.id = 1;
+    PERFORM pg_notify('polaris_receipts', p_id);
+    RETURN true;
+END
+$fn$;
+"#;
+
+/// Brings the database's schema to [`SCHEMA_VERSION`], one host at a time; refuses a schema
+/// newer than this binary.
+pub async fn migrate(client: &mut Client) -> Result<(), LedgerError> {
+    let tx = client.transaction().await.map_err(super::unavailable)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .await
+        .map_err(super::unavailable)?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS polaris_schema (
+             id int PRIMARY KEY CHECK (id = 1),
+             version int NOT NULL
+         )",
+    )
+    .await
+    .map_err(super::unavailable)?;
+    let current: i32 = match tx
+        .query_opt("SELECT version FROM polaris_schema WHERE id = 1", &[])
+        .await
+        .map_err(super::unavailable)?
+    {
+        Some(row) => row.get(0),
+        None => 0,
+    };
+    if current > SCHEMA_VERSION {
+        return Err(LedgerError::Setup(format!(
+            "the ledger's schema is version {current}, newer than this Polaris (version \
+             {SCHEMA_VERSION}); upgrade this host's polaris binary to the fleet's version"
+        )));
+    }
+    for (version, sql) in MIGRATIONS {
+        if *version > current {
+            tx.batch_execute(sql).await.map_err(|e| {
+                LedgerError::Setup(format!(
+                    "migrating the ledger's schema to version {version} failed: {}; check that \
+                     the database user may create tables and functions",
+                    super::describe(&e)
+                ))
+            })?;
+        }
+    }
+    tx.execute(
+        "INSERT INTO polaris_schema (id, version) VALUES (1, $1)
+         ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version",
+        &[&SCHEMA_VERSION],
+    )
+    .await
+    .map_err(super::unavailable)?;
+    tx.commit().await.map_err(super::unavailable)?;
+    Ok(())
+}
+
+/// The schema version a database holds (0 when it has none), for tests and diagnostics.
+pub async fn version(client: &Client) -> Result<i32, LedgerError> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('polaris_schema') IS NOT NULL", &[])
+        .await
+        .map_err(super::unavailable)?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let row = client
+        .query_opt("SELECT version FROM polaris_schema WHERE id = 1", &[])
+        .await
+        .map_err(super::unavailable)?;
+    Ok(row.map(|r| r.get(0)).unwrap_or(0))
+}

@@ -1,0 +1,680 @@
+//! The fleet ledger through the real binary (SPEC §13): a private PostgreSQL started by each
+//! test, three real `polaris serve --ledger` processes on it, each recording its applied
+//! submits in its own `--fixture-effects` file (fsynced outside the host), and clients on real
+//! unix sockets.
+//!
+//! - the same request ID sent to all three hosts at once, 1,000 IDs from 32 clients: exactly
+//!   one execution per ID fleet-wide, every other copy joined or replayed with the same reply;
+//! - a host killed with SIGKILL mid-action: once its lease lapses, the other hosts answer its
+//!   running receipt `INTERRUPTED`, and nothing runs it again;
+//! - PostgreSQL stopped, or killed as in a crash, under load: new IDs answer
+//!   `LEDGER_UNAVAILABLE` (`not_executed`) while it is down; started again, the same IDs execute
+//!   exactly once;
+//! - a task of one host used on another: `TASK_NOT_FOUND` naming the task's host.
+//!
+//! Without PostgreSQL installed these tests print one line and pass, unless
+//! `POLARIS_REQUIRE_POSTGRES=1` (as CI sets), when they fail.
+
+mod common;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::{err, ok, polaris_bin, receipt, saved, short_tempdir, start_task, sync_call, Conn};
+use polaris::ledger::private::PrivatePostgres;
+use serde_json::{json, Value};
+
+/// The hosts' names in the fleet (`--host-id`).
+const NAMES: [&str; 3] = ["alpha", "bravo", "charlie"];
+
+/// A private PostgreSQL for one test, or `None` (after one line saying so) when PostgreSQL is
+/// not installed and CI does not require it.
+fn postgres() -> Option<PrivatePostgres> {
+    polaris::ledger::private::require_or_skip("tests/fleet.rs")
+}
+
+/// One `polaris serve --ledger` process of the fleet, on directories that outlive it.
+struct FleetHost {
+    name: &'static str,
+    root: PathBuf,
+    child: Option<Child>,
+    run_id: String,
+}
+
+impl FleetHost {
+    /// Starts a host named `name` on the ledger and waits until it answers.
+    fn start(root: &Path, name: &'static str, conninfo: &str, extra: &[&str]) -> FleetHost {
+        let root = root.join(name);
+        std::fs::create_dir_all(&root).unwrap();
+        let log = std::fs::File::create(root.join("serve.log")).unwrap();
+        let child = Command::new(polaris_bin())
+            .arg("serve")
+            .arg("--socket-dir")
+            .arg(root.join("s"))
+            .arg("--audit-log")
+            .arg(root.join("audit.jsonl"))
+            .arg("--fixture-effects")
+            .arg(root.join("effects.jsonl"))
+            .args(["--ledger", conninfo, "--host-id", name])
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("polaris serve starts");
+        let mut host = FleetHost {
+            name,
+            root,
+            child: Some(child),
+            run_id: String::new(),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = host.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!("{name} exited early ({status}): {}", host.log());
+            }
+            if let Ok(r) = sync_call(&host.bridge(), "host.hello", json!({})) {
+                if r["ok"] == true {
+                    host.run_id = r["result"]["runId"].as_str().unwrap().to_owned();
+                    return host;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{name} never answered: {}",
+                host.log()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn bridge(&self) -> PathBuf {
+        self.root.join("s/bridge.sock")
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("serve.log")).unwrap_or_default()
+    }
+
+    async fn conn(&self) -> Conn {
+        Conn::connect(&self.bridge()).await
+    }
+
+    /// SIGKILL: no shutdown, no leaving the fleet, no cleanup.
+    fn kill9(&mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// The effect lines this host's fixture recorded, by request ID.
+    fn effects(&self) -> HashMap<String, usize> {
+        let text = std::fs::read_to_string(self.root.join("effects.jsonl")).unwrap_or_default();
+        let mut by_id = HashMap::new();
+        for line in text.lines() {
+            let v: Value = serde_json::from_str(line).expect("an effect line is JSON");
+            *by_id
+                .entry(v["requestId"].as_str().unwrap().to_owned())
+                .or_default() += 1;
+        }
+        by_id
+    }
+
+    /// `run.status` of this host.
+    async fn status(&self) -> Value {
+        let mut c = self.conn().await;
+        ok(&c.call("run.status", json!({})).await).clone()
+    }
+}
+
+impl Drop for FleetHost {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A private PostgreSQL and three hosts on it.
+struct Fleet {
+    hosts: Vec<FleetHost>,
+    pg: PrivatePostgres,
+    _root: tempfile::TempDir,
+}
+
+impl Fleet {
+    /// Starts three hosts on a fresh private PostgreSQL, one after the other, each with
+    /// `extra` arguments; `None` when the test is skipped.
+    fn start(extra: &[&str]) -> Option<Fleet> {
+        let pg = postgres()?;
+        let root = short_tempdir();
+        let hosts = NAMES
+            .iter()
+            .map(|name| FleetHost::start(root.path(), name, &pg.conninfo(), extra))
+            .collect();
+        Some(Fleet {
+            hosts,
+            pg,
+            _root: root,
+        })
+    }
+
+    /// Every effect line of the fleet, by request ID, with the host that applied it.
+    fn effects(&self) -> HashMap<String, Vec<&'static str>> {
+        let mut all: HashMap<String, Vec<&'static str>> = HashMap::new();
+        for h in &self.hosts {
+            for (id, n) in h.effects() {
+                for _ in 0..n {
+                    all.entry(id.clone()).or_default().push(h.name);
+                }
+            }
+        }
+        all
+    }
+
+    fn host(&self, name: &str) -> &FleetHost {
+        self.hosts.iter().find(|h| h.name == name).unwrap()
+    }
+}
+
+/// The `"ok":…,"result"|"error":…` bytes of a raw reply line (what every copy repeats).
+fn body(line: &str) -> String {
+    let start = line.find(',').expect("a reply line has members") + 1;
+    let end = line.rfind(",\"meta\":").expect("a host reply has meta");
+    line[start..end].to_owned()
+}
+
+/// Sends the same request to every connection before reading any reply, then returns the
+/// replies with their raw lines, in connection order.
+async fn to_all(
+    conns: &mut [Conn],
+    id: &str,
+    method: &str,
+    params: &Value,
+) -> Vec<(Value, String)> {
+    for c in conns.iter_mut() {
+        c.send(id, method, params.clone()).await;
+    }
+    let mut replies = Vec::with_capacity(conns.len());
+    for c in conns.iter_mut() {
+        replies.push(c.wait_raw(id).await);
+    }
+    replies
+}
+
+/// A submit in the fixture page whose effect is observed (`#status` says Saved).
+fn submit(task: &str) -> Value {
+    json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()})
+}
+
+/// Waits (polling) until `cond` holds; fails after a minute.
+async fn wait_for(what: &str, cond: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !cond() {
+        assert!(Instant::now() < deadline, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+const IDS: usize = 1_000;
+const CLIENTS: usize = 32;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_id_sent_to_three_hosts_at_once_executes_once_fleet_wide() {
+    let Some(fleet) = Fleet::start(&[]) else {
+        return;
+    };
+    let fleet = Arc::new(fleet);
+    // How the copies of each task.start were answered, fleet-wide.
+    let kinds: Arc<Mutex<BTreeMap<String, u64>>> = Default::default();
+    // The host that opened each task, by its task.start ID.
+    let owners: Arc<Mutex<HashMap<String, &'static str>>> = Default::default();
+    let mut clients = Vec::new();
+    for k in 0..CLIENTS {
+        let fleet = fleet.clone();
+        let kinds = kinds.clone();
+        let owners = owners.clone();
+        clients.push(tokio::spawn(async move {
+            let mut conns = Vec::new();
+            for h in &fleet.hosts {
+                conns.push(h.conn().await);
+            }
+            for i in (k..IDS).step_by(CLIENTS) {
+                // A task.start has no task to tie it to a host: every host may claim it, and
+                // the ledger lets exactly one open the page.
+                let start_id = format!("start-{i}");
+                let params = json!({"title": format!("fleet {i}"), "fixture": {}});
+                let replies = to_all(&mut conns, &start_id, "task.start", &params).await;
+                let first = body(&replies[0].1);
+                let mut owner = None;
+                for (n, (reply, line)) in replies.iter().enumerate() {
+                    ok(reply);
+                    assert_eq!(body(line), first, "every copy of {start_id} has one reply");
+                    let kind = receipt(reply).to_owned();
+                    if kind == "new" {
+                        assert!(owner.is_none(), "{start_id} executed twice: {replies:?}");
+                        owner = Some(n);
+                    } else {
+                        assert!(
+                            kind == "joined" || kind == "replayed",
+                            "{start_id} on {}: {line}",
+                            fleet.hosts[n].name
+                        );
+                    }
+                    *kinds.lock().unwrap().entry(kind).or_default() += 1;
+                }
+                let owner =
+                    owner.unwrap_or_else(|| panic!("{start_id} never executed: {replies:?}"));
+                let owner_name = fleet.hosts[owner].name;
+                owners.lock().unwrap().insert(start_id.clone(), owner_name);
+                let task = ok(&replies[0].0)["taskId"].as_str().unwrap().to_owned();
+
+                // A submit on that task, sent to all three at once: only its host may run it;
+                // the others name that host and run nothing.
+                let press_id = format!("press-{i}");
+                let replies = to_all(&mut conns, &press_id, "page.press", &submit(&task)).await;
+                for (n, (reply, line)) in replies.iter().enumerate() {
+                    if n == owner {
+                        ok(reply);
+                        assert_eq!(receipt(reply), "new", "{line}");
+                    } else {
+                        let e = err(reply, "TASK_NOT_FOUND");
+                        assert_eq!(e["details"]["hostId"], owner_name, "{line}");
+                    }
+                }
+            }
+        }));
+    }
+    for c in clients {
+        c.await.expect("a client finished");
+    }
+
+    // Counted where the effects happen: the pages each host opened, and the submits each
+    // host's fixture recorded outside it.
+    let mut opened = 0;
+    let mut mutations = 0;
+    for h in &fleet.hosts {
+        let s = h.status().await;
+        let t = &s["tasks"];
+        opened += t["running"].as_u64().unwrap()
+            + t["blocked"].as_u64().unwrap()
+            + t["finished"].as_u64().unwrap()
+            + t["stopped"].as_u64().unwrap();
+        mutations += s["executor"]["mutations"].as_u64().unwrap();
+        assert_eq!(s["ledger"]["hostId"], h.name, "{s}");
+    }
+    assert_eq!(opened, IDS as u64, "one page per task.start fleet-wide");
+    assert_eq!(
+        mutations, IDS as u64,
+        "one submit per page.press fleet-wide"
+    );
+    let effects = fleet.effects();
+    let owners = owners.lock().unwrap();
+    assert_eq!(
+        effects.len(),
+        IDS,
+        "an effect line for every press, nothing else"
+    );
+    for i in 0..IDS {
+        let hosts = &effects[&format!("press-{i}")];
+        assert_eq!(hosts.len(), 1, "press-{i} applied on {hosts:?}");
+        assert_eq!(hosts[0], owners[&format!("start-{i}")], "press-{i}");
+    }
+    let kinds = kinds.lock().unwrap();
+    assert_eq!(kinds.get("new"), Some(&(IDS as u64)), "{kinds:?}");
+    eprintln!("task.start copies across the fleet: {kinds:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease() {
+    // Renewed every third of the lease, a host keeps at least 5 s: more than the action
+    // deadline plus one second, so every host starts actions.
+    let Some(mut fleet) = Fleet::start(&["--action-timeout-ms", "3000", "--lease-ms", "7500"])
+    else {
+        return;
+    };
+    let alpha_run = fleet.hosts[0].run_id.clone();
+    let mut c = fleet.hosts[0].conn().await;
+    let task = start_task(&mut c, json!({})).await;
+    // The submit applies at once, but the page never shows what the press expects: the action
+    // stays running until its deadline, long after its effect.
+    let press = json!({"taskId": task, "key": "Enter", "target": "#title",
+                       "expect": {"target": "#status", "contains": "never shown"}});
+    let id = "press-killed";
+    c.send(id, "page.press", press.clone()).await;
+    // The effect is on disk, so the claim was committed before it and the action runs.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fleet.hosts[0].effects().get(id) != Some(&1) {
+        assert!(
+            Instant::now() < deadline,
+            "the press never applied: {}",
+            fleet.hosts[0].log()
+        );
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    fleet.hosts[0].kill9();
+
+    // Another host, asked about the ID, sees it running until alpha's lease lapses, then
+    // INTERRUPTED — decided by the fleet, never run again.
+    let mut b = fleet.host("bravo").conn().await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let interrupted = loop {
+        let r = b.call("receipt.status", json!({"requestId": id})).await;
+        let s = ok(&r).clone();
+        if s["state"] == "completed" {
+            break s;
+        }
+        assert_eq!(s["state"], "running", "{s}");
+        assert!(
+            Instant::now() < deadline,
+            "alpha's receipt was never interrupted: {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(interrupted["ok"], false, "{interrupted}");
+    let error = &interrupted["reply"]["error"];
+    assert_eq!(error["code"], "INTERRUPTED", "{interrupted}");
+    assert_eq!(error["delivery"], "uncertain", "{interrupted}");
+    assert_eq!(
+        error["details"]["runId"],
+        alpha_run.as_str(),
+        "{interrupted}"
+    );
+    assert_eq!(error["details"]["requestId"], id, "{interrupted}");
+    assert_eq!(interrupted["runId"], alpha_run.as_str(), "{interrupted}");
+
+    // What the operator sees on the hosts that stayed: alpha's run is dead.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = fleet.host("bravo").status().await;
+        let hosts = s["ledger"]["hosts"].as_array().cloned().unwrap_or_default();
+        let alpha = hosts.iter().find(|h| h["runId"] == alpha_run.as_str());
+        if alpha.is_some_and(|h| h["state"] == "dead") {
+            assert_eq!(alpha.unwrap()["hostId"], "alpha", "{s}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "alpha never shown dead: {s}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The third host reads the same stored reply.
+    let mut ch = fleet.host("charlie").conn().await;
+    let r = ch.call("receipt.status", json!({"requestId": id})).await;
+    assert_eq!(ok(&r)["reply"], interrupted["reply"], "{r}");
+
+    // The same ID and content sent to the others runs nothing: the task lives on alpha.
+    for conn in [&mut b, &mut ch] {
+        let r = conn.call_id(id, "page.press", press.clone()).await;
+        let e = err(&r, "TASK_NOT_FOUND");
+        assert_eq!(e["details"]["hostId"], "alpha", "{r}");
+    }
+    // The hosts that stayed still act: a new task and a submit on bravo.
+    let t = start_task(&mut b, json!({})).await;
+    let r = b.call_id("after-kill", "page.press", submit(&t)).await;
+    ok(&r);
+    assert_eq!(receipt(&r), "new", "{r}");
+
+    let effects = fleet.effects();
+    assert_eq!(
+        effects[id],
+        ["alpha"],
+        "the killed press applied once, on alpha"
+    );
+    assert_eq!(effects["after-kill"], ["bravo"]);
+    assert_eq!(effects.len(), 2, "{effects:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_refused_while_postgres_is_down_execute_exactly_once_after_it_is_back() {
+    outage_under_load(Outage::Stop).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ids_refused_after_postgres_crashed_execute_exactly_once_after_it_recovers() {
+    outage_under_load(Outage::Kill).await;
+}
+
+/// How PostgreSQL goes away under load.
+#[derive(Clone, Copy, Debug)]
+enum Outage {
+    /// `pg_ctl stop -m fast`: open connections are cut, everything committed is on disk.
+    Stop,
+    /// SIGKILL to the postmaster, as a crash: it recovers from its WAL when started again, and
+    /// every claim it acknowledged must still be there.
+    Kill,
+}
+
+/// 24 clients submit under fresh IDs on three hosts, re-sending each ID until it is executed;
+/// PostgreSQL goes away (`outage`) and comes back. Every ID runs exactly once, and every
+/// refusal meanwhile was `LEDGER_UNAVAILABLE` (`not_executed`).
+async fn outage_under_load(outage: Outage) {
+    let Some(mut fleet) = Fleet::start(&[]) else {
+        return;
+    };
+    const PER_HOST: usize = 8;
+    // Every reply each ID got, in order: (error code or "ok", meta.receipt, delivery).
+    type Seen = Arc<Mutex<HashMap<String, Vec<(String, String, String)>>>>;
+    let seen: Seen = Default::default();
+    let unavailable = Arc::new(AtomicU64::new(0));
+    let done_after_restart = Arc::new(AtomicU64::new(0));
+    let restarted = Arc::new(AtomicBool::new(false));
+    let stop = Arc::new(AtomicBool::new(false));
+    // One task per host for the probes sent while PostgreSQL is down.
+    let mut probes = Vec::new();
+    for h in &fleet.hosts {
+        let mut c = h.conn().await;
+        let task = start_task(&mut c, json!({})).await;
+        probes.push((c, task));
+    }
+    let mut clients = Vec::new();
+    for h in &fleet.hosts {
+        for n in 0..PER_HOST {
+            let mut c = h.conn().await;
+            let task = start_task(&mut c, json!({})).await;
+            let name = h.name;
+            let (seen, unavailable, done_after_restart, restarted, stop) = (
+                seen.clone(),
+                unavailable.clone(),
+                done_after_restart.clone(),
+                restarted.clone(),
+                stop.clone(),
+            );
+            clients.push(tokio::spawn(async move {
+                let mut round = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    round += 1;
+                    let id = format!("{name}-{n}-{round}");
+                    // The same ID is sent again until the fleet executes it.
+                    loop {
+                        let r = c.call_id(&id, "page.press", submit(&task)).await;
+                        let code = r["error"]["code"].as_str().unwrap_or("ok").to_owned();
+                        let delivery = r["error"]["delivery"].as_str().unwrap_or("").to_owned();
+                        seen.lock().unwrap().entry(id.clone()).or_default().push((
+                            code.clone(),
+                            receipt(&r).to_owned(),
+                            delivery,
+                        ));
+                        if code != "LEDGER_UNAVAILABLE" {
+                            ok(&r);
+                            break;
+                        }
+                        unavailable.fetch_add(1, Ordering::SeqCst);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    if restarted.load(Ordering::SeqCst) {
+                        done_after_restart.fetch_add(1, Ordering::SeqCst);
+                    }
+                }
+            }));
+        }
+    }
+    wait_for("some submits under load", || {
+        seen.lock().unwrap().len() >= 100
+    })
+    .await;
+
+    match outage {
+        Outage::Stop => fleet.pg.stop().expect("PostgreSQL stops"),
+        Outage::Kill => fleet.pg.kill().expect("PostgreSQL is killed"),
+    }
+    wait_for("refusals while PostgreSQL is down", || {
+        unavailable.load(Ordering::SeqCst) >= 3 * PER_HOST as u64
+    })
+    .await;
+    // While it is down, a fresh ID on every host is refused, and nothing runs.
+    for (h, (c, task)) in fleet.hosts.iter().zip(probes.iter_mut()) {
+        let r = c
+            .call_id(&format!("down-{}", h.name), "page.press", submit(task))
+            .await;
+        let e = err(&r, "LEDGER_UNAVAILABLE");
+        assert_eq!(e["delivery"], "not_executed", "{r}");
+        assert!(!h.effects().contains_key(&format!("down-{}", h.name)));
+    }
+
+    fleet.pg.start_again().expect("PostgreSQL starts again");
+    restarted.store(true, Ordering::SeqCst);
+    wait_for("submits after PostgreSQL is back", || {
+        done_after_restart.load(Ordering::SeqCst) >= 3 * PER_HOST as u64 * 3
+    })
+    .await;
+    // The IDs refused while it was down run now, once (sent again, as a client does, while a
+    // host has not reconnected yet).
+    for (h, (c, task)) in fleet.hosts.iter().zip(probes.iter_mut()) {
+        let id = format!("down-{}", h.name);
+        let r = loop {
+            let r = c.call_id(&id, "page.press", submit(task)).await;
+            if r["error"]["code"] != "LEDGER_UNAVAILABLE" {
+                break r;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        ok(&r);
+        assert_eq!(receipt(&r), "new", "{r}");
+        let r = c.call_id(&id, "page.press", submit(task)).await;
+        ok(&r);
+        assert_eq!(receipt(&r), "replayed", "{r}");
+    }
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.await.expect("a client finished");
+    }
+
+    let effects = fleet.effects();
+    let seen = seen.lock().unwrap();
+    let mut refused_then_ran = 0;
+    for (id, replies) in seen.iter() {
+        let (last, kind, _) = replies.last().unwrap();
+        assert_eq!(last, "ok", "{id}: {replies:?}");
+        assert_eq!(kind, "new", "{id} executed by its last send: {replies:?}");
+        for (code, _, delivery) in &replies[..replies.len() - 1] {
+            assert_eq!(code, "LEDGER_UNAVAILABLE", "{id}: {replies:?}");
+            assert_eq!(delivery, "not_executed", "{id}: {replies:?}");
+        }
+        if replies.len() > 1 {
+            refused_then_ran += 1;
+        }
+        let host = id.split('-').next().unwrap();
+        assert_eq!(
+            effects.get(id).map(Vec::as_slice),
+            Some(&[host][..]),
+            "{id}"
+        );
+    }
+    assert!(refused_then_ran > 0, "some IDs were refused, then ran");
+    for h in &fleet.hosts {
+        let probe = format!("down-{}", h.name);
+        assert_eq!(effects.get(&probe).map(Vec::as_slice), Some(&[h.name][..]));
+    }
+    assert_eq!(
+        effects.len(),
+        seen.len() + 3,
+        "no effect without an answered ID"
+    );
+    for h in &mut fleet.hosts {
+        let exited = h.child.as_mut().unwrap().try_wait().unwrap();
+        assert!(
+            exited.is_none(),
+            "{} survived the outage: {}",
+            h.name,
+            h.log()
+        );
+    }
+    eprintln!(
+        "{outage:?}: {} IDs, {refused_then_ran} refused while PostgreSQL was down and executed once after",
+        seen.len()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_used_on_another_host_is_not_found_there_and_names_its_host() {
+    let Some(fleet) = Fleet::start(&[]) else {
+        return;
+    };
+    let mut epochs = Vec::new();
+    for h in &fleet.hosts {
+        let s = h.status().await;
+        assert_eq!(s["ledger"]["hostId"], h.name, "{s}");
+        assert!(s["ledger"]["leaseLeftMs"].as_u64().unwrap() > 0, "{s}");
+        epochs.push(s["ledger"]["epoch"].as_i64().unwrap());
+    }
+    assert!(
+        epochs.windows(2).all(|w| w[0] < w[1]),
+        "each host run a fresh, increasing epoch: {epochs:?}"
+    );
+
+    let mut a = fleet.host("alpha").conn().await;
+    let mut b = fleet.host("bravo").conn().await;
+    let start = json!({"title": "lives on alpha", "fixture": {}});
+    let started = a.call_id("start-a", "task.start", start.clone()).await;
+    let task = ok(&started)["taskId"].as_str().unwrap().to_owned();
+    // The start's reply is the fleet's: bravo replays it, and opens no page of its own.
+    let copy = {
+        b.send("start-a", "task.start", start).await;
+        b.wait_raw("start-a").await
+    };
+    assert_eq!(receipt(&copy.0), "replayed", "{}", copy.1);
+    let first = a
+        .call("receipt.status", json!({"requestId": "start-a"}))
+        .await;
+    assert_eq!(ok(&first)["reply"]["result"]["taskId"], task.as_str());
+    let copy = copy.0;
+    assert_eq!(ok(&copy)["taskId"], task.as_str());
+
+    let fill = json!({"taskId": task, "target": "#title", "value": "hello"});
+    for (method, params) in [
+        ("page.fill", fill),
+        ("page.press", submit(&task)),
+        ("page.read", json!({"taskId": task, "target": "#title"})),
+        ("task.status", json!({"taskId": task})),
+        ("task.finish", json!({"taskId": task})),
+    ] {
+        let r = b.call(method, params).await;
+        let e = err(&r, "TASK_NOT_FOUND");
+        assert_eq!(e["details"]["hostId"], "alpha", "{method}: {r}");
+        assert_eq!(e["details"]["taskId"], task.as_str(), "{method}: {r}");
+    }
+    // A task no host opened is not found anywhere, and names no host.
+    let r = b
+        .call(
+            "page.fill",
+            json!({"taskId": "no-such-task", "target": "#title", "value": "x"}),
+        )
+        .await;
+    let e = err(&r, "TASK_NOT_FOUND");
+    assert!(e["details"].get("hostId").is_none(), "{r}");
+
+    // On its own host the task works, and nothing ran anywhere else.
+    let r = a.call("page.press", submit(&task)).await;
+    ok(&r);
+    assert_eq!(receipt(&r), "new", "{r}");
+    let s = fleet.host("bravo").status().await;
+    assert_eq!(s["tasks"]["running"], 0, "{s}");
+    assert_eq!(s["executor"]["mutations"], 0, "{s}");
+    let effects = fleet.effects();
+    assert_eq!(effects.len(), 1, "{effects:?}");
+    assert!(effects.values().all(|h| h == &["alpha"]), "{effects:?}");
+}
