@@ -255,12 +255,14 @@ async fn the_fleet_capacity_is_exact_under_concurrent_claims() {
     let mut tasks = Vec::new();
     for t in 0..30usize {
         let ledger = ledgers[t % 3].clone();
+        // Every claim in flight at once, so batches of several hosts race for the last places.
         tasks.push(tokio::spawn(async move {
-            let mut outcomes = Vec::new();
-            for k in 0..10 {
-                outcomes.push(ledger.claim(claim(&format!("cap-{t}-{k}"))).await.unwrap());
-            }
-            outcomes
+            let claims = (0..10).map(|k| ledger.claim(claim(&format!("cap-{t}-{k}"))));
+            futures::future::join_all(claims)
+                .await
+                .into_iter()
+                .map(Result::unwrap)
+                .collect::<Vec<_>>()
         }));
     }
     let (mut new, mut full) = (0, 0);
