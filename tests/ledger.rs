@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use polaris::ledger::private::{require_or_skip, PrivatePostgres};
 use polaris::ledger::{
-    Claim, Claimed, Completed, Ledger, LedgerConfig, LedgerError, RowState, DEFAULT_LEASE,
+    Claim, Claimed, Cleared, Completed, Ledger, LedgerConfig, LedgerError, RowState, DEFAULT_LEASE,
 };
 use tokio::time::Instant;
 
@@ -255,12 +255,14 @@ async fn the_fleet_capacity_is_exact_under_concurrent_claims() {
     let mut tasks = Vec::new();
     for t in 0..30usize {
         let ledger = ledgers[t % 3].clone();
+        // Every claim in flight at once, so batches of several hosts race for the last places.
         tasks.push(tokio::spawn(async move {
-            let mut outcomes = Vec::new();
-            for k in 0..10 {
-                outcomes.push(ledger.claim(claim(&format!("cap-{t}-{k}"))).await.unwrap());
-            }
-            outcomes
+            let claims = (0..10).map(|k| ledger.claim(claim(&format!("cap-{t}-{k}"))));
+            futures::future::join_all(claims)
+                .await
+                .into_iter()
+                .map(Result::unwrap)
+                .collect::<Vec<_>>()
         }));
     }
     let (mut new, mut full) = (0, 0);
@@ -538,4 +540,90 @@ async fn leaving_interrupts_running_receipts_and_tasks_stay_with_their_host() {
         Err(LedgerError::Fenced(_))
     ));
     assert_eq!(a.lease_left(), Duration::ZERO);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clear_is_fleet_wide_all_or_nothing_and_bounded_by_the_tombstone_capacity() {
+    let Some(pg) = require_or_skip("a_clear_is_fleet_wide") else {
+        return;
+    };
+    let mut first = config(&pg, "a", DEFAULT_LEASE, 1000);
+    first.tombstone_capacity = 3;
+    let a = Ledger::open(first).await.unwrap();
+    let b = open(&pg, "b", DEFAULT_LEASE, 1000).await;
+    assert_eq!(b.tombstone_capacity(), 3, "later hosts read the stored one");
+    for id in ["x", "y", "z", "w", "run"] {
+        assert!(matches!(a.claim(claim(id)).await.unwrap(), Claimed::New));
+    }
+    for (i, id) in ["x", "y", "z", "w"].iter().enumerate() {
+        a.complete(id, r#"{"ok":true}"#, None, 10 + i as i64)
+            .await
+            .unwrap();
+    }
+    let seen = |ids: &'static [&'static str]| {
+        let b = b.clone();
+        async move {
+            let mut rows = Vec::new();
+            for id in ids {
+                rows.push(b.receipt(id).await.unwrap().unwrap());
+            }
+            rows
+        }
+    };
+    // A running receipt, or one that changed since it was seen: nothing is cleared.
+    let mut changed = seen(&["x", "run"]).await;
+    assert_eq!(
+        b.clear(&changed, "tidy", 99).await.unwrap(),
+        Cleared::Stale {
+            changed: vec!["run".to_string()]
+        }
+    );
+    changed[1] = b.receipt("y").await.unwrap().unwrap();
+    changed[1].completed_at = Some(1);
+    assert_eq!(
+        b.clear(&changed, "tidy", 99).await.unwrap(),
+        Cleared::Stale {
+            changed: vec!["y".to_string()]
+        }
+    );
+    assert_eq!(a.counts().await.unwrap().tombstones, 0);
+    // More tombstones than the fleet may hold: nothing is cleared.
+    assert_eq!(
+        b.clear(&seen(&["x", "y", "z", "w"]).await, "tidy", 99)
+            .await
+            .unwrap(),
+        Cleared::TombstonesFull {
+            tombstones: 0,
+            capacity: 3
+        }
+    );
+    assert_eq!(
+        a.receipt("x").await.unwrap().unwrap().state,
+        RowState::Completed
+    );
+    // A clear on one host is seen by every host.
+    assert_eq!(
+        b.clear(&seen(&["x", "y"]).await, "tidy", 99).await.unwrap(),
+        Cleared::Done {
+            cleared: 2,
+            tombstones: 2
+        }
+    );
+    let x = a.receipt("x").await.unwrap().unwrap();
+    assert_eq!(x.state, RowState::Cleared);
+    assert_eq!(x.reply, None);
+    assert_eq!(x.cleared_at, Some(99));
+    assert_eq!(x.clear_reason.as_deref(), Some("tidy"));
+    assert!(x.request.contains("page.click"), "the fingerprint stays");
+    match a.claim(claim("x")).await.unwrap() {
+        Claimed::Existing(row) => assert_eq!(row.state, RowState::Cleared),
+        other => panic!("a cleared ID is not new again: {other:?}"),
+    }
+    let counts = a.counts().await.unwrap();
+    assert_eq!((counts.used, counts.tombstones), (3, 2));
+    // Clearing twice: the second finds them changed.
+    assert!(matches!(
+        b.clear(&seen(&["x"]).await, "again", 100).await.unwrap(),
+        Cleared::Stale { .. }
+    ));
 }

@@ -7,6 +7,7 @@
 //! following batch, so the commit rate, not the caller count, bounds the connections used.
 
 use std::collections::HashMap;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use tokio::sync::{mpsc, oneshot, Mutex};
@@ -48,6 +49,7 @@ pub struct Completion {
 struct Conn {
     client: Client,
     claim: Statement,
+    flush: Statement,
     complete: Statement,
 }
 
@@ -58,6 +60,10 @@ impl Conn {
             .prepare("SELECT * FROM polaris_claim($1, $2, $3, $4, $5, $6)")
             .await
             .map_err(unavailable)?;
+        let flush = client
+            .prepare("SELECT polaris_flush()")
+            .await
+            .map_err(unavailable)?;
         let complete = client
             .prepare("SELECT * FROM polaris_complete($1, $2, $3, $4, $5)")
             .await
@@ -65,6 +71,7 @@ impl Conn {
         Ok(Conn {
             client,
             claim,
+            flush,
             complete,
         })
     }
@@ -93,6 +100,10 @@ pub async fn worker(shared: Arc<Shared>, queue: Arc<Mutex<mpsc::UnboundedReceive
                 }
             }
         }
+        shared.batches.fetch_add(1, Ordering::Relaxed);
+        shared
+            .batched_ops
+            .fetch_add(ops.len() as u64, Ordering::Relaxed);
         let mut claims = Vec::new();
         let mut completions = Vec::new();
         for op in ops {
@@ -204,6 +215,18 @@ async fn run_claims(
             continue;
         };
         *slot = Some(claim_outcome(row));
+    }
+    // The claim committed asynchronously (it held the fleet's usage row): nothing it
+    // inserted is acknowledged before the WAL holding it is durable.
+    if outcomes.iter().any(|o| matches!(o, Some(Ok(Claimed::New)))) {
+        if let Err(e) = conn.client.query(&conn.flush, &[]).await {
+            let error = unavailable(e);
+            for outcome in outcomes.iter_mut() {
+                if matches!(outcome, Some(Ok(Claimed::New))) {
+                    *outcome = Some(Err(error.clone()));
+                }
+            }
+        }
     }
     let mut answered = vec![false; unique.len()];
     for ((claim, answer), u) in claims.into_iter().zip(slot_of) {

@@ -21,7 +21,7 @@ mod lease;
 pub mod private;
 pub mod schema;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -176,6 +176,30 @@ pub enum Completed {
     Fenced(Box<LedgerReceipt>),
 }
 
+/// What a fleet-wide clear did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Cleared {
+    /// Every receipt became a tombstone, for every host of the fleet.
+    Done {
+        /// Receipts cleared.
+        cleared: u64,
+        /// Tombstones the fleet now holds.
+        tombstones: u64,
+    },
+    /// Some receipts changed since the operator saw them (or are gone): nothing was cleared.
+    Stale {
+        /// The request IDs that changed.
+        changed: Vec<String>,
+    },
+    /// The tombstones would not fit: nothing was cleared.
+    TombstonesFull {
+        /// Tombstones held.
+        tombstones: u64,
+        /// The fleet's tombstone capacity.
+        capacity: u64,
+    },
+}
+
 /// One host run of the fleet, for the operator's hosts pane.
 #[derive(Clone, Debug)]
 pub struct HostRow {
@@ -253,6 +277,9 @@ struct Shared {
     misc: tokio::sync::Mutex<Option<Arc<Client>>>,
     renewal_paused: AtomicBool,
     cancel: CancellationToken,
+    /// Batches run and operations in them, for measuring the group commit.
+    batches: AtomicU64,
+    batched_ops: AtomicU64,
 }
 
 impl Shared {
@@ -388,6 +415,8 @@ impl Ledger {
             misc: tokio::sync::Mutex::new(None),
             renewal_paused: AtomicBool::new(false),
             cancel: CancellationToken::new(),
+            batches: AtomicU64::new(0),
+            batched_ops: AtomicU64::new(0),
         });
         // Older runs under this host ID are superseded: interrupt their receipts now.
         lease::reap(&mut client, &shared).await?;
@@ -451,6 +480,17 @@ impl Ledger {
     #[doc(hidden)]
     pub fn pause_renewal(&self) {
         self.shared().renewal_paused.store(true, Ordering::SeqCst);
+    }
+
+    /// Batches this host run has sent and the operations they carried (claims and
+    /// completions), for measuring the group commit.
+    #[doc(hidden)]
+    pub fn batch_stats(&self) -> (u64, u64) {
+        let shared = self.shared();
+        (
+            shared.batches.load(Ordering::Relaxed),
+            shared.batched_ops.load(Ordering::Relaxed),
+        )
     }
 
     /// Claims a new mutation: inserts its running row under this host's epoch and commits it
@@ -602,7 +642,7 @@ impl Ledger {
             .read(
                 "SELECT (SELECT used FROM fleet_usage WHERE id = 1) AS used,
                         (SELECT count(*) FROM receipts WHERE state = 'running') AS running,
-                        (SELECT count(*) FROM receipts WHERE state = 'cleared') AS tombstones,
+                        (SELECT tombstones FROM fleet_usage WHERE id = 1) AS tombstones,
                         s.capacity, s.tombstone_capacity
                    FROM fleet_settings s WHERE s.id = 1",
                 &[],
@@ -623,6 +663,51 @@ impl Ledger {
             tombstones: get("tombstones")?,
             capacity: get("capacity")?,
             tombstone_capacity: get("tombstone_capacity")?,
+        })
+    }
+
+    /// Clears completed receipts for the whole fleet (the commit phase of an operator's
+    /// clear), all or none: each must still be the completed row the operator saw at prepare
+    /// time (`seen`: its request ID, epoch and completion time are compared), and the
+    /// tombstones must fit the fleet's tombstone capacity. The reply is dropped; the request
+    /// (the fingerprint), the time and the reason stay.
+    pub async fn clear(
+        &self,
+        seen: &[LedgerReceipt],
+        reason: &str,
+        at: i64,
+    ) -> Result<Cleared, LedgerError> {
+        let ids: Vec<&str> = seen.iter().map(|r| r.request_id.as_str()).collect();
+        let epochs: Vec<i64> = seen.iter().map(|r| r.epoch).collect();
+        let completed: Vec<Option<i64>> = seen.iter().map(|r| r.completed_at).collect();
+        let rows = self
+            .shared()
+            .read(
+                "SELECT * FROM polaris_clear($1, $2, $3, $4, $5)",
+                &[&ids, &epochs, &completed, &reason, &at],
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Err(LedgerError::Unavailable(
+                "the ledger did not answer the clear; list the receipts again and retry"
+                    .to_string(),
+            ));
+        };
+        let outcome: String = row.try_get("outcome").map_err(unavailable)?;
+        let tombstones: i64 = row.try_get("tombstones").map_err(unavailable)?;
+        let capacity: i64 = row.try_get("tombstone_capacity").map_err(unavailable)?;
+        Ok(match outcome.as_str() {
+            "cleared" => Cleared::Done {
+                cleared: ids.iter().collect::<std::collections::HashSet<_>>().len() as u64,
+                tombstones: tombstones.max(0) as u64,
+            },
+            "stale" => Cleared::Stale {
+                changed: row.try_get("changed").map_err(unavailable)?,
+            },
+            _ => Cleared::TombstonesFull {
+                tombstones: tombstones.max(0) as u64,
+                capacity: capacity.max(0) as u64,
+            },
         })
     }
 

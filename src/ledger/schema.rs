@@ -25,6 +25,10 @@ pub const CHANNEL: &str = "polaris_receipts";
 const MIGRATIONS: &[(i32, &str)] = &[(1, V1)];
 
 /// Version 1: receipts, hosts, the fleet's settings and usage counter, and the batch functions.
+///
+/// The functions run with `enable_seqscan = off`: their plans are cached per connection, and
+/// a plan made while `receipts` was small (a sequential scan) would otherwise stay while the
+/// table grows to millions of rows. Every lookup they make is by primary key or index.
 const V1: &str = r#"
 CREATE TABLE receipts (
     request_id   text PRIMARY KEY,
@@ -63,71 +67,85 @@ CREATE TABLE fleet_settings (
     tombstone_capacity bigint NOT NULL CHECK (tombstone_capacity >= 0)
 );
 
--- Receipts held (running + completed). Claims lock this row once per batch, which makes the
--- fleet's capacity exact, and reaping locks it too, which orders a host's death after its
--- claims.
+-- Receipts held (running + completed) and tombstones. Claims lock this row once per batch,
+-- which makes the fleet's capacity exact; reaping locks it too, which orders a host's death
+-- after its claims; clearing locks it, which makes the tombstone capacity exact.
 CREATE TABLE fleet_usage (
-    id   int PRIMARY KEY CHECK (id = 1),
-    used bigint NOT NULL CHECK (used >= 0)
+    id         int PRIMARY KEY CHECK (id = 1),
+    used       bigint NOT NULL CHECK (used >= 0),
+    tombstones bigint NOT NULL CHECK (tombstones >= 0)
 );
-INSERT INTO fleet_usage (id, used) VALUES (1, 0);
+INSERT INTO fleet_usage (id, used, tombstones) VALUES (1, 0, 0);
 
 -- Claims a batch of new mutations for one host run. Returns one row per input position: 'new'
 -- (inserted under p_epoch), 'existing' (with the row that was there) or 'full'. The input IDs
 -- must be distinct.
+--
+-- The rows are inserted first, in request ID order (so two batches never wait on each other
+-- in a cycle), without any shared lock: batches of every host insert in parallel. Only then
+-- does the batch lock the fleet's usage row, check that its host run is still alive, give back
+-- what exceeds the capacity (the latest arrivals) and add the rest to the count. The lock is
+-- held only for that and an asynchronous commit; the caller makes the batch durable with
+-- polaris_flush() before it answers anyone, group-committed with every other host's flushes
+-- (a lock held through the fsync would serialize the fleet on the disk).
 CREATE FUNCTION polaris_claim(p_epoch bigint, p_ids text[], p_requests text[], p_methods text[],
                               p_tasks text[], p_ats bigint[])
 RETURNS TABLE (ord bigint, outcome text, used bigint, capacity bigint,
                request_id text, request text, method text, task_id text, host_id text,
                epoch bigint, run_id text, state text, reply text, first_seen bigint,
                completed_at bigint, cleared_at bigint, clear_reason text)
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
 #variable_conflict use_column
 DECLARE
     v_host text;
     v_run text;
     v_used bigint;
     v_cap bigint;
-    v_missing bigint;
+    v_room bigint;
     v_inserted text[] := '{}';
+    v_excess text[];
 BEGIN
-    SELECT count(*) INTO v_missing
-      FROM unnest(p_ids) AS i(id)
-     WHERE NOT EXISTS (SELECT 1 FROM receipts r WHERE r.request_id = i.id);
-    IF v_missing > 0 THEN
-        SELECT u.used INTO v_used FROM fleet_usage u WHERE u.id = 1 FOR UPDATE;
-        SELECT s.capacity INTO v_cap FROM fleet_settings s WHERE s.id = 1;
-        SELECT h.host_id, h.run_id INTO v_host, v_run
-          FROM hosts h
-         WHERE h.epoch = p_epoch AND h.state = 'alive' AND h.lease_until > clock_timestamp();
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'host epoch % is no longer alive in the ledger', p_epoch
-                USING ERRCODE = 'PXF01';
-        END IF;
-        WITH input AS (
-            SELECT * FROM unnest(p_ids, p_requests, p_methods, p_tasks, p_ats)
-                WITH ORDINALITY AS u(id, request, method, task, at, ord)
-        ), chosen AS (
-            SELECT * FROM input i
-             WHERE NOT EXISTS (SELECT 1 FROM receipts r WHERE r.request_id = i.id)
-             ORDER BY i.ord
-             LIMIT greatest(v_cap - v_used, 0)
-        ), ins AS (
+    SELECT s.capacity INTO v_cap FROM fleet_settings s WHERE s.id = 1;
+    SELECT u.used INTO v_used FROM fleet_usage u WHERE u.id = 1;
+    IF v_used < v_cap AND EXISTS (
+        SELECT 1 FROM unnest(p_ids) AS i(id)
+         WHERE NOT EXISTS (SELECT 1 FROM receipts r WHERE r.request_id = i.id)
+    ) THEN
+        PERFORM set_config('synchronous_commit', 'off', true);
+        SELECT h.host_id, h.run_id INTO v_host, v_run FROM hosts h WHERE h.epoch = p_epoch;
+        WITH ins AS (
             INSERT INTO receipts (request_id, request, method, task_id, host_id, epoch, run_id,
                                   state, first_seen)
-            SELECT c.id, c.request, c.method, c.task, v_host, p_epoch, v_run, 'running', c.at
-              FROM chosen c
+            SELECT u.id, u.request, u.method, u.task, coalesce(v_host, ''), p_epoch,
+                   coalesce(v_run, ''), 'running', u.at
+              FROM unnest(p_ids, p_requests, p_methods, p_tasks, p_ats)
+                   AS u(id, request, method, task, at)
+             ORDER BY u.id
             ON CONFLICT DO NOTHING
             RETURNING receipts.request_id
         )
         SELECT coalesce(array_agg(ins.request_id), '{}') INTO v_inserted FROM ins;
         IF cardinality(v_inserted) > 0 THEN
+            SELECT u.used INTO v_used FROM fleet_usage u WHERE u.id = 1 FOR UPDATE;
+            PERFORM 1 FROM hosts h
+              WHERE h.epoch = p_epoch AND h.state = 'alive'
+                AND h.lease_until > clock_timestamp();
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'host epoch % is no longer alive in the ledger', p_epoch
+                    USING ERRCODE = 'PXF01';
+            END IF;
+            v_room := greatest(v_cap - v_used, 0);
+            IF cardinality(v_inserted) > v_room THEN
+                SELECT coalesce(array_agg(x.id), '{}') INTO v_excess
+                  FROM (SELECT i.id FROM unnest(p_ids) WITH ORDINALITY AS i(id, ord)
+                         WHERE i.id = ANY(v_inserted)
+                         ORDER BY i.ord OFFSET v_room) AS x;
+                DELETE FROM receipts r WHERE r.request_id = ANY(v_excess);
+                v_inserted := ARRAY(SELECT unnest(v_inserted) EXCEPT SELECT unnest(v_excess));
+            END IF;
             UPDATE fleet_usage u SET used = u.used + cardinality(v_inserted) WHERE u.id = 1;
+            v_used := v_used + cardinality(v_inserted);
         END IF;
-        v_used := v_used + cardinality(v_inserted);
-    ELSE
-        SELECT u.used INTO v_used FROM fleet_usage u WHERE u.id = 1;
-        SELECT s.capacity INTO v_cap FROM fleet_settings s WHERE s.id = 1;
     END IF;
     RETURN QUERY
     SELECT i.ord,
@@ -143,12 +161,23 @@ BEGIN
 END
 $fn$;
 
+-- Returns once every transaction committed before it is durable: a transaction that writes a
+-- WAL record, committed with synchronous_commit = on, flushes the WAL up to its own commit,
+-- which lies after every earlier commit (and waits for synchronous standbys the same way).
+CREATE FUNCTION polaris_flush() RETURNS void
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+BEGIN
+    PERFORM set_config('synchronous_commit', 'on', true);
+    PERFORM pg_logical_emit_message(true, 'polaris_flush', '');
+END
+$fn$;
+
 -- Stores a batch of completions for one host run, fenced by its epoch. Returns the request IDs
 -- that were stored; the others were no longer this run's running receipts.
 CREATE FUNCTION polaris_complete(p_epoch bigint, p_ids text[], p_replies text[], p_tasks text[],
                                  p_ats bigint[])
 RETURNS SETOF text
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
 DECLARE
     v_done text[];
 BEGIN
@@ -172,7 +201,7 @@ $fn$;
 -- replies, fenced by that epoch. Returns how many it changed.
 CREATE FUNCTION polaris_interrupt(p_epoch bigint, p_ids text[], p_replies text[])
 RETURNS bigint
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
 DECLARE
     v_done text[];
 BEGIN
@@ -190,11 +219,53 @@ BEGIN
 END
 $fn$;
 
+-- Clears completed receipts for the fleet, all or none: each must still be completed with the
+-- reply the operator saw (same epoch and completion time), and the tombstones must fit.
+-- Returns 'cleared', 'stale' (with the IDs that changed) or 'full' (with the tombstone count
+-- and capacity).
+CREATE FUNCTION polaris_clear(p_ids text[], p_epochs bigint[], p_completed bigint[],
+                              p_reason text, p_at bigint)
+RETURNS TABLE (outcome text, changed text[], tombstones bigint, tombstone_capacity bigint)
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_tomb bigint;
+    v_cap bigint;
+    v_changed text[];
+    v_n bigint;
+BEGIN
+    SELECT u.tombstones INTO v_tomb FROM fleet_usage u WHERE u.id = 1 FOR UPDATE;
+    SELECT s.tombstone_capacity INTO v_cap FROM fleet_settings s WHERE s.id = 1;
+    SELECT coalesce(array_agg(i.id ORDER BY i.id), '{}') INTO v_changed
+      FROM unnest(p_ids, p_epochs, p_completed) AS i(id, epoch, completed)
+     WHERE NOT EXISTS (SELECT 1 FROM receipts r
+                        WHERE r.request_id = i.id AND r.state = 'completed'
+                          AND r.epoch = i.epoch
+                          AND r.completed_at IS NOT DISTINCT FROM i.completed);
+    IF cardinality(v_changed) > 0 THEN
+        RETURN QUERY SELECT 'stale'::text, v_changed, v_tomb, v_cap;
+        RETURN;
+    END IF;
+    SELECT count(DISTINCT i.id) INTO v_n FROM unnest(p_ids) AS i(id);
+    IF v_tomb + v_n > v_cap THEN
+        RETURN QUERY SELECT 'full'::text, '{}'::text[], v_tomb, v_cap;
+        RETURN;
+    END IF;
+    UPDATE receipts r
+       SET state = 'cleared', reply = NULL, cleared_at = p_at, clear_reason = p_reason
+     WHERE r.request_id = ANY(p_ids) AND r.state = 'completed';
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    UPDATE fleet_usage u SET used = u.used - v_n, tombstones = u.tombstones + v_n WHERE u.id = 1;
+    PERFORM pg_notify('polaris_receipts', d) FROM unnest(p_ids) AS d;
+    RETURN QUERY SELECT 'cleared'::text, '{}'::text[], v_tomb + v_n, v_cap;
+END
+$fn$;
+
 -- Deletes a host run's running receipt whose action never started, fenced by its epoch, and
 -- gives its place back. Safe to repeat. Returns whether a row was deleted.
 CREATE FUNCTION polaris_withdraw(p_epoch bigint, p_id text)
 RETURNS boolean
-LANGUAGE plpgsql AS $fn$
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
 BEGIN
     DELETE FROM receipts r WHERE r.request_id = p_id AND r.epoch = p_epoch AND r.state = 'running';
     IF NOT FOUND THEN
