@@ -1,53 +1,29 @@
 //! `polaris mcp` driven by rmcp's own client over stdio, against a real `polaris serve`.
 
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
 mod mcp_common;
 
 use std::path::Path;
 use std::time::Duration;
 
+use mcp_client::{call, connect, mcp_command, structured, Client};
 use mcp_common::{bridge, eventually, socket_dir, HostProcess, BIN};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion,
 };
-use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::service::PeerRequestOptions;
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceError};
 use serde_json::{json, Value};
 
-type Client = RunningService<RoleClient, ()>;
-
-fn mcp_command(dir: &Path, call_wait_ms: u64) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("mcp")
-        .arg("--socket-dir")
-        .arg(dir)
-        .arg("--call-wait-ms")
-        .arg(call_wait_ms.to_string());
-    cmd
-}
-
 async fn mcp(dir: &Path, call_wait_ms: u64) -> Client {
-    ().serve(TokioChildProcess::new(mcp_command(dir, call_wait_ms)).expect("polaris mcp starts"))
-        .await
-        .expect("the MCP handshake completes")
-}
-
-async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
-    let Value::Object(args) = arguments else {
-        panic!("arguments must be an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-        .await
-        .unwrap_or_else(|e| panic!("{tool} got a protocol error: {e}"))
+    connect(dir, Some(call_wait_ms)).await
 }
 
 /// The structured content, after checking that the text content carries the same JSON.
 fn body(result: &CallToolResult) -> Value {
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("every result has structuredContent");
+    let structured = structured(result);
     let text = result
         .content
         .first()
@@ -234,7 +210,7 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
     // A 2026-07-28 client: no initialize, self-contained requests.
     let modern = ()
         .serve_with_lifecycle(
-            TokioChildProcess::new(mcp_command(dir.path(), 20_000)).unwrap(),
+            TokioChildProcess::new(mcp_command(dir.path(), Some(20_000))).unwrap(),
             ClientLifecycleMode::Discover {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             },
@@ -651,7 +627,7 @@ struct RawFront {
 
 impl RawFront {
     async fn start(dir: &Path) -> RawFront {
-        let mut child = mcp_command(dir, 20_000)
+        let mut child = mcp_command(dir, Some(20_000))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())
