@@ -32,7 +32,8 @@ pub enum Command {
     Sort,
     /// Mark or unmark the selected receipt for clearing.
     Mark,
-    /// Mark every completed receipt that matches the filter for clearing.
+    /// Mark every completed receipt that matches the filter for clearing; space then takes
+    /// single rows out.
     MarkAll,
     /// Show the receipts of closed (finished or stopped) tasks and mark every clearable one.
     MarkClosed,
@@ -159,14 +160,14 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char(' ')],
         command: Command::Mark,
         hint: Some("mark"),
-        help: "mark or unmark the selected receipt for clearing",
+        help: "mark or unmark the selected receipt for clearing (after a: take it out of all)",
     },
     Binding {
         label: "a",
         keys: &[KeyCode::Char('a')],
         command: Command::MarkAll,
         hint: Some("all"),
-        help: "mark every clearable receipt matching the filter (again: unmark)",
+        help: "mark all clearable matching the filter; then space excludes rows (a again: unmark)",
     },
     Binding {
         label: "D",

@@ -590,6 +590,78 @@ fn a_commit_that_times_out_while_connected_is_outcome_unknown() {
 }
 
 #[test]
+fn space_takes_single_rows_out_of_all_in_the_unfiltered_view() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert!(
+        !app.local_view(),
+        "the host's filter: rows are not all read"
+    );
+    update(&mut app, key('a'));
+    assert!(app.mark_all && app.is_marked(&id(0), true));
+    // The cursor is on the newest row: space takes it out of "all", and moves on.
+    update(&mut app, key(' '));
+    assert!(app.mark_all, "all matching stays marked");
+    assert!(!app.is_marked(&id(0), true));
+    assert!(app.is_marked(&id(1), true));
+    let shown = screen(&app, 100, 30);
+    assert!(
+        shown.contains("ALL completed matching marked but 1"),
+        "{shown}"
+    );
+    // Space on it again puts it back; once more takes it out.
+    update(&mut app, key('k'));
+    update(&mut app, key(' '));
+    assert!(app.is_marked(&id(0), true) && app.excluded.is_empty());
+    update(&mut app, key('k'));
+    update(&mut app, key(' '));
+    assert_eq!(app.excluded.iter().collect::<Vec<_>>(), vec![&id(0)]);
+
+    // The host prepares by filter; the console prepares again by ID without the excluded row,
+    // keeping the refused ones so the dialog still says why.
+    let Some(Effect::Prepare(params)) = update(&mut app, key('c')) else {
+        panic!("c prepares")
+    };
+    assert_eq!(params, json!({"filter": {"state": "completed"}}));
+    let narrowed = update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    assert_eq!(
+        narrowed,
+        Some(Effect::Prepare(
+            json!({"requestIds": [id(4), id(3), id(2)]})
+        ))
+    );
+    assert_eq!(app.mode, Mode::Preparing);
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    assert!(matches!(app.mode, Mode::Confirm { .. }), "{:?}", app.mode);
+
+    // Esc drops "all" and its exclusions together.
+    update(&mut app, code(KeyCode::Esc));
+    update(&mut app, code(KeyCode::Esc));
+    assert!(!app.mark_all && app.excluded.is_empty() && app.marked.is_empty());
+}
+
+#[test]
+fn a_mark_all_with_every_matching_row_taken_out_clears_nothing() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('a'));
+    update(&mut app, key(' '));
+    update(&mut app, key('c'));
+    let only_the_excluded = json!({
+        "token": "tok-1", "expiresAt": ts(-300), "refused": [],
+        "clearable": [{"requestId": id(0), "method": "page.fill", "ok": true,
+                       "reply": {"ok": true}, "joins": 0, "replays": 0}]
+    });
+    assert_eq!(
+        update(&mut app, Action::Prepared(Ok(only_the_excluded))),
+        None
+    );
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app
+        .notice
+        .as_ref()
+        .is_some_and(|n| n.text.contains("nothing to clear")));
+}
+
+#[test]
 fn mark_all_follows_the_filter() {
     let mut app = connected(100, 30, 5, 60, 5, false);
     update(&mut app, key('/'));
