@@ -143,6 +143,8 @@ pub enum Mode {
     Normal,
     /// The help overlay.
     Help,
+    /// A notice shown whole, wrapped (kept here, so it stays while read after it expires).
+    Notice(Notice),
     /// Typing a filter.
     Filter,
     /// A detail view.

@@ -110,6 +110,14 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
             }
             None
         }
+        Mode::Notice(_) => {
+            if ctrl_c {
+                app.quit = true;
+                return Some(Effect::Quit);
+            }
+            app.mode = Mode::Normal;
+            None
+        }
         Mode::Detail(_) | Mode::Audit { .. } => {
             if ctrl_c {
                 app.quit = true;
@@ -256,6 +264,12 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
         Command::Help => {
             app.overlay_scroll = 0;
             app.mode = Mode::Help;
+            None
+        }
+        Command::Notice => {
+            if let Some(n) = app.notice.clone() {
+                app.mode = Mode::Notice(n);
+            }
             None
         }
         Command::Up => app.move_selection(-1),

@@ -48,6 +48,8 @@ pub enum Command {
     Acknowledge,
     /// Show the audit log (narrowed to the filter, to look up a cleared ID).
     Audit,
+    /// Show the current notice whole, wrapped (its line cuts a long one).
+    Notice,
     /// Re-read everything from the host.
     Refresh,
     /// Close a view, drop the filter and the marks.
@@ -210,6 +212,13 @@ pub const KEYMAP: &[Binding] = &[
         command: Command::Audit,
         hint: None,
         help: "the audit log: who cleared what and why (the filter finds a cleared ID)",
+    },
+    Binding {
+        label: "n",
+        keys: &[KeyCode::Char('n')],
+        command: Command::Notice,
+        hint: None,
+        help: "the current notice whole, wrapped (a long one is cut on its line: … (n: whole))",
     },
     Binding {
         label: "r",

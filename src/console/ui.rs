@@ -7,9 +7,11 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Row, Sparkline, Table, Widget};
 
-use super::app::{App, ConfirmStage, Link, Mode, Pane};
+use super::app::{App, ConfirmStage, Link, Mode, Notice, Pane};
 use super::keymap::footer_hints;
-use super::overlays::{render_act, render_audit, render_confirm, render_detail, render_help};
+use super::overlays::{
+    render_act, render_audit, render_confirm, render_detail, render_help, render_notice,
+};
 use super::panes::{render_blocked, render_tasks};
 use crate::protocol::introspection::{ReceiptItem, RefusalReason};
 use crate::protocol::results::ReceiptState;
@@ -162,7 +164,23 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// `04:12:03Z`: when a notice was said (UTC, as the host's timestamps are).
-fn clock(ms: i64) -> String {
+/// The cut that ends a notice too long for its line: `n` shows it whole.
+pub const NOTICE_CUT: &str = " … (n: whole)";
+
+/// A notice on its one line with its time; one longer than `width` ends in [`NOTICE_CUT`].
+fn notice_line(n: &Notice, width: u16) -> String {
+    let line = format!(" {} {}", clock(n.at), n.text);
+    let width = usize::from(width);
+    if line.chars().count() <= width {
+        return line;
+    }
+    let keep = width.saturating_sub(NOTICE_CUT.chars().count());
+    let mut cut: String = line.chars().take(keep).collect();
+    cut.push_str(NOTICE_CUT);
+    cut
+}
+
+pub(super) fn clock(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%H:%M:%SZ").to_string())
         .unwrap_or_default()
@@ -259,6 +277,7 @@ impl Widget for &App {
         render_footer(self, &theme, a.footer, buf);
         match &self.mode {
             Mode::Help => render_help(self, &theme, area, buf),
+            Mode::Notice(n) => render_notice(&theme, n, area, buf),
             Mode::Detail(d) => render_detail(self, &theme, d, area, buf),
             Mode::Act { act, reason, stage } => render_act(&theme, act, reason, stage, area, buf),
             Mode::Audit { entries, failed } => render_audit(
@@ -357,8 +376,8 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             ),
             t.alert(),
         ),
-        (_, Some(n)) if n.error => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
-        (_, Some(n)) => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Cyan)),
+        (_, Some(n)) if n.error => Line::styled(notice_line(n, banner.width), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
+        (_, Some(n)) => Line::styled(notice_line(n, banner.width), t.fg(Color::Cyan)),
         (_, None) if app.book_full() => Line::styled(
             " BOOK FULL: new IDs refused. D marks closed tasks' receipts, c clears them",
             t.alert(),
@@ -635,6 +654,7 @@ fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let hints: Vec<(&str, &str)> = match &app.mode {
         Mode::Normal => footer_hints(),
         Mode::Help => vec![("j/k", "scroll"), ("any other key", "close")],
+        Mode::Notice(_) => vec![("any key", "close")],
         Mode::Filter => vec![
             ("enter", "keep filter"),
             ("esc", "drop filter"),
