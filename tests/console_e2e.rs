@@ -13,21 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use common::{polaris_bin, saved, sync_call, TestHost};
-use console_pty::{selected_id, Console, PATIENCE};
-
-fn call(host: &TestHost, method: &str, params: Value) -> Value {
-    sync_call(&host.bridge(), method, params).expect("the host answers")
-}
-
-fn start_task(host: &TestHost, fixture: Value) -> String {
-    let r = call(
-        host,
-        "task.start",
-        json!({"title": "e2e order", "fixture": fixture}),
-    );
-    assert_eq!(r["ok"], true, "{r}");
-    r["result"]["taskId"].as_str().unwrap().to_owned()
-}
+use console_pty::{call, fill, selected_id, start_task, Console, PATIENCE};
 
 #[test]
 fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
@@ -235,15 +221,6 @@ fn the_demo_runs_agents_against_its_own_host_and_cleans_up_on_quit() {
         log.contains("connected and subscribed"),
         "logs go to the file:\n{log}"
     );
-}
-
-fn fill(host: &TestHost, task: &str, i: usize) {
-    let r = call(
-        host,
-        "page.fill",
-        json!({"taskId": task, "target": format!("#f{i}"), "value": "v"}),
-    );
-    assert_eq!(r["ok"], true, "{r}");
 }
 
 #[test]

@@ -328,37 +328,13 @@ fn snapshot_80x24_a_long_notice_is_cut_on_its_line_and_whole_on_n() {
     assert!(matches!(app.mode, Mode::Notice(_)));
     let whole = screen(&app, 80, 24);
     insta::assert_snapshot!("notice_whole_80x24", whole);
-    // Every word of the sentence is on screen, in order, inside the box.
-    let text = boxed_text(&whole, " Notice ");
-    let mut from = 0;
-    for word in LONG_NOTICE.split_whitespace() {
-        let at = text[from..]
-            .find(word)
-            .unwrap_or_else(|| panic!("{word:?} is missing from the notice box:\n{whole}"));
-        from += at + word.len();
+    // Every line of the sentence, wrapped to the box, is on screen.
+    for line in crate::console::overlays::wrap_words(LONG_NOTICE, 74) {
+        assert!(whole.contains(&line), "{line:?} is missing:\n{whole}");
     }
     // Any key closes it; the key is not also a command.
     assert_eq!(update(&mut app, key('c')), None);
     assert_eq!(app.mode, Mode::Normal);
-}
-
-/// The text inside the box titled `title` on `screen`, its rows joined by spaces.
-pub(super) fn boxed_text(screen: &str, title: &str) -> String {
-    let rows: Vec<Vec<char>> = screen.lines().map(|l| l.chars().collect()).collect();
-    let top = rows
-        .iter()
-        .position(|r| r.iter().collect::<String>().contains(&format!("┌{title}")))
-        .unwrap_or_else(|| panic!("no box titled {title:?}:\n{screen}"));
-    let text: String = rows[top].iter().collect();
-    let left = text.find(&format!("┌{title}")).unwrap();
-    let x0 = text[..left].chars().count();
-    let x1 = x0 + rows[top][x0..].iter().position(|c| *c == '┐').unwrap();
-    rows[top + 1..]
-        .iter()
-        .take_while(|r| r.get(x0) != Some(&'└'))
-        .map(|r| r[x0 + 1..x1].iter().collect::<String>().trim().to_owned())
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 #[test]

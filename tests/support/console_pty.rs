@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+use serde_json::{json, Value};
 
-use crate::common::{polaris_bin, TestHost};
+use crate::common::{polaris_bin, sync_call, TestHost};
 
 /// The default terminal height.
 pub const ROWS: u16 = 30;
@@ -186,4 +187,30 @@ pub fn selected_id(screen: &str) -> Option<String> {
         let rest = rest.trim_start_matches('*');
         rest.split_whitespace().next().map(str::to_owned)
     })
+}
+
+/// A bridge call as an agent makes it; the host must answer.
+pub fn call(host: &TestHost, method: &str, params: Value) -> Value {
+    sync_call(&host.bridge(), method, params).expect("the host answers")
+}
+
+/// Starts a task on the fixture page with this behaviour and returns its ID.
+pub fn start_task(host: &TestHost, fixture: Value) -> String {
+    let r = call(
+        host,
+        "task.start",
+        json!({"title": "e2e order", "fixture": fixture}),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    r["result"]["taskId"].as_str().unwrap().to_owned()
+}
+
+/// One `page.fill` of field `#f{i}` on `task`, which must succeed.
+pub fn fill(host: &TestHost, task: &str, i: usize) {
+    let r = call(
+        host,
+        "page.fill",
+        json!({"taskId": task, "target": format!("#f{i}"), "value": "v"}),
+    );
+    assert_eq!(r["ok"], true, "{r}");
 }
