@@ -70,7 +70,7 @@ fn write_journal(dir: &Path, receipts: u64) -> u64 {
         let mut records = Vec::with_capacity(chunk as usize * 3);
         for k in 0..chunk as usize {
             let i = n + k as u64;
-            let start = i % 100 == 0;
+            let start = i.is_multiple_of(100);
             let at = 1_700_000_000_000 + i as i64;
             records.push(Record::ReceiptBegun(Begun {
                 request_id: &ids[k],

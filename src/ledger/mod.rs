@@ -142,6 +142,7 @@ pub struct Claim {
 
 /// What a claim found.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // one per claim, moved once: boxing buys nothing
 pub enum Claimed {
     /// The row is this host's and committed durably: the executor may act.
     New,
@@ -158,6 +159,7 @@ pub enum Claimed {
 
 /// What storing a completion found.
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // one per claim, moved once: boxing buys nothing
 pub enum Completed {
     /// Stored durably under this host's epoch.
     Stored,
