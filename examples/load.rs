@@ -848,6 +848,19 @@ fn write_row(o: &mut String, name: &str, r: &Row, bases: &[&Row]) {
     let _ = writeln!(o, "{line}");
 }
 
+/// Measures one system on a server of its own, stopped before the sample is recorded.
+fn measure_on(
+    row: &mut Row,
+    label: &str,
+    server: Server,
+    measure: impl FnOnce(&Server) -> Result<Sample, String>,
+) -> Result<(), String> {
+    let sample = measure(&server)?;
+    drop(server);
+    record(row, label, sample);
+    Ok(())
+}
+
 /// The progress line that opens each repetition.
 fn announce_repetition(rep: usize, reps: usize) {
     eprintln!(
@@ -941,45 +954,43 @@ fn table(args: &Args) -> Result<(), String> {
     );
     for rep in 0..args.reps {
         announce_repetition(rep, args.reps);
-        let s = polaris.start(capacity, false)?;
-        record(
+        measure_on(
             &mut fresh_own,
             "polaris fresh, task per connection",
-            fresh(&rt, &s, false, true, n)?,
-        );
-        drop(s);
-        let e = start_echo()?;
-        record(&mut echo, "JSON echo", fresh(&rt, &e, false, true, n)?);
-        drop(e);
+            polaris.start(capacity, false)?,
+            |s| fresh(&rt, s, false, true, n),
+        )?;
+        measure_on(&mut echo, "JSON echo", start_echo()?, |e| {
+            fresh(&rt, e, false, true, n)
+        })?;
         if redis {
-            let r = start_redis(false)?;
-            record(&mut redis_plain, "redis SET NX", redis_bench(&r, n)?);
-            drop(r);
+            measure_on(&mut redis_plain, "redis SET NX", start_redis(false)?, |r| {
+                redis_bench(r, n)
+            })?;
         }
-        let s = polaris.start(capacity, false)?;
-        record(
+        measure_on(
             &mut fresh_shared,
             "polaris fresh, one shared task",
-            fresh(&rt, &s, true, true, n)?,
-        );
-        drop(s);
-        let s = polaris.start(capacity, false)?;
-        record(&mut replays, "polaris replays", replay(&rt, &s, n)?);
-        drop(s);
-        let s = polaris.start(capacity, false)?;
-        record(
+            polaris.start(capacity, false)?,
+            |s| fresh(&rt, s, true, true, n),
+        )?;
+        measure_on(
+            &mut replays,
+            "polaris replays",
+            polaris.start(capacity, false)?,
+            |s| replay(&rt, s, n),
+        )?;
+        measure_on(
             &mut unsorted,
             "polaris fresh, params in SPEC's order",
-            fresh(&rt, &s, false, false, n)?,
-        );
-        drop(s);
+            polaris.start(capacity, false)?,
+            |s| fresh(&rt, s, false, false, n),
+        )?;
         if journal_ok {
             match polaris.start(capacity, true) {
-                Ok(s) => record(
-                    &mut journaled,
-                    "polaris fresh, journal",
-                    fresh(&rt, &s, false, true, n)?,
-                ),
+                Ok(s) => measure_on(&mut journaled, "polaris fresh, journal", s, |s| {
+                    fresh(&rt, s, false, true, n)
+                })?,
                 Err(e) => {
                     journal_ok = false;
                     skipped.push(format!("journal row skipped: polaris serve --journal {e}"));
@@ -987,13 +998,12 @@ fn table(args: &Args) -> Result<(), String> {
             }
         }
         if redis {
-            let r = start_redis(true)?;
-            record(
+            measure_on(
                 &mut redis_aof,
                 "redis SET NX, appendfsync always",
-                redis_bench(&r, n)?,
-            );
-            drop(r);
+                start_redis(true)?,
+                |r| redis_bench(r, n),
+            )?;
         }
         if args.book > 0 {
             for (shared, empty, full) in [
@@ -1214,28 +1224,25 @@ fn journal_table(args: &Args) -> Result<(), String> {
     const SEQUENTIAL: u64 = 3_000;
     for rep in 0..args.reps {
         announce_repetition(rep, args.reps);
-        let s = polaris.start(capacity, false)?;
-        record(
+        measure_on(
             &mut plain,
             "polaris fresh, no journal",
-            fresh(&rt, &s, false, true, n)?,
-        );
-        drop(s);
-        let s = polaris.start(capacity, true)?;
-        record(
+            polaris.start(capacity, false)?,
+            |s| fresh(&rt, s, false, true, n),
+        )?;
+        measure_on(
             &mut journaled,
             "polaris fresh, journal",
-            fresh(&rt, &s, false, true, n)?,
-        );
-        drop(s);
+            polaris.start(capacity, true)?,
+            |s| fresh(&rt, s, false, true, n),
+        )?;
         if redis {
-            let r = start_redis(true)?;
-            record(
+            measure_on(
                 &mut redis_aof,
                 "redis SET NX, appendfsync always",
-                redis_bench(&r, n)?,
-            );
-            drop(r);
+                start_redis(true)?,
+                |r| redis_bench(r, n),
+            )?;
         }
         let s = polaris.start(capacity, false)?;
         rt_plain.push(sequential(&rt, &s, SEQUENTIAL)?);
