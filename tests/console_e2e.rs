@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 
 use common::{polaris_bin, saved, sync_call, TestHost};
-use console_pty::{call, fill, selected_id, start_task, Console, PATIENCE};
+use console_pty::{call, fill, selected_id, start_task, task_with_fills, Console, PATIENCE};
 
 #[test]
 fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
@@ -227,10 +227,7 @@ fn the_demo_runs_agents_against_its_own_host_and_cleans_up_on_quit() {
 fn the_selection_stays_on_its_receipt_while_500_new_ones_arrive() {
     let host = TestHost::start(&["--capacity", "1000"]);
     let mut console = Console::connected(&host, 1000);
-    let task = start_task(&host, json!({}));
-    for i in 0..20 {
-        fill(&host, &task, i);
-    }
+    let task = task_with_fills(&host, 20);
     console.shows("Receipts 21 ");
     console.press("jjj");
     let screen = console.shows("4 of 21");
@@ -273,10 +270,7 @@ fn the_selection_stays_on_its_receipt_while_500_new_ones_arrive() {
 fn a_burst_of_64_keys_is_handled_key_by_key_in_order() {
     let host = TestHost::start(&["--capacity", "200"]);
     let mut console = Console::connected(&host, 200);
-    let task = start_task(&host, json!({}));
-    for i in 0..50 {
-        fill(&host, &task, i);
-    }
+    task_with_fills(&host, 50);
     console.shows("Receipts 51 ");
     // One write: a filter typed and applied, 43 marks across several pages, the clear key,
     // and a reason typed while the clear is being prepared.

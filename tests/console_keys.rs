@@ -9,15 +9,12 @@ mod console_pty;
 use serde_json::json;
 
 use common::{sync_call, TestHost};
-use console_pty::{fill, selected_id, start_task, Console};
+use console_pty::{selected_id, task_with_fills, Console};
 
 #[test]
 fn space_after_a_keeps_single_receipts_out_of_the_clear() {
     let host = TestHost::start(&["--capacity", "100"]);
-    let task = start_task(&host, json!({}));
-    for i in 0..6 {
-        fill(&host, &task, i);
-    }
+    task_with_fills(&host, 6);
     let list = sync_call(&host.introspect(), "receipts.list", json!({"limit": 1000})).unwrap();
     let items = list["result"]["items"].as_array().unwrap().clone();
     let clearable = items.iter().filter(|i| i["clearable"] == true).count();

@@ -214,3 +214,12 @@ pub fn fill(host: &TestHost, task: &str, i: usize) {
     );
     assert_eq!(r["ok"], true, "{r}");
 }
+
+/// A task with `fills` completed `page.fill` receipts (plus its `task.start` receipt); its ID.
+pub fn task_with_fills(host: &TestHost, fills: usize) -> String {
+    let task = start_task(host, json!({}));
+    for i in 0..fills {
+        fill(host, &task, i);
+    }
+    task
+}
