@@ -148,7 +148,10 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
         match found {
             Some(k) => app.selected = offset + k as u64,
             None => {
-                if let Some(id) = app.anchor.take() {
+                // After a clear the book's new count says more than where the cursor went: a
+                // notice tied to the count stays until the count changes.
+                let counting = app.notice.as_ref().is_some_and(|n| n.while_used.is_some());
+                if let Some(id) = app.anchor.take().filter(|_| !counting) {
                     app.notice(
                         format!("{} left the list (cleared, or no longer matching)", id),
                         false,

@@ -470,6 +470,53 @@ fn the_confirm_dialog_commits_only_on_y_after_a_reason() {
 }
 
 #[test]
+fn the_clear_summary_stays_when_the_selected_receipt_was_cleared() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(1));
+    update(&mut app, key('c'));
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    typed(&mut app, "book full");
+    update(&mut app, code(KeyCode::Enter));
+    update(&mut app, key('y'));
+    let done = json!({"cleared": 2, "tombstones": 2,
+        "receipts": {"used": 3, "capacity": 60, "running": 1, "tombstones": 2, "tombstoneCapacity": 1000000}});
+    update(&mut app, Action::Committed(Ok(done)));
+    // The refreshed book no longer holds the row under the cursor.
+    let without_selected = |offset: u64, limit: u64| {
+        let mut p = page(5, offset, limit.min(5 - offset));
+        p["items"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|r| r["requestId"] != json!(id(1)) && r["requestId"] != json!(id(0)));
+        p["total"] = json!(3);
+        p
+    };
+    let mut effect = update(&mut app, Action::Snapshot(snapshot_json(3, 60, false)));
+    while let Some(Effect::FetchPage {
+        offset,
+        seq,
+        params,
+    }) = effect
+    {
+        let limit = params["limit"].as_u64().unwrap();
+        effect = update(
+            &mut app,
+            Action::Page {
+                offset,
+                seq,
+                reply: Ok(without_selected(offset, limit)),
+            },
+        );
+    }
+    assert_eq!(
+        app.notice.as_ref().unwrap().text,
+        "cleared 2 receipts; capacity now 3/60 used, 2 tombstones",
+        "the summary is not replaced by where the cursor went"
+    );
+}
+
+#[test]
 fn esc_in_the_dialog_cancels_and_a_refused_only_clear_cannot_be_confirmed() {
     let mut app = connected(100, 30, 5, 60, 5, false);
     update(&mut app, key(' '));
