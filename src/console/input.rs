@@ -267,7 +267,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             None
         }
         Command::Notice => {
-            if let Some(n) = app.notice.clone() {
+            if let Some(n) = super::ui::banner_notice(app).or_else(|| app.notice.clone()) {
                 app.mode = Mode::Notice(n);
             }
             None

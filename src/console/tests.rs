@@ -338,6 +338,28 @@ fn snapshot_80x24_a_long_notice_is_cut_on_its_line_and_whole_on_n() {
 }
 
 #[test]
+fn the_disconnected_line_is_cut_like_a_notice_and_read_whole_on_n() {
+    let mut app = connected(80, 24, 45, 60, 45, false);
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "connecting to /run/polaris/introspect.sock failed: No such file or directory (os error 2)".into(),
+            attempts: 4,
+        },
+    );
+    let line = screen(&app, 80, 24);
+    assert!(line.contains(" DISCONNECTED for "), "{line}");
+    assert!(line.contains(crate::console::ui::NOTICE_CUT), "{line}");
+    update(&mut app, key('n'));
+    let Mode::Notice(n) = &app.mode else {
+        panic!("n opens the whole line: {:?}", app.mode)
+    };
+    assert!(n.error && n.text.ends_with("(os error 2)"), "{}", n.text);
+    let whole = screen(&app, 80, 24);
+    assert!(whole.contains("(os error 2)"), "{whole}");
+}
+
+#[test]
 fn notices_wrap_at_spaces_and_cut_only_words_longer_than_a_line() {
     use crate::console::overlays::wrap_words;
     assert_eq!(

@@ -167,9 +167,35 @@ pub fn thousands(n: u64) -> String {
 /// The cut that ends a notice too long for its line: `n` shows it whole.
 pub const NOTICE_CUT: &str = " … (n: whole)";
 
+/// While the host is unreachable the banner says so, in place of any notice; `n` shows it
+/// whole like a notice.
+pub(super) fn banner_notice(app: &App) -> Option<Notice> {
+    let Link::Disconnected {
+        since,
+        reason,
+        attempts,
+    } = &app.link
+    else {
+        return None;
+    };
+    Some(Notice {
+        text: format!(
+            "DISCONNECTED for {} — data below is stale — reconnecting (attempt {attempts}): {reason}",
+            human_duration(app.now - since)
+        ),
+        error: true,
+        at: app.now,
+        while_used: None,
+    })
+}
+
 /// A notice on its one line with its time; one longer than `width` ends in [`NOTICE_CUT`].
 fn notice_line(n: &Notice, width: u16) -> String {
-    let line = format!(" {} {}", clock(n.at), n.text);
+    cut_to(format!(" {} {}", clock(n.at), n.text), width)
+}
+
+/// `line` as it fits in `width` columns: whole, or cut to end in [`NOTICE_CUT`].
+fn cut_to(line: String, width: u16) -> String {
     let width = usize::from(width);
     if line.chars().count() <= width {
         return line;
@@ -368,15 +394,19 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     ])
     .render(left, buf);
     Line::from(vec![Span::raw("│ "), Span::styled(link, link_style)]).render(right, buf);
+    let down = banner_notice(app);
     let line = match (&app.link, &app.notice) {
-        (Link::Disconnected { since, reason, attempts }, _) => Line::styled(
-            format!(
-                " DISCONNECTED for {} — data below is stale — reconnecting (attempt {attempts}): {reason}",
-                human_duration(app.now - since)
+        (Link::Disconnected { .. }, _) => Line::styled(
+            cut_to(
+                format!(" {}", down.map(|d| d.text).unwrap_or_default()),
+                banner.width,
             ),
             t.alert(),
         ),
-        (_, Some(n)) if n.error => Line::styled(notice_line(n, banner.width), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
+        (_, Some(n)) if n.error => Line::styled(
+            notice_line(n, banner.width),
+            t.fg(Color::Red).add_modifier(Modifier::BOLD),
+        ),
         (_, Some(n)) => Line::styled(notice_line(n, banner.width), t.fg(Color::Cyan)),
         (_, None) if app.book_full() => Line::styled(
             " BOOK FULL: new IDs refused. D marks closed tasks' receipts, c clears them",
