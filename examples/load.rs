@@ -825,6 +825,66 @@ impl Row {
     }
 }
 
+/// Adds one repetition's sample to `row` and prints it as it lands, so a long run shows progress.
+fn record(row: &mut Row, label: &str, sample: Sample) {
+    eprintln!("  {label}: {}", k(sample.rate));
+    row.samples.push(sample);
+}
+
+/// Writes one table line `| name | throughput | CPU | ratio vs each base |` when `r` has samples;
+/// a base with no samples (its system was skipped) shows `–`.
+fn write_row(o: &mut String, name: &str, r: &Row, bases: &[&Row]) {
+    if r.samples.is_empty() {
+        return;
+    }
+    let mut line = format!("| {name} | {} | {} |", r.rate_cell(), r.cpu_cell());
+    for base in bases {
+        if base.samples.is_empty() {
+            line.push_str(" – |");
+        } else {
+            let _ = write!(line, " {} |", r.ratio_cell(base));
+        }
+    }
+    let _ = writeln!(o, "{line}");
+}
+
+/// Measures one system on a server of its own, stopped before the sample is recorded.
+fn measure_on(
+    row: &mut Row,
+    label: &str,
+    server: Server,
+    measure: impl FnOnce(&Server) -> Result<Sample, String>,
+) -> Result<(), String> {
+    let sample = measure(&server)?;
+    drop(server);
+    record(row, label, sample);
+    Ok(())
+}
+
+/// The progress line that opens each repetition.
+fn announce_repetition(rep: usize, reps: usize) {
+    eprintln!(
+        "repetition {}/{} (load average {})",
+        rep + 1,
+        reps,
+        uptime()
+    );
+}
+
+/// The line above each table: the machine, the load around the run, what was repeated.
+fn machine_line(o: &mut String, load_before: &str, args: &Args, detail: &str, started: Instant) {
+    let _ = writeln!(
+        o,
+        "\nMachine: {} · load average {} before, {} after · {} repetitions of {} requests, alternated · {detail}{:.0} s\n",
+        machine(),
+        load_before,
+        uptime(),
+        args.reps,
+        args.requests,
+        started.elapsed().as_secs_f64()
+    );
+}
+
 fn uptime() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
@@ -893,56 +953,44 @@ fn table(args: &Args) -> Result<(), String> {
         Row::default(),
     );
     for rep in 0..args.reps {
-        eprintln!(
-            "repetition {}/{} (load average {})",
-            rep + 1,
-            args.reps,
-            uptime()
-        );
-        let s = polaris.start(capacity, false)?;
-        fresh_own.samples.push(fresh(&rt, &s, false, true, n)?);
-        drop(s);
-        eprintln!(
-            "  polaris fresh, task per connection: {}",
-            k(fresh_own.samples[rep].rate)
-        );
-        let e = start_echo()?;
-        echo.samples.push(fresh(&rt, &e, false, true, n)?);
-        drop(e);
-        eprintln!("  JSON echo: {}", k(echo.samples[rep].rate));
+        announce_repetition(rep, args.reps);
+        measure_on(
+            &mut fresh_own,
+            "polaris fresh, task per connection",
+            polaris.start(capacity, false)?,
+            |s| fresh(&rt, s, false, true, n),
+        )?;
+        measure_on(&mut echo, "JSON echo", start_echo()?, |e| {
+            fresh(&rt, e, false, true, n)
+        })?;
         if redis {
-            let r = start_redis(false)?;
-            redis_plain.samples.push(redis_bench(&r, n)?);
-            drop(r);
-            eprintln!("  redis SET NX: {}", k(redis_plain.samples[rep].rate));
+            measure_on(&mut redis_plain, "redis SET NX", start_redis(false)?, |r| {
+                redis_bench(r, n)
+            })?;
         }
-        let s = polaris.start(capacity, false)?;
-        fresh_shared.samples.push(fresh(&rt, &s, true, true, n)?);
-        drop(s);
-        eprintln!(
-            "  polaris fresh, one shared task: {}",
-            k(fresh_shared.samples[rep].rate)
-        );
-        let s = polaris.start(capacity, false)?;
-        replays.samples.push(replay(&rt, &s, n)?);
-        drop(s);
-        eprintln!("  polaris replays: {}", k(replays.samples[rep].rate));
-        let s = polaris.start(capacity, false)?;
-        unsorted.samples.push(fresh(&rt, &s, false, false, n)?);
-        drop(s);
-        eprintln!(
-            "  polaris fresh, params in SPEC's order: {}",
-            k(unsorted.samples[rep].rate)
-        );
+        measure_on(
+            &mut fresh_shared,
+            "polaris fresh, one shared task",
+            polaris.start(capacity, false)?,
+            |s| fresh(&rt, s, true, true, n),
+        )?;
+        measure_on(
+            &mut replays,
+            "polaris replays",
+            polaris.start(capacity, false)?,
+            |s| replay(&rt, s, n),
+        )?;
+        measure_on(
+            &mut unsorted,
+            "polaris fresh, params in SPEC's order",
+            polaris.start(capacity, false)?,
+            |s| fresh(&rt, s, false, false, n),
+        )?;
         if journal_ok {
             match polaris.start(capacity, true) {
-                Ok(s) => {
-                    journaled.samples.push(fresh(&rt, &s, false, true, n)?);
-                    eprintln!(
-                        "  polaris fresh, journal: {}",
-                        k(journaled.samples[rep].rate)
-                    );
-                }
+                Ok(s) => measure_on(&mut journaled, "polaris fresh, journal", s, |s| {
+                    fresh(&rt, s, false, true, n)
+                })?,
                 Err(e) => {
                     journal_ok = false;
                     skipped.push(format!("journal row skipped: polaris serve --journal {e}"));
@@ -950,13 +998,12 @@ fn table(args: &Args) -> Result<(), String> {
             }
         }
         if redis {
-            let r = start_redis(true)?;
-            redis_aof.samples.push(redis_bench(&r, n)?);
-            drop(r);
-            eprintln!(
-                "  redis SET NX, appendfsync always: {}",
-                k(redis_aof.samples[rep].rate)
-            );
+            measure_on(
+                &mut redis_aof,
+                "redis SET NX, appendfsync always",
+                start_redis(true)?,
+                |r| redis_bench(r, n),
+            )?;
         }
         if args.book > 0 {
             for (shared, empty, full) in [
@@ -1005,85 +1052,61 @@ fn table(args: &Args) -> Result<(), String> {
     }
 
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "\nMachine: {} · load average {} before, {} after · {} repetitions of {} requests, alternated · {}-byte frames · {:.0} s\n",
-        machine(),
-        load_before,
-        uptime(),
-        args.reps,
-        n,
-        LONGEST_FRAME.load(Ordering::Relaxed),
-        started.elapsed().as_secs_f64()
-    );
+    let frames = format!("{}-byte frames · ", LONGEST_FRAME.load(Ordering::Relaxed));
+    machine_line(&mut o, &load_before, args, &frames, started);
     let _ = writeln!(
         o,
         "| system (32 connections × 64 in flight) | throughput, median (range) | server CPU per request | vs Redis SET NX | vs JSON echo |"
     );
     let _ = writeln!(o, "|---|---|---|---|---|");
-    let dash = |r: &Row, b: &Row| {
-        if b.samples.is_empty() {
-            "–".to_string()
-        } else {
-            r.ratio_cell(b)
-        }
-    };
-    let mut row = |name: &str, r: &Row, vs_redis: &Row, vs_echo: &Row| {
-        if !r.samples.is_empty() {
-            let _ = writeln!(
-                o,
-                "| {name} | {} | {} | {} | {} |",
-                r.rate_cell(),
-                r.cpu_cell(),
-                dash(r, vs_redis),
-                dash(r, vs_echo)
-            );
-        }
-    };
     let none = Row::default();
-    row(
-        "Polaris, fresh `page.fill`, one task per connection",
-        &fresh_own,
-        &redis_plain,
-        &echo,
-    );
-    row(
-        "Polaris, fresh `page.fill`, one task shared by all 32",
-        &fresh_shared,
-        &redis_plain,
-        &echo,
-    );
-    row(
-        "Polaris, replayed `page.fill` (same IDs again)",
-        &replays,
-        &redis_plain,
-        &echo,
-    );
-    row(
-        "Polaris, fresh `page.fill`, params keys in SPEC's example order (not canonical)",
-        &unsorted,
-        &redis_plain,
-        &echo,
-    );
-    row(
-        "Polaris with its journal, fresh `page.fill` (vs Redis appendfsync always)",
-        &journaled,
-        &redis_aof,
-        &echo,
-    );
-    row("JSON echo, same frames", &echo, &redis_plain, &none);
-    row(
-        "Redis `SET key:__rand_int__ v NX` (`redis-benchmark -P 64`)",
-        &redis_plain,
-        &none,
-        &echo,
-    );
-    row(
-        "Redis `SET … NX`, `appendonly yes`, `appendfsync always`",
-        &redis_aof,
-        &none,
-        &echo,
-    );
+    for (name, r, vs_redis, vs_echo) in [
+        (
+            "Polaris, fresh `page.fill`, one task per connection",
+            &fresh_own,
+            &redis_plain,
+            &echo,
+        ),
+        (
+            "Polaris, fresh `page.fill`, one task shared by all 32",
+            &fresh_shared,
+            &redis_plain,
+            &echo,
+        ),
+        (
+            "Polaris, replayed `page.fill` (same IDs again)",
+            &replays,
+            &redis_plain,
+            &echo,
+        ),
+        (
+            "Polaris, fresh `page.fill`, params keys in SPEC's example order (not canonical)",
+            &unsorted,
+            &redis_plain,
+            &echo,
+        ),
+        (
+            "Polaris with its journal, fresh `page.fill` (vs Redis appendfsync always)",
+            &journaled,
+            &redis_aof,
+            &echo,
+        ),
+        ("JSON echo, same frames", &echo, &redis_plain, &none),
+        (
+            "Redis `SET key:__rand_int__ v NX` (`redis-benchmark -P 64`)",
+            &redis_plain,
+            &none,
+            &echo,
+        ),
+        (
+            "Redis `SET … NX`, `appendonly yes`, `appendfsync always`",
+            &redis_aof,
+            &none,
+            &echo,
+        ),
+    ] {
+        write_row(&mut o, name, r, &[vs_redis, vs_echo]);
+    }
     if args.book > 0 {
         let _ = writeln!(
             o,
@@ -1200,34 +1223,26 @@ fn journal_table(args: &Args) -> Result<(), String> {
     let (mut rt_plain, mut rt_journal, mut fsyncs) = (Vec::new(), Vec::new(), Vec::new());
     const SEQUENTIAL: u64 = 3_000;
     for rep in 0..args.reps {
-        eprintln!(
-            "repetition {}/{} (load average {})",
-            rep + 1,
-            args.reps,
-            uptime()
-        );
-        let s = polaris.start(capacity, false)?;
-        plain.samples.push(fresh(&rt, &s, false, true, n)?);
-        drop(s);
-        eprintln!(
-            "  polaris fresh, no journal: {}",
-            k(plain.samples[rep].rate)
-        );
-        let s = polaris.start(capacity, true)?;
-        journaled.samples.push(fresh(&rt, &s, false, true, n)?);
-        drop(s);
-        eprintln!(
-            "  polaris fresh, journal: {}",
-            k(journaled.samples[rep].rate)
-        );
+        announce_repetition(rep, args.reps);
+        measure_on(
+            &mut plain,
+            "polaris fresh, no journal",
+            polaris.start(capacity, false)?,
+            |s| fresh(&rt, s, false, true, n),
+        )?;
+        measure_on(
+            &mut journaled,
+            "polaris fresh, journal",
+            polaris.start(capacity, true)?,
+            |s| fresh(&rt, s, false, true, n),
+        )?;
         if redis {
-            let r = start_redis(true)?;
-            redis_aof.samples.push(redis_bench(&r, n)?);
-            drop(r);
-            eprintln!(
-                "  redis SET NX, appendfsync always: {}",
-                k(redis_aof.samples[rep].rate)
-            );
+            measure_on(
+                &mut redis_aof,
+                "redis SET NX, appendfsync always",
+                start_redis(true)?,
+                |r| redis_bench(r, n),
+            )?;
         }
         let s = polaris.start(capacity, false)?;
         rt_plain.push(sequential(&rt, &s, SEQUENTIAL)?);
@@ -1244,16 +1259,7 @@ fn journal_table(args: &Args) -> Result<(), String> {
         );
     }
     let mut o = String::new();
-    let _ = writeln!(
-        o,
-        "\nMachine: {} · load average {} before, {} after · {} repetitions of {} requests, alternated · {:.0} s\n",
-        machine(),
-        load_before,
-        uptime(),
-        args.reps,
-        n,
-        started.elapsed().as_secs_f64()
-    );
+    machine_line(&mut o, &load_before, args, "", started);
     let _ = writeln!(
         o,
         "| system (32 connections × 64 in flight, fresh IDs) | throughput, median (range) | server CPU per request | vs Redis `appendfsync always` |\n|---|---|---|---|"
@@ -1268,19 +1274,7 @@ fn journal_table(args: &Args) -> Result<(), String> {
             &none,
         ),
     ] {
-        if !r.samples.is_empty() {
-            let vs = if base.samples.is_empty() {
-                "–".to_string()
-            } else {
-                r.ratio_cell(base)
-            };
-            let _ = writeln!(
-                o,
-                "| {name} | {} | {} | {vs} |",
-                r.rate_cell(),
-                r.cpu_cell()
-            );
-        }
+        write_row(&mut o, name, r, &[base]);
     }
     let _ = writeln!(
         o,

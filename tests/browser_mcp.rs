@@ -3,58 +3,17 @@
 //! effects counted at the app's server.
 
 mod browser_common;
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
 mod mcp_common;
 
-use std::path::Path;
 use std::time::Duration;
 
 use browser_common::*;
-use mcp_common::{eventually, socket_dir, HostProcess, BIN};
+use mcp_client::{call, connect, err, ok, Client};
+use mcp_common::{eventually, socket_dir, HostProcess};
 use polaris::webapp::{Fault, WebApp};
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RunningService;
-use rmcp::transport::TokioChildProcess;
-use rmcp::{RoleClient, ServiceExt};
 use serde_json::{json, Value};
-
-type Client = RunningService<RoleClient, ()>;
-
-async fn mcp(dir: &Path) -> Client {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("mcp").arg("--socket-dir").arg(dir);
-    ().serve(TokioChildProcess::new(cmd).expect("polaris mcp starts"))
-        .await
-        .expect("the MCP handshake completes")
-}
-
-async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
-    let Value::Object(args) = arguments else {
-        panic!("arguments must be an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-        .await
-        .unwrap_or_else(|e| panic!("{tool} got a protocol error: {e}"))
-}
-
-fn ok(result: &CallToolResult) -> Value {
-    let b = result
-        .structured_content
-        .clone()
-        .expect("structuredContent");
-    assert_eq!(result.is_error, Some(false), "expected success, got {b}");
-    b
-}
-
-fn err(result: &CallToolResult) -> Value {
-    let b = result
-        .structured_content
-        .clone()
-        .expect("structuredContent");
-    assert_eq!(result.is_error, Some(true), "expected an error, got {b}");
-    assert_eq!(b["automaticReplay"], false);
-    b
-}
 
 /// A host with the Chromium executor, the app and an MCP client. The reaper is declared after
 /// the host so it runs first, while the host still parents the browser.
@@ -77,7 +36,7 @@ impl Rig {
         let reaper = Reaper {
             host_pid: host.child.id(),
         };
-        let client = mcp(dir.path()).await;
+        let client = connect(dir.path(), None).await;
         Some(Rig {
             app,
             client,

@@ -4,170 +4,16 @@
 //! a new ID is accepted again.
 
 mod common;
+#[path = "support/console_pty.rs"]
+mod console_pty;
 
-use std::io::{Read, Write};
-use std::sync::{Arc, Mutex};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-use portable_pty::{native_pty_system, CommandBuilder, PtySize};
 use serde_json::{json, Value};
 
 use common::{polaris_bin, saved, sync_call, TestHost};
-
-const ROWS: u16 = 30;
-const COLS: u16 = 100;
-/// How long the console may take to show something before the test gives up (a hang guard, not
-/// a timing assertion).
-const PATIENCE: Duration = Duration::from_secs(30);
-
-struct Console {
-    rows: u16,
-    cols: u16,
-    screen: Arc<Mutex<vt100::Parser>>,
-    keys: Box<dyn Write + Send>,
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    /// The terminal's master side: the console's terminal stays open while it is held.
-    _master: Box<dyn portable_pty::MasterPty + Send>,
-}
-
-impl Console {
-    fn start(host: &TestHost) -> Console {
-        Console::start_sized(host, COLS, ROWS)
-    }
-
-    fn start_sized(host: &TestHost, cols: u16, rows: u16) -> Console {
-        let mut args: Vec<std::ffi::OsString> = vec![
-            "console".into(),
-            "--socket-dir".into(),
-            host.dir.clone().into(),
-        ];
-        args.push("--log-file".into());
-        args.push(host.root.path().join("console.log").into());
-        Console::spawn_sized(&args, &[("NO_COLOR", "1")], cols, rows)
-    }
-
-    fn spawn(args: &[std::ffi::OsString], env: &[(&str, &str)]) -> Console {
-        Console::spawn_sized(args, env, COLS, ROWS)
-    }
-
-    fn spawn_sized(
-        args: &[std::ffi::OsString],
-        env: &[(&str, &str)],
-        cols: u16,
-        rows: u16,
-    ) -> Console {
-        let pty = native_pty_system()
-            .openpty(PtySize {
-                rows,
-                cols,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .expect("a pseudo-terminal");
-        let mut cmd = CommandBuilder::new(polaris_bin());
-        cmd.args(args);
-        cmd.env("TERM", "xterm-256color");
-        cmd.env_remove("NO_COLOR");
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = pty
-            .slave
-            .spawn_command(cmd)
-            .expect("polaris console starts");
-        drop(pty.slave);
-        let screen = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
-        let mut reader = pty.master.try_clone_reader().expect("pty reader");
-        let sink = screen.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                sink.lock().unwrap().process(&buf[..n]);
-            }
-        });
-        let keys = pty.master.take_writer().expect("pty writer");
-        Console {
-            rows,
-            cols,
-            screen,
-            keys,
-            child,
-            _master: pty.master,
-        }
-    }
-
-    fn contents(&self) -> String {
-        self.screen.lock().unwrap().screen().contents()
-    }
-
-    fn wait_for(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + PATIENCE;
-        loop {
-            let text = self.contents();
-            if check(&text) {
-                return text;
-            }
-            if Instant::now() > deadline {
-                panic!("the console never showed {what}; the screen is:\n{text}");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Cells drawn in a colour other than the terminal's default.
-    fn coloured_cells(&self) -> usize {
-        let parser = self.screen.lock().unwrap();
-        let screen = parser.screen();
-        let mut n = 0;
-        for row in 0..self.rows {
-            for col in 0..self.cols {
-                if let Some(cell) = screen.cell(row, col) {
-                    if cell.fgcolor() != vt100::Color::Default
-                        || cell.bgcolor() != vt100::Color::Default
-                    {
-                        n += 1;
-                    }
-                }
-            }
-        }
-        n
-    }
-
-    fn shows(&self, needle: &str) -> String {
-        self.wait_for(needle, |t| t.contains(needle))
-    }
-
-    fn press(&mut self, keys: &str) {
-        self.keys.write_all(keys.as_bytes()).unwrap();
-        self.keys.flush().unwrap();
-    }
-}
-
-impl Drop for Console {
-    fn drop(&mut self) {
-        if self.child.try_wait().ok().flatten().is_none() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-fn call(host: &TestHost, method: &str, params: Value) -> Value {
-    sync_call(&host.bridge(), method, params).expect("the host answers")
-}
-
-fn start_task(host: &TestHost, fixture: Value) -> String {
-    let r = call(
-        host,
-        "task.start",
-        json!({"title": "e2e order", "fixture": fixture}),
-    );
-    assert_eq!(r["ok"], true, "{r}");
-    r["result"]["taskId"].as_str().unwrap().to_owned()
-}
+use console_pty::{call, fill, selected_id, start_task, task_with_fills, Console, PATIENCE};
 
 #[test]
 fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
@@ -178,10 +24,7 @@ fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
         "--action-timeout-ms",
         "300",
     ]);
-    let mut console = Console::start(&host);
-    console.wait_for("an empty connected host", |t| {
-        t.contains("connected") && t.contains("0/8 receipts")
-    });
+    let mut console = Console::connected(&host, capacity);
 
     // An agent whose submit lands after the deadline: its task blocks on an uncertain outcome.
     let late = start_task(&host, json!({"submitDelayMs": 1200}));
@@ -298,10 +141,7 @@ fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
 #[test]
 fn a_lost_host_marks_the_data_stale_and_the_console_reconnects_to_the_next_run() {
     let mut host = TestHost::start(&["--capacity", "8"]);
-    let mut console = Console::start(&host);
-    console.wait_for("a connected host", |t| {
-        t.contains("connected") && t.contains("0/8 receipts")
-    });
+    let mut console = Console::connected(&host, 8);
     start_task(&host, json!({}));
     start_task(&host, json!({}));
     let first = console.shows("2/8 receipts");
@@ -383,35 +223,11 @@ fn the_demo_runs_agents_against_its_own_host_and_cleans_up_on_quit() {
     );
 }
 
-/// The request ID on the row the cursor (`>`) is on, as the screen shows it.
-fn selected_id(screen: &str) -> Option<String> {
-    screen.lines().find_map(|line| {
-        let rest = line.split_once("│>")?.1;
-        let rest = rest.trim_start_matches('*');
-        rest.split_whitespace().next().map(str::to_owned)
-    })
-}
-
-fn fill(host: &TestHost, task: &str, i: usize) {
-    let r = call(
-        host,
-        "page.fill",
-        json!({"taskId": task, "target": format!("#f{i}"), "value": "v"}),
-    );
-    assert_eq!(r["ok"], true, "{r}");
-}
-
 #[test]
 fn the_selection_stays_on_its_receipt_while_500_new_ones_arrive() {
     let host = TestHost::start(&["--capacity", "1000"]);
-    let mut console = Console::start(&host);
-    console.wait_for("a connected host", |t| {
-        t.contains("connected") && t.contains("0/1000 receipts")
-    });
-    let task = start_task(&host, json!({}));
-    for i in 0..20 {
-        fill(&host, &task, i);
-    }
+    let mut console = Console::connected(&host, 1000);
+    let task = task_with_fills(&host, 20);
     console.shows("Receipts 21 ");
     console.press("jjj");
     let screen = console.shows("4 of 21");
@@ -453,14 +269,8 @@ fn the_selection_stays_on_its_receipt_while_500_new_ones_arrive() {
 #[test]
 fn a_burst_of_64_keys_is_handled_key_by_key_in_order() {
     let host = TestHost::start(&["--capacity", "200"]);
-    let mut console = Console::start(&host);
-    console.wait_for("a connected host", |t| {
-        t.contains("connected") && t.contains("0/200 receipts")
-    });
-    let task = start_task(&host, json!({}));
-    for i in 0..50 {
-        fill(&host, &task, i);
-    }
+    let mut console = Console::connected(&host, 200);
+    task_with_fills(&host, 50);
     console.shows("Receipts 51 ");
     // One write: a filter typed and applied, 43 marks across several pages, the clear key,
     // and a reason typed while the clear is being prepared.

@@ -1,53 +1,29 @@
 //! `polaris mcp` driven by rmcp's own client over stdio, against a real `polaris serve`.
 
+#[path = "support/mcp_client.rs"]
+mod mcp_client;
 mod mcp_common;
 
 use std::path::Path;
 use std::time::Duration;
 
+use mcp_client::{call, connect, mcp_command, structured, Client};
 use mcp_common::{bridge, eventually, socket_dir, HostProcess, BIN};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion,
 };
-use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::service::PeerRequestOptions;
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceError, ServiceExt};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceError};
 use serde_json::{json, Value};
 
-type Client = RunningService<RoleClient, ()>;
-
-fn mcp_command(dir: &Path, call_wait_ms: u64) -> tokio::process::Command {
-    let mut cmd = tokio::process::Command::new(BIN);
-    cmd.arg("mcp")
-        .arg("--socket-dir")
-        .arg(dir)
-        .arg("--call-wait-ms")
-        .arg(call_wait_ms.to_string());
-    cmd
-}
-
 async fn mcp(dir: &Path, call_wait_ms: u64) -> Client {
-    ().serve(TokioChildProcess::new(mcp_command(dir, call_wait_ms)).expect("polaris mcp starts"))
-        .await
-        .expect("the MCP handshake completes")
-}
-
-async fn call(client: &Client, tool: &str, arguments: Value) -> CallToolResult {
-    let Value::Object(args) = arguments else {
-        panic!("arguments must be an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-        .await
-        .unwrap_or_else(|e| panic!("{tool} got a protocol error: {e}"))
+    connect(dir, Some(call_wait_ms)).await
 }
 
 /// The structured content, after checking that the text content carries the same JSON.
 fn body(result: &CallToolResult) -> Value {
-    let structured = result
-        .structured_content
-        .clone()
-        .expect("every result has structuredContent");
+    let structured = structured(result);
     let text = result
         .content
         .first()
@@ -89,6 +65,16 @@ async fn start_task(client: &Client, fixture: Value) -> (String, String) {
         r["task_id"].as_str().unwrap().to_owned(),
         r["run_id"].as_str().unwrap().to_owned(),
     )
+}
+
+/// `page_fill` of the fixture page's `#title` with `value`.
+async fn fill_title(client: &Client, task: &str, value: &str) -> CallToolResult {
+    call(
+        client,
+        "page_fill",
+        json!({"task_id": task, "target": "#title", "value": value}),
+    )
+    .await
 }
 
 fn press_args(task: &str) -> Value {
@@ -234,7 +220,7 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
     // A 2026-07-28 client: no initialize, self-contained requests.
     let modern = ()
         .serve_with_lifecycle(
-            TokioChildProcess::new(mcp_command(dir.path(), 20_000)).unwrap(),
+            TokioChildProcess::new(mcp_command(dir.path(), Some(20_000))).unwrap(),
             ClientLifecycleMode::Discover {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
             },
@@ -258,12 +244,7 @@ async fn a_full_task_then_a_requery_replays_and_a_resend_executes_again() {
     let client = mcp(dir.path(), 20_000).await;
     let (task, run) = start_task(&client, json!({})).await;
 
-    let filled = ok(&call(
-        &client,
-        "page_fill",
-        json!({"task_id": task, "target": "#title", "value": "Hello"}),
-    )
-    .await);
+    let filled = ok(&fill_title(&client, &task, "Hello").await);
     assert_eq!(filled["receipt"], "new");
     assert_eq!(filled["run_id"], run.as_str());
     assert_eq!(
@@ -297,12 +278,7 @@ async fn a_full_task_then_a_requery_replays_and_a_resend_executes_again() {
 
     let finished = ok(&call(&client, "task_finish", json!({"task_id": task})).await);
     assert_eq!(finished["result"]["state"], "finished");
-    let closed = err(&call(
-        &client,
-        "page_fill",
-        json!({"task_id": task, "target": "#title", "value": "x"}),
-    )
-    .await);
+    let closed = err(&fill_title(&client, &task, "x").await);
     assert_eq!(closed["code"], "TASK_CLOSED");
     assert_eq!(closed["delivery"], "not_executed");
     assert_eq!(
@@ -385,12 +361,7 @@ async fn a_host_killed_mid_call_is_disconnected_and_the_gate_holds_until_a_read_
     );
 
     // Further mutations on the task are refused locally, and say which read settles it.
-    let refused = err(&call(
-        &client,
-        "page_fill",
-        json!({"task_id": task, "target": "#title", "value": "x"}),
-    )
-    .await);
+    let refused = err(&fill_title(&client, &task, "x").await);
     assert_eq!(refused["code"], "CLIENT_BLOCKED_AMBIGUOUS");
     assert_eq!(refused["delivery"], "not_sent");
     assert_eq!(refused["details"]["blocking_request_id"], "press-lost");
@@ -435,12 +406,7 @@ async fn a_host_killed_mid_call_is_disconnected_and_the_gate_holds_until_a_read_
     assert_eq!(read["settled"][0]["how"], "run_ended");
     // Settled: the next mutation reaches the host, whose task of the earlier run is
     // interrupted.
-    let gone = err(&call(
-        &client,
-        "page_fill",
-        json!({"task_id": task, "target": "#title", "value": "x"}),
-    )
-    .await);
+    let gone = err(&fill_title(&client, &task, "x").await);
     assert_eq!(gone["code"], "TASK_CLOSED", "{gone}");
     assert_eq!(gone["delivery"], "not_executed");
     client.cancel().await.unwrap();
@@ -481,12 +447,7 @@ async fn an_uncertain_outcome_gates_the_task_until_verify_outcome_confirms_it() 
     })
     .await;
     assert_eq!(verified["settled"][0]["request_id"], pressed_id.as_str());
-    ok(&call(
-        &client,
-        "page_fill",
-        json!({"task_id": task, "target": "#title", "value": "next"}),
-    )
-    .await);
+    ok(&fill_title(&client, &task, "next").await);
     assert_eq!(read(&client, &task, "#submissions").await, "1");
     client.cancel().await.unwrap();
 }
@@ -508,12 +469,7 @@ async fn a_slow_action_answers_running_then_request_status_shows_it_completed() 
         json!({"tool": "request_status", "arguments": {"request_id": id}})
     );
 
-    let refused = err(&call(
-        &client,
-        "page_fill",
-        json!({"task_id": task, "target": "#title", "value": "x"}),
-    )
-    .await);
+    let refused = err(&fill_title(&client, &task, "x").await);
     assert_eq!(refused["code"], "CLIENT_BLOCKED_AMBIGUOUS");
     assert_eq!(refused["details"]["blocking_request_id"], id.as_str());
 
@@ -528,12 +484,7 @@ async fn a_slow_action_answers_running_then_request_status_shows_it_completed() 
         "Saved #1"
     );
     assert_eq!(done["settled"][0]["how"], "completed");
-    ok(&call(
-        &client,
-        "page_fill",
-        json!({"task_id": task, "target": "#title", "value": "x"}),
-    )
-    .await);
+    ok(&fill_title(&client, &task, "x").await);
     assert_eq!(read(&client, &task, "#submissions").await, "1");
     client.cancel().await.unwrap();
 }
@@ -623,21 +574,11 @@ async fn a_frame_the_host_refuses_as_too_large_is_not_executed_and_does_not_gate
     let _host = HostProcess::start(dir.path(), &["--max-frame-bytes", "4096"]).await;
     let client = mcp(dir.path(), 20_000).await;
     let (task, _) = start_task(&client, json!({})).await;
-    let r = err(&call(
-        &client,
-        "page_fill",
-        json!({"task_id": task, "target": "#title", "value": "v".repeat(8192)}),
-    )
-    .await);
+    let r = err(&fill_title(&client, &task, &"v".repeat(8192)).await);
     assert_eq!(r["code"], "FRAME_TOO_LARGE", "{r}");
     assert_eq!(r["delivery"], "not_executed", "{r}");
     // The task is not gated: the next mutation goes through, on a new connection.
-    ok(&call(
-        &client,
-        "page_fill",
-        json!({"task_id": task, "target": "#title", "value": "short"}),
-    )
-    .await);
+    ok(&fill_title(&client, &task, "short").await);
     assert_eq!(read(&client, &task, "#title").await, "short");
     client.cancel().await.unwrap();
 }
@@ -651,7 +592,7 @@ struct RawFront {
 
 impl RawFront {
     async fn start(dir: &Path) -> RawFront {
-        let mut child = mcp_command(dir, 20_000)
+        let mut child = mcp_command(dir, Some(20_000))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::null())

@@ -143,6 +143,8 @@ pub enum Mode {
     Normal,
     /// The help overlay.
     Help,
+    /// A notice shown whole, wrapped (kept here, so it stays while read after it expires).
+    Notice(Notice),
     /// Typing a filter.
     Filter,
     /// A detail view.
@@ -302,6 +304,11 @@ pub struct App {
     pub marked: BTreeSet<String>,
     /// "All completed receipts matching the filter" is marked.
     pub mark_all: bool,
+    /// With `mark_all`: the receipts space took out of it, one by one.
+    pub excluded: BTreeSet<String>,
+    /// The prepare in flight is by filter and must be narrowed by `excluded` before the
+    /// dialog opens (the host's prepare takes IDs or a filter, not both).
+    pub narrow_prepare: bool,
     /// The pane the movement keys act on.
     pub focus: Pane,
     /// Selected running task.
@@ -478,6 +485,8 @@ impl App {
             mark_on_load: false,
             marked: BTreeSet::new(),
             mark_all: false,
+            excluded: BTreeSet::new(),
+            narrow_prepare: false,
             focus: Pane::Receipts,
             task_selected: 0,
             blocked_selected: 0,
@@ -708,6 +717,19 @@ impl App {
                 None
             }
         }
+    }
+
+    /// Drops every mark: the ones set row by row and "all matching" with its exclusions.
+    pub(super) fn drop_marks(&mut self) {
+        self.marked.clear();
+        self.mark_all = false;
+        self.excluded.clear();
+    }
+
+    /// Whether this row is marked for the next clear, as the table shows it.
+    pub fn is_marked(&self, request_id: &str, clearable: bool) -> bool {
+        self.marked.contains(request_id)
+            || (self.mark_all && clearable && !self.excluded.contains(request_id))
     }
 
     pub(super) fn prepare_params(&self) -> Option<Value> {

@@ -110,6 +110,14 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
             }
             None
         }
+        Mode::Notice(_) => {
+            if ctrl_c {
+                app.quit = true;
+                return Some(Effect::Quit);
+            }
+            app.mode = Mode::Normal;
+            None
+        }
         Mode::Detail(_) | Mode::Audit { .. } => {
             if ctrl_c {
                 app.quit = true;
@@ -150,6 +158,7 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
                 _ => return None,
             }
             app.mark_all = false;
+            app.excluded.clear();
             app.reset_view()
         }
         Mode::Preparing => {
@@ -257,6 +266,12 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             app.mode = Mode::Help;
             None
         }
+        Command::Notice => {
+            if let Some(n) = super::ui::banner_notice(app).or_else(|| app.notice.clone()) {
+                app.mode = Mode::Notice(n);
+            }
+            None
+        }
         Command::Up => app.move_selection(-1),
         Command::Down => app.move_selection(1),
         Command::PageUp => app.move_selection(-page),
@@ -314,8 +329,12 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
                 app.notice(format!("{} cannot be cleared now: {why}", id), true);
                 return None;
             }
-            app.mark_all = false;
-            if !app.marked.remove(&id) {
+            if app.mark_all {
+                // "All matching" stays: this row alone is taken out of it (or put back).
+                if !app.excluded.remove(&id) {
+                    app.excluded.insert(id);
+                }
+            } else if !app.marked.remove(&id) {
                 app.marked.insert(id);
             }
             app.move_selection(1)
@@ -338,8 +357,9 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
                 }
                 return None;
             }
-            app.mark_all = !app.mark_all;
-            app.marked.clear();
+            let all = !app.mark_all;
+            app.drop_marks();
+            app.mark_all = all;
             None
         }
         Command::MarkClosed => {
@@ -365,6 +385,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
                 return None;
             }
             app.mode = Mode::Preparing;
+            app.narrow_prepare = app.mark_all && !app.excluded.is_empty();
             Some(Effect::Prepare(params))
         }
         Command::Verify => {
@@ -449,8 +470,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             Some(Effect::Refresh)
         }
         Command::Back => {
-            app.marked.clear();
-            app.mark_all = false;
+            app.drop_marks();
             app.notice = None;
             if !app.filter.is_empty() {
                 app.filter.clear();

@@ -32,7 +32,8 @@ pub enum Command {
     Sort,
     /// Mark or unmark the selected receipt for clearing.
     Mark,
-    /// Mark every completed receipt that matches the filter for clearing.
+    /// Mark every completed receipt that matches the filter for clearing; space then takes
+    /// single rows out.
     MarkAll,
     /// Show the receipts of closed (finished or stopped) tasks and mark every clearable one.
     MarkClosed,
@@ -47,6 +48,8 @@ pub enum Command {
     Acknowledge,
     /// Show the audit log (narrowed to the filter, to look up a cleared ID).
     Audit,
+    /// Show the current notice whole, wrapped (its line cuts a long one).
+    Notice,
     /// Re-read everything from the host.
     Refresh,
     /// Close a view, drop the filter and the marks.
@@ -159,14 +162,14 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char(' ')],
         command: Command::Mark,
         hint: Some("mark"),
-        help: "mark or unmark the selected receipt for clearing",
+        help: "mark or unmark the selected receipt for clearing (after a: take it out of all)",
     },
     Binding {
         label: "a",
         keys: &[KeyCode::Char('a')],
         command: Command::MarkAll,
         hint: Some("all"),
-        help: "mark every clearable receipt matching the filter (again: unmark)",
+        help: "mark all clearable matching the filter; then space excludes rows (a again: unmark)",
     },
     Binding {
         label: "D",
@@ -209,6 +212,13 @@ pub const KEYMAP: &[Binding] = &[
         command: Command::Audit,
         hint: None,
         help: "the audit log: who cleared what and why (the filter finds a cleared ID)",
+    },
+    Binding {
+        label: "n",
+        keys: &[KeyCode::Char('n')],
+        command: Command::Notice,
+        hint: None,
+        help: "the current notice whole, wrapped (a long one is cut on its line: … (n: whole))",
     },
     Binding {
         label: "r",

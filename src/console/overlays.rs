@@ -8,9 +8,9 @@ use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
-use super::app::{Act, App, ConfirmStage, Detail};
+use super::app::{Act, App, ConfirmStage, Detail, Notice};
 use super::keymap::KEYMAP;
-use super::ui::{age, centered, fit, plural, result_text, Theme, ID, SHORT_ID};
+use super::ui::{age, centered, clock, fit, plural, result_text, Theme, ID, SHORT_ID};
 use crate::protocol::introspection::{AuditEntry, ClearPrepared};
 
 /// Cuts every line longer than `width` into lines of `width` characters (keeping the first
@@ -83,6 +83,58 @@ pub(super) fn render_help(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let height = (lines.len() as u16 + 2).min(area.height);
     let r = centered(area, 96, height);
     scrolled(lines, " Help ".into(), app.overlay_scroll, r, buf);
+}
+
+/// Splits `text` into lines of at most `width` characters at spaces (a word longer than a
+/// line is cut), so a long notice reads whole at any width.
+pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
+    let width = width.max(1);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let mut word: Vec<char> = word.chars().collect();
+        while word.len() > width {
+            if !line.is_empty() {
+                lines.push(std::mem::take(&mut line));
+            }
+            lines.push(word.drain(..width).collect());
+        }
+        let word: String = word.into_iter().collect();
+        let len = line.chars().count();
+        if len > 0 && len + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(&word);
+    }
+    if !line.is_empty() || lines.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// The current notice whole: its time, then the sentence wrapped to the box.
+pub(super) fn render_notice(t: &Theme, n: &Notice, area: Rect, buf: &mut Buffer) {
+    let width = area.width.saturating_sub(4).min(96);
+    let inner = usize::from(width.saturating_sub(2));
+    let style = if n.error {
+        t.fg(Color::Red)
+    } else {
+        t.fg(Color::Cyan)
+    };
+    let mut lines = vec![Line::styled(format!("said at {}", clock(n.at)), t.dim())];
+    lines.extend(
+        wrap_words(&n.text, inner)
+            .into_iter()
+            .map(|l| Line::styled(l, style)),
+    );
+    lines.push(Line::raw(""));
+    lines.push(Line::styled("any key closes", t.dim()));
+    let height = (lines.len() as u16 + 2).min(area.height);
+    let r = centered(area, width, height);
+    scrolled(lines, " Notice ".into(), 0, r, buf);
 }
 
 pub(super) fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer) {

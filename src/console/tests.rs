@@ -311,12 +311,84 @@ fn snapshot_80x24() {
     insta::assert_snapshot!(screen(&app, 80, 24));
 }
 
+/// A notice longer than an 80-column line, as the console says after a failed prepare.
+const LONG_NOTICE: &str = "the clear could not be prepared: CLEAR_TOKEN_STALE the book changed between the prepare and the commit; nothing was cleared, so prepare again with c";
+
+#[test]
+fn snapshot_80x24_a_long_notice_is_cut_on_its_line_and_whole_on_n() {
+    let mut app = connected(80, 24, 45, 60, 45, true);
+    app.notice(LONG_NOTICE, true);
+    let line = screen(&app, 80, 24);
+    assert!(
+        line.contains(crate::console::ui::NOTICE_CUT),
+        "the cut says how to read the rest:\n{line}"
+    );
+    insta::assert_snapshot!("notice_cut_80x24", line);
+    assert_eq!(update(&mut app, key('n')), None);
+    assert!(matches!(app.mode, Mode::Notice(_)));
+    let whole = screen(&app, 80, 24);
+    insta::assert_snapshot!("notice_whole_80x24", whole);
+    // Every line of the sentence, wrapped to the box, is on screen.
+    for line in crate::console::overlays::wrap_words(LONG_NOTICE, 74) {
+        assert!(whole.contains(&line), "{line:?} is missing:\n{whole}");
+    }
+    // Any key closes it; the key is not also a command.
+    assert_eq!(update(&mut app, key('c')), None);
+    assert_eq!(app.mode, Mode::Normal);
+}
+
+#[test]
+fn the_disconnected_line_is_cut_like_a_notice_and_read_whole_on_n() {
+    let mut app = connected(80, 24, 45, 60, 45, false);
+    update(
+        &mut app,
+        Action::Disconnected {
+            reason: "connecting to /run/polaris/introspect.sock failed: No such file or directory (os error 2)".into(),
+            attempts: 4,
+        },
+    );
+    let line = screen(&app, 80, 24);
+    assert!(line.contains(" DISCONNECTED for "), "{line}");
+    assert!(line.contains(crate::console::ui::NOTICE_CUT), "{line}");
+    update(&mut app, key('n'));
+    let Mode::Notice(n) = &app.mode else {
+        panic!("n opens the whole line: {:?}", app.mode)
+    };
+    assert!(n.error && n.text.ends_with("(os error 2)"), "{}", n.text);
+    let whole = screen(&app, 80, 24);
+    assert!(whole.contains("(os error 2)"), "{whole}");
+}
+
+#[test]
+fn notices_wrap_at_spaces_and_cut_only_words_longer_than_a_line() {
+    use crate::console::overlays::wrap_words;
+    assert_eq!(
+        wrap_words("one two three four", 9),
+        vec!["one two", "three", "four"]
+    );
+    assert_eq!(
+        wrap_words("abcdefghij xy", 4),
+        vec!["abcd", "efgh", "ij", "xy"]
+    );
+    assert_eq!(wrap_words("", 10), vec![""]);
+    assert_eq!(wrap_words("a b", 0), vec!["a", "b"]);
+    for width in 1..40 {
+        for line in wrap_words(LONG_NOTICE, width) {
+            assert!(line.chars().count() <= width, "{line:?} at {width}");
+        }
+    }
+}
+
 #[test]
 fn any_terminal_size_draws_without_a_panic_in_every_mode() {
     let mut modes = vec![];
     let mut app = connected(100, 30, 60, 60, 60, true);
     modes.push(app.clone());
     update(&mut app, key('?'));
+    modes.push(app.clone());
+    update(&mut app, code(KeyCode::Esc));
+    app.notice(LONG_NOTICE, true);
+    update(&mut app, key('n'));
     modes.push(app.clone());
     update(&mut app, code(KeyCode::Esc));
     update(&mut app, code(KeyCode::Enter));

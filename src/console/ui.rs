@@ -7,9 +7,11 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Row, Sparkline, Table, Widget};
 
-use super::app::{App, ConfirmStage, Link, Mode, Pane};
+use super::app::{App, ConfirmStage, Link, Mode, Notice, Pane};
 use super::keymap::footer_hints;
-use super::overlays::{render_act, render_audit, render_confirm, render_detail, render_help};
+use super::overlays::{
+    render_act, render_audit, render_confirm, render_detail, render_help, render_notice,
+};
 use super::panes::{render_blocked, render_tasks};
 use crate::protocol::introspection::{ReceiptItem, RefusalReason};
 use crate::protocol::results::ReceiptState;
@@ -162,7 +164,49 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// `04:12:03Z`: when a notice was said (UTC, as the host's timestamps are).
-fn clock(ms: i64) -> String {
+/// The cut that ends a notice too long for its line: `n` shows it whole.
+pub const NOTICE_CUT: &str = " … (n: whole)";
+
+/// While the host is unreachable the banner says so, in place of any notice; `n` shows it
+/// whole like a notice.
+pub(super) fn banner_notice(app: &App) -> Option<Notice> {
+    let Link::Disconnected {
+        since,
+        reason,
+        attempts,
+    } = &app.link
+    else {
+        return None;
+    };
+    Some(Notice {
+        text: format!(
+            "DISCONNECTED for {} — data below is stale — reconnecting (attempt {attempts}): {reason}",
+            human_duration(app.now - since)
+        ),
+        error: true,
+        at: app.now,
+        while_used: None,
+    })
+}
+
+/// A notice on its one line with its time; one longer than `width` ends in [`NOTICE_CUT`].
+fn notice_line(n: &Notice, width: u16) -> String {
+    cut_to(format!(" {} {}", clock(n.at), n.text), width)
+}
+
+/// `line` as it fits in `width` columns: whole, or cut to end in [`NOTICE_CUT`].
+fn cut_to(line: String, width: u16) -> String {
+    let width = usize::from(width);
+    if line.chars().count() <= width {
+        return line;
+    }
+    let keep = width.saturating_sub(NOTICE_CUT.chars().count());
+    let mut cut: String = line.chars().take(keep).collect();
+    cut.push_str(NOTICE_CUT);
+    cut
+}
+
+pub(super) fn clock(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .map(|t| t.format("%H:%M:%SZ").to_string())
         .unwrap_or_default()
@@ -259,6 +303,7 @@ impl Widget for &App {
         render_footer(self, &theme, a.footer, buf);
         match &self.mode {
             Mode::Help => render_help(self, &theme, area, buf),
+            Mode::Notice(n) => render_notice(&theme, n, area, buf),
             Mode::Detail(d) => render_detail(self, &theme, d, area, buf),
             Mode::Act { act, reason, stage } => render_act(&theme, act, reason, stage, area, buf),
             Mode::Audit { entries, failed } => render_audit(
@@ -349,16 +394,20 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     ])
     .render(left, buf);
     Line::from(vec![Span::raw("│ "), Span::styled(link, link_style)]).render(right, buf);
+    let down = banner_notice(app);
     let line = match (&app.link, &app.notice) {
-        (Link::Disconnected { since, reason, attempts }, _) => Line::styled(
-            format!(
-                " DISCONNECTED for {} — data below is stale — reconnecting (attempt {attempts}): {reason}",
-                human_duration(app.now - since)
+        (Link::Disconnected { .. }, _) => Line::styled(
+            cut_to(
+                format!(" {}", down.map(|d| d.text).unwrap_or_default()),
+                banner.width,
             ),
             t.alert(),
         ),
-        (_, Some(n)) if n.error => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Red).add_modifier(Modifier::BOLD)),
-        (_, Some(n)) => Line::styled(format!(" {} {}", clock(n.at), n.text), t.fg(Color::Cyan)),
+        (_, Some(n)) if n.error => Line::styled(
+            notice_line(n, banner.width),
+            t.fg(Color::Red).add_modifier(Modifier::BOLD),
+        ),
+        (_, Some(n)) => Line::styled(notice_line(n, banner.width), t.fg(Color::Cyan)),
         (_, None) if app.book_full() => Line::styled(
             " BOOK FULL: new IDs refused. D marks closed tasks' receipts, c clears them",
             t.alert(),
@@ -496,7 +545,12 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         let cursor = if app.mode == Mode::Filter { "▏" } else { "" };
         title.push_str(&format!("· /{}{cursor} ", app.filter));
     }
-    if app.mark_all {
+    if app.mark_all && !app.excluded.is_empty() {
+        title.push_str(&format!(
+            "· ALL completed matching marked but {} ",
+            app.excluded.len()
+        ));
+    } else if app.mark_all {
         title.push_str("· ALL completed matching marked ");
     } else if !app.marked.is_empty() {
         title.push_str(&format!("· {} marked ", app.marked.len()));
@@ -537,7 +591,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             rows.push(Row::new(vec![" ".to_owned(), "…".to_owned()]).style(t.dim()));
             continue;
         };
-        let marked = app.marked.contains(&r.request_id) || (app.mark_all && r.clearable);
+        let marked = app.is_marked(&r.request_id, r.clearable);
         // The cursor sits on the anchored receipt only, never on a row that took its place.
         let here = i == app.selected
             && app
@@ -630,6 +684,7 @@ fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let hints: Vec<(&str, &str)> = match &app.mode {
         Mode::Normal => footer_hints(),
         Mode::Help => vec![("j/k", "scroll"), ("any other key", "close")],
+        Mode::Notice(_) => vec![("any key", "close")],
         Mode::Filter => vec![
             ("enter", "keep filter"),
             ("esc", "drop filter"),

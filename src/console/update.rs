@@ -9,14 +9,14 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::app::{
-    read, Act, Action, Activity, App, ConfirmStage, Detail, Effect, Link, Mode, Pane, Reply,
-    NOTICE_MS, REFRESH_EVERY_MS,
+    read, to_params, Act, Action, Activity, App, ConfirmStage, Detail, Effect, Link, Mode, Pane,
+    Reply, NOTICE_MS, REFRESH_EVERY_MS,
 };
 use super::input::on_key;
 use super::ui::areas;
 use crate::protocol::introspection::{
-    AuditListResult, ChangedEvent, ClearCommitted, ClearPrepared, EventFrame, ReceiptDetail,
-    ReceiptsListResult, Snapshot,
+    AuditListResult, ChangedEvent, ClearCommitted, ClearPrepareParams, ClearPrepared, EventFrame,
+    ReceiptDetail, ReceiptsListResult, Snapshot,
 };
 use crate::protocol::results::VerifyResult;
 use crate::tasks::VerifyOutcome;
@@ -65,6 +65,33 @@ fn drop_queued(app: &mut App, why: &str) {
     }
 }
 
+/// "All matching but these": the host prepared the whole filter, so prepare again by ID
+/// without the receipts space took out (their refusals kept, so the dialog still shows why).
+/// The first token is left to expire; it clears nothing unless committed.
+fn narrow_prepared(app: &mut App, prepared: &ClearPrepared) -> Option<Effect> {
+    let ids: Vec<String> = prepared
+        .clearable
+        .iter()
+        .map(|r| &r.request_id)
+        .chain(prepared.refused.iter().map(|r| &r.request_id))
+        .filter(|id| !app.excluded.contains(*id))
+        .cloned()
+        .collect();
+    if ids.is_empty() {
+        app.mode = Mode::Normal;
+        app.notice(
+            "every receipt the filter matches was taken out with space: nothing to clear; esc drops the marks",
+            true,
+        );
+        drop_queued(app, "nothing was left to clear");
+        return None;
+    }
+    Some(Effect::Prepare(to_params(&ClearPrepareParams {
+        request_ids: Some(ids),
+        ..ClearPrepareParams::default()
+    })))
+}
+
 /// A page of `receipts.list`: only the reply to the latest read is shown; the selection
 /// stays on its receipt, looking for it in a wider window when it left the visible one.
 fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect> {
@@ -105,7 +132,7 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
             .map(|r| r.request_id.clone())
             .collect();
         let n = ids.len();
-        app.mark_all = false;
+        app.drop_marks();
         app.marked.extend(ids);
         app.notice(
             format!("marked {n} clearable receipts of closed tasks — c clears them, esc drops the marks"),
@@ -121,7 +148,10 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
         match found {
             Some(k) => app.selected = offset + k as u64,
             None => {
-                if let Some(id) = app.anchor.take() {
+                // After a clear the book's new count says more than where the cursor went: a
+                // notice tied to the count stays until the count changes.
+                let counting = app.notice.as_ref().is_some_and(|n| n.while_used.is_some());
+                if let Some(id) = app.anchor.take().filter(|_| !counting) {
                     app.notice(
                         format!("{} left the list (cleared, or no longer matching)", id),
                         false,
@@ -422,8 +452,10 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
             if app.mode != Mode::Preparing {
                 return None;
             }
+            let narrow = std::mem::take(&mut app.narrow_prepare);
             match reply {
                 Ok(v) => match read::<ClearPrepared>("prepared clear", v) {
+                    Ok(prepared) if narrow => return narrow_prepared(app, &prepared),
                     Ok(prepared) => {
                         app.dialog_scroll = 0;
                         app.mode = Mode::Confirm {
@@ -509,8 +541,7 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                     let done = read::<ClearCommitted>("clear", v);
                     let cleared = done.as_ref().map_or(0, |d| d.cleared);
                     let r = done.map(|d| d.receipts).unwrap_or_default();
-                    app.marked.clear();
-                    app.mark_all = false;
+                    app.drop_marks();
                     if let Some(s) = app.snapshot.as_mut() {
                         s.receipts = r.clone();
                     }

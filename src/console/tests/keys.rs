@@ -470,6 +470,53 @@ fn the_confirm_dialog_commits_only_on_y_after_a_reason() {
 }
 
 #[test]
+fn the_clear_summary_stays_when_the_selected_receipt_was_cleared() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(1));
+    update(&mut app, key('c'));
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    typed(&mut app, "book full");
+    update(&mut app, code(KeyCode::Enter));
+    update(&mut app, key('y'));
+    let done = json!({"cleared": 2, "tombstones": 2,
+        "receipts": {"used": 3, "capacity": 60, "running": 1, "tombstones": 2, "tombstoneCapacity": 1000000}});
+    update(&mut app, Action::Committed(Ok(done)));
+    // The refreshed book no longer holds the row under the cursor.
+    let without_selected = |offset: u64, limit: u64| {
+        let mut p = page(5, offset, limit.min(5 - offset));
+        p["items"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|r| r["requestId"] != json!(id(1)) && r["requestId"] != json!(id(0)));
+        p["total"] = json!(3);
+        p
+    };
+    let mut effect = update(&mut app, Action::Snapshot(snapshot_json(3, 60, false)));
+    while let Some(Effect::FetchPage {
+        offset,
+        seq,
+        params,
+    }) = effect
+    {
+        let limit = params["limit"].as_u64().unwrap();
+        effect = update(
+            &mut app,
+            Action::Page {
+                offset,
+                seq,
+                reply: Ok(without_selected(offset, limit)),
+            },
+        );
+    }
+    assert_eq!(
+        app.notice.as_ref().unwrap().text,
+        "cleared 2 receipts; capacity now 3/60 used, 2 tombstones",
+        "the summary is not replaced by where the cursor went"
+    );
+}
+
+#[test]
 fn esc_in_the_dialog_cancels_and_a_refused_only_clear_cannot_be_confirmed() {
     let mut app = connected(100, 30, 5, 60, 5, false);
     update(&mut app, key(' '));
@@ -587,6 +634,78 @@ fn a_commit_that_times_out_while_connected_is_outcome_unknown() {
         .unwrap()
         .text
         .starts_with("clear outcome unknown"));
+}
+
+#[test]
+fn space_takes_single_rows_out_of_all_in_the_unfiltered_view() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert!(
+        !app.local_view(),
+        "the host's filter: rows are not all read"
+    );
+    update(&mut app, key('a'));
+    assert!(app.mark_all && app.is_marked(&id(0), true));
+    // The cursor is on the newest row: space takes it out of "all", and moves on.
+    update(&mut app, key(' '));
+    assert!(app.mark_all, "all matching stays marked");
+    assert!(!app.is_marked(&id(0), true));
+    assert!(app.is_marked(&id(1), true));
+    let shown = screen(&app, 100, 30);
+    assert!(
+        shown.contains("ALL completed matching marked but 1"),
+        "{shown}"
+    );
+    // Space on it again puts it back; once more takes it out.
+    update(&mut app, key('k'));
+    update(&mut app, key(' '));
+    assert!(app.is_marked(&id(0), true) && app.excluded.is_empty());
+    update(&mut app, key('k'));
+    update(&mut app, key(' '));
+    assert_eq!(app.excluded.iter().collect::<Vec<_>>(), vec![&id(0)]);
+
+    // The host prepares by filter; the console prepares again by ID without the excluded row,
+    // keeping the refused ones so the dialog still says why.
+    let Some(Effect::Prepare(params)) = update(&mut app, key('c')) else {
+        panic!("c prepares")
+    };
+    assert_eq!(params, json!({"filter": {"state": "completed"}}));
+    let narrowed = update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    assert_eq!(
+        narrowed,
+        Some(Effect::Prepare(
+            json!({"requestIds": [id(4), id(3), id(2)]})
+        ))
+    );
+    assert_eq!(app.mode, Mode::Preparing);
+    update(&mut app, Action::Prepared(Ok(prepared_reply())));
+    assert!(matches!(app.mode, Mode::Confirm { .. }), "{:?}", app.mode);
+
+    // Esc drops "all" and its exclusions together.
+    update(&mut app, code(KeyCode::Esc));
+    update(&mut app, code(KeyCode::Esc));
+    assert!(!app.mark_all && app.excluded.is_empty() && app.marked.is_empty());
+}
+
+#[test]
+fn a_mark_all_with_every_matching_row_taken_out_clears_nothing() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('a'));
+    update(&mut app, key(' '));
+    update(&mut app, key('c'));
+    let only_the_excluded = json!({
+        "token": "tok-1", "expiresAt": ts(-300), "refused": [],
+        "clearable": [{"requestId": id(0), "method": "page.fill", "ok": true,
+                       "reply": {"ok": true}, "joins": 0, "replays": 0}]
+    });
+    assert_eq!(
+        update(&mut app, Action::Prepared(Ok(only_the_excluded))),
+        None
+    );
+    assert_eq!(app.mode, Mode::Normal);
+    assert!(app
+        .notice
+        .as_ref()
+        .is_some_and(|n| n.text.contains("nothing to clear")));
 }
 
 #[test]

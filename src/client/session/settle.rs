@@ -1,0 +1,251 @@
+//! Settling: how the end of each call (a mutation's result, or one of the reads in the table
+//! of [`super`]) opens or closes the ambiguities the gate keeps.
+
+use std::str::FromStr;
+
+use serde_json::Value;
+
+use super::{is_mutating, task_of, Session};
+use super::{AmbiguityCause, RunChange, SessionReply, Settled};
+use crate::client::ClientError;
+use crate::protocol::results::{
+    ReceiptState, ReceiptStatusResult, TaskStartResult, TaskStatusResult, VerifyOutcome,
+    VerifyResult,
+};
+use crate::protocol::{Delivery, ErrorCode, Method, Reply};
+
+/// The result of an ok reply as the type of the read that was sent. A result that does not
+/// read as that type settles nothing: the gate stays as it was, which is the safe way to be
+/// wrong.
+fn read_result<T: serde::de::DeserializeOwned>(reply: &Reply, method: &str) -> Option<T> {
+    match reply.result_as::<T>() {
+        Ok(result) => Some(result),
+        Err(e) => {
+            tracing::warn!("the result of {method} could not be read ({e}); it settles nothing");
+            None
+        }
+    }
+}
+
+fn is_uncertain_code(code: &str) -> bool {
+    code == ErrorCode::OutcomeUncertain.as_str() || code == ErrorCode::Internal.as_str()
+}
+
+impl Session {
+    /// Learns from the end of a call made outside [`Session::call_with_id`] (the MCP front
+    /// calls the gate and the client separately so the call can outlive its caller).
+    pub fn observe(
+        &self,
+        request_id: &str,
+        method: &str,
+        params: &Value,
+        result: Result<Reply, ClientError>,
+    ) -> Result<SessionReply, ClientError> {
+        let mutating = is_mutating(method);
+        let task_id = task_of(params);
+        let reply = match result {
+            Ok(reply) => reply,
+            Err(e) => {
+                if let (true, Some(tid), Delivery::Unknown) = (mutating, task_id, e.delivery) {
+                    let cause = if e.code == ErrorCode::BridgeTimeout {
+                        AmbiguityCause::TimedOut
+                    } else {
+                        AmbiguityCause::Disconnected
+                    };
+                    self.mark_unsettled(request_id, method, tid, cause);
+                }
+                return Err(e);
+            }
+        };
+        let mut st = self.lock();
+        let mut run_change = None;
+        let mut settled = Vec::new();
+        let run = reply.meta.as_ref().map(|m| m.run_id.clone());
+        if let Some(run) = &run {
+            if let Some(prev) = st.run_id.replace(run.clone()) {
+                if &prev != run {
+                    run_change = Some(RunChange {
+                        previous_run_id: prev,
+                        current_run_id: run.clone(),
+                        task_id: None,
+                    });
+                }
+            }
+        }
+
+        // The task (or the request's task) this reply is about.
+        let subject_request = (method == Method::ReceiptStatus.as_str())
+            .then(|| params.get("requestId").and_then(Value::as_str))
+            .flatten();
+        let about_task: Option<String> = task_id.map(str::to_owned).or_else(|| {
+            subject_request.and_then(|r| {
+                st.tasks
+                    .iter()
+                    .find(|(_, t)| t.open.iter().any(|a| a.request_id == r))
+                    .map(|(k, _)| k.clone())
+            })
+        });
+        if let (Some(tid), Some(run)) = (&about_task, &run) {
+            if let Some(task) = st.tasks.get_mut(tid) {
+                if let Some(kept) = task.run_id.clone().filter(|k| k != run) {
+                    run_change = Some(RunChange {
+                        previous_run_id: kept,
+                        current_run_id: run.clone(),
+                        task_id: Some(tid.clone()),
+                    });
+                    // The run ended and its receipts with it: nothing in this run can act on
+                    // the task, so its gate has nothing left to protect.
+                    for a in task.open.drain(..) {
+                        settled.push(Settled {
+                            request_id: a.request_id,
+                            task_id: tid.clone(),
+                            how: "run_ended",
+                        });
+                    }
+                    return Ok(SessionReply {
+                        reply,
+                        run_change,
+                        settled,
+                    });
+                }
+            }
+        }
+
+        match Method::from_str(method) {
+            Ok(Method::TaskStart) if reply.ok => {
+                if let Some(started) = read_result::<TaskStartResult>(&reply, method) {
+                    st.tasks.entry(started.task_id).or_default().run_id = Some(started.run_id);
+                }
+            }
+            Ok(m) if m.is_mutating() => {
+                if let (Some(tid), Some(err)) = (task_id, reply.error.as_ref()) {
+                    if err.delivery == Delivery::Uncertain {
+                        drop(st);
+                        self.mark_unsettled(request_id, method, tid, AmbiguityCause::Uncertain);
+                        return Ok(SessionReply {
+                            reply,
+                            run_change,
+                            settled,
+                        });
+                    }
+                }
+            }
+            Ok(Method::ReceiptStatus) if reply.ok => {
+                let status = read_result::<ReceiptStatusResult>(&reply, method);
+                if let (Some(r), Some(tid), Some(res)) = (subject_request, &about_task, status) {
+                    if let Some(task) = st.tasks.get_mut(tid) {
+                        if let Some(pos) = task.open.iter().position(|a| a.request_id == r) {
+                            let how = match res.state {
+                                ReceiptState::Completed => {
+                                    let uncertain = res
+                                        .reply
+                                        .as_ref()
+                                        .and_then(|stored| stored.error.as_ref())
+                                        .is_some_and(|e| e.delivery == Delivery::Uncertain);
+                                    if uncertain {
+                                        task.open[pos].cause = AmbiguityCause::Uncertain;
+                                        None
+                                    } else {
+                                        Some("completed")
+                                    }
+                                }
+                                ReceiptState::Cleared => Some("cleared"),
+                                ReceiptState::Unknown
+                                    if task.open[pos].cause == AmbiguityCause::Disconnected =>
+                                {
+                                    Some("never_arrived")
+                                }
+                                _ => None,
+                            };
+                            if let Some(how) = how {
+                                let a = task.open.remove(pos);
+                                settled.push(Settled {
+                                    request_id: a.request_id,
+                                    task_id: tid.clone(),
+                                    how,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+            Ok(Method::TaskStatus) if reply.ok => {
+                let status = read_result::<TaskStatusResult>(&reply, method);
+                if let (Some(tid), Some(res)) = (task_id, status) {
+                    let pending: Vec<&str> = res
+                        .pending_outcome
+                        .iter()
+                        .chain(&res.more_pending_outcomes)
+                        .map(|p| p.request_id.as_str())
+                        .collect();
+                    if let Some(task) = st.tasks.get_mut(tid) {
+                        let mut keep = Vec::new();
+                        for mut a in task.open.drain(..) {
+                            let last = res
+                                .history
+                                .iter()
+                                .rev()
+                                .find(|h| h.request_id == a.request_id && h.method == a.method);
+                            match last.map(|h| h.result.as_str()) {
+                                Some(code) if is_uncertain_code(code) => {
+                                    if pending.contains(&a.request_id.as_str()) {
+                                        a.cause = AmbiguityCause::Uncertain;
+                                        keep.push(a);
+                                    } else {
+                                        settled.push(Settled {
+                                            request_id: a.request_id,
+                                            task_id: tid.to_owned(),
+                                            how: "confirmed",
+                                        });
+                                    }
+                                }
+                                Some(_) => settled.push(Settled {
+                                    request_id: a.request_id,
+                                    task_id: tid.to_owned(),
+                                    how: "completed",
+                                }),
+                                None => keep.push(a),
+                            }
+                        }
+                        task.open = keep;
+                    }
+                }
+            }
+            Ok(Method::TaskVerifyOutcome) if reply.ok => {
+                let verified = read_result::<VerifyResult>(&reply, method);
+                if let (Some(tid), Some(res)) = (task_id, verified) {
+                    let resolved = res.resolved.as_ref().map(|p| p.request_id.as_str());
+                    let pending = res.pending_outcome.as_ref().map(|p| p.request_id.as_str());
+                    if let Some(task) = st.tasks.get_mut(tid) {
+                        let mut keep = Vec::new();
+                        for mut a in task.open.drain(..) {
+                            let done = (res.outcome == VerifyOutcome::Confirmed
+                                && resolved == Some(a.request_id.as_str()))
+                                || (res.outcome == VerifyOutcome::None
+                                    && a.cause == AmbiguityCause::Uncertain);
+                            if done {
+                                settled.push(Settled {
+                                    request_id: a.request_id,
+                                    task_id: tid.to_owned(),
+                                    how: "confirmed",
+                                });
+                            } else {
+                                if pending == Some(a.request_id.as_str()) {
+                                    a.cause = AmbiguityCause::Uncertain;
+                                }
+                                keep.push(a);
+                            }
+                        }
+                        task.open = keep;
+                    }
+                }
+            }
+            _ => {}
+        }
+        Ok(SessionReply {
+            reply,
+            run_change,
+            settled,
+        })
+    }
+}

@@ -1,0 +1,341 @@
+//! The tool table: each tool's arguments (SPEC §4's params in snake_case), its JSON schema,
+//! the bridge method it calls, and how `tools/list` describes it.
+
+use std::sync::Arc;
+
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::results::camel_keys;
+use crate::protocol::Method;
+
+// ---------------------------------------------------------------------------------------------
+// Tool arguments: the params of SPEC §4 in snake_case. Field names are exactly the snake_case
+// of the host's camelCase names, so translating is a mechanical key rename.
+
+/// The fixture page's behaviour for a new task (tests and demos).
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FixtureArgs {
+    /// The submit applies after this many milliseconds (0–60000), even after the action's
+    /// deadline has passed (a late success).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    submit_delay_ms: Option<u64>,
+    /// The submit is lost and never applies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    drop_submit: Option<bool>,
+    /// The backend rejects the submit definitively.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fail_submit: Option<bool>,
+    /// Every read takes this many milliseconds (0–60000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    read_delay_ms: Option<u64>,
+}
+
+/// The observation that shows an action took effect: `target` plus exactly one of `equals`
+/// or `contains`.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExpectArgs {
+    /// The selector to read, e.g. `#status`.
+    target: String,
+    /// The value must equal this exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    equals: Option<String>,
+    /// The value must contain this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    contains: Option<String>,
+}
+
+pub(super) const REQUEST_ID_DOC: &str = "Omit for a new request (a fresh UUID is minted and returned). Pass the request_id of an earlier call, with the very same arguments, only to re-query it: the host answers from its receipt and executes nothing again.";
+
+macro_rules! mutating_args {
+    ($(#[$doc:meta])* $name:ident { $($(#[$fdoc:meta])* $field:ident : $ty:ty),* $(,)? }) => {
+        $(#[$doc])*
+        #[derive(Debug, Deserialize, Serialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            $($(#[$fdoc])* $field: $ty,)*
+            #[doc = "Omit for a new request (a fresh UUID is minted and returned). Pass the request_id of an earlier call, with the very same arguments, only to re-query it: the host answers from its receipt and executes nothing again."]
+            #[serde(default, skip_serializing)]
+            request_id: Option<String>,
+        }
+        impl ToolArgs for $name {
+            fn request_id(&self) -> Option<&str> {
+                self.request_id.as_deref()
+            }
+        }
+    };
+}
+
+pub(super) trait ToolArgs: DeserializeOwned + Serialize + JsonSchema + 'static {
+    /// The caller's bridge request ID, for mutating tools.
+    fn request_id(&self) -> Option<&str> {
+        None
+    }
+}
+
+mutating_args!(
+    /// `task_start` arguments.
+    TaskStartArgs {
+        /// What the task is for (1–200 characters).
+        title: String,
+        /// The page the task works on: an http, https or file URL (at most 8 KiB), required
+        /// when the host runs the Chromium executor, which opens it in a fresh browser context.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        url: Option<String>,
+        /// Fixture page behaviour (the embedded executor only).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        fixture: Option<FixtureArgs>,
+    }
+);
+
+mutating_args!(
+    /// `page_fill` arguments.
+    PageFillArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// The field selector, e.g. `#title`.
+        target: String,
+        /// The text to put in the field.
+        value: String,
+    }
+);
+
+mutating_args!(
+    /// `page_click` arguments.
+    PageClickArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// What to click, e.g. `#submit`.
+        target: String,
+        /// The observation that shows the click took effect.
+        expect: ExpectArgs,
+    }
+);
+
+mutating_args!(
+    /// `page_press` arguments.
+    PagePressArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// The key, e.g. `Enter` (Enter in a field submits the form).
+        key: String,
+        /// The focused field, e.g. `#title`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        target: Option<String>,
+        /// The observation that shows the key press took effect.
+        expect: ExpectArgs,
+    }
+);
+
+mutating_args!(
+    /// `task_finish` arguments.
+    TaskFinishArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+    }
+);
+
+mutating_args!(
+    /// `task_stop` arguments.
+    TaskStopArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// Why the task is stopped (1–500 characters); kept with the task.
+        reason: String,
+    }
+);
+
+/// Arguments of reads that name a task.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TaskArgs {
+    /// The task_id returned by task_start.
+    task_id: String,
+}
+impl ToolArgs for TaskArgs {}
+
+/// `page_read` arguments.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PageReadArgs {
+    /// The task_id returned by task_start.
+    task_id: String,
+    /// The selector to read, e.g. `#status`.
+    target: String,
+}
+impl ToolArgs for PageReadArgs {}
+
+/// `task_resume` arguments.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct TaskResumeArgs {
+    /// The task_id you kept from task_start.
+    task_id: String,
+    /// The run_id you kept with it.
+    run_id: String,
+}
+impl ToolArgs for TaskResumeArgs {}
+
+/// `run_status` arguments.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RunStatusArgs {
+    /// A run_id you kept, to learn whether it is still the current run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    run_id: Option<String>,
+}
+impl ToolArgs for RunStatusArgs {}
+
+/// `request_status` arguments.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RequestStatusArgs {
+    /// The request_id to look up (from an earlier result or error).
+    request_id: String,
+}
+impl ToolArgs for RequestStatusArgs {}
+
+// ---------------------------------------------------------------------------------------------
+// The tool table.
+
+/// Parsed arguments: the host's camelCase params and the caller's request ID, if any.
+pub(super) type Parsed = Result<(Value, Option<String>), String>;
+
+pub(super) struct ToolSpec {
+    pub(super) name: &'static str,
+    pub(super) title: &'static str,
+    pub(super) method: Method,
+    pub(super) destructive: bool,
+    pub(super) schema: fn() -> Arc<JsonObject>,
+    pub(super) parse: fn(JsonObject) -> Parsed,
+}
+
+pub(super) fn schema_of<T: ToolArgs>() -> Arc<JsonObject> {
+    rmcp::handler::server::tool::schema_for_input::<T>()
+        .unwrap_or_else(|e| panic!("the input schema of a Polaris tool is invalid: {e}"))
+}
+
+pub(super) fn parse_as<T: ToolArgs>(args: JsonObject) -> Parsed {
+    let typed: T = serde_json::from_value(Value::Object(args)).map_err(|e| e.to_string())?;
+    let id = typed.request_id().map(str::to_owned);
+    let params = serde_json::to_value(&typed).map_err(|e| e.to_string())?;
+    Ok((camel_keys(params), id))
+}
+
+macro_rules! tool {
+    ($name:literal, $title:literal, $method:ident, $destructive:literal, $args:ty) => {
+        ToolSpec {
+            name: $name,
+            title: $title,
+            method: Method::$method,
+            destructive: $destructive,
+            schema: schema_of::<$args>,
+            parse: parse_as::<$args>,
+        }
+    };
+}
+
+/// The tools of SPEC §7, in the order `tools/list` shows them.
+pub(super) static TOOLS: &[ToolSpec] = &[
+    tool!(
+        "task_start",
+        "Start a task",
+        TaskStart,
+        false,
+        TaskStartArgs
+    ),
+    tool!("page_fill", "Fill a field", PageFill, true, PageFillArgs),
+    tool!(
+        "page_click",
+        "Click and observe",
+        PageClick,
+        true,
+        PageClickArgs
+    ),
+    tool!(
+        "page_press",
+        "Press a key and observe",
+        PagePress,
+        true,
+        PagePressArgs
+    ),
+    tool!("page_read", "Read a target", PageRead, false, PageReadArgs),
+    tool!(
+        "task_finish",
+        "Finish a task",
+        TaskFinish,
+        false,
+        TaskFinishArgs
+    ),
+    tool!("task_stop", "Stop a task", TaskStop, true, TaskStopArgs),
+    tool!("task_status", "Task status", TaskStatus, false, TaskArgs),
+    tool!(
+        "task_resume",
+        "Check a kept task and run",
+        TaskResume,
+        false,
+        TaskResumeArgs
+    ),
+    tool!(
+        "verify_outcome",
+        "Verify an uncertain outcome",
+        TaskVerifyOutcome,
+        false,
+        TaskArgs
+    ),
+    tool!("run_status", "Run status", RunStatus, false, RunStatusArgs),
+    tool!(
+        "request_status",
+        "Request status",
+        ReceiptStatus,
+        false,
+        RequestStatusArgs
+    ),
+];
+
+pub(super) fn spec_named(name: &str) -> Option<&'static ToolSpec> {
+    TOOLS.iter().find(|t| t.name == name)
+}
+
+pub(super) fn tool_for_method(method: &str) -> Option<&'static str> {
+    TOOLS
+        .iter()
+        .find(|t| t.method.as_str() == method)
+        .map(|t| t.name)
+}
+
+pub(super) fn description(spec: &ToolSpec) -> String {
+    let mut d = spec.method.description().to_owned();
+    if spec.method.is_mutating() {
+        d.push_str(" Mutating: without request_id every call is a new request and executes again, even with identical arguments. On an error or an unknown outcome, call the tool named in `next` instead of resending.");
+        d.push(' ');
+        d.push_str(REQUEST_ID_DOC);
+    } else {
+        d.push_str(" Read-only: changes nothing on the page.");
+    }
+    d
+}
+
+pub(super) fn build_tools() -> Vec<Tool> {
+    TOOLS
+        .iter()
+        .map(|spec| {
+            let annotations = if spec.method.is_mutating() {
+                // Never idempotentHint: a mutation without request_id executes again.
+                ToolAnnotations::with_title(spec.title)
+                    .read_only(false)
+                    .destructive(spec.destructive)
+            } else {
+                ToolAnnotations::with_title(spec.title).read_only(true)
+            };
+            Tool::new(spec.name, description(spec), (spec.schema)())
+                .with_title(spec.title)
+                .with_annotations(annotations)
+        })
+        .collect()
+}

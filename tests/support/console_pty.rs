@@ -1,0 +1,225 @@
+//! The console in a pseudo-terminal: the real `polaris` binary on a portable-pty whose output
+//! feeds a vt100 screen, with keys typed into it. Shared by the console's end-to-end tests.
+//!
+//! Include with `mod common;` and `#[path = "support/console_pty.rs"] mod console_pty;` (it
+//! starts consoles on `common::TestHost`).
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use portable_pty::{native_pty_system, CommandBuilder, PtySize};
+use serde_json::{json, Value};
+
+use crate::common::{polaris_bin, sync_call, TestHost};
+
+/// The default terminal height.
+pub const ROWS: u16 = 30;
+/// The default terminal width.
+pub const COLS: u16 = 100;
+/// How long the console may take to show something before the test gives up (a hang guard, not
+/// a timing assertion).
+pub const PATIENCE: Duration = Duration::from_secs(30);
+
+/// A running console in its own pseudo-terminal; killed on drop if it is still running.
+pub struct Console {
+    rows: u16,
+    cols: u16,
+    screen: Arc<Mutex<vt100::Parser>>,
+    keys: Box<dyn Write + Send>,
+    /// The console process, for waiting on its exit.
+    pub child: Box<dyn portable_pty::Child + Send + Sync>,
+    /// The terminal's master side: the console's terminal stays open while it is held.
+    _master: Box<dyn portable_pty::MasterPty + Send>,
+}
+
+impl Console {
+    /// `polaris console` on `host` at the default size.
+    pub fn start(host: &TestHost) -> Console {
+        Console::start_sized(host, COLS, ROWS)
+    }
+
+    /// A console at the default size, once it shows `host` connected with an empty book of
+    /// `capacity` receipts.
+    pub fn connected(host: &TestHost, capacity: usize) -> Console {
+        let console = Console::start(host);
+        let empty = format!("0/{capacity} receipts");
+        console.wait_for("an empty connected host", |t| {
+            t.contains("connected") && t.contains(&empty)
+        });
+        console
+    }
+
+    /// `polaris console` on `host` in a `cols`×`rows` terminal, logging to the host's root.
+    pub fn start_sized(host: &TestHost, cols: u16, rows: u16) -> Console {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "console".into(),
+            "--socket-dir".into(),
+            host.dir.clone().into(),
+        ];
+        args.push("--log-file".into());
+        args.push(host.root.path().join("console.log").into());
+        Console::spawn_sized(&args, &[("NO_COLOR", "1")], cols, rows)
+    }
+
+    /// `polaris ARGS` in a terminal of the default size, with `env` added.
+    pub fn spawn(args: &[std::ffi::OsString], env: &[(&str, &str)]) -> Console {
+        Console::spawn_sized(args, env, COLS, ROWS)
+    }
+
+    /// `polaris ARGS` in a `cols`×`rows` pseudo-terminal whose output feeds a vt100 screen.
+    pub fn spawn_sized(
+        args: &[std::ffi::OsString],
+        env: &[(&str, &str)],
+        cols: u16,
+        rows: u16,
+    ) -> Console {
+        let pty = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .expect("a pseudo-terminal");
+        let mut cmd = CommandBuilder::new(polaris_bin());
+        cmd.args(args);
+        cmd.env("TERM", "xterm-256color");
+        cmd.env_remove("NO_COLOR");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = pty
+            .slave
+            .spawn_command(cmd)
+            .expect("polaris console starts");
+        drop(pty.slave);
+        let screen = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
+        let mut reader = pty.master.try_clone_reader().expect("pty reader");
+        let sink = screen.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                sink.lock().unwrap().process(&buf[..n]);
+            }
+        });
+        let keys = pty.master.take_writer().expect("pty writer");
+        Console {
+            rows,
+            cols,
+            screen,
+            keys,
+            child,
+            _master: pty.master,
+        }
+    }
+
+    /// The screen as text, now.
+    pub fn contents(&self) -> String {
+        self.screen.lock().unwrap().screen().contents()
+    }
+
+    /// Waits until `check` holds for the screen and returns it; fails naming `what` after
+    /// [`PATIENCE`].
+    pub fn wait_for(&self, what: &str, check: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            let text = self.contents();
+            if check(&text) {
+                return text;
+            }
+            if Instant::now() > deadline {
+                panic!("the console never showed {what}; the screen is:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Cells drawn in a colour other than the terminal's default.
+    pub fn coloured_cells(&self) -> usize {
+        let parser = self.screen.lock().unwrap();
+        let screen = parser.screen();
+        let mut n = 0;
+        for row in 0..self.rows {
+            for col in 0..self.cols {
+                if let Some(cell) = screen.cell(row, col) {
+                    if cell.fgcolor() != vt100::Color::Default
+                        || cell.bgcolor() != vt100::Color::Default
+                    {
+                        n += 1;
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// Waits until the screen contains `needle`.
+    pub fn shows(&self, needle: &str) -> String {
+        self.wait_for(needle, |t| t.contains(needle))
+    }
+
+    /// Types `keys` in one write.
+    pub fn press(&mut self, keys: &str) {
+        self.keys.write_all(keys.as_bytes()).unwrap();
+        self.keys.flush().unwrap();
+    }
+}
+
+impl Drop for Console {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// The request ID on the row the cursor (`>`) is on, as the screen shows it.
+pub fn selected_id(screen: &str) -> Option<String> {
+    screen.lines().find_map(|line| {
+        let rest = line.split_once("│>")?.1;
+        let rest = rest.trim_start_matches('*');
+        rest.split_whitespace().next().map(str::to_owned)
+    })
+}
+
+/// A bridge call as an agent makes it; the host must answer.
+pub fn call(host: &TestHost, method: &str, params: Value) -> Value {
+    sync_call(&host.bridge(), method, params).expect("the host answers")
+}
+
+/// Starts a task on the fixture page with this behaviour and returns its ID.
+pub fn start_task(host: &TestHost, fixture: Value) -> String {
+    let r = call(
+        host,
+        "task.start",
+        json!({"title": "e2e order", "fixture": fixture}),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+    r["result"]["taskId"].as_str().unwrap().to_owned()
+}
+
+/// One `page.fill` of field `#f{i}` on `task`, which must succeed.
+pub fn fill(host: &TestHost, task: &str, i: usize) {
+    let r = call(
+        host,
+        "page.fill",
+        json!({"taskId": task, "target": format!("#f{i}"), "value": "v"}),
+    );
+    assert_eq!(r["ok"], true, "{r}");
+}
+
+/// A task with `fills` completed `page.fill` receipts (plus its `task.start` receipt); its ID.
+pub fn task_with_fills(host: &TestHost, fills: usize) -> String {
+    let task = start_task(host, json!({}));
+    for i in 0..fills {
+        fill(host, &task, i);
+    }
+    task
+}
