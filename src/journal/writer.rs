@@ -7,7 +7,7 @@
 //! task; the runtime never blocks on the disk. The flusher is a dedicated thread (or, as a
 //! measured alternative, a `spawn_blocking` job started when work arrives).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -47,8 +47,12 @@ struct Waiting {
     failed: Option<Arc<str>>,
     /// The journal is gone: nothing more will become durable.
     closed: bool,
-    /// Sequence number waited for → the wakers waiting for it.
-    wakers: BTreeMap<u64, Vec<Waker>>,
+    /// The sequence number each waiter waits for, with its waker. A flat list whose room is
+    /// kept between flushes: registering a waiter allocates nothing, and a flush walks it once
+    /// (a few thousand entries at most, one per request in flight).
+    wakers: Vec<(u64, Waker)>,
+    /// The wakers a flush is about to wake, kept here between flushes for their room.
+    ready: Vec<Waker>,
 }
 
 impl Durability {
@@ -58,14 +62,24 @@ impl Durability {
 
     /// Everything up to `seq` is durable: wakes whoever waited for it (after the lock is let go).
     fn advance(&self, seq: u64) {
-        let ready = {
+        let mut ready = {
             let mut w = lock(&self.state);
             self.seq.fetch_max(seq, Ordering::AcqRel);
-            let later = w.wakers.split_off(&(seq + 1));
-            std::mem::replace(&mut w.wakers, later)
+            let w = &mut *w;
+            let mut ready = std::mem::take(&mut w.ready);
+            ready.extend(
+                w.wakers
+                    .extract_if(.., |(waited, _)| *waited <= seq)
+                    .map(|(_, waker)| waker),
+            );
+            ready
         };
-        for waker in ready.into_values().flatten() {
+        for waker in ready.drain(..) {
             waker.wake();
+        }
+        let mut w = lock(&self.state);
+        if w.ready.capacity() < ready.capacity() {
+            w.ready = ready;
         }
     }
 
@@ -79,7 +93,7 @@ impl Durability {
             }
             std::mem::take(&mut w.wakers)
         };
-        for waker in all.into_values().flatten() {
+        for (_, waker) in all {
             waker.wake();
         }
     }
@@ -98,10 +112,9 @@ impl Durability {
         if w.closed {
             return Poll::Ready(Err(Error::Closed));
         }
-        let wakers = w.wakers.entry(seq).or_default();
-        if !wakers.iter().any(|k| k.will_wake(cx.waker())) {
-            wakers.push(cx.waker().clone());
-        }
+        // A future polled again before its flush (woken by something else) registers again;
+        // the flush wakes it twice, which is harmless, and the list never outlives the flush.
+        w.wakers.push((seq, cx.waker().clone()));
         Poll::Pending
     }
 }
@@ -221,6 +234,10 @@ struct Queue {
     acct: Accounting,
     /// Whether a `spawn_blocking` flusher is running.
     flusher_busy: bool,
+    /// Whether the flusher thread sleeps on `Shared::work` (so an append must wake it). A
+    /// flusher that is writing takes the queue when it is done without being told: waking it
+    /// costs a system call, paid once per batch rather than once per append.
+    flusher_asleep: bool,
     /// The journal is closing: the flusher drains the queue and stops.
     closing: bool,
     /// Copy of `Durable::failed`, so appends refuse at once.
@@ -325,6 +342,7 @@ impl Shared {
                 runs,
                 acct,
                 flusher_busy: false,
+                flusher_asleep: false,
                 closing: false,
                 failed: None,
             }),
@@ -416,7 +434,12 @@ impl Shared {
         q.seq += 1;
         let seq = q.seq;
         match self.kind {
-            FlusherKind::Thread => self.work.notify_one(),
+            FlusherKind::Thread => {
+                if q.flusher_asleep {
+                    q.flusher_asleep = false;
+                    self.work.notify_one();
+                }
+            }
             FlusherKind::SpawnBlocking => {
                 if !q.flusher_busy {
                     q.flusher_busy = true;
@@ -535,7 +558,9 @@ impl Shared {
                     if q.closing {
                         return;
                     }
+                    q.flusher_asleep = true;
                     q = self.work.wait(q).unwrap_or_else(|p| p.into_inner());
+                    q.flusher_asleep = false;
                 }
             };
             if !self.flush(taken.0, taken.1, taken.2, taken.3) {
