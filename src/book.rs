@@ -509,6 +509,13 @@ impl Book {
         self.receipts.get_mut(key)
     }
 
+    /// Makes room for `additional` more receipts at once: recovery knows how many it puts
+    /// back, and a table grown by doubling copies itself about twenty times on the way to a
+    /// million.
+    pub fn reserve(&mut self, additional: usize) {
+        self.receipts.reserve(additional);
+    }
+
     /// Puts back a completed receipt read from the journal at start. Capacity (count and bytes)
     /// counts it even past the limit: a restart never frees room, only a clear does.
     #[allow(clippy::too_many_arguments)]

@@ -6,6 +6,7 @@
 
 mod common;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -647,4 +648,74 @@ async fn a_journal_that_cannot_write_stops_the_host_and_loses_nothing_it_answere
         _ => assert_eq!(ok(&s)["reply"]["error"]["code"], "INTERRUPTED", "{s}"),
     }
     assert!(host.terminate().success());
+}
+
+/// Fresh actions that arrive together on one connection are admitted together and wait for
+/// their journal begins together. Killed with SIGKILL right after the k-th reply of such a
+/// batch (a delayed submit among plain fills) and restarted, the host replays every reply a
+/// client read, byte for byte, and never applies the submit twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_batches_killed_midway_replay_what_was_read_and_never_submit_twice() {
+    let root = short_tempdir();
+    let extra = journal_args(root.path());
+    let mut host = Served::start(root.path(), &args(&extra));
+    // How many replies are read before the kill; `usize::MAX`: all of them.
+    for (round, read_before_kill) in [usize::MAX, 0, 1, 17, 40].into_iter().enumerate() {
+        let mut c = host.conn().await;
+        let task = common::start_task(&mut c, json!({"submitDelayMs": 150})).await;
+        let mut blob = String::new();
+        let mut ids = Vec::new();
+        for i in 0..48 {
+            let (id, method, params) = if i == 20 {
+                (
+                    format!("r{round}-press"),
+                    "page.press",
+                    json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()}),
+                )
+            } else {
+                (
+                    format!("r{round}-fill-{i}"),
+                    "page.fill",
+                    json!({"taskId": task, "target": "#title", "value": format!("v{i}")}),
+                )
+            };
+            blob.push_str(&format!(
+                "{}\n",
+                json!({"id": id, "method": method, "params": params})
+            ));
+            ids.push(id);
+        }
+        c.send_raw(blob.as_bytes()).await;
+        let mut read = HashMap::new();
+        while read.len() < read_before_kill.min(ids.len()) {
+            let line = c.read_line().await.expect("a reply before the kill");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(receipt(&v), "new", "{line}");
+            read.insert(v["id"].as_str().unwrap().to_owned(), line);
+        }
+        host.kill9();
+        drop(c);
+        host.restart(&args(&extra));
+        let mut c = host.conn().await;
+        c.send_raw(blob.as_bytes()).await;
+        for _ in 0..ids.len() {
+            let line = c
+                .read_line()
+                .await
+                .expect("every re-sent request is answered");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            let id = v["id"].as_str().unwrap();
+            if let Some(first) = read.get(id) {
+                assert_eq!(receipt(&v), "replayed", "{line}");
+                assert_eq!(body(&line), body(first), "{id} replays byte for byte");
+            }
+        }
+        if read_before_kill == usize::MAX {
+            assert_eq!(read.len(), ids.len());
+            assert_eq!(host.effects().get(&format!("r{round}-press")), Some(&1));
+        }
+    }
+    for (id, n) in host.effects() {
+        assert_eq!(n, 1, "{id} was applied {n} times");
+    }
 }

@@ -160,6 +160,18 @@ impl Stored {
     }
 }
 
+impl Completion {
+    /// The completion of an execution whose begin the journal could not make durable: the
+    /// executor was never asked to act.
+    pub(super) fn not_begun(execution: &Execution<'_>, error: &journal::Error) -> Completion {
+        Completion {
+            outcome: Arc::new(not_begun(&execution.id, execution.cmd.method(), error)),
+            effect: Effect::None,
+            at: now_millis(),
+        }
+    }
+}
+
 /// What an execution changed besides its reply.
 enum Effect {
     None,
@@ -295,7 +307,12 @@ impl Host {
                 effect,
                 at: now_millis(),
             };
-            let outcome = host.complete(&execution, completion);
+            // With a journal (an execution whose begin was made durable before it ran), no copy
+            // is answered before the completion is durable too.
+            let stored = host.complete_locked(&mut host.lock(), &execution, completion);
+            let idle = stored.now_idle;
+            let outcome = stored.wake_durable(&host, &execution.id).await;
+            host.ring_idle(idle);
             unfinished.key = None;
             outcome
         });
@@ -320,19 +337,16 @@ impl Host {
                 key: Some(&execution.key),
             };
             let mut begin_failed = false;
-            let (outcome, effect) = match begun.await {
+            let completion = match begun.await {
                 Err(e) => {
                     host.journal_failed(&e);
                     begin_failed = true;
-                    (
-                        not_begun(&execution.id, execution.cmd.method(), &e),
-                        Effect::None,
-                    )
+                    Completion::not_begun(&execution, &e)
                 }
                 Ok(()) => {
                     let started =
                         std::panic::catch_unwind(AssertUnwindSafe(|| host.start(&execution)));
-                    match started {
+                    let (outcome, effect) = match started {
                         Ok(started) => {
                             match AssertUnwindSafe(started.finish()).catch_unwind().await {
                                 Ok(finished) => host.interpret(&execution, finished),
@@ -340,13 +354,13 @@ impl Host {
                             }
                         }
                         Err(panic) => panicked(&execution, panic),
+                    };
+                    Completion {
+                        outcome: Arc::new(outcome),
+                        effect,
+                        at: now_millis(),
                     }
                 }
-            };
-            let completion = Completion {
-                outcome: Arc::new(outcome),
-                effect,
-                at: now_millis(),
             };
             let stored = host.complete_locked(&mut host.lock(), &execution, completion);
             let idle = stored.now_idle;

@@ -124,7 +124,9 @@ impl Host {
     }
 
     /// [`Host::handle_frames`] for a run of directly read requests: admitted in order in one
-    /// critical section, executed, and the inline outcomes stored in order in another.
+    /// critical section, executed, and the inline outcomes stored in order in another. With a
+    /// journal the executions wait for their begins together, on one task
+    /// ([`Host::run_begun_batch`]).
     fn handle_run(&self, run: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
         let now = now_millis();
         let admitted: Vec<_> = {
@@ -134,10 +136,16 @@ impl Host {
                 .collect()
         };
         let mut inline = Vec::new();
+        let mut begun = Vec::new();
         for (id, admission) in admitted {
             let answer = match admission {
                 Err(answer) => answer,
                 Ok(Admitted::Read(cmd)) => self.read(id, cmd),
+                // Journaled: the batch waits for its begins together (see below).
+                Ok(Admitted::Execute(execution)) if execution.begun.is_some() => {
+                    begun.push((out.len(), execution));
+                    Handled::Ready(Vec::new())
+                }
                 Ok(Admitted::Execute(execution)) => match self.run(execution) {
                     Ran::Later(answer) => answer,
                     Ran::Inline(execution, completion) => {
@@ -148,6 +156,9 @@ impl Host {
                 },
             };
             out.push(answer);
+        }
+        if !begun.is_empty() {
+            self.run_begun_batch(begun, out);
         }
         if inline.is_empty() {
             return;

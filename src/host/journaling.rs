@@ -5,17 +5,19 @@
 //! completion is durable before any client sees the reply. Records are appended under the
 //! host's lock (so the file has the host's order) and awaited after it is let go.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 
-use super::Host;
+use super::execution::{Completion, Execution, Ran};
+use super::{Handled, Host};
 use crate::book::{ClearBatch, RequestKey};
 use crate::executor::Executor;
 use crate::journal::{self, Completed, Journal, Record, Recovered, TaskEvent, TaskRecord, Ticket};
 use crate::protocol::results::JournalStatus;
-use crate::protocol::{now_millis, ErrorBody, ErrorCode, Expect, Method, Outcome};
+use crate::protocol::{now_millis, ErrorBody, ErrorCode, Expect, Method, Outcome, ReceiptKind};
 use crate::tasks::{Closed, PendingOutcome, Task, TaskState};
 
 use super::HostConfig;
@@ -197,6 +199,7 @@ impl Host {
                 });
                 st.tasks.insert(task);
             }
+            st.book.reserve(recovered.receipts.len());
             for r in recovered.receipts {
                 let method: Method = r.method.parse().map_err(|_| {
                     unreadable(
@@ -376,6 +379,147 @@ impl Host {
             Ok(c) => tracing::info!(?c, "journal compacted"),
             Err(e @ journal::Error::Failed(_)) => host.journal_failed(&e),
             Err(e) => tracing::warn!("journal compaction did not run: {e}"),
+        });
+    }
+}
+
+/// Executions of one pipelined batch waiting for their begins to be durable; dropped before
+/// they run (the runtime going away), it drops their receipts' waiters so copies that joined
+/// learn there will be no reply instead of waiting forever.
+struct AwaitingBegin<'h> {
+    host: &'h Host,
+    batch: Vec<(Execution<'static>, oneshot::Sender<Vec<u8>>)>,
+}
+
+impl Drop for AwaitingBegin<'_> {
+    fn drop(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let mut st = self.host.lock();
+        for (execution, _) in &self.batch {
+            st.book.abandon_waiters(&execution.key);
+        }
+    }
+}
+
+impl Host {
+    /// Runs the journaled executions of a pipelined batch (admitted together, so their begins
+    /// share a flush) on one task instead of one each: it waits once for the last begin to be
+    /// durable, starts every execution, stores the ones answered at once under one taking of
+    /// the lock (their completions share the next flush), waits once for the last completion,
+    /// and answers each copy. `out[position]` receives each execution's reply.
+    ///
+    /// The rule holds per receipt as on the single path: no executor acts before its begin is
+    /// durable (every begin of the batch is, once the last is), and no copy sees a reply before
+    /// its completion is durable. An execution the executor does not answer at once goes on on
+    /// its own task, and its reply also waits for its completion.
+    pub(super) fn run_begun_batch(
+        &self,
+        executions: Vec<(usize, Execution<'_>)>,
+        out: &mut [Handled],
+    ) {
+        let mut last: Option<Ticket> = None;
+        let mut batch = Vec::with_capacity(executions.len());
+        for (position, execution) in executions {
+            let Execution {
+                id,
+                key,
+                slot,
+                cmd,
+                task_id,
+                admitted_at,
+                begun,
+            } = execution;
+            if let Some(t) = begun {
+                if last.as_ref().is_none_or(|l| t.seq() > l.seq()) {
+                    last = Some(t);
+                }
+            }
+            let id = id.into_owned();
+            let (tx, rx) = oneshot::channel();
+            let host = self.clone();
+            let fallback = id.clone();
+            out[position] = Handled::Later(Box::pin(async move {
+                match rx.await {
+                    Ok(line) => line,
+                    Err(_) => host.vanished(&fallback),
+                }
+            }));
+            let execution = Execution {
+                id: Cow::Owned(id),
+                key,
+                slot,
+                cmd,
+                task_id,
+                admitted_at,
+                begun: None,
+            };
+            batch.push((execution, tx));
+        }
+        let host = self.clone();
+        tokio::spawn(async move {
+            let mut waiting = AwaitingBegin { host: &host, batch };
+            let begun = match last {
+                Some(ticket) => ticket.await,
+                None => Ok(()),
+            };
+            let batch = std::mem::take(&mut waiting.batch);
+            let run_id = host.run_id();
+            if let Err(e) = begun {
+                host.journal_failed(&e);
+                let mut idle = false;
+                let mut replies = Vec::with_capacity(batch.len());
+                {
+                    let mut st = host.lock();
+                    for (execution, tx) in batch {
+                        let completion = Completion::not_begun(&execution, &e);
+                        let stored = host.complete_locked(&mut st, &execution, completion);
+                        idle = stored.now_idle;
+                        replies.push((execution, stored, tx));
+                    }
+                }
+                for (execution, stored, tx) in replies {
+                    // Nothing ran: the answer is certain, whatever the journal can still keep.
+                    let line =
+                        stored
+                            .wake()
+                            .reply_line(Some(&execution.id), run_id, ReceiptKind::New);
+                    let _ = tx.send(line);
+                }
+                host.ring_idle(idle);
+                return;
+            }
+            let mut inline = Vec::with_capacity(batch.len());
+            let mut later = Vec::new();
+            for (execution, tx) in batch {
+                match host.run(execution) {
+                    Ran::Inline(execution, completion) => inline.push((execution, completion, tx)),
+                    Ran::Later(Handled::Later(reply)) => later.push((reply, tx)),
+                    Ran::Later(Handled::Ready(line)) => drop(tx.send(line)),
+                }
+            }
+            let mut idle = false;
+            let mut stored = Vec::with_capacity(inline.len());
+            if !inline.is_empty() {
+                let mut st = host.lock();
+                for (execution, completion, tx) in inline {
+                    let done = host.complete_locked(&mut st, &execution, completion);
+                    idle = done.now_idle;
+                    stored.push((execution, done, tx));
+                }
+            }
+            // The completions were appended in order under one lock: once the first is
+            // durable the others usually are too, and their waits return at once.
+            for (execution, done, tx) in stored {
+                let outcome = done.wake_durable(&host, &execution.id).await;
+                let _ = tx.send(outcome.reply_line(Some(&execution.id), run_id, ReceiptKind::New));
+            }
+            host.ring_idle(idle);
+            futures::future::join_all(later.into_iter().map(|(reply, tx)| async move {
+                let _ = tx.send(reply.await);
+            }))
+            .await;
         });
     }
 }

@@ -147,18 +147,17 @@ impl Recovered {
     }
 }
 
-struct Slot {
-    receipt: RecoveredReceipt,
-    cleared: bool,
-}
-
 /// The fold over a journal's records.
 pub(crate) struct Fold {
     path: PathBuf,
     runs: Vec<Run>,
     run_ids: FastMap<Arc<str>, u32>,
-    receipts: Map<RequestKey, Slot>,
-    marked_cleared: usize,
+    /// Live receipts in creation order: what [`Recovered::receipts`] becomes without a copy.
+    receipts: Vec<RecoveredReceipt>,
+    /// Request ID → index in `receipts`, for the receipts not cleared.
+    index: FastMap<RequestKey, u32>,
+    /// Indexes in `receipts` of the ones cleared since (their request and reply already let go).
+    cleared: Vec<u32>,
     tombstones: Map<RequestKey, (FingerprintDigest, u32)>,
     clears: Vec<ClearInfo>,
     acks: Map<RequestKey, Acknowledgement>,
@@ -185,8 +184,9 @@ impl Fold {
             path: path.to_owned(),
             runs: Vec::new(),
             run_ids: FastMap::default(),
-            receipts: Map::with_capacity_and_hasher(receipts, Default::default()),
-            marked_cleared: 0,
+            receipts: Vec::with_capacity(receipts),
+            index: FastMap::with_capacity_and_hasher(receipts, Default::default()),
+            cleared: Vec::new(),
             tombstones: Map::default(),
             clears: Vec::new(),
             acks: Map::default(),
@@ -248,18 +248,31 @@ impl Fold {
             .clone()
     }
 
-    fn begin(&mut self, offset: u64, b: DecodedBegun<'_>) -> Result<RequestKey, Error> {
+    /// A receipt's creation; returns its index in `receipts`.
+    fn begin(&mut self, offset: u64, b: DecodedBegun<'_>) -> Result<u32, Error> {
         let key = b.request_id.key();
-        if self.tombstones.contains_key(&key) {
+        if !self.tombstones.is_empty() && self.tombstones.contains_key(&key) {
             return Err(self.inconsistent(
                 offset,
                 format!("receipt {key} begins again after it was cleared"),
             ));
         }
-        if self.receipts.contains_key(&key) {
-            return Err(self.inconsistent(offset, format!("receipt {key} begins twice")));
+        let at = self.receipts.len() as u32;
+        match self.index.entry(key.clone()) {
+            std::collections::hash_map::Entry::Occupied(_) => {
+                return Err(self.inconsistent(offset, format!("receipt {key} begins twice")))
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(at);
+            }
         }
-        let run_id = self.run(offset, b.run)?;
+        let run_id = match self.run(offset, b.run) {
+            Ok(r) => r,
+            Err(e) => {
+                self.index.remove(&key);
+                return Err(e);
+            }
+        };
         let method = match self.methods.get(b.method) {
             Some(m) => m.clone(),
             None => {
@@ -269,22 +282,30 @@ impl Fold {
             }
         };
         let task_id = b.task_id.as_ref().map(|t| self.task_id(t));
-        self.receipts.insert(
-            key.clone(),
-            Slot {
-                receipt: RecoveredReceipt {
-                    request_id: key.clone(),
-                    run_id,
-                    method,
-                    task_id,
-                    request: b.request.into(),
-                    first_seen: b.at,
-                    completion: None,
-                },
-                cleared: false,
-            },
-        );
-        Ok(key)
+        self.receipts.push(RecoveredReceipt {
+            request_id: key,
+            run_id,
+            method,
+            task_id,
+            request: b.request.into(),
+            first_seen: b.at,
+            completion: None,
+        });
+        Ok(at)
+    }
+
+    /// Stores the reply of the receipt at `index` in `receipts`.
+    fn complete_at(&mut self, offset: u64, index: u32, reply: &[u8], at: i64) -> Result<(), Error> {
+        let receipt = &mut self.receipts[index as usize];
+        if receipt.completion.is_some() {
+            let key = receipt.request_id.clone();
+            return Err(self.inconsistent(offset, format!("receipt {key} completes twice")));
+        }
+        receipt.completion = Some(Completion {
+            reply: reply.into(),
+            completed_at: at,
+        });
+        Ok(())
     }
 
     fn complete(
@@ -294,21 +315,9 @@ impl Fold {
         reply: &[u8],
         at: i64,
     ) -> Result<(), Error> {
-        match self.receipts.get_mut(key) {
-            Some(Slot {
-                cleared: false,
-                receipt,
-            }) if receipt.completion.is_none() => {
-                receipt.completion = Some(Completion {
-                    reply: reply.into(),
-                    completed_at: at,
-                });
-                Ok(())
-            }
-            Some(Slot { cleared: false, .. }) => {
-                Err(self.inconsistent(offset, format!("receipt {key} completes twice")))
-            }
-            _ => Err(self.inconsistent(
+        match self.index.get(key) {
+            Some(&index) => self.complete_at(offset, index, reply, at),
+            None => Err(self.inconsistent(
                 offset,
                 format!("receipt {key} completes but was never begun (or was cleared)"),
             )),
@@ -338,8 +347,8 @@ impl Fold {
                 self.acct.note(kind, len, 0);
             }
             Decoded::ReceiptStored(b, reply, at) => {
-                let key = self.begin(offset, b)?;
-                self.complete(offset, &key, reply, at)?;
+                let index = self.begin(offset, b)?;
+                self.complete_at(offset, index, reply, at)?;
                 self.acct.note(kind, len, 0);
             }
             Decoded::ReceiptsCleared {
@@ -362,16 +371,12 @@ impl Fold {
                             self.inconsistent(offset, format!("receipt {key} is cleared twice"))
                         );
                     }
-                    if let Some(slot) = self.receipts.get_mut(&key) {
-                        if slot.cleared {
-                            return Err(self
-                                .inconsistent(offset, format!("receipt {key} is cleared twice")));
-                        }
+                    if let Some(index) = self.index.remove(&key) {
                         // The tombstone keeps the digest; the request and reply can go now.
-                        slot.cleared = true;
-                        slot.receipt.request = Box::from("");
-                        slot.receipt.completion = None;
-                        self.marked_cleared += 1;
+                        let receipt = &mut self.receipts[index as usize];
+                        receipt.request = Box::from("");
+                        receipt.completion = None;
+                        self.cleared.push(index);
                         self.acct.cleared += 1;
                     }
                     // (A tombstone without its receipt is how a compacted journal keeps it.)
@@ -420,18 +425,27 @@ impl Fold {
 
     /// The recovered state.
     pub fn finish(mut self, cut_tail: Option<CutTail>) -> Recovered {
-        if self.marked_cleared > 0 {
-            self.receipts.retain(|_, s| !s.cleared);
+        if !self.cleared.is_empty() {
+            self.cleared.sort_unstable();
+            let cleared = &self.cleared;
+            let mut next = 0;
+            let mut at = 0u32;
+            self.receipts.retain(|_| {
+                let gone = cleared.get(next) == Some(&at);
+                next += usize::from(gone);
+                at += 1;
+                !gone
+            });
         }
-        let receipts = &self.receipts;
+        let index = &self.index;
         Recovered {
             runs: self.runs,
             acknowledgements: self
                 .acks
                 .into_values()
-                .filter(|a| receipts.contains_key(&a.request_id))
+                .filter(|a| index.contains_key(&a.request_id))
                 .collect(),
-            receipts: self.receipts.into_values().map(|s| s.receipt).collect(),
+            receipts: self.receipts,
             tombstones: self
                 .tombstones
                 .into_iter()
