@@ -1150,7 +1150,7 @@ mod tests {
     fn a_clear_in_steps_keeps_order_while_receipts_arrive() {
         let mut b = Book::new(10_000, 10_000);
         let key = |i: usize| {
-            if i % 5 == 0 {
+            if i.is_multiple_of(5) {
                 RequestKey::new(&format!("text-{i}"))
             } else {
                 RequestKey::new(&uuid::Uuid::from_u128(i as u128 + 1).to_string())
@@ -1165,7 +1165,7 @@ mod tests {
                 0,
             )
             .unwrap();
-            b.complete(&key(i), done(i % 2 == 0), 1);
+            b.complete(&key(i), done(i.is_multiple_of(2)), 1);
         };
         for i in 0..1000 {
             add(&mut b, i);
