@@ -14,7 +14,7 @@ const BOOK: u64 = 1_000_000;
 
 fn row(i: u64, now: i64) -> Value {
     let ts = polaris::protocol::format_millis(now - (i as i64 % 600) * 1000);
-    let ok = i % 7 != 0;
+    let ok = !i.is_multiple_of(7);
     let mut r = json!({
         "requestId": format!("{i:08x}-0000-4000-8000-{i:012x}"), "method": "page.fill",
         "taskId": format!("{:08x}-1111-4000-8000-000000000000", i / 4), "state": "completed", "ok": ok,

@@ -47,7 +47,7 @@ fn write_journal(dir: &Path, receipts: u64) -> u64 {
         let mut reps = Vec::with_capacity(chunk as usize);
         let mut tasks = Vec::with_capacity(chunk as usize);
         for i in n..n + chunk {
-            if i % 100 == 0 {
+            if i.is_multiple_of(100) {
                 task = uuid(0x2000_0000_0000_4000, i);
                 reqs.push(format!(
                     r#"{{"method":"task.start","params":{{"title":"write the post about the journal, part {i:>10}","url":"https://example.com/"}}}}"#
@@ -70,7 +70,7 @@ fn write_journal(dir: &Path, receipts: u64) -> u64 {
         let mut records = Vec::with_capacity(chunk as usize * 3);
         for k in 0..chunk as usize {
             let i = n + k as u64;
-            let start = i % 100 == 0;
+            let start = i.is_multiple_of(100);
             let at = 1_700_000_000_000 + i as i64;
             records.push(Record::ReceiptBegun(Begun {
                 request_id: &ids[k],

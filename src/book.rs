@@ -457,16 +457,20 @@ const MAX_TOMBSTONE_RUNS: usize = 24;
 /// it is still found as a receipt (and may replay); its tombstone is already in place behind it,
 /// so the ID is never vacant.
 pub struct Clearing {
-    /// Positions of the receipts being cleared when the clear began, ascending.
-    positions: Vec<usize>,
-    /// The next of `positions` not yet reached.
-    next: usize,
+    /// The clear's tombstones: a receipt whose key is here is one it clears.
+    run: Arc<TombstoneRun>,
+    /// Receipts cut off so far.
+    removed: usize,
+}
+
+/// Where a clear's walk of the receipt table is ([`Clearing`]); kept by the book so a receipt
+/// withdrawn meanwhile ([`Book::withdraw`]) moves it with the receipts.
+#[derive(Clone, Copy)]
+struct ClearCursor {
     /// Receipts before this position were walked.
     read: usize,
     /// Receipts before this position stay; `[write, read)` are cleared ones.
     write: usize,
-    /// Receipts cut off so far.
-    removed: usize,
 }
 
 impl Clearing {
@@ -505,6 +509,8 @@ pub struct Book {
     /// reached since (the only ways a completed receipt changes are [`Book::entry`] and
     /// [`Book::get_mut`]), for it to check again before it applies.
     touched: Option<Vec<RequestKey>>,
+    /// The walk of a clear in progress ([`Book::clear_steps`]).
+    clear_cursor: Option<ClearCursor>,
 }
 
 /// The receipt table: request ID → receipt, in creation order.
@@ -547,6 +553,7 @@ impl Book {
             used_bytes: 0,
             max_bytes: DEFAULT_MAX_BOOK_BYTES,
             touched: None,
+            clear_cursor: None,
         }
     }
 
@@ -771,6 +778,35 @@ impl Book {
         }
     }
 
+    /// Removes a running receipt whose execution never started (the fleet ledger refused its
+    /// claim, or found the ID there already), handing back the waiters of the copies that
+    /// joined it so they get the same answer. Its ID is vacant again.
+    pub fn withdraw(&mut self, key: &RequestKey) -> Option<ReplyWaiters> {
+        let index = self.receipts.get_index_of(key)?;
+        if !self.receipts[index].is_running() {
+            return None;
+        }
+        // The receipt was created moments ago, near the end: shifting keeps the book's order
+        // and moves only the few receipts created since.
+        let (k, r) = self.receipts.shift_remove_index(index)?;
+        // A clear walking the book: what it walked moved down by one.
+        if let Some(cursor) = &mut self.clear_cursor {
+            if index < cursor.read {
+                cursor.read -= 1;
+                if index < cursor.write {
+                    cursor.write -= 1;
+                }
+            }
+        }
+        self.running -= 1;
+        let bytes = receipt_bytes(&k, &r.request, None);
+        self.used_bytes = self.used_bytes.saturating_sub(bytes);
+        match r.reply {
+            ReplySlot::Running(waiters) => waiters,
+            ReplySlot::Done(_) => None,
+        }
+    }
+
     /// Turns the given receipts into tombstones, all or nothing, in one go (the host applies
     /// a clear in slices with [`Book::begin_clear`] and [`Book::clear_steps`] instead).
     ///
@@ -781,20 +817,18 @@ impl Book {
         at: i64,
         reason: Arc<str>,
     ) -> Result<usize, ClearError> {
-        let mut positions = Vec::new();
+        let mut first = usize::MAX;
         let mut ids = Vec::new();
         for k in keys {
             if let Some((i, _, r)) = self.receipts.get_full(k) {
                 if !r.is_running() {
-                    positions.push(i);
+                    first = first.min(i);
                     ids.push((k.clone(), digest(&r.request)));
                 }
             }
         }
-        positions.sort_unstable();
-        positions.dedup();
         let run = Arc::new(TombstoneRun::new(ids, self.next_batch()));
-        let mut clearing = self.begin_clear(positions, run, ClearBatch { at, reason })?;
+        let mut clearing = self.begin_clear(first, run, ClearBatch { at, reason })?;
         let mut freed = Freed::default();
         while !self.clear_steps(&mut clearing, usize::MAX, &mut freed) {}
         while let Some(pair) = self.tombstones.to_merge() {
@@ -809,19 +843,19 @@ impl Book {
         self.batches.len() as u32
     }
 
-    /// Starts a clear: the receipts at `positions` (ascending; each a completed receipt, as
-    /// the caller checked under the same lock) get the tombstones of `run` (built off the lock
-    /// for exactly those receipts, naming [`Book::next_batch`]) at once, all or nothing against
-    /// the tombstone capacity. The receipts themselves leave with [`Book::clear_steps`]; until
-    /// then each is still found as a receipt, in front of its tombstone.
+    /// Starts a clear: the receipts whose keys `run` holds (each a completed receipt, as the
+    /// caller checked under the same lock; the run was built off the lock, naming
+    /// [`Book::next_batch`]) get their tombstones at once, all or nothing against the tombstone
+    /// capacity. The receipts themselves leave with [`Book::clear_steps`]; until then each is
+    /// still found as a receipt, in front of its tombstone. `first` is at most the position of
+    /// the first of them (receipts before it are not walked; `usize::MAX` when none is held).
     pub fn begin_clear(
         &mut self,
-        positions: Vec<usize>,
+        first: usize,
         run: Arc<TombstoneRun>,
         batch: ClearBatch,
     ) -> Result<Clearing, ClearError> {
-        debug_assert!(positions.windows(2).all(|w| w[0] < w[1]));
-        debug_assert_eq!(positions.len(), run.len());
+        debug_assert!(self.clear_cursor.is_none(), "one clear at a time");
         if self.tombstones.len() + run.len() > self.tombstone_capacity {
             return Err(ClearError::TombstonesFull {
                 capacity: self.tombstone_capacity,
@@ -829,16 +863,14 @@ impl Book {
             });
         }
         self.batches.push(batch);
-        self.tombstones.push(run);
+        self.tombstones.push(run.clone());
         // Receipts before the first cleared one stay where they are.
-        let first = positions.first().copied().unwrap_or(self.receipts.len());
-        Ok(Clearing {
-            positions,
-            next: 0,
+        let first = first.min(self.receipts.len());
+        self.clear_cursor = Some(ClearCursor {
             read: first,
             write: first,
-            removed: 0,
-        })
+        });
+        Ok(Clearing { run, removed: 0 })
     }
 
     /// Does at most `steps` steps of a clear begun with [`Book::begin_clear`] (each visits one
@@ -846,21 +878,37 @@ impl Book {
     /// be dropped after the lock is let go. Returns `true` once every cleared receipt is gone.
     /// No other clear may run until this one is done (the host's operator gate).
     pub fn clear_steps(&mut self, c: &mut Clearing, steps: usize, freed: &mut Freed) -> bool {
+        let Some(mut cursor) = self.clear_cursor else {
+            return true;
+        };
+        let done = self.walk(c, &mut cursor, steps, freed);
+        self.clear_cursor = (!done).then_some(cursor);
+        done
+    }
+
+    fn walk(
+        &mut self,
+        c: &mut Clearing,
+        cursor: &mut ClearCursor,
+        steps: usize,
+        freed: &mut Freed,
+    ) -> bool {
+        let cur = cursor;
         for _ in 0..steps {
             let len = self.receipts.len();
-            if c.read < len {
-                if c.positions.get(c.next) == Some(&c.read) {
+            if cur.read < len {
+                let (key, r) = self.receipts.get_index(cur.read).expect("in the table");
+                if !r.is_running() && c.run.get(key).is_some() {
                     // A cleared receipt: left behind, in `[write, read)`.
-                    c.next += 1;
                 } else {
                     // One that stays: down to the write position, after those that stayed.
-                    self.receipts.swap_indices(c.write, c.read);
-                    c.write += 1;
+                    self.receipts.swap_indices(cur.write, cur.read);
+                    cur.write += 1;
                 }
-                c.read += 1;
-            } else if len > c.write {
+                cur.read += 1;
+            } else if len > cur.write {
                 // Every receipt walked: `[write, len)` are cleared; cut a few off the end.
-                let start = len.saturating_sub(CUT_PER_STEP).max(c.write);
+                let start = len.saturating_sub(CUT_PER_STEP).max(cur.write);
                 for (k, r) in self.receipts.drain(start..len) {
                     debug_assert!(!r.is_running(), "a clear takes only completed receipts");
                     let cost = receipt_bytes(&k, &r.request, r.outcome().map(|o| &**o));
@@ -869,9 +917,8 @@ impl Book {
                     freed.receipts.push((k, r));
                 }
                 c.removed += len - start;
-                c.read = start;
+                cur.read = start;
             } else {
-                debug_assert_eq!(c.next, c.positions.len());
                 // A large clear leaves the table mostly empty: give its memory back when what
                 // is left is little to move (keeping room reserved for the receipts to come).
                 let len = self.receipts.len();
@@ -1098,9 +1145,9 @@ mod tests {
     #[test]
     fn tombstones_of_every_clear_are_found_by_uuid_and_by_text() {
         let mut b = Book::new(1000, 1000);
-        let ids: Vec<String> = (0..300)
+        let ids: Vec<String> = (0..300u32)
             .map(|i| {
-                if i % 3 == 0 {
+                if i.is_multiple_of(3) {
                     format!("text-{i}")
                 } else {
                     uuid::Uuid::new_v4().to_string()
@@ -1182,17 +1229,14 @@ mod tests {
         let cleared: Vec<usize> = (0..1000).filter(|i| i % 3 == 1).collect();
         let mut stay: Vec<usize> = (0..1000).filter(|i| i % 3 != 1).collect();
         let stay_bytes = bytes(&b, &stay);
-        let positions: Vec<usize> = cleared
-            .iter()
-            .map(|&i| b.position(&key(i)).unwrap())
-            .collect();
+        let first = b.position(&key(cleared[0])).unwrap();
         let ids = cleared
             .iter()
             .map(|&i| (key(i), digest(&format!("{{\"n\":{i}}}"))));
         let run = Arc::new(TombstoneRun::new(ids, b.next_batch()));
         let mut c = b
             .begin_clear(
-                positions,
+                first,
                 run,
                 ClearBatch {
                     at: 7,
@@ -1231,6 +1275,55 @@ mod tests {
         }
         for (p, &i) in stay.iter().enumerate() {
             assert_eq!(b.position(&key(i)), Some(p));
+        }
+    }
+
+    #[test]
+    fn a_receipt_withdrawn_during_a_clear_moves_its_walk_with_it() {
+        let key = |i: usize| RequestKey::new(&format!("r{i}"));
+        for withdraw_after in [1, 30, 120, 250, 100_000] {
+            let mut b = Book::new(1000, 1000);
+            // r0..r199 completed, with running r1000 (early) and r1001 (late) among them.
+            for i in 0..200 {
+                b.insert_running(key(i), "{}".into(), Method::PageFill, None, 0)
+                    .unwrap();
+                b.complete(&key(i), done(false), 1);
+                if i == 10 || i == 150 {
+                    let r = 1000 + usize::from(i == 150);
+                    b.insert_running(key(r), "{}".into(), Method::PageFill, None, 0)
+                        .unwrap();
+                }
+            }
+            let cleared: Vec<usize> = (0..200).filter(|i| i % 2 == 0).collect();
+            let ids = cleared.iter().map(|&i| (key(i), digest("{}")));
+            let run = Arc::new(TombstoneRun::new(ids, b.next_batch()));
+            let batch = ClearBatch {
+                at: 1,
+                reason: "r".into(),
+            };
+            let mut c = b.begin_clear(0, run, batch).unwrap();
+            let mut freed = Freed::default();
+            let (mut steps, mut withdrawn) = (0, false);
+            while !b.clear_steps(&mut c, 1, &mut freed) {
+                steps += 1;
+                if steps == withdraw_after {
+                    withdrawn = true;
+                    assert!(b.withdraw(&key(1000)).is_none());
+                    assert!(b.withdraw(&key(1001)).is_none());
+                }
+            }
+            let order: Vec<RequestKey> = b.iter().map(|(k, _)| k.clone()).collect();
+            let mut expected: Vec<RequestKey> = Vec::new();
+            for i in (0..200).filter(|i| i % 2 == 1) {
+                if !withdrawn && (i == 11 || i == 151) {
+                    expected.push(key(1000 + usize::from(i == 151)));
+                }
+                expected.push(key(i));
+            }
+            assert!(order == expected, "withdrawn after {withdraw_after} steps");
+            for &i in &cleared {
+                assert!(b.get(&key(i)).is_none() && b.tombstone(&key(i)).is_some());
+            }
         }
     }
 
@@ -1303,7 +1396,7 @@ mod tests {
                     Op::Complete { id } => {
                         let key = RequestKey::new(&format!("id-{id}"));
                         if senders.remove(&id).is_some() {
-                            prop_assert!(book.complete(&key, done(id % 2 == 0), 1));
+                            prop_assert!(book.complete(&key, done(id.is_multiple_of(2)), 1));
                         }
                     }
                     Op::Clear { id } => {

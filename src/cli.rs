@@ -298,6 +298,21 @@ struct ServeArgs {
     /// Keep receipts in memory only: a restart forgets them.
     #[arg(long)]
     no_journal: bool,
+    /// Keep receipts in a fleet ledger on PostgreSQL shared by every host of the fleet,
+    /// instead of the local journal: a libpq connection string such as
+    /// `host=/run/postgresql dbname=polaris` or `postgres://user@db/polaris` (docs/fleet.md).
+    #[arg(long, value_name = "CONNSTR", conflicts_with_all = ["journal", "no_journal"])]
+    ledger: Option<String>,
+    /// This host's name in the fleet [default: the machine's hostname].
+    #[arg(long, value_name = "NAME", requires = "ledger")]
+    host_id: Option<String>,
+    /// How long this host's hold on its running receipts lasts unrenewed (renewed every third
+    /// of it); when it lapses, the other hosts declare its running receipts INTERRUPTED.
+    #[arg(long, default_value_t = crate::ledger::DEFAULT_LEASE.as_millis() as u64, value_name = "MS")]
+    lease_ms: u64,
+    /// Connections this host keeps to the ledger's PostgreSQL.
+    #[arg(long, default_value_t = crate::ledger::DEFAULT_CONNECTIONS, value_name = "N")]
+    ledger_connections: usize,
     /// (testing aid) Record every applied fixture submit as a JSON line in FILE, fsynced
     /// before the submit counts.
     #[arg(long, value_name = "FILE")]
@@ -506,6 +521,19 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("the tokio runtime starts")
 }
 
+/// This machine's hostname: a fleet host's default name.
+fn machine_name() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
+    // truncates, and the length is taken up to the first NUL.
+    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+    match (rc, std::str::from_utf8(&buf[..end])) {
+        (0, Ok(name)) if !name.is_empty() => name.to_owned(),
+        _ => "polaris-host".to_owned(),
+    }
+}
+
 /// Runs the command line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -535,16 +563,39 @@ pub fn main() -> ExitCode {
                     }
                 },
             };
-            let journal = match crate::serve::journal_dir(
-                &options.socket_dir,
-                args.journal.as_deref(),
-                args.no_journal,
-            ) {
-                Ok(j) => j,
-                Err(e) => {
-                    eprintln!("polaris serve: {e}");
-                    return ExitCode::from(2);
+            let store = match &args.ledger {
+                Some(conninfo) => {
+                    // Renewed every third of the lease, so two thirds of it is the least a
+                    // healthy host has left: that must cover an action and the margin.
+                    let floor = args.action_timeout_ms + 1000;
+                    if args.lease_ms.saturating_mul(2) / 3 <= floor {
+                        eprintln!(
+                            "polaris serve: --lease-ms {} is too short for --action-timeout-ms {}: a host starts an action only with more than the action deadline plus one second of lease left, and a lease renewed every third of it keeps two thirds; pass --lease-ms {} or more",
+                            args.lease_ms,
+                            args.action_timeout_ms,
+                            floor * 3 / 2 + 1
+                        );
+                        return ExitCode::from(2);
+                    }
+                    crate::serve::Store::Ledger(crate::serve::FleetOptions {
+                        conninfo: conninfo.clone(),
+                        host_id: args.host_id.clone().unwrap_or_else(machine_name),
+                        lease: Duration::from_millis(args.lease_ms),
+                        connections: args.ledger_connections.max(1),
+                    })
                 }
+                None => match crate::serve::journal_dir(
+                    &options.socket_dir,
+                    args.journal.as_deref(),
+                    args.no_journal,
+                ) {
+                    Ok(Some(dir)) => crate::serve::Store::Journal(dir),
+                    Ok(None) => crate::serve::Store::Memory,
+                    Err(e) => {
+                        eprintln!("polaris serve: {e}");
+                        return ExitCode::from(2);
+                    }
+                },
             };
             let executor = match args.executor.build(args.fixture_effects.as_deref()) {
                 Ok(e) => e,
@@ -553,7 +604,7 @@ pub fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match runtime().block_on(crate::serve::run(options, executor, journal)) {
+            match runtime().block_on(crate::serve::run(options, executor, store)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("polaris serve: {e}");

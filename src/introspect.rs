@@ -915,6 +915,7 @@ fn snapshot(host: &Host) -> Snapshot {
         mutations: host.executor().mutations(),
     };
     let journal = host.journal_status();
+    let ledger = host.ledger_status();
     let st = host.lock();
     let tasks = newest_first(&st.tasks);
     let pending = tasks
@@ -930,6 +931,7 @@ fn snapshot(host: &Host) -> Snapshot {
         .collect();
     Snapshot {
         journal,
+        ledger,
         counters: st.counters,
         executor,
         pending,

@@ -107,19 +107,7 @@ pub fn start_journaled(
     executor: Arc<dyn Executor>,
     journal: Option<PathBuf>,
 ) -> Result<Running, ServeError> {
-    let dir = &options.socket_dir;
-    AuditLog::new(options.audit_log.clone())
-        .check()
-        .map_err(|source| ServeError::Io {
-            what: format!("the audit log {}", options.audit_log.display()),
-            source,
-        })?;
-    prepare_socket_dir(dir)?;
-    let bridge_path = dir.join(BRIDGE_SOCKET);
-    let introspect_path = dir.join(INTROSPECT_SOCKET);
-    reclaim_socket_path(dir, &bridge_path)?;
-    reclaim_socket_path(dir, &introspect_path)?;
-
+    let (bridge_path, introspect_path) = prepare_sockets(options)?;
     let host = match &journal {
         None => Host::new(options.host.clone(), executor),
         Some(jdir) => {
@@ -141,6 +129,95 @@ pub fn start_journaled(
             host
         }
     };
+    serve_host(options, host, bridge_path, introspect_path)
+}
+
+/// Checks the audit log and the socket directory and takes over stale socket files: what
+/// every way of starting a host does first. Returns the two socket paths.
+fn prepare_sockets(options: &ServeOptions) -> Result<(PathBuf, PathBuf), ServeError> {
+    let dir = &options.socket_dir;
+    AuditLog::new(options.audit_log.clone())
+        .check()
+        .map_err(|source| ServeError::Io {
+            what: format!("the audit log {}", options.audit_log.display()),
+            source,
+        })?;
+    prepare_socket_dir(dir)?;
+    let bridge_path = dir.join(BRIDGE_SOCKET);
+    let introspect_path = dir.join(INTROSPECT_SOCKET);
+    reclaim_socket_path(dir, &bridge_path)?;
+    reclaim_socket_path(dir, &introspect_path)?;
+    Ok((bridge_path, introspect_path))
+}
+
+/// How `polaris serve --ledger` joins a fleet (SPEC §13).
+#[derive(Clone, Debug)]
+pub struct FleetOptions {
+    /// The libpq connection string of the ledger's PostgreSQL.
+    pub conninfo: String,
+    /// This host's name in the fleet (`--host-id`; default the machine's hostname).
+    pub host_id: String,
+    /// The lease (`--lease-ms`).
+    pub lease: Duration,
+    /// Connections to PostgreSQL (`--ledger-connections`).
+    pub connections: usize,
+}
+
+/// Where `polaris serve` keeps its receipts.
+#[derive(Clone, Debug)]
+pub enum Store {
+    /// In memory only (`--no-journal`): a restart forgets them.
+    Memory,
+    /// In the journal in this directory (SPEC §11).
+    Journal(PathBuf),
+    /// In the fleet ledger (SPEC §13).
+    Ledger(FleetOptions),
+}
+
+/// [`start`] for a host of a fleet: joins the ledger (applying its migrations, registering
+/// this run with a fresh epoch) before the sockets are bound.
+pub async fn start_fleet(
+    options: &ServeOptions,
+    executor: Arc<dyn Executor>,
+    fleet: &FleetOptions,
+) -> Result<Running, ServeError> {
+    let (bridge_path, introspect_path) = prepare_sockets(options)?;
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let config = crate::ledger::LedgerConfig {
+        conninfo: fleet.conninfo.clone(),
+        host_id: fleet.host_id.clone(),
+        run_id: run_id.clone(),
+        socket: bridge_path.display().to_string(),
+        lease: fleet.lease,
+        connections: fleet.connections.max(1),
+        capacity: options.host.capacity,
+        tombstone_capacity: options.host.tombstone_capacity,
+        interrupted_reply: crate::host::interrupted_reply(),
+    };
+    let ledger = crate::ledger::Ledger::open(config)
+        .await
+        .map_err(|e| ServeError::Io {
+            what: "joining the fleet ledger".to_owned(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+    tracing::info!(
+        host_id = ledger.host_id(),
+        epoch = ledger.epoch(),
+        capacity = ledger.capacity(),
+        "joined the fleet ledger"
+    );
+    let host = Host::with_ledger(run_id, options.host.clone(), executor, ledger);
+    serve_host(options, host, bridge_path, introspect_path)
+}
+
+/// Binds both sockets for `host` and starts accepting.
+fn serve_host(
+    options: &ServeOptions,
+    host: Host,
+    bridge_path: PathBuf,
+    introspect_path: PathBuf,
+) -> Result<Running, ServeError> {
+    let dir = &options.socket_dir;
     let bridge = bind(&bridge_path)?;
     let introspect = bind(&introspect_path)?;
 
@@ -170,7 +247,7 @@ pub fn start_journaled(
     tracing::info!(
         dir = %dir.display(),
         run_id = host.run_id(),
-        capacity = options.host.capacity,
+        capacity = host.config().capacity,
         "polaris host ready"
     );
     Ok(Running {
@@ -209,6 +286,14 @@ impl Running {
                 "executions still running at shutdown; their outcome is unknown to callers"
             );
         }
+        if let Some(ledger) = self.host.ledger() {
+            // Leaving cleanly: the fleet need not wait a lease to know this run is gone.
+            match tokio::time::timeout(Duration::from_secs(5), ledger.leave()).await {
+                Ok(Ok(())) => tracing::info!("left the fleet ledger"),
+                Ok(Err(e)) => tracing::warn!("leaving the fleet ledger: {e}"),
+                Err(_) => tracing::warn!("leaving the fleet ledger took too long; the others will see this run's lease lapse"),
+            }
+        }
         let _ = self.shutdown.send(true);
         self.tracker.close();
         if tokio::time::timeout(Duration::from_secs(2), self.tracker.wait())
@@ -233,13 +318,18 @@ impl Running {
 
 /// `polaris serve` itself: serves with the given executor until SIGINT or SIGTERM, then
 /// stops gracefully and shuts the executor down.
-/// A journal that fails stops it (the error says why; the exit is non-zero).
+/// A journal that fails, or a lost lease on the fleet ledger, stops it (the error says why;
+/// the exit is non-zero).
 pub async fn run(
     options: ServeOptions,
     executor: Arc<dyn Executor>,
-    journal: Option<PathBuf>,
+    store: Store,
 ) -> Result<(), ServeError> {
-    let running = start_journaled(&options, executor.clone(), journal)?;
+    let running = match &store {
+        Store::Memory => start_journaled(&options, executor.clone(), None)?,
+        Store::Journal(dir) => start_journaled(&options, executor.clone(), Some(dir.clone()))?,
+        Store::Ledger(fleet) => start_fleet(&options, executor.clone(), fleet).await?,
+    };
     let mut failure = running.host.journal_failure();
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|source| ServeError::Io {

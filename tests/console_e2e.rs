@@ -419,7 +419,7 @@ fn the_selection_stays_on_its_receipt_while_500_new_ones_arrive() {
 
     for i in 20..520 {
         fill(&host, &task, i);
-        if i % 50 == 0 {
+        if i.is_multiple_of(50) {
             let now = console.contents();
             if let Some(seen) = selected_id(&now) {
                 assert_eq!(

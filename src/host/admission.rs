@@ -14,18 +14,18 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::execution::{not_durable, publish_completed, Execution};
+use super::execution::{not_durable, publish_completed, Execution, Stored};
 use super::journaling::TaskRecordData;
 use super::read::to_data;
 use super::{reject, wait_outcome, Handled, Host, State};
-use crate::book::{digest, BookFull, ClearBatch, Entry, Limit, ReplySlot, RequestKey, Tombstone};
+use crate::book::{digest, BookFull, Entry, Limit, ReplySlot, ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
 use crate::journal::{self, Begun, Completed, Record, TaskEvent, Ticket};
 use crate::protocol::introspection::RequestRejectedEvent;
 use crate::protocol::results::TaskClosedResult;
 use crate::protocol::{
-    format_millis, Command, Delivery, DirectRequest, ErrorBody, ErrorCode, Method, Outcome,
-    ReceiptKind,
+    format_millis, now_millis, Command, Delivery, DirectRequest, ErrorBody, ErrorCode, Method,
+    Outcome, ReceiptKind,
 };
 use crate::tasks::Task;
 
@@ -118,7 +118,7 @@ impl Host {
             Entry::Tombstone(t, batch) => {
                 let same = t.digest == digest(&request);
                 st.counters.rejected_cleared += 1;
-                let error = cleared_error(id, t, batch, same);
+                let error = cleared_error(id, batch.at, &batch.reason, same);
                 st.events.publish("request.rejected", now, || {
                     rejected(id, method, None, ErrorCode::ReceiptCleared)
                 });
@@ -153,6 +153,10 @@ impl Host {
                     st.events.publish("request.rejected", now, || {
                         rejected(id, method, Some(tid), ErrorCode::TaskNotFound)
                     });
+                    if self.ledger().is_some() {
+                        // Tasks stay with their host: say which one has it.
+                        return Err(self.unknown_task_in_fleet(id, tid, method));
+                    }
                     return Err(reject(Some(id), run_id, unknown_task_error(tid, run_id)));
                 };
                 if let Err(refusal) = task.admit(method) {
@@ -171,6 +175,12 @@ impl Host {
             }
         };
 
+        if let Some(error) = self.lease_refusal(id, method) {
+            st.events.publish("request.rejected", now, || {
+                rejected(id, method, task_id.as_deref(), ErrorCode::LedgerUnavailable)
+            });
+            return Err(reject(Some(id), run_id, error));
+        }
         let slot =
             match vacancy.insert_running(request.into_boxed_str(), method, task_id.clone(), now) {
                 Ok(slot) => slot,
@@ -183,6 +193,7 @@ impl Host {
                 }
             };
         let is_closing = matches!(cmd, Command::TaskFinish(_) | Command::TaskStop(_));
+        let claim = self.ledger().is_some();
         let mut begun = None;
         if let (Some(journal), false) = (self.journal(), is_closing) {
             let r = st.book.get(&key).expect("the receipt was just created");
@@ -228,8 +239,9 @@ impl Host {
             task_id,
             admitted_at: now,
             begun,
+            claim,
         };
-        if is_closing {
+        if is_closing && !claim {
             return Err(self.close_task(st, execution));
         }
         Ok(Admitted::Execute(execution))
@@ -239,6 +251,11 @@ impl Host {
     /// a task touches no executor, and doing it here means no action can slip in between the
     /// check and the change.
     fn close_task(&self, st: &mut State, execution: Execution<'_>) -> Handled {
+        let (outcome, waiters, task_record) = self.close_admitted(st, &execution);
+        debug_assert!(
+            waiters.is_none(),
+            "created and closed in one critical section"
+        );
         let Execution {
             id,
             key,
@@ -249,28 +266,6 @@ impl Host {
         } = execution;
         let method = cmd.method();
         let tid = task_id.expect("task closings name an admitted task");
-        let task = st.tasks.get_mut(&tid).expect("admitted task exists");
-        match &cmd {
-            Command::TaskStop(p) => task.stop(p.reason.clone(), now),
-            _ => task.finish(now),
-        }
-        task.record(&key, method, now, "ok");
-        self.inner
-            .executor
-            .close(tid.clone(), task.pending_outcome().is_some());
-        let result = TaskClosedResult {
-            state: task.state(),
-            task_id: tid.to_string(),
-        };
-        let summary = task.summary();
-        let task_record = self
-            .journal()
-            .is_some()
-            .then(|| TaskRecordData::of(task, TaskEvent::Closed, now));
-        let outcome = Arc::new(Outcome::ok(&result));
-        st.book.complete(&key, outcome.clone(), now);
-        st.events.publish("task.updated", now, || to_data(&summary));
-        publish_completed(st, &id, method, &outcome, now);
         let line = outcome.reply_line(Some(&id), self.run_id(), ReceiptKind::New);
         let (Some(journal), Some(task_record)) = (self.journal(), task_record) else {
             return Handled::Ready(line);
@@ -311,6 +306,94 @@ impl Host {
         }
     }
 
+    /// Closes the task of an admitted `task.finish` / `task.stop` and stores the reply under
+    /// its receipt: the outcome, the waiters of copies that joined (to wake once the reply is
+    /// durable), and the task's journal record when there is a journal.
+    fn close_admitted(
+        &self,
+        st: &mut State,
+        execution: &Execution<'_>,
+    ) -> (Arc<Outcome>, Option<ReplyWaiters>, Option<TaskRecordData>) {
+        let Execution {
+            id,
+            key,
+            cmd,
+            task_id,
+            admitted_at: now,
+            ..
+        } = execution;
+        let now = *now;
+        let method = cmd.method();
+        let tid = task_id
+            .as_ref()
+            .expect("task closings name an admitted task");
+        let task = st.tasks.get_mut(tid).expect("admitted task exists");
+        match cmd {
+            Command::TaskStop(p) => task.stop(p.reason.clone(), now),
+            _ => task.finish(now),
+        }
+        task.record(key, method, now, "ok");
+        self.inner
+            .executor
+            .close(tid.clone(), task.pending_outcome().is_some());
+        let result = TaskClosedResult {
+            state: task.state(),
+            task_id: tid.to_string(),
+        };
+        let summary = task.summary();
+        let task_record = self
+            .journal()
+            .is_some()
+            .then(|| TaskRecordData::of(task, TaskEvent::Closed, now));
+        let outcome = Arc::new(Outcome::ok(&result));
+        let waiters = st
+            .book
+            .finish_at(execution.slot, key, outcome.clone(), now)
+            .ok()
+            .flatten();
+        st.events.publish("task.updated", now, || to_data(&summary));
+        publish_completed(st, id, method, &outcome, now);
+        (outcome, waiters, task_record)
+    }
+
+    /// [`Host::close_admitted`] for a closing claimed in the fleet ledger: the task may have
+    /// been closed by another request while the claim was made, and is then closed again
+    /// harmlessly (its state does not change twice).
+    pub(super) fn close_claimed(&self, execution: &Execution<'_>) -> Stored {
+        let mut st = self.lock();
+        let open = execution
+            .task_id
+            .as_deref()
+            .and_then(|t| st.tasks.get(t))
+            .is_some_and(|t| t.closed.is_none());
+        if !open {
+            let tid = execution.task_id.as_deref().unwrap_or("");
+            let error = match st.tasks.get(tid) {
+                Some(t) => admission_error(t, execution.cmd.method(), ErrorCode::TaskClosed),
+                None => unknown_task_error(tid, self.run_id()),
+            };
+            let outcome = Arc::new(Outcome::err(&error));
+            let now = now_millis();
+            let waiters = st
+                .book
+                .finish_at(execution.slot, &execution.key, outcome.clone(), now)
+                .ok()
+                .flatten();
+            publish_completed(
+                &mut st,
+                &execution.id,
+                execution.cmd.method(),
+                &outcome,
+                now,
+            );
+            let idle = st.book.running() == 0;
+            return Stored::new(outcome, waiters, idle);
+        }
+        let (outcome, waiters, _) = self.close_admitted(&mut st, execution);
+        let idle = st.book.running() == 0;
+        Stored::new(outcome, waiters, idle)
+    }
+
     /// A reply that waits until the journal holds what it says; a journal that fails meanwhile
     /// turns it into `INTERNAL` (uncertain), and the host stops.
     fn reply_once_durable(&self, id: &str, ticket: Ticket, line: Vec<u8>) -> Handled {
@@ -347,7 +430,7 @@ impl Host {
 }
 
 /// `MCP_REQUEST_ID_REUSED`: other content under an ID first used for `stored`.
-fn reused_error(id: &str, stored: Method, first_seen: i64) -> ErrorBody {
+pub(super) fn reused_error(id: &str, stored: Method, first_seen: i64) -> ErrorBody {
     ErrorBody::new(
         ErrorCode::RequestIdReused,
         format!(
@@ -419,7 +502,7 @@ fn capacity_error(method: Method, full: &BookFull) -> ErrorBody {
 }
 
 /// `RECEIPT_CLEARED`: an ID an operator cleared, with the same content (`same`) or other.
-fn cleared_error(id: &str, _t: Tombstone, batch: &ClearBatch, same: bool) -> ErrorBody {
+pub(super) fn cleared_error(id: &str, at: i64, reason: &str, same: bool) -> ErrorBody {
     let (delivery, what) = if same {
         (Delivery::Cleared, "its content ran earlier in this run")
     } else {
@@ -429,15 +512,15 @@ fn cleared_error(id: &str, _t: Tombstone, batch: &ClearBatch, same: bool) -> Err
         ErrorCode::ReceiptCleared,
         format!(
             "request id {id} was cleared by an operator at {} (reason: {}); {what} and the id will not run again in this run. Read the task's state (task.status) before sending new work under a fresh id",
-            format_millis(batch.at),
-            batch.reason
+            format_millis(at),
+            reason
         ),
     )
     .with_delivery(delivery)
     .with_details(json!({
         "requestId": id,
-        "clearedAt": format_millis(batch.at),
-        "reason": &*batch.reason,
+        "clearedAt": format_millis(at),
+        "reason": reason,
         "sameContent": same,
     }))
 }

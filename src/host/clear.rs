@@ -559,7 +559,7 @@ impl Host {
             return Err(changed_error(&items[i].0));
         }
 
-        // 2. Outside the lock: the tombstones sorted, the positions in book order, the list in
+        // 2. Outside the lock: the tombstones sorted, the list in
         // key order (to find what agents reached), the journal's record.
         let mut run = Some(Arc::new(TombstoneRun::new(
             items
@@ -568,8 +568,8 @@ impl Host {
                 .map(|((k, _), c)| (k.clone(), c.digest)),
             batch,
         )));
-        let mut positions: Vec<usize> = checked.iter().map(|c| c.position).collect();
-        positions.sort_unstable();
+        // The listed receipt first in the book: the walk that takes them out starts there.
+        let first = (0..checked.len()).min_by_key(|&i| checked[i].position);
         let mut by_key: Vec<usize> = (0..items.len()).collect();
         by_key.sort_unstable_by(|&a, &b| items[a].0.cmp(&items[b].0));
         let journaled: Vec<crate::journal::ClearedId> = match self.journal() {
@@ -589,7 +589,6 @@ impl Host {
         // none left applies the clear: every tombstone in place at once.
         let mut reached: Vec<RequestKey> = Vec::new();
         let mut seen = 0;
-        let mut positions = Some(positions);
         let mut clearing = loop {
             let mut st = self.lock();
             let started = Instant::now();
@@ -601,7 +600,7 @@ impl Host {
                 steps += 1;
                 if let Ok(j) = by_key.binary_search_by(|&i| items[i].0.cmp(key)) {
                     let i = by_key[j];
-                    let found = st.book.get_index(checked[i].position);
+                    let found = st.book.position(key).and_then(|p| st.book.get_index(p));
                     if !unchanged(&st.tasks, key, &items[i].1, found) {
                         st.book.stop_watching();
                         return Err(changed_error(key));
@@ -615,13 +614,17 @@ impl Host {
             }
             if seen == reached.len() {
                 st.book.stop_watching();
-                let positions = positions.take().expect("applied once");
+                // Positions may have moved down since the check (a receipt withdrawn), never
+                // up, and keep their order: the first listed receipt is still the first.
+                let first = first
+                    .and_then(|i| st.book.position(&items[i].0))
+                    .unwrap_or(usize::MAX);
                 let batch = ClearBatch {
                     at: now,
                     reason: reason.clone(),
                 };
                 let run = run.take().expect("applied once");
-                match st.book.begin_clear(positions, run, batch) {
+                match st.book.begin_clear(first, run, batch) {
                     Ok(c) => break c,
                     Err(crate::book::ClearError::TombstonesFull { capacity, used }) => {
                         let n = items.len();

@@ -56,6 +56,8 @@ pub(super) struct Execution<'a> {
     /// The journal's ticket for the receipt's begin: the executor is not asked to act before
     /// it resolves (`None` without a journal).
     pub(super) begun: Option<Ticket>,
+    /// The receipt must be claimed in the fleet ledger before the executor acts (`--ledger`).
+    pub(super) claim: bool,
 }
 
 impl Execution<'_> {
@@ -69,6 +71,7 @@ impl Execution<'_> {
             task_id: self.task_id,
             admitted_at: self.admitted_at,
             begun: self.begun,
+            claim: self.claim,
         }
     }
 }
@@ -98,6 +101,34 @@ pub(super) struct Stored {
 }
 
 impl Stored {
+    /// An outcome stored with nothing to make durable locally (the ledger's turn comes next).
+    pub(super) fn new(
+        outcome: Arc<Outcome>,
+        waiters: Option<ReplyWaiters>,
+        now_idle: bool,
+    ) -> Stored {
+        Stored {
+            outcome,
+            waiters,
+            now_idle,
+            durable: None,
+        }
+    }
+
+    /// The outcome stored.
+    pub(super) fn outcome(&self) -> &Arc<Outcome> {
+        &self.outcome
+    }
+
+    /// Wakes the copies that joined with `outcome` instead of the one stored (the fleet ledger
+    /// answered otherwise) and hands it back.
+    pub(super) fn wake_with(self, outcome: Arc<Outcome>) -> Arc<Outcome> {
+        if let Some(waiters) = self.waiters {
+            waiters.send_replace(Some(outcome.clone()));
+        }
+        outcome
+    }
+
     /// Waits until the completion is durable, then wakes the copies that joined and hands back
     /// the outcome. A completion the journal could not keep is answered `INTERNAL`
     /// (uncertain), and the host stops.
@@ -205,6 +236,10 @@ impl Host {
     /// Starts an admitted execution: answered inline when the executor answers without
     /// waiting (the caller stores the completion), otherwise spawned and answered later.
     pub(super) fn run<'a>(&self, mut execution: Execution<'a>) -> Ran<'a> {
+        if execution.claim {
+            // In a fleet the executor may act only once the ledger holds this host's claim.
+            return Ran::Later(self.spawn_claimed(execution.into_owned()));
+        }
         if let Some(begun) = execution.begun.take() {
             // With a journal the executor may act only once the receipt is durable: wait for
             // the begin off this thread, then start.
@@ -329,6 +364,75 @@ impl Host {
         Handled::Later(Box::pin(async move {
             match done.await {
                 Ok(outcome) => outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::New),
+                Err(_) => host.vanished(&id),
+            }
+        }))
+    }
+
+    /// Runs an execution once its claim in the fleet ledger is this host's, on its own task
+    /// (detached, like [`Host::spawn`]); its reply is stored in the ledger before any copy is
+    /// answered. A claim the ledger settles otherwise (the ID was there already, the book is
+    /// full, the ledger is unreachable) is answered without executing anything.
+    fn spawn_claimed(&self, execution: Execution<'static>) -> Handled {
+        let id = execution.id.to_string();
+        let host = self.clone();
+        let done = tokio::spawn(async move {
+            let mut unfinished = Unfinished {
+                host: &host,
+                key: Some(&execution.key),
+            };
+            if let Err(line) = host.claim_in_ledger(&execution).await {
+                unfinished.key = None;
+                return line;
+            }
+            let (stored, opened) =
+                if matches!(execution.cmd, Command::TaskFinish(_) | Command::TaskStop(_)) {
+                    (host.close_claimed(&execution), None)
+                } else {
+                    let started =
+                        std::panic::catch_unwind(AssertUnwindSafe(|| host.start(&execution)));
+                    let (outcome, effect, opened) = match started {
+                        Ok(started) => {
+                            match AssertUnwindSafe(started.finish()).catch_unwind().await {
+                                Ok(finished) => {
+                                    let opened = match &finished {
+                                        Finished::Open(t, Ok(())) => Some(t.clone()),
+                                        _ => None,
+                                    };
+                                    let (outcome, effect) = host.interpret(&execution, finished);
+                                    (outcome, effect, opened)
+                                }
+                                Err(panic) => {
+                                    let (o, e) = panicked(&execution, panic);
+                                    (o, e, None)
+                                }
+                            }
+                        }
+                        Err(panic) => {
+                            let (o, e) = panicked(&execution, panic);
+                            (o, e, None)
+                        }
+                    };
+                    let completion = Completion {
+                        outcome: Arc::new(outcome),
+                        effect,
+                        at: now_millis(),
+                    };
+                    (
+                        host.complete_locked(&mut host.lock(), &execution, completion),
+                        opened,
+                    )
+                };
+            let idle = stored.now_idle;
+            let outcome = host.store_in_ledger(&execution, stored, opened).await;
+            host.ring_idle(idle);
+            unfinished.key = None;
+            outcome.reply_line(Some(&execution.id), host.run_id(), ReceiptKind::New)
+        });
+        let host = self.clone();
+        Handled::Later(Box::pin(async move {
+            match done.await {
+                Ok(line) => line,
                 Err(_) => host.vanished(&id),
             }
         }))

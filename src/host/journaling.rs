@@ -90,7 +90,7 @@ impl TaskRecordData {
 }
 
 /// The error code of a stored reply body, read back from its bytes.
-fn code_of(body: &str) -> Option<ErrorCode> {
+pub(super) fn code_of(body: &str) -> Option<ErrorCode> {
     if body.starts_with("\"ok\":true") {
         return None;
     }
@@ -100,7 +100,12 @@ fn code_of(body: &str) -> Option<ErrorCode> {
 
 /// The stored outcome of a receipt whose execution the host stopped under: `INTERRUPTED`,
 /// uncertain, never re-run.
-fn interrupted_outcome(id: &str, method: Method, task: Option<&str>, run_id: &str) -> Outcome {
+pub(super) fn interrupted_outcome(
+    id: &str,
+    method: Method,
+    task: Option<&str>,
+    run_id: &str,
+) -> Outcome {
     let next = match task {
         Some(t) => json!({"method": "task.status", "params": {"taskId": t}}),
         None => json!({"method": "receipt.status", "params": {"requestId": id}}),

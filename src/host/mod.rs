@@ -34,12 +34,14 @@ use crate::book::Book;
 use crate::events::{EventBus, Subscription};
 use crate::executor::Executor;
 use crate::journal::Journal;
+use crate::ledger::Ledger;
 use crate::protocol::{now_millis, ErrorBody, Outcome, ReceiptKind};
 use crate::tasks::{TaskId, Tasks};
 
 mod admission;
 mod clear;
 mod execution;
+mod fleet;
 mod handle;
 mod journaling;
 mod read;
@@ -54,6 +56,7 @@ pub use clear::{
     ClearCandidate, ClearRefusal, ClearTargets, ClearedReceipt, CommittedClear, PreparedClearView,
     CLEAR_TOKEN_TTL_MS, MAX_PREPARED_CLEARS,
 };
+pub use fleet::interrupted_reply;
 pub use journaling::Acknowledgement;
 
 /// Default `--capacity`.
@@ -149,6 +152,11 @@ struct Inner {
     /// the lock at admission and awaited before the executor acts; completions are appended
     /// under the lock at completion and awaited before any copy is answered.
     journal: Option<Journal>,
+    /// The fleet ledger (SPEC §13); `None` unless `--ledger`. A new mutation is claimed there
+    /// before the executor acts, and its completion stored there before any copy is answered.
+    ledger: Option<Ledger>,
+    /// The fleet's counts as the ledger last gave them (refreshed every second).
+    fleet_counts: fleet::FleetView,
     /// Set once the journal failed (why, naming the file): the host cannot keep its promise
     /// any more and stops.
     failure: watch::Sender<Option<String>>,
@@ -190,9 +198,26 @@ impl Host {
 
     /// A host with a fresh run ID writing through `journal` (nothing recovered yet).
     fn build(config: HostConfig, executor: Arc<dyn Executor>, journal: Option<Journal>) -> Host {
+        Host::build_run(
+            uuid::Uuid::new_v4().to_string(),
+            config,
+            executor,
+            journal,
+            None,
+        )
+    }
+
+    /// A host for the run `run_id`, writing through `journal` or claiming in `ledger`.
+    fn build_run(
+        run_id: String,
+        config: HostConfig,
+        executor: Arc<dyn Executor>,
+        journal: Option<Journal>,
+        ledger: Option<Ledger>,
+    ) -> Host {
         Host {
             inner: Arc::new(Inner {
-                run_id: uuid::Uuid::new_v4().to_string(),
+                run_id,
                 started_at: now_millis(),
                 state: Mutex::new(State {
                     book: Book::new(config.capacity, config.tombstone_capacity)
@@ -210,6 +235,8 @@ impl Host {
                 idle: Notify::new(),
                 idle_watchers: Default::default(),
                 journal,
+                ledger,
+                fleet_counts: Default::default(),
                 failure: watch::channel(None).0,
             }),
         }
@@ -293,6 +320,27 @@ impl Host {
                     .collect();
             }
         }
+    }
+
+    /// The host can no longer keep its promise (`why` says what failed): log one line, refuse
+    /// new work, and tell `polaris serve` to stop (exit non-zero).
+    pub(crate) fn fail(&self, why: String) {
+        let first = self.inner.failure.send_if_modified(|f| {
+            if f.is_some() {
+                return false;
+            }
+            *f = Some(why.clone());
+            true
+        });
+        if first {
+            tracing::error!("{why}; the host stops. Start it again once the cause is fixed");
+            self.begin_shutdown();
+        }
+    }
+
+    /// Whether the host failed and is stopping (see [`Host::fail`]).
+    pub(crate) fn has_failed(&self) -> bool {
+        self.inner.failure.borrow().is_some()
     }
 
     /// Wakes whoever waits for the host to have no execution running.

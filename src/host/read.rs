@@ -35,6 +35,12 @@ impl Host {
     /// Answers a read admitted by the receipt rules: executed every time, never stored.
     pub(super) fn read(&self, id: &str, cmd: Command) -> Handled {
         let run_id = self.run_id();
+        if let (Some(_), Some(tid)) = (self.ledger(), cmd.task_id()) {
+            if self.task_unknown_here(tid) {
+                // Tasks stay with their host: say which one has it.
+                return self.unknown_task_in_fleet(id, tid, cmd.method());
+            }
+        }
         match cmd {
             Command::HostHello => ready_ok(id, run_id, self.hello()),
             Command::ToolsList => ready_ok(
@@ -60,7 +66,14 @@ impl Host {
                 v.current = p.run_id.as_deref().is_none_or(|r| r == run_id);
                 ready_ok(id, run_id, v)
             }
-            Command::ReceiptStatus(p) => ready_ok(id, run_id, self.receipt_status(&p.request_id)),
+            Command::ReceiptStatus(p) => {
+                let status = self.receipt_status(&p.request_id);
+                if status.state == ReceiptState::Unknown && self.ledger().is_some() {
+                    // Not in this host's book: the fleet's may have it.
+                    return self.receipt_status_in_fleet(id, status);
+                }
+                ready_ok(id, run_id, status)
+            }
             Command::TaskStatus(p) => {
                 let st = self.lock();
                 match st.tasks.get(&p.task_id) {
@@ -304,6 +317,7 @@ impl Host {
         let st = self.lock();
         RunStatusResult {
             journal,
+            ledger: self.ledger_status(),
             current: true,
             executor: ExecutorStatus {
                 kind: self.inner.executor.kind().to_owned(),

@@ -146,7 +146,7 @@ pub enum Claimed {
     /// The row is this host's and committed durably: the executor may act.
     New,
     /// The ID was in the ledger already: the row decides.
-    Existing(LedgerReceipt),
+    Existing(Box<LedgerReceipt>),
     /// The fleet's book is full; nothing was inserted.
     Full {
         /// Receipts held (running + completed).
@@ -163,7 +163,7 @@ pub enum Completed {
     Stored,
     /// The row was no longer this host's running receipt (another host declared it
     /// `INTERRUPTED` after this host's lease lapsed): the row as it now is.
-    Fenced(LedgerReceipt),
+    Fenced(Box<LedgerReceipt>),
 }
 
 /// One host run of the fleet, for the operator's hosts pane.

@@ -481,6 +481,10 @@ pub struct Snapshot {
     /// The journal's numbers (SPEC §11); absent with `--no-journal`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal: Option<super::results::JournalStatus>,
+    /// The fleet (SPEC §13): this host's place, the fleet's counts and its hosts; absent
+    /// without `--ledger`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<super::results::LedgerStatus>,
     /// Every task, newest first.
     #[serde(default)]
     pub tasks: Vec<TaskSummary>,

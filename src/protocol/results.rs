@@ -424,6 +424,69 @@ pub struct RunStatusResult {
     /// The journal's numbers; absent with `--no-journal`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub journal: Option<JournalStatus>,
+    /// This host's place in the fleet; absent without `--ledger` (SPEC §13).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ledger: Option<LedgerStatus>,
+}
+
+/// `run.status.ledger`: which host of the fleet answered, its run's epoch, and how long its
+/// lease has left (an action starts only with more than its deadline plus one second).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LedgerStatus {
+    /// This host's run epoch in the ledger.
+    pub epoch: i64,
+    /// This host's name in the fleet.
+    pub host_id: String,
+    /// How long its lease has left.
+    pub lease_left_ms: u64,
+    /// The fleet's receipt counts as the ledger last gave them (`receipts` at the top of
+    /// `run.status` counts this host's book, a cache of the fleet's); absent until read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipts: Option<FleetReceiptCounts>,
+    /// Every host run the ledger knows, newest first, as last read (the console's hosts pane).
+    #[serde(default)]
+    pub hosts: Vec<FleetHost>,
+}
+
+/// One host run of the fleet, as the operator's hosts pane shows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetHost {
+    /// Its run's epoch.
+    pub epoch: i64,
+    /// The host's name.
+    pub host_id: String,
+    /// How long its lease had left when read (ms; negative once lapsed).
+    pub lease_left_ms: i64,
+    /// Its receipts still executing.
+    pub running: u64,
+    /// Its run ID.
+    pub run_id: String,
+    /// `alive`, `left` (stopped cleanly) or `dead` (its lease lapsed; its running receipts
+    /// were declared `INTERRUPTED`).
+    pub state: String,
+    /// Its tasks blocked on an uncertain outcome, as it last reported them.
+    #[serde(default)]
+    pub blocked: u64,
+}
+
+/// `run.status.ledger.receipts`: the fleet's book, read from the ledger.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FleetReceiptCounts {
+    /// The fleet's receipt capacity.
+    pub capacity: u64,
+    /// Receipts still executing on some host.
+    pub running: u64,
+    /// The fleet's tombstone capacity.
+    pub tombstone_capacity: u64,
+    /// Cleared receipts remembered as tombstones.
+    pub tombstones: u64,
+    /// Receipts in the fleet's book.
+    pub used: u64,
+    /// When the ledger gave these counts.
+    pub read_at: String,
 }
 
 /// `run.status.journal` and the snapshot's `journal` (SPEC §11): where the journal is, how big,

@@ -36,7 +36,7 @@ impl Choices {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n == 0
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d).is_multiple_of(n)
     }
 }
 
