@@ -9,7 +9,6 @@
 //! Storage is behind this module's API so a durable journal can be added later without touching
 //! the rules in `host`.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -279,18 +278,52 @@ struct UuidTombstone {
     batch: u32,
 }
 
-/// The tombstone store. Request IDs are UUIDs in practice, so their tombstones live in one
-/// sorted array of fixed-size records (36 bytes each, found by binary search) instead of a hash
-/// map of enum keys (about 100 bytes each at a million); any other ID goes to a small map.
-/// Clears are rare operator actions, so paying a sort per clear for compact storage is right.
+/// A sorted run of tombstones: those of one clear, or of several merged. Request IDs are UUIDs
+/// in practice, so their tombstones are fixed-size records (36 bytes each, found by binary
+/// search) instead of a hash map of enum keys (about 100 bytes each at a million); any other
+/// ID is kept as text, also sorted.
+///
+/// A run is built and merged off the host's lock ([`TombstoneRun::new`],
+/// [`TombstoneRun::merged`]): sorting a million tombstones takes tens of milliseconds,
+/// which no agent may wait for (SPEC §10). The book only ever adds or swaps whole runs.
 #[derive(Default)]
-struct Tombstones {
-    /// Sorted by `key`, allocated exactly.
+pub struct TombstoneRun {
+    /// Sorted by `key`, keys unique.
     uuids: Vec<UuidTombstone>,
-    texts: HashMap<Box<str>, Tombstone>,
+    /// Sorted by key, keys unique.
+    texts: Vec<(Box<str>, Tombstone)>,
 }
 
-impl Tombstones {
+impl TombstoneRun {
+    /// The tombstones of one clear (its batch index is `batch`), sorted; a key given twice
+    /// counts once.
+    pub fn new(ids: impl IntoIterator<Item = (RequestKey, FingerprintDigest)>, batch: u32) -> Self {
+        let mut run = TombstoneRun::default();
+        for (key, digest) in ids {
+            match key {
+                RequestKey::Uuid(key) => run.uuids.push(UuidTombstone { key, digest, batch }),
+                RequestKey::Text(key) => run.texts.push((key, Tombstone { digest, batch })),
+            }
+        }
+        run.uuids.sort_unstable_by_key(|t| t.key);
+        run.uuids.dedup_by_key(|t| t.key);
+        run.uuids.shrink_to_fit();
+        run.texts.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        run.texts.dedup_by(|a, b| a.0 == b.0);
+        run.texts.shrink_to_fit();
+        run
+    }
+
+    /// Tombstones in the run.
+    pub fn len(&self) -> usize {
+        self.uuids.len() + self.texts.len()
+    }
+
+    /// Whether the run holds none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     fn get(&self, key: &RequestKey) -> Option<Tombstone> {
         match key {
             RequestKey::Uuid(k) => {
@@ -302,8 +335,51 @@ impl Tombstones {
                         batch: self.uuids[i].batch,
                     })
             }
-            RequestKey::Text(k) => self.texts.get(k).copied(),
+            RequestKey::Text(k) => self
+                .texts
+                .binary_search_by(|(t, _)| (**t).cmp(&**k))
+                .ok()
+                .map(|i| self.texts[i].1),
         }
+    }
+
+    /// One run holding both (their keys are disjoint: an ID is cleared once), in linear time.
+    pub fn merged(a: &TombstoneRun, b: &TombstoneRun) -> TombstoneRun {
+        fn merge<T: Clone, K: Ord + ?Sized>(a: &[T], b: &[T], key: impl Fn(&T) -> &K) -> Vec<T> {
+            let mut out = Vec::with_capacity(a.len() + b.len());
+            let (mut i, mut j) = (0, 0);
+            while i < a.len() && j < b.len() {
+                if key(&a[i]) <= key(&b[j]) {
+                    out.push(a[i].clone());
+                    i += 1;
+                } else {
+                    out.push(b[j].clone());
+                    j += 1;
+                }
+            }
+            out.extend_from_slice(&a[i..]);
+            out.extend_from_slice(&b[j..]);
+            out
+        }
+        TombstoneRun {
+            uuids: merge(&a.uuids, &b.uuids, |t| &t.key),
+            texts: merge(&a.texts, &b.texts, |t| &*t.0),
+        }
+    }
+}
+
+/// The tombstone store: a few sorted runs. Each clear adds one run (built off the lock); runs
+/// are merged, off the lock too, so that there are never more than about log2 of the tombstones
+/// held (see [`Book::merge_tombstones_step`]).
+#[derive(Default)]
+struct Tombstones {
+    runs: Vec<Arc<TombstoneRun>>,
+    len: usize,
+}
+
+impl Tombstones {
+    fn get(&self, key: &RequestKey) -> Option<Tombstone> {
+        self.runs.iter().rev().find_map(|r| r.get(key))
     }
 
     fn contains(&self, key: &RequestKey) -> bool {
@@ -311,33 +387,105 @@ impl Tombstones {
     }
 
     fn len(&self) -> usize {
-        self.uuids.len() + self.texts.len()
+        self.len
     }
 
-    /// Adds tombstones for keys that have none yet.
-    fn extend(&mut self, new: Vec<(RequestKey, Tombstone)>) {
-        let uuids = new
-            .iter()
-            .filter(|(k, _)| matches!(k, RequestKey::Uuid(_)))
-            .count();
-        self.uuids.reserve_exact(uuids);
-        for (key, t) in new {
-            match key {
-                RequestKey::Uuid(key) => self.uuids.push(UuidTombstone {
-                    key,
-                    digest: t.digest,
-                    batch: t.batch,
-                }),
-                RequestKey::Text(key) => {
-                    self.texts.insert(key, t);
-                }
-            }
+    fn push(&mut self, run: Arc<TombstoneRun>) {
+        if run.is_empty() {
+            return;
         }
-        // Two sorted runs (the old array and the new batch once sorted): the stable sort
-        // merges them in linear time.
-        self.uuids.sort_by_key(|t| t.key);
+        self.len += run.len();
+        self.runs.push(run);
+    }
+
+    /// The two newest runs, when they should be merged: the newer is at least half the size
+    /// of the older (so each tombstone is copied about log2(n) times in all), or there are
+    /// more than [`MAX_TOMBSTONE_RUNS`].
+    fn to_merge(&self) -> Option<[Arc<TombstoneRun>; 2]> {
+        let n = self.runs.len();
+        if n < 2 {
+            return None;
+        }
+        let (older, newer) = (&self.runs[n - 2], &self.runs[n - 1]);
+        (2 * newer.len() >= older.len() || n > MAX_TOMBSTONE_RUNS)
+            .then(|| [older.clone(), newer.clone()])
+    }
+
+    /// Replaces the two newest runs, if they are still `pair`, with `merged`; hands back what
+    /// it replaced (for the caller to free after letting go of the lock).
+    fn replace(
+        &mut self,
+        pair: &[Arc<TombstoneRun>; 2],
+        merged: Arc<TombstoneRun>,
+    ) -> Vec<Arc<TombstoneRun>> {
+        let n = self.runs.len();
+        let same = n >= 2
+            && Arc::ptr_eq(&self.runs[n - 2], &pair[0])
+            && Arc::ptr_eq(&self.runs[n - 1], &pair[1]);
+        if !same {
+            return vec![merged];
+        }
+        debug_assert_eq!(merged.len(), pair[0].len() + pair[1].len());
+        let old = self.runs.split_off(n - 2);
+        self.runs.push(merged);
+        old
+    }
+
+    /// Merges every run into one, in place (at start, before anyone else is served).
+    fn merge_all(&mut self) {
+        while self.runs.len() > 1 {
+            let newer = self.runs.pop().expect("two runs");
+            let older = self.runs.pop().expect("two runs");
+            self.runs
+                .push(Arc::new(TombstoneRun::merged(&older, &newer)));
+        }
     }
 }
+
+/// Tombstone runs kept before the two newest are merged whatever their sizes.
+const MAX_TOMBSTONE_RUNS: usize = 24;
+
+/// A clear being applied a step at a time ([`Book::begin_clear`], [`Book::clear_steps`]):
+/// its receipts leave the book a few at a time, so the host's lock is never held for the whole
+/// of a large clear, and the receipts that stay keep their creation order.
+///
+/// The book's receipt table is an ordered map; removing from its middle shifts everything after.
+/// So the clear walks the table once with a read and a write position: a receipt that stays is
+/// swapped down to the write position (its order among those that stay is kept), a cleared one
+/// is left behind, so the cleared gather at the end, where they are cut off a few at a time.
+/// Receipts created meanwhile are appended and walked too. Until a cleared receipt is cut off
+/// it is still found as a receipt (and may replay); its tombstone is already in place behind it,
+/// so the ID is never vacant.
+pub struct Clearing {
+    /// The clear's tombstones: a receipt whose key is here is one it clears.
+    run: Arc<TombstoneRun>,
+    /// Receipts cut off so far.
+    removed: usize,
+}
+
+/// Where a clear's walk of the receipt table is ([`Clearing`]); kept by the book so a receipt
+/// withdrawn meanwhile ([`Book::withdraw`]) moves it with the receipts.
+#[derive(Clone, Copy)]
+struct ClearCursor {
+    /// Receipts before this position were walked.
+    read: usize,
+    /// Receipts before this position stay; `[write, read)` are cleared ones.
+    write: usize,
+}
+
+impl Clearing {
+    /// Receipts taken out of the book so far.
+    pub fn removed(&self) -> usize {
+        self.removed
+    }
+}
+
+/// Receipts cut off the end of the table in one step of a clear.
+const CUT_PER_STEP: usize = 16;
+
+/// Receipts a book that a clear left with at most this many is rebuilt with, giving the
+/// emptied table back (freeing it is the caller's, after letting go of the lock).
+const REBUILD_BELOW: usize = 4096;
 
 /// How many receipts a new book reserves room for, at most (see [`Book::new`]).
 pub const RESERVED_RECEIPTS: usize = 1 << 20;
@@ -347,7 +495,7 @@ pub struct Book {
     /// Receipts in the order they were created (oldest first), for newest/oldest listings.
     /// Hashed with foldhash, seeded per process: this table is searched under the host's lock
     /// for every request, and SipHash (the default) cost several times as much per lookup.
-    receipts: IndexMap<RequestKey, Receipt, foldhash::fast::RandomState>,
+    receipts: ReceiptTable,
     tombstones: Tombstones,
     batches: Vec<ClearBatch>,
     capacity: usize,
@@ -357,6 +505,31 @@ pub struct Book {
     /// when a receipt is created, grown by its reply when it completes.
     used_bytes: usize,
     max_bytes: usize,
+    /// While an operator's clear checks its list a slice at a time: the keys of receipts
+    /// reached since (the only ways a completed receipt changes are [`Book::entry`] and
+    /// [`Book::get_mut`]), for it to check again before it applies.
+    touched: Option<Vec<RequestKey>>,
+    /// The walk of a clear in progress ([`Book::clear_steps`]).
+    clear_cursor: Option<ClearCursor>,
+}
+
+/// The receipt table: request ID → receipt, in creation order.
+type ReceiptTable = IndexMap<RequestKey, Receipt, foldhash::fast::RandomState>;
+
+/// What a step of a clear took out of the book, to be freed after the host's lock is let go
+/// (freeing a large clear's receipts takes longer than any agent may wait).
+#[derive(Default)]
+pub struct Freed {
+    receipts: Vec<(RequestKey, Receipt)>,
+    table: Option<ReceiptTable>,
+    runs: Vec<Arc<TombstoneRun>>,
+}
+
+impl Freed {
+    /// Receipts held here.
+    pub fn receipts(&self) -> usize {
+        self.receipts.len()
+    }
 }
 
 impl Book {
@@ -379,6 +552,8 @@ impl Book {
             running: 0,
             used_bytes: 0,
             max_bytes: DEFAULT_MAX_BOOK_BYTES,
+            touched: None,
+            clear_cursor: None,
         }
     }
 
@@ -391,7 +566,12 @@ impl Book {
     /// What the book holds for `key`.
     pub fn entry(&mut self, key: &RequestKey) -> Entry<'_> {
         match self.receipts.entry(key.clone()) {
-            indexmap::map::Entry::Occupied(o) => Entry::Receipt(o.into_mut()),
+            indexmap::map::Entry::Occupied(o) => {
+                if let Some(touched) = &mut self.touched {
+                    touched.push(key.clone());
+                }
+                Entry::Receipt(o.into_mut())
+            }
             indexmap::map::Entry::Vacant(slot) => match self.tombstones.get(key) {
                 Some(t) => Entry::Tombstone(t, &self.batches[t.batch as usize]),
                 None => Entry::Vacant(Vacancy {
@@ -506,6 +686,9 @@ impl Book {
 
     /// A receipt by key, to change its bookkeeping (not its reply).
     pub fn get_mut(&mut self, key: &RequestKey) -> Option<&mut Receipt> {
+        if let Some(touched) = &mut self.touched {
+            touched.push(key.clone());
+        }
         self.receipts.get_mut(key)
     }
 
@@ -514,6 +697,31 @@ impl Book {
     /// million.
     pub fn reserve(&mut self, additional: usize) {
         self.receipts.reserve(additional);
+    }
+
+    /// Starts noting the keys of receipts reached through [`Book::entry`] or
+    /// [`Book::get_mut`], so an operator's clear that checked its list a slice at a time
+    /// checks again only those.
+    pub fn watch_changes(&mut self) {
+        self.touched = Some(Vec::new());
+    }
+
+    /// The keys reached since the last call (or [`Book::watch_changes`]); noting goes on.
+    pub fn take_changes(&mut self) -> Vec<RequestKey> {
+        match &mut self.touched {
+            Some(t) => std::mem::take(t),
+            None => Vec::new(),
+        }
+    }
+
+    /// Stops noting changes.
+    pub fn stop_watching(&mut self) {
+        self.touched = None;
+    }
+
+    /// Where a receipt is in creation order (see [`Book::get_index`]).
+    pub fn position(&self, key: &RequestKey) -> Option<usize> {
+        self.receipts.get_index_of(key)
     }
 
     /// Puts back a completed receipt read from the journal at start. Capacity (count and bytes)
@@ -549,20 +757,20 @@ impl Book {
     ) {
         let base = self.batches.len() as u32;
         self.batches.extend(batches);
-        self.tombstones.extend(
-            tombstones
-                .into_iter()
-                .map(|(k, digest, batch)| {
-                    (
-                        k,
-                        Tombstone {
-                            digest,
-                            batch: base + batch,
-                        },
-                    )
-                })
-                .collect(),
-        );
+        // One run per batch (a run's tombstones share theirs), then one run in all.
+        let mut by_batch: Vec<Vec<(RequestKey, FingerprintDigest)>> = Vec::new();
+        for (k, digest, batch) in tombstones {
+            let b = batch as usize;
+            if by_batch.len() <= b {
+                by_batch.resize_with(b + 1, Vec::new);
+            }
+            by_batch[b].push((k, digest));
+        }
+        for (b, ids) in by_batch.into_iter().enumerate() {
+            self.tombstones
+                .push(Arc::new(TombstoneRun::new(ids, base + b as u32)));
+        }
+        self.tombstones.merge_all();
     }
 
     /// Drops the waiters of a running receipt whose execution vanished without an outcome (the
@@ -588,6 +796,15 @@ impl Book {
         // The receipt was created moments ago, near the end: shifting keeps the book's order
         // and moves only the few receipts created since.
         let (k, r) = self.receipts.shift_remove_index(index)?;
+        // A clear walking the book: what it walked moved down by one.
+        if let Some(cursor) = &mut self.clear_cursor {
+            if index < cursor.read {
+                cursor.read -= 1;
+                if index < cursor.write {
+                    cursor.write -= 1;
+                }
+            }
+        }
         self.running -= 1;
         let bytes = receipt_bytes(&k, &r.request, None);
         self.used_bytes = self.used_bytes.saturating_sub(bytes);
@@ -597,59 +814,159 @@ impl Book {
         }
     }
 
-    /// Turns the given receipts into tombstones, all or nothing.
+    /// Turns the given receipts into tombstones, all or nothing, in one go (the host applies
+    /// a clear in slices with [`Book::begin_clear`] and [`Book::clear_steps`] instead).
     ///
-    /// The caller has checked each one is clearable (completed, not already cleared).
+    /// Running receipts and keys the book does not hold are skipped.
     pub fn clear(
         &mut self,
         keys: &[RequestKey],
         at: i64,
         reason: Arc<str>,
     ) -> Result<usize, ClearError> {
-        let new = keys
-            .iter()
-            .filter(|k| self.receipts.contains_key(*k))
-            .count();
-        if self.tombstones.len() + new > self.tombstone_capacity {
+        let mut first = usize::MAX;
+        let mut ids = Vec::new();
+        for k in keys {
+            if let Some((i, _, r)) = self.receipts.get_full(k) {
+                if !r.is_running() {
+                    first = first.min(i);
+                    ids.push((k.clone(), digest(&r.request)));
+                }
+            }
+        }
+        let run = Arc::new(TombstoneRun::new(ids, self.next_batch()));
+        let mut clearing = self.begin_clear(first, run, ClearBatch { at, reason })?;
+        let mut freed = Freed::default();
+        while !self.clear_steps(&mut clearing, usize::MAX, &mut freed) {}
+        while let Some(pair) = self.tombstones.to_merge() {
+            let merged = Arc::new(TombstoneRun::merged(&pair[0], &pair[1]));
+            self.tombstones.replace(&pair, merged);
+        }
+        Ok(clearing.removed())
+    }
+
+    /// The batch index the next clear's tombstones name (see [`TombstoneRun::new`]).
+    pub fn next_batch(&self) -> u32 {
+        self.batches.len() as u32
+    }
+
+    /// Starts a clear: the receipts whose keys `run` holds (each a completed receipt, as the
+    /// caller checked under the same lock; the run was built off the lock, naming
+    /// [`Book::next_batch`]) get their tombstones at once, all or nothing against the tombstone
+    /// capacity. The receipts themselves leave with [`Book::clear_steps`]; until then each is
+    /// still found as a receipt, in front of its tombstone. `first` is at most the position of
+    /// the first of them (receipts before it are not walked; `usize::MAX` when none is held).
+    pub fn begin_clear(
+        &mut self,
+        first: usize,
+        run: Arc<TombstoneRun>,
+        batch: ClearBatch,
+    ) -> Result<Clearing, ClearError> {
+        debug_assert!(self.clear_cursor.is_none(), "one clear at a time");
+        if self.tombstones.len() + run.len() > self.tombstone_capacity {
             return Err(ClearError::TombstonesFull {
                 capacity: self.tombstone_capacity,
                 used: self.tombstones.len(),
             });
         }
-        let batch = self.batches.len() as u32;
-        self.batches.push(ClearBatch { at, reason });
-        let mut cleared = 0;
-        let wanted: std::collections::HashSet<&RequestKey> = keys.iter().collect();
-        let mut moved = Vec::with_capacity(new);
-        let mut freed = 0;
-        // One pass keeps the creation order of the remaining receipts.
-        self.receipts.retain(|k, r| {
-            if wanted.contains(k) && !r.is_running() {
-                moved.push((k.clone(), digest(&r.request)));
-                freed += receipt_bytes(k, &r.request, r.outcome().map(|o| &**o));
-                false
-            } else {
-                true
-            }
+        self.batches.push(batch);
+        self.tombstones.push(run.clone());
+        // Receipts before the first cleared one stay where they are.
+        let first = first.min(self.receipts.len());
+        self.clear_cursor = Some(ClearCursor {
+            read: first,
+            write: first,
         });
-        cleared += moved.len();
-        debug_assert!(
-            freed <= self.used_bytes,
-            "the book counted every receipt it holds"
-        );
-        self.used_bytes = self.used_bytes.saturating_sub(freed);
-        self.tombstones.extend(
-            moved
-                .into_iter()
-                .map(|(k, digest)| (k, Tombstone { digest, batch }))
-                .collect(),
-        );
-        // A large clear leaves the receipt table mostly empty: give the memory back. (Small
-        // clears keep the room, reserved or grown, for the receipts still to come.)
-        if cleared >= 1024 && self.receipts.capacity() > 4 * self.receipts.len() {
-            self.receipts.shrink_to_fit();
+        Ok(Clearing { run, removed: 0 })
+    }
+
+    /// Does at most `steps` steps of a clear begun with [`Book::begin_clear`] (each visits one
+    /// receipt or cuts off up to a few cleared ones); what leaves the book goes to `freed`, to
+    /// be dropped after the lock is let go. Returns `true` once every cleared receipt is gone.
+    /// No other clear may run until this one is done (the host's operator gate).
+    pub fn clear_steps(&mut self, c: &mut Clearing, steps: usize, freed: &mut Freed) -> bool {
+        let Some(mut cursor) = self.clear_cursor else {
+            return true;
+        };
+        let done = self.walk(c, &mut cursor, steps, freed);
+        self.clear_cursor = (!done).then_some(cursor);
+        done
+    }
+
+    fn walk(
+        &mut self,
+        c: &mut Clearing,
+        cursor: &mut ClearCursor,
+        steps: usize,
+        freed: &mut Freed,
+    ) -> bool {
+        let cur = cursor;
+        for _ in 0..steps {
+            let len = self.receipts.len();
+            if cur.read < len {
+                let (key, r) = self.receipts.get_index(cur.read).expect("in the table");
+                if !r.is_running() && c.run.get(key).is_some() {
+                    // A cleared receipt: left behind, in `[write, read)`.
+                } else {
+                    // One that stays: down to the write position, after those that stayed.
+                    self.receipts.swap_indices(cur.write, cur.read);
+                    cur.write += 1;
+                }
+                cur.read += 1;
+            } else if len > cur.write {
+                // Every receipt walked: `[write, len)` are cleared; cut a few off the end.
+                let start = len.saturating_sub(CUT_PER_STEP).max(cur.write);
+                for (k, r) in self.receipts.drain(start..len) {
+                    debug_assert!(!r.is_running(), "a clear takes only completed receipts");
+                    let cost = receipt_bytes(&k, &r.request, r.outcome().map(|o| &**o));
+                    debug_assert!(cost <= self.used_bytes, "the book counted every receipt");
+                    self.used_bytes = self.used_bytes.saturating_sub(cost);
+                    freed.receipts.push((k, r));
+                }
+                c.removed += len - start;
+                cur.read = start;
+            } else {
+                // A large clear leaves the table mostly empty: give its memory back when what
+                // is left is little to move (keeping room reserved for the receipts to come).
+                let len = self.receipts.len();
+                if c.removed >= 1024
+                    && len <= REBUILD_BELOW
+                    && self.receipts.capacity() > 4 * len.max(1)
+                {
+                    let mut table = IndexMap::with_capacity_and_hasher(
+                        self.capacity.min(RESERVED_RECEIPTS).max(len),
+                        self.receipts.hasher().clone(),
+                    );
+                    table.extend(self.receipts.drain(..));
+                    freed.table = Some(std::mem::replace(&mut self.receipts, table));
+                }
+                return true;
+            }
         }
-        Ok(cleared)
+        false
+    }
+
+    /// The two newest tombstone runs, when they are due to be merged (by
+    /// [`TombstoneRun::merged`], off the lock, then [`Book::replace_tombstones`]).
+    pub fn tombstones_to_merge(&self) -> Option<[Arc<TombstoneRun>; 2]> {
+        self.tombstones.to_merge()
+    }
+
+    /// Puts a merge of the two newest runs in their place, if they are still `pair`; what it
+    /// replaced goes to `freed`.
+    pub fn replace_tombstones(
+        &mut self,
+        pair: &[Arc<TombstoneRun>; 2],
+        merged: Arc<TombstoneRun>,
+        freed: &mut Freed,
+    ) {
+        freed.runs.extend(self.tombstones.replace(pair, merged));
+    }
+
+    /// Tombstone runs held (tests check merging keeps them few).
+    #[cfg(test)]
+    pub(crate) fn tombstone_runs(&self) -> usize {
+        self.tombstones.runs.len()
     }
 
     /// Receipts held (running and completed).
@@ -712,6 +1029,7 @@ impl Book {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::collections::HashMap;
 
     fn done(code: bool) -> Arc<Outcome> {
         Arc::new(if code {
@@ -880,6 +1198,161 @@ mod tests {
             .tombstone(&RequestKey::new(&uuid::Uuid::new_v4().to_string()))
             .is_none());
         assert!(b.tombstone(&RequestKey::new("text-1")).is_none());
+    }
+
+    #[test]
+    fn a_clear_in_steps_keeps_order_while_receipts_arrive() {
+        let mut b = Book::new(10_000, 10_000);
+        let key = |i: usize| {
+            if i.is_multiple_of(5) {
+                RequestKey::new(&format!("text-{i}"))
+            } else {
+                RequestKey::new(&uuid::Uuid::from_u128(i as u128 + 1).to_string())
+            }
+        };
+        let add = |b: &mut Book, i: usize| {
+            b.insert_running(
+                key(i),
+                format!("{{\"n\":{i}}}").into(),
+                Method::PageFill,
+                None,
+                0,
+            )
+            .unwrap();
+            b.complete(&key(i), done(i.is_multiple_of(2)), 1);
+        };
+        for i in 0..1000 {
+            add(&mut b, i);
+        }
+        let bytes = |b: &Book, keys: &[usize]| -> usize {
+            keys.iter()
+                .map(|&i| {
+                    let r = b.get(&key(i)).unwrap();
+                    receipt_bytes(&key(i), &r.request, r.outcome().map(|o| &**o))
+                })
+                .sum()
+        };
+        // Every third goes; one new receipt arrives after each step.
+        let cleared: Vec<usize> = (0..1000).filter(|i| i % 3 == 1).collect();
+        let mut stay: Vec<usize> = (0..1000).filter(|i| i % 3 != 1).collect();
+        let stay_bytes = bytes(&b, &stay);
+        let first = b.position(&key(cleared[0])).unwrap();
+        let ids = cleared
+            .iter()
+            .map(|&i| (key(i), digest(&format!("{{\"n\":{i}}}"))));
+        let run = Arc::new(TombstoneRun::new(ids, b.next_batch()));
+        let mut c = b
+            .begin_clear(
+                first,
+                run,
+                ClearBatch {
+                    at: 7,
+                    reason: "r".into(),
+                },
+            )
+            .unwrap();
+        let mut next = 1000;
+        let mut freed = Freed::default();
+        while !b.clear_steps(&mut c, 7, &mut freed) {
+            // Never vacant: each cleared ID is still a receipt or already a tombstone.
+            for &i in &cleared {
+                assert!(b.get(&key(i)).is_some() || b.tombstone(&key(i)).is_some());
+            }
+            if next < 1300 {
+                add(&mut b, next);
+                stay.push(next);
+                next += 1;
+            }
+        }
+        assert_eq!(c.removed(), cleared.len());
+        assert_eq!(freed.receipts(), cleared.len());
+        let order: Vec<RequestKey> = b.iter().map(|(k, _)| k.clone()).collect();
+        let expected: Vec<RequestKey> = stay.iter().map(|&i| key(i)).collect();
+        assert!(order == expected, "the receipts that stay keep their order");
+        assert_eq!(
+            b.used_bytes(),
+            stay_bytes + bytes(&b, &stay[stay.len() - (next - 1000)..])
+        );
+        assert!(next > 1100, "receipts arrived during the clear");
+        for &i in &cleared {
+            let (t, batch) = b.tombstone(&key(i)).expect("a tombstone");
+            assert_eq!(t.digest, digest(&format!("{{\"n\":{i}}}")));
+            assert_eq!(batch.at, 7);
+            assert!(b.get(&key(i)).is_none());
+        }
+        for (p, &i) in stay.iter().enumerate() {
+            assert_eq!(b.position(&key(i)), Some(p));
+        }
+    }
+
+    #[test]
+    fn a_receipt_withdrawn_during_a_clear_moves_its_walk_with_it() {
+        let key = |i: usize| RequestKey::new(&format!("r{i}"));
+        for withdraw_after in [1, 30, 120, 250, 100_000] {
+            let mut b = Book::new(1000, 1000);
+            // r0..r199 completed, with running r1000 (early) and r1001 (late) among them.
+            for i in 0..200 {
+                b.insert_running(key(i), "{}".into(), Method::PageFill, None, 0)
+                    .unwrap();
+                b.complete(&key(i), done(false), 1);
+                if i == 10 || i == 150 {
+                    let r = 1000 + usize::from(i == 150);
+                    b.insert_running(key(r), "{}".into(), Method::PageFill, None, 0)
+                        .unwrap();
+                }
+            }
+            let cleared: Vec<usize> = (0..200).filter(|i| i % 2 == 0).collect();
+            let ids = cleared.iter().map(|&i| (key(i), digest("{}")));
+            let run = Arc::new(TombstoneRun::new(ids, b.next_batch()));
+            let batch = ClearBatch {
+                at: 1,
+                reason: "r".into(),
+            };
+            let mut c = b.begin_clear(0, run, batch).unwrap();
+            let mut freed = Freed::default();
+            let (mut steps, mut withdrawn) = (0, false);
+            while !b.clear_steps(&mut c, 1, &mut freed) {
+                steps += 1;
+                if steps == withdraw_after {
+                    withdrawn = true;
+                    assert!(b.withdraw(&key(1000)).is_none());
+                    assert!(b.withdraw(&key(1001)).is_none());
+                }
+            }
+            let order: Vec<RequestKey> = b.iter().map(|(k, _)| k.clone()).collect();
+            let mut expected: Vec<RequestKey> = Vec::new();
+            for i in (0..200).filter(|i| i % 2 == 1) {
+                if !withdrawn && (i == 11 || i == 151) {
+                    expected.push(key(1000 + usize::from(i == 151)));
+                }
+                expected.push(key(i));
+            }
+            assert!(order == expected, "withdrawn after {withdraw_after} steps");
+            for &i in &cleared {
+                assert!(b.get(&key(i)).is_none() && b.tombstone(&key(i)).is_some());
+            }
+        }
+    }
+
+    #[test]
+    fn many_clears_keep_few_tombstone_runs() {
+        let mut b = Book::new(100_000, 100_000);
+        let mut n = 0;
+        for round in 0..300 {
+            let keys: Vec<RequestKey> = (0..1 + round % 7)
+                .map(|_| {
+                    n += 1;
+                    let k = RequestKey::new(&uuid::Uuid::new_v4().to_string());
+                    b.insert_running(k.clone(), "{}".into(), Method::TaskStart, None, 0)
+                        .unwrap();
+                    b.complete(&k, done(false), 1);
+                    k
+                })
+                .collect();
+            b.clear(&keys, round, "r".into()).unwrap();
+            assert!(b.tombstone_runs() <= 16, "{} runs", b.tombstone_runs());
+        }
+        assert_eq!(b.tombstones(), n);
     }
 
     #[derive(Clone, Debug)]

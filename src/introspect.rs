@@ -727,16 +727,23 @@ where
 {
     let host = host.clone();
     Handled::Later(Box::pin(async move {
-        let result = tokio::task::spawn_blocking(move || work(&host))
+        // The reply is written out on the blocking pool too: a prepare over a million
+        // receipts is hundreds of megabytes of JSON, which must not occupy a runtime worker
+        // that agents' connections need.
+        let (id2, run_id2) = (id.clone(), run_id.clone());
+        tokio::task::spawn_blocking(move || reply_line(&id2, &run_id2, work(&host)))
             .await
             .unwrap_or_else(|e| {
-                Err(ErrorBody::new(
-                    ErrorCode::Internal,
-                    format!("the request failed inside the host ({e}); nothing was changed, send it again"),
+                reply_line::<T>(
+                    &id,
+                    &run_id,
+                    Err(ErrorBody::new(
+                        ErrorCode::Internal,
+                        format!("the request failed inside the host ({e}); nothing was changed, send it again"),
+                    )
+                    .with_delivery(Delivery::NotExecuted)),
                 )
-                .with_delivery(Delivery::NotExecuted))
-            });
-        reply_line(&id, &run_id, result)
+            })
     }))
 }
 
@@ -799,9 +806,11 @@ fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListResult, ErrorB
                 Method(&'static str),
                 Task(Option<std::cmp::Reverse<()>>, Option<crate::tasks::TaskId>),
             }
-            let mut rows: Vec<(Group, usize)> = Vec::new();
-            let mut newest_first = 0usize;
             let used = host.lock().book.used();
+            // Room taken before the scan: a list growing inside a slice would copy itself
+            // under the lock.
+            let mut rows: Vec<(Group, usize)> = Vec::with_capacity(used);
+            let mut newest_first = 0usize;
             host.scan_receipts(Order::Newest, &mut |st, k, r| {
                 let position = used - 1 - newest_first;
                 newest_first += 1;

@@ -1,10 +1,21 @@
 //! Deliberate clearing: the clearability rule and the two phases.
 //!
-//! An operator clears in two steps, each one critical section of the host's lock:
-//! [`Host::clear_prepare`] lists what would be cleared (with each receipt's current result) and
-//! what is refused, and remembers the listed receipts' versions under a fresh token;
-//! [`Host::clear_commit`] applies that list only if the token is fresh and nothing on it changed
-//! since. Cleared receipts become tombstones: their IDs never run again in this run.
+//! An operator clears in two steps: [`Host::clear_prepare`] lists what would be cleared (with
+//! each receipt's current result) and what is refused, and remembers the listed receipts'
+//! versions under a fresh token; [`Host::clear_commit`] applies that list only if the token is
+//! fresh and nothing on it changed since. Cleared receipts become tombstones: their IDs never
+//! run again in this run.
+//!
+//! Neither step holds the host's lock for long (SPEC §10: a bridge request waiting behind an
+//! operator is answered within milliseconds), whatever the size of the book:
+//!
+//! - the prepare scans the book a slice at a time;
+//! - the commit checks its list a slice at a time while the book notes every receipt agents
+//!   reach; outside the lock it sorts the tombstones-to-be; then, in one short section, it checks
+//!   again only the receipts agents reached and puts every tombstone in place at once — the
+//!   moment the clear applies. The cleared receipts then leave the book a slice at a time (each
+//!   still answers as a receipt until it leaves, and as a tombstone after: an ID is never
+//!   vacant), their memory is freed outside the lock, and the commit answers once all are gone.
 
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
@@ -13,7 +24,9 @@ use serde_json::json;
 
 use super::read::to_data;
 use super::{Host, State};
-use crate::book::{Receipt, ReplySlot, RequestKey};
+use crate::book::{
+    ClearBatch, FingerprintDigest, Freed, Receipt, ReplySlot, RequestKey, TombstoneRun,
+};
 use crate::protocol::introspection::ReceiptsClearedEvent;
 use crate::protocol::results::ReceiptCounts;
 use crate::protocol::{format_millis, now_millis, Delivery, ErrorBody, ErrorCode, Method, Outcome};
@@ -35,6 +48,38 @@ pub const MAX_PREPARED_RECEIPTS: usize = 2_000_000;
 pub const SLICE: Duration = Duration::from_micros(500);
 /// Receipts visited between two looks at the clock within a slice.
 const CHECK_EVERY: usize = 64;
+
+/// Request IDs a `receipts.cleared` event names (the first ones of the clear); its `count` says
+/// how many were cleared in all, and the audit log lists every one.
+pub const CLEARED_EVENT_IDS: usize = 100;
+
+/// How a commit is cut into slices: by [`SLICE`] and at most `max_steps` steps each; `between`
+/// runs after each slice, with the host's lock let go (tests act there as agents would).
+pub(super) struct Pace<'a> {
+    pub(super) max_steps: usize,
+    pub(super) between: &'a mut dyn FnMut(Phase),
+}
+
+/// Where a commit is when [`Pace::between`] runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Phase {
+    /// Checking the list; nothing is decided yet.
+    Check,
+    /// The clear applied; its receipts are leaving the book.
+    Remove,
+    /// The receipts are gone; their tasks are being told.
+    Tasks,
+}
+
+/// What the commit's check read of a listed receipt, for the tombstone, the journal and the
+/// audit log.
+struct Checked {
+    position: usize,
+    digest: FingerprintDigest,
+    method: Method,
+    task_id: Option<TaskId>,
+    code: Option<ErrorCode>,
+}
 
 /// The order an operator's scan visits the receipts in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -198,6 +243,28 @@ fn stale(message: String) -> ErrorBody {
     ErrorBody::new(ErrorCode::ClearTokenStale, message)
 }
 
+fn changed_error(key: &RequestKey) -> ErrorBody {
+    stale(format!(
+        "receipt {key} changed since the prepare (it was re-queried, joined or cleared); nothing was cleared. Prepare again to see its current result"
+    ))
+    .with_details(json!({"requestId": key.to_string()}))
+}
+
+/// Whether a listed receipt is still as the prepare saw it, and still clearable.
+fn unchanged(
+    tasks: &Tasks,
+    key: &RequestKey,
+    version: &ReceiptVersion,
+    found: Option<(&RequestKey, &Receipt)>,
+) -> bool {
+    match found {
+        Some((k, r)) => {
+            k == key && ReceiptVersion::of(r) == *version && clear_refusal(tasks, key, r).is_none()
+        }
+        None => false,
+    }
+}
+
 impl Host {
     /// Serialises operators' scans and clears: held for a whole scan (or clear), whose slices
     /// take the host's lock one at a time. While it is held no clear runs, so receipts keep
@@ -273,9 +340,15 @@ impl Host {
         now: i64,
     ) -> PreparedClearView {
         let _gate = self.operator_gate();
-        let mut clearable = Vec::new();
+        // Room for every listed receipt is taken before the lock: a list growing inside a
+        // slice would copy itself there (tens of milliseconds at a million).
+        let most = match &targets {
+            ClearTargets::Ids(ids) => ids.len(),
+            ClearTargets::Matching(_) => self.lock().book.used(),
+        };
+        let mut clearable = Vec::with_capacity(most);
         let mut refused = Vec::new();
-        let mut items = Vec::new();
+        let mut items = Vec::with_capacity(most);
         let mut take = |key: &RequestKey, r: &Receipt| {
             if let ReplySlot::Done(outcome) = &r.reply {
                 items.push((key.clone(), ReceiptVersion::of(r)));
@@ -324,9 +397,20 @@ impl Host {
                 });
             }
         }
+        items.shrink_to_fit();
+        let token = uuid::Uuid::new_v4().to_string();
+        let expires_at = now + CLEAR_TOKEN_TTL_MS;
+        // What is forgotten is freed after the lock is let go: a list of a million takes
+        // milliseconds to free.
+        let mut forgotten = Vec::new();
         let mut guard = self.lock();
         let prepared = &mut guard.prepared_clears;
-        prepared.retain(|_, p| p.expires_at > now);
+        let expired: Vec<String> = prepared
+            .iter()
+            .filter(|(_, p)| p.expires_at <= now)
+            .map(|(t, _)| t.clone())
+            .collect();
+        forgotten.extend(expired.iter().filter_map(|t| prepared.remove(t)));
         let mut held: usize = prepared.values().map(|p| p.items.len()).sum();
         while prepared.len() >= MAX_PREPARED_CLEARS
             || (held + items.len() > MAX_PREPARED_RECEIPTS && !prepared.is_empty())
@@ -336,13 +420,16 @@ impl Host {
                 .min_by_key(|(_, p)| p.expires_at)
                 .map(|(t, _)| t.clone());
             match first.and_then(|t| prepared.remove(&t)) {
-                Some(p) => held -= p.items.len(),
+                Some(p) => {
+                    held -= p.items.len();
+                    forgotten.push(p);
+                }
                 None => break,
             };
         }
-        let token = uuid::Uuid::new_v4().to_string();
-        let expires_at = now + CLEAR_TOKEN_TTL_MS;
         prepared.insert(token.clone(), PreparedClear { expires_at, items });
+        drop(guard);
+        drop(forgotten);
         PreparedClearView {
             token,
             expires_at,
@@ -353,7 +440,9 @@ impl Host {
 
     /// `receipts.clearCommit`: applies a prepared clear only if its token is fresh and nothing
     /// it listed changed since (no join, replay or state change); the listed receipts become
-    /// tombstones all at once, or nothing changes. The token is used up either way.
+    /// tombstones all at once, or nothing changes. The token is used up either way. Blocks
+    /// (slices of the host's lock, then waits for the operator gate): call it off the async
+    /// runtime's workers.
     pub fn clear_commit(
         &self,
         token: &str,
@@ -371,78 +460,191 @@ impl Host {
         operator: &str,
         now: i64,
     ) -> Result<CommittedClear, ErrorBody> {
-        let _gate = self.operator_gate();
-        let mut guard = self.lock();
-        let st = &mut *guard;
-        let Some(prepared) = st.prepared_clears.remove(token) else {
-            return Err(stale(format!(
-                "clear token {token} is unknown or already used; nothing was cleared. Run receipts.clearPrepare (polaris clear) again and commit its new token"
-            )));
+        let mut pace = Pace {
+            max_steps: usize::MAX,
+            between: &mut |_| {},
         };
-        if prepared.expires_at <= now {
-            return Err(stale(format!(
-                "clear token {token} expired at {}; nothing was cleared. Prepare again to see the receipts' current results",
-                format_millis(prepared.expires_at)
-            )));
-        }
-        let mut cleared = Vec::with_capacity(prepared.items.len());
-        let mut journaled = Vec::new();
-        for (key, version) in &prepared.items {
-            let changed = match st.book.get(key) {
-                Some(r) => {
-                    ReceiptVersion::of(r) != *version || clear_refusal(&st.tasks, key, r).is_some()
+        self.clear_commit_paced(token, reason, operator, now, &mut pace)
+    }
+
+    /// Runs `f` on items `0..n` in turn under the host's lock, a slice at a time, until it
+    /// returns `false`.
+    fn paced_items(
+        &self,
+        n: usize,
+        pace: &mut Pace<'_>,
+        phase: Phase,
+        f: &mut dyn FnMut(&mut State, usize) -> bool,
+    ) {
+        let mut done = 0;
+        while done < n {
+            let mut st = self.lock();
+            let started = Instant::now();
+            let mut steps = 0;
+            while done < n {
+                let go_on = f(&mut st, done);
+                done += 1;
+                steps += 1;
+                if !go_on {
+                    return;
                 }
-                None => true,
-            };
-            if changed {
+                if steps >= pace.max_steps
+                    || (steps % CHECK_EVERY == 0 && started.elapsed() >= SLICE)
+                {
+                    break;
+                }
+            }
+            drop(st);
+            (pace.between)(phase);
+            std::thread::yield_now();
+        }
+    }
+
+    /// [`Host::clear_commit_at`], cut into slices by `pace`.
+    pub(super) fn clear_commit_paced(
+        &self,
+        token: &str,
+        reason: &str,
+        operator: &str,
+        now: i64,
+        pace: &mut Pace<'_>,
+    ) -> Result<CommittedClear, ErrorBody> {
+        let _gate = self.operator_gate();
+        // The token, taken in one short section; from then on the book notes every receipt
+        // agents reach, for the last check.
+        let (items, batch) = {
+            let mut st = self.lock();
+            let Some(prepared) = st.prepared_clears.remove(token) else {
                 return Err(stale(format!(
-                    "receipt {key} changed since the prepare (it was re-queried, joined or cleared); nothing was cleared. Prepare again to see its current result"
-                ))
-                .with_details(json!({"requestId": key.to_string()})));
+                    "clear token {token} is unknown or already used; nothing was cleared. Run receipts.clearPrepare (polaris clear) again and commit its new token"
+                )));
+            };
+            if prepared.expires_at <= now {
+                drop(st);
+                return Err(stale(format!(
+                    "clear token {token} expired at {}; nothing was cleared. Prepare again to see the receipts' current results",
+                    format_millis(prepared.expires_at)
+                )));
             }
-            let r = st.book.get(key).expect("checked above");
-            if self.journal().is_some() {
-                journaled.push(crate::journal::ClearedId {
-                    request_id: key.clone(),
-                    digest: crate::book::digest(&r.request),
-                });
+            st.book.watch_changes();
+            (prepared.items, st.book.next_batch())
+        };
+        let stop_watching = || self.lock().book.stop_watching();
+
+        // 1. Every listed receipt, a slice at a time: still as the prepare saw it?
+        let mut checked: Vec<Checked> = Vec::with_capacity(items.len());
+        let mut changed = None;
+        self.paced_items(items.len(), pace, Phase::Check, &mut |st, i| {
+            let (key, version) = &items[i];
+            let position = st.book.position(key);
+            let found = position.and_then(|p| st.book.get_index(p));
+            if !unchanged(&st.tasks, key, version, found) {
+                changed = Some(i);
+                return false;
             }
-            cleared.push(ClearedReceipt {
-                request_id: key.to_string(),
+            let (Some(position), Some((_, r))) = (position, found) else {
+                unreachable!("unchanged() found it")
+            };
+            checked.push(Checked {
+                position,
+                digest: crate::book::digest(&r.request),
                 method: r.method,
                 task_id: r.task_id.clone(),
                 code: r.outcome().and_then(|o| o.code),
             });
+            true
+        });
+        if let Some(i) = changed {
+            stop_watching();
+            return Err(changed_error(&items[i].0));
         }
-        let keys: Vec<RequestKey> = prepared.items.into_iter().map(|(k, _)| k).collect();
-        let reason: Arc<str> = reason.into();
-        match st.book.clear(&keys, now, reason.clone()) {
-            Ok(_) => {}
-            Err(crate::book::ClearError::TombstonesFull { capacity, used }) => {
-                return Err(ErrorBody::new(
-                    ErrorCode::TombstoneCapacityFull,
-                    format!(
-                        "clearing {} receipts would exceed the tombstone capacity ({used} of {capacity} used); nothing was cleared. Clear fewer receipts, or stop the host and start it again with a larger --tombstone-capacity (the journal keeps every receipt and tombstone across the restart)",
-                        keys.len()
-                    ),
-                )
-                .with_details(json!({"tombstoneCapacity": capacity, "tombstones": used, "requested": keys.len()})));
-            }
-        }
-        // A closed task whose last receipt went is reduced to its compact record.
-        for c in &cleared {
-            if let Some(tid) = &c.task_id {
-                st.tasks.receipt_cleared(tid);
-            }
-        }
-        let event = ReceiptsClearedEvent {
-            count: cleared.len() as u64,
-            operator: operator.to_owned(),
-            reason: reason.to_string(),
-            request_ids: cleared.iter().map(|c| c.request_id.to_string()).collect(),
+
+        // 2. Outside the lock: the tombstones sorted, the list in
+        // key order (to find what agents reached), the journal's record.
+        let mut run = Some(Arc::new(TombstoneRun::new(
+            items
+                .iter()
+                .zip(&checked)
+                .map(|((k, _), c)| (k.clone(), c.digest)),
+            batch,
+        )));
+        // The listed receipt first in the book: the walk that takes them out starts there.
+        let first = (0..checked.len()).min_by_key(|&i| checked[i].position);
+        let mut by_key: Vec<usize> = (0..items.len()).collect();
+        by_key.sort_unstable_by(|&a, &b| items[a].0.cmp(&items[b].0));
+        let journaled: Vec<crate::journal::ClearedId> = match self.journal() {
+            Some(_) => items
+                .iter()
+                .zip(&checked)
+                .map(|((k, _), c)| crate::journal::ClearedId {
+                    request_id: k.clone(),
+                    digest: c.digest,
+                })
+                .collect(),
+            None => Vec::new(),
         };
-        st.events
-            .publish("receipts.cleared", now, || to_data(&event));
+        let reason: Arc<str> = reason.into();
+
+        // 3. The receipts agents reached meanwhile, a slice at a time; the slice that finds
+        // none left applies the clear: every tombstone in place at once.
+        let mut reached: Vec<RequestKey> = Vec::new();
+        let mut seen = 0;
+        let mut clearing = loop {
+            let mut st = self.lock();
+            let started = Instant::now();
+            reached.extend(st.book.take_changes());
+            let mut steps = 0;
+            while seen < reached.len() {
+                let key = &reached[seen];
+                seen += 1;
+                steps += 1;
+                if let Ok(j) = by_key.binary_search_by(|&i| items[i].0.cmp(key)) {
+                    let i = by_key[j];
+                    let found = st.book.position(key).and_then(|p| st.book.get_index(p));
+                    if !unchanged(&st.tasks, key, &items[i].1, found) {
+                        st.book.stop_watching();
+                        return Err(changed_error(key));
+                    }
+                }
+                if steps >= pace.max_steps
+                    || (steps % CHECK_EVERY == 0 && started.elapsed() >= SLICE)
+                {
+                    break;
+                }
+            }
+            if seen == reached.len() {
+                st.book.stop_watching();
+                // Positions may have moved down since the check (a receipt withdrawn), never
+                // up, and keep their order: the first listed receipt is still the first.
+                let first = first
+                    .and_then(|i| st.book.position(&items[i].0))
+                    .unwrap_or(usize::MAX);
+                let batch = ClearBatch {
+                    at: now,
+                    reason: reason.clone(),
+                };
+                let run = run.take().expect("applied once");
+                match st.book.begin_clear(first, run, batch) {
+                    Ok(c) => break c,
+                    Err(crate::book::ClearError::TombstonesFull { capacity, used }) => {
+                        let n = items.len();
+                        return Err(ErrorBody::new(
+                            ErrorCode::TombstoneCapacityFull,
+                            format!(
+                                "clearing {n} receipts would exceed the tombstone capacity ({used} of {capacity} used); nothing was cleared. Clear fewer receipts, or stop the host and start it again with a larger --tombstone-capacity (the journal keeps every receipt and tombstone across the restart)"
+                            ),
+                        )
+                        .with_details(json!({"tombstoneCapacity": capacity, "tombstones": used, "requested": n})));
+                    }
+                }
+            }
+            drop(st);
+            (pace.between)(Phase::Check);
+            std::thread::yield_now();
+        };
+        drop(reached);
+
+        // 4. The clear applied: it goes in the journal before any receipt leaves the book.
         let durable = self.journal().map(|j| {
             j.append(&crate::journal::Record::ReceiptsCleared(
                 crate::journal::Cleared {
@@ -453,11 +655,89 @@ impl Host {
                 },
             ))
         });
+        drop(journaled);
+
+        // 5. The receipts leave the book a slice at a time, freed outside the lock.
+        loop {
+            let mut freed = Freed::default();
+            let mut st = self.lock();
+            let started = Instant::now();
+            let mut steps = 0;
+            let done = loop {
+                let n = CHECK_EVERY.min(pace.max_steps - steps);
+                if st.book.clear_steps(&mut clearing, n, &mut freed) {
+                    break true;
+                }
+                steps += n;
+                if steps >= pace.max_steps || started.elapsed() >= SLICE {
+                    break false;
+                }
+            };
+            drop(st);
+            drop(freed);
+            (pace.between)(Phase::Remove);
+            if done {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        debug_assert_eq!(clearing.removed(), items.len());
+
+        // 6. A closed task whose last receipt went is reduced to its compact record.
+        self.paced_items(checked.len(), pace, Phase::Tasks, &mut |st, i| {
+            if let Some(tid) = &checked[i].task_id {
+                st.tasks.receipt_cleared(tid);
+            }
+            true
+        });
+
+        // 7. Told to subscribers (the first IDs only: the audit log lists them all).
+        let (tombstones, receipts) = {
+            let mut st = self.lock();
+            let event = ReceiptsClearedEvent {
+                count: items.len() as u64,
+                operator: operator.to_owned(),
+                reason: reason.to_string(),
+                request_ids: items
+                    .iter()
+                    .take(CLEARED_EVENT_IDS)
+                    .map(|(k, _)| k.to_string())
+                    .collect(),
+            };
+            st.events
+                .publish("receipts.cleared", now, || to_data(&event));
+            (st.book.tombstones(), st.book.counts())
+        };
+
+        // 8. The tombstone runs merged outside the lock, so lookups stay few.
+        loop {
+            let Some(pair) = self.lock().book.tombstones_to_merge() else {
+                break;
+            };
+            let merged = Arc::new(TombstoneRun::merged(&pair[0], &pair[1]));
+            let mut freed = Freed::default();
+            self.lock()
+                .book
+                .replace_tombstones(&pair, merged, &mut freed);
+            drop(pair);
+            drop(freed);
+        }
+
+        let cleared = items
+            .into_iter()
+            .zip(checked)
+            .map(|((key, _), c)| ClearedReceipt {
+                request_id: key.to_string(),
+                method: c.method,
+                task_id: c.task_id,
+                code: c.code,
+            })
+            .collect();
         Ok(CommittedClear {
             durable,
             at: now,
-            tombstones: st.book.tombstones(),
-            receipts: st.book.counts(),
+            tombstones,
+            receipts,
             cleared,
         })
     }

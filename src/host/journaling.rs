@@ -430,6 +430,7 @@ impl Host {
                 task_id,
                 admitted_at,
                 begun,
+                claim,
             } = execution;
             if let Some(t) = begun {
                 if last.as_ref().is_none_or(|l| t.seq() > l.seq()) {
@@ -454,6 +455,7 @@ impl Host {
                 task_id,
                 admitted_at,
                 begun: None,
+                claim,
             };
             batch.push((execution, tx));
         }

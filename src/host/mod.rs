@@ -96,7 +96,7 @@ pub use crate::protocol::introspection::Counters;
 ///
 /// Whoever holds the lock holds it for one short critical section that never awaits and never
 /// calls the executor: the receipt rules for one request (or a pipelined run of them), storing
-/// one outcome (or a run's), a status read, one phase of a clear. Executions, reads of the page
+/// one outcome (or a run's), a status read, one slice of an operator's scan or clear. Executions, reads of the page
 /// and replies to waiting copies all happen after the lock is let go. Take it only through
 /// [`Host::lock`].
 pub(crate) struct State {
@@ -115,8 +115,7 @@ pub(crate) struct State {
     /// Verifications in progress, so a second one shares the first. Inserted and removed under
     /// the lock; the observation itself runs without it.
     verifying: std::collections::HashMap<TaskId, watch::Receiver<Option<Arc<Outcome>>>>,
-    /// Clears prepared and not yet committed, by token; each phase of a clear is one critical
-    /// section.
+    /// Clears prepared and not yet committed, by token.
     prepared_clears: std::collections::HashMap<String, clear::PreparedClear>,
 }
 

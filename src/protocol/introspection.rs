@@ -890,7 +890,8 @@ pub struct ReceiptsClearedEvent {
     pub operator: String,
     /// Why.
     pub reason: String,
-    /// What it cleared.
+    /// The first IDs it cleared (at most 100, so an event stays small however large the clear;
+    /// `count` says how many in all, and the audit log names every one).
     pub request_ids: Vec<String>,
 }
 

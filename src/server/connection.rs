@@ -265,6 +265,17 @@ async fn owed(
     (fut.await, permit)
 }
 
+/// Adds a line to the batch being gathered. A line arriving first is taken as the batch itself,
+/// not copied: an operator's reply can be hundreds of megabytes, and copying it would hold up a
+/// runtime worker.
+fn gather(batch: &mut Vec<u8>, line: Vec<u8>) {
+    if batch.is_empty() && line.len() > MAX_BATCH_BYTES {
+        *batch = line;
+    } else {
+        batch.extend_from_slice(&line);
+    }
+}
+
 /// Writes queued lines and the replies of pending futures as they complete, batching whatever
 /// is ready into one write. Ends when told to close (after writing everything queued before
 /// that and every pending reply) or when the peer is gone; pending replies then still run to
@@ -292,7 +303,7 @@ async fn write_loop(
                 pending.push(owed(fut, permit));
             }
             while let Ok(o) = rx.try_recv() {
-                batch.extend_from_slice(&o.line);
+                gather(&mut batch, o.line);
                 permits.push(o.permit);
             }
             if batch.is_empty() {
@@ -301,7 +312,7 @@ async fn write_loop(
                 }
                 // Replies still owed: wait for the next one.
                 if let Some((line, permit)) = pending.next().await {
-                    batch.extend_from_slice(&line);
+                    gather(&mut batch, line);
                     permits.push(Some(permit));
                 }
             }
@@ -310,13 +321,13 @@ async fn write_loop(
                 biased;
                 o = rx.recv() => match o {
                     Some(o) => {
-                        batch.extend_from_slice(&o.line);
+                        gather(&mut batch, o.line);
                         permits.push(o.permit);
                     }
                     None => closing = true,
                 },
                 Some((line, permit)) = pending.next(), if !pending.is_empty() => {
-                    batch.extend_from_slice(&line);
+                    gather(&mut batch, line);
                     permits.push(Some(permit));
                 }
                 l = later_rx.recv(), if later_open => match l {
@@ -333,13 +344,13 @@ async fn write_loop(
                 continue;
             }
             if let Ok(o) = rx.try_recv() {
-                batch.extend_from_slice(&o.line);
+                gather(&mut batch, o.line);
                 permits.push(o.permit);
                 continue;
             }
             match futures::FutureExt::now_or_never(pending.next()) {
                 Some(Some((line, permit))) => {
-                    batch.extend_from_slice(&line);
+                    gather(&mut batch, line);
                     permits.push(Some(permit));
                 }
                 _ => break,
@@ -357,6 +368,12 @@ async fn write_loop(
             .await
             .unwrap_or(false);
         permits.clear();
+        if batch.capacity() > 4 * MAX_BATCH_BYTES {
+            // A large reply was written as it came: free it off the runtime's workers (freeing
+            // hundreds of megabytes takes milliseconds) and go back to a small batch.
+            let big = std::mem::replace(&mut batch, Vec::with_capacity(BUFFER_BYTES));
+            tokio::task::spawn_blocking(move || drop(big));
+        }
         if !written {
             // The peer is gone; what it asked for still runs to its end.
             while let Ok((fut, permit)) = later_rx.try_recv() {
