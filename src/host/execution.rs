@@ -325,6 +325,31 @@ impl Host {
         }))
     }
 
+    /// Starts an execution on the executor and waits for its answer (a panic on the way is
+    /// an `INTERNAL` outcome): the completion to store, and the task a `task.start` opened.
+    async fn execute(&self, execution: &Execution<'_>) -> (Completion, Option<TaskId>) {
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| self.start(execution)));
+        let mut opened = None;
+        let (outcome, effect) = match started {
+            Ok(started) => match AssertUnwindSafe(started.finish()).catch_unwind().await {
+                Ok(finished) => {
+                    if let Finished::Open(t, Ok(())) = &finished {
+                        opened = Some(t.clone());
+                    }
+                    self.interpret(execution, finished)
+                }
+                Err(panic) => panicked(execution, panic),
+            },
+            Err(panic) => panicked(execution, panic),
+        };
+        let completion = Completion {
+            outcome: Arc::new(outcome),
+            effect,
+            at: now_millis(),
+        };
+        (completion, opened)
+    }
+
     /// Runs an execution once its begin is durable, on its own task (detached, like
     /// [`Host::spawn`]). A begin the journal could not keep is answered `INTERNAL` with
     /// delivery `not_executed`: the executor was never asked to act.
@@ -343,24 +368,7 @@ impl Host {
                     begin_failed = true;
                     Completion::not_begun(&execution, &e)
                 }
-                Ok(()) => {
-                    let started =
-                        std::panic::catch_unwind(AssertUnwindSafe(|| host.start(&execution)));
-                    let (outcome, effect) = match started {
-                        Ok(started) => {
-                            match AssertUnwindSafe(started.finish()).catch_unwind().await {
-                                Ok(finished) => host.interpret(&execution, finished),
-                                Err(panic) => panicked(&execution, panic),
-                            }
-                        }
-                        Err(panic) => panicked(&execution, panic),
-                    };
-                    Completion {
-                        outcome: Arc::new(outcome),
-                        effect,
-                        at: now_millis(),
-                    }
-                }
+                Ok(()) => host.execute(&execution).await.0,
             };
             let stored = host.complete_locked(&mut host.lock(), &execution, completion);
             let idle = stored.now_idle;
@@ -403,35 +411,7 @@ impl Host {
                 if matches!(execution.cmd, Command::TaskFinish(_) | Command::TaskStop(_)) {
                     (host.close_claimed(&execution), None)
                 } else {
-                    let started =
-                        std::panic::catch_unwind(AssertUnwindSafe(|| host.start(&execution)));
-                    let (outcome, effect, opened) = match started {
-                        Ok(started) => {
-                            match AssertUnwindSafe(started.finish()).catch_unwind().await {
-                                Ok(finished) => {
-                                    let opened = match &finished {
-                                        Finished::Open(t, Ok(())) => Some(t.clone()),
-                                        _ => None,
-                                    };
-                                    let (outcome, effect) = host.interpret(&execution, finished);
-                                    (outcome, effect, opened)
-                                }
-                                Err(panic) => {
-                                    let (o, e) = panicked(&execution, panic);
-                                    (o, e, None)
-                                }
-                            }
-                        }
-                        Err(panic) => {
-                            let (o, e) = panicked(&execution, panic);
-                            (o, e, None)
-                        }
-                    };
-                    let completion = Completion {
-                        outcome: Arc::new(outcome),
-                        effect,
-                        at: now_millis(),
-                    };
+                    let (completion, opened) = host.execute(&execution).await;
                     (
                         host.complete_locked(&mut host.lock(), &execution, completion),
                         opened,
