@@ -1,0 +1,225 @@
+//! Clearing and acknowledging: the two phases of a clear, and recording an outcome that was
+//! settled outside Polaris.
+
+use std::sync::Arc;
+
+use super::audit::{append_audit, audit_entry, open_audit, os_user_name, AuditLog};
+use super::{bad_params, MAX_REASON_CHARS};
+use crate::host::{ClearRefusal, ClearTargets, Host};
+use crate::protocol::introspection::{
+    AuditAcknowledged, AuditEntry, ClearCommitParams, ClearCommitted, ClearPrepareParams,
+    ClearPrepared, ClearableReceipt, OutcomeAcknowledgeParams, OutcomeAcknowledged, RefusalReason,
+    RefusedReceipt,
+};
+use crate::protocol::results::StoredReply;
+use crate::protocol::{format_millis, ErrorBody, ErrorCode};
+
+impl From<ClearRefusal> for RefusalReason {
+    fn from(why: ClearRefusal) -> RefusalReason {
+        match why {
+            ClearRefusal::Running => RefusalReason::Running,
+            ClearRefusal::UnverifiedOutcome => RefusalReason::UnverifiedOutcome,
+            ClearRefusal::Unknown => RefusalReason::Unknown,
+            ClearRefusal::AlreadyCleared => RefusalReason::AlreadyCleared,
+        }
+    }
+}
+
+pub(super) fn checked_commit(p: ClearCommitParams) -> Result<ClearCommitParams, ErrorBody> {
+    let n = p.reason.chars().count();
+    if p.reason.trim().is_empty() || n > MAX_REASON_CHARS {
+        return Err(bad_params(
+            "receipts.clearCommit",
+            format_args!("reason must be 1–{MAX_REASON_CHARS} characters and say why (got {n})"),
+        ));
+    }
+    if p.operator.as_ref().is_some_and(|o| {
+        o.trim().is_empty()
+            || crate::protocol::limits::OPERATOR
+                .check("operator", o)
+                .is_err()
+    }) {
+        return Err(bad_params(
+            "receipts.clearCommit",
+            "operator must be 1–200 characters",
+        ));
+    }
+    Ok(p)
+}
+
+// ----------------------------------------------------------------------------------------------
+// Clearing
+// ----------------------------------------------------------------------------------------------
+
+pub(super) fn clear_prepare(
+    host: &Host,
+    p: ClearPrepareParams,
+) -> Result<ClearPrepared, ErrorBody> {
+    const M: &str = "receipts.clearPrepare";
+    let view = match (&p.request_ids, p.filter) {
+        (Some(ids), None) => {
+            if ids.is_empty() {
+                return Err(bad_params(
+                    M,
+                    "requestIds is empty; name at least one request ID",
+                ));
+            }
+            if let Some(bad) = ids
+                .iter()
+                .find(|id| crate::protocol::validate_id(id).is_err())
+            {
+                return Err(bad_params(
+                    M,
+                    format_args!("{bad:?} is not a valid request ID"),
+                ));
+            }
+            host.clear_prepare(ClearTargets::Ids(ids))
+        }
+        (None, Some(filter)) => {
+            let filter = filter.checked(M)?;
+            host.clear_prepare(ClearTargets::Matching(&|k, r, why| {
+                filter.matches(k, r, why)
+            }))
+        }
+        _ => return Err(bad_params(M, "give exactly one of requestIds or filter")),
+    };
+    let clearable = view
+        .clearable
+        .iter()
+        .map(|c| ClearableReceipt {
+            code: c.outcome.code,
+            completed_at: format_millis(c.completed_at),
+            joins: u64::from(c.joins),
+            method: c.method.as_str().to_owned(),
+            ok: c.outcome.is_ok(),
+            replays: u64::from(c.replays),
+            reply: StoredReply::of(&c.outcome),
+            request_id: c.request_id.clone(),
+            task_id: c.task_id.as_deref().map(str::to_owned),
+        })
+        .collect();
+    let refused = view
+        .refused
+        .iter()
+        .map(|(id, why)| RefusedReceipt {
+            reason: RefusalReason::from(*why),
+            request_id: id.clone(),
+        })
+        .collect();
+    Ok(ClearPrepared {
+        clearable,
+        expires_at: format_millis(view.expires_at),
+        refused,
+        token: view.token,
+    })
+}
+
+/// Checks `outcome.acknowledge`'s params before anything is looked up.
+pub(super) fn checked_ack(
+    p: OutcomeAcknowledgeParams,
+) -> Result<OutcomeAcknowledgeParams, ErrorBody> {
+    const M: &str = "outcome.acknowledge";
+    if crate::protocol::validate_id(&p.request_id).is_err() {
+        return Err(bad_params(
+            M,
+            format_args!("{:?} is not a valid request ID", p.request_id),
+        ));
+    }
+    let n = p.reason.trim().chars().count();
+    if n == 0 || p.reason.chars().count() > 500 {
+        return Err(bad_params(
+            M,
+            "reason must say in 1-500 characters how the outcome was settled",
+        ));
+    }
+    Ok(p)
+}
+
+/// `outcome.acknowledge`: the audit log must be writable first (an acknowledgement nobody can
+/// account for is refused); then the host records it (journaled, durable before the reply) and
+/// the audit line is written.
+pub(super) async fn acknowledge(
+    host: &Host,
+    audit: &Arc<AuditLog>,
+    p: OutcomeAcknowledgeParams,
+) -> Result<OutcomeAcknowledged, ErrorBody> {
+    let operator = p.operator.clone().unwrap_or_else(os_user_name);
+    let _order = audit.lock.lock().await;
+    let file = open_audit(audit, "acknowledged").await?;
+    let done = host.acknowledge(&p.request_id, &p.reason, &operator)?;
+    if let Some(ticket) = done.durable {
+        ticket.await.map_err(|e| host.journal_error(&e))?;
+    }
+    let entry = AuditEntry {
+        at: done.result.acknowledged_at.clone(),
+        cleared: Vec::new(),
+        operator: operator.clone(),
+        reason: p.reason.clone(),
+        run_id: host.run_id().to_owned(),
+        acknowledged: Some(AuditAcknowledged {
+            code: done.code,
+            method: done.method.as_str().to_owned(),
+            request_id: p.request_id.clone(),
+            task_id: done.result.task_id.clone(),
+        }),
+    };
+    if let Err(e) = append_audit(file, &entry).await {
+        tracing::error!(path = %audit.path().display(), "an acknowledgement was recorded but its audit line was not written: {e}");
+    }
+    Ok(done.result)
+}
+
+pub(super) async fn clear_commit(
+    host: &Host,
+    audit: &Arc<AuditLog>,
+    p: ClearCommitParams,
+) -> Result<ClearCommitted, ErrorBody> {
+    let operator = p.operator.clone().unwrap_or_else(os_user_name);
+    // One commit at a time, so the log's order is the order the clears applied in.
+    let _order = audit.lock.lock().await;
+    // The log must be writable before anything is cleared: a clear nobody can account for is
+    // worse than one refused.
+    let file = open_audit(audit, "cleared").await?;
+    let mut done = {
+        let (host, token, reason, operator) = (
+            host.clone(),
+            p.token.clone(),
+            p.reason.clone(),
+            operator.clone(),
+        );
+        // The commit waits for any operator scan in progress: off the runtime's workers.
+        tokio::task::spawn_blocking(move || host.clear_commit(&token, &reason, &operator))
+            .await
+            .map_err(|e| {
+                ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!("the clear failed inside the host ({e}); read receipts.list to see what is still there"),
+                )
+            })??
+    };
+    match done.durable.take() {
+        None => {}
+        Some(Ok(ticket)) => {
+            if let Err(e) = ticket.await {
+                return Err(host.journal_error(&e));
+            }
+        }
+        Some(Err(e)) => return Err(host.journal_error(&e)),
+    }
+    host.compact_if_due();
+    let written = append_audit(file, &audit_entry(host, &done, &operator, &p.reason)).await;
+    let mut result = ClearCommitted {
+        audit_error: None,
+        cleared: done.cleared.len() as u64,
+        receipts: done.receipts,
+        tombstones: done.tombstones as u64,
+    };
+    if let Err(e) = written {
+        tracing::error!(path = %audit.path().display(), "the clear applied but its audit line was not written: {e}");
+        result.audit_error = Some(format!(
+            "the clear applied but its audit line could not be written to {}: {e}",
+            audit.path().display()
+        ));
+    }
+    Ok(result)
+}

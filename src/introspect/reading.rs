@@ -1,0 +1,297 @@
+//! Reading the book for the operator: `receipts.list`, `receipts.get`, `tasks.list` and
+//! `snapshot`.
+
+use super::{bad_params, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
+use crate::book::{Receipt, RequestKey};
+use crate::host::{clear_refusal, ClearRefusal, Host, Order};
+use crate::protocol::introspection::{
+    BlockedOutcome, CanonicalRequest, ReceiptDetail, ReceiptFilter, ReceiptItem,
+    ReceiptsListParams, ReceiptsListResult, RefusalReason, Snapshot, Sort, StateFilter,
+    TasksListParams, TasksListResult,
+};
+use crate::protocol::results::{ExecutorStatus, ReceiptState, StoredReply};
+use crate::protocol::{format_millis, ErrorBody, Method};
+use crate::tasks::{Task, Tasks};
+
+// ----------------------------------------------------------------------------------------------
+// Listing and reading
+// ----------------------------------------------------------------------------------------------
+
+impl ReceiptFilter {
+    /// The filter, once its method is known to be one of Polaris's.
+    pub(super) fn checked(self, method: &str) -> Result<ReceiptFilter, ErrorBody> {
+        if let Some(m) = &self.method {
+            if m.parse::<Method>().is_err() {
+                return Err(bad_params(
+                    method,
+                    format_args!("method {m:?} is not a Polaris method"),
+                ));
+            }
+        }
+        Ok(self)
+    }
+
+    /// Whether a receipt matches.
+    pub fn matches(&self, key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> bool {
+        let code = r.outcome().and_then(|o| o.code);
+        if let Some(state) = self.state {
+            let keep = match state {
+                StateFilter::Running => r.is_running(),
+                StateFilter::Completed => !r.is_running(),
+                StateFilter::Ok => !r.is_running() && code.is_none(),
+                StateFilter::Error => code.is_some(),
+                StateFilter::Clearable => refusal.is_none(),
+            };
+            if !keep {
+                return false;
+            }
+        }
+        if self
+            .method
+            .as_deref()
+            .is_some_and(|m| m != r.method.as_str())
+        {
+            return false;
+        }
+        if self
+            .task_id
+            .as_deref()
+            .is_some_and(|t| r.task_id.as_deref() != Some(t))
+        {
+            return false;
+        }
+        if let Some(q) = self.search.as_deref() {
+            let hit = key.to_string().contains(q)
+                || r.method.as_str().contains(q)
+                || r.task_id.as_deref().is_some_and(|t| t.contains(q))
+                || code.is_some_and(|c| c.as_str().contains(q));
+            if !hit {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn receipt_state(r: &Receipt) -> ReceiptState {
+    if r.is_running() {
+        ReceiptState::Running
+    } else {
+        ReceiptState::Completed
+    }
+}
+
+/// A ReceiptItem (one listing row).
+fn item(key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> ReceiptItem {
+    let outcome = r.outcome();
+    ReceiptItem {
+        clearable: refusal.is_none(),
+        code: outcome.and_then(|o| o.code),
+        completed_at: outcome.map(|_| format_millis(r.completed_at)),
+        first_seen_at: format_millis(r.first_seen),
+        joins: u64::from(r.joins),
+        method: r.method.as_str().to_owned(),
+        ok: outcome.map(|o| o.is_ok()),
+        refusal: refusal.map(RefusalReason::from),
+        replays: u64::from(r.replays),
+        request_id: key.to_string(),
+        state: receipt_state(r),
+        task_id: r.task_id.as_deref().map(str::to_owned),
+    }
+}
+
+pub(super) fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListResult, ErrorBody> {
+    const M: &str = "receipts.list";
+    let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
+    if limit > MAX_LIST_LIMIT {
+        return Err(bad_params(
+            M,
+            format_args!("limit may be at most {MAX_LIST_LIMIT}; page with offset"),
+        ));
+    }
+    let offset = p.offset.unwrap_or(0);
+    let filter = p.filter().checked(M)?;
+    let sort = p.sort.unwrap_or(Sort::Newest);
+    let _gate = host.operator_gate();
+    let order = if sort == Sort::Oldest {
+        Order::Oldest
+    } else {
+        Order::Newest
+    };
+    let (total, items) = match sort {
+        // The console's usual question: one page of the whole book in creation order. The
+        // receipts are stored in that order, so the page is read directly (at most
+        // MAX_LIST_LIMIT receipts under the lock) instead of scanning the book.
+        Sort::Newest | Sort::Oldest if filter.is_empty() => {
+            let st = host.lock();
+            let rows = st.book.iter();
+            let total = rows.len();
+            let row = |(k, r): (&RequestKey, &Receipt)| item(k, r, clear_refusal(&st.tasks, k, r));
+            let items: Vec<ReceiptItem> = if sort == Sort::Newest {
+                rows.rev().skip(offset).take(limit).map(row).collect()
+            } else {
+                rows.skip(offset).take(limit).map(row).collect()
+            };
+            (total, items)
+        }
+        Sort::Newest | Sort::Oldest => {
+            let mut total = 0;
+            let mut items = Vec::new();
+            host.scan_receipts(order, &mut |st, k, r| {
+                let why = clear_refusal(&st.tasks, k, r);
+                if !filter.matches(k, r, why) {
+                    return;
+                }
+                if total >= offset && items.len() < limit {
+                    items.push(item(k, r, why));
+                }
+                total += 1;
+            });
+            (total, items)
+        }
+        Sort::State | Sort::Method | Sort::Task => {
+            // Newest first within each group: the matching positions and their group, gathered
+            // in slices; a stable sort of them outside the lock; then the page, read by
+            // position (the gate keeps positions still).
+            #[derive(PartialEq, Eq, PartialOrd, Ord)]
+            enum Group {
+                State(bool),
+                Method(&'static str),
+                Task(Option<std::cmp::Reverse<()>>, Option<crate::tasks::TaskId>),
+            }
+            let used = host.lock().book.used();
+            // Room taken before the scan: a list growing inside a slice would copy itself
+            // under the lock.
+            let mut rows: Vec<(Group, usize)> = Vec::with_capacity(used);
+            let mut newest_first = 0usize;
+            host.scan_receipts(Order::Newest, &mut |st, k, r| {
+                let position = used - 1 - newest_first;
+                newest_first += 1;
+                if !filter.matches(k, r, clear_refusal(&st.tasks, k, r)) {
+                    return;
+                }
+                let group = match sort {
+                    Sort::State => Group::State(!r.is_running()),
+                    Sort::Method => Group::Method(r.method.as_str()),
+                    // Receipts with a task first, by task; then those without.
+                    _ => Group::Task(
+                        r.task_id.is_none().then_some(std::cmp::Reverse(())),
+                        r.task_id.clone(),
+                    ),
+                };
+                rows.push((group, position));
+            });
+            rows.sort_by(|a, b| a.0.cmp(&b.0));
+            let total = rows.len();
+            let st = host.lock();
+            let items = rows
+                .iter()
+                .skip(offset)
+                .take(limit)
+                .filter_map(|(_, i)| st.book.get_index(*i))
+                .map(|(k, r)| item(k, r, clear_refusal(&st.tasks, k, r)))
+                .collect();
+            (total, items)
+        }
+    };
+    Ok(ReceiptsListResult {
+        items,
+        total: total as u64,
+    })
+}
+
+pub(super) fn get(host: &Host, request_id: &str) -> ReceiptDetail {
+    let key = RequestKey::new(request_id);
+    let st = host.lock();
+    if let Some(r) = st.book.get(&key) {
+        let row = item(&key, r, clear_refusal(&st.tasks, &key, r));
+        let request = r.request.clone();
+        let outcome = r.outcome().cloned();
+        drop(st);
+        return ReceiptDetail {
+            clearable: Some(row.clearable),
+            code: row.code,
+            completed_at: row.completed_at,
+            first_seen_at: Some(row.first_seen_at),
+            joins: Some(row.joins),
+            method: Some(row.method),
+            ok: row.ok,
+            refusal: row.refusal,
+            replays: Some(row.replays),
+            reply: outcome.as_deref().map(StoredReply::of),
+            request: serde_json::from_str::<CanonicalRequest>(&request).ok(),
+            request_id: row.request_id,
+            state: row.state,
+            task_id: row.task_id,
+            ..ReceiptDetail::default()
+        };
+    }
+    if let Some((_, batch)) = st.book.tombstone(&key) {
+        return ReceiptDetail {
+            cleared_at: Some(format_millis(batch.at)),
+            reason: Some(batch.reason.to_string()),
+            request_id: request_id.to_owned(),
+            state: ReceiptState::Cleared,
+            ..ReceiptDetail::default()
+        };
+    }
+    ReceiptDetail {
+        request_id: request_id.to_owned(),
+        state: ReceiptState::Unknown,
+        ..ReceiptDetail::default()
+    }
+}
+
+fn newest_first(tasks: &Tasks) -> Vec<&Task> {
+    let mut all: Vec<&Task> = tasks.iter().collect();
+    all.sort_by(|a, b| {
+        b.created_at
+            .cmp(&a.created_at)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    all
+}
+
+pub(super) fn tasks_list(host: &Host, p: TasksListParams) -> TasksListResult {
+    let st = host.lock();
+    let tasks = newest_first(&st.tasks)
+        .into_iter()
+        .filter(|t| p.state.is_none_or(|s| t.state() == s))
+        .map(Task::summary)
+        .collect();
+    TasksListResult { tasks }
+}
+
+pub(super) fn snapshot(host: &Host) -> Snapshot {
+    let executor = ExecutorStatus {
+        kind: host.executor().kind().to_owned(),
+        mutations: host.executor().mutations(),
+    };
+    let journal = host.journal_status();
+    let ledger = host.ledger_status();
+    let st = host.lock();
+    let tasks = newest_first(&st.tasks);
+    let pending = tasks
+        .iter()
+        .flat_map(|t| {
+            t.pending.iter().map(|p| BlockedOutcome {
+                pending: p.to_wire(),
+                task_id: t.id.to_string(),
+                task_state: t.state(),
+                title: t.title.clone(),
+            })
+        })
+        .collect();
+    Snapshot {
+        journal,
+        ledger,
+        counters: st.counters,
+        executor,
+        pending,
+        receipts: st.book.counts(),
+        run_id: host.run_id().to_owned(),
+        seq: st.events.seq(),
+        started_at: format_millis(host.started_at()),
+        tasks: tasks.iter().map(|t| t.summary()).collect(),
+    }
+}
