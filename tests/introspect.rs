@@ -169,18 +169,8 @@ async fn a_subscriber_sees_the_events_of_a_scripted_run_in_order() {
     .await);
     let lost = call_id(&h.bridge, "n1", "page.fill", fill("no-such-task", "a")).await;
     assert_eq!(err_code(&lost), "TASK_NOT_FOUND");
-    let prepared = ok(call(
-        &h.intro,
-        "receipts.clearPrepare",
-        json!({"requestIds": ["f1"]}),
-    )
-    .await);
-    ok(call(
-        &h.intro,
-        "receipts.clearCommit",
-        json!({"token": prepared["token"], "reason": "test"}),
-    )
-    .await);
+    let prepared = prepare(&h.intro, json!({"requestIds": ["f1"]})).await;
+    commit(&h.intro, &prepared["token"], "test").await;
 
     let expected = [
         ("receipt.created", "s1"),
@@ -446,6 +436,21 @@ async fn a_subscriber_that_never_reads_does_not_stop_the_bridge_and_is_told_it_l
     h.running.stop().await;
 }
 
+/// `receipts.clearPrepare` with `params`, which must succeed.
+async fn prepare(intro: &BridgeClient, params: Value) -> Value {
+    ok(call(intro, "receipts.clearPrepare", params).await)
+}
+
+/// `receipts.clearCommit` of `token` for `reason`, which must succeed.
+async fn commit(intro: &BridgeClient, token: &Value, reason: &str) -> Value {
+    ok(call(
+        intro,
+        "receipts.clearCommit",
+        json!({"token": token, "reason": reason}),
+    )
+    .await)
+}
+
 fn refusals(prepared: &Value) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = prepared["refused"]
         .as_array()
@@ -481,12 +486,7 @@ async fn prepare_refuses_a_running_receipt() {
         assert_eq!(r["state"], "unknown", "{r}");
         tokio::task::yield_now().await;
     }
-    let prepared = ok(call(
-        &h.intro,
-        "receipts.clearPrepare",
-        json!({"requestIds": ["c1"]}),
-    )
-    .await);
+    let prepared = prepare(&h.intro, json!({"requestIds": ["c1"]})).await;
     assert_eq!(
         refusals(&prepared),
         vec![("c1".to_owned(), "running".to_owned())]
@@ -512,25 +512,14 @@ async fn prepare_refuses_unverified_unknown_and_already_cleared_and_the_rule_fol
         err_code(&call_id(&h.bridge, "u2", "page.click", click(&late)).await),
         "OUTCOME_UNCERTAIN"
     );
-    let first = ok(call(
-        &h.intro,
-        "receipts.clearPrepare",
-        json!({"requestIds": ["f1"]}),
-    )
-    .await);
-    ok(call(
-        &h.intro,
-        "receipts.clearCommit",
-        json!({"token": first["token"], "reason": "done"}),
-    )
-    .await);
+    let first = prepare(&h.intro, json!({"requestIds": ["f1"]})).await;
+    commit(&h.intro, &first["token"], "done").await;
 
-    let prepared = ok(call(
+    let prepared = prepare(
         &h.intro,
-        "receipts.clearPrepare",
         json!({"requestIds": ["u1", "u2", "nope", "f1", "u1"]}),
     )
-    .await);
+    .await;
     assert_eq!(
         refusals(&prepared),
         vec![
@@ -557,12 +546,7 @@ async fn prepare_refuses_unverified_unknown_and_already_cleared_and_the_rule_fol
         json!({"taskId": dropped, "reason": "effect never seen"}),
     )
     .await);
-    let prepared = ok(call(
-        &h.intro,
-        "receipts.clearPrepare",
-        json!({"requestIds": ["u1", "u2"]}),
-    )
-    .await);
+    let prepared = prepare(&h.intro, json!({"requestIds": ["u1", "u2"]})).await;
     assert_eq!(refusals(&prepared), vec![]);
     let ids: Vec<&str> = prepared["clearable"]
         .as_array()
@@ -585,23 +569,18 @@ async fn a_replay_between_prepare_and_commit_makes_the_commit_stale() {
     let task = start_task(&h, json!({})).await;
     ok(call_id(&h.bridge, "f1", "page.fill", fill(&task, "a")).await);
     ok(call_id(&h.bridge, "f2", "page.fill", fill(&task, "b")).await);
-    let prepared = ok(call(
-        &h.intro,
-        "receipts.clearPrepare",
-        json!({"filter": {"method": "page.fill"}}),
-    )
-    .await);
+    let prepared = prepare(&h.intro, json!({"filter": {"method": "page.fill"}})).await;
     assert_eq!(prepared["clearable"].as_array().unwrap().len(), 2);
     let replay = call_id(&h.bridge, "f2", "page.fill", fill(&task, "b")).await;
     assert_eq!(replay.meta.as_ref().unwrap().receipt.as_str(), "replayed");
-    let commit = call(
+    let stale = call(
         &h.intro,
         "receipts.clearCommit",
         json!({"token": prepared["token"], "reason": "x"}),
     )
     .await;
-    assert_eq!(err_code(&commit), "CLEAR_TOKEN_STALE");
-    assert_eq!(commit.error.unwrap().details.unwrap()["requestId"], "f2");
+    assert_eq!(err_code(&stale), "CLEAR_TOKEN_STALE");
+    assert_eq!(stale.error.unwrap().details.unwrap()["requestId"], "f2");
     assert_eq!(
         run_status(&h).await["receipts"]["used"],
         3,
@@ -618,12 +597,7 @@ async fn a_replay_between_prepare_and_commit_makes_the_commit_stale() {
         assert_eq!(err_code(&again), "CLEAR_TOKEN_STALE");
     }
     // A fresh prepare sees the replay and commits.
-    let prepared = ok(call(
-        &h.intro,
-        "receipts.clearPrepare",
-        json!({"filter": {"method": "page.fill"}}),
-    )
-    .await);
+    let prepared = prepare(&h.intro, json!({"filter": {"method": "page.fill"}})).await;
     let f2 = prepared["clearable"]
         .as_array()
         .unwrap()
@@ -632,12 +606,7 @@ async fn a_replay_between_prepare_and_commit_makes_the_commit_stale() {
         .unwrap()
         .clone();
     assert_eq!(f2["replays"], 1);
-    let done = ok(call(
-        &h.intro,
-        "receipts.clearCommit",
-        json!({"token": prepared["token"], "reason": "x"}),
-    )
-    .await);
+    let done = commit(&h.intro, &prepared["token"], "x").await;
     assert_eq!(done["cleared"], 2);
     assert_eq!(done["receipts"]["used"], 1);
     h.running.stop().await;
@@ -651,18 +620,8 @@ async fn a_cleared_id_is_refused_for_same_and_other_content_and_never_runs_again
     ok(call_id(&h.bridge, "c1", "page.click", click(&task)).await);
     let before = run_status(&h).await;
     assert_eq!(before["executor"]["mutations"], 1);
-    let prepared = ok(call(
-        &h.intro,
-        "receipts.clearPrepare",
-        json!({"requestIds": ["c1"]}),
-    )
-    .await);
-    ok(call(
-        &h.intro,
-        "receipts.clearCommit",
-        json!({"token": prepared["token"], "reason": "capacity"}),
-    )
-    .await);
+    let prepared = prepare(&h.intro, json!({"requestIds": ["c1"]})).await;
+    commit(&h.intro, &prepared["token"], "capacity").await;
     let executions =
         ok(call(&h.intro, "snapshot", json!({})).await)["counters"]["executions"].clone();
 
@@ -705,12 +664,11 @@ async fn clearing_frees_capacity_without_a_restart_and_writes_the_audit_line() {
     assert_eq!(err_code(&full), "RECEIPT_CAPACITY_FULL");
     let run_id = run_status(&h).await["runId"].clone();
 
-    let prepared = ok(call(
+    let prepared = prepare(
         &h.intro,
-        "receipts.clearPrepare",
         json!({"filter": {"state": "ok", "method": "page.fill"}}),
     )
-    .await);
+    .await;
     let done = ok(call(
         &h.intro,
         "receipts.clearCommit",
@@ -761,18 +719,8 @@ async fn clearing_frees_capacity_without_a_restart_and_writes_the_audit_line() {
     assert_eq!(listed["entries"], json!([entry]));
     let bridge = BridgeClient::new(&dir);
     ok(call_id(&bridge, "t2", "task.start", json!({"title": "next run"})).await);
-    let p = ok(call(
-        &intro,
-        "receipts.clearPrepare",
-        json!({"requestIds": ["t2"]}),
-    )
-    .await);
-    ok(call(
-        &intro,
-        "receipts.clearCommit",
-        json!({"token": p["token"], "reason": "second"}),
-    )
-    .await);
+    let p = prepare(&intro, json!({"requestIds": ["t2"]})).await;
+    commit(&intro, &p["token"], "second").await;
     let listed = ok(call(&intro, "audit.list", json!({"limit": 1})).await);
     assert_eq!(listed["entries"].as_array().unwrap().len(), 1);
     assert_eq!(listed["entries"][0]["reason"], "second");
@@ -786,12 +734,7 @@ async fn tombstone_capacity_is_hard_and_a_refused_commit_clears_nothing() {
     let task = start_task(&h, json!({})).await;
     ok(call_id(&h.bridge, "f1", "page.fill", fill(&task, "a")).await);
     ok(call_id(&h.bridge, "f2", "page.fill", fill(&task, "b")).await);
-    let p = ok(call(
-        &h.intro,
-        "receipts.clearPrepare",
-        json!({"requestIds": ["f1", "f2"]}),
-    )
-    .await);
+    let p = prepare(&h.intro, json!({"requestIds": ["f1", "f2"]})).await;
     let r = call(
         &h.intro,
         "receipts.clearCommit",
@@ -967,12 +910,7 @@ async fn bad_input_gets_clear_errors_and_creates_nothing() {
         assert!(!e.message.is_empty());
     }
     // A valid prepare followed by a bad commit leaves its token usable.
-    let p = ok(call(
-        &h.intro,
-        "receipts.clearPrepare",
-        json!({"requestIds": ["f1"]}),
-    )
-    .await);
+    let p = prepare(&h.intro, json!({"requestIds": ["f1"]})).await;
     let bad = call(
         &h.intro,
         "receipts.clearCommit",
@@ -983,12 +921,7 @@ async fn bad_input_gets_clear_errors_and_creates_nothing() {
     let st = run_status(&h).await;
     assert_eq!(st["receipts"]["used"], 2);
     assert_eq!(st["receipts"]["tombstones"], 0);
-    ok(call(
-        &h.intro,
-        "receipts.clearCommit",
-        json!({"token": p["token"], "reason": "ok"}),
-    )
-    .await);
+    commit(&h.intro, &p["token"], "ok").await;
     // The channel still answers after all that, and takes no receipts.
     let hello = call(&h.intro, "host.hello", json!({})).await;
     assert_eq!(hello.meta.as_ref().unwrap().receipt.as_str(), "none");
