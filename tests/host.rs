@@ -484,18 +484,7 @@ async fn a_pipelined_batch_is_answered_as_its_frames_would_be_one_by_one() {
     // The task's history is the order of handling, one by one: both fills before the finish,
     // the late fill refused after it; nothing else executed.
     let status = c.call("task.status", json!({"taskId": task})).await;
-    let history: Vec<String> = ok(&status)["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            format!(
-                "{} {}",
-                h["method"].as_str().unwrap(),
-                h["result"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let history = history(ok(&status));
     assert_eq!(
         history,
         [

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{err, ok, polaris_bin, receipt, saved, short_tempdir, sync_call, Conn};
+use common::{err, history, ok, polaris_bin, receipt, saved, short_tempdir, sync_call, Conn};
 use serde_json::{json, Value};
 
 /// A `polaris serve` process on directories that outlive it, so it can be killed and
@@ -223,18 +223,7 @@ async fn a_restart_replays_every_stored_reply_byte_for_byte_and_keeps_its_tasks(
     let t = c.call("task.status", json!({"taskId": task})).await;
     assert_eq!(ok(&t)["state"], "interrupted", "{t}");
     assert_eq!(ok(&t)["runId"], first_run.as_str(), "{t}");
-    let history: Vec<String> = ok(&t)["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| {
-            format!(
-                "{} {}",
-                h["method"].as_str().unwrap(),
-                h["result"].as_str().unwrap()
-            )
-        })
-        .collect();
+    let history = history(ok(&t));
     assert_eq!(
         history,
         [

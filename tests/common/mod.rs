@@ -302,6 +302,22 @@ pub fn err<'a>(reply: &'a Value, code: &str) -> &'a Value {
     e
 }
 
+/// A task's history (`task.status` result) as "method result" lines, in order.
+pub fn history(status: &Value) -> Vec<String> {
+    status["history"]
+        .as_array()
+        .expect("task.status has a history")
+        .iter()
+        .map(|h| {
+            format!(
+                "{} {}",
+                h["method"].as_str().unwrap(),
+                h["result"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
 /// `meta.receipt` of a reply.
 pub fn receipt(reply: &Value) -> &str {
     reply["meta"]["receipt"].as_str().unwrap_or("?")
