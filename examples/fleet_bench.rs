@@ -14,6 +14,8 @@
 //! `cargo run --release --example fleet_bench -- --seconds 10 --reps 3`) prints a markdown table
 //! of medians (and ranges over the repetitions). Needs PostgreSQL (`initdb`, `pg_ctl`, `pgbench`).
 
+#[path = "support/child.rs"]
+mod child;
 #[path = "support/release_binary.rs"]
 mod release_binary;
 
@@ -268,35 +270,18 @@ impl Served {
             child,
             bridge: dir.join("s/bridge.sock"),
         };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::os::unix::net::UnixStream::connect(&s.bridge).is_err() {
-            if let Ok(Some(status)) = s.child.try_wait() {
-                let log = std::fs::read_to_string(dir.join("serve.log")).unwrap_or_default();
-                return Err(format!("polaris serve exited ({status}): {log}"));
-            }
-            if Instant::now() > deadline {
-                return Err("polaris serve did not open its socket in 30 s".into());
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        let log_path = dir.join("serve.log");
+        child::wait_for_socket(&mut s.child, &s.bridge, Duration::from_secs(30), || {
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        })
+        .map_err(|e| format!("polaris serve {e}"))?;
         Ok(s)
     }
 }
 
 impl Drop for Served {
     fn drop(&mut self) {
-        // SIGTERM, so a fleet host leaves the ledger cleanly; then make sure.
-        // SAFETY: a signal to our own child process.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        child::stop(&mut self.child);
     }
 }
 

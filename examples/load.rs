@@ -13,6 +13,9 @@
 //! per connection, a fresh request ID per request, 165-byte `page.fill` frames. Each connection
 //! fills in its own Polaris task, or all 32 fill in one shared task.
 
+#[path = "support/child.rs"]
+mod child;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -479,43 +482,19 @@ impl Server {
     fn pid(&self) -> u32 {
         self.child.id()
     }
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
-    }
     /// Waits until the socket accepts a connection, or the process exits (the log says why).
     fn wait_ready(mut self) -> Result<Server, String> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!("exited with {status}: {}", self.log().trim()));
-            }
-            if std::os::unix::net::UnixStream::connect(&self.sock).is_ok() {
-                return Ok(self);
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "{} did not accept connections within 60 s",
-                    self.sock.display()
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        let log = self.dir.path().join("server.log");
+        child::wait_for_socket(&mut self.child, &self.sock, Duration::from_secs(60), || {
+            std::fs::read_to_string(&log).unwrap_or_default()
+        })?;
+        Ok(self)
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        // SAFETY: signalling our own child by its PID.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        child::stop(&mut self.child);
     }
 }
 
