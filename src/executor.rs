@@ -22,7 +22,7 @@ use crate::tasks::{Observation, TaskId};
 
 /// An action on a page.
 #[derive(Clone, Debug)]
-pub enum Action {
+pub enum PageAction {
     /// Set a field's value (a page-local change).
     Fill {
         /// The field.
@@ -101,7 +101,7 @@ pub trait Executor: Send + Sync + 'static {
     fn act(
         &self,
         task: TaskId,
-        action: Action,
+        action: PageAction,
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome>;
 
@@ -111,7 +111,7 @@ pub trait Executor: Send + Sync + 'static {
         &self,
         request_id: &str,
         task: TaskId,
-        action: Action,
+        action: PageAction,
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome> {
         let _ = request_id;
@@ -296,7 +296,7 @@ impl FixtureExecutor {
         &self,
         request_id: Option<&str>,
         task: TaskId,
-        action: Action,
+        action: PageAction,
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome> {
         let effect = self.effects.as_ref().map(|file| Effect {
@@ -311,7 +311,7 @@ impl FixtureExecutor {
                 return ActionOutcome::Failed(format!("task {task} has no page"));
             };
             let expect = match action {
-                Action::Fill { target, value } => {
+                PageAction::Fill { target, value } => {
                     if is_reserved(&target) {
                         return ActionOutcome::Failed(format!(
                             "{target} is not a text field and cannot be filled"
@@ -324,7 +324,7 @@ impl FixtureExecutor {
                     // A fill's expectation is implicit: the field holds the value.
                     return ActionOutcome::Applied(Observation { target, value });
                 }
-                Action::Click { target, expect } => {
+                PageAction::Click { target, expect } => {
                     if target != SUBMIT {
                         return ActionOutcome::Failed(format!(
                             "clicking {target} does nothing on the fixture page; click #submit to submit"
@@ -332,7 +332,7 @@ impl FixtureExecutor {
                     }
                     expect
                 }
-                Action::Press {
+                PageAction::Press {
                     key,
                     target,
                     expect,
@@ -478,7 +478,7 @@ impl Executor for FixtureExecutor {
     fn act(
         &self,
         task: TaskId,
-        action: Action,
+        action: PageAction,
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome> {
         self.act_inner(None, task, action, deadline)
@@ -488,7 +488,7 @@ impl Executor for FixtureExecutor {
         &self,
         request_id: &str,
         task: TaskId,
-        action: Action,
+        action: PageAction,
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome> {
         self.act_inner(Some(request_id), task, action, deadline)
@@ -546,7 +546,7 @@ mod tests {
         let out = fx
             .act(
                 t.clone(),
-                Action::Click {
+                PageAction::Click {
                     target: "#submit".into(),
                     expect: saved(),
                 },
@@ -578,7 +578,7 @@ mod tests {
             },
         )
         .await;
-        let press = Action::Press {
+        let press = PageAction::Press {
             key: "Enter".into(),
             target: Some("#title".into()),
             expect: saved(),
@@ -607,7 +607,7 @@ mod tests {
             },
         )
         .await;
-        let click = Action::Click {
+        let click = PageAction::Click {
             target: "#submit".into(),
             expect: saved(),
         };
@@ -661,7 +661,7 @@ mod tests {
     async fn reserved_targets_and_other_keys_fail_definitively() {
         let fx = FixtureExecutor::new();
         let t = page(&fx, FixtureOptions::default()).await;
-        let fill = Action::Fill {
+        let fill = PageAction::Fill {
             target: "#status".into(),
             value: "x".into(),
         };
@@ -669,7 +669,7 @@ mod tests {
             fx.act(t.clone(), fill, soon(100)).await,
             ActionOutcome::Failed(_)
         ));
-        let tab = Action::Press {
+        let tab = PageAction::Press {
             key: "Tab".into(),
             target: Some("#title".into()),
             expect: saved(),
@@ -678,7 +678,7 @@ mod tests {
             fx.act(t.clone(), tab, soon(100)).await,
             ActionOutcome::Failed(_)
         ));
-        let click = Action::Click {
+        let click = PageAction::Click {
             target: "#title".into(),
             expect: saved(),
         };

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::*;
 use futures::future::BoxFuture;
-use polaris::executor::{Action, ActionOutcome, Executor, FixtureExecutor, ReadOutcome};
+use polaris::executor::{ActionOutcome, Executor, FixtureExecutor, PageAction, ReadOutcome};
 use polaris::protocol::FixtureOptions;
 use polaris::tasks::TaskId;
 use serde_json::{json, Value};
@@ -282,7 +282,7 @@ impl Executor for PanickingExecutor {
     fn act(
         &self,
         _task: TaskId,
-        _action: Action,
+        _action: PageAction,
         _deadline: tokio::time::Instant,
     ) -> BoxFuture<'static, ActionOutcome> {
         self.acts.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -32,7 +32,7 @@ use tokio::time::{timeout_at, Instant};
 use self::browser::{Browser, LaunchOptions};
 use self::cdp::methods;
 use self::page::Page;
-use super::{Action, ActionOutcome, Executor, ReadOutcome};
+use super::{ActionOutcome, Executor, PageAction, ReadOutcome};
 use crate::protocol::FixtureOptions;
 use crate::tasks::TaskId;
 
@@ -411,7 +411,7 @@ impl Executor for ChromiumExecutor {
     fn act(
         &self,
         task: TaskId,
-        action: Action,
+        action: PageAction,
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome> {
         let inner = self.inner.clone();
@@ -436,12 +436,12 @@ impl Executor for ChromiumExecutor {
                 }
             };
             match action {
-                Action::Fill { target, value } => page.fill(&target, &value, deadline).await,
-                Action::Click { target, expect } => {
+                PageAction::Fill { target, value } => page.fill(&target, &value, deadline).await,
+                PageAction::Click { target, expect } => {
                     page.click(&target, &expect, deadline, &inner.mutations)
                         .await
                 }
-                Action::Press {
+                PageAction::Press {
                     key,
                     target,
                     expect,

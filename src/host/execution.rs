@@ -23,7 +23,7 @@ use super::read::to_data;
 use super::{Handled, Host, State};
 use crate::book::{ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
-use crate::executor::{Action, ActionOutcome};
+use crate::executor::{ActionOutcome, PageAction};
 use crate::journal::{self, Completed, Record, TaskEvent, Ticket};
 use crate::protocol::introspection::PendingCreatedEvent;
 use crate::protocol::results::{FieldResult, ObservedResult, TaskStartResult, TaskState};
@@ -82,7 +82,7 @@ pub(super) struct Completion {
     /// The reply every copy of the request gets from now on.
     outcome: Arc<Outcome>,
     /// Its effect on the task, applied in the same critical section as the store.
-    effect: Effect,
+    effect: TaskEffect,
     /// When it completed (epoch ms).
     at: i64,
 }
@@ -166,14 +166,14 @@ impl Completion {
     pub(super) fn not_begun(execution: &Execution<'_>, error: &journal::Error) -> Completion {
         Completion {
             outcome: Arc::new(not_begun(&execution.id, execution.cmd.method(), error)),
-            effect: Effect::None,
+            effect: TaskEffect::None,
             at: now_millis(),
         }
     }
 }
 
 /// What an execution changed besides its reply.
-enum Effect {
+enum TaskEffect {
     None,
     TaskStarted(Task),
     Uncertain(Expect),
@@ -461,15 +461,15 @@ impl Host {
             .expect("page actions name an admitted task");
         let deadline = Instant::now() + self.inner.config.action_timeout;
         let action = match &execution.cmd {
-            Command::PageFill(p) => Action::Fill {
+            Command::PageFill(p) => PageAction::Fill {
                 target: p.target.clone(),
                 value: p.value.clone(),
             },
-            Command::PageClick(p) => Action::Click {
+            Command::PageClick(p) => PageAction::Click {
                 target: p.target.clone(),
                 expect: p.expect.clone(),
             },
-            Command::PagePress(p) => Action::Press {
+            Command::PagePress(p) => PageAction::Press {
                 key: p.key.clone(),
                 target: p.target.clone(),
                 expect: p.expect.clone(),
@@ -483,7 +483,7 @@ impl Host {
     }
 
     /// Turns what the executor answered into the outcome to store and its effect on the task.
-    fn interpret(&self, execution: &Execution<'_>, finished: Finished) -> (Outcome, Effect) {
+    fn interpret(&self, execution: &Execution<'_>, finished: Finished) -> (Outcome, TaskEffect) {
         let id = &*execution.id;
         let cmd = &execution.cmd;
         let method = cmd.method();
@@ -500,14 +500,14 @@ impl Host {
                     state: TaskState::Running,
                     task_id: task_id.to_string(),
                 };
-                (Outcome::ok(&result), Effect::TaskStarted(t))
+                (Outcome::ok(&result), TaskEffect::TaskStarted(t))
             }
             Finished::Open(_, Err(e)) => (
                 Outcome::err(&ErrorBody::new(
                     ErrorCode::ActionFailed,
                     format!("the executor could not open a page for the task: {e}; nothing was started"),
                 )),
-                Effect::None,
+                TaskEffect::None,
             ),
             Finished::Act(_, ActionOutcome::Applied(obs)) => {
                 let outcome = match cmd {
@@ -517,7 +517,7 @@ impl Host {
                     }),
                     _ => Outcome::ok(&ObservedResult { observation: obs }),
                 };
-                (outcome, Effect::None)
+                (outcome, TaskEffect::None)
             }
             Finished::Act(task, ActionOutcome::Failed(reason)) => (
                 Outcome::err(
@@ -527,7 +527,7 @@ impl Host {
                     )
                     .with_details(json!({"taskId": &*task, "requestId": id, "reason": reason})),
                 ),
-                Effect::None,
+                TaskEffect::None,
             ),
             Finished::Act(task, ActionOutcome::Uncertain(reason)) => {
                 let expect = expectation(cmd).expect("page actions have an expectation");
@@ -545,7 +545,7 @@ impl Host {
                             "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
                         })),
                     ),
-                    Effect::Uncertain(expect),
+                    TaskEffect::Uncertain(expect),
                 )
             }
         }
@@ -585,7 +585,7 @@ impl Host {
         let result = outcome.code.map_or("ok", ErrorCode::as_str);
         let mut task_record = None;
         match effect {
-            Effect::TaskStarted(task) => {
+            TaskEffect::TaskStarted(task) => {
                 let summary = task.summary();
                 if self.journal().is_some() {
                     task_record = Some(TaskRecordData::of(&task, TaskEvent::Started, now));
@@ -593,7 +593,7 @@ impl Host {
                 st.tasks.insert(task);
                 st.events.publish("task.updated", now, || to_data(&summary));
             }
-            Effect::Uncertain(expect) => {
+            TaskEffect::Uncertain(expect) => {
                 // The pending outcome records the params the receipt holds (in canonical form),
                 // so executions need not carry a copy of them for this rare case.
                 let params = st
@@ -626,7 +626,7 @@ impl Host {
                     st.events.publish("task.updated", now, || to_data(&summary));
                 }
             }
-            Effect::None => {
+            TaskEffect::None => {
                 if let Some(task) = task_id.and_then(|t| st.tasks.get_mut(t)) {
                     task.record(key, method, now, result);
                 }
@@ -682,7 +682,10 @@ pub(super) fn publish_completed(
 
 /// The stored outcome of an execution that panicked: `INTERNAL`, and uncertain when the action
 /// may have had an effect (never re-run; the task blocks until verified).
-fn panicked(execution: &Execution<'_>, panic: Box<dyn std::any::Any + Send>) -> (Outcome, Effect) {
+fn panicked(
+    execution: &Execution<'_>,
+    panic: Box<dyn std::any::Any + Send>,
+) -> (Outcome, TaskEffect) {
     let id = &*execution.id;
     let method = execution.cmd.method();
     let what = panic
@@ -693,8 +696,8 @@ fn panicked(execution: &Execution<'_>, panic: Box<dyn std::any::Any + Send>) -> 
     tracing::error!(request_id = %id, method = %method, "execution panicked: {what}");
     let error = internal_error(id, method, execution.task_id.as_deref(), &what);
     let effect = match expectation(&execution.cmd) {
-        Some(e) => Effect::Uncertain(e),
-        None => Effect::None,
+        Some(e) => TaskEffect::Uncertain(e),
+        None => TaskEffect::None,
     };
     (Outcome::err(&error), effect)
 }
