@@ -132,11 +132,15 @@ impl Host {
                     return;
                 }
             };
+            let mut marked = None;
             loop {
                 let Some(inner) = weak.upgrade() else { return };
                 let host = Host { inner };
                 if host.is_shutting_down() {
                     return;
+                }
+                if marked != Some(seen) && ledger.mark_applied(seen).await.is_ok() {
+                    marked = Some(seen);
                 }
                 // Changes first: a census taken after a clear applied here counts no copy of it.
                 loop {
@@ -155,6 +159,9 @@ impl Host {
                             break;
                         }
                     }
+                }
+                if marked != Some(seen) && ledger.mark_applied(seen).await.is_ok() {
+                    marked = Some(seen);
                 }
                 match ledger.census_requests().await {
                     Ok(requests) => {
@@ -440,6 +447,18 @@ impl Host {
             host.drop_cleared_copies(keys, now, &reason2, &operator2)
         })
         .await;
+        // Every other live host drops its copies before the operator is told it is done, so
+        // a re-send anywhere answers RECEIPT_CLEARED from then on.
+        match ledger.last_change().await {
+            Ok(seq) => {
+                if let Err(e) = ledger.wait_applied(seq, CENSUS_WAIT).await {
+                    tracing::warn!("the clear applied in the ledger, but {e}; they drop them when they next read the ledger");
+                }
+            }
+            Err(e) => {
+                tracing::warn!("the clear applied; reading the ledger's changes after it: {e}")
+            }
+        }
         let counts = ledger.counts().await.ok();
         let local = self.lock().book.counts();
         let receipts = match counts {

@@ -463,6 +463,50 @@ impl Ledger {
             .collect()
     }
 
+    /// Records that this host run applied every change up to `seq` to its copies.
+    pub async fn mark_applied(&self, seq: i64) -> Result<(), LedgerError> {
+        self.shared()
+            .read(
+                "INSERT INTO feed_marks (epoch, seq) VALUES ($1, $2)
+                 ON CONFLICT (epoch) DO UPDATE SET seq = greatest(feed_marks.seq, EXCLUDED.seq)",
+                &[&self.epoch(), &seq],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Waits until every live host run has applied the changes up to `seq` (at most
+    /// `within`); `Unavailable`, naming the hosts, when some have not.
+    pub async fn wait_applied(&self, seq: i64, within: Duration) -> Result<(), LedgerError> {
+        let deadline = Instant::now() + within;
+        loop {
+            let behind: Vec<String> = self
+                .shared()
+                .read(
+                    "SELECT h.host_id FROM hosts h
+                      WHERE h.state = 'alive' AND h.lease_until > now()
+                        AND NOT EXISTS (SELECT 1 FROM feed_marks m
+                                         WHERE m.epoch = h.epoch AND m.seq >= $1)
+                      ORDER BY h.host_id",
+                    &[&seq],
+                )
+                .await?
+                .iter()
+                .filter_map(|r| r.try_get(0).ok())
+                .collect();
+            if behind.is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(LedgerError::Unavailable(format!(
+                    "host(s) {} of the fleet have not yet dropped their copies",
+                    behind.join(", ")
+                )));
+            }
+            tokio::time::sleep(CENSUS_POLL).await;
+        }
+    }
+
     /// Notifications from the ledger (decided request IDs, and [`schema::CHANGES_NOTE`] when
     /// a receipt was cleared or acknowledged or a clear asks for a census).
     pub fn notes(&self) -> broadcast::Receiver<Arc<str>> {

@@ -301,6 +301,7 @@ $fn$;
 /// - `change_seq`: drawn from `polaris_changes` by every clear and acknowledgement, in commit
 ///   order (see `CHANGES_LOCK`): hosts read the changes after the last one they applied, so a
 ///   host that missed a notification still converges.
+/// - `feed_marks`: the last change each host run applied to its copies.
 /// - `clear_census`, `clear_census_reports`: a clear asks every live host what copies of the
 ///   listed receipts it holds (a checksum of its cached copies and their joins and replays) at
 ///   prepare and at commit; a difference means a copy was answered in between.
@@ -331,6 +332,12 @@ CREATE TABLE clear_census (
     ids        text[] NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (token, phase)
+);
+-- How far each host run has applied the fleet's changes to its copies: a clear is answered
+-- once every live host has dropped its copies of what it cleared.
+CREATE TABLE feed_marks (
+    epoch bigint PRIMARY KEY,
+    seq   bigint NOT NULL
 );
 CREATE TABLE clear_census_reports (
     token    text NOT NULL,
