@@ -287,14 +287,20 @@ async fn the_same_id_sent_to_three_hosts_at_once_executes_once_fleet_wide() {
                 owners.lock().unwrap().insert(start_id.clone(), owner_name);
                 let task = ok(&replies[0].0)["taskId"].as_str().unwrap().to_owned();
 
-                // A submit on that task, sent to all three at once: only its host may run it;
-                // the others name that host and run nothing.
+                // A submit on that task, sent to all three at once: only its host may run it.
+                // The others run nothing: a copy that finds the ID in the ledger gets the
+                // owner's reply (joined or replayed: the receipt rules come first), one that
+                // arrives before the owner's claim is told which host has the task.
                 let press_id = format!("press-{i}");
                 let replies = to_all(&mut conns, &press_id, "page.press", &submit(&task)).await;
+                let owned = body(&replies[owner].1);
                 for (n, (reply, line)) in replies.iter().enumerate() {
                     if n == owner {
                         ok(reply);
                         assert_eq!(receipt(reply), "new", "{line}");
+                    } else if reply["ok"] == true {
+                        assert!(matches!(receipt(reply), "joined" | "replayed"), "{line}");
+                        assert_eq!(body(line), owned, "{line}");
                     } else {
                         let e = err(reply, "TASK_NOT_FOUND");
                         assert_eq!(e["details"]["hostId"], owner_name, "{line}");
