@@ -998,3 +998,116 @@ async fn an_interrupted_receipt_acknowledged_on_one_host_is_cleared_from_another
     assert_eq!(e["delivery"], "cleared", "{r}");
     assert_eq!(fleet.effects()[id], ["alpha"], "it never ran again");
 }
+
+/// Fails the test once a polling loop has waited a minute: a guard against hanging, not a
+/// timing assertion.
+fn still_waiting(since: Instant, what: &str) {
+    assert!(
+        since.elapsed() < Duration::from_secs(60),
+        "never happened: {what}"
+    );
+}
+
+/// The request IDs `receipts.list` shows as clearable on an introspection connection.
+async fn clearable_ids(intro: &mut Conn) -> Vec<String> {
+    let list = intro
+        .call(
+            "receipts.list",
+            json!({"state": "clearable", "limit": 1000}),
+        )
+        .await;
+    ok(&list)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["requestId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncertain_outcomes_settled_on_their_host_or_acknowledged_elsewhere_clear_fleet_wide() {
+    let Some(fleet) = Fleet::start(&["--action-timeout-ms", "500"]) else {
+        return;
+    };
+    let mut a = fleet.host("alpha").conn().await;
+    let mut ci = fleet.host("charlie").intro().await;
+    // Three uncertain presses on alpha: one whose submit applies late (verified later), one on
+    // a task that is then stopped, one whose submit is lost (acknowledged on bravo).
+    let late = start_task(&mut a, json!({"submitDelayMs": 1500})).await;
+    let stopped = start_task(&mut a, json!({"dropSubmit": true})).await;
+    let lost = start_task(&mut a, json!({"dropSubmit": true})).await;
+    for (id, task) in [
+        ("u-late", &late),
+        ("u-stopped", &stopped),
+        ("u-lost", &lost),
+    ] {
+        let r = a.call_id(id, "page.press", submit(task)).await;
+        err(&r, "OUTCOME_UNCERTAIN");
+    }
+    let p = prepare(&mut ci, &["u-late", "u-stopped", "u-lost"]).await;
+    assert_eq!(
+        listed(&p, "refused"),
+        [
+            "u-late:unverified_outcome",
+            "u-stopped:unverified_outcome",
+            "u-lost:unverified_outcome"
+        ],
+        "{p}"
+    );
+    // alpha confirms the late one by verification, and stops the second task.
+    let mut ai = fleet.host("alpha").intro().await;
+    let since = Instant::now();
+    loop {
+        let r = ai.call("task.verifyOutcome", json!({"taskId": late})).await;
+        if ok(&r)["outcome"] == "confirmed" {
+            break;
+        }
+        still_waiting(since, "the late submit is confirmed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = a
+        .call("task.stop", json!({"taskId": stopped, "reason": "gave up"}))
+        .await;
+    ok(&r);
+    let since = Instant::now();
+    loop {
+        let ids = clearable_ids(&mut ci).await;
+        if ids.contains(&"u-late".to_string()) && ids.contains(&"u-stopped".to_string()) {
+            break;
+        }
+        still_waiting(since, "charlie sees both settled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!clearable_ids(&mut ci).await.contains(&"u-lost".to_string()));
+    // The lost one is acknowledged on bravo: alpha's task is no longer blocked.
+    let blocked = a.call("task.status", json!({"taskId": lost})).await;
+    assert_eq!(ok(&blocked)["state"], "blocked", "{blocked}");
+    let mut bi = fleet.host("bravo").intro().await;
+    let r = bi
+        .call(
+            "outcome.acknowledge",
+            json!({"requestId": "u-lost", "reason": "the backend never got it"}),
+        )
+        .await;
+    assert_eq!(ok(&r)["requestId"], "u-lost", "{r}");
+    let since = Instant::now();
+    loop {
+        let r = a.call("task.status", json!({"taskId": lost})).await;
+        if ok(&r)["state"] == "running" {
+            break;
+        }
+        still_waiting(since, "alpha's task is unblocked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // All three clear from charlie, for the fleet.
+    let p = prepare(&mut ci, &["u-late", "u-stopped", "u-lost"]).await;
+    assert_eq!(
+        listed(&p, "clearable"),
+        ["u-late", "u-stopped", "u-lost"],
+        "{p}"
+    );
+    let done = commit(&mut ci, &p).await;
+    assert_eq!(ok(&done)["cleared"], 3, "{done}");
+    let r = a.call_id("u-late", "page.press", submit(&late)).await;
+    err(&r, "RECEIPT_CLEARED");
+}

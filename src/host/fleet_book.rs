@@ -47,6 +47,12 @@ const CENSUS_WAIT: Duration = Duration::from_secs(5);
 /// Changes read per round of the feed.
 const CHANGES_PER_READ: i64 = 10_000;
 
+/// A fleet clear's time and reason: the copies it drops here become one local clear.
+type ClearOf = (i64, String);
+
+/// A request ID and its fingerprint digest, as a tombstone keeps them.
+type Tombstoned = (RequestKey, crate::book::FingerprintDigest);
+
 /// A fleet clear prepared on this host and not yet committed, by token.
 pub(super) type FleetPrepared = std::sync::Mutex<HashMap<String, PreparedFleetClear>>;
 
@@ -222,10 +228,7 @@ impl Host {
     /// here too (their pending outcomes leave their tasks). Blocks: call it off the runtime's
     /// workers.
     fn apply_changes(&self, rows: Vec<LedgerReceipt>) {
-        let mut clears: Vec<(
-            (i64, String),
-            Vec<(RequestKey, crate::book::FingerprintDigest)>,
-        )> = Vec::new();
+        let mut clears: Vec<(ClearOf, Vec<Tombstoned>)> = Vec::new();
         for row in rows {
             match row.state {
                 RowState::Cleared => {
@@ -331,10 +334,12 @@ impl Host {
         }
         let token = uuid::Uuid::new_v4().to_string();
         let ids: Vec<String> = seen.iter().map(|(id, _)| id.clone()).collect();
-        ledger
-            .census(&token, CensusPhase::Prepare, &ids, CENSUS_WAIT)
-            .await
-            .map_err(unavailable)?;
+        if !ids.is_empty() {
+            ledger
+                .census(&token, CensusPhase::Prepare, &ids, CENSUS_WAIT)
+                .await
+                .map_err(unavailable)?;
+        }
         let expires_at = now + CLEAR_TOKEN_TTL_MS;
         {
             let mut prepared = self.fleet_prepared();
@@ -392,10 +397,12 @@ impl Host {
         }
         let unavailable = |e: LedgerError| ledger_error("the clear", &e);
         let ids: Vec<String> = prepared.seen.iter().map(|(id, _)| id.clone()).collect();
-        ledger
-            .census(token, CensusPhase::Commit, &ids, CENSUS_WAIT)
-            .await
-            .map_err(unavailable)?;
+        if !ids.is_empty() {
+            ledger
+                .census(token, CensusPhase::Commit, &ids, CENSUS_WAIT)
+                .await
+                .map_err(unavailable)?;
+        }
         let tombstones = match ledger
             .clear(token, &prepared.seen, reason, now)
             .await
