@@ -1,6 +1,9 @@
 //! The fleet ledger against a real, private PostgreSQL (SPEC §13): one claim per request ID
 //! across host runs, exact fleet-wide capacity, epochs fencing every change, dead hosts'
-//! receipts interrupted (never re-run), and a database restart survived without reopening.
+//! receipts interrupted (never re-run), a database restart survived without reopening, and the
+//! operator's rules in SQL: fleet clears all or none (clearability, replays from the row, every
+//! host's census, the tombstone capacity), acknowledging and settling, the ordered feed of
+//! changes, and the paged listing of the fleet's book.
 //!
 //! Each test starts its own server (`initdb` into a temp directory, unix socket only). Without
 //! PostgreSQL installed the tests print one line and pass, unless `POLARIS_REQUIRE_POSTGRES=1`.

@@ -21,6 +21,9 @@
 //! - `read.rs`: reads, `task.verifyOutcome`, and the `host.hello`, `run.status` and
 //!   `receipt.status` results.
 //! - `clear.rs`: the clearability rule and the two phases of a clear.
+//! - `fleet.rs`: claiming in the fleet ledger and settling copies from its rows (SPEC §13).
+//! - `fleet_book.rs`: clearing, acknowledging and settling for the whole fleet, and keeping
+//!   this host's copies consistent with the ledger's changes.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
