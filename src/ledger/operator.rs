@@ -140,7 +140,8 @@ const COLUMNS: &str = super::RECEIPT_COLUMNS;
 
 impl Ledger {
     /// One page of the fleet's receipts matching `filter` in `order`, and how many match in
-    /// all. Every order reads an index; the `search` text is matched row by row.
+    /// all. The newest and oldest orders read the time index, a task filter the task index;
+    /// other filters and orders are matched row by row (a filtered `total` counts every match).
     pub async fn list(
         &self,
         filter: &RowFilter,
@@ -151,9 +152,15 @@ impl Ledger {
         let (clause, params) = where_clause(filter);
         let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
             params.iter().map(|p| p as _).collect();
+        // The whole book's size is the fleet's usage counter; a filtered total is counted.
+        let count = if params.is_empty() && filter.state.is_none() {
+            "SELECT used FROM fleet_usage WHERE id = 1".to_string()
+        } else {
+            format!("SELECT count(*) FROM receipts {clause}")
+        };
         let total: i64 = self
             .shared()
-            .read(&format!("SELECT count(*) FROM receipts {clause}"), &params)
+            .read(&count, &params)
             .await?
             .first()
             .map(|r| r.try_get(0).map_err(unavailable))

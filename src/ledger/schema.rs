@@ -305,7 +305,7 @@ $fn$;
 /// - `clear_census`, `clear_census_reports`: a clear asks every live host what copies of the
 ///   listed receipts it holds (a checksum of its cached copies and their joins and replays) at
 ///   prepare and at commit; a difference means a copy was answered in between.
-/// - Indexes for the bounded, paged listing of `receipts.list`.
+/// - Indexes for the bounded, paged listing of `receipts.list` (by time; by task).
 const V2: &str = r#"
 -- Replaced by polaris_clear_fleet, which also checks clearability and the hosts' census.
 DROP FUNCTION polaris_clear(text[], bigint[], bigint[], text, bigint);
@@ -320,10 +320,11 @@ ALTER TABLE receipts
     ADD COLUMN cleared_by text,
     ADD COLUMN change_seq bigint;
 CREATE SEQUENCE polaris_changes;
+-- Every index is paid for by every claim and completion: the listing's pages read the first,
+-- a task's receipts (and a task's host) the second, which replaces version 1's task index.
 CREATE INDEX receipts_seen ON receipts (first_seen, request_id);
-CREATE INDEX receipts_state_seen ON receipts (state, first_seen, request_id);
-CREATE INDEX receipts_method_seen ON receipts (method, first_seen, request_id);
 CREATE INDEX receipts_task_seen ON receipts (task_id, first_seen, request_id);
+DROP INDEX receipts_task;
 CREATE INDEX receipts_changes ON receipts (change_seq) WHERE change_seq IS NOT NULL;
 
 CREATE TABLE clear_census (
