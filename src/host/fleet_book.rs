@@ -140,11 +140,10 @@ impl Host {
             };
             let mut marked = None;
             loop {
+                // Kept up while the host drains at shutdown too: until it leaves the fleet it
+                // is a live host that clears wait for.
                 let Some(inner) = weak.upgrade() else { return };
                 let host = Host { inner };
-                if host.is_shutting_down() {
-                    return;
-                }
                 if marked != Some(seen) && ledger.mark_applied(seen).await.is_ok() {
                     marked = Some(seen);
                 }
@@ -172,7 +171,14 @@ impl Host {
                 match ledger.census_requests().await {
                     Ok(requests) => {
                         for request in requests {
-                            let sum = host.census_checksum(&request);
+                            // A large clear's list is walked in slices of the host's lock,
+                            // off the runtime's workers.
+                            let (h, r) = (host.clone(), request.clone());
+                            let Ok(sum) =
+                                tokio::task::spawn_blocking(move || h.census_checksum(&r)).await
+                            else {
+                                continue;
+                            };
                             if let Err(e) = ledger.census_report(&request, sum).await {
                                 tracing::warn!("answering a clear's census: {e}");
                             }
