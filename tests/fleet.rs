@@ -10,7 +10,11 @@
 //! - PostgreSQL stopped, or killed as in a crash, under load: new IDs answer
 //!   `LEDGER_UNAVAILABLE` (`not_executed`) while it is down; started again, the same IDs execute
 //!   exactly once;
-//! - a task of one host used on another: `TASK_NOT_FOUND` naming the task's host.
+//! - a task of one host used on another: `TASK_NOT_FOUND` naming the task's host;
+//! - the operator's book is the fleet's: a clear committed on one host is answered
+//!   `RECEIPT_CLEARED` by every host and frees the fleet's capacity; a copy answered on another
+//!   host between prepare and commit makes the token stale; a full tombstone capacity clears
+//!   nothing anywhere; an `INTERRUPTED` receipt acknowledged on one host is cleared from another.
 //!
 //! Without PostgreSQL installed these tests print one line and pass, unless
 //! `POLARIS_REQUIRE_POSTGRES=1` (as CI sets), when they fail.
@@ -101,6 +105,16 @@ impl FleetHost {
 
     async fn conn(&self) -> Conn {
         Conn::connect(&self.bridge()).await
+    }
+
+    /// A connection to this host's introspection socket (the operator's channel).
+    async fn intro(&self) -> Conn {
+        Conn::connect(&self.root.join("s/introspect.sock")).await
+    }
+
+    /// This host's audit log (empty when it has none yet).
+    fn audit(&self) -> String {
+        std::fs::read_to_string(self.root.join("audit.jsonl")).unwrap_or_default()
     }
 
     /// SIGKILL: no shutdown, no leaving the fleet, no cleanup.
@@ -273,14 +287,20 @@ async fn the_same_id_sent_to_three_hosts_at_once_executes_once_fleet_wide() {
                 owners.lock().unwrap().insert(start_id.clone(), owner_name);
                 let task = ok(&replies[0].0)["taskId"].as_str().unwrap().to_owned();
 
-                // A submit on that task, sent to all three at once: only its host may run it;
-                // the others name that host and run nothing.
+                // A submit on that task, sent to all three at once: only its host may run it.
+                // The others run nothing: a copy that finds the ID in the ledger gets the
+                // owner's reply (joined or replayed: the receipt rules come first), one that
+                // arrives before the owner's claim is told which host has the task.
                 let press_id = format!("press-{i}");
                 let replies = to_all(&mut conns, &press_id, "page.press", &submit(&task)).await;
+                let owned = body(&replies[owner].1);
                 for (n, (reply, line)) in replies.iter().enumerate() {
                     if n == owner {
                         ok(reply);
                         assert_eq!(receipt(reply), "new", "{line}");
+                    } else if reply["ok"] == true {
+                        assert!(matches!(receipt(reply), "joined" | "replayed"), "{line}");
+                        assert_eq!(body(line), owned, "{line}");
                     } else {
                         let e = err(reply, "TASK_NOT_FOUND");
                         assert_eq!(e["details"]["hostId"], owner_name, "{line}");
@@ -406,11 +426,13 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
     let r = ch.call("receipt.status", json!({"requestId": id})).await;
     assert_eq!(ok(&r)["reply"], interrupted["reply"], "{r}");
 
-    // The same ID and content sent to the others runs nothing: the task lives on alpha.
+    // The same ID and content sent to the others runs nothing: the receipt rules come before
+    // the task (which lives on alpha), so the row answers.
     for conn in [&mut b, &mut ch] {
         let r = conn.call_id(id, "page.press", press.clone()).await;
-        let e = err(&r, "TASK_NOT_FOUND");
-        assert_eq!(e["details"]["hostId"], "alpha", "{r}");
+        let e = err(&r, "INTERRUPTED");
+        assert_eq!(e["delivery"], "uncertain", "{r}");
+        assert_eq!(receipt(&r), "replayed", "{r}");
     }
     // The hosts that stayed still act: a new task and a submit on bravo.
     let t = start_task(&mut b, json!({})).await;
@@ -677,4 +699,415 @@ async fn a_task_used_on_another_host_is_not_found_there_and_names_its_host() {
     let effects = fleet.effects();
     assert_eq!(effects.len(), 1, "{effects:?}");
     assert!(effects.values().all(|h| h == &["alpha"]), "{effects:?}");
+}
+
+/// `task.start` params that differ by `n` (each a distinct request content).
+fn start_params(n: usize) -> Value {
+    json!({"title": format!("clear {n}"), "fixture": {}})
+}
+
+/// Prepares a clear of `ids` on an introspection connection; the prepare's result.
+async fn prepare(intro: &mut Conn, ids: &[&str]) -> Value {
+    let r = intro
+        .call("receipts.clearPrepare", json!({"requestIds": ids}))
+        .await;
+    ok(&r).clone()
+}
+
+/// Commits a prepared clear; the raw reply.
+async fn commit(intro: &mut Conn, prepared: &Value) -> Value {
+    intro
+        .call(
+            "receipts.clearCommit",
+            json!({"token": prepared["token"], "reason": "tidy up", "operator": "test"}),
+        )
+        .await
+}
+
+fn listed(prepared: &Value, key: &str) -> Vec<String> {
+    prepared[key]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let id = r["requestId"].as_str().unwrap();
+            match r["reason"].as_str() {
+                Some(why) => format!("{id}:{why}"),
+                None => id.to_owned(),
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clear_committed_on_one_host_is_seen_by_every_host_and_frees_the_fleets_capacity() {
+    let Some(fleet) = Fleet::start(&["--capacity", "4"]) else {
+        return;
+    };
+    let mut a = fleet.host("alpha").conn().await;
+    let mut b = fleet.host("bravo").conn().await;
+    let mut c = fleet.host("charlie").conn().await;
+    for n in 1..=4 {
+        let r = a
+            .call_id(&format!("s{n}"), "task.start", start_params(n))
+            .await;
+        assert_eq!(receipt(&r), "new", "{r}");
+    }
+    // bravo and charlie keep copies of the first two.
+    for conn in [&mut b, &mut c] {
+        for n in 1..=2 {
+            let r = conn
+                .call_id(&format!("s{n}"), "task.start", start_params(n))
+                .await;
+            assert_eq!(receipt(&r), "replayed", "{r}");
+        }
+    }
+    let r = c.call_id("s5", "task.start", start_params(5)).await;
+    err(&r, "RECEIPT_CAPACITY_FULL");
+
+    // bravo's listing is the fleet's book: the receipts alpha executed.
+    let mut bi = fleet.host("bravo").intro().await;
+    let list = bi.call("receipts.list", json!({"sort": "oldest"})).await;
+    assert_eq!(ok(&list)["total"], 4, "{list}");
+    let ids: Vec<&str> = ok(&list)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["requestId"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["s1", "s2", "s3", "s4"], "{list}");
+    assert!(ok(&list)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|i| i["state"] == "completed" && i["clearable"] == true));
+    let got = bi.call("receipts.get", json!({"requestId": "s3"})).await;
+    assert_eq!(ok(&got)["state"], "completed", "{got}");
+    assert_eq!(ok(&got)["request"]["method"], "task.start", "{got}");
+    assert_eq!(ok(&got)["reply"]["ok"], true, "{got}");
+
+    // Cleared from alpha's introspection socket.
+    let mut ai = fleet.host("alpha").intro().await;
+    let p = prepare(&mut ai, &["s1", "s2", "nobody"]).await;
+    assert_eq!(listed(&p, "clearable"), ["s1", "s2"], "{p}");
+    assert_eq!(listed(&p, "refused"), ["nobody:unknown"], "{p}");
+    let done = commit(&mut ai, &p).await;
+    assert_eq!(ok(&done)["cleared"], 2, "{done}");
+    assert_eq!(ok(&done)["tombstones"], 2, "{done}");
+
+    // Every host answers a re-send RECEIPT_CLEARED, never a replay.
+    for conn in [&mut a, &mut b, &mut c] {
+        for n in 1..=2 {
+            let r = conn
+                .call_id(&format!("s{n}"), "task.start", start_params(n))
+                .await;
+            let e = err(&r, "RECEIPT_CLEARED");
+            assert_eq!(e["delivery"], "cleared", "{r}");
+            assert_eq!(receipt(&r), "none", "{r}");
+        }
+    }
+    // A fresh prepare on bravo no longer lists them.
+    let again = prepare(&mut bi, &["s1", "s2"]).await;
+    assert!(listed(&again, "clearable").is_empty(), "{again}");
+    assert_eq!(
+        listed(&again, "refused"),
+        ["s1:already_cleared", "s2:already_cleared"],
+        "{again}"
+    );
+    let got = bi.call("receipts.get", json!({"requestId": "s1"})).await;
+    assert_eq!(ok(&got)["state"], "cleared", "{got}");
+    assert_eq!(ok(&got)["reason"], "tidy up", "{got}");
+    // The fleet's capacity is freed: two new IDs fit, on any host; a third does not.
+    let r = c.call_id("s5", "task.start", start_params(5)).await;
+    assert_eq!(receipt(&r), "new", "{r}");
+    let r = b.call_id("s6", "task.start", start_params(6)).await;
+    assert_eq!(receipt(&r), "new", "{r}");
+    let r = b.call_id("s7", "task.start", start_params(7)).await;
+    err(&r, "RECEIPT_CAPACITY_FULL");
+    let list = bi.call("receipts.list", json!({})).await;
+    assert_eq!(ok(&list)["total"], 4, "{list}");
+
+    // One audit line, on the host where the clear was committed.
+    let audit = fleet.host("alpha").audit();
+    assert_eq!(audit.lines().count(), 1, "{audit}");
+    assert!(
+        audit.contains("\"s1\"") && audit.contains("tidy up"),
+        "{audit}"
+    );
+    assert!(fleet.host("bravo").audit().is_empty());
+    // Nothing ran twice.
+    let s = fleet.host("bravo").status().await;
+    assert_eq!(s["tasks"]["running"], 1, "s6 only: {s}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_copy_answered_on_another_host_between_prepare_and_commit_makes_the_token_stale() {
+    let Some(fleet) = Fleet::start(&[]) else {
+        return;
+    };
+    let mut a = fleet.host("alpha").conn().await;
+    let mut b = fleet.host("bravo").conn().await;
+    let mut c = fleet.host("charlie").conn().await;
+    let r = a.call_id("k1", "task.start", start_params(1)).await;
+    assert_eq!(receipt(&r), "new", "{r}");
+    let r = b.call_id("k1", "task.start", start_params(1)).await;
+    assert_eq!(receipt(&r), "replayed", "{r}");
+    let mut ai = fleet.host("alpha").intro().await;
+
+    // bravo answers a copy from its own memory between the phases.
+    let p = prepare(&mut ai, &["k1"]).await;
+    assert_eq!(listed(&p, "clearable"), ["k1"], "{p}");
+    let r = b.call_id("k1", "task.start", start_params(1)).await;
+    assert_eq!(receipt(&r), "replayed", "{r}");
+    let stale = commit(&mut ai, &p).await;
+    let e = err(&stale, "CLEAR_TOKEN_STALE");
+    assert_eq!(e["details"]["hosts"], json!(["bravo"]), "{stale}");
+
+    // charlie answers its first copy between the phases.
+    let p = prepare(&mut ai, &["k1"]).await;
+    let r = c.call_id("k1", "task.start", start_params(1)).await;
+    assert_eq!(receipt(&r), "replayed", "nothing was cleared: {r}");
+    let stale = commit(&mut ai, &p).await;
+    let e = err(&stale, "CLEAR_TOKEN_STALE");
+    assert_eq!(e["details"]["hosts"], json!(["charlie"]), "{stale}");
+
+    // A token is used once, and unknown on another host.
+    let again = commit(&mut ai, &p).await;
+    err(&again, "CLEAR_TOKEN_STALE");
+    let p = prepare(&mut ai, &["k1"]).await;
+    let mut ci = fleet.host("charlie").intro().await;
+    err(&commit(&mut ci, &p).await, "CLEAR_TOKEN_STALE");
+
+    // Quiet between the phases: cleared.
+    let p = prepare(&mut ai, &["k1"]).await;
+    let done = commit(&mut ai, &p).await;
+    assert_eq!(ok(&done)["cleared"], 1, "{done}");
+    for conn in [&mut b, &mut c] {
+        let r = conn.call_id("k1", "task.start", start_params(1)).await;
+        err(&r, "RECEIPT_CLEARED");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_tombstone_capacity_clears_nothing_anywhere() {
+    let Some(fleet) = Fleet::start(&["--tombstone-capacity", "1"]) else {
+        return;
+    };
+    let mut a = fleet.host("alpha").conn().await;
+    let mut b = fleet.host("bravo").conn().await;
+    for n in 1..=2 {
+        let id = format!("f{n}");
+        let r = a.call_id(&id, "task.start", start_params(n)).await;
+        assert_eq!(receipt(&r), "new", "{r}");
+        let r = b.call_id(&id, "task.start", start_params(n)).await;
+        assert_eq!(receipt(&r), "replayed", "{r}");
+    }
+    let mut ci = fleet.host("charlie").intro().await;
+    let p = prepare(&mut ci, &["f1", "f2"]).await;
+    assert_eq!(listed(&p, "clearable"), ["f1", "f2"], "{p}");
+    let full = commit(&mut ci, &p).await;
+    let e = err(&full, "TOMBSTONE_CAPACITY_FULL");
+    assert_eq!(e["details"]["tombstoneCapacity"], 1, "{full}");
+    // Nothing was cleared on any host.
+    for n in 1..=2 {
+        let r = b
+            .call_id(&format!("f{n}"), "task.start", start_params(n))
+            .await;
+        assert_eq!(receipt(&r), "replayed", "{r}");
+    }
+    let list = ci.call("receipts.list", json!({})).await;
+    assert_eq!(ok(&list)["total"], 2, "{list}");
+    assert!(fleet.host("charlie").audit().is_empty());
+    // One fits.
+    let p = prepare(&mut ci, &["f1"]).await;
+    let done = commit(&mut ci, &p).await;
+    assert_eq!(ok(&done)["cleared"], 1, "{done}");
+    let r = b.call_id("f1", "task.start", start_params(1)).await;
+    err(&r, "RECEIPT_CLEARED");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_receipt_acknowledged_on_one_host_is_cleared_from_another() {
+    let Some(mut fleet) = Fleet::start(&["--action-timeout-ms", "3000", "--lease-ms", "7500"])
+    else {
+        return;
+    };
+    let mut c = fleet.hosts[0].conn().await;
+    let task = start_task(&mut c, json!({})).await;
+    let press = json!({"taskId": task, "key": "Enter", "target": "#title",
+                       "expect": {"target": "#status", "contains": "never shown"}});
+    let id = "press-acknowledged";
+    c.send(id, "page.press", press.clone()).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fleet.hosts[0].effects().get(id) != Some(&1) {
+        assert!(Instant::now() < deadline, "the press never applied");
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    fleet.hosts[0].kill9();
+    let mut ch = fleet.host("charlie").conn().await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = ch.call("receipt.status", json!({"requestId": id})).await;
+        if ok(&r)["state"] == "completed" {
+            assert_eq!(ok(&r)["reply"]["error"]["code"], "INTERRUPTED", "{r}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "never interrupted: {r}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Not clearable until a person settles it.
+    let mut ci = fleet.host("charlie").intro().await;
+    let p = prepare(&mut ci, &[id]).await;
+    assert_eq!(
+        listed(&p, "refused"),
+        [format!("{id}:unverified_outcome")],
+        "{p}"
+    );
+    let list = ci
+        .call("receipts.list", json!({"state": "clearable"}))
+        .await;
+    let clearable: Vec<&str> = ok(&list)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["requestId"].as_str().unwrap())
+        .collect();
+    assert!(!clearable.contains(&id), "{list}");
+    // Acknowledged on bravo, audited there.
+    let mut bi = fleet.host("bravo").intro().await;
+    let r = bi
+        .call(
+            "outcome.acknowledge",
+            json!({"requestId": id, "reason": "checked the backend", "operator": "test"}),
+        )
+        .await;
+    assert_eq!(ok(&r)["requestId"], id, "{r}");
+    let audit = fleet.host("bravo").audit();
+    assert!(
+        audit.contains(id) && audit.contains("checked the backend"),
+        "{audit}"
+    );
+    // Clearable from charlie now, and cleared for the fleet.
+    let p = prepare(&mut ci, &[id]).await;
+    assert_eq!(listed(&p, "clearable"), [id], "{p}");
+    let done = commit(&mut ci, &p).await;
+    assert_eq!(ok(&done)["cleared"], 1, "{done}");
+    let mut b = fleet.host("bravo").conn().await;
+    let r = b.call_id(id, "page.press", press).await;
+    let e = err(&r, "RECEIPT_CLEARED");
+    assert_eq!(e["delivery"], "cleared", "{r}");
+    assert_eq!(fleet.effects()[id], ["alpha"], "it never ran again");
+}
+
+/// Fails the test once a polling loop has waited a minute: a guard against hanging, not a
+/// timing assertion.
+fn still_waiting(since: Instant, what: &str) {
+    assert!(
+        since.elapsed() < Duration::from_secs(60),
+        "never happened: {what}"
+    );
+}
+
+/// The request IDs `receipts.list` shows as clearable on an introspection connection.
+async fn clearable_ids(intro: &mut Conn) -> Vec<String> {
+    let list = intro
+        .call(
+            "receipts.list",
+            json!({"state": "clearable", "limit": 1000}),
+        )
+        .await;
+    ok(&list)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["requestId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncertain_outcomes_settled_on_their_host_or_acknowledged_elsewhere_clear_fleet_wide() {
+    let Some(fleet) = Fleet::start(&["--action-timeout-ms", "500"]) else {
+        return;
+    };
+    let mut a = fleet.host("alpha").conn().await;
+    let mut ci = fleet.host("charlie").intro().await;
+    // Three uncertain presses on alpha: one whose submit applies late (verified later), one on
+    // a task that is then stopped, one whose submit is lost (acknowledged on bravo).
+    let late = start_task(&mut a, json!({"submitDelayMs": 1500})).await;
+    let stopped = start_task(&mut a, json!({"dropSubmit": true})).await;
+    let lost = start_task(&mut a, json!({"dropSubmit": true})).await;
+    for (id, task) in [
+        ("u-late", &late),
+        ("u-stopped", &stopped),
+        ("u-lost", &lost),
+    ] {
+        let r = a.call_id(id, "page.press", submit(task)).await;
+        err(&r, "OUTCOME_UNCERTAIN");
+    }
+    let p = prepare(&mut ci, &["u-late", "u-stopped", "u-lost"]).await;
+    assert_eq!(
+        listed(&p, "refused"),
+        [
+            "u-late:unverified_outcome",
+            "u-stopped:unverified_outcome",
+            "u-lost:unverified_outcome"
+        ],
+        "{p}"
+    );
+    // alpha confirms the late one by verification, and stops the second task.
+    let mut ai = fleet.host("alpha").intro().await;
+    let since = Instant::now();
+    loop {
+        let r = ai.call("task.verifyOutcome", json!({"taskId": late})).await;
+        if ok(&r)["outcome"] == "confirmed" {
+            break;
+        }
+        still_waiting(since, "the late submit is confirmed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = a
+        .call("task.stop", json!({"taskId": stopped, "reason": "gave up"}))
+        .await;
+    ok(&r);
+    let since = Instant::now();
+    loop {
+        let ids = clearable_ids(&mut ci).await;
+        if ids.contains(&"u-late".to_string()) && ids.contains(&"u-stopped".to_string()) {
+            break;
+        }
+        still_waiting(since, "charlie sees both settled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!clearable_ids(&mut ci).await.contains(&"u-lost".to_string()));
+    // The lost one is acknowledged on bravo: alpha's task is no longer blocked.
+    let blocked = a.call("task.status", json!({"taskId": lost})).await;
+    assert_eq!(ok(&blocked)["state"], "blocked", "{blocked}");
+    let mut bi = fleet.host("bravo").intro().await;
+    let r = bi
+        .call(
+            "outcome.acknowledge",
+            json!({"requestId": "u-lost", "reason": "the backend never got it"}),
+        )
+        .await;
+    assert_eq!(ok(&r)["requestId"], "u-lost", "{r}");
+    let since = Instant::now();
+    loop {
+        let r = a.call("task.status", json!({"taskId": lost})).await;
+        if ok(&r)["state"] == "running" {
+            break;
+        }
+        still_waiting(since, "alpha's task is unblocked");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // All three clear from charlie, for the fleet.
+    let p = prepare(&mut ci, &["u-late", "u-stopped", "u-lost"]).await;
+    assert_eq!(
+        listed(&p, "clearable"),
+        ["u-late", "u-stopped", "u-lost"],
+        "{p}"
+    );
+    let done = commit(&mut ci, &p).await;
+    assert_eq!(ok(&done)["cleared"], 3, "{done}");
+    let r = a.call_id("u-late", "page.press", submit(&late)).await;
+    err(&r, "RECEIPT_CLEARED");
 }

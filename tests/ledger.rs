@@ -1,6 +1,9 @@
 //! The fleet ledger against a real, private PostgreSQL (SPEC §13): one claim per request ID
 //! across host runs, exact fleet-wide capacity, epochs fencing every change, dead hosts'
-//! receipts interrupted (never re-run), and a database restart survived without reopening.
+//! receipts interrupted (never re-run), a database restart survived without reopening, and the
+//! operator's rules in SQL: fleet clears all or none (clearability, replays from the row, every
+//! host's census, the tombstone capacity), acknowledging and settling, the ordered feed of
+//! changes, and the paged listing of the fleet's book.
 //!
 //! Each test starts its own server (`initdb` into a temp directory, unix socket only). Without
 //! PostgreSQL installed the tests print one line and pass, unless `POLARIS_REQUIRE_POSTGRES=1`.
@@ -11,7 +14,8 @@ use std::time::Duration;
 
 use polaris::ledger::private::{require_or_skip, PrivatePostgres};
 use polaris::ledger::{
-    Claim, Claimed, Cleared, Completed, Ledger, LedgerConfig, LedgerError, RowState, DEFAULT_LEASE,
+    CensusPhase, Claim, Claimed, Cleared, Completed, Ledger, LedgerConfig, LedgerError, RowFilter,
+    RowOrder, RowState, RowStateFilter, DEFAULT_LEASE,
 };
 use tokio::time::Instant;
 
@@ -542,6 +546,23 @@ async fn leaving_interrupts_running_receipts_and_tasks_stay_with_their_host() {
     assert_eq!(a.lease_left(), Duration::ZERO);
 }
 
+/// A stored error reply body with `code`, as hosts store them.
+fn error_body(code: &str) -> String {
+    format!(
+        r#""ok":false,"error":{{"code":"{code}","message":"m","delivery":"uncertain","automaticReplay":false}}"#
+    )
+}
+
+/// What a listed receipt looked like to the operator: its ID and its row's replay count.
+async fn seen(ledger: &Ledger, ids: &[&str]) -> Vec<(String, i64)> {
+    let mut rows = Vec::new();
+    for id in ids {
+        let row = ledger.receipt(id).await.unwrap().unwrap();
+        rows.push((row.request_id, row.replays));
+    }
+    rows
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clear_is_fleet_wide_all_or_nothing_and_bounded_by_the_tombstone_capacity() {
     let Some(pg) = require_or_skip("a_clear_is_fleet_wide") else {
@@ -556,32 +577,25 @@ async fn a_clear_is_fleet_wide_all_or_nothing_and_bounded_by_the_tombstone_capac
         assert!(matches!(a.claim(claim(id)).await.unwrap(), Claimed::New));
     }
     for (i, id) in ["x", "y", "z", "w"].iter().enumerate() {
-        a.complete(id, r#"{"ok":true}"#, None, 10 + i as i64)
+        a.complete(id, r#""ok":true,"result":{}"#, None, 10 + i as i64)
             .await
             .unwrap();
     }
-    let seen = |ids: &'static [&'static str]| {
-        let b = b.clone();
-        async move {
-            let mut rows = Vec::new();
-            for id in ids {
-                rows.push(b.receipt(id).await.unwrap().unwrap());
-            }
-            rows
-        }
-    };
-    // A running receipt, or one that changed since it was seen: nothing is cleared.
-    let mut changed = seen(&["x", "run"]).await;
+    let before = b.last_change().await.unwrap();
+    // A running receipt, or one answered again from its row since it was seen: nothing is
+    // cleared.
     assert_eq!(
-        b.clear(&changed, "tidy", 99).await.unwrap(),
+        b.clear("t1", &seen(&b, &["x", "run"]).await, "tidy", 99)
+            .await
+            .unwrap(),
         Cleared::Stale {
             changed: vec!["run".to_string()]
         }
     );
-    changed[1] = b.receipt("y").await.unwrap().unwrap();
-    changed[1].completed_at = Some(1);
+    let listed = seen(&b, &["x", "y"]).await;
+    a.count_replay("y").await.unwrap();
     assert_eq!(
-        b.clear(&changed, "tidy", 99).await.unwrap(),
+        b.clear("t2", &listed, "tidy", 99).await.unwrap(),
         Cleared::Stale {
             changed: vec!["y".to_string()]
         }
@@ -589,7 +603,7 @@ async fn a_clear_is_fleet_wide_all_or_nothing_and_bounded_by_the_tombstone_capac
     assert_eq!(a.counts().await.unwrap().tombstones, 0);
     // More tombstones than the fleet may hold: nothing is cleared.
     assert_eq!(
-        b.clear(&seen(&["x", "y", "z", "w"]).await, "tidy", 99)
+        b.clear("t3", &seen(&b, &["x", "y", "z", "w"]).await, "tidy", 99)
             .await
             .unwrap(),
         Cleared::TombstonesFull {
@@ -601,9 +615,11 @@ async fn a_clear_is_fleet_wide_all_or_nothing_and_bounded_by_the_tombstone_capac
         a.receipt("x").await.unwrap().unwrap().state,
         RowState::Completed
     );
-    // A clear on one host is seen by every host.
+    // A clear on one host is seen by every host, and is a change every host can read.
     assert_eq!(
-        b.clear(&seen(&["x", "y"]).await, "tidy", 99).await.unwrap(),
+        b.clear("t4", &seen(&b, &["x", "y"]).await, "tidy", 99)
+            .await
+            .unwrap(),
         Cleared::Done {
             cleared: 2,
             tombstones: 2
@@ -621,9 +637,264 @@ async fn a_clear_is_fleet_wide_all_or_nothing_and_bounded_by_the_tombstone_capac
     }
     let counts = a.counts().await.unwrap();
     assert_eq!((counts.used, counts.tombstones), (3, 2));
+    let changes = a.changes_after(before, 100).await.unwrap();
+    let ids: Vec<&str> = changes.iter().map(|c| c.row.request_id.as_str()).collect();
+    assert_eq!(ids.len(), 2, "{ids:?}");
+    assert!(ids.contains(&"x") && ids.contains(&"y"), "{ids:?}");
+    assert!(changes.iter().all(|c| c.row.state == RowState::Cleared));
+    assert!(changes.windows(2).all(|w| w[0].seq < w[1].seq));
+    assert_eq!(a.last_change().await.unwrap(), changes[1].seq);
+    assert!(a
+        .changes_after(changes[1].seq, 100)
+        .await
+        .unwrap()
+        .is_empty());
     // Clearing twice: the second finds them changed.
     assert!(matches!(
-        b.clear(&seen(&["x"]).await, "again", 100).await.unwrap(),
+        b.clear("t5", &[("x".to_string(), 0)], "again", 100)
+            .await
+            .unwrap(),
         Cleared::Stale { .. }
     ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uncertain_outcomes_are_cleared_only_once_acknowledged_or_settled_by_their_host() {
+    let Some(pg) = require_or_skip("uncertain_outcomes_are_cleared") else {
+        return;
+    };
+    let a = open(&pg, "a", DEFAULT_LEASE, 1000).await;
+    let b = open(&pg, "b", DEFAULT_LEASE, 1000).await;
+    for (id, body) in [
+        ("uncertain", error_body("OUTCOME_UNCERTAIN")),
+        ("interrupted", error_body("INTERRUPTED")),
+        ("failed", error_body("ACTION_FAILED")),
+        ("fine", r#""ok":true,"result":{}"#.to_string()),
+    ] {
+        assert!(matches!(a.claim(claim(id)).await.unwrap(), Claimed::New));
+        a.complete(id, &body, None, 5).await.unwrap();
+    }
+    let row = b.receipt("uncertain").await.unwrap().unwrap();
+    assert_eq!(row.code.as_deref(), Some("OUTCOME_UNCERTAIN"));
+    assert!(!row.clearable());
+    assert_eq!(b.receipt("fine").await.unwrap().unwrap().code, None);
+    assert!(b.receipt("failed").await.unwrap().unwrap().clearable());
+    // Neither uncertain receipt may be cleared yet.
+    let stale = b
+        .clear(
+            "u1",
+            &seen(&b, &["uncertain", "interrupted", "fine"]).await,
+            "r",
+            1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        stale,
+        Cleared::Stale {
+            changed: vec!["interrupted".to_string(), "uncertain".to_string()]
+        }
+    );
+    // Only the host run that executed it may settle it; settling does not help INTERRUPTED.
+    assert_eq!(b.settle(&["uncertain".to_string()]).await.unwrap(), 0);
+    assert!(!b.receipt("uncertain").await.unwrap().unwrap().clearable());
+    assert_eq!(
+        a.settle(&["uncertain".to_string(), "interrupted".to_string()])
+            .await
+            .unwrap(),
+        2
+    );
+    assert!(b.receipt("uncertain").await.unwrap().unwrap().clearable());
+    assert!(!b.receipt("interrupted").await.unwrap().unwrap().clearable());
+    let listed = b
+        .list(
+            &RowFilter {
+                state: Some(RowStateFilter::Clearable),
+                ..RowFilter::default()
+            },
+            RowOrder::Oldest,
+            0,
+            100,
+        )
+        .await
+        .unwrap();
+    assert_eq!(listed.0, 3, "{:?}", listed.1);
+    // An acknowledgement on any host makes INTERRUPTED clearable; a certain outcome is not
+    // acknowledged.
+    let mark = a.last_change().await.unwrap();
+    assert!(!b.acknowledge("fine", "why", "op", 7).await.unwrap());
+    assert!(!b.acknowledge("nobody", "why", "op", 7).await.unwrap());
+    assert!(b
+        .acknowledge("interrupted", "called them", "op", 7)
+        .await
+        .unwrap());
+    let row = a.receipt("interrupted").await.unwrap().unwrap();
+    assert_eq!(row.acknowledged_at, Some(7));
+    assert!(row.clearable());
+    let changes = a.changes_after(mark, 10).await.unwrap();
+    assert_eq!(changes.len(), 1);
+    assert_eq!(changes[0].row.request_id, "interrupted");
+    assert_eq!(
+        b.clear("u2", &seen(&b, &["uncertain", "interrupted"]).await, "r", 8)
+            .await
+            .unwrap(),
+        Cleared::Done {
+            cleared: 2,
+            tombstones: 2
+        }
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clear_needs_every_live_hosts_census_and_refuses_when_a_host_answered_a_copy() {
+    let Some(pg) = require_or_skip("a_clear_needs_every_live_hosts_census") else {
+        return;
+    };
+    let a = open(&pg, "a", DEFAULT_LEASE, 1000).await;
+    let b = open(&pg, "b", DEFAULT_LEASE, 1000).await;
+    for id in ["p", "q"] {
+        assert!(matches!(a.claim(claim(id)).await.unwrap(), Claimed::New));
+        a.complete(id, r#""ok":true,"result":{}"#, None, 5)
+            .await
+            .unwrap();
+    }
+    let ids = vec!["p".to_string(), "q".to_string()];
+    // Nobody answers: the census names every live host that did not.
+    match a
+        .census("c1", CensusPhase::Prepare, &ids, Duration::from_millis(200))
+        .await
+    {
+        Err(LedgerError::Unavailable(why)) => {
+            assert!(why.contains("a, b"), "{why}");
+        }
+        other => panic!("a census nobody answered: {other:?}"),
+    }
+    // Each host answers with the checksum `sums` gives for its phase.
+    let answer = |ledger: Ledger, prepare: i64, commit: i64| async move {
+        for _ in 0..400 {
+            for request in ledger.census_requests().await.unwrap() {
+                let sum = match request.phase {
+                    CensusPhase::Prepare => prepare,
+                    CensusPhase::Commit => commit,
+                };
+                ledger.census_report(&request, sum).await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    let quiet_a = tokio::spawn(answer(a.clone(), 0, 0));
+    let same_b = tokio::spawn(answer(b.clone(), 5, 5));
+    let wait = Duration::from_secs(10);
+    a.census("c2", CensusPhase::Prepare, &ids, wait)
+        .await
+        .unwrap();
+    let listed = seen(&a, &["p"]).await;
+    a.census("c2", CensusPhase::Commit, &ids, wait)
+        .await
+        .unwrap();
+    assert_eq!(
+        a.clear("c2", &listed, "tidy", 9).await.unwrap(),
+        Cleared::Done {
+            cleared: 1,
+            tombstones: 1
+        }
+    );
+    same_b.abort();
+    // Host b's copies changed between the phases: nothing is cleared, and b is named.
+    let changed_b = tokio::spawn(answer(b.clone(), 5, 6));
+    a.census("c3", CensusPhase::Prepare, &ids, wait)
+        .await
+        .unwrap();
+    let listed = seen(&a, &["q"]).await;
+    a.census("c3", CensusPhase::Commit, &ids, wait)
+        .await
+        .unwrap();
+    assert_eq!(
+        a.clear("c3", &listed, "tidy", 9).await.unwrap(),
+        Cleared::Copied {
+            hosts: vec!["b".to_string()]
+        }
+    );
+    assert_eq!(
+        a.receipt("q").await.unwrap().unwrap().state,
+        RowState::Completed
+    );
+    changed_b.abort();
+    quiet_a.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
+    let Some(pg) = require_or_skip("the_fleets_book_is_listed") else {
+        return;
+    };
+    let a = open(&pg, "a", DEFAULT_LEASE, 1000).await;
+    let b = open(&pg, "b", DEFAULT_LEASE, 1000).await;
+    for i in 0..30 {
+        let id = format!("r{i:02}");
+        let mut c = claim(&id);
+        c.at = 1000 + i;
+        c.method = if i % 3 == 0 {
+            "page.fill"
+        } else {
+            "page.click"
+        };
+        let ledger = if i % 2 == 0 { &a } else { &b };
+        assert!(matches!(ledger.claim(c).await.unwrap(), Claimed::New));
+        if i < 25 {
+            let body = if i % 5 == 0 {
+                error_body("ACTION_FAILED")
+            } else {
+                r#""ok":true,"result":{}"#.to_string()
+            };
+            ledger.complete(&id, &body, None, 2000 + i).await.unwrap();
+        }
+    }
+    let all = RowFilter::default();
+    let (total, page) = a.list(&all, RowOrder::Newest, 0, 10).await.unwrap();
+    assert_eq!(total, 30);
+    let ids: Vec<&str> = page.iter().map(|r| r.request_id.as_str()).collect();
+    assert_eq!(ids[0], "r29", "newest first, from every host: {ids:?}");
+    assert_eq!(ids.len(), 10);
+    let (_, page) = a.list(&all, RowOrder::Oldest, 28, 10).await.unwrap();
+    let ids: Vec<&str> = page.iter().map(|r| r.request_id.as_str()).collect();
+    assert_eq!(ids, ["r28", "r29"]);
+    let running = RowFilter {
+        state: Some(RowStateFilter::Running),
+        ..RowFilter::default()
+    };
+    assert_eq!(
+        a.list(&running, RowOrder::Newest, 0, 100).await.unwrap().0,
+        5
+    );
+    let errors = RowFilter {
+        state: Some(RowStateFilter::Error),
+        ..RowFilter::default()
+    };
+    assert_eq!(
+        a.list(&errors, RowOrder::Newest, 0, 100).await.unwrap().0,
+        5
+    );
+    let fills = RowFilter {
+        method: Some("page.fill".to_string()),
+        ..RowFilter::default()
+    };
+    assert_eq!(
+        a.list(&fills, RowOrder::Newest, 0, 100).await.unwrap().0,
+        10
+    );
+    let search = RowFilter {
+        search: Some("r1".to_string()),
+        ..RowFilter::default()
+    };
+    assert_eq!(
+        a.list(&search, RowOrder::Newest, 0, 100).await.unwrap().0,
+        10
+    );
+    let (_, page) = a.list(&all, RowOrder::State, 0, 6).await.unwrap();
+    assert!(
+        page[..5].iter().all(|r| r.state == RowState::Running),
+        "running first: {page:?}"
+    );
+    assert_eq!(page[5].state, RowState::Completed);
 }

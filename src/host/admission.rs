@@ -155,7 +155,7 @@ impl Host {
                     });
                     if self.ledger().is_some() {
                         // Tasks stay with their host: say which one has it.
-                        return Err(self.unknown_task_in_fleet(id, tid, method));
+                        return Err(self.unknown_task_in_fleet(id, Some(&request), tid, method));
                     }
                     return Err(reject(Some(id), run_id, unknown_task_error(tid, run_id)));
                 };

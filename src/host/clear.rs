@@ -741,4 +741,119 @@ impl Host {
             cleared,
         })
     }
+
+    /// A fleet clear reached this host (SPEC §13): the copies it holds of the cleared
+    /// receipts become tombstones here, as a local clear would make them, so a re-send here
+    /// answers `RECEIPT_CLEARED` and never a stale replay. Keys it holds no copy of are skipped
+    /// (the ledger answers for them). A copy still running here (a claim settling from the
+    /// row) gets its tombstone too and stays until it settles; it then finds the tombstone and
+    /// withdraws. Applied in slices of the host's lock, like a local clear. Blocks: call it off
+    /// the runtime's workers.
+    pub(super) fn drop_cleared_copies(
+        &self,
+        keys: Vec<(RequestKey, FingerprintDigest)>,
+        at: i64,
+        reason: &str,
+        operator: &str,
+    ) {
+        if keys.is_empty() {
+            return;
+        }
+        let _gate = self.operator_gate();
+        let (held, tasks, batch) = {
+            let st = self.lock();
+            let mut tasks = Vec::new();
+            let held: Vec<(RequestKey, FingerprintDigest)> = keys
+                .into_iter()
+                .filter(|(k, _)| {
+                    let Some(r) = st.book.get(k) else {
+                        return false;
+                    };
+                    if st.book.tombstone(k).is_some() {
+                        return false;
+                    }
+                    if !r.is_running() {
+                        tasks.extend(r.task_id.clone());
+                    }
+                    true
+                })
+                .collect();
+            (held, tasks, st.book.next_batch())
+        };
+        if held.is_empty() {
+            return;
+        }
+        let ids: Vec<RequestKey> = held.iter().map(|(k, _)| k.clone()).collect();
+        let run = Arc::new(TombstoneRun::new(held, batch));
+        let reason: Arc<str> = reason.into();
+        let mut clearing = {
+            let mut st = self.lock();
+            let first = ids
+                .iter()
+                .filter_map(|k| st.book.position(k))
+                .min()
+                .unwrap_or(usize::MAX);
+            let batch = ClearBatch {
+                at,
+                reason: reason.clone(),
+            };
+            match st.book.begin_clear(first, run, batch) {
+                Ok(c) => c,
+                Err(crate::book::ClearError::TombstonesFull { capacity, used }) => {
+                    tracing::error!(
+                        "a fleet clear of {} receipts does not fit this host's tombstones ({used} of {capacity}); its copies stay here until the host restarts",
+                        ids.len()
+                    );
+                    return;
+                }
+            }
+        };
+        loop {
+            let mut freed = Freed::default();
+            let mut st = self.lock();
+            let started = Instant::now();
+            let done = loop {
+                if st.book.clear_steps(&mut clearing, CHECK_EVERY, &mut freed) {
+                    break true;
+                }
+                if started.elapsed() >= SLICE {
+                    break false;
+                }
+            };
+            drop(st);
+            drop(freed);
+            if done {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        self.in_slices(&tasks, &mut |st, tid| st.tasks.receipt_cleared(tid));
+        {
+            let mut st = self.lock();
+            let event = ReceiptsClearedEvent {
+                count: ids.len() as u64,
+                operator: operator.to_owned(),
+                reason: reason.to_string(),
+                request_ids: ids
+                    .iter()
+                    .take(CLEARED_EVENT_IDS)
+                    .map(|k| k.to_string())
+                    .collect(),
+            };
+            st.events
+                .publish("receipts.cleared", at, || to_data(&event));
+        }
+        loop {
+            let Some(pair) = self.lock().book.tombstones_to_merge() else {
+                break;
+            };
+            let merged = Arc::new(TombstoneRun::merged(&pair[0], &pair[1]));
+            let mut freed = Freed::default();
+            self.lock()
+                .book
+                .replace_tombstones(&pair, merged, &mut freed);
+            drop(pair);
+            drop(freed);
+        }
+    }
 }

@@ -409,7 +409,11 @@ impl Host {
             }
             let (stored, opened) =
                 if matches!(execution.cmd, Command::TaskFinish(_) | Command::TaskStop(_)) {
-                    (host.close_claimed(&execution), None)
+                    let closed = host.close_claimed(&execution);
+                    if matches!(execution.cmd, Command::TaskStop(_)) {
+                        host.settle_stopped_task(execution.task_id.as_deref());
+                    }
+                    (closed, None)
                 } else {
                     let (completion, opened) = host.execute(&execution).await;
                     (

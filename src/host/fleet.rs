@@ -70,6 +70,8 @@ impl Host {
         config.capacity = ledger.capacity();
         config.tombstone_capacity = ledger.tombstone_capacity();
         let host = Host::build_run(run_id, config, executor, None, Some(ledger.clone()));
+        // Clears and acknowledgements made on any host reach the copies held here.
+        host.start_fleet_feed();
         // A host that lost its lease can no longer act for the fleet: it stops, as a host
         // whose journal failed does.
         let mut lost = ledger.lost();
@@ -273,7 +275,9 @@ impl Host {
                         code: super::journaling::code_of(&body),
                         body: body.into_boxed_str(),
                     });
-                    self.cache_from_row(execution, outcome.clone());
+                    if let Some(error) = self.cache_from_row(execution, outcome.clone()) {
+                        return self.refuse_claimed(execution, error);
+                    }
                     return outcome.reply_line(Some(id), self.run_id(), kind);
                 }
                 RowState::Running => {
@@ -315,12 +319,26 @@ impl Host {
     }
 
     /// Stores a reply the ledger already held under the local receipt, so later copies here
-    /// replay it from memory, and wakes the copies that joined locally.
-    fn cache_from_row(&self, execution: &Execution<'_>, outcome: Arc<Outcome>) {
+    /// replay it from memory, and wakes the copies that joined locally. When a fleet clear of
+    /// this ID reached this host while the row was being read (its tombstone is here already),
+    /// nothing is cached and the `RECEIPT_CLEARED` refusal to answer with is handed back.
+    fn cache_from_row(
+        &self,
+        execution: &Execution<'_>,
+        outcome: Arc<Outcome>,
+    ) -> Option<ErrorBody> {
         let now = now_millis();
         let method = execution.cmd.method();
         let waiters = {
             let mut st = self.lock();
+            if let Some((_, batch)) = st.book.tombstone(&execution.key) {
+                return Some(super::admission::cleared_error(
+                    &execution.id,
+                    batch.at,
+                    &batch.reason,
+                    true,
+                ));
+            }
             let waiters = st
                 .book
                 .finish_at(execution.slot, &execution.key, outcome.clone(), now)
@@ -335,6 +353,7 @@ impl Host {
         if let Some(w) = waiters {
             w.send_replace(Some(outcome));
         }
+        None
     }
 
     /// Withdraws the local receipt of a request the fleet did not let this host execute, and
@@ -461,12 +480,26 @@ impl Host {
 
     /// `TASK_NOT_FOUND` for a task this host does not have, naming the host of the fleet
     /// that opened it (`details.hostId`) when one did: tasks stay with their host.
-    pub(super) fn unknown_task_in_fleet(&self, id: &str, task_id: &str, method: Method) -> Handled {
+    pub(super) fn unknown_task_in_fleet(
+        &self,
+        id: &str,
+        request: Option<&str>,
+        task_id: &str,
+        method: Method,
+    ) -> Handled {
         let host = self.clone();
         let id = id.to_owned();
         let task_id = task_id.to_owned();
+        let request = request.map(str::to_owned);
         Handled::Later(Box::pin(async move {
             let ledger = host.ledger().expect("a ledger").clone();
+            // The receipt rules come before task admission (SPEC §3): a mutation whose ID the
+            // fleet holds is answered from its row, even when its task lives on another host.
+            if let Some(request) = &request {
+                if let Some(line) = host.answer_from_row(&ledger, &id, request, method).await {
+                    return line;
+                }
+            }
             let here = ledger.host_id().to_owned();
             let error = match ledger.task_host(&task_id).await {
                 Ok(Some(owner)) if owner != here => ErrorBody::new(
@@ -496,6 +529,56 @@ impl Host {
                 Handled::Later(f) => f.await,
             }
         }))
+    }
+
+    /// The answer for a copy whose ID the fleet's ledger holds, read from its row without
+    /// keeping a copy here (its task lives elsewhere): replayed (counted on the row, so a clear
+    /// prepared before it goes stale), joined once the row is decided, reused or cleared.
+    /// `None` when the ledger does not hold the ID, or cannot be read (the caller's refusal
+    /// stands).
+    async fn answer_from_row(
+        &self,
+        ledger: &Ledger,
+        id: &str,
+        request: &str,
+        method: Method,
+    ) -> Option<Vec<u8>> {
+        let mut row = ledger.receipt(id).await.ok()??;
+        let mut kind = ReceiptKind::Replayed;
+        if row.state == RowState::Running {
+            kind = ReceiptKind::Joined;
+            let wait = self.inner.config.action_timeout + LEASE_MARGIN;
+            row = ledger
+                .wait_decided(id, Instant::now() + wait)
+                .await
+                .ok()??;
+        }
+        let error = if row.request != request {
+            let stored = row.method.parse().unwrap_or(method);
+            super::admission::reused_error(id, stored, row.first_seen)
+        } else {
+            match row.state {
+                RowState::Running => return None,
+                RowState::Cleared => super::admission::cleared_error(
+                    id,
+                    row.cleared_at.unwrap_or_default(),
+                    row.clear_reason.as_deref().unwrap_or(""),
+                    true,
+                ),
+                RowState::Completed => {
+                    if ledger.count_replay(id).await.is_err() {
+                        return None;
+                    }
+                    let body = row.reply.unwrap_or_default();
+                    let outcome = Outcome {
+                        code: super::journaling::code_of(&body),
+                        body: body.into_boxed_str(),
+                    };
+                    return Some(outcome.reply_line(Some(id), self.run_id(), kind));
+                }
+            }
+        };
+        Some(Outcome::err(&error).reply_line(Some(id), self.run_id(), ReceiptKind::None))
     }
 
     /// `receipt.status` for an ID this host's book does not hold, read from the fleet ledger

@@ -21,6 +21,9 @@
 //! - `read.rs`: reads, `task.verifyOutcome`, and the `host.hello`, `run.status` and
 //!   `receipt.status` results.
 //! - `clear.rs`: the clearability rule and the two phases of a clear.
+//! - `fleet.rs`: claiming in the fleet ledger and settling copies from its rows (SPEC §13).
+//! - `fleet_book.rs`: clearing, acknowledging and settling for the whole fleet, and keeping
+//!   this host's copies consistent with the ledger's changes.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,6 +45,7 @@ mod admission;
 mod clear;
 mod execution;
 mod fleet;
+mod fleet_book;
 mod handle;
 mod journaling;
 mod read;
@@ -57,6 +61,8 @@ pub use clear::{
     CLEAR_TOKEN_TTL_MS, MAX_PREPARED_CLEARS,
 };
 pub use fleet::interrupted_reply;
+pub use fleet_book::FleetTargets;
+pub(crate) use fleet_book::{ledger_error, row_refusal};
 pub use journaling::Acknowledgement;
 
 /// Default `--capacity`.
@@ -159,6 +165,8 @@ struct Inner {
     fleet_counts: fleet::FleetView,
     /// Request IDs whose claim this host is still taking back from the fleet ledger.
     withdrawing: fleet::Withdrawing,
+    /// Fleet clears prepared on this host and not yet committed, by token.
+    fleet_prepared: fleet_book::FleetPrepared,
     /// Set once the journal failed (why, naming the file): the host cannot keep its promise
     /// any more and stops.
     failure: watch::Sender<Option<String>>,
@@ -240,6 +248,7 @@ impl Host {
                 ledger,
                 fleet_counts: Default::default(),
                 withdrawing: Default::default(),
+                fleet_prepared: Default::default(),
                 failure: watch::channel(None).0,
             }),
         }

@@ -38,7 +38,7 @@ impl Host {
         if let (Some(_), Some(tid)) = (self.ledger(), cmd.task_id()) {
             if self.task_unknown_here(tid) {
                 // Tasks stay with their host: say which one has it.
-                return self.unknown_task_in_fleet(id, tid, cmd.method());
+                return self.unknown_task_in_fleet(id, None, tid, cmd.method());
             }
         }
         match cmd {
@@ -272,6 +272,8 @@ impl Host {
                 };
                 st.events
                     .publish("pending.resolved", now, || to_data(&resolved));
+                // In a fleet, a clear on any host must see it settled.
+                host.settle_in_ledger(vec![resolved.request_id.clone()]);
             }
             st.events.publish("task.updated", now, || to_data(&summary));
             drop(guard);

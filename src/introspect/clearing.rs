@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::audit::{append_audit, audit_entry, open_audit, os_user_name, AuditLog};
 use super::{bad_params, MAX_REASON_CHARS};
-use crate::host::{ClearRefusal, ClearTargets, Host};
+use crate::host::{ClearRefusal, ClearTargets, FleetTargets, Host};
 use crate::protocol::introspection::{
     AuditAcknowledged, AuditEntry, ClearCommitParams, ClearCommitted, ClearPrepareParams,
     ClearPrepared, ClearableReceipt, OutcomeAcknowledgeParams, OutcomeAcknowledged, RefusalReason,
@@ -73,13 +73,24 @@ pub(super) fn clear_prepare(
                     format_args!("{bad:?} is not a valid request ID"),
                 ));
             }
-            host.clear_prepare(ClearTargets::Ids(ids))
+            if host.ledger().is_some() {
+                // A fleet host prepares from the fleet's book (SPEC §13).
+                tokio::runtime::Handle::current()
+                    .block_on(host.fleet_clear_prepare(FleetTargets::Ids(ids.clone())))?
+            } else {
+                host.clear_prepare(ClearTargets::Ids(ids))
+            }
         }
         (None, Some(filter)) => {
             let filter = filter.checked(M)?;
-            host.clear_prepare(ClearTargets::Matching(&|k, r, why| {
-                filter.matches(k, r, why)
-            }))
+            if host.ledger().is_some() {
+                let targets = FleetTargets::Filter((&filter).into());
+                tokio::runtime::Handle::current().block_on(host.fleet_clear_prepare(targets))?
+            } else {
+                host.clear_prepare(ClearTargets::Matching(&|k, r, why| {
+                    filter.matches(k, r, why)
+                }))
+            }
         }
         _ => return Err(bad_params(M, "give exactly one of requestIds or filter")),
     };
@@ -146,7 +157,13 @@ pub(super) async fn acknowledge(
     let operator = p.operator.clone().unwrap_or_else(os_user_name);
     let _order = audit.lock.lock().await;
     let file = open_audit(audit, "acknowledged").await?;
-    let done = host.acknowledge(&p.request_id, &p.reason, &operator)?;
+    let done = if host.ledger().is_some() {
+        // The flag goes on the ledger's row, so a clear on any host sees it settled.
+        host.fleet_acknowledge(&p.request_id, &p.reason, &operator)
+            .await?
+    } else {
+        host.acknowledge(&p.request_id, &p.reason, &operator)?
+    };
     if let Some(ticket) = done.durable {
         ticket.await.map_err(|e| host.journal_error(&e))?;
     }
@@ -180,7 +197,11 @@ pub(super) async fn clear_commit(
     // The log must be writable before anything is cleared: a clear nobody can account for is
     // worse than one refused.
     let file = open_audit(audit, "cleared").await?;
-    let mut done = {
+    let mut done = if host.ledger().is_some() {
+        // Decided in the ledger for the whole fleet; the audit line is written here.
+        host.fleet_clear_commit(&p.token, &p.reason, &operator)
+            .await?
+    } else {
         let (host, token, reason, operator) = (
             host.clone(),
             p.token.clone(),

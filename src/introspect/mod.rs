@@ -136,11 +136,14 @@ impl Service for Introspect {
                 Err(e) => ready(reply_line::<ReceiptsListResult>(&id, &run_id, Err(e))),
                 Ok(p) => operator_work(&self.host, id, run_id, move |host| list(host, p)),
             },
-            IntrospectMethod::ReceiptsGet => ready(reply_line(
-                &id,
-                &run_id,
-                parse::<ReceiptsGetParams>(method, params).map(|p| get(&self.host, &p.request_id)),
-            )),
+            IntrospectMethod::ReceiptsGet => match parse::<ReceiptsGetParams>(method, params) {
+                Err(e) => ready(reply_line::<Value>(&id, &run_id, Err(e))),
+                // A fleet host reads the ledger: off the runtime's workers.
+                Ok(p) if self.host.ledger().is_some() => {
+                    operator_work(&self.host, id, run_id, move |host| get(host, &p.request_id))
+                }
+                Ok(p) => ready(reply_line(&id, &run_id, get(&self.host, &p.request_id))),
+            },
             IntrospectMethod::TasksList => ready(reply_line(
                 &id,
                 &run_id,

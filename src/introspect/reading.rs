@@ -3,7 +3,8 @@
 
 use super::{bad_params, DEFAULT_LIST_LIMIT, MAX_LIST_LIMIT};
 use crate::book::{Receipt, RequestKey};
-use crate::host::{clear_refusal, ClearRefusal, Host, Order};
+use crate::host::{clear_refusal, row_refusal, ClearRefusal, Host, Order};
+use crate::ledger::{LedgerReceipt, RowFilter, RowOrder, RowState, RowStateFilter};
 use crate::protocol::introspection::{
     BlockedOutcome, CanonicalRequest, ReceiptDetail, ReceiptFilter, ReceiptItem,
     ReceiptsListParams, ReceiptsListResult, RefusalReason, Snapshot, Sort, StateFilter,
@@ -100,6 +101,125 @@ fn item(key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> Receipt
     }
 }
 
+impl From<&ReceiptFilter> for RowFilter {
+    fn from(f: &ReceiptFilter) -> RowFilter {
+        RowFilter {
+            state: f.state.map(|s| match s {
+                StateFilter::Running => RowStateFilter::Running,
+                StateFilter::Completed => RowStateFilter::Completed,
+                StateFilter::Ok => RowStateFilter::Ok,
+                StateFilter::Error => RowStateFilter::Error,
+                StateFilter::Clearable => RowStateFilter::Clearable,
+            }),
+            method: f.method.clone(),
+            task_id: f.task_id.clone(),
+            search: f.search.clone(),
+        }
+    }
+}
+
+/// A listing row of the fleet's book. `joins` and `replays` are the copies this host answered
+/// from its own copy of the receipt, plus (in `replays`) those any host answered straight
+/// from the row; copies other hosts answered from their own copies are not counted here.
+fn fleet_item(host: &Host, row: &LedgerReceipt) -> ReceiptItem {
+    let refusal = row_refusal(row);
+    let (joins, replays) = host.local_counts(&row.request_id);
+    let completed = row.state == RowState::Completed;
+    let code = row.code.as_deref().and_then(|c| c.parse().ok());
+    ReceiptItem {
+        clearable: refusal.is_none(),
+        code,
+        completed_at: row.completed_at.filter(|_| completed).map(format_millis),
+        first_seen_at: format_millis(row.first_seen),
+        joins: u64::from(joins),
+        method: row.method.clone(),
+        ok: completed.then_some(row.code.is_none()),
+        refusal: refusal.map(RefusalReason::from),
+        replays: u64::from(replays) + row.replays.max(0) as u64,
+        request_id: row.request_id.clone(),
+        state: match row.state {
+            RowState::Running => ReceiptState::Running,
+            RowState::Completed => ReceiptState::Completed,
+            RowState::Cleared => ReceiptState::Cleared,
+        },
+        task_id: row.task_id.clone(),
+    }
+}
+
+/// `receipts.list` on a fleet host: a page of the fleet's book, read from the ledger with an
+/// indexed query (the page is at most [`MAX_LIST_LIMIT`] rows). Blocks on the ledger: call it
+/// off the runtime's workers.
+fn fleet_list(
+    host: &Host,
+    filter: &ReceiptFilter,
+    sort: Sort,
+    offset: usize,
+    limit: usize,
+) -> Result<ReceiptsListResult, ErrorBody> {
+    let ledger = host.ledger().expect("a fleet host").clone();
+    let order = match sort {
+        Sort::Newest => RowOrder::Newest,
+        Sort::Oldest => RowOrder::Oldest,
+        Sort::State => RowOrder::State,
+        Sort::Method => RowOrder::Method,
+        Sort::Task => RowOrder::Task,
+    };
+    let (total, rows) = tokio::runtime::Handle::current()
+        .block_on(ledger.list(&RowFilter::from(filter), order, offset, limit))
+        .map_err(|e| crate::host::ledger_error("listing the fleet's receipts", &e))?;
+    Ok(ReceiptsListResult {
+        items: rows.iter().map(|r| fleet_item(host, r)).collect(),
+        total,
+    })
+}
+
+/// `receipts.get` on a fleet host: the receipt as the fleet's ledger holds it (any host's),
+/// with this host's counts of copies. Blocks on the ledger: call it off the runtime's workers.
+fn fleet_get(host: &Host, request_id: &str) -> Result<ReceiptDetail, ErrorBody> {
+    let ledger = host.ledger().expect("a fleet host").clone();
+    let row = tokio::runtime::Handle::current()
+        .block_on(ledger.receipt(request_id))
+        .map_err(|e| crate::host::ledger_error("reading the receipt", &e))?;
+    let Some(row) = row else {
+        return Ok(ReceiptDetail {
+            request_id: request_id.to_owned(),
+            state: ReceiptState::Unknown,
+            ..ReceiptDetail::default()
+        });
+    };
+    let item = fleet_item(host, &row);
+    if row.state == RowState::Cleared {
+        return Ok(ReceiptDetail {
+            cleared_at: row.cleared_at.map(format_millis),
+            reason: row.clear_reason.clone(),
+            request_id: row.request_id.clone(),
+            state: ReceiptState::Cleared,
+            ..ReceiptDetail::default()
+        });
+    }
+    let reply = row.reply.as_deref().map(|body| crate::protocol::Outcome {
+        code: item.code,
+        body: body.into(),
+    });
+    Ok(ReceiptDetail {
+        clearable: Some(item.clearable),
+        code: item.code,
+        completed_at: item.completed_at,
+        first_seen_at: Some(item.first_seen_at),
+        joins: Some(item.joins),
+        method: Some(item.method),
+        ok: item.ok,
+        refusal: item.refusal,
+        replays: Some(item.replays),
+        reply: reply.as_ref().map(StoredReply::of),
+        request: serde_json::from_str::<CanonicalRequest>(&row.request).ok(),
+        request_id: item.request_id,
+        state: item.state,
+        task_id: item.task_id,
+        ..ReceiptDetail::default()
+    })
+}
+
 pub(super) fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListResult, ErrorBody> {
     const M: &str = "receipts.list";
     let limit = p.limit.unwrap_or(DEFAULT_LIST_LIMIT);
@@ -112,6 +232,10 @@ pub(super) fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListRes
     let offset = p.offset.unwrap_or(0);
     let filter = p.filter().checked(M)?;
     let sort = p.sort.unwrap_or(Sort::Newest);
+    if host.ledger().is_some() {
+        // A fleet host shows the fleet's book (SPEC §13), not only its own copies.
+        return fleet_list(host, &filter, sort, offset, limit);
+    }
     let _gate = host.operator_gate();
     let order = if sort == Sort::Oldest {
         Order::Oldest
@@ -200,7 +324,14 @@ pub(super) fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListRes
     })
 }
 
-pub(super) fn get(host: &Host, request_id: &str) -> ReceiptDetail {
+pub(super) fn get(host: &Host, request_id: &str) -> Result<ReceiptDetail, ErrorBody> {
+    if host.ledger().is_some() {
+        return fleet_get(host, request_id);
+    }
+    Ok(local_get(host, request_id))
+}
+
+fn local_get(host: &Host, request_id: &str) -> ReceiptDetail {
     let key = RequestKey::new(request_id);
     let st = host.lock();
     if let Some(r) = st.book.get(&key) {

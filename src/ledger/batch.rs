@@ -251,6 +251,10 @@ async fn run_claims(
                 completed_at: None,
                 cleared_at: None,
                 clear_reason: None,
+                code: None,
+                acknowledged_at: None,
+                settled: false,
+                replays: 0,
             }))),
             Some(outcome) => outcome.clone(),
         };

@@ -18,6 +18,7 @@
 
 mod batch;
 mod lease;
+mod operator;
 pub mod private;
 pub mod schema;
 
@@ -29,6 +30,10 @@ use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_postgres::{Client, NoTls, Row};
 use tokio_util::sync::CancellationToken;
+
+pub use operator::{
+    CensusPhase, CensusRequest, Change, Cleared, RowFilter, RowOrder, RowStateFilter, MAX_LISTED,
+};
 
 /// Default `--lease-ms`: how long a host's claim on its running receipts lasts unrenewed.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(10);
@@ -131,6 +136,29 @@ pub struct LedgerReceipt {
     pub cleared_at: Option<i64>,
     /// The reason the operator gave.
     pub clear_reason: Option<String>,
+    /// The stored reply's error code (`None` for a success, or while running).
+    pub code: Option<String>,
+    /// When a person acknowledged its uncertain outcome (epoch ms), on any host.
+    pub acknowledged_at: Option<i64>,
+    /// The host run that executed it confirmed its pending outcome or stopped its task.
+    pub settled: bool,
+    /// Copies answered straight from the row by hosts that keep no copy of it.
+    pub replays: i64,
+}
+
+impl LedgerReceipt {
+    /// Whether an operator may clear it now (SPEC §6): completed, and an uncertain outcome
+    /// acknowledged, or (`OUTCOME_UNCERTAIN`) settled by the host that owns its task. The
+    /// same rule as the ledger's `polaris_clearable`.
+    pub fn clearable(&self) -> bool {
+        self.state == RowState::Completed
+            && (self.acknowledged_at.is_some()
+                || match self.code.as_deref() {
+                    Some("INTERRUPTED") => false,
+                    Some("OUTCOME_UNCERTAIN") => self.settled,
+                    _ => true,
+                })
+    }
 }
 
 /// A new mutation to claim.
@@ -174,30 +202,6 @@ pub enum Completed {
     /// The row was no longer this host's running receipt (another host declared it
     /// `INTERRUPTED` after this host's lease lapsed): the row as it now is.
     Fenced(Box<LedgerReceipt>),
-}
-
-/// What a fleet-wide clear did.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Cleared {
-    /// Every receipt became a tombstone, for every host of the fleet.
-    Done {
-        /// Receipts cleared.
-        cleared: u64,
-        /// Tombstones the fleet now holds.
-        tombstones: u64,
-    },
-    /// Some receipts changed since the operator saw them (or are gone): nothing was cleared.
-    Stale {
-        /// The request IDs that changed.
-        changed: Vec<String>,
-    },
-    /// The tombstones would not fit: nothing was cleared.
-    TombstonesFull {
-        /// Tombstones held.
-        tombstones: u64,
-        /// The fleet's tombstone capacity.
-        capacity: u64,
-    },
 }
 
 /// One host run of the fleet, for the operator's hosts pane.
@@ -322,7 +326,8 @@ impl Shared {
 
 /// The receipt columns, in the order [`receipt_from_row`] reads them by name.
 const RECEIPT_COLUMNS: &str = "request_id, request, method, task_id, host_id, epoch, run_id, \
-                               state, reply, first_seen, completed_at, cleared_at, clear_reason";
+                               state, reply, first_seen, completed_at, cleared_at, clear_reason, \
+                               code, acknowledged_at, settled, replays";
 
 /// How often a waiting copy re-reads its row when no notification came.
 const WAIT_POLL: Duration = Duration::from_millis(200);
@@ -666,51 +671,6 @@ impl Ledger {
         })
     }
 
-    /// Clears completed receipts for the whole fleet (the commit phase of an operator's
-    /// clear), all or none: each must still be the completed row the operator saw at prepare
-    /// time (`seen`: its request ID, epoch and completion time are compared), and the
-    /// tombstones must fit the fleet's tombstone capacity. The reply is dropped; the request
-    /// (the fingerprint), the time and the reason stay.
-    pub async fn clear(
-        &self,
-        seen: &[LedgerReceipt],
-        reason: &str,
-        at: i64,
-    ) -> Result<Cleared, LedgerError> {
-        let ids: Vec<&str> = seen.iter().map(|r| r.request_id.as_str()).collect();
-        let epochs: Vec<i64> = seen.iter().map(|r| r.epoch).collect();
-        let completed: Vec<Option<i64>> = seen.iter().map(|r| r.completed_at).collect();
-        let rows = self
-            .shared()
-            .read(
-                "SELECT * FROM polaris_clear($1, $2, $3, $4, $5)",
-                &[&ids, &epochs, &completed, &reason, &at],
-            )
-            .await?;
-        let Some(row) = rows.first() else {
-            return Err(LedgerError::Unavailable(
-                "the ledger did not answer the clear; list the receipts again and retry"
-                    .to_string(),
-            ));
-        };
-        let outcome: String = row.try_get("outcome").map_err(unavailable)?;
-        let tombstones: i64 = row.try_get("tombstones").map_err(unavailable)?;
-        let capacity: i64 = row.try_get("tombstone_capacity").map_err(unavailable)?;
-        Ok(match outcome.as_str() {
-            "cleared" => Cleared::Done {
-                cleared: ids.iter().collect::<std::collections::HashSet<_>>().len() as u64,
-                tombstones: tombstones.max(0) as u64,
-            },
-            "stale" => Cleared::Stale {
-                changed: row.try_get("changed").map_err(unavailable)?,
-            },
-            _ => Cleared::TombstonesFull {
-                tombstones: tombstones.max(0) as u64,
-                capacity: capacity.max(0) as u64,
-            },
-        })
-    }
-
     /// Leaves the fleet cleanly: this run's still-running receipts become `INTERRUPTED`, its
     /// row `left`, and the background work stops.
     pub async fn leave(&self) -> Result<(), LedgerError> {
@@ -801,5 +761,10 @@ fn receipt_from_row(row: &Row) -> Result<LedgerReceipt, LedgerError> {
         completed_at: row.try_get("completed_at").map_err(unavailable)?,
         cleared_at: row.try_get("cleared_at").map_err(unavailable)?,
         clear_reason: row.try_get("clear_reason").map_err(unavailable)?,
+        // A claim's answer carries only the columns above; every other read carries these.
+        code: row.try_get("code").ok().flatten(),
+        acknowledged_at: row.try_get("acknowledged_at").ok().flatten(),
+        settled: row.try_get("settled").unwrap_or(false),
+        replays: row.try_get("replays").unwrap_or(0),
     })
 }

@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 use super::LedgerError;
 
 /// The schema version this binary writes and reads.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// The advisory lock key that makes migrations one host at a time ("Polaris" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0050_6f6c_6172_6973;
@@ -22,7 +22,16 @@ pub const FENCED_SQLSTATE: &str = "PXF01";
 pub const CHANNEL: &str = "polaris_receipts";
 
 /// Migrations in order: each brings the schema from `version - 1` to `version`.
-const MIGRATIONS: &[(i32, &str)] = &[(1, V1)];
+const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
+
+/// The advisory lock that orders the fleet's receipt changes (clears, acknowledgements): each
+/// takes it before drawing its `change_seq`, so change numbers commit in increasing order and a
+/// host that read every change up to N has missed none below it.
+pub const CHANGES_LOCK: i64 = 0x0050_6f6c_4368_6e67;
+
+/// The payload a change (clear, acknowledgement) or a census request notifies on [`CHANNEL`]:
+/// not a request ID (`#` is not allowed in one), so no waiting copy mistakes it for its own.
+pub const CHANGES_NOTE: &str = "#changes";
 
 /// Version 1: receipts, hosts, the fleet's settings and usage counter, and the batch functions.
 ///
@@ -274,6 +283,180 @@ BEGIN
     UPDATE fleet_usage u SET used = u.used - 1 WHERE u.id = 1;
     PERFORM pg_notify('polaris_receipts', p_id);
     RETURN true;
+END
+$fn$;
+"#;
+
+/// Version 2: the fleet's one book for operators (SPEC §6, §11, §13).
+///
+/// - `code`: the stored reply's error code, derived from the reply (`NULL` for success); the
+///   clearability rule and the listing filters read it.
+/// - `acknowledged_at`, `acknowledged_by`, `acknowledge_reason`: an operator settled an
+///   uncertain outcome outside Polaris (`outcome.acknowledge` on any host).
+/// - `settled`: the host that owns the task confirmed the pending outcome by verification, or
+///   stopped the task; set by that host run only (fenced by its epoch).
+/// - `replays`: copies answered straight from the row by a host that keeps no copy of it (a
+///   re-send for a task that lives on another host); copies answered from a host's cached copy
+///   are counted on that host and reported to a clear's census instead.
+/// - `change_seq`: drawn from `polaris_changes` by every clear and acknowledgement, in commit
+///   order (see `CHANGES_LOCK`): hosts read the changes after the last one they applied, so a
+///   host that missed a notification still converges.
+/// - `feed_marks`: the last change each host run applied to its copies.
+/// - `clear_census`, `clear_census_reports`: a clear asks every live host what copies of the
+///   listed receipts it holds (a checksum of its cached copies and their joins and replays) at
+///   prepare and at commit; a difference means a copy was answered in between.
+/// - Indexes for the bounded, paged listing of `receipts.list` (by time; by task).
+const V2: &str = r#"
+-- Replaced by polaris_clear_fleet, which also checks clearability and the hosts' census.
+DROP FUNCTION polaris_clear(text[], bigint[], bigint[], text, bigint);
+ALTER TABLE receipts
+    ADD COLUMN code text GENERATED ALWAYS AS
+        (substring(reply FROM '^"ok":false,"error":\{"code":"([A-Z_]+)"')) STORED,
+    ADD COLUMN acknowledged_at bigint,
+    ADD COLUMN acknowledged_by text,
+    ADD COLUMN acknowledge_reason text,
+    ADD COLUMN settled boolean NOT NULL DEFAULT false,
+    ADD COLUMN replays bigint NOT NULL DEFAULT 0,
+    ADD COLUMN cleared_by text,
+    ADD COLUMN change_seq bigint;
+CREATE SEQUENCE polaris_changes;
+-- Every index is paid for by every claim and completion: the listing's pages read the first,
+-- a task's receipts (and a task's host) the second, which replaces version 1's task index.
+CREATE INDEX receipts_seen ON receipts (first_seen, request_id);
+CREATE INDEX receipts_task_seen ON receipts (task_id, first_seen, request_id);
+DROP INDEX receipts_task;
+CREATE INDEX receipts_changes ON receipts (change_seq) WHERE change_seq IS NOT NULL;
+
+CREATE TABLE clear_census (
+    token      text NOT NULL,
+    phase      text NOT NULL CHECK (phase IN ('prepare', 'commit')),
+    ids        text[] NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (token, phase)
+);
+-- How far each host run has applied the fleet's changes to its copies: a clear is answered
+-- once every live host has dropped its copies of what it cleared.
+CREATE TABLE feed_marks (
+    epoch bigint PRIMARY KEY,
+    seq   bigint NOT NULL
+);
+CREATE TABLE clear_census_reports (
+    token    text NOT NULL,
+    phase    text NOT NULL,
+    epoch    bigint NOT NULL,
+    checksum bigint NOT NULL,
+    PRIMARY KEY (token, phase, epoch)
+);
+
+-- Whether a completed row may be cleared (SPEC §6): an uncertain outcome must have been
+-- acknowledged, or (OUTCOME_UNCERTAIN) settled by the host that owns its task.
+CREATE FUNCTION polaris_clearable(p_code text, p_acknowledged bigint, p_settled boolean)
+RETURNS boolean LANGUAGE sql IMMUTABLE AS $fn$
+    SELECT CASE
+        WHEN p_acknowledged IS NOT NULL THEN true
+        WHEN p_code = 'INTERRUPTED' THEN false
+        WHEN p_code = 'OUTCOME_UNCERTAIN' THEN p_settled
+        ELSE true END
+$fn$;
+
+-- Clears completed receipts for the fleet, all or none, in one transaction. Each listed row
+-- must still be completed, clearable and answered from the row as often as the operator saw
+-- (p_replays); every live host's census of its cached copies must be what it was at the
+-- prepare; the tombstones must fit. Returns 'cleared', 'stale' (with the IDs that changed),
+-- 'copied' (with the hosts whose copies changed) or 'full'.
+CREATE FUNCTION polaris_clear_fleet(p_token text, p_ids text[], p_replays bigint[],
+                                    p_reason text, p_at bigint, p_host text)
+RETURNS TABLE (outcome text, changed text[], tombstones bigint, tombstone_capacity bigint)
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+#variable_conflict use_column
+DECLARE
+    v_tomb bigint;
+    v_cap bigint;
+    v_changed text[];
+    v_n bigint;
+BEGIN
+    SELECT u.tombstones INTO v_tomb FROM fleet_usage u WHERE u.id = 1 FOR UPDATE;
+    PERFORM pg_advisory_xact_lock(22640508914921063);
+    SELECT s.tombstone_capacity INTO v_cap FROM fleet_settings s WHERE s.id = 1;
+    PERFORM 1 FROM receipts r WHERE r.request_id = ANY(p_ids) ORDER BY r.request_id FOR UPDATE;
+    SELECT coalesce(array_agg(DISTINCT h.host_id), '{}') INTO v_changed
+      FROM ((SELECT a.epoch, a.checksum FROM clear_census_reports a
+              WHERE a.token = p_token AND a.phase = 'prepare' AND a.checksum <> 0
+             EXCEPT
+             SELECT b.epoch, b.checksum FROM clear_census_reports b
+              WHERE b.token = p_token AND b.phase = 'commit' AND b.checksum <> 0)
+            UNION
+            (SELECT b.epoch, b.checksum FROM clear_census_reports b
+              WHERE b.token = p_token AND b.phase = 'commit' AND b.checksum <> 0
+             EXCEPT
+             SELECT a.epoch, a.checksum FROM clear_census_reports a
+              WHERE a.token = p_token AND a.phase = 'prepare' AND a.checksum <> 0)) d
+      JOIN hosts h ON h.epoch = d.epoch;
+    DELETE FROM clear_census_reports c WHERE c.token = p_token;
+    DELETE FROM clear_census c WHERE c.token = p_token;
+    IF cardinality(v_changed) > 0 THEN
+        RETURN QUERY SELECT 'copied'::text, v_changed, v_tomb, v_cap;
+        RETURN;
+    END IF;
+    SELECT coalesce(array_agg(i.id ORDER BY i.id), '{}') INTO v_changed
+      FROM unnest(p_ids, p_replays) AS i(id, replays)
+     WHERE NOT EXISTS (SELECT 1 FROM receipts r
+                        WHERE r.request_id = i.id AND r.state = 'completed'
+                          AND r.replays = i.replays
+                          AND polaris_clearable(r.code, r.acknowledged_at, r.settled));
+    IF cardinality(v_changed) > 0 THEN
+        RETURN QUERY SELECT 'stale'::text, v_changed, v_tomb, v_cap;
+        RETURN;
+    END IF;
+    SELECT count(DISTINCT i.id) INTO v_n FROM unnest(p_ids) AS i(id);
+    IF v_tomb + v_n > v_cap THEN
+        RETURN QUERY SELECT 'full'::text, '{}'::text[], v_tomb, v_cap;
+        RETURN;
+    END IF;
+    UPDATE receipts r
+       SET state = 'cleared', reply = NULL, cleared_at = p_at, clear_reason = p_reason,
+           cleared_by = p_host, change_seq = nextval('polaris_changes')
+     WHERE r.request_id = ANY(p_ids) AND r.state = 'completed';
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    UPDATE fleet_usage u SET used = u.used - v_n, tombstones = u.tombstones + v_n WHERE u.id = 1;
+    PERFORM pg_notify('polaris_receipts', d) FROM unnest(p_ids) AS d;
+    PERFORM pg_notify('polaris_receipts', '#changes');
+    RETURN QUERY SELECT 'cleared'::text, '{}'::text[], v_tomb + v_n, v_cap;
+END
+$fn$;
+
+-- Records that a person settled an uncertain outcome outside Polaris. Returns whether the row
+-- was a completed, uncertain receipt (and is now acknowledged).
+CREATE FUNCTION polaris_acknowledge(p_id text, p_reason text, p_operator text, p_at bigint)
+RETURNS boolean
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+BEGIN
+    PERFORM pg_advisory_xact_lock(22640508914921063);
+    UPDATE receipts r
+       SET acknowledged_at = p_at, acknowledged_by = p_operator, acknowledge_reason = p_reason,
+           change_seq = nextval('polaris_changes')
+     WHERE r.request_id = p_id AND r.state = 'completed'
+       AND r.code IN ('OUTCOME_UNCERTAIN', 'INTERRUPTED', 'INTERNAL');
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM pg_notify('polaris_receipts', '#changes');
+    RETURN true;
+END
+$fn$;
+
+-- The host run that executed these receipts settled their uncertain outcomes (verified, or
+-- stopped the task), fenced by its epoch. Returns how many rows changed.
+CREATE FUNCTION polaris_settle(p_epoch bigint, p_ids text[])
+RETURNS bigint
+LANGUAGE plpgsql SET enable_seqscan = off AS $fn$
+DECLARE
+    v_n bigint;
+BEGIN
+    UPDATE receipts r SET settled = true
+     WHERE r.request_id = ANY(p_ids) AND r.epoch = p_epoch AND NOT r.settled;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
 END
 $fn$;
 "#;
