@@ -42,6 +42,7 @@ mod admission;
 mod clear;
 mod execution;
 mod fleet;
+mod fleet_report;
 mod handle;
 mod journaling;
 mod read;
