@@ -271,7 +271,14 @@ async fn every_host_shows_each_hosts_running_receipts_and_blocked_tasks() {
 
 /// A ledger opened through the library, for what the binary cannot show quickly.
 async fn open(pg: &polaris::ledger::private::PrivatePostgres, host: &str) -> Ledger {
-    Ledger::open(LedgerConfig {
+    Ledger::open(config(pg, host))
+        .await
+        .expect("the ledger opens")
+}
+
+/// The library's configuration of host `host` on `pg`.
+fn config(pg: &polaris::ledger::private::PrivatePostgres, host: &str) -> LedgerConfig {
+    LedgerConfig {
         conninfo: pg.conninfo(),
         host_id: host.to_owned(),
         run_id: format!("run-{host}"),
@@ -282,9 +289,7 @@ async fn open(pg: &polaris::ledger::private::PrivatePostgres, host: &str) -> Led
         capacity: 100,
         tombstone_capacity: 100,
         interrupted_reply: polaris::host::interrupted_reply(),
-    })
-    .await
-    .expect("the ledger opens")
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -374,4 +379,71 @@ async fn ended_runs_are_pruned_after_a_while_but_never_with_running_receipts() {
         alive.task_host("task-on-gone").await.unwrap().as_deref(),
         Some("gone")
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_held_on_the_server_ends_a_claim_there_too_instead_of_queueing_it_forever() {
+    let Some(pg) = polaris::ledger::private::require_or_skip("tests/fleet_health.rs") else {
+        return;
+    };
+    // Lease 1.5 s: a call may take 0.5 s, on the host's side and on the server's.
+    let ledger = Ledger::open(LedgerConfig {
+        lease: Duration::from_millis(1500),
+        ..config(&pg, "locked")
+    })
+    .await
+    .expect("the ledger opens");
+    let claim = |id: &str| Claim {
+        request_id: id.to_owned(),
+        request: "{\"method\":\"page.click\"}".to_owned(),
+        method: "page.click",
+        task_id: Some("t".to_owned()),
+        at: 1,
+    };
+    // Another session holds the fleet's capacity row (as a host frozen half-way through
+    // reaping would): every claim needs it.
+    let (mut db, conn) = tokio_postgres::connect(&pg.conninfo(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let holder = db.transaction().await.unwrap();
+    holder
+        .execute("SELECT 1 FROM fleet_usage WHERE id = 1 FOR UPDATE", &[])
+        .await
+        .unwrap();
+
+    match ledger.claim(claim("x")).await {
+        Err(polaris::ledger::LedgerError::Unavailable(why)) => {
+            assert!(why.contains("did not answer within"), "{why}")
+        }
+        other => panic!("a claim behind a held lock is unavailable: {other:?}"),
+    }
+    // The claim left on the server ends there (lock_timeout), so the ID is let through again
+    // while the lock is still held — it is refused as unavailable, no longer as "still being
+    // taken back". Without a server-side bound it would wait for the lock for good.
+    eventually("the server ends the stuck claim", || {
+        let ledger = ledger.clone();
+        async move {
+            match ledger.claim(claim("x")).await {
+                Err(polaris::ledger::LedgerError::Unavailable(why)) => {
+                    (!why.contains("still being taken back")).then_some(())
+                }
+                other => panic!("the lock is still held: {other:?}"),
+            }
+        }
+    })
+    .await;
+    holder.rollback().await.unwrap();
+    // Once the lock is released the ID is claimed, once.
+    eventually("the claim succeeds once the lock is free", || {
+        let ledger = ledger.clone();
+        async move { matches!(ledger.claim(claim("x")).await, Ok(Claimed::New)).then_some(()) }
+    })
+    .await;
+    let rows: i64 = db
+        .query_one("SELECT count(*) FROM receipts WHERE request_id = 'x'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 1);
 }
