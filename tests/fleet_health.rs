@@ -54,9 +54,15 @@ async fn a_hung_database_refuses_new_actions_and_never_runs_the_stuck_claim_late
 
     fleet.pg.freeze().expect("PostgreSQL freezes");
     let id = "press-while-hung";
+    let sent = std::time::Instant::now();
     let reply = tokio::time::timeout(PATIENCE, c.call_id(id, "page.press", submit(&task)))
         .await
         .unwrap_or_else(|_| panic!("the host hung with its database: {}", alpha.log()));
+    eprintln!(
+        "measured: a claim on a frozen PostgreSQL answered LEDGER_UNAVAILABLE after {} ms \
+         (lease 6000 ms: a third of it is the bound)",
+        sent.elapsed().as_millis()
+    );
     let e = err(&reply, "LEDGER_UNAVAILABLE");
     assert_eq!(e["delivery"], "not_executed", "{reply}");
     assert!(
@@ -135,6 +141,7 @@ async fn after_an_outage_longer_than_the_lease_live_hosts_keep_running_and_a_fro
     fleet.pg.stop().expect("PostgreSQL stops");
     tokio::time::sleep(Duration::from_millis(6000)).await;
     fleet.pg.start_again().expect("PostgreSQL starts again");
+    let back = std::time::Instant::now();
 
     // Charlie never renews: after the grace, the others declare it dead and its running
     // receipt INTERRUPTED.
@@ -147,6 +154,11 @@ async fn after_an_outage_longer_than_the_lease_live_hosts_keep_running_and_a_fro
         }
     })
     .await;
+    eprintln!(
+        "measured: the frozen host's receipt was INTERRUPTED {} ms after PostgreSQL was back \
+         (lease 3000 ms: the reapers first wait one lease of regular contact)",
+        back.elapsed().as_millis()
+    );
     let error = &interrupted["reply"]["error"];
     assert_eq!(error["code"], "INTERRUPTED", "{interrupted}");
     assert_eq!(error["delivery"], "uncertain", "{interrupted}");
