@@ -3,7 +3,12 @@
 //! A host run keeps its epoch alive by renewing `hosts.lease_until` (the database's clock)
 //! every lease/3. Every host also reaps: a run whose lease lapsed, or that a newer run under
 //! the same host ID superseded, is marked `dead` and its running receipts get their stored
-//! `INTERRUPTED` reply, fenced by its epoch — never re-run anywhere. The listener turns the
+//! `INTERRUPTED` reply, fenced by its epoch — never re-run anywhere. A reaper declares a
+//! lapsed run dead only once it has itself been in regular touch with the database for a
+//! whole lease, so after an outage of the database the live hosts renew before anyone reaps
+//! them ([`MAY_REAP`]); a run that was reaped anyway learns it at its next renewal and stops.
+//! The renewal also carries the host's running receipts and blocked tasks, for every host's
+//! hosts pane; the reaper prunes the rows of runs that ended a day ago. The listener turns the
 //! completions' NOTIFY into wake-ups for copies waiting on another host's execution.
 
 use std::sync::atomic::Ordering;

@@ -330,7 +330,7 @@ impl Shared {
     /// renewal period (lease/3). A database that cannot answer a claim in a third of a lease
     /// is sick, and a host that waited longer would have to refuse the action anyway (its
     /// lease would no longer cover it). The same bound is set on the server for every
-    /// statement and lock wait ([`connect`]).
+    /// statement and lock wait ([`limit_every_connection`]).
     fn call_timeout(&self) -> Duration {
         call_timeout(self.lease)
     }
