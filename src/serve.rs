@@ -207,6 +207,7 @@ pub async fn start_fleet(
         "joined the fleet ledger"
     );
     let host = Host::with_ledger(run_id, options.host.clone(), executor, ledger);
+    host.report_load_to_ledger();
     serve_host(options, host, bridge_path, introspect_path)
 }
 

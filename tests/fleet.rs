@@ -20,179 +20,25 @@
 //! `POLARIS_REQUIRE_POSTGRES=1` (as CI sets), when they fail.
 
 mod common;
+#[path = "support/fleet.rs"]
+mod fleet;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{err, ok, polaris_bin, receipt, saved, short_tempdir, start_task, sync_call, Conn};
-use polaris::ledger::private::PrivatePostgres;
+use common::{err, ok, receipt, saved, start_task, Conn};
+use fleet::Fleet;
 use serde_json::{json, Value};
 
 /// The hosts' names in the fleet (`--host-id`).
 const NAMES: [&str; 3] = ["alpha", "bravo", "charlie"];
 
-/// A private PostgreSQL for one test, or `None` (after one line saying so) when PostgreSQL is
-/// not installed and CI does not require it.
-fn postgres() -> Option<PrivatePostgres> {
-    polaris::ledger::private::require_or_skip("tests/fleet.rs")
-}
-
-/// One `polaris serve --ledger` process of the fleet, on directories that outlive it.
-struct FleetHost {
-    name: &'static str,
-    root: PathBuf,
-    child: Option<Child>,
-    run_id: String,
-}
-
-impl FleetHost {
-    /// Starts a host named `name` on the ledger and waits until it answers.
-    fn start(root: &Path, name: &'static str, conninfo: &str, extra: &[&str]) -> FleetHost {
-        let root = root.join(name);
-        std::fs::create_dir_all(&root).unwrap();
-        let log = std::fs::File::create(root.join("serve.log")).unwrap();
-        let child = Command::new(polaris_bin())
-            .arg("serve")
-            .arg("--socket-dir")
-            .arg(root.join("s"))
-            .arg("--audit-log")
-            .arg(root.join("audit.jsonl"))
-            .arg("--fixture-effects")
-            .arg(root.join("effects.jsonl"))
-            .args(["--ledger", conninfo, "--host-id", name])
-            .args(extra)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("polaris serve starts");
-        let mut host = FleetHost {
-            name,
-            root,
-            child: Some(child),
-            run_id: String::new(),
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = host.child.as_mut().unwrap().try_wait().unwrap() {
-                panic!("{name} exited early ({status}): {}", host.log());
-            }
-            if let Ok(r) = sync_call(&host.bridge(), "host.hello", json!({})) {
-                if r["ok"] == true {
-                    host.run_id = r["result"]["runId"].as_str().unwrap().to_owned();
-                    return host;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "{name} never answered: {}",
-                host.log()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    fn bridge(&self) -> PathBuf {
-        self.root.join("s/bridge.sock")
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.root.join("serve.log")).unwrap_or_default()
-    }
-
-    async fn conn(&self) -> Conn {
-        Conn::connect(&self.bridge()).await
-    }
-
-    /// A connection to this host's introspection socket (the operator's channel).
-    async fn intro(&self) -> Conn {
-        Conn::connect(&self.root.join("s/introspect.sock")).await
-    }
-
-    /// This host's audit log (empty when it has none yet).
-    fn audit(&self) -> String {
-        std::fs::read_to_string(self.root.join("audit.jsonl")).unwrap_or_default()
-    }
-
-    /// SIGKILL: no shutdown, no leaving the fleet, no cleanup.
-    fn kill9(&mut self) {
-        let mut child = self.child.take().expect("running");
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-
-    /// The effect lines this host's fixture recorded, by request ID.
-    fn effects(&self) -> HashMap<String, usize> {
-        let text = std::fs::read_to_string(self.root.join("effects.jsonl")).unwrap_or_default();
-        let mut by_id = HashMap::new();
-        for line in text.lines() {
-            let v: Value = serde_json::from_str(line).expect("an effect line is JSON");
-            *by_id
-                .entry(v["requestId"].as_str().unwrap().to_owned())
-                .or_default() += 1;
-        }
-        by_id
-    }
-
-    /// `run.status` of this host.
-    async fn status(&self) -> Value {
-        let mut c = self.conn().await;
-        ok(&c.call("run.status", json!({})).await).clone()
-    }
-}
-
-impl Drop for FleetHost {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// A private PostgreSQL and three hosts on it.
-struct Fleet {
-    hosts: Vec<FleetHost>,
-    pg: PrivatePostgres,
-    _root: tempfile::TempDir,
-}
-
-impl Fleet {
-    /// Starts three hosts on a fresh private PostgreSQL, one after the other, each with
-    /// `extra` arguments; `None` when the test is skipped.
-    fn start(extra: &[&str]) -> Option<Fleet> {
-        let pg = postgres()?;
-        let root = short_tempdir();
-        let hosts = NAMES
-            .iter()
-            .map(|name| FleetHost::start(root.path(), name, &pg.conninfo(), extra))
-            .collect();
-        Some(Fleet {
-            hosts,
-            pg,
-            _root: root,
-        })
-    }
-
-    /// Every effect line of the fleet, by request ID, with the host that applied it.
-    fn effects(&self) -> HashMap<String, Vec<&'static str>> {
-        let mut all: HashMap<String, Vec<&'static str>> = HashMap::new();
-        for h in &self.hosts {
-            for (id, n) in h.effects() {
-                for _ in 0..n {
-                    all.entry(id.clone()).or_default().push(h.name);
-                }
-            }
-        }
-        all
-    }
-
-    fn host(&self, name: &str) -> &FleetHost {
-        self.hosts.iter().find(|h| h.name == name).unwrap()
-    }
+/// Three hosts on a fresh private PostgreSQL, each with `extra` arguments; `None` when the
+/// test is skipped.
+fn start_fleet(extra: &[&str]) -> Option<Fleet> {
+    Fleet::start("tests/fleet.rs", &NAMES, extra)
 }
 
 /// The `"ok":…,"result"|"error":…` bytes of a raw reply line (what every copy repeats).
@@ -239,7 +85,7 @@ const CLIENTS: usize = 32;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_id_sent_to_three_hosts_at_once_executes_once_fleet_wide() {
-    let Some(fleet) = Fleet::start(&[]) else {
+    let Some(fleet) = start_fleet(&[]) else {
         return;
     };
     let fleet = Arc::new(fleet);
@@ -353,7 +199,7 @@ async fn the_same_id_sent_to_three_hosts_at_once_executes_once_fleet_wide() {
 async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease() {
     // Renewed every third of the lease, a host keeps at least 5 s: more than the action
     // deadline plus one second, so every host starts actions.
-    let Some(mut fleet) = Fleet::start(&["--action-timeout-ms", "3000", "--lease-ms", "7500"])
+    let Some(mut fleet) = start_fleet(&["--action-timeout-ms", "3000", "--lease-ms", "7500"])
     else {
         return;
     };
@@ -474,7 +320,7 @@ enum Outage {
 /// PostgreSQL goes away (`outage`) and comes back. Every ID runs exactly once, and every
 /// refusal meanwhile was `LEDGER_UNAVAILABLE` (`not_executed`).
 async fn outage_under_load(outage: Outage) {
-    let Some(mut fleet) = Fleet::start(&[]) else {
+    let Some(mut fleet) = start_fleet(&[]) else {
         return;
     };
     const PER_HOST: usize = 8;
@@ -633,7 +479,7 @@ async fn outage_under_load(outage: Outage) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_task_used_on_another_host_is_not_found_there_and_names_its_host() {
-    let Some(fleet) = Fleet::start(&[]) else {
+    let Some(fleet) = start_fleet(&[]) else {
         return;
     };
     let mut epochs = Vec::new();
@@ -741,7 +587,7 @@ fn listed(prepared: &Value, key: &str) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clear_committed_on_one_host_is_seen_by_every_host_and_frees_the_fleets_capacity() {
-    let Some(fleet) = Fleet::start(&["--capacity", "4"]) else {
+    let Some(fleet) = start_fleet(&["--capacity", "4"]) else {
         return;
     };
     let mut a = fleet.host("alpha").conn().await;
@@ -842,7 +688,7 @@ async fn a_clear_committed_on_one_host_is_seen_by_every_host_and_frees_the_fleet
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_copy_answered_on_another_host_between_prepare_and_commit_makes_the_token_stale() {
-    let Some(fleet) = Fleet::start(&[]) else {
+    let Some(fleet) = start_fleet(&[]) else {
         return;
     };
     let mut a = fleet.host("alpha").conn().await;
@@ -890,7 +736,7 @@ async fn a_copy_answered_on_another_host_between_prepare_and_commit_makes_the_to
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_tombstone_capacity_clears_nothing_anywhere() {
-    let Some(fleet) = Fleet::start(&["--tombstone-capacity", "1"]) else {
+    let Some(fleet) = start_fleet(&["--tombstone-capacity", "1"]) else {
         return;
     };
     let mut a = fleet.host("alpha").conn().await;
@@ -928,7 +774,7 @@ async fn a_full_tombstone_capacity_clears_nothing_anywhere() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_interrupted_receipt_acknowledged_on_one_host_is_cleared_from_another() {
-    let Some(mut fleet) = Fleet::start(&["--action-timeout-ms", "3000", "--lease-ms", "7500"])
+    let Some(mut fleet) = start_fleet(&["--action-timeout-ms", "3000", "--lease-ms", "7500"])
     else {
         return;
     };
@@ -1026,7 +872,7 @@ async fn clearable_ids(intro: &mut Conn) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uncertain_outcomes_settled_on_their_host_or_acknowledged_elsewhere_clear_fleet_wide() {
-    let Some(fleet) = Fleet::start(&["--action-timeout-ms", "500"]) else {
+    let Some(fleet) = start_fleet(&["--action-timeout-ms", "500"]) else {
         return;
     };
     let mut a = fleet.host("alpha").conn().await;

@@ -16,7 +16,7 @@ use crate::protocol::introspection::{
     AuditEntry, BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptFilter,
     ReceiptItem, ReceiptsListParams, Snapshot, Sort, StateFilter, TaskSummary,
 };
-use crate::protocol::results::TaskState;
+use crate::protocol::results::{FleetHost, TaskState};
 
 /// The shortest time between two re-reads caused by host changes: a busy host is shown at most
 /// twice a second, so a subscribed console costs the host little however busy it is.
@@ -26,6 +26,11 @@ pub const REFRESH_EVERY_MS: i64 = 500;
 const LOCATE_BEFORE: u64 = 200;
 /// How many rows it reads then (the host's largest page).
 const LOCATE_WINDOW: u64 = 1000;
+
+/// How often the console re-reads a fleet host's snapshot even when nothing changed on that
+/// host: the hosts pane (leases, other hosts' numbers) is read by the host every second, so
+/// a quiet host's console still shows a lease running out or a host dying.
+pub const FLEET_REFRESH_MS: i64 = 1000;
 
 /// Seconds of history in each sparkline.
 pub const SPARK_SECONDS: usize = 180;
@@ -50,6 +55,8 @@ pub enum Pane {
     Tasks,
     /// Blocked outcomes.
     Blocked,
+    /// The fleet's hosts (only with a host of a fleet, SPEC §13).
+    Hosts,
 }
 
 /// The connection to the host, as the header shows it.
@@ -315,6 +322,8 @@ pub struct App {
     pub task_selected: usize,
     /// Selected blocked outcome.
     pub blocked_selected: usize,
+    /// Selected host in the hosts pane.
+    pub host_selected: usize,
     /// Tasks whose verification is under way.
     pub verifying: BTreeSet<String>,
     /// The result of the last verification per task, as shown in place.
@@ -490,6 +499,7 @@ impl App {
             focus: Pane::Receipts,
             task_selected: 0,
             blocked_selected: 0,
+            host_selected: 0,
             verifying: BTreeSet::new(),
             verify_results: HashMap::new(),
             activity,
@@ -579,6 +589,46 @@ impl App {
             .flat_map(|s| s.tasks.iter())
             .filter(|t| t.state == TaskState::Running)
             .collect()
+    }
+
+    /// Whether the host is a host of a fleet (`--ledger`): only then is there a hosts pane.
+    pub fn in_fleet(&self) -> bool {
+        self.snapshot.as_ref().is_some_and(|s| s.ledger.is_some())
+    }
+
+    /// The fleet's host runs as the hosts pane lists them: alive ones first (by name), then
+    /// dead, then those that left (newest first within each), so the hosts that serve are
+    /// always on screen and a dead one is right below them.
+    pub fn fleet_hosts(&self) -> Vec<&FleetHost> {
+        let mut hosts: Vec<&FleetHost> = self
+            .snapshot
+            .iter()
+            .filter_map(|s| s.ledger.as_ref())
+            .flat_map(|l| l.hosts.iter())
+            .collect();
+        let rank = |h: &FleetHost| match h.state.as_str() {
+            "alive" => 0,
+            "dead" => 1,
+            _ => 2,
+        };
+        hosts.sort_by(|a, b| {
+            rank(a).cmp(&rank(b)).then_with(|| {
+                if rank(a) == 0 {
+                    a.host_id.cmp(&b.host_id).then(b.epoch.cmp(&a.epoch))
+                } else {
+                    b.epoch.cmp(&a.epoch)
+                }
+            })
+        });
+        hosts
+    }
+
+    /// This host run's epoch in the fleet, when it is in one.
+    pub fn own_epoch(&self) -> Option<i64> {
+        self.snapshot
+            .as_ref()
+            .and_then(|s| s.ledger.as_ref())
+            .map(|l| l.epoch)
     }
 
     /// The blocked outcomes.
@@ -714,6 +764,11 @@ impl App {
             Pane::Blocked => {
                 let n = self.pending().len();
                 self.blocked_selected = step(self.blocked_selected, delta, n);
+                None
+            }
+            Pane::Hosts => {
+                let n = self.fleet_hosts().len();
+                self.host_selected = step(self.host_selected, delta, n);
                 None
             }
         }

@@ -282,8 +282,20 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             app.focus = match app.focus {
                 Pane::Receipts => Pane::Tasks,
                 Pane::Tasks => Pane::Blocked,
-                Pane::Blocked => Pane::Receipts,
+                Pane::Blocked if app.in_fleet() => Pane::Hosts,
+                Pane::Blocked | Pane::Hosts => Pane::Receipts,
             };
+            None
+        }
+        Command::Hosts => {
+            if app.in_fleet() {
+                app.focus = Pane::Hosts;
+            } else {
+                app.notice(
+                    "no hosts pane: this host is not in a fleet (polaris serve --ledger)",
+                    false,
+                );
+            }
             None
         }
         Command::Detail => match app.focus {
@@ -296,6 +308,24 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
                 app.overlay_scroll = 0;
                 app.mode = Mode::Detail(Detail::Loading(id.clone()));
                 Some(Effect::GetReceipt(id))
+            }
+            Pane::Hosts => {
+                let text = {
+                    let hosts = app.fleet_hosts();
+                    let h = hosts.get(app.host_selected)?;
+                    format!(
+                        "host {} · epoch {} · run {} · {} · lease {} · running {} · blocked {}",
+                        h.host_id,
+                        h.epoch,
+                        h.run_id,
+                        h.state,
+                        super::panes::lease_text(h.lease_left_ms),
+                        h.running,
+                        h.blocked
+                    )
+                };
+                app.notice(text, false);
+                None
             }
             Pane::Tasks | Pane::Blocked => {
                 let id = if app.focus == Pane::Tasks {

@@ -22,8 +22,10 @@ pub enum Command {
     Top,
     /// Jump to the last row.
     Bottom,
-    /// Switch between the receipts, tasks and blocked panes.
+    /// Switch between the receipts, tasks and blocked panes (and the hosts pane in a fleet).
     NextPane,
+    /// Focus the fleet's hosts pane.
+    Hosts,
     /// Open the selected receipt's request and reply, or the selected task's history.
     Detail,
     /// Type a filter for the receipt table.
@@ -134,7 +136,14 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Tab],
         command: Command::NextPane,
         hint: Some("pane"),
-        help: "switch pane: receipts, tasks, blocked outcomes",
+        help: "switch pane: receipts, tasks, blocked outcomes (, hosts in a fleet)",
+    },
+    Binding {
+        label: "H",
+        keys: &[KeyCode::Char('H')],
+        command: Command::Hosts,
+        hint: None,
+        help: "focus the fleet's hosts pane (a host run with --ledger); enter tells one whole",
     },
     Binding {
         label: "enter",

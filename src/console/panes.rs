@@ -1,14 +1,14 @@
-//! The running tasks and blocked outcomes panes: they grow with the terminal, scroll to their
-//! selection and show whole IDs where the width allows.
+//! The running tasks, blocked outcomes and fleet hosts panes: they grow with the terminal,
+//! scroll to their selection and show whole IDs where the width allows.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Rect};
-use ratatui::style::Color;
-use ratatui::text::Line;
-use ratatui::widgets::{Block, Row, StatefulWidget, Table, TableState};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Row, StatefulWidget, Table, TableState, Widget};
 
 use super::app::{App, Pane};
-use super::ui::{age, fit, share, thousands, Theme, ID, SHORT_ID};
+use super::ui::{age, fit, human_duration, share, thousands, Theme, ID, SHORT_ID};
 use crate::protocol::introspection::BlockedOutcome;
 use crate::protocol::{Command, Expect, ExpectCheck, Method};
 
@@ -176,4 +176,126 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
         .block(block);
     let mut state = TableState::default().with_selected(Some(app.blocked_selected));
     StatefulWidget::render(table, area, buf, &mut state);
+}
+
+/// A lease as the hosts pane shows it in at most 6 columns: `9.8s` left, `2m05s` left, or
+/// `-12s` / `-3m` / `-2h` since it lapsed (a dead host's says how long ago it stopped renewing).
+pub(super) fn lease_text(ms: i64) -> String {
+    if ms >= 0 {
+        if ms < 100_000 {
+            format!("{:.1}s", ms as f64 / 1000.0)
+        } else {
+            human_duration(ms)
+        }
+    } else {
+        let s = ms.unsigned_abs() / 1000;
+        match s {
+            0..60 => format!("-{s}s"),
+            60..3600 => format!("-{}m", s / 60),
+            3600..86_400 => format!("-{}h", s / 3600),
+            _ => format!("-{}d", s / 86_400),
+        }
+    }
+}
+
+/// The fleet's hosts (SPEC §13): every host run the ledger knows, with its state, lease left,
+/// running receipts and blocked tasks. This host's run is marked `*`; a dead host is red, and
+/// the title counts the hosts by state.
+pub(super) fn render_hosts(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let hosts = app.fleet_hosts();
+    let focus = app.focus == Pane::Hosts;
+    let own = app.own_epoch();
+    let count = |state: &str| hosts.iter().filter(|h| h.state == state).count();
+    let (alive, dead, left) = (count("alive"), count("dead"), count("left"));
+    let mut title = vec![Span::raw(format!(" Hosts {alive} alive"))];
+    if dead > 0 {
+        title.push(Span::raw(" · "));
+        title.push(Span::styled(
+            format!("{dead} DEAD"),
+            t.fg(Color::Red).add_modifier(Modifier::BOLD),
+        ));
+    }
+    if left > 0 {
+        title.push(Span::raw(format!(" · {left} left")));
+    }
+    title.push(Span::raw(" "));
+    let block = Block::bordered()
+        .title(Line::from(title))
+        .title_bottom(position(app.host_selected, hosts.len()))
+        .border_style(if focus { t.bold() } else { t.dim() });
+    let inner = area.width.saturating_sub(2);
+    // state 5, lease 6, running 3, blocked 3, and one space between columns.
+    let host_w = inner.saturating_sub(5 + 6 + 3 + 3 + 4).max(4);
+    let header = Row::new(vec!["host", "state", "lease", "run", "blk"]).style(t.bold());
+    let rows: Vec<Row> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| {
+            let mark = if Some(h.epoch) == own { "*" } else { "" };
+            let name = format!("{mark}{}", h.host_id);
+            let name = if name.chars().count() > usize::from(host_w) {
+                let mut cut: String = name.chars().take(usize::from(host_w) - 1).collect();
+                cut.push('…');
+                cut
+            } else {
+                name
+            };
+            let (lease, lease_style) = match h.state.as_str() {
+                "alive" if h.lease_left_ms < 0 => (lease_text(h.lease_left_ms), t.fg(Color::Red)),
+                "alive" => (lease_text(h.lease_left_ms), Style::new()),
+                "dead" => (lease_text(h.lease_left_ms), t.fg(Color::Red)),
+                _ => ("-".to_owned(), t.dim()),
+            };
+            let state_style = match h.state.as_str() {
+                "alive" => t.fg(Color::Green),
+                "dead" => t.fg(Color::Red).add_modifier(Modifier::BOLD),
+                _ => t.dim(),
+            };
+            let blocked_style = if h.blocked > 0 {
+                t.fg(Color::Magenta)
+            } else {
+                Style::new()
+            };
+            let mut row = Row::new(vec![
+                Span::raw(name),
+                Span::styled(h.state.clone(), state_style),
+                Span::styled(lease, lease_style),
+                Span::raw(format!("{:>3}", compact(h.running))),
+                Span::styled(format!("{:>3}", compact(h.blocked)), blocked_style),
+            ]);
+            if h.state == "dead" {
+                row = row.style(t.fg(Color::Red));
+            }
+            if focus && i == app.host_selected {
+                row = row.style(t.selected());
+            }
+            row
+        })
+        .collect();
+    let widths = [
+        Constraint::Length(host_w),
+        Constraint::Length(5),
+        Constraint::Length(6),
+        Constraint::Length(3),
+        Constraint::Length(3),
+    ];
+    let table = Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .block(block);
+    let mut state = TableState::default().with_selected(Some(app.host_selected));
+    StatefulWidget::render(table, area, buf, &mut state);
+    if hosts.is_empty() {
+        let line = Rect::new(area.x + 1, area.y + 2, inner, 1);
+        Line::styled("not read yet", t.dim()).render(line, buf);
+    }
+}
+
+/// A count in 3 columns: `999`, then `1k`, `12k`, `1M`.
+fn compact(n: u64) -> String {
+    match n {
+        0..1000 => n.to_string(),
+        1000..1_000_000 => format!("{}k", n / 1000),
+        _ => format!("{}M", n / 1_000_000),
+    }
 }

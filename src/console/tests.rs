@@ -10,6 +10,7 @@ use super::app::{
     update, Act, Action, App, ConfirmStage, Detail, Effect, Link, Mode, OpError, Pane,
 };
 
+mod hosts;
 mod keys;
 use keys::{changed, settle, typed_filter};
 

@@ -12,7 +12,7 @@ use super::keymap::footer_hints;
 use super::overlays::{
     render_act, render_audit, render_confirm, render_detail, render_help, render_notice,
 };
-use super::panes::{render_blocked, render_tasks};
+use super::panes::{render_blocked, render_hosts, render_tasks};
 use crate::protocol::introspection::{ReceiptItem, RefusalReason};
 use crate::protocol::results::ReceiptState;
 use crate::protocol::ErrorCode;
@@ -32,7 +32,7 @@ pub struct Areas {
     pub header: Rect,
     /// The capacity gauge.
     pub capacity: Rect,
-    /// The sparklines.
+    /// The sparklines (empty where a fleet host's hosts pane takes their place).
     pub activity: Rect,
     /// The receipt table.
     pub table: Rect,
@@ -40,6 +40,8 @@ pub struct Areas {
     pub tasks: Rect,
     /// Blocked outcomes.
     pub blocked: Rect,
+    /// The fleet's hosts, for a host of a fleet.
+    pub hosts: Option<Rect>,
     /// The key hints.
     pub footer: Rect,
 }
@@ -49,9 +51,19 @@ pub fn fits(cols: u16, rows: u16) -> bool {
     cols >= MIN_COLS && rows >= MIN_ROWS
 }
 
+/// From this width a fleet host's hosts pane sits beside the task and blocked panes; below
+/// it, the pane takes the place of the activity sparklines, so the blocked outcomes keep
+/// their action and expectation columns and the receipt table keeps its rows.
+const HOSTS_BESIDE_PANES: u16 = 120;
+
+/// The hosts pane's width beside the task and blocked panes (the host name gets 22 columns).
+const HOSTS_WIDTH: u16 = 44;
+
 /// The layout of a terminal area: the task and blocked panes grow with the terminal (a
-/// third of what the header, figures and footer leave), the receipt table takes the rest.
-pub fn areas(area: Rect) -> Areas {
+/// third of what the header, figures and footer leave), the receipt table takes the rest. A
+/// host of a fleet (`fleet`) gets the hosts pane: at the right of the task and blocked panes
+/// from [`HOSTS_BESIDE_PANES`] columns, else in place of the activity sparklines.
+pub fn areas(area: Rect, fleet: bool) -> Areas {
     let free = area.height.saturating_sub(HEADER + TOP_BAND + FOOTER);
     let bottom = (free / 3).max(BOTTOM_PANES);
     let [header, top, table, bottom, footer] = Layout::vertical([
@@ -64,6 +76,16 @@ pub fn areas(area: Rect) -> Areas {
     .areas(area);
     let [capacity, activity] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
+    let (activity, bottom, hosts) = match fleet {
+        false => (activity, bottom, None),
+        true if area.width < HOSTS_BESIDE_PANES => (Rect::default(), bottom, Some(activity)),
+        true => {
+            let [rest, hosts] =
+                Layout::horizontal([Constraint::Min(0), Constraint::Length(HOSTS_WIDTH)])
+                    .areas(bottom);
+            (activity, rest, Some(hosts))
+        }
+    };
     let [tasks, blocked] =
         Layout::horizontal([Constraint::Percentage(35), Constraint::Percentage(65)]).areas(bottom);
     Areas {
@@ -73,6 +95,7 @@ pub fn areas(area: Rect) -> Areas {
         table,
         tasks,
         blocked,
+        hosts,
         footer,
     }
 }
@@ -80,7 +103,7 @@ pub fn areas(area: Rect) -> Areas {
 /// How many receipt rows the table shows on a terminal of this size (what the console asks the
 /// host for).
 pub fn table_rows(cols: u16, rows: u16) -> u16 {
-    areas(Rect::new(0, 0, cols, rows))
+    areas(Rect::new(0, 0, cols, rows), false)
         .table
         .height
         .saturating_sub(3)
@@ -293,13 +316,18 @@ impl Widget for &App {
             render_too_small(self, &theme, area, buf);
             return;
         }
-        let a = areas(area);
+        let a = areas(area, self.in_fleet());
         render_header(self, &theme, a.header, buf);
         render_capacity(self, &theme, a.capacity, buf);
-        render_activity(self, &theme, a.activity, buf);
+        if !a.activity.is_empty() {
+            render_activity(self, &theme, a.activity, buf);
+        }
         render_table(self, &theme, a.table, buf);
         render_tasks(self, &theme, a.tasks, buf);
         render_blocked(self, &theme, a.blocked, buf);
+        if let Some(hosts) = a.hosts {
+            render_hosts(self, &theme, hosts, buf);
+        }
         render_footer(self, &theme, a.footer, buf);
         match &self.mode {
             Mode::Help => render_help(self, &theme, area, buf),

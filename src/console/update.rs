@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::app::{
     read, to_params, Act, Action, Activity, App, ConfirmStage, Detail, Effect, Link, Mode, Pane,
-    Reply, NOTICE_MS, REFRESH_EVERY_MS,
+    Reply, FLEET_REFRESH_MS, NOTICE_MS, REFRESH_EVERY_MS,
 };
 use super::input::on_key;
 use super::ui::areas;
@@ -186,7 +186,7 @@ fn on_mouse(app: &mut App, m: MouseEvent) -> Option<Effect> {
     if app.mode != Mode::Normal || app.waiting() || !app.queued.is_empty() {
         return None;
     }
-    let a = areas(Rect::new(0, 0, app.size.0, app.size.1));
+    let a = areas(Rect::new(0, 0, app.size.0, app.size.1), app.in_fleet());
     let at = Position::new(m.column, m.row);
     let pane = if a.table.contains(at) {
         Pane::Receipts
@@ -194,6 +194,8 @@ fn on_mouse(app: &mut App, m: MouseEvent) -> Option<Effect> {
         Pane::Tasks
     } else if a.blocked.contains(at) {
         Pane::Blocked
+    } else if a.hosts.is_some_and(|h| h.contains(at)) {
+        Pane::Hosts
     } else {
         return None;
     };
@@ -218,11 +220,16 @@ fn on_mouse(app: &mut App, m: MouseEvent) -> Option<Effect> {
                     }
                     app.move_selection(target as i64 - app.selected as i64)
                 }
-                Pane::Tasks | Pane::Blocked => {
-                    let (area, header, current, len) = if pane == Pane::Tasks {
-                        (a.tasks, 1, app.task_selected, app.running_tasks().len())
-                    } else {
-                        (a.blocked, 2, app.blocked_selected, app.pending().len())
+                Pane::Tasks | Pane::Blocked | Pane::Hosts => {
+                    let (area, header, current, len) = match pane {
+                        Pane::Tasks => (a.tasks, 1, app.task_selected, app.running_tasks().len()),
+                        Pane::Hosts => (
+                            a.hosts.unwrap_or_default(),
+                            2,
+                            app.host_selected,
+                            app.fleet_hosts().len(),
+                        ),
+                        _ => (a.blocked, 2, app.blocked_selected, app.pending().len()),
                     };
                     let height = usize::from(area.height.saturating_sub(header + 1)).max(1);
                     let offset = current.saturating_sub(height - 1);
@@ -253,7 +260,14 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                 app.notice = None;
             }
             app.activity.roll(now);
-            if app.dirty
+            // A fleet host is re-read every second even when quiet: other hosts' leases and
+            // numbers change without an event here.
+            let due = if app.in_fleet() {
+                app.dirty || now - app.last_refresh >= FLEET_REFRESH_MS
+            } else {
+                app.dirty
+            };
+            if due
                 && !app.stale()
                 && !app.page_in_flight
                 && now - app.last_refresh >= REFRESH_EVERY_MS
@@ -361,6 +375,11 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                     app.task_selected = app.task_selected.min(s.tasks.len().saturating_sub(1));
                     app.blocked_selected =
                         app.blocked_selected.min(s.pending.len().saturating_sub(1));
+                    let hosts = s.ledger.as_ref().map_or(0, |l| l.hosts.len());
+                    app.host_selected = app.host_selected.min(hosts.saturating_sub(1));
+                    if s.ledger.is_none() && app.focus == Pane::Hosts {
+                        app.focus = Pane::Receipts;
+                    }
                     if app.counted.is_none() {
                         app.counted = Some((s.seq, s.counters));
                     }

@@ -123,7 +123,7 @@ impl Host {
                             running: h.running,
                             run_id: h.run_id,
                             state: h.state,
-                            blocked: 0,
+                            blocked: h.blocked,
                         })
                         .collect();
                 }

@@ -46,6 +46,7 @@ mod clear;
 mod execution;
 mod fleet;
 mod fleet_book;
+mod fleet_report;
 mod handle;
 mod journaling;
 mod read;

@@ -3,7 +3,12 @@
 //! A host run keeps its epoch alive by renewing `hosts.lease_until` (the database's clock)
 //! every lease/3. Every host also reaps: a run whose lease lapsed, or that a newer run under
 //! the same host ID superseded, is marked `dead` and its running receipts get their stored
-//! `INTERRUPTED` reply, fenced by its epoch — never re-run anywhere. The listener turns the
+//! `INTERRUPTED` reply, fenced by its epoch — never re-run anywhere. A reaper declares a
+//! lapsed run dead only once it has itself been in regular touch with the database for a
+//! whole lease, so after an outage of the database the live hosts renew before anyone reaps
+//! them ([`MAY_REAP`]); a run that was reaped anyway learns it at its next renewal and stops.
+//! The renewal also carries the host's running receipts and blocked tasks, for every host's
+//! hosts pane; the reaper prunes the rows of runs that ended a day ago. The listener turns the
 //! completions' NOTIFY into wake-ups for copies waiting on another host's execution.
 
 use std::sync::atomic::Ordering;
@@ -37,12 +42,12 @@ pub async fn renew_loop(shared: Arc<Shared>) {
         };
         let sent = Instant::now();
         let lease_ms = shared.lease.as_millis() as f64;
-        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&shared.epoch, &lease_ms];
-        let renewal = client.execute(
-            "UPDATE hosts SET lease_until = now() + $2::float8 * interval '1 millisecond'
-              WHERE epoch = $1 AND state = 'alive'",
-            &params,
-        );
+        let load = shared.load();
+        let running = i64::try_from(load.running).unwrap_or(i64::MAX);
+        let blocked = i64::try_from(load.blocked).unwrap_or(i64::MAX);
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 4] =
+            [&shared.epoch, &lease_ms, &running, &blocked];
+        let renewal = client.execute(RENEW, &params);
         match tokio::time::timeout(period, renewal).await {
             Ok(Ok(1)) => {
                 let mut renewed = shared.renewed_at.lock().unwrap_or_else(|p| p.into_inner());
@@ -72,10 +77,57 @@ pub async fn renew_loop(shared: Arc<Shared>) {
     }
 }
 
-/// Reaps dead host runs every lease/3 until the ledger stops.
+/// The renewal: extends the lease (the database's clock), reports the host's load, and keeps
+/// `contact_since` — when this run's current stretch of regular renewals began. A renewal
+/// more than half a lease after the previous one (renewals are a third of a lease apart)
+/// means this host lost touch with the database meanwhile, and the stretch starts again.
+const RENEW: &str = "UPDATE hosts
+    SET contact_since = CASE WHEN renewed_at IS NULL
+                                  OR now() - renewed_at > $2::float8 / 2 * interval '1 millisecond'
+                             THEN now() ELSE contact_since END,
+        renewed_at = now(),
+        lease_until = now() + $2::float8 * interval '1 millisecond',
+        running = $3, blocked = $4
+  WHERE epoch = $1 AND state = 'alive'";
+
+/// Whether host run `h` may be declared dead by the reaping run `$1` (whose lease is `$2` ms):
+/// a newer run under the same host ID superseded it, or its lease lapsed while the reaper has
+/// been in regular touch with the database for at least a whole lease.
+///
+/// The second half is what keeps an outage of the database from turning into a fleet-wide
+/// stop: when PostgreSQL comes back after every lease lapsed, the database cannot tell a host
+/// that died from one that could not reach it either. Every reaper's contact then restarts
+/// with its first renewal, so for one more lease it reaps nobody, and every live host renews
+/// (every lease/3) before anyone may reap it. A host that truly died is reaped one lease later
+/// than usual. A reaper never reaps itself.
+const MAY_REAP: &str = "h.state = 'alive' AND h.epoch <> $1
+    AND (EXISTS (SELECT 1 FROM hosts n WHERE n.host_id = h.host_id AND n.epoch > h.epoch)
+         OR (h.lease_until < now()
+             AND EXISTS (SELECT 1 FROM hosts me
+                          WHERE me.epoch = $1 AND me.state = 'alive'
+                            AND me.lease_until > now()
+                            AND me.contact_since
+                                <= now() - $2::float8 * interval '1 millisecond')))";
+
+/// Deletes the rows of runs that ended more than `$1` ms ago with no receipt still running
+/// (see [`super::HOSTS_KEPT`]).
+pub const PRUNE_HOSTS: &str = "WITH gone AS (
+    DELETE FROM hosts h
+     WHERE h.state <> 'alive'
+       AND coalesce(h.ended_at, h.lease_until) < now() - $1::float8 * interval '1 millisecond'
+       AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.epoch = h.epoch AND r.state = 'running')
+    RETURNING 1)
+  SELECT count(*) FROM gone";
+
+/// How often a host prunes the `hosts` table.
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Reaps dead host runs every lease/3 until the ledger stops, and prunes long-ended runs'
+/// rows about once a minute.
 pub async fn reap_loop(shared: Arc<Shared>) {
     let period = shared.lease / 3;
     let mut conn: Option<Client> = None;
+    let mut pruned_at: Option<Instant> = None;
     loop {
         tokio::select! {
             _ = shared.cancel.cancelled() => return,
@@ -87,8 +139,23 @@ pub async fn reap_loop(shared: Arc<Shared>) {
         let Some(client) = conn.as_mut() else {
             continue;
         };
-        if reap(client, &shared).await.is_err() && client.is_closed() {
-            conn = None;
+        // Bounded like every call: a hung server must not stall reaping for good.
+        match tokio::time::timeout(shared.lease, reap(client, &shared)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(_)) if !client.is_closed() => {}
+            Ok(Err(_)) | Err(_) => {
+                conn = None;
+                continue;
+            }
+        }
+        if pruned_at.is_none_or(|at| at.elapsed() >= PRUNE_EVERY) {
+            pruned_at = Some(Instant::now());
+            let kept = super::HOSTS_KEPT.as_millis() as f64;
+            let params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&kept];
+            let prune = client.execute(PRUNE_HOSTS, &params);
+            if let Ok(Err(e)) = tokio::time::timeout(shared.lease, prune).await {
+                tracing::warn!("pruning ended host runs from the ledger: {e}");
+            }
         }
     }
 }
@@ -97,17 +164,16 @@ pub async fn reap_loop(shared: Arc<Shared>) {
 /// any running receipt left under a run that is no longer alive). Returns how many receipts
 /// it interrupted.
 pub async fn reap(client: &mut Client, shared: &Shared) -> Result<u64, LedgerError> {
+    let lease_ms = shared.lease.as_millis() as f64;
     let rows = client
         .query(
-            "SELECT h.epoch FROM hosts h
-              WHERE h.state = 'alive'
-                AND (h.lease_until < now()
-                     OR EXISTS (SELECT 1 FROM hosts n
-                                 WHERE n.host_id = h.host_id AND n.epoch > h.epoch))
-             UNION
-             SELECT DISTINCT r.epoch FROM receipts r JOIN hosts h ON h.epoch = r.epoch
-              WHERE r.state = 'running' AND h.state <> 'alive'",
-            &[],
+            &format!(
+                "SELECT h.epoch FROM hosts h WHERE {MAY_REAP}
+                 UNION
+                 SELECT DISTINCT r.epoch FROM receipts r JOIN hosts h ON h.epoch = r.epoch
+                  WHERE r.state = 'running' AND h.state <> 'alive'"
+            ),
+            &[&shared.epoch, &lease_ms],
         )
         .await
         .map_err(unavailable)?;
@@ -137,6 +203,7 @@ pub async fn interrupt_epoch(
     epoch: i64,
     ending: Ending,
 ) -> Result<u64, LedgerError> {
+    let lease_ms = shared.lease.as_millis() as f64;
     let tx = client.transaction().await.map_err(unavailable)?;
     tx.execute("SELECT 1 FROM fleet_usage WHERE id = 1 FOR UPDATE", &[])
         .await
@@ -144,19 +211,19 @@ pub async fn interrupt_epoch(
     let ended = match ending {
         Ending::Dead => tx
             .query_opt(
-                "UPDATE hosts h SET state = 'dead'
-                  WHERE h.epoch = $1 AND h.state = 'alive'
-                    AND (h.lease_until < now()
-                         OR EXISTS (SELECT 1 FROM hosts n
-                                     WHERE n.host_id = h.host_id AND n.epoch > h.epoch))
-                 RETURNING h.host_id, h.run_id",
-                &[&epoch],
+                &format!(
+                    "UPDATE hosts h SET state = 'dead', ended_at = now()
+                      WHERE h.epoch = $3 AND {MAY_REAP}
+                     RETURNING h.host_id, h.run_id"
+                ),
+                &[&shared.epoch, &lease_ms, &epoch],
             )
             .await
             .map_err(unavailable)?,
         Ending::Left => tx
             .query_opt(
-                "UPDATE hosts SET state = 'left' WHERE epoch = $1 AND state = 'alive'
+                "UPDATE hosts SET state = 'left', ended_at = now()
+                  WHERE epoch = $1 AND state = 'alive'
                  RETURNING host_id, run_id",
                 &[&epoch],
             )

@@ -222,9 +222,34 @@ pub struct HostRow {
     /// `alive`, `left` (stopped cleanly) or `dead` (its lease lapsed; its receipts were
     /// interrupted).
     pub state: String,
-    /// Its running receipts.
+    /// Its running receipts: as the host last reported them with its lease renewal while it
+    /// is alive; once it has ended, the ledger's rows still `running` under its epoch (none
+    /// once they were interrupted).
     pub running: u64,
+    /// Its tasks blocked on an uncertain outcome, as the host last reported them (for a host
+    /// that has ended: when it ended — those outcomes are still unsettled).
+    pub blocked: u64,
 }
+
+/// What a host reports about itself with every lease renewal, for every host's hosts pane.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HostLoad {
+    /// Receipts executing on this host.
+    pub running: u64,
+    /// Tasks blocked on an uncertain outcome.
+    pub blocked: u64,
+}
+
+/// Reads a host's [`HostLoad`] when its lease is renewed; `None` once the host is gone.
+pub type LoadReporter = Arc<dyn Fn() -> Option<HostLoad> + Send + Sync>;
+
+/// How long the `hosts` row of a run that left or died is kept (once none of its receipts is
+/// still running): a day, so the hosts pane and `run.status` still show the night's dead
+/// hosts to whoever looks in the morning, while a host restarted every few minutes for weeks
+/// does not grow the table without bound. Receipts keep what they need without the row: the
+/// host ID (`TASK_NOT_FOUND`'s `details.hostId`) and the `INTERRUPTED` reply are stored on the
+/// receipt itself.
+pub const HOSTS_KEPT: Duration = Duration::from_secs(24 * 3600);
 
 /// The fleet's receipt counts.
 #[derive(Clone, Copy, Debug, Default)]
@@ -280,6 +305,11 @@ struct Shared {
     /// The connection for single statements (reads, withdrawals), reconnected on demand.
     misc: tokio::sync::Mutex<Option<Arc<Client>>>,
     renewal_paused: AtomicBool,
+    /// Reads this host's running receipts and blocked tasks for the lease renewal.
+    load: Mutex<Option<LoadReporter>>,
+    /// Request IDs whose claim timed out and may still commit late: each is taken back once
+    /// the ledger answers, and claims of it are refused until then.
+    taking_back: Mutex<std::collections::HashSet<String>>,
     cancel: CancellationToken,
     /// Batches run and operations in them, for measuring the group commit.
     batches: AtomicU64,
@@ -298,6 +328,27 @@ impl Shared {
 
     fn gone(&self) -> Option<String> {
         self.gone.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// How long one call to the database may take before this host gives up on it: the
+    /// renewal period (lease/3). A database that cannot answer a claim in a third of a lease
+    /// is sick, and a host that waited longer would have to refuse the action anyway (its
+    /// lease would no longer cover it). The same bound is set on the server for every
+    /// statement and lock wait ([`limit_every_connection`]).
+    fn call_timeout(&self) -> Duration {
+        call_timeout(self.lease)
+    }
+
+    fn taking_back(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<String>> {
+        self.taking_back
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// This host's load for the lease renewal (zeros until the host installs its reporter).
+    fn load(&self) -> HostLoad {
+        let reporter = self.load.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        reporter.and_then(|read| read()).unwrap_or_default()
     }
 
     async fn misc(&self) -> Result<Arc<Client>, LedgerError> {
@@ -319,9 +370,34 @@ impl Shared {
         sql: &str,
         params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
     ) -> Result<Vec<Row>, LedgerError> {
-        let client = self.misc().await?;
-        client.query(sql, params).await.map_err(unavailable)
+        let limit = self.call_timeout();
+        let call = async {
+            let client = self.misc().await?;
+            client.query(sql, params).await.map_err(unavailable)
+        };
+        match tokio::time::timeout(limit, call).await {
+            Ok(result) => result,
+            Err(_) => {
+                // The connection may be stuck on a hung server: use a fresh one next time.
+                *self.misc.lock().await = None;
+                Err(no_answer(limit))
+            }
+        }
     }
+}
+
+/// The per-call bound for a lease: a third of it (never below 10 ms).
+fn call_timeout(lease: Duration) -> Duration {
+    (lease / 3).max(Duration::from_millis(10))
+}
+
+/// `Unavailable` for a call the database did not answer in time.
+fn no_answer(limit: Duration) -> LedgerError {
+    LedgerError::Unavailable(format!(
+        "the ledger did not answer within {} ms (PostgreSQL may be hung, overloaded or cut \
+         off); check the database server",
+        limit.as_millis()
+    ))
 }
 
 /// The receipt columns, in the order [`receipt_from_row`] reads them by name.
@@ -355,11 +431,22 @@ impl Ledger {
                 config.lease.as_millis()
             )));
         }
+        limit_every_connection(&mut pg, config.lease);
         let capacity = i64::try_from(config.capacity).map_err(|_| too_large("capacity"))?;
         let tombstones = i64::try_from(config.tombstone_capacity)
             .map_err(|_| too_large("tombstone capacity"))?;
         let mut client = connect(&pg).await?;
+        // Migrations may wait for another host's (the advisory lock) and rewrite tables:
+        // they are exempt from the per-statement bounds, which apply again right after.
+        client
+            .batch_execute("SET statement_timeout = 0; SET lock_timeout = 0")
+            .await
+            .map_err(unavailable)?;
         schema::migrate(&mut client).await?;
+        client
+            .batch_execute("RESET statement_timeout; RESET lock_timeout")
+            .await
+            .map_err(unavailable)?;
         client
             .execute(
                 "INSERT INTO fleet_settings (id, capacity, tombstone_capacity) VALUES (1, $1, $2)
@@ -388,8 +475,10 @@ impl Ledger {
         let sent = Instant::now();
         let epoch: i64 = client
             .query_one(
-                "INSERT INTO hosts (host_id, run_id, socket, lease_until, state)
-                 VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond', 'alive')
+                "INSERT INTO hosts (host_id, run_id, socket, lease_until, state, renewed_at,
+                                    contact_since)
+                 VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond', 'alive',
+                         now(), now())
                  RETURNING epoch",
                 &[
                     &config.host_id,
@@ -419,6 +508,8 @@ impl Ledger {
             decided,
             misc: tokio::sync::Mutex::new(None),
             renewal_paused: AtomicBool::new(false),
+            load: Mutex::new(None),
+            taking_back: Mutex::new(std::collections::HashSet::new()),
             cancel: CancellationToken::new(),
             batches: AtomicU64::new(0),
             batched_ops: AtomicU64::new(0),
@@ -500,16 +591,60 @@ impl Ledger {
 
     /// Claims a new mutation: inserts its running row under this host's epoch and commits it
     /// durably, or returns the row that was there, or `Full`.
+    ///
+    /// A claim the database does not answer within a third of the lease is `Unavailable`
+    /// (the action must not start: nothing was executed). It may still commit later, when the
+    /// server wakes up: it is then taken back (withdrawn) as soon as its answer arrives, and
+    /// until that is done every claim of the same ID is refused, so the late row can never
+    /// stand for an execution that did not happen, nor be deleted under a later one.
     pub async fn claim(&self, claim: Claim) -> Result<Claimed, LedgerError> {
-        if let Some(why) = self.shared().gone() {
+        let shared = &self.inner.shared;
+        if let Some(why) = shared.gone() {
             return Err(LedgerError::Fenced(why));
         }
-        let (tx, rx) = oneshot::channel();
+        let id = claim.request_id.clone();
+        if shared.taking_back().contains(&id) {
+            return Err(LedgerError::Unavailable(
+                "an earlier claim of this id timed out and is still being taken back from the \
+                 ledger"
+                    .to_string(),
+            ));
+        }
+        let (tx, mut rx) = oneshot::channel();
         self.inner
             .queue
             .send(batch::Op::Claim(claim, tx))
             .map_err(|_| stopped())?;
-        rx.await.map_err(|_| stopped())?
+        let limit = shared.call_timeout();
+        match tokio::time::timeout(limit, &mut rx).await {
+            Ok(answer) => answer.map_err(|_| stopped())?,
+            Err(_) => {
+                shared.taking_back().insert(id.clone());
+                tokio::spawn(take_back_late_claim(shared.clone(), id, rx));
+                Err(no_answer(limit))
+            }
+        }
+    }
+
+    /// Installs what the lease renewal reports as this host's running receipts and blocked
+    /// tasks (every host's hosts pane shows them).
+    pub fn report_load(&self, reporter: LoadReporter) {
+        *self.shared().load.lock().unwrap_or_else(|p| p.into_inner()) = Some(reporter);
+    }
+
+    /// Deletes the `hosts` rows of runs that left or died more than `kept` ago and have no
+    /// receipt still running; returns how many. Every host does this with [`HOSTS_KEPT`]
+    /// about once a minute.
+    pub async fn prune_hosts(&self, kept: Duration) -> Result<u64, LedgerError> {
+        let rows = self
+            .shared()
+            .read(lease::PRUNE_HOSTS, &[&(kept.as_millis() as f64)])
+            .await?;
+        let pruned: i64 = match rows.first() {
+            Some(row) => row.try_get(0).map_err(unavailable)?,
+            None => 0,
+        };
+        Ok(pruned.max(0) as u64)
     }
 
     /// Stores a claimed receipt's reply body (and, for `task.start`, the task it opened),
@@ -532,7 +667,12 @@ impl Ledger {
                 answer: tx,
             }))
             .map_err(|_| stopped())?;
-        rx.await.map_err(|_| stopped())?
+        let limit = self.shared().call_timeout();
+        match tokio::time::timeout(limit, rx).await {
+            Ok(answer) => answer.map_err(|_| stopped())?,
+            // Storing a reply is fenced and safe to repeat: the caller retries.
+            Err(_) => Err(no_answer(limit)),
+        }
     }
 
     /// Deletes this host's running row for a claim whose action never started (fenced).
@@ -616,9 +756,11 @@ impl Ledger {
                 "SELECT h.host_id, h.epoch, h.run_id, h.socket,
                         (extract(epoch FROM h.started_at) * 1000)::bigint AS started_at,
                         (extract(epoch FROM (h.lease_until - now())) * 1000)::bigint AS lease_left,
-                        h.state,
-                        (SELECT count(*) FROM receipts r
-                          WHERE r.epoch = h.epoch AND r.state = 'running') AS running
+                        h.state, h.blocked,
+                        CASE WHEN h.state = 'alive' THEN h.running
+                             ELSE (SELECT count(*) FROM receipts r
+                                    WHERE r.epoch = h.epoch AND r.state = 'running')
+                        END AS running
                    FROM hosts h ORDER BY h.epoch DESC",
                 &[],
             )
@@ -626,6 +768,7 @@ impl Ledger {
         rows.iter()
             .map(|row| {
                 let running: i64 = row.try_get("running").map_err(unavailable)?;
+                let blocked: i64 = row.try_get("blocked").map_err(unavailable)?;
                 Ok(HostRow {
                     host_id: row.try_get("host_id").map_err(unavailable)?,
                     epoch: row.try_get("epoch").map_err(unavailable)?,
@@ -635,6 +778,7 @@ impl Ledger {
                     lease_left_ms: row.try_get("lease_left").map_err(unavailable)?,
                     state: row.try_get("state").map_err(unavailable)?,
                     running: running.max(0) as u64,
+                    blocked: blocked.max(0) as u64,
                 })
             })
             .collect()
@@ -682,9 +826,82 @@ impl Ledger {
                 *gone = Some("this host run has left the fleet".to_string());
             }
         }
-        let mut client = connect(&shared.pg).await?;
-        lease::interrupt_epoch(&mut client, shared, shared.epoch, lease::Ending::Left).await?;
-        Ok(())
+        let leaving = async {
+            let mut client = connect(&shared.pg).await?;
+            lease::interrupt_epoch(&mut client, shared, shared.epoch, lease::Ending::Left).await
+        };
+        // A hung database must not hold the host's exit: after a lease, the others reap.
+        match tokio::time::timeout(shared.lease, leaving).await {
+            Ok(result) => result.map(|_| ()),
+            Err(_) => Err(no_answer(shared.lease)),
+        }
+    }
+}
+
+/// Waits for the answer of a claim whose caller gave up, and takes the claim back when it
+/// was (or may have been) committed; then lets claims of the ID through again.
+async fn take_back_late_claim(
+    shared: Arc<Shared>,
+    id: String,
+    late: oneshot::Receiver<Result<Claimed, LedgerError>>,
+) {
+    let committed = match late.await {
+        Ok(Ok(Claimed::New)) => true,
+        // The connection broke mid-claim: whether it committed is unknown.
+        Ok(Err(LedgerError::Unavailable(_))) => true,
+        // Another's row, a full book, a fenced run or a stopped ledger: nothing of ours.
+        Ok(Ok(_)) | Ok(Err(_)) | Err(_) => false,
+    };
+    let mut pause = Duration::from_millis(50);
+    while committed && !shared.cancel.is_cancelled() {
+        match shared
+            .read("SELECT polaris_withdraw($1, $2)", &[&shared.epoch, &id])
+            .await
+        {
+            Ok(_) | Err(LedgerError::Fenced(_)) | Err(LedgerError::Setup(_)) => break,
+            Err(LedgerError::Unavailable(why)) => {
+                tracing::warn!(request_id = %id, "taking back a late claim: {why}; trying again");
+                tokio::select! {
+                    _ = shared.cancel.cancelled() => break,
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(Duration::from_secs(2));
+            }
+        }
+    }
+    shared.taking_back().remove(&id);
+}
+
+/// Bounds every ledger connection's waits on the server, so a sick database cannot hold a
+/// host (or, through a lock, the whole fleet) indefinitely: each statement and each lock wait
+/// is cancelled by the server after a third of the lease (the same bound the host keeps on its
+/// side, [`Shared::call_timeout`]); a session idle inside a transaction (a host frozen
+/// half-way through reaping, holding the capacity row) is ended after one lease. TCP
+/// connections also get keepalives and a user timeout, so a server that vanished from the
+/// network is noticed instead of awaited. The host still bounds each call itself: a server
+/// that is stopped (`SIGSTOP`) or cut off enforces nothing.
+fn limit_every_connection(pg: &mut tokio_postgres::Config, lease: Duration) {
+    let per_call = call_timeout(lease).as_millis();
+    let idle = lease.as_millis().max(1);
+    let mut options = pg.get_options().unwrap_or_default().to_owned();
+    for (name, value) in [
+        ("statement_timeout", per_call),
+        ("lock_timeout", per_call),
+        ("idle_in_transaction_session_timeout", idle),
+    ] {
+        if !options.contains(name) {
+            if !options.is_empty() {
+                options.push(' ');
+            }
+            options.push_str(&format!("-c {name}={value}"));
+        }
+    }
+    pg.options(options);
+    if pg.get_tcp_user_timeout().is_none() {
+        pg.tcp_user_timeout(lease);
+        pg.keepalives_idle(call_timeout(lease).max(Duration::from_secs(1)));
+        pg.keepalives_interval(Duration::from_secs(1));
+        pg.keepalives_retries(3);
     }
 }
 

@@ -26,6 +26,8 @@ pub struct PrivatePostgres {
     dir: PathBuf,
     bin: PathBuf,
     as_postgres: bool,
+    /// The processes [`PrivatePostgres::freeze`] stopped, for `thaw` (and drop) to resume.
+    frozen: std::sync::Mutex<Vec<i32>>,
 }
 
 impl PrivatePostgres {
@@ -67,6 +69,7 @@ impl PrivatePostgres {
             dir,
             bin,
             as_postgres,
+            frozen: std::sync::Mutex::new(Vec::new()),
         };
         if as_postgres {
             let (uid, gid) = postgres_ids().ok_or("no `postgres` system user")?;
@@ -195,6 +198,33 @@ impl PrivatePostgres {
         Ok(())
     }
 
+    /// Hangs the server as a sick machine would: `SIGSTOP` to the postmaster and every one of
+    /// its processes. Connections stay open and new ones are accepted by the kernel, but
+    /// nothing is answered (and no server-side timeout fires) until [`PrivatePostgres::thaw`].
+    pub fn freeze(&self) -> Result<(), String> {
+        let Some(pid) = self.postmaster_pid() else {
+            return Err("the private PostgreSQL is not running (no postmaster.pid)".to_string());
+        };
+        let mut frozen = self.frozen.lock().unwrap_or_else(|p| p.into_inner());
+        // The postmaster first, so it starts no process that would escape the freeze.
+        for target in std::iter::once(pid).chain(children_of(pid)) {
+            // SAFETY: kill(2) on the server's own processes; no memory involved.
+            if unsafe { libc::kill(target, libc::SIGSTOP) } == 0 {
+                frozen.push(target);
+            }
+        }
+        Ok(())
+    }
+
+    /// Resumes every process [`PrivatePostgres::freeze`] stopped.
+    pub fn thaw(&self) {
+        let mut frozen = self.frozen.lock().unwrap_or_else(|p| p.into_inner());
+        for target in frozen.drain(..).rev() {
+            // SAFETY: as in `freeze`.
+            unsafe { libc::kill(target, libc::SIGCONT) };
+        }
+    }
+
     fn pg_ctl_stop(&self, mode: &str) -> Result<(), String> {
         let out = self
             .command("pg_ctl")
@@ -239,6 +269,7 @@ impl PrivatePostgres {
 
 impl Drop for PrivatePostgres {
     fn drop(&mut self) {
+        self.thaw();
         if self.postmaster_pid().is_some() {
             let _ = self.pg_ctl_stop("immediate");
         }
@@ -301,6 +332,29 @@ fn find_bin_dir() -> Result<PathBuf, String> {
              {INSTALL_HINT}"
         )
     })
+}
+
+/// The processes whose parent is `pid` (the postmaster's backends and helpers), from /proc.
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let child: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            // `pid (comm) state ppid …`: the command may hold spaces, so read after its `)`.
+            let ppid: i32 = stat
+                .rsplit_once(')')?
+                .1
+                .split_whitespace()
+                .nth(1)?
+                .parse()
+                .ok()?;
+            (ppid == pid).then_some(child)
+        })
+        .collect()
 }
 
 fn which(program: &str) -> Option<PathBuf> {

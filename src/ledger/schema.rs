@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 use super::LedgerError;
 
 /// The schema version this binary writes and reads.
-pub const SCHEMA_VERSION: i32 = 2;
+pub const SCHEMA_VERSION: i32 = 3;
 
 /// The advisory lock key that makes migrations one host at a time ("Polaris" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0050_6f6c_6172_6973;
@@ -22,7 +22,7 @@ pub const FENCED_SQLSTATE: &str = "PXF01";
 pub const CHANNEL: &str = "polaris_receipts";
 
 /// Migrations in order: each brings the schema from `version - 1` to `version`.
-const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2)];
+const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3_HOSTS)];
 
 /// The advisory lock that orders the fleet's receipt changes (clears, acknowledgements): each
 /// takes it before drawing its `change_seq`, so change numbers commit in increasing order and a
@@ -459,6 +459,20 @@ BEGIN
     RETURN v_n;
 END
 $fn$;
+"#;
+
+/// Version 3: what each host reports with its lease renewal (its running receipts and blocked
+/// tasks, for every host's hosts pane), when it last renewed and since when it has renewed
+/// without a gap (reapers wait a lease after losing touch with the database before declaring
+/// anyone dead), and when a run ended (its row is pruned a day later).
+const V3_HOSTS: &str = r#"
+ALTER TABLE hosts
+    ADD COLUMN running       bigint NOT NULL DEFAULT 0,
+    ADD COLUMN blocked       bigint NOT NULL DEFAULT 0,
+    ADD COLUMN renewed_at    timestamptz,
+    ADD COLUMN contact_since timestamptz,
+    ADD COLUMN ended_at      timestamptz;
+CREATE INDEX hosts_ended ON hosts (coalesce(ended_at, lease_until)) WHERE state <> 'alive';
 "#;
 
 /// Brings the database's schema to [`SCHEMA_VERSION`], one host at a time; refuses a schema
