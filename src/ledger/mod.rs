@@ -386,6 +386,38 @@ impl Shared {
     }
 }
 
+impl Shared {
+    /// Runs one operator's statement (a listing page, a count, a fleet-wide clear) on a
+    /// connection of its own, bounded by [`OPERATOR_CALL`] instead of a third of the lease: a
+    /// clear of a whole book of a million receipts is one statement that takes seconds, and it
+    /// must neither be cancelled half-way by the agents' bound nor hold up their connections.
+    async fn operator_read(
+        &self,
+        sql: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<Row>, LedgerError> {
+        let call = async {
+            let client = connect(&self.pg).await?;
+            client
+                .batch_execute(&format!(
+                    "SET statement_timeout = {}",
+                    OPERATOR_CALL.as_millis()
+                ))
+                .await
+                .map_err(unavailable)?;
+            client.query(sql, params).await.map_err(unavailable)
+        };
+        tokio::time::timeout(OPERATOR_CALL, call)
+            .await
+            .unwrap_or_else(|_| Err(no_answer(OPERATOR_CALL)))
+    }
+}
+
+/// How long one operator's statement may take (listing the fleet's book, clearing it): long
+/// enough for a whole-book clear of millions of rows, short enough that a hung database still
+/// answers the operator with an error.
+pub const OPERATOR_CALL: Duration = Duration::from_secs(300);
+
 /// The per-call bound for a lease: a third of it (never below 10 ms).
 fn call_timeout(lease: Duration) -> Duration {
     (lease / 3).max(Duration::from_millis(10))

@@ -160,7 +160,7 @@ impl Ledger {
         };
         let total: i64 = self
             .shared()
-            .read(&count, &params)
+            .operator_read(&count, &params)
             .await?
             .first()
             .map(|r| r.try_get(0).map_err(unavailable))
@@ -178,7 +178,7 @@ impl Ledger {
             limit.min(MAX_LISTED),
             offset.min(i64::MAX as usize)
         );
-        let rows = self.shared().read(&sql, &params).await?;
+        let rows = self.shared().operator_read(&sql, &params).await?;
         let rows = rows
             .iter()
             .map(receipt_from_row)
@@ -360,7 +360,7 @@ impl Ledger {
         let replays: Vec<i64> = seen.iter().map(|(_, n)| *n).collect();
         let rows = self
             .shared()
-            .read(
+            .operator_read(
                 "SELECT * FROM polaris_clear_fleet($1, $2, $3, $4, $5, $6)",
                 &[&token, &ids, &replays, &reason, &at, &self.host_id()],
             )
