@@ -396,7 +396,7 @@ impl Host {
 
     /// A reply that waits until the journal holds what it says; a journal that fails meanwhile
     /// turns it into `INTERNAL` (uncertain), and the host stops.
-    fn reply_once_durable(&self, id: &str, ticket: Ticket, line: Vec<u8>) -> Handled {
+    pub(super) fn reply_once_durable(&self, id: &str, ticket: Ticket, line: Vec<u8>) -> Handled {
         let host = self.clone();
         let id = id.to_owned();
         Handled::Later(Box::pin(async move {

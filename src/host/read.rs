@@ -72,7 +72,17 @@ impl Host {
                     // Not in this host's book: the fleet's may have it.
                     return self.receipt_status_in_fleet(id, status);
                 }
-                ready_ok(id, run_id, status)
+                match self.journal() {
+                    // What a client is told about a receipt must survive a crash: a receipt
+                    // admitted (or completed, or cleared) a moment ago is answered once the
+                    // journal holds it, so a restart never forgets what was reported.
+                    Some(journal) if status.state != ReceiptState::Unknown => {
+                        let line =
+                            Outcome::ok(&status).reply_line(Some(id), run_id, ReceiptKind::None);
+                        self.reply_once_durable(id, journal.barrier(), line)
+                    }
+                    _ => ready_ok(id, run_id, status),
+                }
             }
             Command::TaskStatus(p) => {
                 let st = self.lock();
