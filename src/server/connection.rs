@@ -382,6 +382,23 @@ impl<'s> Framed<'s> {
     }
 }
 
+/// Writes `bytes` a chunk of [`MAX_BATCH_BYTES`] at a time, letting the runtime worker serve
+/// other connections between chunks: an operator's reply of hundreds of megabytes, to a peer
+/// reading as fast as it can, would otherwise hold one worker for as long as the socket keeps
+/// taking bytes. Returns whether everything was written.
+async fn write_in_chunks(mut stream: &Stream, bytes: &[u8]) -> bool {
+    let large = bytes.len() > MAX_BATCH_BYTES;
+    for chunk in bytes.chunks(MAX_BATCH_BYTES) {
+        if stream.write_all(chunk).await.is_err() {
+            return false;
+        }
+        if large {
+            tokio::task::yield_now().await;
+        }
+    }
+    true
+}
+
 /// A pending reply as the writer polls it: the line (counted against the reply-byte bound
 /// from the moment it exists), then the slot is freed once written.
 async fn owed(
@@ -505,7 +522,7 @@ async fn write_lines(
         }
         let write = async {
             let _guard = write_lock.lock().await;
-            (&*stream).write_all(&batch).await.is_ok()
+            write_in_chunks(&stream, &batch).await
         };
         // A peer that takes nothing for this long counts as gone.
         let written = tokio::time::timeout(write_stall, write)
