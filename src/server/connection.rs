@@ -548,3 +548,49 @@ async fn write_lines(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiter_at_the_bound_wakes_when_the_peer_reads_or_the_writer_ends() {
+        let bytes = Arc::new(ReplyBytes::new(100));
+        bytes.add(60);
+        assert_eq!(bytes.room(), 40);
+        bytes.add(60);
+        assert_eq!(bytes.room(), 0, "past the bound there is no room");
+        // Waits while the writer has written only part of it, wakes once below the bound.
+        let waiter = tokio::spawn({
+            let bytes = bytes.clone();
+            async move { bytes.wait_for_room().await }
+        });
+        tokio::task::yield_now().await;
+        bytes.written(10);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(
+            !waiter.is_finished(),
+            "110 of 100 bytes: still at the bound"
+        );
+        bytes.written(60);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken below the bound")
+            .unwrap();
+        assert_eq!(bytes.room(), 50);
+
+        // A writer that ends wakes whoever waits, whatever is still counted.
+        bytes.add(100);
+        let waiter = tokio::spawn({
+            let bytes = bytes.clone();
+            async move { bytes.wait_for_room().await }
+        });
+        tokio::task::yield_now().await;
+        bytes.close();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken when the writer ends")
+            .unwrap();
+        assert!(bytes.is_closed());
+    }
+}
