@@ -269,8 +269,8 @@ async fn memory_stays_under_max_book_bytes_while_large_values_arrive() {
     const MAX_BOOK: u64 = 48 * 1024 * 1024;
     // What the host holds beyond the book: the page's current field value, the executions in
     // flight, buffers and what the allocator keeps after freeing (measured on a busy 2-core
-    // machine: the host grew 69–82 MiB in all, book included, with this build and the one before). Without the byte bound the
-    // 10,000 fills would hold over 1 GiB.
+    // machine: the host grew 69–82 MiB in all, book included, with this build and the one
+    // before). Without the byte bound the 10,000 fills would hold over 1 GiB.
     const OVERHEAD: u64 = 48 * 1024 * 1024;
     let host = TestHost::start(&["--max-book-bytes", &MAX_BOOK.to_string()]);
     let pid = host.child.as_ref().unwrap().id();
