@@ -5,6 +5,7 @@
 //!
 //! `cargo build --release && cargo run --release --example operator_stall [RECEIPTS] [SAMPLES]`
 //! (defaults 1000000 and 2000). It prints p50/p99/max of both phases and how many prepares ran.
+//! `POLARIS_BIN=PATH` measures another build of `polaris` (a before/after comparison).
 #[path = "support/release_binary.rs"]
 mod release_binary;
 use release_binary::polaris_bin;
@@ -66,7 +67,8 @@ fn start_host(capacity: usize) -> Host {
         .tempdir_in("/tmp")
         .expect("temp dir");
     let sockets = dir.path().join("s");
-    let child = Command::new(polaris_bin())
+    let bin = std::env::var_os("POLARIS_BIN").map_or_else(polaris_bin, PathBuf::from);
+    let child = Command::new(bin)
         .arg("serve")
         .arg("--socket-dir")
         .arg(&sockets)

@@ -24,8 +24,14 @@ impl Service for Host {
     fn handle_frame(&self, frame: &[u8], _conn: &Connection) -> Handled {
         Host::handle_frame(self, frame)
     }
-    fn handle_frames(&self, frames: &[&[u8]], _conn: &Connection, out: &mut Vec<Handled>) {
-        Host::handle_frames(self, frames, out)
+    fn handle_frames(
+        &self,
+        frames: &[&[u8]],
+        room: usize,
+        _conn: &Connection,
+        out: &mut Vec<Handled>,
+    ) {
+        Host::handle_frames(self, frames, room, out)
     }
     fn run_id(&self) -> &str {
         Host::run_id(self)

@@ -265,6 +265,19 @@ fn unchanged(
     }
 }
 
+/// An empty vector with room for `n` items whose memory is already touched: filling it under
+/// the host's lock then takes no page faults there (a fresh page is zeroed by the kernel on
+/// first touch, and on a machine short of free memory that can mean reclaim or compaction for
+/// milliseconds, while every agent waits for the lock).
+fn touched_vec<T>(n: usize) -> Vec<T> {
+    let mut v = Vec::with_capacity(n);
+    let spare = v.spare_capacity_mut();
+    // SAFETY: the spare capacity is `MaybeUninit<T>`, which any bytes may fill; the length
+    // stays 0, so nothing reads them as `T`.
+    unsafe { std::ptr::write_bytes(spare.as_mut_ptr(), 0, spare.len()) };
+    v
+}
+
 impl Host {
     /// Serialises operators' scans and clears: held for a whole scan (or clear), whose slices
     /// take the host's lock one at a time. While it is held no clear runs, so receipts keep
@@ -346,9 +359,9 @@ impl Host {
             ClearTargets::Ids(ids) => ids.len(),
             ClearTargets::Matching(_) => self.lock().book.used(),
         };
-        let mut clearable = Vec::with_capacity(most);
+        let mut clearable = touched_vec(most);
         let mut refused = Vec::new();
-        let mut items = Vec::with_capacity(most);
+        let mut items = touched_vec(most);
         let mut take = |key: &RequestKey, r: &Receipt| {
             if let ReplySlot::Done(outcome) = &r.reply {
                 items.push((key.clone(), ReceiptVersion::of(r)));
@@ -532,7 +545,7 @@ impl Host {
         let stop_watching = || self.lock().book.stop_watching();
 
         // 1. Every listed receipt, a slice at a time: still as the prepare saw it?
-        let mut checked: Vec<Checked> = Vec::with_capacity(items.len());
+        let mut checked: Vec<Checked> = touched_vec(items.len());
         let mut changed = None;
         self.paced_items(items.len(), pace, Phase::Check, &mut |st, i| {
             let (key, version) = &items[i];

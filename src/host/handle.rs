@@ -92,19 +92,36 @@ impl Host {
     /// client pays for the lock twice per run of actions instead of twice per request. Reads,
     /// task closings and anything the direct parse path does not read end a run and are
     /// handled on their own, after it: each frame is answered as it would be alone, in turn.
-    pub fn handle_frames(&self, frames: &[&[u8]], out: &mut Vec<Handled>) {
+    ///
+    /// Frames are taken until their ready replies reach `room` bytes (the connection's
+    /// reply-byte bound, SPEC §10), at least one: an action's reply is counted as its frame's
+    /// length until it exists (a reply carries what its request sent, and a replay the same),
+    /// so a run stops before it would pass the bound. The frames not taken are the caller's to
+    /// hand again.
+    pub fn handle_frames(&self, frames: &[&[u8]], room: usize, out: &mut Vec<Handled>) {
         let executor = &self.inner.executor;
         let check = |t: &str| executor.check_target(t);
+        let start = out.len();
         let mut run = Vec::new();
-        for frame in frames {
+        // Ready reply bytes pushed, and the frames' lengths of the run not yet handled.
+        let (mut used, mut in_run) = (0, 0);
+        for (i, frame) in frames.iter().enumerate() {
+            if i > 0 && used + in_run >= room {
+                break;
+            }
             match parse_request_direct(frame, &check) {
-                Some(req) if joins_a_run(&req.command) => run.push(req),
+                Some(req) if joins_a_run(&req.command) => {
+                    in_run += frame.len();
+                    run.push(req);
+                }
                 direct => {
                     self.flush_run(&mut run, out);
                     out.push(match direct {
                         Some(req) => self.handle_request(req),
                         None => self.handle_frame(frame),
                     });
+                    used = ready_bytes(&out[start..]);
+                    in_run = 0;
                 }
             }
         }
@@ -180,6 +197,17 @@ impl Host {
         }
         self.ring_idle(idle);
     }
+}
+
+/// The bytes of the ready replies among `answers`.
+fn ready_bytes(answers: &[Handled]) -> usize {
+    answers
+        .iter()
+        .map(|a| match a {
+            Handled::Ready(line) => line.len(),
+            Handled::Later(_) => 0,
+        })
+        .sum()
 }
 
 /// Whether a command can share a batch's critical sections: an action an executor performs.

@@ -3,7 +3,9 @@
 
 use std::sync::Arc;
 
-use super::audit::{append_audit, audit_entry, open_audit, os_user_name, AuditLog};
+use super::audit::{
+    append_audit, append_audit_with, audit_entry, open_audit, os_user_name, AuditLog,
+};
 use super::{bad_params, MAX_REASON_CHARS};
 use crate::host::{ClearRefusal, ClearTargets, FleetTargets, Host};
 use crate::protocol::introspection::{
@@ -228,13 +230,18 @@ pub(super) async fn clear_commit(
         Some(Err(e)) => return Err(host.journal_error(&e)),
     }
     host.compact_if_due();
-    let written = append_audit(file, &audit_entry(host, &done, &operator, &p.reason)).await;
     let mut result = ClearCommitted {
         audit_error: None,
         cleared: done.cleared.len() as u64,
-        receipts: done.receipts,
+        receipts: done.receipts.clone(),
         tombstones: done.tombstones as u64,
     };
+    // The entry lists every cleared receipt: built, written and freed off the runtime's workers.
+    let (entry_host, reason) = (host.clone(), p.reason.clone());
+    let written = append_audit_with(file, move || {
+        audit_entry(&entry_host, &done, &operator, &reason)
+    })
+    .await;
     if let Err(e) = written {
         tracing::error!(path = %audit.path().display(), "the clear applied but its audit line was not written: {e}");
         result.audit_error = Some(format!(

@@ -3,14 +3,14 @@
 
 use std::sync::Arc;
 
-use tokio::sync::{broadcast, mpsc, watch, Semaphore};
+use tokio::sync::{broadcast, watch, Semaphore};
 
 use super::{bad_params, MAX_COALESCE_MS, MIN_COALESCE_MS, SUBSCRIBER_BUDGET};
 use crate::events::{AtCache, Event, Subscription};
 use crate::host::Host;
 use crate::protocol::introspection::{ChangedEvent, LaggedEvent, SubscribeParams};
 use crate::protocol::{now_millis, ErrorBody};
-use crate::server::Outbound;
+use crate::server::{Outbound, Outbox};
 
 pub(super) fn checked_subscribe(p: SubscribeParams) -> Result<SubscribeParams, ErrorBody> {
     match p.coalesce_ms {
@@ -34,7 +34,7 @@ pub(super) async fn forward_changes(
     published: Arc<std::sync::atomic::AtomicU64>,
     start_seq: u64,
     every: std::time::Duration,
-    out: mpsc::UnboundedSender<Outbound>,
+    out: Outbox,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let unwritten = Arc::new(Semaphore::new(1));
@@ -93,12 +93,14 @@ fn lagged_line(seq: u64, missed: u64) -> Vec<u8> {
 }
 
 /// Moves one subscriber's events from the host's bus to its connection's writer, within
-/// [`SUBSCRIBER_BUDGET`] unwritten lines. Never blocks the publisher: broadcast sends do not
-/// wait, and this task only ever drops what the subscriber cannot take.
+/// [`SUBSCRIBER_BUDGET`] unwritten lines and the connection's reply-byte bound (SPEC §10):
+/// at the bound it waits for the peer to read while the bus moves on, and what it missed is
+/// told as `lagged`. Never blocks the publisher: broadcast sends do not wait, and this task
+/// only ever drops what the subscriber cannot take.
 pub(super) async fn forward_events(
     mut rx: Subscription,
     start_seq: u64,
-    out: mpsc::UnboundedSender<Outbound>,
+    out: Outbox,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut feed = Feed {
@@ -110,6 +112,15 @@ pub(super) async fn forward_events(
         at: AtCache::default(),
     };
     loop {
+        if out.room() == 0 {
+            // The peer has not read what it was sent: no more lines until it does.
+            tokio::select! {
+                biased;
+                _ = out.closed() => break,
+                _ = shutdown.wait_for(|s| *s) => break,
+                _ = out.wait_for_room() => continue,
+            }
+        }
         tokio::select! {
             biased;
             _ = out.closed() => break,
@@ -120,15 +131,16 @@ pub(super) async fn forward_events(
                 feed.missed = 0;
             }
             first = rx.recv() => {
-                let mut closed = feed.take(first);
+                let room = out.room();
+                let mut closed = feed.take(first, room);
                 // Whatever else is already on the bus goes out in the same write, so a busy
                 // host wakes this task and the writer once per burst, not once per event.
                 for _ in 0..FORWARD_BATCH {
                     match rx.try_recv() {
-                        Ok(event) => closed |= feed.take(Ok(event)),
+                        Ok(event) => closed |= feed.take(Ok(event), room),
                         Err(broadcast::error::TryRecvError::Empty) => break,
                         Err(broadcast::error::TryRecvError::Lagged(n)) => {
-                            closed |= feed.take(Err(broadcast::error::RecvError::Lagged(n)))
+                            closed |= feed.take(Err(broadcast::error::RecvError::Lagged(n)), room)
                         }
                         Err(broadcast::error::TryRecvError::Closed) => closed = true,
                     }
@@ -162,14 +174,22 @@ struct Feed {
 }
 
 impl Feed {
-    /// Adds one event to the batch if the budget allows, else counts it as missed. Returns
-    /// whether the bus closed.
-    fn take(&mut self, received: Result<Arc<Event>, broadcast::error::RecvError>) -> bool {
+    /// Adds one event to the batch if the budget and the connection's `room` (in bytes)
+    /// allow, else counts it as missed. Returns whether the bus closed.
+    fn take(
+        &mut self,
+        received: Result<Arc<Event>, broadcast::error::RecvError>,
+        room: usize,
+    ) -> bool {
         match received {
             Ok(event) => {
                 self.last_seq = event.seq;
                 if self.missed > 0 {
                     self.missed += 1;
+                    return false;
+                }
+                if self.batch.len() >= room {
+                    self.missed = 1;
                     return false;
                 }
                 match self.budget.clone().try_acquire_owned() {

@@ -15,7 +15,7 @@ use futures::future::BoxFuture;
 use futures::stream::{FuturesUnordered, StreamExt};
 use interprocess::local_socket::tokio::Stream;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit};
+use tokio::sync::{mpsc, oneshot, watch, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
 use crate::protocol::{read_frame, FrameRead};
@@ -36,12 +36,131 @@ pub struct Outbound {
     pub permit: Option<OwnedSemaphorePermit>,
 }
 
+/// The reply bytes one connection has waiting to be written — the reader's ready replies, the
+/// lines services send on their own (event feeds), the writer's batch — against
+/// `--max-pending-reply-bytes` (SPEC §10). Everyone who queues bytes for the peer adds them,
+/// the writes take them off, and whoever must not queue more past the bound waits here until
+/// the peer reads.
+pub(super) struct ReplyBytes {
+    /// Bytes queued and not yet written.
+    queued: AtomicUsize,
+    /// `--max-pending-reply-bytes`.
+    max: usize,
+    /// Set when the connection's writer has ended: nothing queued will be written any more,
+    /// so nobody waits for it.
+    closed: std::sync::atomic::AtomicBool,
+    /// Woken when the queued bytes fall below the bound, or the writer ends.
+    drained: Notify,
+}
+
+impl ReplyBytes {
+    pub(super) fn new(max: usize) -> ReplyBytes {
+        ReplyBytes {
+            queued: AtomicUsize::new(0),
+            max: max.max(1),
+            closed: false.into(),
+            drained: Notify::new(),
+        }
+    }
+
+    /// Counts `n` more bytes waiting for the peer.
+    #[inline]
+    pub(super) fn add(&self, n: usize) {
+        self.queued.fetch_add(n, Ordering::AcqRel);
+    }
+
+    /// Takes `n` written bytes off; wakes those waiting when this brings the count below the
+    /// bound.
+    #[inline]
+    pub(super) fn written(&self, n: usize) {
+        let before = self.queued.fetch_sub(n, Ordering::AcqRel);
+        if before >= self.max && before - n < self.max {
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// How many more bytes may be queued before the bound is reached (0 at or past it).
+    #[inline]
+    pub(super) fn room(&self) -> usize {
+        self.max.saturating_sub(self.queued.load(Ordering::Acquire))
+    }
+
+    /// Whether the writer has ended.
+    #[inline]
+    pub(super) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Marks the writer ended and wakes everyone waiting.
+    pub(super) fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.drained.notify_waiters();
+    }
+
+    /// Waits until there is room below the bound (or the writer ended).
+    pub(super) async fn wait_for_room(&self) {
+        loop {
+            let notified = self.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.room() > 0 || self.closed.load(Ordering::Acquire) {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// The queue of lines a service sends to its peer on its own (an event feed, a reply that
+/// must precede them), counted against the connection's reply-byte bound: a feed waits for
+/// room ([`Outbox::wait_for_room`]) instead of piling up lines a peer does not read.
+#[derive(Clone)]
+pub struct Outbox {
+    tx: mpsc::UnboundedSender<Outbound>,
+    bytes: Arc<ReplyBytes>,
+}
+
+impl Outbox {
+    pub(super) fn new(tx: mpsc::UnboundedSender<Outbound>, bytes: Arc<ReplyBytes>) -> Outbox {
+        Outbox { tx, bytes }
+    }
+
+    /// Queues a line for the writer, counting its bytes; fails when the writer is gone.
+    pub fn send(&self, o: Outbound) -> Result<(), mpsc::error::SendError<Outbound>> {
+        // Counted before the writer can see it, so its write never takes off more than was
+        // added.
+        let n = o.line.len();
+        self.bytes.add(n);
+        self.tx.send(o).inspect_err(|_| self.bytes.written(n))
+    }
+
+    /// Hands the writer lines whose bytes are already counted (the reader's unwritten ones).
+    pub(super) fn send_counted(&self, o: Outbound) {
+        let _ = self.tx.send(o);
+    }
+
+    /// Resolves once the writer is gone (the peer left or stopped reading).
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
+
+    /// How many more bytes may be queued before the connection's bound (0 at or past it).
+    pub fn room(&self) -> usize {
+        self.bytes.room()
+    }
+
+    /// Waits until the queued bytes are below the connection's bound (or the writer ended).
+    pub async fn wait_for_room(&self) {
+        self.bytes.wait_for_room().await
+    }
+}
+
 /// What a service may use of its connection: the queue to the writer, for lines it sends on
 /// its own (an event feed), and the shutdown flag, so such a feed ends with the host.
 #[derive(Clone)]
 pub struct Connection {
     /// Lines to write to the peer.
-    pub out: mpsc::UnboundedSender<Outbound>,
+    pub out: Outbox,
     /// Flips to `true` when the host shuts down.
     pub shutdown: watch::Receiver<bool>,
     /// Feeds this connection carries (event subscriptions): a connection with one is never
@@ -103,6 +222,8 @@ pub(super) struct Framed<'s> {
     /// How long a write may wait for the peer to take bytes before the peer counts as gone:
     /// a peer that never reads must not hold its connection slot forever.
     write_stall: std::time::Duration,
+    /// Every reply byte of this connection not yet written, against the bound.
+    bytes: Arc<ReplyBytes>,
 }
 
 // What the per-frame path calls is `#[inline]`: the loop calling it is generic over the service
@@ -113,6 +234,7 @@ impl<'s> Framed<'s> {
         stream: &'s Arc<Stream>,
         max_frame_bytes: usize,
         write_stall: std::time::Duration,
+        bytes: Arc<ReplyBytes>,
     ) -> Framed<'s> {
         Framed {
             stream,
@@ -124,6 +246,7 @@ impl<'s> Framed<'s> {
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             max_frame_bytes,
             write_stall,
+            bytes,
         }
     }
 
@@ -140,6 +263,7 @@ impl<'s> Framed<'s> {
             self.stream.clone(),
             self.write_lock.clone(),
             self.write_stall,
+            self.bytes.clone(),
             input,
         ))
     }
@@ -152,10 +276,15 @@ impl<'s> Framed<'s> {
 
     /// Up to `max` whole frames already buffered, pushed to `frames` without reading or
     /// copying (a trailing `\r` is dropped). Stops before a line over the frame limit, which
-    /// [`Framed::read_frame`] then refuses. Returns how many bytes the frames span: pass it to
-    /// [`Framed::consume`] once they are handled.
+    /// [`Framed::read_frame`] then refuses. For each frame, `ends` gets how many bytes the
+    /// frames up to it span: pass that to [`Framed::consume`] once they are handled.
     #[inline]
-    pub(super) fn buffered_frames<'a>(&'a self, max: usize, frames: &mut Vec<&'a [u8]>) -> usize {
+    pub(super) fn buffered_frames<'a>(
+        &'a self,
+        max: usize,
+        frames: &mut Vec<&'a [u8]>,
+        ends: &mut Vec<usize>,
+    ) {
         let buffered = self.reader.buffer();
         let mut used = 0;
         while frames.len() < max {
@@ -170,8 +299,8 @@ impl<'s> Framed<'s> {
             }
             frames.push(frame);
             used += pos + 1;
+            ends.push(used);
         }
-        used
     }
 
     /// Drops `used` bytes of frames taken with [`Framed::buffered_frames`].
@@ -202,6 +331,7 @@ impl<'s> Framed<'s> {
     /// in-flight slot it frees once written.
     #[inline]
     pub(super) fn queue_ready(&mut self, line: &[u8], permit: Option<OwnedSemaphorePermit>) {
+        self.bytes.add(line.len());
         self.ready.extend_from_slice(line);
         self.ready_permits.extend(permit);
     }
@@ -210,12 +340,6 @@ impl<'s> Framed<'s> {
     #[inline]
     pub(super) fn has_ready(&self) -> bool {
         !self.ready.is_empty()
-    }
-
-    /// How many reply bytes wait to be written by this loop.
-    #[inline]
-    pub(super) fn ready_len(&self) -> usize {
-        self.ready.len()
     }
 
     /// Whether part of a frame has arrived (buffered or taken) without its newline yet.
@@ -241,6 +365,7 @@ impl<'s> Framed<'s> {
         let written = tokio::time::timeout(self.write_stall, write)
             .await
             .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()));
+        self.bytes.written(self.ready.len());
         self.ready.clear();
         self.ready_permits.clear();
         written
@@ -257,12 +382,33 @@ impl<'s> Framed<'s> {
     }
 }
 
-/// A pending reply as the writer polls it: the line, then the slot is freed once written.
+/// Writes `bytes` a chunk of [`MAX_BATCH_BYTES`] at a time, letting the runtime worker serve
+/// other connections between chunks: an operator's reply of hundreds of megabytes, to a peer
+/// reading as fast as it can, would otherwise hold one worker for as long as the socket keeps
+/// taking bytes. Returns whether everything was written.
+async fn write_in_chunks(mut stream: &Stream, bytes: &[u8]) -> bool {
+    let large = bytes.len() > MAX_BATCH_BYTES;
+    for chunk in bytes.chunks(MAX_BATCH_BYTES) {
+        if stream.write_all(chunk).await.is_err() {
+            return false;
+        }
+        if large {
+            tokio::task::yield_now().await;
+        }
+    }
+    true
+}
+
+/// A pending reply as the writer polls it: the line (counted against the reply-byte bound
+/// from the moment it exists), then the slot is freed once written.
 async fn owed(
     fut: BoxFuture<'static, Vec<u8>>,
     permit: OwnedSemaphorePermit,
+    bytes: Arc<ReplyBytes>,
 ) -> (Vec<u8>, OwnedSemaphorePermit) {
-    (fut.await, permit)
+    let line = fut.await;
+    bytes.add(line.len());
+    (line, permit)
 }
 
 /// Adds a line to the batch being gathered. A line arriving first is taken as the batch itself,
@@ -284,6 +430,20 @@ async fn write_loop(
     stream: Arc<Stream>,
     write_lock: Arc<tokio::sync::Mutex<()>>,
     write_stall: std::time::Duration,
+    bytes: Arc<ReplyBytes>,
+    input: WriterInput,
+) {
+    write_lines(stream, write_lock, write_stall, &bytes, input).await;
+    // Nothing queued will be written any more: nobody may wait for it.
+    bytes.close();
+}
+
+/// [`write_loop`] until it ends.
+async fn write_lines(
+    stream: Arc<Stream>,
+    write_lock: Arc<tokio::sync::Mutex<()>>,
+    write_stall: std::time::Duration,
+    bytes: &Arc<ReplyBytes>,
     input: WriterInput,
 ) {
     let WriterInput {
@@ -300,7 +460,7 @@ async fn write_loop(
         batch.clear();
         if closing {
             while let Ok((fut, permit)) = later_rx.try_recv() {
-                pending.push(owed(fut, permit));
+                pending.push(owed(fut, permit, bytes.clone()));
             }
             while let Ok(o) = rx.try_recv() {
                 gather(&mut batch, o.line);
@@ -331,16 +491,17 @@ async fn write_loop(
                     permits.push(Some(permit));
                 }
                 l = later_rx.recv(), if later_open => match l {
-                    Some((fut, permit)) => pending.push(owed(fut, permit)),
+                    Some((fut, permit)) => pending.push(owed(fut, permit, bytes.clone())),
                     None => later_open = false,
                 },
                 _ = &mut close => closing = true,
             }
         }
-        // Take whatever else is ready without waiting.
-        while batch.len() < MAX_BATCH_BYTES {
+        // Take whatever else is ready without waiting, within the reply-byte bound (the
+        // batch's own bytes count against it: a peer that does not read is owed no more).
+        while batch.len() < MAX_BATCH_BYTES && bytes.room() > 0 {
             if let Ok((fut, permit)) = later_rx.try_recv() {
-                pending.push(owed(fut, permit));
+                pending.push(owed(fut, permit, bytes.clone()));
                 continue;
             }
             if let Ok(o) = rx.try_recv() {
@@ -361,12 +522,13 @@ async fn write_loop(
         }
         let write = async {
             let _guard = write_lock.lock().await;
-            (&*stream).write_all(&batch).await.is_ok()
+            write_in_chunks(&stream, &batch).await
         };
         // A peer that takes nothing for this long counts as gone.
         let written = tokio::time::timeout(write_stall, write)
             .await
             .unwrap_or(false);
+        bytes.written(batch.len());
         permits.clear();
         if batch.capacity() > 4 * MAX_BATCH_BYTES {
             // A large reply was written as it came: free it off the runtime's workers (freeing
@@ -377,12 +539,58 @@ async fn write_loop(
         if !written {
             // The peer is gone; what it asked for still runs to its end.
             while let Ok((fut, permit)) = later_rx.try_recv() {
-                pending.push(owed(fut, permit));
+                pending.push(owed(fut, permit, bytes.clone()));
             }
             if !pending.is_empty() {
                 tokio::spawn(async move { while pending.next().await.is_some() {} });
             }
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_waiter_at_the_bound_wakes_when_the_peer_reads_or_the_writer_ends() {
+        let bytes = Arc::new(ReplyBytes::new(100));
+        bytes.add(60);
+        assert_eq!(bytes.room(), 40);
+        bytes.add(60);
+        assert_eq!(bytes.room(), 0, "past the bound there is no room");
+        // Waits while the writer has written only part of it, wakes once below the bound.
+        let waiter = tokio::spawn({
+            let bytes = bytes.clone();
+            async move { bytes.wait_for_room().await }
+        });
+        tokio::task::yield_now().await;
+        bytes.written(10);
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        assert!(
+            !waiter.is_finished(),
+            "110 of 100 bytes: still at the bound"
+        );
+        bytes.written(60);
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken below the bound")
+            .unwrap();
+        assert_eq!(bytes.room(), 50);
+
+        // A writer that ends wakes whoever waits, whatever is still counted.
+        bytes.add(100);
+        let waiter = tokio::spawn({
+            let bytes = bytes.clone();
+            async move { bytes.wait_for_room().await }
+        });
+        tokio::task::yield_now().await;
+        bytes.close();
+        tokio::time::timeout(std::time::Duration::from_secs(5), waiter)
+            .await
+            .expect("woken when the writer ends")
+            .unwrap();
+        assert!(bytes.is_closed());
     }
 }

@@ -19,8 +19,8 @@ use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
-use super::connection::{Framed, LaterReply, WriterInput};
-use super::{current_uid, Connection, Limits, Outbound, Service};
+use super::connection::{Framed, LaterReply, ReplyBytes, WriterInput};
+use super::{current_uid, Connection, Limits, Outbound, Outbox, Service};
 use crate::host::Handled;
 use crate::protocol::{
     ErrorBody, ErrorCode, FrameRead, Outcome, ReceiptKind, MAX_IN_FLIGHT_PER_CONNECTION,
@@ -97,9 +97,6 @@ pub async fn accept_loop<S: Service>(
     drop(listener);
 }
 
-/// The smallest reply size assumed when sizing a batch to the reply-byte bound.
-const MIN_REPLY_ESTIMATE: usize = 256;
-
 /// How often a busy connection (a request in flight, a feed) looks again whether it is idle.
 const BUSY_RECHECK: Duration = Duration::from_secs(1);
 
@@ -136,9 +133,16 @@ pub async fn serve_connection<S: Service>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let stream = Arc::new(stream);
+    // Every reply byte queued for this peer, whoever queued it, against the bound.
+    let bytes = Arc::new(ReplyBytes::new(limits.max_pending_reply_bytes));
     // A peer that takes no reply bytes for the idle timeout is as good as gone: it must not
     // keep its slot (and the replies it does not read) forever.
-    let mut framed = Framed::new(&stream, limits.max_frame_bytes, limits.idle_timeout);
+    let mut framed = Framed::new(
+        &stream,
+        limits.max_frame_bytes,
+        limits.idle_timeout,
+        bytes.clone(),
+    );
     let (out, lines) = mpsc::unbounded_channel::<Outbound>();
     let (later_tx, later) = mpsc::unbounded_channel::<LaterReply>();
     let (close_tx, close) = oneshot::channel::<()>();
@@ -147,6 +151,7 @@ pub async fn serve_connection<S: Service>(
         later,
         close,
     });
+    let out = Outbox::new(out, bytes.clone());
     let conn = Connection {
         out: out.clone(),
         shutdown: shutdown.clone(),
@@ -160,10 +165,6 @@ pub async fn serve_connection<S: Service>(
         body.details = details;
         Outcome::err(&body).reply_line(None, &run_id, ReceiptKind::None)
     };
-    let max_pending = limits.max_pending_reply_bytes.max(1);
-    // The largest ready reply of the last batch: how many frames the next batch may take so
-    // its replies stay within the reply-byte bound. A fresh connection starts cautious.
-    let mut reply_estimate = (max_pending / 8).max(MIN_REPLY_ESTIMATE);
     // When the frame being read began, and since when the connection has had nothing to do.
     let mut frame_since: Option<Instant> = None;
     let mut idle_since: Option<Instant> = None;
@@ -171,12 +172,12 @@ pub async fn serve_connection<S: Service>(
     tokio::pin!(timer);
     loop {
         // Before waiting — for more input, or for an in-flight slot that only a written reply
-        // frees — write what is ready (the peer may be waiting for it). Past the reply-byte
+        // frees — write what is ready (the peer may be waiting for it). At the reply-byte
         // bound, write before reading more: this waits until the peer reads.
         if framed.has_ready()
             && (!framed.has_buffered_frame()
                 || inflight.available_permits() == 0
-                || framed.ready_len() >= max_pending)
+                || bytes.room() == 0)
             && framed.write_ready().await.is_err()
         {
             break;
@@ -185,35 +186,46 @@ pub async fn serve_connection<S: Service>(
         // buffered) is taken at once, after a glance at the shutdown flag — registering with
         // the shutdown channel that every connection shares would cost more than the frame.
         // The writer ends only when the peer is gone (or stalled): stop reading for it.
-        if stopping(&shutdown) || writer.is_finished() {
+        if stopping(&shutdown) || writer.is_finished() || bytes.is_closed() {
             break;
         }
-        // Whole lines already buffered, with slots free for them, are handled together, as
-        // many as the reply-byte bound leaves room for.
-        let room = (max_pending.saturating_sub(framed.ready_len()) / reply_estimate).max(1);
-        let free = inflight.available_permits().min(room);
+        // Still at the bound: the writer holds replies (or event lines) the peer has not
+        // taken. Nothing more is read until it does.
+        if bytes.room() == 0 {
+            tokio::select! {
+                biased;
+                _ = bytes.wait_for_room() => continue,
+                _ = shutdown.wait_for(|s| *s) => break,
+            }
+        }
+        // Whole lines already buffered, with slots free for them, are handled together, until
+        // their replies reach the reply-byte bound.
+        let free = inflight.available_permits();
         if free > 1 {
             let mut frames: Vec<&[u8]> = Vec::new();
-            let used = framed.buffered_frames(free, &mut frames);
+            let mut ends: Vec<usize> = Vec::new();
+            framed.buffered_frames(free, &mut frames, &mut ends);
             if frames.len() > 1 {
+                service.handle_frames(&frames, bytes.room(), &conn, &mut answers);
+                let taken = answers.len();
+                debug_assert!(
+                    (1..=frames.len()).contains(&taken),
+                    "at least one frame is taken"
+                );
+                let used = ends[taken.clamp(1, ends.len()) - 1];
+                drop(frames);
+                framed.consume(used);
+                frame_since = None;
                 // Free now; awaiting them still counts against this task's scheduling budget.
                 let mut permits = inflight
                     .clone()
-                    .acquire_many_owned(frames.len() as u32)
+                    .acquire_many_owned(taken as u32)
                     .await
                     .expect("the in-flight semaphore is never closed");
-                service.handle_frames(&frames, &conn, &mut answers);
-                framed.consume(used);
-                frame_since = None;
-                let mut largest = MIN_REPLY_ESTIMATE;
                 for answer in answers.drain(..) {
-                    if let Handled::Ready(line) = &answer {
-                        largest = largest.max(line.len());
-                    }
                     let permit = permits.split(1).expect("one slot per frame");
                     take_answer(answer, permit, &mut framed, &later_tx);
                 }
-                reply_estimate = largest;
                 continue;
             }
         }
@@ -303,9 +315,6 @@ pub async fn serve_connection<S: Service>(
             Ok(FrameRead::Frame) => {
                 frame_since = None;
                 let answer = service.handle_frame(framed.frame(), &conn);
-                if let Handled::Ready(line) = &answer {
-                    reply_estimate = reply_estimate.max(line.len());
-                }
                 take_answer(answer, permit, &mut framed, &later_tx);
             }
             Ok(FrameRead::TooLarge) => {
@@ -340,7 +349,7 @@ pub async fn serve_connection<S: Service>(
     }
     // Hand the ready replies not written yet to the writer, which writes them before closing.
     if let Some(rest) = framed.take_ready() {
-        let _ = out.send(rest);
+        out.send_counted(rest);
     }
     drop(later_tx);
     // Let the replies of requests already accepted reach the peer (their executions run on

@@ -20,7 +20,7 @@ mod connection;
 mod listener;
 mod socket_dir;
 
-pub use connection::{Connection, Outbound};
+pub use connection::{Connection, Outbound, Outbox};
 pub use listener::{accept_loop, serve_connection};
 pub use socket_dir::{
     bind, current_uid, prepare_socket_dir, reclaim_socket_path, resolve_socket_dir, ServeError,
@@ -55,11 +55,29 @@ pub const INTROSPECT_SOCKET: &str = "introspect.sock";
 pub trait Service: Clone + Send + Sync + 'static {
     /// Handles one frame (without its newline).
     fn handle_frame(&self, frame: &[u8], conn: &Connection) -> Handled;
-    /// Handles frames that arrived together, in order, pushing one answer per frame. A service
-    /// whose requests share a lock can take it once for all of them; by default each frame is
-    /// handled on its own.
-    fn handle_frames(&self, frames: &[&[u8]], conn: &Connection, out: &mut Vec<Handled>) {
-        out.extend(frames.iter().map(|f| self.handle_frame(f, conn)));
+    /// Handles frames that arrived together, in order, pushing one answer per frame, and
+    /// stops taking frames once the ready replies pushed reach `room` bytes (the connection's
+    /// reply-byte bound, SPEC §10); at least one frame is taken. The caller hands the frames
+    /// not taken again once the peer has read. A service whose requests share a lock can take
+    /// it once for all of them; by default each frame is handled on its own.
+    fn handle_frames(
+        &self,
+        frames: &[&[u8]],
+        room: usize,
+        conn: &Connection,
+        out: &mut Vec<Handled>,
+    ) {
+        let mut used = 0;
+        for (i, frame) in frames.iter().enumerate() {
+            if i > 0 && used >= room {
+                break;
+            }
+            let answer = self.handle_frame(frame, conn);
+            if let Handled::Ready(line) = &answer {
+                used += line.len();
+            }
+            out.push(answer);
+        }
     }
     /// The run ID for replies written by the connection layer (a frame too large, a frame cut
     /// off), so they name the run like every other reply.

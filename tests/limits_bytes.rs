@@ -1,0 +1,250 @@
+//! The reply-byte bound through the real binary (SPEC §10, `--max-pending-reply-bytes`): it
+//! holds within one pipelined batch of large replies, and it counts the event lines of
+//! subscriptions a peer does not read. Memory is measured where it would grow: the host's
+//! resident set, read from `/proc`.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::json;
+
+/// The host's resident memory, from /proc.
+fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kb * 1024
+}
+
+/// The highest resident set seen while sampling for `for_ms`.
+async fn peak_rss(pid: u32, mut peak: u64, for_ms: u64) -> u64 {
+    for _ in 0..for_ms / 50 {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(rss_bytes(pid));
+    }
+    peak
+}
+
+/// What the stated overhead covers, for every connection together: replies being built, the
+/// connections' read buffers, the allocator's own pages.
+const OVERHEAD: u64 = 48 << 20;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_batch_of_large_replies_stays_within_the_reply_byte_bound() {
+    // Each connection first reads the replies of a batch of small requests (so nothing it
+    // sent before suggests large replies), then pipelines 64 `receipt.status` of a receipt
+    // whose stored reply is ~60 KiB, in one write, and never reads. The bound is one such
+    // reply: one batch of 64 is far past it unless the bound holds inside the batch.
+    const CONNECTIONS: u64 = 32;
+    const PIPELINED: u64 = 64;
+    let value_bytes = 60 * 1024;
+    let bound: u64 = 64 * 1024;
+    let host = TestHost::start(&[
+        "--no-journal",
+        "--max-pending-reply-bytes",
+        &bound.to_string(),
+    ]);
+    let mut c = host.conn().await;
+    let task = start_task(&mut c, json!({})).await;
+    let fill_id = "big-fill";
+    ok(&c
+        .call_id(
+            fill_id,
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "v".repeat(value_bytes)}),
+        )
+        .await);
+    let status = |id: String| {
+        let frame = json!({"id": id, "method": "receipt.status", "params": {"requestId": fill_id}});
+        format!("{frame}\n")
+    };
+    c.send_raw(status("probe".into()).as_bytes()).await;
+    let reply_bytes = c.wait_raw("probe").await.1.len() as u64 + 1;
+    let pid = host.child.as_ref().unwrap().id();
+    let before = rss_bytes(pid);
+
+    let mut pipeliners = Vec::new();
+    for n in 0..CONNECTIONS {
+        let mut p = host.conn().await;
+        let hellos: String = (0..4)
+            .map(|i| {
+                format!(
+                    "{}\n",
+                    json!({"id": format!("h-{n}-{i}"), "method": "host.hello"})
+                )
+            })
+            .collect();
+        p.send_raw(hellos.as_bytes()).await;
+        for i in 0..4 {
+            ok(&p.wait(&format!("h-{n}-{i}")).await);
+        }
+        let burst: String = (0..PIPELINED)
+            .map(|i| status(format!("rs-{n}-{i}")))
+            .collect();
+        p.send_raw(burst.as_bytes()).await;
+        pipeliners.push(p);
+    }
+    let mut peak = peak_rss(pid, before, 1500).await;
+    // Another client is still served meanwhile.
+    ok(&c.call("host.hello", json!({})).await);
+    peak = peak.max(rss_bytes(pid));
+
+    // Each connection may hold its bound plus the one reply that crossed it.
+    let allowed = CONNECTIONS * (bound + reply_bytes) + OVERHEAD;
+    let without_bound = CONNECTIONS * PIPELINED * reply_bytes;
+    assert!(
+        allowed * 2 < without_bound,
+        "the test must be able to fail: {allowed} vs {without_bound}"
+    );
+    let grew = peak.saturating_sub(before);
+    eprintln!(
+        "RSS grew {} KiB with {CONNECTIONS} non-reading connections, each sent {PIPELINED} × {} KiB replies in one batch (bound {} KiB per connection; allowed {} KiB; one whole batch each would be {} KiB)",
+        grew / 1024,
+        reply_bytes / 1024,
+        bound / 1024,
+        allowed / 1024,
+        without_bound / 1024
+    );
+    assert!(
+        grew <= allowed,
+        "RSS grew {grew} bytes, more than {allowed}"
+    );
+
+    // Nothing is lost: a pipeliner that starts reading gets every reply, in order.
+    let mut first = pipeliners.remove(0);
+    for i in 0..PIPELINED {
+        let r = first.read_frame().await;
+        assert_eq!(r["id"], format!("rs-0-{i}"));
+        assert_eq!(ok(&r)["state"], "completed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_lines_a_subscriber_does_not_read_count_toward_the_reply_byte_bound() {
+    // 32 introspection connections with 8 full-stream subscriptions each never read; agents
+    // then create thousands of receipts, each publishing events. Unread event lines may not
+    // pile up past the connection's reply-byte bound: the subscriber misses them and is told
+    // so (`lagged`) when it reads again.
+    const CONNECTIONS: u64 = 32;
+    const SUBSCRIPTIONS: u64 = 8;
+    const FILLS: usize = 12_000;
+    let bound: u64 = 64 * 1024;
+    let host = TestHost::start(&[
+        "--no-journal",
+        "--capacity",
+        "20000",
+        "--max-pending-reply-bytes",
+        &bound.to_string(),
+    ]);
+    let pid = host.child.as_ref().unwrap().id();
+    let mut subscribers = Vec::new();
+    for n in 0..CONNECTIONS {
+        let mut s = Conn::connect(&host.introspect()).await;
+        for i in 0..SUBSCRIPTIONS {
+            let r = s
+                .call_id(&format!("sub-{n}-{i}"), "subscribe", json!({}))
+                .await;
+            assert_eq!(ok(&r)["subscribed"], true);
+        }
+        subscribers.push(s);
+    }
+    let mut c = host.conn().await;
+    let task = start_task(&mut c, json!({})).await;
+    let before = rss_bytes(pid);
+
+    // Fresh fills, 64 in flight on each of 4 connections (small values: the book's own growth
+    // is not what is measured).
+    let mut agents = Vec::new();
+    for a in 0..4 {
+        let mut conn = host.conn().await;
+        let task = task.clone();
+        agents.push(tokio::spawn(async move {
+            let value = "x";
+            let mut sent = 0;
+            while sent < FILLS / 4 {
+                let ids: Vec<String> = (0..64).map(|i| format!("f-{a}-{}", sent + i)).collect();
+                let burst: String = ids
+                    .iter()
+                    .map(|id| {
+                        let frame = json!({"id": id, "method": "page.fill", "params": {"taskId": task, "target": "#title", "value": value}});
+                        format!("{frame}\n")
+                    })
+                    .collect();
+                conn.send_raw(burst.as_bytes()).await;
+                for id in &ids {
+                    ok(&conn.wait(id).await);
+                }
+                sent += ids.len();
+            }
+        }));
+    }
+    let mut peak = before;
+    while agents.iter().any(|a| !a.is_finished()) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(rss_bytes(pid));
+    }
+    for a in agents {
+        a.await.unwrap();
+    }
+    peak = peak_rss(pid, peak, 500).await;
+
+    // Every event line, as one subscriber would have queued it without the bound (measured on
+    // a reading subscriber of the same host).
+    let mut reader = Conn::connect(&host.introspect()).await;
+    ok(&reader.call_id("probe-sub", "subscribe", json!({})).await);
+    let probe = new_id();
+    ok(&c
+        .call_id(
+            &probe,
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "x"}),
+        )
+        .await);
+    let mut event_bytes = 0u64;
+    let mut events = 0u64;
+    while events < 2 {
+        let line = reader.read_line().await.expect("an event line");
+        event_bytes += line.len() as u64 + 1;
+        events += 1;
+    }
+    let line_bytes = event_bytes / events;
+    // Without the bound each subscription keeps its own budget of 4096 lines.
+    let without_bound = CONNECTIONS * SUBSCRIPTIONS * 4096 * line_bytes;
+    let allowed = CONNECTIONS * (bound + 64 * 1024) + OVERHEAD;
+    assert!(
+        allowed * 2 < without_bound,
+        "the test must be able to fail: {allowed} vs {without_bound}"
+    );
+    let grew = peak.saturating_sub(before);
+    eprintln!(
+        "RSS grew {} KiB with {CONNECTIONS} non-reading connections of {SUBSCRIPTIONS} subscriptions during {FILLS} fills (event lines ~{line_bytes} B; bound {} KiB per connection; allowed {} KiB; without the bound up to {} KiB)",
+        grew / 1024,
+        bound / 1024,
+        allowed / 1024,
+        without_bound / 1024
+    );
+    assert!(
+        grew <= allowed,
+        "RSS grew {grew} bytes, more than {allowed}"
+    );
+
+    // A subscriber that reads again hears what it missed.
+    let mut first = subscribers.remove(0);
+    let mut lagged = false;
+    for _ in 0..200_000 {
+        let Some(line) = first.read_line().await else {
+            break;
+        };
+        if line.contains("\"lagged\"") {
+            lagged = true;
+            break;
+        }
+    }
+    assert!(lagged, "a subscriber that missed events is told it lagged");
+}
