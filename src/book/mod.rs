@@ -1,0 +1,581 @@
+//! The receipt book: one receipt per request ID for the life of a run.
+//!
+//! A receipt binds a request ID to the canonical request it first arrived with and to one
+//! shared reply. The book never evicts: when it is full it refuses new IDs, and only an
+//! operator's deliberate clear turns receipts into compact tombstones. The book is plain data
+//! behind the host's lock; every rule that needs atomicity (lookup, fingerprint compare,
+//! capacity check, insert) is one method call here, made under that one lock.
+//!
+//! Storage is behind this module's API so a durable journal can be added later without touching
+//! the rules in `host`.
+
+mod clearing;
+mod limits;
+#[cfg(test)]
+mod tests;
+mod tombstones;
+
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+
+pub use crate::ids::RequestKey;
+use crate::ids::TaskId;
+use crate::protocol::results::ReceiptCounts;
+use crate::protocol::{Method, Outcome};
+
+use clearing::ClearCursor;
+pub use clearing::{ClearError, Clearing};
+use limits::{receipt_bytes, reply_reservation};
+pub use limits::{BookFull, Limit, DEFAULT_MAX_BOOK_BYTES, RECEIPT_OVERHEAD_BYTES};
+use tombstones::Tombstones;
+pub use tombstones::{ClearBatch, Tombstone, TombstoneRun};
+
+/// The channel copies that joined a running execution wait on; the execution's completion
+/// sends the outcome through it.
+pub type ReplyWaiters = watch::Sender<Option<Arc<Outcome>>>;
+
+/// The shared reply of a receipt: while the execution runs, the channel joiners wait on (made
+/// only when the first copy joins, so the usual fresh request allocates none), then the stored
+/// outcome itself (the channel is dropped so a completed receipt stays small).
+pub enum ReplySlot {
+    /// The execution is still running; joiners wait on these waiters, created on first join.
+    Running(Option<ReplyWaiters>),
+    /// The execution finished; this is the reply every later copy gets.
+    Done(Arc<Outcome>),
+}
+
+/// One receipt: request ID → (canonical request, shared reply).
+pub struct Receipt {
+    /// The canonical `{method, params}` the ID first arrived with (its fingerprint).
+    pub request: Box<str>,
+    /// The task the request acts on, when it names one.
+    pub task_id: Option<TaskId>,
+    /// The method, for listing and for the pending-outcome rule.
+    pub method: Method,
+    /// When the ID was first seen (epoch ms).
+    pub first_seen: i64,
+    /// When the execution finished (epoch ms), `0` while running.
+    pub completed_at: i64,
+    /// How many copies attached while the first was running.
+    pub joins: u32,
+    /// How many copies were answered from the stored reply.
+    pub replays: u32,
+    /// The reply, shared by every copy.
+    pub reply: ReplySlot,
+    /// The earlier run that created the receipt, for one recovered from the journal; `None`
+    /// for a receipt of the current run.
+    pub run_id: Option<Arc<str>>,
+    /// The journal sequence number of the stored reply's completion record (0: none, or no
+    /// journal). A copy may be answered from the stored reply only once it is durable.
+    pub seq: u64,
+    /// An operator recorded that this receipt's uncertain outcome was settled outside Polaris
+    /// (`outcome.acknowledge`): it may be cleared.
+    pub acknowledged: bool,
+}
+
+impl Receipt {
+    fn running(request: Box<str>, method: Method, task_id: Option<TaskId>, now: i64) -> Receipt {
+        Receipt {
+            request,
+            task_id,
+            method,
+            first_seen: now,
+            completed_at: 0,
+            joins: 0,
+            replays: 0,
+            reply: ReplySlot::Running(None),
+            run_id: None,
+            seq: 0,
+            acknowledged: false,
+        }
+    }
+
+    /// The stored outcome, once the execution finished.
+    pub fn outcome(&self) -> Option<&Arc<Outcome>> {
+        match &self.reply {
+            ReplySlot::Done(o) => Some(o),
+            ReplySlot::Running(_) => None,
+        }
+    }
+
+    /// Whether the execution is still running.
+    pub fn is_running(&self) -> bool {
+        matches!(self.reply, ReplySlot::Running(_))
+    }
+
+    /// A receiver for the outcome of a running execution (creating the waiters on the first
+    /// join); `None` when the receipt already holds its outcome.
+    pub fn wait_for_outcome(&mut self) -> Option<watch::Receiver<Option<Arc<Outcome>>>> {
+        match &mut self.reply {
+            ReplySlot::Running(waiters) => Some(
+                waiters
+                    .get_or_insert_with(|| watch::channel(None).0)
+                    .subscribe(),
+            ),
+            ReplySlot::Done(_) => None,
+        }
+    }
+}
+
+/// [`Book::finish`] was asked to complete a receipt that is not running.
+#[derive(Debug)]
+pub struct NotRunning;
+
+/// The 128-bit digest a tombstone keeps instead of the whole request.
+pub type FingerprintDigest = [u8; 16];
+
+/// The digest of a canonical request.
+pub fn digest(request: &str) -> FingerprintDigest {
+    let full = Sha256::digest(request.as_bytes());
+    let mut d = [0u8; 16];
+    d.copy_from_slice(&full[..16]);
+    d
+}
+/// What the book knows about an ID.
+pub enum Entry<'a> {
+    /// A live receipt.
+    Receipt(&'a mut Receipt),
+    /// A tombstone, with its batch.
+    Tombstone(Tombstone, &'a ClearBatch),
+    /// Never seen in this run: the place its receipt would take.
+    Vacant(Vacancy<'a>),
+}
+
+/// Where a new receipt goes, found by the same lookup that saw the ID was new, so creating
+/// the receipt costs no second search of a book that may hold millions.
+pub struct Vacancy<'a> {
+    slot: indexmap::map::VacantEntry<'a, RequestKey, Receipt>,
+    running: &'a mut usize,
+    capacity: usize,
+    used_bytes: &'a mut usize,
+    max_bytes: usize,
+}
+
+impl Vacancy<'_> {
+    /// Creates a running receipt here, unless the book is full. Returns the receipt's position
+    /// in the book, a hint for [`Book::finish_at`].
+    pub fn insert_running(
+        self,
+        request: Box<str>,
+        method: Method,
+        task_id: Option<TaskId>,
+        now: i64,
+    ) -> Result<usize, BookFull> {
+        let used = self.slot.index();
+        let cost = receipt_bytes(self.slot.key(), &request, None);
+        let limit = if used >= self.capacity {
+            Some(Limit::Count)
+        } else if self.used_bytes.saturating_add(cost) > self.max_bytes {
+            Some(Limit::Bytes)
+        } else {
+            None
+        };
+        if let Some(limit) = limit {
+            return Err(BookFull {
+                limit,
+                capacity: self.capacity,
+                used,
+                used_bytes: *self.used_bytes,
+                max_bytes: self.max_bytes,
+            });
+        }
+        self.slot
+            .insert(Receipt::running(request, method, task_id, now));
+        *self.running += 1;
+        *self.used_bytes += cost;
+        Ok(used)
+    }
+}
+/// How many receipts a new book reserves room for, at most (see [`Book::new`]).
+pub const RESERVED_RECEIPTS: usize = 1 << 20;
+
+/// The receipt book.
+pub struct Book {
+    /// Receipts in the order they were created (oldest first), for newest/oldest listings.
+    /// Hashed with foldhash, seeded per process: this table is searched under the host's lock
+    /// for every request, and SipHash (the default) cost several times as much per lookup.
+    receipts: ReceiptTable,
+    tombstones: Tombstones,
+    batches: Vec<ClearBatch>,
+    capacity: usize,
+    tombstone_capacity: usize,
+    running: usize,
+    /// The bytes the receipts hold ([`receipt_bytes`] summed); checked against `max_bytes`
+    /// when a receipt is created, grown by its reply when it completes.
+    used_bytes: usize,
+    max_bytes: usize,
+    /// While an operator's clear checks its list a slice at a time: the keys of receipts
+    /// reached since (the only ways a completed receipt changes are [`Book::entry`] and
+    /// [`Book::get_mut`]), for it to check again before it applies.
+    touched: Option<Vec<RequestKey>>,
+    /// The walk of a clear in progress ([`Book::clear_steps`]).
+    clear_cursor: Option<ClearCursor>,
+}
+
+/// The receipt table: request ID → receipt, in creation order.
+type ReceiptTable = IndexMap<RequestKey, Receipt, foldhash::fast::RandomState>;
+
+/// What a step of a clear took out of the book, to be freed after the host's lock is let go
+/// (freeing a large clear's receipts takes longer than any agent may wait).
+#[derive(Default)]
+pub struct Freed {
+    receipts: Vec<(RequestKey, Receipt)>,
+    table: Option<ReceiptTable>,
+    runs: Vec<Arc<TombstoneRun>>,
+}
+
+impl Freed {
+    /// Receipts held here.
+    pub fn receipts(&self) -> usize {
+        self.receipts.len()
+    }
+}
+
+impl Book {
+    /// An empty book with hard capacities for receipts and tombstones.
+    ///
+    /// Room for the first [`RESERVED_RECEIPTS`] receipts (or the capacity, if smaller) is
+    /// reserved at once: address space, not memory — pages are touched only as receipts
+    /// arrive — so a book filling up never stops to copy its whole receipt table into a bigger
+    /// one, which on a busy host cost more than the receipts themselves.
+    pub fn new(capacity: usize, tombstone_capacity: usize) -> Book {
+        Book {
+            receipts: IndexMap::with_capacity_and_hasher(
+                capacity.min(RESERVED_RECEIPTS),
+                Default::default(),
+            ),
+            tombstones: Tombstones::default(),
+            batches: Vec::new(),
+            capacity,
+            tombstone_capacity,
+            running: 0,
+            used_bytes: 0,
+            max_bytes: DEFAULT_MAX_BOOK_BYTES,
+            touched: None,
+            clear_cursor: None,
+        }
+    }
+
+    /// Bounds the bytes the receipts may hold (`--max-book-bytes`).
+    pub fn with_max_bytes(mut self, max_bytes: usize) -> Book {
+        self.max_bytes = max_bytes;
+        self
+    }
+
+    /// What the book holds for `key`.
+    pub fn entry(&mut self, key: &RequestKey) -> Entry<'_> {
+        match self.receipts.entry(key.clone()) {
+            indexmap::map::Entry::Occupied(o) => {
+                if let Some(touched) = &mut self.touched {
+                    touched.push(key.clone());
+                }
+                Entry::Receipt(o.into_mut())
+            }
+            indexmap::map::Entry::Vacant(slot) => match self.tombstones.get(key) {
+                Some(t) => Entry::Tombstone(t, &self.batches[t.batch as usize]),
+                None => Entry::Vacant(Vacancy {
+                    slot,
+                    running: &mut self.running,
+                    capacity: self.capacity,
+                    used_bytes: &mut self.used_bytes,
+                    max_bytes: self.max_bytes,
+                }),
+            },
+        }
+    }
+
+    /// A receipt by key, read-only.
+    pub fn get(&self, key: &RequestKey) -> Option<&Receipt> {
+        self.receipts.get(key)
+    }
+
+    /// A tombstone by key, with its batch.
+    pub fn tombstone(&self, key: &RequestKey) -> Option<(Tombstone, &ClearBatch)> {
+        self.tombstones
+            .get(key)
+            .map(|t| (t, &self.batches[t.batch as usize]))
+    }
+
+    /// Creates a running receipt for a vacant key, or refuses when the book is full.
+    ///
+    /// The caller has checked that `key` is vacant (under the same lock).
+    pub fn insert_running(
+        &mut self,
+        key: RequestKey,
+        request: Box<str>,
+        method: Method,
+        task_id: Option<TaskId>,
+        now: i64,
+    ) -> Result<(), BookFull> {
+        debug_assert!(!self.receipts.contains_key(&key) && !self.tombstones.contains(&key));
+        match self.entry(&key) {
+            Entry::Vacant(v) => v.insert_running(request, method, task_id, now).map(|_| ()),
+            _ => unreachable!("the caller checked the key is vacant"),
+        }
+    }
+
+    /// Stores the outcome of a running receipt. Returns `false` if the receipt was not running
+    /// (which the host's rules never allow; the stored reply is then left untouched).
+    /// Copies that joined it are woken at once.
+    pub fn complete(&mut self, key: &RequestKey, outcome: Arc<Outcome>, now: i64) -> bool {
+        match self.finish(key, outcome.clone(), now) {
+            Ok(waiters) => {
+                if let Some(waiters) = waiters {
+                    waiters.send_replace(Some(outcome));
+                }
+                true
+            }
+            Err(NotRunning) => false,
+        }
+    }
+
+    /// Stores the outcome of a running receipt and hands back the waiters of the copies that
+    /// joined it, for the caller to wake once it has let go of the book.
+    pub fn finish(
+        &mut self,
+        key: &RequestKey,
+        outcome: Arc<Outcome>,
+        now: i64,
+    ) -> Result<Option<ReplyWaiters>, NotRunning> {
+        self.finish_at(usize::MAX, key, outcome, now)
+    }
+
+    /// [`Book::finish`], looking first at position `hint` (where the receipt was created; a
+    /// clear since then may have moved it, which the key comparison notices).
+    pub fn finish_at(
+        &mut self,
+        hint: usize,
+        key: &RequestKey,
+        outcome: Arc<Outcome>,
+        now: i64,
+    ) -> Result<Option<ReplyWaiters>, NotRunning> {
+        let receipt = match self.receipts.get_index_mut(hint) {
+            Some((k, r)) if k == key => Some(r),
+            _ => self.receipts.get_mut(key),
+        };
+        match receipt {
+            Some(r) if r.is_running() => {
+                // The reservation made at admission becomes the reply's real size.
+                self.used_bytes = (self.used_bytes + outcome.body.len())
+                    .saturating_sub(reply_reservation(&r.request));
+                let ReplySlot::Running(waiters) =
+                    std::mem::replace(&mut r.reply, ReplySlot::Done(outcome))
+                else {
+                    unreachable!("checked running above")
+                };
+                r.completed_at = now;
+                self.running -= 1;
+                Ok(waiters)
+            }
+            _ => Err(NotRunning),
+        }
+    }
+
+    /// Records the journal sequence number of a receipt's stored completion (see
+    /// [`Receipt::seq`]), looking first at position `hint`.
+    pub fn set_seq(&mut self, hint: usize, key: &RequestKey, seq: u64) {
+        let receipt = match self.receipts.get_index_mut(hint) {
+            Some((k, r)) if k == key => Some(r),
+            _ => self.receipts.get_mut(key),
+        };
+        if let Some(r) = receipt {
+            r.seq = seq;
+        }
+    }
+
+    /// A receipt by key, to change its bookkeeping (not its reply).
+    pub fn get_mut(&mut self, key: &RequestKey) -> Option<&mut Receipt> {
+        if let Some(touched) = &mut self.touched {
+            touched.push(key.clone());
+        }
+        self.receipts.get_mut(key)
+    }
+
+    /// Makes room for `additional` more receipts at once: recovery knows how many it puts
+    /// back, and a table grown by doubling copies itself about twenty times on the way to a
+    /// million.
+    pub fn reserve(&mut self, additional: usize) {
+        self.receipts.reserve(additional);
+    }
+
+    /// Starts noting the keys of receipts reached through [`Book::entry`] or
+    /// [`Book::get_mut`], so an operator's clear that checked its list a slice at a time
+    /// checks again only those.
+    pub fn watch_changes(&mut self) {
+        self.touched = Some(Vec::new());
+    }
+
+    /// The keys reached since the last call (or [`Book::watch_changes`]); noting goes on.
+    pub fn take_changes(&mut self) -> Vec<RequestKey> {
+        match &mut self.touched {
+            Some(t) => std::mem::take(t),
+            None => Vec::new(),
+        }
+    }
+
+    /// Stops noting changes.
+    pub fn stop_watching(&mut self) {
+        self.touched = None;
+    }
+
+    /// Where a receipt is in creation order (see [`Book::get_index`]).
+    pub fn position(&self, key: &RequestKey) -> Option<usize> {
+        self.receipts.get_index_of(key)
+    }
+
+    /// Puts back a completed receipt read from the journal at start. Capacity (count and bytes)
+    /// counts it even past the limit: a restart never frees room, only a clear does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn restore(
+        &mut self,
+        key: RequestKey,
+        request: Box<str>,
+        method: Method,
+        task_id: Option<TaskId>,
+        first_seen: i64,
+        outcome: Arc<Outcome>,
+        completed_at: i64,
+        run_id: Option<Arc<str>>,
+    ) {
+        let cost = receipt_bytes(&key, &request, Some(&outcome));
+        let mut r = Receipt::running(request, method, task_id, first_seen);
+        r.reply = ReplySlot::Done(outcome);
+        r.completed_at = completed_at;
+        r.run_id = run_id;
+        if self.receipts.insert(key, r).is_none() {
+            self.used_bytes += cost;
+        }
+    }
+
+    /// Puts back the tombstones and clears read from the journal at start (`batch` indexes
+    /// `batches`).
+    pub fn restore_tombstones(
+        &mut self,
+        batches: Vec<ClearBatch>,
+        tombstones: Vec<(RequestKey, FingerprintDigest, u32)>,
+    ) {
+        let base = self.batches.len() as u32;
+        self.batches.extend(batches);
+        // One run per batch (a run's tombstones share theirs), then one run in all.
+        let mut by_batch: Vec<Vec<(RequestKey, FingerprintDigest)>> = Vec::new();
+        for (k, digest, batch) in tombstones {
+            let b = batch as usize;
+            if by_batch.len() <= b {
+                by_batch.resize_with(b + 1, Vec::new);
+            }
+            by_batch[b].push((k, digest));
+        }
+        for (b, ids) in by_batch.into_iter().enumerate() {
+            self.tombstones
+                .push(Arc::new(TombstoneRun::new(ids, base + b as u32)));
+        }
+        self.tombstones.merge_all();
+    }
+
+    /// Drops the waiters of a running receipt whose execution vanished without an outcome (the
+    /// runtime is going away), so the copies waiting on it learn there will be no reply.
+    pub fn abandon_waiters(&mut self, key: &RequestKey) {
+        if let Some(Receipt {
+            reply: ReplySlot::Running(waiters),
+            ..
+        }) = self.receipts.get_mut(key)
+        {
+            *waiters = None;
+        }
+    }
+
+    /// Removes a running receipt whose execution never started (the fleet ledger refused its
+    /// claim, or found the ID there already), handing back the waiters of the copies that
+    /// joined it so they get the same answer. Its ID is vacant again.
+    pub fn withdraw(&mut self, key: &RequestKey) -> Option<ReplyWaiters> {
+        let index = self.receipts.get_index_of(key)?;
+        if !self.receipts[index].is_running() {
+            return None;
+        }
+        // The receipt was created moments ago, near the end: shifting keeps the book's order
+        // and moves only the few receipts created since.
+        let (k, r) = self.receipts.shift_remove_index(index)?;
+        // A clear walking the book: what it walked moved down by one.
+        if let Some(cursor) = &mut self.clear_cursor {
+            if index < cursor.read {
+                cursor.read -= 1;
+                if index < cursor.write {
+                    cursor.write -= 1;
+                }
+            }
+        }
+        self.running -= 1;
+        let bytes = receipt_bytes(&k, &r.request, None);
+        self.used_bytes = self.used_bytes.saturating_sub(bytes);
+        match r.reply {
+            ReplySlot::Running(waiters) => waiters,
+            ReplySlot::Done(_) => None,
+        }
+    }
+}
+
+impl Book {
+    /// Tombstone runs held (tests check merging keeps them few).
+    #[cfg(test)]
+    pub(crate) fn tombstone_runs(&self) -> usize {
+        self.tombstones.runs.len()
+    }
+
+    /// Receipts held (running and completed).
+    pub fn used(&self) -> usize {
+        self.receipts.len()
+    }
+
+    /// Receipts whose execution is still running.
+    pub fn running(&self) -> usize {
+        self.running
+    }
+
+    /// The hard receipt capacity.
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Tombstones held.
+    pub fn tombstones(&self) -> usize {
+        self.tombstones.len()
+    }
+
+    /// The hard tombstone capacity.
+    pub fn tombstone_capacity(&self) -> usize {
+        self.tombstone_capacity
+    }
+
+    /// How full the book is, as `run.status`, the snapshot and `changed` frames report it.
+    pub fn counts(&self) -> ReceiptCounts {
+        ReceiptCounts {
+            capacity: self.capacity() as u64,
+            running: self.running() as u64,
+            tombstone_capacity: self.tombstone_capacity() as u64,
+            tombstones: self.tombstones() as u64,
+            used: self.used() as u64,
+            used_bytes: self.used_bytes as u64,
+            max_bytes: self.max_bytes as u64,
+        }
+    }
+
+    /// The bytes the receipts hold, as `--max-book-bytes` counts them.
+    pub fn used_bytes(&self) -> usize {
+        self.used_bytes
+    }
+
+    /// The receipt at a position in creation order (0 is the oldest).
+    pub fn get_index(&self, i: usize) -> Option<(&RequestKey, &Receipt)> {
+        self.receipts.get_index(i)
+    }
+
+    /// Receipts oldest first.
+    pub fn iter(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (&RequestKey, &Receipt)> + ExactSizeIterator {
+        self.receipts.iter()
+    }
+}
