@@ -16,6 +16,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::format::{self, Record, BLOCK_HEADER_LEN, MAX_APPEND_BYTES, MAX_BLOCK_PAYLOAD};
+use super::grow::Growth;
 use super::Error;
 
 /// The longest the flusher waits after a flush for the appends of the waiters it woke.
@@ -184,30 +185,28 @@ pub(crate) struct FileState {
     pub file: File,
     /// Where the next block goes: everything before is durable.
     pub end: u64,
-    /// The file's length: `end` plus zeros written ahead (see `Options::preallocate`).
+    /// The file's length as far as the flusher knows: `end` plus zeros written ahead (see
+    /// `Options::preallocate`).
     pub allocated: u64,
-    /// Bytes of zeros to write ahead when the file must grow; 0 for none.
+    /// Bytes of zeros to keep written ahead of `end`; 0 for none.
     pub preallocate: u64,
     /// Slept after each `fdatasync` (see `Options::extra_sync_latency`).
     pub extra_sync_latency: Duration,
+    /// Which file this is to the grower (compaction switches files).
+    pub generation: u64,
+    /// The grower thread's side (see [`mod@super::grow`]).
+    pub growth: Arc<Growth>,
 }
 
 impl FileState {
-    /// Writes `buf` (sealed blocks at `end`) and makes it durable.
+    /// Writes `buf` (sealed blocks at `end`) and makes it durable. The zeros ahead are the
+    /// grower's work: this only waits for it when it is writing where `buf` goes.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<Duration> {
         let new_end = self.end + buf.len() as u64;
-        if self.preallocate > 0 && new_end > self.allocated {
-            // Zeros written ahead (and made durable with this batch) let later commits overwrite
-            // blocks that already exist: `fdatasync` then has no file size to commit.
-            let target = new_end.next_multiple_of(self.preallocate.max(4096)) + self.preallocate;
-            let zeros = vec![0u8; (target - new_end).min(8 << 20) as usize];
-            let mut at = new_end;
-            while at < target {
-                let n = zeros.len().min((target - at) as usize);
-                self.file.write_all_at(&zeros[..n], at)?;
-                at += n as u64;
-            }
-            self.allocated = target;
+        if self.preallocate > 0 {
+            self.allocated = self
+                .allocated
+                .max(self.growth.before_write(self.generation, new_end));
         }
         self.file.write_all_at(buf, self.end)?;
         let t = Instant::now();
@@ -218,6 +217,8 @@ impl FileState {
         let took = t.elapsed();
         self.end = new_end;
         self.allocated = self.allocated.max(new_end);
+        self.growth
+            .after_write(&self.file, self.generation, new_end, self.preallocate);
         Ok(took)
     }
 }
@@ -326,6 +327,7 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // Whoever still waits learns that nothing more will become durable.
         self.durable.end(None);
+        lock(&self.file).growth.close();
     }
 }
 
@@ -627,6 +629,7 @@ impl Shared {
 
     /// Stops taking appends and waits until everything queued is durable (or failed).
     pub fn close(&self) {
+        lock(&self.file).growth.close();
         let mut q = lock(&self.queue);
         q.closing = true;
         self.work.notify_all();
@@ -691,6 +694,8 @@ mod tests {
                 allocated: format::HEADER_LEN as u64,
                 preallocate: 0,
                 extra_sync_latency: Duration::ZERO,
+                generation: 0,
+                growth: Growth::new(format::HEADER_LEN as u64),
             },
             HashMap::new(),
             0,
