@@ -487,9 +487,7 @@ pub(crate) fn read(path: &Path, file: &File, limit: u64, reserve: bool) -> Resul
         if exact {
             fold.seen = Some(Default::default());
         }
-        let end = scan(path, file, HEADER_LEN as u64, limit, |o, p| {
-            fold.block(o, p)
-        })?;
+        let end = scan_folding(path, file, limit, &mut fold)?;
         if let Ok(recovered) = fold.finish(end.tail.clone()) {
             return Ok(Read {
                 end,
@@ -502,5 +500,67 @@ pub(crate) fn read(path: &Path, file: &File, limit: u64, reserve: bool) -> Resul
         path: path.to_owned(),
         offset: HEADER_LEN as u64,
         what: "a receipt begins twice".into(),
+    })
+}
+
+/// Bytes of block payloads handed from the reading thread to the folding one at a time.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Valid blocks' payloads, copied out of the reader's window: `(offset, end in bytes)` each.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    blocks: Vec<(u64, usize)>,
+}
+
+/// [`scan`] on a thread of its own (reading the file and checking every block's CRC) while this
+/// one folds the blocks it has checked, in order. An error in a block folded comes first, as
+/// it would reading in one thread; then the scan's own error (corruption after it).
+fn scan_folding(path: &Path, file: &File, limit: u64, fold: &mut Fold) -> Result<ScanEnd, Error> {
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(2);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Batch>();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || {
+            let mut batch = Batch::default();
+            let end = scan(path, file, HEADER_LEN as u64, limit, |offset, payload| {
+                batch.bytes.extend_from_slice(payload);
+                batch.blocks.push((offset, batch.bytes.len()));
+                if batch.bytes.len() >= BATCH_BYTES {
+                    let next = empty_rx.try_recv().unwrap_or_default();
+                    // The folder stopped (it met an error of its own, which it reports).
+                    full_tx
+                        .send(std::mem::replace(&mut batch, next))
+                        .map_err(|_| Error::Closed)?;
+                }
+                Ok(())
+            });
+            if !batch.blocks.is_empty() {
+                let _ = full_tx.send(batch);
+            }
+            end
+        });
+        let mut folded = Ok(());
+        for mut batch in full_rx.iter() {
+            let mut start = 0;
+            for &(offset, end) in &batch.blocks {
+                folded = fold.block(offset, &batch.bytes[start..end]);
+                if folded.is_err() {
+                    break;
+                }
+                start = end;
+            }
+            if folded.is_err() {
+                break;
+            }
+            batch.bytes.clear();
+            batch.blocks.clear();
+            let _ = empty_tx.send(batch);
+        }
+        drop(full_rx);
+        let scanned = reader
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        folded?;
+        scanned
     })
 }
