@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -43,6 +43,11 @@ pub(crate) struct Durability {
     /// Every append with a sequence number up to this one is durable (read without the lock).
     seq: AtomicU64,
     state: Mutex<Waiting>,
+    /// Set while the flusher gathers the next appends of the waiters it just woke: each waiter
+    /// that registers again (it appended, and now waits for that) nudges it.
+    gathering: AtomicBool,
+    /// The flusher's condition variable, to nudge it.
+    flusher: Arc<Condvar>,
 }
 
 #[derive(Debug, Default)]
@@ -62,6 +67,11 @@ struct Waiting {
 impl Durability {
     fn seq(&self) -> u64 {
         self.seq.load(Ordering::Acquire)
+    }
+
+    /// How many waiters are registered.
+    fn waiting(&self) -> usize {
+        lock(&self.state).wakers.len()
     }
 
     /// Everything up to `seq` is durable: wakes whoever waited for it (after the lock is let go).
@@ -122,6 +132,10 @@ impl Durability {
         // A future polled again before its flush (woken by something else) registers again;
         // the flush wakes it twice, which is harmless, and the list never outlives the flush.
         w.wakers.push((seq, cx.waker().clone()));
+        drop(w);
+        if self.gathering.load(Ordering::Relaxed) {
+            self.flusher.notify_one();
+        }
         Poll::Pending
     }
 }
@@ -300,7 +314,8 @@ struct FlushStats {
 /// What every handle and the flusher share.
 pub(crate) struct Shared {
     queue: Mutex<Queue>,
-    work: Condvar,
+    /// Shared with [`Durability`], whose waiters nudge a gathering flusher.
+    work: Arc<Condvar>,
     durable: Arc<Durability>,
     pub file: Mutex<FileState>,
     stats: Mutex<FlushStats>,
@@ -340,6 +355,7 @@ impl Shared {
         kind: FlusherKind,
     ) -> Arc<Shared> {
         let bytes = file.end;
+        let work = Arc::new(Condvar::new());
         Arc::new(Shared {
             queue: Mutex::new(Queue {
                 buf: Vec::new(),
@@ -354,8 +370,11 @@ impl Shared {
                 closing: false,
                 failed: None,
             }),
-            work: Condvar::new(),
-            durable: Arc::default(),
+            durable: Arc::new(Durability {
+                flusher: work.clone(),
+                ..Durability::default()
+            }),
+            work,
             file: Mutex::new(file),
             stats: Mutex::new(FlushStats {
                 records,
@@ -557,11 +576,13 @@ impl Shared {
     /// arrive before it takes the queue: a waiter woken because its begin is durable appends
     /// its completion a few microseconds later, and that completion then rides the next flush
     /// instead of waiting for one more (a request under load waits for two flushes, not
-    /// three). The pause ends as soon as as many appends arrived as waiters were woken, and
-    /// lasts at most a quarter of the last `fdatasync` (never more than [`MAX_GATHER`]); a
-    /// flush that woke one waiter (one client at a time) does not pause.
+    /// three). The pause ends as soon as as many waiters registered again as were woken (a
+    /// woken task appends its completions, then waits for them: counting appends instead would
+    /// end the pause after the first of many batches), and lasts at most a quarter of the last
+    /// `fdatasync` (never more than [`MAX_GATHER`]); a flush that woke one waiter (one client at
+    /// a time) does not pause.
     pub fn run_thread(&self) {
-        let mut gather: Option<(Instant, u64)> = None;
+        let mut gather: Option<(Instant, usize)> = None;
         loop {
             let taken = {
                 let mut q = lock(&self.queue);
@@ -571,7 +592,7 @@ impl Shared {
                     }
                     if let Some((until, want)) = gather {
                         let now = Instant::now();
-                        if q.seq < want && now < until && !q.closing {
+                        if self.durable.waiting() < want && now < until && !q.closing {
                             q.flusher_asleep = true;
                             q = match self.work.wait_timeout(q, until - now) {
                                 Ok((q, _)) => q,
@@ -581,6 +602,7 @@ impl Shared {
                             continue;
                         }
                         gather = None;
+                        self.durable.gathering.store(false, Ordering::Relaxed);
                     }
                     if let Some(t) = Self::take(&mut q) {
                         break t;
@@ -597,8 +619,9 @@ impl Shared {
                 None => return,
                 Some(woken) if woken > 1 => {
                     let pause = (lock(&self.stats).last_fsync / 4).min(MAX_GATHER);
-                    let base = lock(&self.queue).seq;
-                    gather = Some((Instant::now() + pause, base + woken as u64));
+                    self.durable.gathering.store(true, Ordering::Relaxed);
+                    let want = self.durable.waiting() + woken;
+                    gather = Some((Instant::now() + pause, want));
                 }
                 Some(_) => {}
             }
