@@ -8,7 +8,8 @@
 //! [`Journal::append`]: it queues records without touching the disk and returns a [`Ticket`]
 //! that resolves once they are written and `fdatasync`ed. Every append queued while a flush is
 //! under way shares the next one, so durability costs one `fdatasync` per batch, not per
-//! request.
+//! request. A second thread keeps zeros written ahead of the end (`grow.rs`), so those
+//! `fdatasync`s have no file size to commit.
 //!
 //! [`Journal::open`] reads everything back ([`Recovered`]), cutting a torn tail (the last,
 //! unfinished write) with a warning and refusing corruption anywhere before it. [`check`] reads a
