@@ -123,11 +123,7 @@ impl Journal {
 
         // 1. Fold the durable journal up to e1.
         let reader = files::open_file(path, false, false)?;
-        let mut fold = recover::Fold::new(path);
-        scan::scan(path, &reader, HEADER_LEN as u64, e1, |o, p| {
-            fold.block(o, p)
-        })?;
-        let state = fold.finish(None);
+        let state = recover::read(path, &reader, e1, false)?.recovered;
 
         // 2. Write the live state.
         let copy_path = dir.join(files::COMPACT_FILE);
@@ -294,6 +290,8 @@ impl Journal {
         fs.file = out.file;
         fs.end = bytes_after;
         fs.allocated = bytes_after;
+        fs.generation += 1;
+        fs.growth.switched(fs.generation, bytes_after);
         shared.reset_after_compaction(out.acct, out.records, bytes_after);
         if crash == Some(Stage::Renamed) {
             return Err(Error::Closed);

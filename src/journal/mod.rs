@@ -8,7 +8,8 @@
 //! [`Journal::append`]: it queues records without touching the disk and returns a [`Ticket`]
 //! that resolves once they are written and `fdatasync`ed. Every append queued while a flush is
 //! under way shares the next one, so durability costs one `fdatasync` per batch, not per
-//! request.
+//! request. A second thread keeps zeros written ahead of the end (`grow.rs`), so those
+//! `fdatasync`s have no file size to commit.
 //!
 //! [`Journal::open`] reads everything back ([`Recovered`]), cutting a torn tail (the last,
 //! unfinished write) with a warning and refusing corruption anywhere before it. [`check`] reads a
@@ -21,6 +22,7 @@ use std::time::Duration;
 mod compact;
 mod files;
 pub mod format;
+mod grow;
 mod recover;
 mod scan;
 mod writer;
@@ -133,8 +135,9 @@ pub enum Error {
 /// How the journal writes.
 #[derive(Clone, Debug)]
 pub struct Options {
-    /// Grow the file by this many bytes of zeros at a time (0: grow with each write). Writing
-    /// into zeros already on disk means an `fdatasync` has no file size to commit.
+    /// Keep at least this many bytes of zeros written ahead of the journal's end, and up to
+    /// twice as many (0: grow with each write). A thread of its own writes them; writing into
+    /// zeros already on disk means an `fdatasync` has no file size or extent to commit.
     pub preallocate: u64,
     /// Who writes and syncs.
     pub flusher: FlusherKind,
@@ -254,10 +257,11 @@ impl Journal {
         }
         let file = files::open_file(&path, true, false)?;
         let len = read_header(&path, &file)?;
-        let mut fold = recover::Fold::for_bytes(&path, len);
-        let end = scan::scan(&path, &file, format::HEADER_LEN as u64, len, |o, p| {
-            fold.block(o, p)
-        })?;
+        let recover::Read {
+            end,
+            fold,
+            recovered,
+        } = recover::read(&path, &file, len, true)?;
         if let Some(tail) = &end.tail {
             tracing::warn!(
                 "journal {}: cut a torn tail of {} bytes at byte offset {} ({}): the last write was unfinished when the host stopped",
@@ -275,10 +279,17 @@ impl Journal {
                 })?;
         }
         let allocated = if end.tail.is_some() { end.end } else { len };
+        let growth = grow::Growth::new(allocated);
+        if options.preallocate > 0 {
+            growth.spawn().map_err(|source| Error::Io {
+                path: path.clone(),
+                op: "starting the thread that writes zeros ahead",
+                source,
+            })?;
+        }
         let runs = fold.run_indexes();
         let records = fold.records;
         let acct = fold.acct;
-        let recovered = fold.finish(end.tail);
         let shared = Shared::new(
             FileState {
                 file,
@@ -286,6 +297,8 @@ impl Journal {
                 allocated,
                 preallocate: options.preallocate,
                 extra_sync_latency: options.extra_sync_latency,
+                generation: 0,
+                growth,
             },
             runs,
             records,
@@ -501,12 +514,12 @@ pub fn check(dir: &Path) -> Result<CheckReport, Error> {
     let path = dir.join(files::LOG_FILE);
     let file = files::open_file(&path, false, false)?;
     let len = read_header(&path, &file)?;
-    let mut fold = recover::Fold::for_bytes(&path, len);
-    let end = scan::scan(&path, &file, format::HEADER_LEN as u64, len, |o, p| {
-        fold.block(o, p)
-    })?;
+    let recover::Read {
+        end,
+        fold,
+        recovered: r,
+    } = recover::read(&path, &file, len, true)?;
     let records = fold.records;
-    let r = fold.finish(end.tail.clone());
     Ok(CheckReport {
         path,
         bytes: end.end,

@@ -2,13 +2,15 @@
 //! begun and never completed), tombstones, acknowledgements, tasks and runs.
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use indexmap::IndexMap;
 
+use super::format::HEADER_LEN;
 use super::format::{cleared_ids, Decoded, DecodedBegun, IdRef, Kind, Reader};
-use super::scan::CutTail;
+use super::scan::{scan, CutTail, ScanEnd};
 use super::writer::Accounting;
 use super::Error;
 use crate::book::{FingerprintDigest, RequestKey};
@@ -152,12 +154,20 @@ pub(crate) struct Fold {
     path: PathBuf,
     runs: Vec<Run>,
     run_ids: FastMap<Arc<str>, u32>,
-    /// Live receipts in creation order: what [`Recovered::receipts`] becomes without a copy.
+    /// Receipts in creation order (the ones cleared since are dropped at the end): what
+    /// [`Recovered::receipts`] becomes without a copy.
     receipts: Vec<RecoveredReceipt>,
-    /// Request ID → index in `receipts`, for the receipts not cleared.
-    index: FastMap<RequestKey, u32>,
-    /// Indexes in `receipts` of the ones cleared since (their request and reply already let go).
-    cleared: Vec<u32>,
+    /// Request ID → index in `receipts`, for the receipts begun and not completed: the only
+    /// ones a completion can name. A few thousand at most (what was in flight), so the lookups
+    /// stay in cache; a table of every receipt would cost a cache miss per record.
+    open: FastMap<RequestKey, u32>,
+    /// Every UUID request ID begun, checked for repeats once at the end (sorting is cheaper
+    /// than a table of a million keys).
+    uuids: Vec<u128>,
+    /// Every other request ID begun (rare), checked for repeats as it comes.
+    texts: std::collections::HashSet<Box<str>, foldhash::fast::RandomState>,
+    /// Every request ID begun, when a repeat must be found where it is (see [`read`]).
+    seen: Option<std::collections::HashSet<RequestKey, foldhash::fast::RandomState>>,
     tombstones: Map<RequestKey, (FingerprintDigest, u32)>,
     clears: Vec<ClearInfo>,
     acks: Map<RequestKey, Acknowledgement>,
@@ -171,10 +181,6 @@ pub(crate) struct Fold {
 }
 
 impl Fold {
-    pub fn new(path: &Path) -> Fold {
-        Fold::for_bytes(path, 0)
-    }
-
     /// A fold for a journal of `bytes`: its receipt table is reserved for about as many
     /// receipts as that many bytes can hold, so reading a big journal never stops to copy
     /// the table into a bigger one (address space mostly: untouched pages cost nothing).
@@ -185,8 +191,10 @@ impl Fold {
             runs: Vec::new(),
             run_ids: FastMap::default(),
             receipts: Vec::with_capacity(receipts),
-            index: FastMap::with_capacity_and_hasher(receipts, Default::default()),
-            cleared: Vec::new(),
+            open: FastMap::default(),
+            uuids: Vec::with_capacity(receipts),
+            texts: Default::default(),
+            seen: None,
             tombstones: Map::default(),
             clears: Vec::new(),
             acks: Map::default(),
@@ -257,22 +265,18 @@ impl Fold {
                 format!("receipt {key} begins again after it was cleared"),
             ));
         }
-        let at = self.receipts.len() as u32;
-        match self.index.entry(key.clone()) {
-            std::collections::hash_map::Entry::Occupied(_) => {
-                return Err(self.inconsistent(offset, format!("receipt {key} begins twice")))
+        let run_id = self.run(offset, b.run)?;
+        let repeated = match &b.request_id {
+            _ if self.seen.is_some() => !self.seen.as_mut().is_some_and(|s| s.insert(key.clone())),
+            IdRef::Uuid(bytes) => {
+                self.uuids.push(u128::from_be_bytes(*bytes));
+                self.open.contains_key(&key)
             }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(at);
-            }
-        }
-        let run_id = match self.run(offset, b.run) {
-            Ok(r) => r,
-            Err(e) => {
-                self.index.remove(&key);
-                return Err(e);
-            }
+            IdRef::Text(t) => !self.texts.insert((*t).into()),
         };
+        if repeated {
+            return Err(self.inconsistent(offset, format!("receipt {key} begins twice")));
+        }
         let method = match self.methods.get(b.method) {
             Some(m) => m.clone(),
             None => {
@@ -282,6 +286,7 @@ impl Fold {
             }
         };
         let task_id = b.task_id.as_ref().map(|t| self.task_id(t));
+        let at = self.receipts.len() as u32;
         self.receipts.push(RecoveredReceipt {
             request_id: key,
             run_id,
@@ -315,11 +320,11 @@ impl Fold {
         reply: &[u8],
         at: i64,
     ) -> Result<(), Error> {
-        match self.index.get(key) {
-            Some(&index) => self.complete_at(offset, index, reply, at),
+        match self.open.remove(key) {
+            Some(index) => self.complete_at(offset, index, reply, at),
             None => Err(self.inconsistent(
                 offset,
-                format!("receipt {key} completes but was never begun (or was cleared)"),
+                format!("receipt {key} completes twice, or completes but was never begun (or was cleared)"),
             )),
         }
     }
@@ -335,7 +340,9 @@ impl Fold {
                 }
             }
             Decoded::ReceiptBegun(b) => {
-                self.begin(offset, b)?;
+                let key = b.request_id.key();
+                let index = self.begin(offset, b)?;
+                self.open.insert(key, index);
                 self.acct.note(kind, len, 0);
             }
             Decoded::ReceiptCompleted {
@@ -371,15 +378,9 @@ impl Fold {
                             self.inconsistent(offset, format!("receipt {key} is cleared twice"))
                         );
                     }
-                    if let Some(index) = self.index.remove(&key) {
-                        // The tombstone keeps the digest; the request and reply can go now.
-                        let receipt = &mut self.receipts[index as usize];
-                        receipt.request = Box::from("");
-                        receipt.completion = None;
-                        self.cleared.push(index);
-                        self.acct.cleared += 1;
-                    }
-                    // (A tombstone without its receipt is how a compacted journal keeps it.)
+                    // Its receipt, if the file has it (a compacted journal keeps the
+                    // tombstone alone), is dropped at the end.
+                    self.open.remove(&key);
                     self.tombstones.insert(key, (digest, clear));
                 }
             }
@@ -423,31 +424,32 @@ impl Fold {
         Ok(())
     }
 
-    /// The recovered state.
-    pub fn finish(mut self, cut_tail: Option<CutTail>) -> Recovered {
-        if !self.cleared.is_empty() {
-            self.cleared.sort_unstable();
-            let cleared = &self.cleared;
-            let mut next = 0;
-            let mut at = 0u32;
-            self.receipts.retain(|_| {
-                let gone = cleared.get(next) == Some(&at);
-                next += usize::from(gone);
-                at += 1;
-                !gone
-            });
+    /// The recovered state, once the receipts are checked for an ID begun twice (`Err`: one
+    /// was; [`read`] then reads again to say where). Also counts the cleared receipts into
+    /// [`Fold::acct`].
+    pub fn finish(&mut self, cut_tail: Option<CutTail>) -> Result<Recovered, RepeatedBegin> {
+        self.uuids.sort_unstable();
+        if self.uuids.windows(2).any(|w| w[0] == w[1]) {
+            return Err(RepeatedBegin);
         }
-        let index = &self.index;
-        Recovered {
-            runs: self.runs,
-            acknowledgements: self
-                .acks
+        self.uuids = Vec::new();
+        let tombstones = &self.tombstones;
+        let mut receipts = std::mem::take(&mut self.receipts);
+        if !tombstones.is_empty() {
+            let before = receipts.len();
+            receipts.retain(|r| !tombstones.contains_key(&r.request_id));
+            self.acct.cleared += (before - receipts.len()) as u64;
+        }
+        let acks = std::mem::take(&mut self.acks);
+        Ok(Recovered {
+            runs: self.runs.clone(),
+            // An acknowledgement outlives its receipt only as long as the receipt is not cleared.
+            acknowledgements: acks
                 .into_values()
-                .filter(|a| index.contains_key(&a.request_id))
+                .filter(|a| !tombstones.contains_key(&a.request_id))
                 .collect(),
-            receipts: self.receipts,
-            tombstones: self
-                .tombstones
+            receipts,
+            tombstones: std::mem::take(&mut self.tombstones)
                 .into_iter()
                 .map(|(request_id, (digest, clear))| RecoveredTombstone {
                     request_id,
@@ -455,9 +457,110 @@ impl Fold {
                     clear,
                 })
                 .collect(),
-            clears: self.clears,
-            tasks: self.tasks.into_values().collect(),
+            clears: std::mem::take(&mut self.clears),
+            tasks: std::mem::take(&mut self.tasks).into_values().collect(),
             cut_tail,
+        })
+    }
+}
+
+/// A request ID was begun twice; where is found by reading again (see [`read`]).
+#[derive(Debug)]
+pub(crate) struct RepeatedBegin;
+
+/// A journal file read whole.
+pub(crate) struct Read {
+    /// Where its valid blocks end, and any torn tail after them.
+    pub end: ScanEnd,
+    /// The fold, for its counts ([`Fold::records`], [`Fold::acct`], [`Fold::run_indexes`]).
+    pub fold: Fold,
+    /// What the host rebuilds from.
+    pub recovered: Recovered,
+}
+
+/// Reads the blocks of `file` up to `limit` and folds them. An ID begun twice is found only
+/// at the end (see [`Fold::uuids`]); then the file is read once more keeping every ID, so the
+/// error names the offset of the second begin as any other inconsistency does.
+pub(crate) fn read(path: &Path, file: &File, limit: u64, reserve: bool) -> Result<Read, Error> {
+    for exact in [false, true] {
+        let mut fold = Fold::for_bytes(path, if reserve { limit } else { 0 });
+        if exact {
+            fold.seen = Some(Default::default());
+        }
+        let end = scan_folding(path, file, limit, &mut fold)?;
+        if let Ok(recovered) = fold.finish(end.tail.clone()) {
+            return Ok(Read {
+                end,
+                fold,
+                recovered,
+            });
         }
     }
+    Err(Error::Inconsistent {
+        path: path.to_owned(),
+        offset: HEADER_LEN as u64,
+        what: "a receipt begins twice".into(),
+    })
+}
+
+/// Bytes of block payloads handed from the reading thread to the folding one at a time.
+const BATCH_BYTES: usize = 4 << 20;
+
+/// Valid blocks' payloads, copied out of the reader's window: `(offset, end in bytes)` each.
+#[derive(Default)]
+struct Batch {
+    bytes: Vec<u8>,
+    blocks: Vec<(u64, usize)>,
+}
+
+/// [`scan`] on a thread of its own (reading the file and checking every block's CRC) while this
+/// one folds the blocks it has checked, in order. An error in a block folded comes first, as
+/// it would reading in one thread; then the scan's own error (corruption after it).
+fn scan_folding(path: &Path, file: &File, limit: u64, fold: &mut Fold) -> Result<ScanEnd, Error> {
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<Batch>(2);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Batch>();
+    std::thread::scope(|scope| {
+        let reader = scope.spawn(move || {
+            let mut batch = Batch::default();
+            let end = scan(path, file, HEADER_LEN as u64, limit, |offset, payload| {
+                batch.bytes.extend_from_slice(payload);
+                batch.blocks.push((offset, batch.bytes.len()));
+                if batch.bytes.len() >= BATCH_BYTES {
+                    let next = empty_rx.try_recv().unwrap_or_default();
+                    // The folder stopped (it met an error of its own, which it reports).
+                    full_tx
+                        .send(std::mem::replace(&mut batch, next))
+                        .map_err(|_| Error::Closed)?;
+                }
+                Ok(())
+            });
+            if !batch.blocks.is_empty() {
+                let _ = full_tx.send(batch);
+            }
+            end
+        });
+        let mut folded = Ok(());
+        for mut batch in full_rx.iter() {
+            let mut start = 0;
+            for &(offset, end) in &batch.blocks {
+                folded = fold.block(offset, &batch.bytes[start..end]);
+                if folded.is_err() {
+                    break;
+                }
+                start = end;
+            }
+            if folded.is_err() {
+                break;
+            }
+            batch.bytes.clear();
+            batch.blocks.clear();
+            let _ = empty_tx.send(batch);
+        }
+        drop(full_rx);
+        let scanned = reader
+            .join()
+            .unwrap_or_else(|p| std::panic::resume_unwind(p));
+        folded?;
+        scanned
+    })
 }

@@ -10,12 +10,13 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use super::format::{self, Record, BLOCK_HEADER_LEN, MAX_APPEND_BYTES, MAX_BLOCK_PAYLOAD};
+use super::grow::Growth;
 use super::Error;
 
 /// The longest the flusher waits after a flush for the appends of the waiters it woke.
@@ -42,6 +43,11 @@ pub(crate) struct Durability {
     /// Every append with a sequence number up to this one is durable (read without the lock).
     seq: AtomicU64,
     state: Mutex<Waiting>,
+    /// Set while the flusher gathers the next appends of the waiters it just woke: each waiter
+    /// that registers again (it appended, and now waits for that) nudges it.
+    gathering: AtomicBool,
+    /// The flusher's condition variable, to nudge it.
+    flusher: Arc<Condvar>,
 }
 
 #[derive(Debug, Default)]
@@ -61,6 +67,11 @@ struct Waiting {
 impl Durability {
     fn seq(&self) -> u64 {
         self.seq.load(Ordering::Acquire)
+    }
+
+    /// How many waiters are registered.
+    fn waiting(&self) -> usize {
+        lock(&self.state).wakers.len()
     }
 
     /// Everything up to `seq` is durable: wakes whoever waited for it (after the lock is let go).
@@ -121,6 +132,10 @@ impl Durability {
         // A future polled again before its flush (woken by something else) registers again;
         // the flush wakes it twice, which is harmless, and the list never outlives the flush.
         w.wakers.push((seq, cx.waker().clone()));
+        drop(w);
+        if self.gathering.load(Ordering::Relaxed) {
+            self.flusher.notify_one();
+        }
         Poll::Pending
     }
 }
@@ -184,30 +199,28 @@ pub(crate) struct FileState {
     pub file: File,
     /// Where the next block goes: everything before is durable.
     pub end: u64,
-    /// The file's length: `end` plus zeros written ahead (see `Options::preallocate`).
+    /// The file's length as far as the flusher knows: `end` plus zeros written ahead (see
+    /// `Options::preallocate`).
     pub allocated: u64,
-    /// Bytes of zeros to write ahead when the file must grow; 0 for none.
+    /// Bytes of zeros to keep written ahead of `end`; 0 for none.
     pub preallocate: u64,
     /// Slept after each `fdatasync` (see `Options::extra_sync_latency`).
     pub extra_sync_latency: Duration,
+    /// Which file this is to the grower (compaction switches files).
+    pub generation: u64,
+    /// The grower thread's side (see [`mod@super::grow`]).
+    pub growth: Arc<Growth>,
 }
 
 impl FileState {
-    /// Writes `buf` (sealed blocks at `end`) and makes it durable.
+    /// Writes `buf` (sealed blocks at `end`) and makes it durable. The zeros ahead are the
+    /// grower's work: this only waits for it when it is writing where `buf` goes.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<Duration> {
         let new_end = self.end + buf.len() as u64;
-        if self.preallocate > 0 && new_end > self.allocated {
-            // Zeros written ahead (and made durable with this batch) let later commits overwrite
-            // blocks that already exist: `fdatasync` then has no file size to commit.
-            let target = new_end.next_multiple_of(self.preallocate.max(4096)) + self.preallocate;
-            let zeros = vec![0u8; (target - new_end).min(8 << 20) as usize];
-            let mut at = new_end;
-            while at < target {
-                let n = zeros.len().min((target - at) as usize);
-                self.file.write_all_at(&zeros[..n], at)?;
-                at += n as u64;
-            }
-            self.allocated = target;
+        if self.preallocate > 0 {
+            self.allocated = self
+                .allocated
+                .max(self.growth.before_write(self.generation, new_end));
         }
         self.file.write_all_at(buf, self.end)?;
         let t = Instant::now();
@@ -218,6 +231,8 @@ impl FileState {
         let took = t.elapsed();
         self.end = new_end;
         self.allocated = self.allocated.max(new_end);
+        self.growth
+            .after_write(&self.file, self.generation, new_end, self.preallocate);
         Ok(took)
     }
 }
@@ -299,7 +314,8 @@ struct FlushStats {
 /// What every handle and the flusher share.
 pub(crate) struct Shared {
     queue: Mutex<Queue>,
-    work: Condvar,
+    /// Shared with [`Durability`], whose waiters nudge a gathering flusher.
+    work: Arc<Condvar>,
     durable: Arc<Durability>,
     pub file: Mutex<FileState>,
     stats: Mutex<FlushStats>,
@@ -326,6 +342,7 @@ impl Drop for Shared {
     fn drop(&mut self) {
         // Whoever still waits learns that nothing more will become durable.
         self.durable.end(None);
+        lock(&self.file).growth.close();
     }
 }
 
@@ -338,6 +355,7 @@ impl Shared {
         kind: FlusherKind,
     ) -> Arc<Shared> {
         let bytes = file.end;
+        let work = Arc::new(Condvar::new());
         Arc::new(Shared {
             queue: Mutex::new(Queue {
                 buf: Vec::new(),
@@ -352,8 +370,11 @@ impl Shared {
                 closing: false,
                 failed: None,
             }),
-            work: Condvar::new(),
-            durable: Arc::default(),
+            durable: Arc::new(Durability {
+                flusher: work.clone(),
+                ..Durability::default()
+            }),
+            work,
             file: Mutex::new(file),
             stats: Mutex::new(FlushStats {
                 records,
@@ -555,11 +576,13 @@ impl Shared {
     /// arrive before it takes the queue: a waiter woken because its begin is durable appends
     /// its completion a few microseconds later, and that completion then rides the next flush
     /// instead of waiting for one more (a request under load waits for two flushes, not
-    /// three). The pause ends as soon as as many appends arrived as waiters were woken, and
-    /// lasts at most a quarter of the last `fdatasync` (never more than [`MAX_GATHER`]); a
-    /// flush that woke one waiter (one client at a time) does not pause.
+    /// three). The pause ends as soon as as many waiters registered again as were woken (a
+    /// woken task appends its completions, then waits for them: counting appends instead would
+    /// end the pause after the first of many batches), and lasts at most a quarter of the last
+    /// `fdatasync` (never more than [`MAX_GATHER`]); a flush that woke one waiter (one client at
+    /// a time) does not pause.
     pub fn run_thread(&self) {
-        let mut gather: Option<(Instant, u64)> = None;
+        let mut gather: Option<(Instant, usize)> = None;
         loop {
             let taken = {
                 let mut q = lock(&self.queue);
@@ -569,7 +592,7 @@ impl Shared {
                     }
                     if let Some((until, want)) = gather {
                         let now = Instant::now();
-                        if q.seq < want && now < until && !q.closing {
+                        if self.durable.waiting() < want && now < until && !q.closing {
                             q.flusher_asleep = true;
                             q = match self.work.wait_timeout(q, until - now) {
                                 Ok((q, _)) => q,
@@ -579,6 +602,7 @@ impl Shared {
                             continue;
                         }
                         gather = None;
+                        self.durable.gathering.store(false, Ordering::Relaxed);
                     }
                     if let Some(t) = Self::take(&mut q) {
                         break t;
@@ -595,8 +619,9 @@ impl Shared {
                 None => return,
                 Some(woken) if woken > 1 => {
                     let pause = (lock(&self.stats).last_fsync / 4).min(MAX_GATHER);
-                    let base = lock(&self.queue).seq;
-                    gather = Some((Instant::now() + pause, base + woken as u64));
+                    self.durable.gathering.store(true, Ordering::Relaxed);
+                    let want = self.durable.waiting() + woken;
+                    gather = Some((Instant::now() + pause, want));
                 }
                 Some(_) => {}
             }
@@ -627,6 +652,7 @@ impl Shared {
 
     /// Stops taking appends and waits until everything queued is durable (or failed).
     pub fn close(&self) {
+        lock(&self.file).growth.close();
         let mut q = lock(&self.queue);
         q.closing = true;
         self.work.notify_all();
@@ -691,6 +717,8 @@ mod tests {
                 allocated: format::HEADER_LEN as u64,
                 preallocate: 0,
                 extra_sync_latency: Duration::ZERO,
+                generation: 0,
+                growth: Growth::new(format::HEADER_LEN as u64),
             },
             HashMap::new(),
             0,

@@ -182,3 +182,30 @@ fn records_that_contradict_each_other_are_refused_not_dropped() {
     assert!(matches!(e, Error::Inconsistent { .. }), "{msg}");
     assert!(msg.contains("completes twice"), "{msg}");
 }
+
+#[test]
+fn a_receipt_begun_again_after_it_completed_is_refused_naming_the_second_begin() {
+    let tmp = tempfile::tempdir().unwrap();
+    let j = fresh(tmp.path(), Options::default());
+    receipts(&j, 0..3);
+    let k = key(1);
+    let req = request(1);
+    let second = j.stats().bytes;
+    // The host never does this: the repeat is found only once every receipt was read, and
+    // the journal is read again to name where it is.
+    j.append(&begun(&k, &req, 9)).unwrap().wait().unwrap();
+    receipts(&j, 3..5);
+    drop(j);
+    for e in [
+        Journal::open(tmp.path(), Options::default()).unwrap_err(),
+        check(tmp.path()).unwrap_err(),
+    ] {
+        let msg = e.to_string();
+        let Error::Inconsistent { offset, what, .. } = e else {
+            panic!("{msg}")
+        };
+        assert!(what.contains("begins twice"), "{msg}");
+        assert!(what.contains(&k.to_string()), "{msg}");
+        assert_eq!(offset, second + format::BLOCK_HEADER_LEN as u64, "{msg}");
+    }
+}

@@ -389,6 +389,57 @@ fn concurrent_appends_share_flushes_and_every_ticket_resolves_durable() {
 }
 
 #[test]
+fn blocks_written_while_zeros_are_written_ahead_are_never_overwritten_by_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    // 64 KiB kept ahead: the grower works (in 1 MiB steps) all through the appends, and the
+    // flusher keeps reaching the zeros it is writing.
+    let j = fresh(
+        tmp.path(),
+        Options {
+            preallocate: 64 << 10,
+            ..Options::default()
+        },
+    );
+    let writers: Vec<_> = (0..8u128)
+        .map(|w| {
+            let j = j.clone();
+            std::thread::spawn(move || {
+                let pad = "p".repeat(2_000);
+                for i in 0..300u128 {
+                    let n = w * 10_000 + i;
+                    let k = key(n);
+                    let req = format!("{}{pad}", request(n));
+                    j.append(&begun(&k, &req, 1)).unwrap().wait().unwrap();
+                    let rep = reply(n);
+                    j.append(&completed(&k, &rep, 2)).unwrap().wait().unwrap();
+                }
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().unwrap();
+    }
+    let end = j.stats().bytes;
+    assert!(
+        end > 4 << 20,
+        "the appends cross several steps of zeros: {end}"
+    );
+    j.close().unwrap();
+    drop(j);
+    let bytes = std::fs::read(tmp.path().join(LOG_FILE)).unwrap();
+    assert!(bytes.len() as u64 >= end);
+    assert!(
+        bytes[end as usize..].iter().all(|b| *b == 0),
+        "only zeros after the journal's end"
+    );
+    let report = check(tmp.path()).unwrap();
+    assert_eq!((report.bytes, report.tail), (end, None));
+    let (_j, r) = open(tmp.path());
+    assert_eq!(r.receipts.len(), 8 * 300);
+    assert!(r.receipts.iter().all(|r| r.completion.is_some()));
+}
+
+#[test]
 fn big_appends_queued_together_are_split_into_blocks_and_read_back() {
     let tmp = tempfile::tempdir().unwrap();
     let j = fresh(tmp.path(), no_prealloc());

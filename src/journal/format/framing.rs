@@ -1,0 +1,96 @@
+//! The file header and the block frame: magic, lengths and the CRC32C that makes a torn or
+//! damaged write visible.
+
+/// The first eight bytes of every journal file.
+pub const MAGIC: [u8; 8] = *b"POLARISJ";
+/// The format this build writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes of the file header.
+pub const HEADER_LEN: usize = 20;
+/// The first four bytes of every block.
+pub const BLOCK_MAGIC: [u8; 4] = *b"PJB1";
+/// Bytes of a block header.
+pub const BLOCK_HEADER_LEN: usize = 12;
+/// The largest block payload the writer makes (bigger batches are split between appends).
+pub const MAX_BLOCK_PAYLOAD: usize = 32 << 20;
+/// The largest block payload a reader accepts: one append batch is at most this big.
+pub const MAX_APPEND_BYTES: usize = 1 << 30;
+
+/// The file header for `version`.
+pub fn header(version: u32) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(&MAGIC);
+    h[8..12].copy_from_slice(&version.to_le_bytes());
+    let crc = crc32c::crc32c(&h[..16]);
+    h[16..20].copy_from_slice(&crc.to_le_bytes());
+    h
+}
+
+/// What a file's first bytes say.
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeaderCheck {
+    /// A journal of this format.
+    Ok,
+    /// A journal of another format version.
+    Version(u32),
+    /// Not a journal, or a damaged header.
+    Foreign,
+}
+
+/// Reads a file header.
+pub fn check_header(h: &[u8]) -> HeaderCheck {
+    if h.len() < HEADER_LEN || h[..8] != MAGIC {
+        return HeaderCheck::Foreign;
+    }
+    let crc = u32::from_le_bytes(h[16..20].try_into().expect("4 bytes"));
+    if crc != crc32c::crc32c(&h[..16]) {
+        return HeaderCheck::Foreign;
+    }
+    match u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) {
+        FORMAT_VERSION => HeaderCheck::Ok,
+        other => HeaderCheck::Version(other),
+    }
+}
+
+/// The CRC of a block written at `offset` with `payload`.
+pub fn block_crc(offset: u64, payload: &[u8]) -> u32 {
+    let mut pre = [0u8; 12];
+    pre[..8].copy_from_slice(&offset.to_le_bytes());
+    pre[8..].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    crc32c::crc32c_append(crc32c::crc32c(&pre), payload)
+}
+
+/// Fills in the header of a block whose payload follows it in `block`, to be written at `offset`.
+pub fn seal_block(offset: u64, block: &mut [u8]) {
+    let (head, payload) = block.split_at_mut(BLOCK_HEADER_LEN);
+    let crc = block_crc(offset, payload);
+    head[..4].copy_from_slice(&BLOCK_MAGIC);
+    head[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    head[8..12].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// A block header as read: `None` when the bytes are not a block header.
+pub fn block_len(head: &[u8]) -> Option<(usize, u32)> {
+    if head.len() < BLOCK_HEADER_LEN || head[..4] != BLOCK_MAGIC {
+        return None;
+    }
+    let len = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
+    let crc = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
+    (len > 0 && len <= MAX_APPEND_BYTES).then_some((len, crc))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_tell_versions_and_strangers_apart() {
+        assert_eq!(check_header(&header(FORMAT_VERSION)), HeaderCheck::Ok);
+        assert_eq!(check_header(&header(0)), HeaderCheck::Version(0));
+        assert_eq!(check_header(&header(2)), HeaderCheck::Version(2));
+        let mut h = header(FORMAT_VERSION);
+        h[12] ^= 1;
+        assert_eq!(check_header(&h), HeaderCheck::Foreign);
+        assert_eq!(check_header(b"{\"id\":1}\n"), HeaderCheck::Foreign);
+    }
+}
