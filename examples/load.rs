@@ -587,6 +587,12 @@ impl PolarisCmd {
         } else if self.no_journal && !self.extra.iter().any(|a| a.starts_with("--journal")) {
             cmd.arg("--no-journal");
         }
+        if !self.extra.iter().any(|a| a.starts_with("--max-book-bytes")) {
+            // The book's byte bound (1 GiB by default) must not end a size row early: a
+            // receipt of these frames takes about 430 bytes, so give each one a kibibyte.
+            cmd.arg("--max-book-bytes")
+                .arg(capacity.saturating_mul(1024).to_string());
+        }
         cmd.args(&self.extra);
         let child = spawn_logged(&mut cmd, dir.path())?;
         Server {

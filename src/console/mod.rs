@@ -9,6 +9,7 @@ pub mod demo;
 pub mod filter;
 mod input;
 pub mod keymap;
+mod messages;
 pub mod net;
 mod overlays;
 mod panes;

@@ -1,0 +1,323 @@
+//! The commit phase of a clear: checked a slice at a time, applied all at once, the
+//! cleared receipts leaving the book a slice at a time.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+
+use super::{
+    changed_error, stale, touched_vec, unchanged, Checked, ClearedReceipt, CommittedClear, Pace,
+    Phase, CHECK_EVERY, CLEARED_EVENT_IDS, SLICE,
+};
+use crate::book::{ClearBatch, Freed, RequestKey, TombstoneRun};
+use crate::host::read::to_data;
+use crate::host::{Host, State};
+use crate::protocol::introspection::ReceiptsClearedEvent;
+use crate::protocol::{format_millis, now_millis, ErrorBody, ErrorCode};
+
+impl Host {
+    /// `receipts.clearCommit`: applies a prepared clear only if its token is fresh and nothing
+    /// it listed changed since (no join, replay or state change); the listed receipts become
+    /// tombstones all at once, or nothing changes. The token is used up either way. Blocks
+    /// (slices of the host's lock, then waits for the operator gate): call it off the async
+    /// runtime's workers.
+    pub fn clear_commit(
+        &self,
+        token: &str,
+        reason: &str,
+        operator: &str,
+    ) -> Result<CommittedClear, ErrorBody> {
+        self.clear_commit_at(token, reason, operator, now_millis())
+    }
+
+    /// [`Host::clear_commit`] at a given time (tests move the clock).
+    pub(in crate::host) fn clear_commit_at(
+        &self,
+        token: &str,
+        reason: &str,
+        operator: &str,
+        now: i64,
+    ) -> Result<CommittedClear, ErrorBody> {
+        let mut pace = Pace {
+            max_steps: usize::MAX,
+            between: &mut |_| {},
+        };
+        self.clear_commit_paced(token, reason, operator, now, &mut pace)
+    }
+
+    /// Runs `f` on items `0..n` in turn under the host's lock, a slice at a time, until it
+    /// returns `false`.
+    fn paced_items(
+        &self,
+        n: usize,
+        pace: &mut Pace<'_>,
+        phase: Phase,
+        f: &mut dyn FnMut(&mut State, usize) -> bool,
+    ) {
+        let mut done = 0;
+        while done < n {
+            let mut st = self.lock();
+            let started = Instant::now();
+            let mut steps = 0;
+            while done < n {
+                let go_on = f(&mut st, done);
+                done += 1;
+                steps += 1;
+                if !go_on {
+                    return;
+                }
+                if steps >= pace.max_steps
+                    || (steps % CHECK_EVERY == 0 && started.elapsed() >= SLICE)
+                {
+                    break;
+                }
+            }
+            drop(st);
+            (pace.between)(phase);
+            std::thread::yield_now();
+        }
+    }
+
+    /// [`Host::clear_commit_at`], cut into slices by `pace`.
+    pub(in crate::host) fn clear_commit_paced(
+        &self,
+        token: &str,
+        reason: &str,
+        operator: &str,
+        now: i64,
+        pace: &mut Pace<'_>,
+    ) -> Result<CommittedClear, ErrorBody> {
+        let _gate = self.operator_gate();
+        // The token, taken in one short section; from then on the book notes every receipt
+        // agents reach, for the last check.
+        let (items, batch) = {
+            let mut st = self.lock();
+            let Some(prepared) = st.prepared_clears.remove(token) else {
+                return Err(stale(format!(
+                    "clear token {token} is unknown or already used; nothing was cleared. Run receipts.clearPrepare (polaris clear) again and commit its new token"
+                )));
+            };
+            if prepared.expires_at <= now {
+                drop(st);
+                return Err(stale(format!(
+                    "clear token {token} expired at {}; nothing was cleared. Prepare again to see the receipts' current results",
+                    format_millis(prepared.expires_at)
+                )));
+            }
+            st.book.watch_changes();
+            (prepared.items, st.book.next_batch())
+        };
+        let stop_watching = || self.lock().book.stop_watching();
+
+        // 1. Every listed receipt, a slice at a time: still as the prepare saw it?
+        let mut checked: Vec<Checked> = touched_vec(items.len());
+        let mut changed = None;
+        self.paced_items(items.len(), pace, Phase::Check, &mut |st, i| {
+            let (key, version) = &items[i];
+            let position = st.book.position(key);
+            let found = position.and_then(|p| st.book.get_index(p));
+            if !unchanged(&st.tasks, key, version, found) {
+                changed = Some(i);
+                return false;
+            }
+            let (Some(position), Some((_, r))) = (position, found) else {
+                unreachable!("unchanged() found it")
+            };
+            checked.push(Checked {
+                position,
+                digest: crate::book::digest(&r.request),
+                method: r.method,
+                task_id: r.task_id.clone(),
+                code: r.outcome().and_then(|o| o.code),
+            });
+            true
+        });
+        if let Some(i) = changed {
+            stop_watching();
+            return Err(changed_error(&items[i].0));
+        }
+
+        // 2. Outside the lock: the tombstones sorted, the list in
+        // key order (to find what agents reached), the journal's record.
+        let mut run = Some(Arc::new(TombstoneRun::new(
+            items
+                .iter()
+                .zip(&checked)
+                .map(|((k, _), c)| (k.clone(), c.digest)),
+            batch,
+        )));
+        // The listed receipt first in the book: the walk that takes them out starts there.
+        let first = (0..checked.len()).min_by_key(|&i| checked[i].position);
+        let mut by_key: Vec<usize> = (0..items.len()).collect();
+        by_key.sort_unstable_by(|&a, &b| items[a].0.cmp(&items[b].0));
+        let journaled: Vec<crate::journal::ClearedId> = match self.journal() {
+            Some(_) => items
+                .iter()
+                .zip(&checked)
+                .map(|((k, _), c)| crate::journal::ClearedId {
+                    request_id: k.clone(),
+                    digest: c.digest,
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let reason: Arc<str> = reason.into();
+
+        // 3. The receipts agents reached meanwhile, a slice at a time; the slice that finds
+        // none left applies the clear: every tombstone in place at once.
+        let mut reached: Vec<RequestKey> = Vec::new();
+        let mut seen = 0;
+        let mut clearing = loop {
+            let mut st = self.lock();
+            let started = Instant::now();
+            reached.extend(st.book.take_changes());
+            let mut steps = 0;
+            while seen < reached.len() {
+                let key = &reached[seen];
+                seen += 1;
+                steps += 1;
+                if let Ok(j) = by_key.binary_search_by(|&i| items[i].0.cmp(key)) {
+                    let i = by_key[j];
+                    let found = st.book.position(key).and_then(|p| st.book.get_index(p));
+                    if !unchanged(&st.tasks, key, &items[i].1, found) {
+                        st.book.stop_watching();
+                        return Err(changed_error(key));
+                    }
+                }
+                if steps >= pace.max_steps
+                    || (steps % CHECK_EVERY == 0 && started.elapsed() >= SLICE)
+                {
+                    break;
+                }
+            }
+            if seen == reached.len() {
+                st.book.stop_watching();
+                // Positions may have moved down since the check (a receipt withdrawn), never
+                // up, and keep their order: the first listed receipt is still the first.
+                let first = first
+                    .and_then(|i| st.book.position(&items[i].0))
+                    .unwrap_or(usize::MAX);
+                let batch = ClearBatch {
+                    at: now,
+                    reason: reason.clone(),
+                };
+                let run = run.take().expect("applied once");
+                match st.book.begin_clear(first, run, batch) {
+                    Ok(c) => break c,
+                    Err(crate::book::ClearError::TombstonesFull { capacity, used }) => {
+                        let n = items.len();
+                        return Err(ErrorBody::new(
+                            ErrorCode::TombstoneCapacityFull,
+                            format!(
+                                "clearing {n} receipts would exceed the tombstone capacity ({used} of {capacity} used); nothing was cleared. Clear fewer receipts, or stop the host and start it again with a larger --tombstone-capacity (the journal keeps every receipt and tombstone across the restart)"
+                            ),
+                        )
+                        .with_details(json!({"tombstoneCapacity": capacity, "tombstones": used, "requested": n})));
+                    }
+                }
+            }
+            drop(st);
+            (pace.between)(Phase::Check);
+            std::thread::yield_now();
+        };
+        drop(reached);
+
+        // 4. The clear applied: it goes in the journal before any receipt leaves the book.
+        let durable = self.journal().map(|j| {
+            j.append(&crate::journal::Record::ReceiptsCleared(
+                crate::journal::Cleared {
+                    at: now,
+                    reason: &reason,
+                    operator,
+                    ids: &journaled,
+                },
+            ))
+        });
+        drop(journaled);
+
+        // 5. The receipts leave the book a slice at a time, freed outside the lock.
+        loop {
+            let mut freed = Freed::default();
+            let mut st = self.lock();
+            let started = Instant::now();
+            let mut steps = 0;
+            let done = loop {
+                let n = CHECK_EVERY.min(pace.max_steps - steps);
+                if st.book.clear_steps(&mut clearing, n, &mut freed) {
+                    break true;
+                }
+                steps += n;
+                if steps >= pace.max_steps || started.elapsed() >= SLICE {
+                    break false;
+                }
+            };
+            drop(st);
+            drop(freed);
+            (pace.between)(Phase::Remove);
+            if done {
+                break;
+            }
+            std::thread::yield_now();
+        }
+        debug_assert_eq!(clearing.removed(), items.len());
+
+        // 6. A closed task whose last receipt went is reduced to its compact record.
+        self.paced_items(checked.len(), pace, Phase::Tasks, &mut |st, i| {
+            if let Some(tid) = &checked[i].task_id {
+                st.tasks.receipt_cleared(tid);
+            }
+            true
+        });
+
+        // 7. Told to subscribers (the first IDs only: the audit log lists them all).
+        let (tombstones, receipts) = {
+            let mut st = self.lock();
+            let event = ReceiptsClearedEvent {
+                count: items.len() as u64,
+                operator: operator.to_owned(),
+                reason: reason.to_string(),
+                request_ids: items
+                    .iter()
+                    .take(CLEARED_EVENT_IDS)
+                    .map(|(k, _)| k.to_string())
+                    .collect(),
+            };
+            st.events
+                .publish("receipts.cleared", now, || to_data(&event));
+            (st.book.tombstones(), st.book.counts())
+        };
+
+        // 8. The tombstone runs merged outside the lock, so lookups stay few.
+        loop {
+            let Some(pair) = self.lock().book.tombstones_to_merge() else {
+                break;
+            };
+            let merged = Arc::new(TombstoneRun::merged(&pair[0], &pair[1]));
+            let mut freed = Freed::default();
+            self.lock()
+                .book
+                .replace_tombstones(&pair, merged, &mut freed);
+            drop(pair);
+            drop(freed);
+        }
+
+        let cleared = items
+            .into_iter()
+            .zip(checked)
+            .map(|((key, _), c)| ClearedReceipt {
+                request_id: key.to_string(),
+                method: c.method,
+                task_id: c.task_id,
+                code: c.code,
+            })
+            .collect();
+        Ok(CommittedClear {
+            durable,
+            at: now,
+            tombstones,
+            receipts,
+            cleared,
+        })
+    }
+}
