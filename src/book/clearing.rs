@@ -5,8 +5,7 @@ use std::sync::Arc;
 
 use super::limits::receipt_bytes;
 use super::tombstones::{ClearBatch, TombstoneRun};
-use super::{digest, Book, Freed, RESERVED_RECEIPTS};
-use indexmap::IndexMap;
+use super::{digest, reachable_receipts, reserved_table, Book, Freed};
 
 pub use crate::ids::RequestKey;
 
@@ -184,8 +183,8 @@ impl Book {
                     && len <= REBUILD_BELOW
                     && self.receipts.capacity() > 4 * len.max(1)
                 {
-                    let mut table = IndexMap::with_capacity_and_hasher(
-                        self.capacity.min(RESERVED_RECEIPTS).max(len),
+                    let mut table = reserved_table(
+                        reachable_receipts(self.capacity, self.max_bytes).max(len),
                         self.receipts.hasher().clone(),
                     );
                     table.extend(self.receipts.drain(..));

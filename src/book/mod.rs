@@ -189,8 +189,26 @@ impl Vacancy<'_> {
         Ok(used)
     }
 }
-/// How many receipts a new book reserves room for, at most (see [`Book::new`]).
-pub const RESERVED_RECEIPTS: usize = 1 << 20;
+
+/// How many receipts a book bounded by `capacity` receipts and `max_bytes` bytes can ever hold:
+/// each receipt is charged at least [`RECEIPT_OVERHEAD_BYTES`], so no more than
+/// `max_bytes / RECEIPT_OVERHEAD_BYTES` fit whatever the capacity says. The book reserves room
+/// for exactly this many (see [`Book::new`]).
+pub fn reachable_receipts(capacity: usize, max_bytes: usize) -> usize {
+    capacity.min(max_bytes / RECEIPT_OVERHEAD_BYTES)
+}
+
+/// A receipt table with room reserved for `receipts`, or for as many as the system lets the
+/// host reserve (halving the request until it is granted): a bound larger than this machine can
+/// back still starts a host, whose table then grows as it fills.
+pub(super) fn reserved_table(receipts: usize, hasher: foldhash::fast::RandomState) -> ReceiptTable {
+    let mut table = ReceiptTable::with_hasher(hasher);
+    let mut want = receipts;
+    while want > 0 && table.try_reserve(want).is_err() {
+        want /= 2;
+    }
+    table
+}
 
 /// The receipt book.
 pub struct Book {
@@ -237,14 +255,15 @@ impl Freed {
 impl Book {
     /// An empty book with hard capacities for receipts and tombstones.
     ///
-    /// Room for the first [`RESERVED_RECEIPTS`] receipts (or the capacity, if smaller) is
-    /// reserved at once: address space, not memory — pages are touched only as receipts
-    /// arrive — so a book filling up never stops to copy its whole receipt table into a bigger
-    /// one, which on a busy host cost more than the receipts themselves.
+    /// Room for every receipt the book can ever hold ([`reachable_receipts`]) is reserved at
+    /// once: address space, not memory — pages are touched only as receipts arrive — so a book
+    /// filling up never stops to copy its whole receipt table into a bigger one. Such a copy
+    /// happens under the host's lock: at two million receipts it held every agent's request
+    /// for hundreds of milliseconds.
     pub fn new(capacity: usize, tombstone_capacity: usize) -> Book {
         Book {
-            receipts: IndexMap::with_capacity_and_hasher(
-                capacity.min(RESERVED_RECEIPTS),
+            receipts: reserved_table(
+                reachable_receipts(capacity, DEFAULT_MAX_BOOK_BYTES),
                 Default::default(),
             ),
             tombstones: Tombstones::default(),
@@ -262,6 +281,11 @@ impl Book {
     /// Bounds the bytes the receipts may hold (`--max-book-bytes`).
     pub fn with_max_bytes(mut self, max_bytes: usize) -> Book {
         self.max_bytes = max_bytes;
+        let reachable = reachable_receipts(self.capacity, max_bytes);
+        if self.receipts.is_empty() && self.receipts.capacity() != reachable {
+            // Reserved for the bound just set instead (see [`Book::new`]).
+            self.receipts = reserved_table(reachable, self.receipts.hasher().clone());
+        }
         self
     }
 
