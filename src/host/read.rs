@@ -76,10 +76,17 @@ impl Host {
                     // What a client is told about a receipt must survive a crash: a receipt
                     // admitted (or completed, or cleared) a moment ago is answered once the
                     // journal holds it, so a restart never forgets what was reported.
+                    // Almost always it already does, and the reply is ready at once: a ready
+                    // reply counts against the connection's reply-byte bound before the next
+                    // frame is read, a delayed one only once it exists.
                     Some(journal) if status.state != ReceiptState::Unknown => {
+                        let barrier = journal.barrier();
+                        if barrier.is_durable() {
+                            return ready_ok(id, run_id, status);
+                        }
                         let line =
                             Outcome::ok(&status).reply_line(Some(id), run_id, ReceiptKind::None);
-                        self.reply_once_durable(id, journal.barrier(), line)
+                        self.reply_once_durable(id, barrier, line)
                     }
                     _ => ready_ok(id, run_id, status),
                 }
