@@ -10,18 +10,6 @@ use std::time::Duration;
 use common::*;
 use serde_json::json;
 
-/// The host's resident memory, from /proc.
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS in /proc/PID/status");
-    kb * 1024
-}
-
 /// The highest resident set seen while sampling for `for_ms`.
 async fn peak_rss(pid: u32, mut peak: u64, for_ms: u64) -> u64 {
     for _ in 0..for_ms / 50 {

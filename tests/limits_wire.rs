@@ -193,18 +193,6 @@ async fn a_frame_too_large_reaches_its_caller_as_not_executed() {
     assert_eq!(reply.id.as_deref(), Some("big-1"));
 }
 
-/// The host's resident memory, from /proc.
-fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("VmRSS in /proc/PID/status");
-    kb * 1024
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_peer_that_does_not_read_cannot_grow_the_hosts_memory() {
     // A `page.fill` value just under its 64 KiB field limit makes each `receipt.status` reply

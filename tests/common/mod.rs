@@ -361,3 +361,15 @@ pub async fn used(c: &mut Conn) -> u64 {
 pub fn saved() -> Value {
     json!({"target": "#status", "contains": "Saved"})
 }
+
+/// A process's resident memory in bytes, from /proc (the memory-bound tests).
+pub fn rss_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kb * 1024
+}

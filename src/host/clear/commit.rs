@@ -289,18 +289,7 @@ impl Host {
         };
 
         // 8. The tombstone runs merged outside the lock, so lookups stay few.
-        loop {
-            let Some(pair) = self.lock().book.tombstones_to_merge() else {
-                break;
-            };
-            let merged = Arc::new(TombstoneRun::merged(&pair[0], &pair[1]));
-            let mut freed = Freed::default();
-            self.lock()
-                .book
-                .replace_tombstones(&pair, merged, &mut freed);
-            drop(pair);
-            drop(freed);
-        }
+        self.merge_tombstone_runs();
 
         let cleared = items
             .into_iter()

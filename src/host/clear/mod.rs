@@ -554,6 +554,12 @@ impl Host {
             st.events
                 .publish("receipts.cleared", at, || to_data(&event));
         }
+        self.merge_tombstone_runs();
+    }
+
+    /// Merges the book's tombstone runs two at a time outside the host's lock (each merge
+    /// takes the lock only to swap the pair for the merged run), so lookups stay few.
+    pub(super) fn merge_tombstone_runs(&self) {
         loop {
             let Some(pair) = self.lock().book.tombstones_to_merge() else {
                 break;
