@@ -26,14 +26,14 @@ use crate::protocol::results::{
     StoredReply, TaskResumeResult, ToolInfo, ToolKind, ToolsListResult, VerifyResult,
 };
 use crate::protocol::{
-    format_millis, now_millis, Command, ErrorBody, ErrorCode, Method, Outcome, ReceiptKind,
+    format_millis, now_millis, ErrorBody, ErrorCode, Method, Outcome, ReadCommand, ReceiptKind,
     PROTOCOL_VERSION,
 };
 use crate::tasks::{Observation, VerifyOutcome, VerifyRecord};
 
 impl Host {
     /// Answers a read admitted by the receipt rules: executed every time, never stored.
-    pub(super) fn read(&self, id: &str, cmd: Command) -> Handled {
+    pub(super) fn read(&self, id: &str, cmd: ReadCommand) -> Handled {
         let run_id = self.run_id();
         if let (Some(_), Some(tid)) = (self.ledger(), cmd.task_id()) {
             if self.task_unknown_here(tid) {
@@ -42,8 +42,8 @@ impl Host {
             }
         }
         match cmd {
-            Command::HostHello => ready_ok(id, run_id, self.hello()),
-            Command::ToolsList => ready_ok(
+            ReadCommand::HostHello => ready_ok(id, run_id, self.hello()),
+            ReadCommand::ToolsList => ready_ok(
                 id,
                 run_id,
                 ToolsListResult {
@@ -61,12 +61,12 @@ impl Host {
                         .collect(),
                 },
             ),
-            Command::RunStatus(p) => {
+            ReadCommand::RunStatus(p) => {
                 let mut v = self.run_status();
                 v.current = p.run_id.as_deref().is_none_or(|r| r == run_id);
                 ready_ok(id, run_id, v)
             }
-            Command::ReceiptStatus(p) => {
+            ReadCommand::ReceiptStatus(p) => {
                 let status = self.receipt_status(&p.request_id);
                 if status.state == ReceiptState::Unknown && self.ledger().is_some() {
                     // Not in this host's book: the fleet's may have it.
@@ -91,7 +91,7 @@ impl Host {
                     _ => ready_ok(id, run_id, status),
                 }
             }
-            Command::TaskStatus(p) => {
+            ReadCommand::TaskStatus(p) => {
                 let st = self.lock();
                 match st.tasks.get(&p.task_id) {
                     Some(t) => ready_ok(id, run_id, t.status(run_id)),
@@ -101,7 +101,7 @@ impl Host {
                     },
                 }
             }
-            Command::TaskResume(p) => {
+            ReadCommand::TaskResume(p) => {
                 if p.run_id != run_id {
                     return reject(
                         Some(id),
@@ -131,7 +131,7 @@ impl Host {
                     None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
                 }
             }
-            Command::PageRead(p) => {
+            ReadCommand::PageRead(p) => {
                 let Some(task) = self.lock().tasks.shared_id(&p.task_id) else {
                     return reject(Some(id), run_id, self.task_not_found(&p.task_id));
                 };
@@ -158,7 +158,7 @@ impl Host {
                     outcome.reply_line(Some(&id), run_id, ReceiptKind::None)
                 }))
             }
-            Command::TaskVerifyOutcome(p) => {
+            ReadCommand::TaskVerifyOutcome(p) => {
                 let id = id.to_owned();
                 match self.verify(&p.task_id) {
                     Ok(fut) => {
@@ -171,7 +171,6 @@ impl Host {
                     Err(error) => reject(Some(&id), run_id, error),
                 }
             }
-            other => unreachable!("{} is not a read", other.method()),
         }
     }
 

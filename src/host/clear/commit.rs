@@ -117,12 +117,11 @@ impl Host {
             let (key, version) = &items[i];
             let position = st.book.position(key);
             let found = position.and_then(|p| st.book.get_index(p));
-            if !unchanged(&st.tasks, key, version, found) {
+            let (Some(position), Some((_, r)), true) =
+                (position, found, unchanged(&st.tasks, key, version, found))
+            else {
                 changed = Some(i);
                 return false;
-            }
-            let (Some(position), Some((_, r))) = (position, found) else {
-                unreachable!("unchanged() found it")
             };
             checked.push(Checked {
                 position,
