@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::execution::{not_durable, publish_completed, Execution, Stored};
 use super::journaling::TaskRecordData;
-use super::read::to_data;
+use super::to_data;
 use super::{reject, wait_outcome, Handled, Host, State};
 use crate::book::{digest, BookFull, Entry, Limit, ReplySlot, ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;

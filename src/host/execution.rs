@@ -20,7 +20,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::journaling::TaskRecordData;
-use super::read::to_data;
+use super::to_data;
 use super::{Handled, Host, State};
 use crate::book::{ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;

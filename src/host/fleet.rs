@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::execution::{publish_completed, Execution, Mutation, Stored};
-use super::read::to_data;
+use super::to_data;
 use super::{reject, Handled, Host, HostConfig};
 use crate::executor::Executor;
 use crate::ledger::{

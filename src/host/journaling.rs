@@ -588,7 +588,7 @@ impl Host {
                     task_record = Some(TaskRecordData::of(task, TaskEvent::Updated, now));
                 }
                 st.events
-                    .publish("task.updated", now, || super::read::to_data(&summary));
+                    .publish("task.updated", now, || super::to_data(&summary));
             }
         }
         let durable = match self.journal() {

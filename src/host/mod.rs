@@ -187,6 +187,11 @@ fn reject(id: Option<&str>, run_id: &str, error: ErrorBody) -> Handled {
     Handled::Ready(Outcome::err(&error).reply_line(id, run_id, ReceiptKind::None))
 }
 
+/// An event's facts as the bus carries them.
+fn to_data<T: serde::Serialize>(data: &T) -> serde_json::Value {
+    serde_json::to_value(data).expect("event data serialises")
+}
+
 /// A read's result, answered at once.
 fn ready_ok<T: serde::Serialize>(id: &str, run_id: &str, result: T) -> Handled {
     Handled::Ready(Outcome::ok(&result).reply_line(Some(id), run_id, ReceiptKind::None))

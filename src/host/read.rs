@@ -10,13 +10,12 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::journaling::TaskRecordData;
-use super::{ready_ok, reject, wait_outcome, Handled, Host};
+use super::{ready_ok, reject, to_data, wait_outcome, Handled, Host};
 use crate::book::RequestKey;
 use crate::executor::ReadOutcome;
 use crate::journal::TaskEvent;
@@ -392,9 +391,4 @@ impl Host {
         }
         v
     }
-}
-
-/// An event's facts as the bus carries them.
-pub(super) fn to_data<T: Serialize>(data: &T) -> Value {
-    serde_json::to_value(data).expect("event data serialises")
 }

@@ -11,7 +11,7 @@ use super::{
     Phase, CHECK_EVERY, CLEARED_EVENT_IDS, SLICE,
 };
 use crate::book::{ClearBatch, Freed, RequestKey, TombstoneRun};
-use crate::host::read::to_data;
+use crate::host::to_data;
 use crate::host::{Host, State};
 use crate::protocol::introspection::ReceiptsClearedEvent;
 use crate::protocol::{format_millis, now_millis, ErrorBody, ErrorCode};
