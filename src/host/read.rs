@@ -32,18 +32,18 @@ use crate::tasks::{Observation, VerifyOutcome, VerifyRecord};
 
 impl Host {
     /// Answers a read admitted by the receipt rules: executed every time, never stored.
-    pub(super) fn read(&self, id: &str, cmd: ReadCommand) -> Handled {
+    pub(super) fn read(&self, request_id: &str, cmd: ReadCommand) -> Handled {
         let run_id = self.run_id();
         if let (Some(_), Some(tid)) = (self.ledger(), cmd.task_id()) {
             if self.task_unknown_here(tid) {
                 // Tasks stay with their host: say which one has it.
-                return self.unknown_task_in_fleet(id, None, tid, cmd.method());
+                return self.unknown_task_in_fleet(request_id, None, tid, cmd.method());
             }
         }
         match cmd {
-            ReadCommand::HostHello => ready_ok(id, run_id, self.hello()),
+            ReadCommand::HostHello => ready_ok(request_id, run_id, self.hello()),
             ReadCommand::ToolsList => ready_ok(
-                id,
+                request_id,
                 run_id,
                 ToolsListResult {
                     tools: Method::BRIDGE
@@ -63,13 +63,13 @@ impl Host {
             ReadCommand::RunStatus(p) => {
                 let mut v = self.run_status();
                 v.current = p.run_id.as_deref().is_none_or(|r| r == run_id);
-                ready_ok(id, run_id, v)
+                ready_ok(request_id, run_id, v)
             }
             ReadCommand::ReceiptStatus(p) => {
                 let status = self.receipt_status(&p.request_id);
                 if status.state == ReceiptState::Unknown && self.ledger().is_some() {
                     // Not in this host's book: the fleet's may have it.
-                    return self.receipt_status_in_fleet(id, status);
+                    return self.receipt_status_in_fleet(request_id, status);
                 }
                 match self.journal() {
                     // What a client is told about a receipt must survive a crash: a receipt
@@ -81,29 +81,34 @@ impl Host {
                     Some(journal) if status.state != ReceiptState::Unknown => {
                         let barrier = journal.barrier();
                         if barrier.is_durable() {
-                            return ready_ok(id, run_id, status);
+                            return ready_ok(request_id, run_id, status);
                         }
-                        let line =
-                            Outcome::ok(&status).reply_line(Some(id), run_id, ReceiptKind::None);
-                        self.reply_once_durable(id, barrier, line)
+                        let line = Outcome::ok(&status).reply_line(
+                            Some(request_id),
+                            run_id,
+                            ReceiptKind::None,
+                        );
+                        self.reply_once_durable(request_id, barrier, line)
                     }
-                    _ => ready_ok(id, run_id, status),
+                    _ => ready_ok(request_id, run_id, status),
                 }
             }
             ReadCommand::TaskStatus(p) => {
                 let st = self.lock();
                 match st.tasks.get(&p.task_id) {
-                    Some(t) => ready_ok(id, run_id, t.status(run_id)),
+                    Some(t) => ready_ok(request_id, run_id, t.status(run_id)),
                     None => match st.tasks.closed(&p.task_id) {
-                        Some(r) => ready_ok(id, run_id, r.to_task(&p.task_id).status(run_id)),
-                        None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
+                        Some(r) => {
+                            ready_ok(request_id, run_id, r.to_task(&p.task_id).status(run_id))
+                        }
+                        None => reject(Some(request_id), run_id, self.task_not_found(&p.task_id)),
                     },
                 }
             }
             ReadCommand::TaskResume(p) => {
                 if p.run_id != run_id {
                     return reject(
-                        Some(id),
+                        Some(request_id),
                         run_id,
                         ErrorBody::new(
                             ErrorCode::RunNotCurrent,
@@ -125,17 +130,17 @@ impl Host {
                             state: t.state(),
                             task_id: t.id.to_string(),
                         };
-                        ready_ok(id, run_id, v)
+                        ready_ok(request_id, run_id, v)
                     }
-                    None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
+                    None => reject(Some(request_id), run_id, self.task_not_found(&p.task_id)),
                 }
             }
             ReadCommand::PageRead(p) => {
                 let Some(task) = self.lock().tasks.shared_id(&p.task_id) else {
-                    return reject(Some(id), run_id, self.task_not_found(&p.task_id));
+                    return reject(Some(request_id), run_id, self.task_not_found(&p.task_id));
                 };
                 let host = self.clone();
-                let id = id.to_owned();
+                let request_id = request_id.to_owned();
                 let deadline = Instant::now() + self.inner.config.action_timeout;
                 let read = self
                     .inner
@@ -154,20 +159,20 @@ impl Host {
                             format!("reading {} on task {task} failed: {reason}; nothing changed", p.target),
                         )),
                     };
-                    outcome.reply_line(Some(&id), run_id, ReceiptKind::None)
+                    outcome.reply_line(Some(&request_id), run_id, ReceiptKind::None)
                 }))
             }
             ReadCommand::TaskVerifyOutcome(p) => {
-                let id = id.to_owned();
+                let request_id = request_id.to_owned();
                 match self.verify(&p.task_id) {
                     Ok(fut) => {
                         let host = self.clone();
                         Handled::Later(Box::pin(async move {
                             let outcome = fut.await;
-                            outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::None)
+                            outcome.reply_line(Some(&request_id), host.run_id(), ReceiptKind::None)
                         }))
                     }
-                    Err(error) => reject(Some(&id), run_id, error),
+                    Err(error) => reject(Some(&request_id), run_id, error),
                 }
             }
         }
