@@ -71,6 +71,7 @@ def module_of(path):
     return tuple(rel)
 
 
+SRC = os.path.normpath(SRC)
 files = {}
 for root, _, names in os.walk(SRC):
     for name in names:
@@ -78,8 +79,11 @@ for root, _, names in os.walk(SRC):
             p = os.path.join(root, name)
             if os.path.relpath(p, SRC) == "main.rs":
                 continue  # the binary is its own crate
-            files[module_of(p)] = p
-texts = {m: strip(open(p, encoding="utf-8").read()) for m, p in files.items()}
+            files[module_of(p)] = os.path.relpath(p, os.path.dirname(SRC))
+texts = {
+    m: strip(open(os.path.join(os.path.dirname(SRC), p), encoding="utf-8").read())
+    for m, p in files.items()
+}
 
 
 def expand(tree):
