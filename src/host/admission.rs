@@ -130,6 +130,8 @@ impl Host {
             Entry::Vacant(vacancy) => vacancy,
         };
 
+        // A read goes no further; a mutation is the executor's work (`Ok`) or a task closing
+        // (`Err`, which is no failure: it only takes the other way out below).
         let mutation = match cmd {
             Command::Read(read) => return Ok(Admitted::Read(read)),
             Command::Execute(work) => Ok(work),
