@@ -534,6 +534,7 @@ impl Host {
             match reject(Some(&id), host.run_id(), error) {
                 Handled::Ready(line) => line,
                 Handled::Later(f) => f.await,
+                Handled::Joined(_) => Vec::new(),
             }
         }))
     }

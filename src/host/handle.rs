@@ -207,7 +207,7 @@ fn ready_bytes(answers: &[Handled]) -> usize {
         .iter()
         .map(|a| match a {
             Handled::Ready(line) => line.len(),
-            Handled::Later(_) => 0,
+            Handled::Later(_) | Handled::Joined(_) => 0,
         })
         .sum()
 }
