@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::execution::{not_durable, publish_completed, Execution, Stored};
-use super::journaling::TaskRecordData;
+use super::task_record::TaskRecordData;
 use super::to_data;
 use super::{reject, wait_outcome, Handled, Host, State};
 use crate::book::{digest, BookFull, Entry, Limit, ReplySlot, ReplyWaiters, RequestKey};

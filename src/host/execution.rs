@@ -19,7 +19,7 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-use super::journaling::TaskRecordData;
+use super::task_record::TaskRecordData;
 use super::to_data;
 use super::{Handled, Host, State};
 use crate::book::{ReplyWaiters, RequestKey};

@@ -13,84 +13,16 @@ use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 
 use super::execution::{Completion, Execution, Ran};
+use super::task_record::{pending_of, TaskRecordData};
 use super::{Handled, Host};
 use crate::book::{ClearBatch, RequestKey};
 use crate::executor::Executor;
-use crate::journal::{self, Completed, Journal, Record, Recovered, TaskEvent, TaskRecord, Ticket};
+use crate::journal::{self, Completed, Journal, Record, Recovered, TaskEvent, Ticket};
 use crate::protocol::results::JournalStatus;
-use crate::protocol::{now_millis, ErrorBody, ErrorCode, Expect, Method, Outcome, ReceiptKind};
-use crate::tasks::{Closed, PendingOutcome, Task, TaskState};
+use crate::protocol::{now_millis, ErrorBody, ErrorCode, Method, Outcome, ReceiptKind};
+use crate::tasks::{Closed, Task, TaskState};
 
 use super::HostConfig;
-
-/// A task's journal record with the bytes it borrows, built under the host's lock.
-pub(super) struct TaskRecordData {
-    event: TaskEvent,
-    task_id: Arc<str>,
-    title: String,
-    state: &'static str,
-    pending: Vec<u8>,
-    detail: Vec<u8>,
-    created_at: i64,
-    at: i64,
-    closed_at: Option<i64>,
-}
-
-impl TaskRecordData {
-    /// The task as it is now. `pending` holds its unresolved pending outcomes; `detail` its URL
-    /// and stop reason (history is rebuilt from the receipts, which carry it already).
-    pub(super) fn of(task: &Task, event: TaskEvent, at: i64) -> TaskRecordData {
-        let pending: Vec<Value> = task
-            .pending
-            .iter()
-            .map(|p| {
-                json!({
-                    "requestId": p.request_id,
-                    "method": p.method.as_str(),
-                    "params": p.params,
-                    "expect": p.expect,
-                    "since": p.since,
-                })
-            })
-            .collect();
-        let stop_reason = match &task.closed {
-            Some(Closed::Stopped { reason }) => Some(reason.as_str()),
-            _ => None,
-        };
-        TaskRecordData {
-            event,
-            task_id: task.id.clone(),
-            title: task.title.clone(),
-            state: task.state().as_str(),
-            pending: if pending.is_empty() {
-                Vec::new()
-            } else {
-                serde_json::to_vec(&pending).unwrap_or_default()
-            },
-            detail: serde_json::to_vec(&json!({"url": task.url, "stopReason": stop_reason}))
-                .unwrap_or_default(),
-            created_at: task.created_at,
-            at,
-            closed_at: task.closed.is_some().then_some(task.updated_at),
-        }
-    }
-
-    /// The record, naming `run_id`.
-    pub(super) fn record<'a>(&'a self, run_id: &'a str) -> Record<'a> {
-        Record::Task(TaskRecord {
-            event: self.event,
-            task_id: &self.task_id,
-            run_id,
-            created_at: self.created_at,
-            at: self.at,
-            title: &self.title,
-            state: self.state,
-            pending: &self.pending,
-            detail: &self.detail,
-            closed_at: self.closed_at,
-        })
-    }
-}
 
 /// The error code of a stored reply body, read back from its bytes.
 pub(super) fn code_of(body: &str) -> Option<ErrorCode> {
@@ -132,18 +64,6 @@ pub(super) fn interrupted_outcome(
             "next": next,
         })),
     )
-}
-
-/// A pending outcome as [`TaskRecordData`] wrote it.
-fn pending_of(v: &Value) -> Option<PendingOutcome> {
-    Some(PendingOutcome {
-        request_id: v["requestId"].as_str()?.to_owned(),
-        method: v["method"].as_str()?.parse().ok()?,
-        params: v["params"].clone(),
-        expect: serde_json::from_value::<Expect>(v["expect"].clone()).ok()?,
-        since: v["since"].as_i64()?,
-        last_verify: None,
-    })
 }
 
 /// A recovered record the host cannot read back.

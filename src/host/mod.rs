@@ -50,6 +50,7 @@ mod fleet_report;
 mod handle;
 mod journaling;
 mod read;
+mod task_record;
 
 #[cfg(test)]
 mod clear_tests;

@@ -14,7 +14,7 @@ use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::journaling::TaskRecordData;
+use super::task_record::TaskRecordData;
 use super::{ready_ok, reject, to_data, wait_outcome, Handled, Host};
 use crate::book::RequestKey;
 use crate::executor::ReadOutcome;
