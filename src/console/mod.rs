@@ -24,7 +24,7 @@ mod run;
 pub mod text;
 mod theme;
 pub mod ui;
-mod update;
+pub mod update;
 
 pub use run::{color_wanted, run};
 
