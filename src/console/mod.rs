@@ -8,7 +8,8 @@
 //! - `input` (keys, through `keymap`) and `update` (everything else): how the state changes;
 //! - `panes` and `overlays`, drawn by `ui`: how the state is drawn;
 //! - `run`: the one task that owns the [`app::App`], ties `update` to `ui` and the network
-//!   side (`net`), and restores the terminal on quit, on error and on panic.
+//!   side (`net`), and restores the terminal on quit, on error and on panic;
+//! - `demo`: a host with simulated agents, watched through `run`.
 
 pub mod app;
 pub mod demo;
