@@ -4,7 +4,8 @@
 //! Run: `cargo bench --bench console_frame`.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use polaris::console::app::{update, Action, App};
+use polaris::console::app::{Action, App};
+use polaris::console::update::update;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
 use ratatui::widgets::Widget;

@@ -24,7 +24,7 @@ use crate::server::{
 #[command(name = "polaris", version, about, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: CliCommand,
 }
 
 /// Where the host's sockets are.
@@ -44,7 +44,7 @@ impl SocketDir {
 }
 
 #[derive(Debug, Subcommand)]
-enum Command {
+enum CliCommand {
     /// Run the host: the receipt book, the tasks and the executor (the fixture page, or real
     /// pages in Chromium) behind local sockets.
     Serve(ServeArgs),
@@ -538,7 +538,7 @@ fn machine_name() -> String {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => {
+        CliCommand::Serve(args) => {
             init_logging("info");
             let options = ServeOptions {
                 socket_dir: args.dir.resolve(),
@@ -612,11 +612,11 @@ pub fn main() -> ExitCode {
                 }
             }
         }
-        Command::Call(args) => {
+        CliCommand::Call(args) => {
             init_logging("warn");
             call(args)
         }
-        Command::Acknowledge(args) => {
+        CliCommand::Acknowledge(args) => {
             init_logging("warn");
             crate::operator::acknowledge(
                 &args.dir.resolve(),
@@ -626,11 +626,11 @@ pub fn main() -> ExitCode {
                 args.json,
             )
         }
-        Command::Journal(JournalCommand::Check(args)) => {
+        CliCommand::Journal(JournalCommand::Check(args)) => {
             init_logging("warn");
             journal_check(args)
         }
-        Command::Receipts(args) => {
+        CliCommand::Receipts(args) => {
             init_logging("warn");
             let options = crate::operator::ListOptions {
                 filter: args.filter.filter(),
@@ -641,11 +641,11 @@ pub fn main() -> ExitCode {
             };
             crate::operator::receipts(&args.dir.resolve(), options)
         }
-        Command::Verify(args) => {
+        CliCommand::Verify(args) => {
             init_logging("warn");
             crate::operator::verify(&args.dir.resolve(), &args.task_id, args.json)
         }
-        Command::Clear(args) => {
+        CliCommand::Clear(args) => {
             init_logging("warn");
             let options = crate::operator::ClearOptions {
                 ids: args.ids,
@@ -656,7 +656,7 @@ pub fn main() -> ExitCode {
             };
             crate::operator::clear(&args.dir.resolve(), options)
         }
-        Command::Audit(args) => {
+        CliCommand::Audit(args) => {
             init_logging("warn");
             let options = crate::operator::AuditOptions {
                 limit: args.limit,
@@ -665,7 +665,7 @@ pub fn main() -> ExitCode {
             };
             crate::operator::audit(&args.dir.resolve(), options)
         }
-        Command::Console(args) => {
+        CliCommand::Console(args) => {
             let Some(log_file) = args.log_file.or_else(default_console_log) else {
                 eprintln!("polaris console: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the log; pass --log-file PATH");
                 return ExitCode::from(2);
@@ -682,7 +682,7 @@ pub fn main() -> ExitCode {
                 }
             }
         }
-        Command::Demo(args) => {
+        CliCommand::Demo(args) => {
             let Some(log_file) = args.log_file.or_else(default_console_log) else {
                 eprintln!("polaris demo: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the log; pass --log-file PATH");
                 return ExitCode::from(2);
@@ -719,7 +719,7 @@ pub fn main() -> ExitCode {
                 }
             }
         }
-        Command::Mcp(args) => {
+        CliCommand::Mcp(args) => {
             init_logging("warn");
             let options = crate::mcp::McpOptions {
                 socket_dir: args.dir.resolve(),

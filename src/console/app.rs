@@ -1,4 +1,5 @@
-//! The console's state and its only way to change: `update(&mut App, Action) -> Option<Effect>`.
+//! The console's state. It changes only in `update(&mut App, Action) -> Option<Effect>`
+//! (`update.rs`, with the keys in `input.rs`); drawing it is `ui.rs`'s.
 //!
 //! `update` does no I/O. Keys, host replies, host events and the clock all arrive as
 //! [`Action`]s; whatever needs the host leaves as an [`Effect`] for the network side to run once.
@@ -11,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::filter::{Filter, LOCAL_WINDOW};
-pub use super::messages::{Action, Effect, OpError, Reply};
+pub use super::messages::{Act, Action, Effect, OpError, Reply};
 use crate::host::Counters;
 use crate::protocol::introspection::{
     AuditEntry, BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptFilter,
@@ -107,41 +108,6 @@ pub enum Detail {
     },
     /// The read failed.
     Failed(String),
-}
-
-/// An operator action on a blocked outcome that needs a reason and a confirmation.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Act {
-    /// Stop the task (bridge `task.stop` under a fresh request ID): its unverified outcome
-    /// stays recorded on the stopped task and its receipt becomes clearable.
-    Stop {
-        /// The task.
-        task_id: String,
-    },
-    /// Record that the uncertain outcome was settled outside Polaris (`outcome.acknowledge`,
-    /// SPEC §11): nothing is executed and the receipt becomes clearable.
-    Acknowledge {
-        /// The receipt whose outcome is settled.
-        request_id: String,
-    },
-}
-
-impl Act {
-    /// What the dialog and the notices call it.
-    pub fn verb(&self) -> &'static str {
-        match self {
-            Act::Stop { .. } => "stop task",
-            Act::Acknowledge { .. } => "acknowledge outcome",
-        }
-    }
-
-    /// The ID it acts on.
-    pub fn target(&self) -> &str {
-        match self {
-            Act::Stop { task_id } => task_id,
-            Act::Acknowledge { request_id } => request_id,
-        }
-    }
 }
 
 /// What has the keyboard.
@@ -710,5 +676,3 @@ pub(super) fn to_params<T: serde::Serialize>(params: &T) -> Value {
 pub(super) fn read<T: DeserializeOwned>(what: &str, v: Value) -> Result<T, String> {
     T::deserialize(&v).map_err(|e| format!("the host's {what} could not be read: {e}"))
 }
-
-pub use super::update::update;

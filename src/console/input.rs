@@ -3,7 +3,8 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::app::{next_sort, Act, App, ConfirmStage, Detail, Effect, Mode, Pane};
-use super::keymap::{command_for, Command};
+use super::keymap::{command_for, KeyCommand};
+use super::text::{banner_notice, lease_text};
 
 /// Scrolls the detail view, the help or the audit log; `false` when the key is not a
 /// scrolling key. The view clamps what is past its end.
@@ -254,31 +255,31 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
     }
 }
 
-fn on_command(app: &mut App, command: Command) -> Option<Effect> {
+fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
     let page = i64::from(app.visible_rows.max(1));
     match command {
-        Command::Quit => {
+        KeyCommand::Quit => {
             app.quit = true;
             Some(Effect::Quit)
         }
-        Command::Help => {
+        KeyCommand::Help => {
             app.overlay_scroll = 0;
             app.mode = Mode::Help;
             None
         }
-        Command::Notice => {
-            if let Some(n) = super::ui::banner_notice(app).or_else(|| app.notice.clone()) {
+        KeyCommand::Notice => {
+            if let Some(n) = banner_notice(app).or_else(|| app.notice.clone()) {
                 app.mode = Mode::Notice(n);
             }
             None
         }
-        Command::Up => app.move_selection(-1),
-        Command::Down => app.move_selection(1),
-        Command::PageUp => app.move_selection(-page),
-        Command::PageDown => app.move_selection(page),
-        Command::Top => app.move_selection(i64::MIN / 2),
-        Command::Bottom => app.move_selection(i64::MAX / 2),
-        Command::NextPane => {
+        KeyCommand::Up => app.move_selection(-1),
+        KeyCommand::Down => app.move_selection(1),
+        KeyCommand::PageUp => app.move_selection(-page),
+        KeyCommand::PageDown => app.move_selection(page),
+        KeyCommand::Top => app.move_selection(i64::MIN / 2),
+        KeyCommand::Bottom => app.move_selection(i64::MAX / 2),
+        KeyCommand::NextPane => {
             app.focus = match app.focus {
                 Pane::Receipts => Pane::Tasks,
                 Pane::Tasks => Pane::Blocked,
@@ -287,7 +288,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             };
             None
         }
-        Command::Hosts => {
+        KeyCommand::Hosts => {
             if app.in_fleet() {
                 app.focus = Pane::Hosts;
             } else {
@@ -298,7 +299,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             }
             None
         }
-        Command::Detail => match app.focus {
+        KeyCommand::Detail => match app.focus {
             Pane::Receipts => {
                 let id = app.selected_receipt()?.request_id.clone();
                 if app.stale() {
@@ -319,7 +320,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
                         h.epoch,
                         h.run_id,
                         h.state,
-                        super::panes::lease_text(h.lease_left_ms),
+                        lease_text(h.lease_left_ms),
                         h.running,
                         h.blocked
                     )
@@ -342,16 +343,16 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
                 Some(Effect::GetTaskHistory(id))
             }
         },
-        Command::Filter => {
+        KeyCommand::Filter => {
             app.mode = Mode::Filter;
             app.filter_before = app.filter.clone();
             None
         }
-        Command::Sort => {
+        KeyCommand::Sort => {
             app.sort = next_sort(app.sort);
             app.reset_view()
         }
-        Command::Mark => {
+        KeyCommand::Mark => {
             let row = app.selected_receipt()?;
             let id = row.request_id.clone();
             if !row.clearable && !app.marked.contains(&id) {
@@ -369,7 +370,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             }
             app.move_selection(1)
         }
-        Command::MarkAll => {
+        KeyCommand::MarkAll => {
             if app.local_view() {
                 // Every listed row is read: mark them one by one, so space can exclude some.
                 let ids: Vec<String> = app
@@ -392,14 +393,14 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             app.mark_all = all;
             None
         }
-        Command::MarkClosed => {
+        KeyCommand::MarkClosed => {
             app.filter_before = app.filter.clone();
             app.filter = "task:closed".to_owned();
             app.mark_on_load = true;
             app.focus = Pane::Receipts;
             app.reset_view()
         }
-        Command::Clear => {
+        KeyCommand::Clear => {
             let Some(params) = app.prepare_params() else {
                 app.notice(
                     "mark receipts first (space, or a for all completed ones matching the filter)",
@@ -418,7 +419,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             app.narrow_prepare = app.mark_all && !app.excluded.is_empty();
             Some(Effect::Prepare(params))
         }
-        Command::Verify => {
+        KeyCommand::Verify => {
             let Some(p) = app.pending().get(app.blocked_selected) else {
                 app.notice("no blocked outcome to verify", true);
                 return None;
@@ -435,8 +436,8 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
                 .insert(task_id.clone(), "verifying…".to_owned());
             Some(Effect::Verify(task_id))
         }
-        Command::Stop | Command::Acknowledge => {
-            let act = if command == Command::Stop {
+        KeyCommand::Stop | KeyCommand::Acknowledge => {
+            let act = if command == KeyCommand::Stop {
                 let task_id = match app.focus {
                     Pane::Tasks => app
                         .running_tasks()
@@ -480,7 +481,7 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             };
             None
         }
-        Command::Audit => {
+        KeyCommand::Audit => {
             if app.stale() {
                 app.notice("disconnected: the audit log needs the host", true);
                 return None;
@@ -492,14 +493,14 @@ fn on_command(app: &mut App, command: Command) -> Option<Effect> {
             };
             Some(Effect::GetAudit)
         }
-        Command::Refresh => {
+        KeyCommand::Refresh => {
             if app.stale() {
                 return None;
             }
             app.notice = None;
             Some(Effect::Refresh)
         }
-        Command::Back => {
+        KeyCommand::Back => {
             app.drop_marks();
             app.notice = None;
             if !app.filter.is_empty() {

@@ -5,7 +5,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 /// What an operator can ask for with one key in the normal view.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Command {
+pub enum KeyCommand {
     /// Leave the console and restore the terminal.
     Quit,
     /// Show or hide the key help.
@@ -66,7 +66,7 @@ pub struct Binding {
     /// The keys that trigger it.
     pub keys: &'static [KeyCode],
     /// What it does.
-    pub command: Command,
+    pub command: KeyCommand,
     /// Short text for the footer; `None` keeps it out of the footer.
     pub hint: Option<&'static str>,
     /// The sentence in the help overlay.
@@ -78,177 +78,177 @@ pub const KEYMAP: &[Binding] = &[
     Binding {
         label: "q",
         keys: &[KeyCode::Char('q')],
-        command: Command::Quit,
+        command: KeyCommand::Quit,
         hint: Some("quit"),
         help: "quit and restore the terminal",
     },
     Binding {
         label: "?",
         keys: &[KeyCode::Char('?')],
-        command: Command::Help,
+        command: KeyCommand::Help,
         hint: Some("help"),
         help: "show or hide this help",
     },
     Binding {
         label: "↑/k",
         keys: &[KeyCode::Up, KeyCode::Char('k')],
-        command: Command::Up,
+        command: KeyCommand::Up,
         hint: None,
         help: "select the previous row",
     },
     Binding {
         label: "↓/j",
         keys: &[KeyCode::Down, KeyCode::Char('j')],
-        command: Command::Down,
+        command: KeyCommand::Down,
         hint: None,
         help: "select the next row",
     },
     Binding {
         label: "PgUp",
         keys: &[KeyCode::PageUp],
-        command: Command::PageUp,
+        command: KeyCommand::PageUp,
         hint: None,
         help: "one page up",
     },
     Binding {
         label: "PgDn",
         keys: &[KeyCode::PageDown],
-        command: Command::PageDown,
+        command: KeyCommand::PageDown,
         hint: None,
         help: "one page down",
     },
     Binding {
         label: "g/Home",
         keys: &[KeyCode::Char('g'), KeyCode::Home],
-        command: Command::Top,
+        command: KeyCommand::Top,
         hint: None,
         help: "first row",
     },
     Binding {
         label: "G/End",
         keys: &[KeyCode::Char('G'), KeyCode::End],
-        command: Command::Bottom,
+        command: KeyCommand::Bottom,
         hint: None,
         help: "last row",
     },
     Binding {
         label: "tab",
         keys: &[KeyCode::Tab],
-        command: Command::NextPane,
+        command: KeyCommand::NextPane,
         hint: Some("pane"),
         help: "switch pane: receipts, tasks, blocked outcomes (, hosts in a fleet)",
     },
     Binding {
         label: "H",
         keys: &[KeyCode::Char('H')],
-        command: Command::Hosts,
+        command: KeyCommand::Hosts,
         hint: None,
         help: "focus the fleet's hosts pane (a host run with --ledger); enter tells one whole",
     },
     Binding {
         label: "enter",
         keys: &[KeyCode::Enter],
-        command: Command::Detail,
+        command: KeyCommand::Detail,
         hint: Some("detail"),
         help: "a receipt's canonical request and stored reply, or a task's history",
     },
     Binding {
         label: "/",
         keys: &[KeyCode::Char('/')],
-        command: Command::Filter,
+        command: KeyCommand::Filter,
         hint: Some("filter"),
         help: "filter: text, task:running|blocked|closed, result:ok|error|CODE, age:>10m",
     },
     Binding {
         label: "s",
         keys: &[KeyCode::Char('s')],
-        command: Command::Sort,
+        command: KeyCommand::Sort,
         hint: None,
         help: "sort: newest, oldest, state, method, task",
     },
     Binding {
         label: "space",
         keys: &[KeyCode::Char(' ')],
-        command: Command::Mark,
+        command: KeyCommand::Mark,
         hint: Some("mark"),
         help: "mark or unmark the selected receipt for clearing (after a: take it out of all)",
     },
     Binding {
         label: "a",
         keys: &[KeyCode::Char('a')],
-        command: Command::MarkAll,
+        command: KeyCommand::MarkAll,
         hint: Some("all"),
         help: "mark all clearable matching the filter; then space excludes rows (a again: unmark)",
     },
     Binding {
         label: "D",
         keys: &[KeyCode::Char('D')],
-        command: Command::MarkClosed,
+        command: KeyCommand::MarkClosed,
         hint: None,
         help: "show closed (finished, stopped) tasks' receipts and mark the clearable ones",
     },
     Binding {
         label: "c",
         keys: &[KeyCode::Char('c')],
-        command: Command::Clear,
+        command: KeyCommand::Clear,
         hint: Some("clear"),
         help: "prepare a clear of the marked receipts (a dialog confirms)",
     },
     Binding {
         label: "v",
         keys: &[KeyCode::Char('v')],
-        command: Command::Verify,
+        command: KeyCommand::Verify,
         hint: Some("verify"),
         help: "read-only verification of the selected blocked outcome",
     },
     Binding {
         label: "x",
         keys: &[KeyCode::Char('x')],
-        command: Command::Stop,
+        command: KeyCommand::Stop,
         hint: None,
         help: "stop the selected task (tasks pane) or the blocked outcome's task; asks why",
     },
     Binding {
         label: "A",
         keys: &[KeyCode::Char('A')],
-        command: Command::Acknowledge,
+        command: KeyCommand::Acknowledge,
         hint: None,
         help: "acknowledge an uncertain outcome settled outside Polaris; asks why",
     },
     Binding {
         label: "L",
         keys: &[KeyCode::Char('L')],
-        command: Command::Audit,
+        command: KeyCommand::Audit,
         hint: None,
         help: "the audit log: who cleared what and why (the filter finds a cleared ID)",
     },
     Binding {
         label: "n",
         keys: &[KeyCode::Char('n')],
-        command: Command::Notice,
+        command: KeyCommand::Notice,
         hint: None,
         help: "the current notice whole, wrapped (a long one is cut on its line: … (n: whole))",
     },
     Binding {
         label: "r",
         keys: &[KeyCode::Char('r')],
-        command: Command::Refresh,
+        command: KeyCommand::Refresh,
         hint: None,
         help: "re-read everything from the host",
     },
     Binding {
         label: "esc",
         keys: &[KeyCode::Esc],
-        command: Command::Back,
+        command: KeyCommand::Back,
         hint: None,
         help: "close a view; drop the filter and the marks",
     },
 ];
 
 /// The command bound to `key` in the normal view. Ctrl-C always quits.
-pub fn command_for(key: &KeyEvent) -> Option<Command> {
+pub fn command_for(key: &KeyEvent) -> Option<KeyCommand> {
     if key.modifiers.contains(KeyModifiers::CONTROL) {
-        return (key.code == KeyCode::Char('c')).then_some(Command::Quit);
+        return (key.code == KeyCode::Char('c')).then_some(KeyCommand::Quit);
     }
     KEYMAP
         .iter()
@@ -288,7 +288,7 @@ mod tests {
         }
         assert_eq!(
             command_for(&KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL)),
-            Some(Command::Quit)
+            Some(KeyCommand::Quit)
         );
         assert_eq!(
             command_for(&KeyEvent::new(KeyCode::Char('z'), KeyModifiers::NONE)),

@@ -1,10 +1,9 @@
 //! What flows into the console's `update` ([`Action`]: keys, host replies, events, the clock)
-//! and out of it ([`Effect`]: what the network side runs once), and the replies it gets back.
+//! and out of it ([`Effect`]: what the network side runs once), the replies it gets back, and
+//! the operator actions ([`Act`]) both carry.
 
 use crossterm::event::KeyEvent;
 use serde_json::Value;
-
-use super::app::Act;
 
 /// A reply the network side hands back: the result, or the error code and message.
 pub type Reply = Result<Value, OpError>;
@@ -124,4 +123,39 @@ pub enum Effect {
         /// The operator's reason.
         reason: String,
     },
+}
+
+/// An operator action on a blocked outcome that needs a reason and a confirmation.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Act {
+    /// Stop the task (bridge `task.stop` under a fresh request ID): its unverified outcome
+    /// stays recorded on the stopped task and its receipt becomes clearable.
+    Stop {
+        /// The task.
+        task_id: String,
+    },
+    /// Record that the uncertain outcome was settled outside Polaris (`outcome.acknowledge`,
+    /// SPEC §11): nothing is executed and the receipt becomes clearable.
+    Acknowledge {
+        /// The receipt whose outcome is settled.
+        request_id: String,
+    },
+}
+
+impl Act {
+    /// What the dialog and the notices call it.
+    pub fn verb(&self) -> &'static str {
+        match self {
+            Act::Stop { .. } => "stop task",
+            Act::Acknowledge { .. } => "acknowledge outcome",
+        }
+    }
+
+    /// The ID it acts on.
+    pub fn target(&self) -> &str {
+        match self {
+            Act::Stop { task_id } => task_id,
+            Act::Acknowledge { request_id } => request_id,
+        }
+    }
 }

@@ -1,113 +1,33 @@
 //! `polaris console`: the operator's live monitor of a host.
 //!
-//! One task owns the [`App`]: terminal input, the host's events and a clock tick meet in one
-//! `tokio::select!`, bursts are drained before one redraw, and every change goes through
-//! [`app::update`]. The terminal is restored on quit, on error and on panic.
+//! The files, from the bottom up (each imports only files above it in this list):
+//! - `messages` (what flows into `update` and out of it), `filter` (the filter line's
+//!   grammar) and `keymap` (the one table of keys);
+//! - `app`: the state, which only `update` changes;
+//! - `layout`, `text`, `theme`: the screen's geometry, the words and numbers shown, the styles;
+//! - `input` (keys, through `keymap`) and `update` (everything else): how the state changes;
+//! - `panes` and `overlays`, drawn by `ui`: how the state is drawn;
+//! - `run`: the one task that owns the [`app::App`], ties `update` to `ui` and the network
+//!   side (`net`), and restores the terminal on quit, on error and on panic;
+//! - `demo`: a host with simulated agents, watched through `run`.
 
 pub mod app;
 pub mod demo;
 pub mod filter;
 mod input;
 pub mod keymap;
+pub mod layout;
 mod messages;
 pub mod net;
 mod overlays;
 mod panes;
+mod run;
+pub mod text;
+mod theme;
 pub mod ui;
-mod update;
+pub mod update;
 
-use std::io;
-use std::path::PathBuf;
-use std::time::Duration;
-
-use crossterm::event::{DisableMouseCapture, EnableMouseCapture, Event as TermEvent, EventStream};
-use futures::{FutureExt, StreamExt};
-use ratatui::DefaultTerminal;
-
-use app::{update, Action, App, Effect};
-use net::Net;
-
-/// How often the clock moves on screen (and coalesced reads are sent).
-const TICK: Duration = Duration::from_millis(250);
-
-/// Whether colour is wanted: off when `NO_COLOR` is set to anything non-empty.
-pub fn color_wanted() -> bool {
-    std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
-}
-
-/// Runs the console against the host whose sockets are in `socket_dir` until the operator quits.
-pub async fn run(socket_dir: PathBuf) -> io::Result<()> {
-    let mut terminal = ratatui::try_init()?;
-    // The mouse is captured while the console runs and released on quit, on error and on
-    // panic (ratatui's own hook restores the rest of the terminal).
-    let hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let _ = crossterm::execute!(io::stdout(), DisableMouseCapture);
-        hook(info);
-    }));
-    let _ = crossterm::execute!(io::stdout(), EnableMouseCapture);
-    let result = event_loop(&mut terminal, socket_dir).await;
-    let _ = crossterm::execute!(io::stdout(), DisableMouseCapture);
-    ratatui::restore();
-    result
-}
-
-async fn event_loop(terminal: &mut DefaultTerminal, socket_dir: PathBuf) -> io::Result<()> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let net = Net::start(socket_dir.clone(), tx);
-    let mut app = App::new(
-        socket_dir.display().to_string(),
-        crate::protocol::now_millis(),
-    );
-    app.color = color_wanted();
-    let size = terminal.size()?;
-    apply(&mut app, &net, Action::Resize(size.width, size.height));
-    let mut input = EventStream::new();
-    let mut tick = tokio::time::interval(TICK);
-    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-    loop {
-        terminal.draw(|f| f.render_widget(&app, f.area()))?;
-        let action = tokio::select! {
-            ev = input.next() => match ev {
-                Some(Ok(TermEvent::Key(k))) => Action::Key(k),
-                Some(Ok(TermEvent::Mouse(m))) => Action::Mouse(m),
-                Some(Ok(TermEvent::Resize(c, r))) => Action::Resize(c, r),
-                Some(Ok(_)) => continue,
-                Some(Err(e)) => return Err(e),
-                None => return Ok(()),
-            },
-            Some(a) = rx.recv() => a,
-            _ = tick.tick() => Action::Tick(crate::protocol::now_millis()),
-        };
-        apply(&mut app, &net, action);
-        // Drain whatever else is already waiting (typed-ahead keys, a burst of host events)
-        // before the next redraw.
-        while let Some(Some(Ok(ev))) = input.next().now_or_never() {
-            match ev {
-                TermEvent::Key(k) => apply(&mut app, &net, Action::Key(k)),
-                TermEvent::Mouse(m) => apply(&mut app, &net, Action::Mouse(m)),
-                TermEvent::Resize(c, r) => apply(&mut app, &net, Action::Resize(c, r)),
-                _ => {}
-            }
-        }
-        while let Ok(a) = rx.try_recv() {
-            apply(&mut app, &net, a);
-        }
-        if app.quit {
-            return Ok(());
-        }
-    }
-}
-
-fn apply(app: &mut App, net: &Net, action: Action) {
-    let first = update(app, action);
-    let queued = std::mem::take(&mut app.outbox);
-    for effect in first.into_iter().chain(queued) {
-        if effect != Effect::Quit {
-            net.run(effect);
-        }
-    }
-}
+pub use run::{color_wanted, run};
 
 #[cfg(test)]
 mod tests;

@@ -10,7 +10,9 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
 use super::app::{Act, App, ConfirmStage, Detail, Notice};
 use super::keymap::KEYMAP;
-use super::ui::{age, centered, clock, fit, plural, result_text, Theme, ID, SHORT_ID};
+use super::layout::centered;
+use super::text::{age, clock, fit, plural, result_text, ID, SHORT_ID};
+use super::theme::Theme;
 use crate::protocol::introspection::{AuditEntry, ClearPrepared};
 
 /// Cuts every line longer than `width` into lines of `width` characters (keeping the first

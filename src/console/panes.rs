@@ -8,7 +8,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Row, StatefulWidget, Table, TableState, Widget};
 
 use super::app::{App, Pane};
-use super::ui::{age, fit, human_duration, share, thousands, Theme, ID, SHORT_ID};
+use super::layout::share;
+use super::text::{age, fit, lease_text, thousands, ID, SHORT_ID};
+use super::theme::Theme;
 use crate::protocol::introspection::BlockedOutcome;
 use crate::protocol::{Command, ExecutorCommand, Expect, ExpectCheck, Method, PageAction};
 
@@ -180,26 +182,6 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
         .block(block);
     let mut state = TableState::default().with_selected(Some(app.blocked_selected));
     StatefulWidget::render(table, area, buf, &mut state);
-}
-
-/// A lease as the hosts pane shows it in at most 6 columns: `9.8s` left, `2m05s` left, or
-/// `-12s` / `-3m` / `-2h` since it lapsed (a dead host's says how long ago it stopped renewing).
-pub(super) fn lease_text(ms: i64) -> String {
-    if ms >= 0 {
-        if ms < 100_000 {
-            format!("{:.1}s", ms as f64 / 1000.0)
-        } else {
-            human_duration(ms)
-        }
-    } else {
-        let s = ms.unsigned_abs() / 1000;
-        match s {
-            0..60 => format!("-{s}s"),
-            60..3600 => format!("-{}m", s / 60),
-            3600..86_400 => format!("-{}h", s / 3600),
-            _ => format!("-{}d", s / 86_400),
-        }
-    }
 }
 
 /// The fleet's hosts (SPEC §13): every host run the ledger knows, with its state, lease left,

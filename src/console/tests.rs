@@ -6,9 +6,8 @@ use ratatui::style::Color;
 use ratatui::Terminal;
 use serde_json::{json, Value};
 
-use super::app::{
-    update, Act, Action, App, ConfirmStage, Detail, Effect, Link, Mode, OpError, Pane,
-};
+use super::app::{Act, Action, App, ConfirmStage, Detail, Effect, Link, Mode, OpError, Pane};
+use super::update::update;
 
 mod hosts;
 mod keys;

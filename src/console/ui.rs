@@ -1,5 +1,7 @@
 //! Drawing: a pure function of [`App`]. Only the visible rows of the receipt table exist here,
-//! so a frame costs the same with ten receipts or a million.
+//! so a frame costs the same with ten receipts or a million. The header, figures, receipt
+//! table and footer are drawn here; the task, blocked and hosts panes in `panes.rs`, the
+//! overlays in `overlays.rs`, all into the areas `layout.rs` computes.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::{Constraint, Layout, Rect};
@@ -9,208 +11,21 @@ use ratatui::widgets::{Block, Clear, Gauge, Paragraph, Row, Sparkline, Table, Wi
 
 use super::app::{App, ConfirmStage, Link, Mode, Notice, Pane};
 use super::keymap::footer_hints;
+use super::layout::{areas, centered, fits, share, MIN_COLS, MIN_ROWS};
 use super::overlays::{
     render_act, render_audit, render_confirm, render_detail, render_help, render_notice,
 };
 use super::panes::{render_blocked, render_hosts, render_tasks};
-use crate::protocol::introspection::{ReceiptItem, RefusalReason};
-use crate::protocol::results::ReceiptState;
+use super::text::{
+    age, banner_notice, clock, fit, human_duration, millis_of, result_text, short, thousands, ID,
+    SHORT_ID,
+};
+use super::theme::Theme;
+use crate::protocol::introspection::RefusalReason;
 use crate::protocol::ErrorCode;
 
-const HEADER: u16 = 2;
-const TOP_BAND: u16 = 6;
-const BOTTOM_PANES: u16 = 6;
-const FOOTER: u16 = 1;
-/// The smallest terminal the monitor is drawn in; below it the console says so.
-pub const MIN_COLS: u16 = 72;
-/// See [`MIN_COLS`].
-pub const MIN_ROWS: u16 = 20;
-
-/// Where each pane is: the layout rendering and mouse clicks share.
-pub struct Areas {
-    /// The header lines.
-    pub header: Rect,
-    /// The capacity gauge.
-    pub capacity: Rect,
-    /// The sparklines (empty where a fleet host's hosts pane takes their place).
-    pub activity: Rect,
-    /// The receipt table.
-    pub table: Rect,
-    /// Running tasks.
-    pub tasks: Rect,
-    /// Blocked outcomes.
-    pub blocked: Rect,
-    /// The fleet's hosts, for a host of a fleet.
-    pub hosts: Option<Rect>,
-    /// The key hints.
-    pub footer: Rect,
-}
-
-/// Whether the terminal is large enough for the monitor.
-pub fn fits(cols: u16, rows: u16) -> bool {
-    cols >= MIN_COLS && rows >= MIN_ROWS
-}
-
-/// From this width a fleet host's hosts pane sits beside the task and blocked panes; below
-/// it, the pane takes the place of the activity sparklines, so the blocked outcomes keep
-/// their action and expectation columns and the receipt table keeps its rows.
-const HOSTS_BESIDE_PANES: u16 = 120;
-
-/// The hosts pane's width beside the task and blocked panes (the host name gets 22 columns).
-const HOSTS_WIDTH: u16 = 44;
-
-/// The layout of a terminal area: the task and blocked panes grow with the terminal (a
-/// third of what the header, figures and footer leave), the receipt table takes the rest. A
-/// host of a fleet (`fleet`) gets the hosts pane: at the right of the task and blocked panes
-/// from [`HOSTS_BESIDE_PANES`] columns, else in place of the activity sparklines.
-pub fn areas(area: Rect, fleet: bool) -> Areas {
-    let free = area.height.saturating_sub(HEADER + TOP_BAND + FOOTER);
-    let bottom = (free / 3).max(BOTTOM_PANES);
-    let [header, top, table, bottom, footer] = Layout::vertical([
-        Constraint::Length(HEADER),
-        Constraint::Length(TOP_BAND),
-        Constraint::Min(4),
-        Constraint::Length(bottom),
-        Constraint::Length(FOOTER),
-    ])
-    .areas(area);
-    let [capacity, activity] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(top);
-    let (activity, bottom, hosts) = match fleet {
-        false => (activity, bottom, None),
-        true if area.width < HOSTS_BESIDE_PANES => (Rect::default(), bottom, Some(activity)),
-        true => {
-            let [rest, hosts] =
-                Layout::horizontal([Constraint::Min(0), Constraint::Length(HOSTS_WIDTH)])
-                    .areas(bottom);
-            (activity, rest, Some(hosts))
-        }
-    };
-    let [tasks, blocked] =
-        Layout::horizontal([Constraint::Percentage(35), Constraint::Percentage(65)]).areas(bottom);
-    Areas {
-        header,
-        capacity,
-        activity,
-        table,
-        tasks,
-        blocked,
-        hosts,
-        footer,
-    }
-}
-
-/// How many receipt rows the table shows on a terminal of this size (what the console asks the
-/// host for).
-pub fn table_rows(cols: u16, rows: u16) -> u16 {
-    areas(Rect::new(0, 0, cols, rows), false)
-        .table
-        .height
-        .saturating_sub(3)
-        .max(1)
-}
-
-pub(super) struct Theme {
-    color: bool,
-}
-
-impl Theme {
-    pub(super) fn fg(&self, c: Color) -> Style {
-        if self.color {
-            Style::new().fg(c)
-        } else {
-            Style::new()
-        }
-    }
-    pub(super) fn bold(&self) -> Style {
-        Style::new().add_modifier(Modifier::BOLD)
-    }
-    pub(super) fn dim(&self) -> Style {
-        if self.color {
-            Style::new().fg(Color::DarkGray)
-        } else {
-            Style::new()
-        }
-    }
-    pub(super) fn selected(&self) -> Style {
-        Style::new().add_modifier(Modifier::REVERSED)
-    }
-    pub(super) fn alert(&self) -> Style {
-        if self.color {
-            Style::new()
-                .fg(Color::White)
-                .bg(Color::Red)
-                .add_modifier(Modifier::BOLD)
-        } else {
-            Style::new().add_modifier(Modifier::REVERSED | Modifier::BOLD)
-        }
-    }
-    pub(super) fn gauge(&self, ratio: f64) -> Style {
-        if !self.color {
-            return Style::new();
-        }
-        if ratio >= 0.95 {
-            Style::new().fg(Color::Red)
-        } else if ratio >= 0.80 {
-            Style::new().fg(Color::Yellow)
-        } else {
-            Style::new().fg(Color::Green)
-        }
-    }
-}
-
-/// A duration in ms as `12s`, `5m03s`, `2h10m`, `3d4h`.
-pub fn human_duration(ms: i64) -> String {
-    let s = (ms / 1000).max(0);
-    if s < 60 {
-        format!("{s}s")
-    } else if s < 3600 {
-        format!("{}m{:02}s", s / 60, s % 60)
-    } else if s < 86_400 {
-        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
-    } else {
-        format!("{}d{}h", s / 86_400, (s % 86_400) / 3600)
-    }
-}
-
-/// `4310` as `4,310`: counts an operator reads at a glance.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// `04:12:03Z`: when a notice was said (UTC, as the host's timestamps are).
 /// The cut that ends a notice too long for its line: `n` shows it whole.
 pub const NOTICE_CUT: &str = " … (n: whole)";
-
-/// While the host is unreachable the banner says so, in place of any notice; `n` shows it
-/// whole like a notice.
-pub(super) fn banner_notice(app: &App) -> Option<Notice> {
-    let Link::Disconnected {
-        since,
-        reason,
-        attempts,
-    } = &app.link
-    else {
-        return None;
-    };
-    Some(Notice {
-        text: format!(
-            "DISCONNECTED for {} — data below is stale — reconnecting (attempt {attempts}): {reason}",
-            human_duration(app.now - since)
-        ),
-        error: true,
-        at: app.now,
-        while_used: None,
-    })
-}
 
 /// A notice on its one line with its time; one longer than `width` ends in [`NOTICE_CUT`].
 fn notice_line(n: &Notice, width: u16) -> String {
@@ -227,86 +42,6 @@ fn cut_to(line: String, width: u16) -> String {
     let mut cut: String = line.chars().take(keep).collect();
     cut.push_str(NOTICE_CUT);
     cut
-}
-
-pub(super) fn clock(ms: i64) -> String {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.format("%H:%M:%SZ").to_string())
-        .unwrap_or_default()
-}
-
-fn millis_of(ts: &str) -> Option<i64> {
-    chrono::DateTime::parse_from_rfc3339(ts)
-        .ok()
-        .map(|t| t.timestamp_millis())
-}
-
-pub(super) fn age(app: &App, ts: &str) -> String {
-    millis_of(ts)
-        .map(|t| human_duration(app.now - t))
-        .unwrap_or_else(|| "-".to_owned())
-}
-
-pub(super) fn short(id: &str) -> &str {
-    id.get(..8).unwrap_or(id)
-}
-
-/// The length of a whole request or task ID.
-pub(super) const ID: u16 = 36;
-/// The length of an ID cut to fit (still a unique prefix the console and every operator
-/// command accept, SPEC §8).
-pub(super) const SHORT_ID: u16 = 8;
-
-/// The whole ID in a column of `width` cells, or its first [`SHORT_ID`] characters.
-pub(super) fn fit(id: &str, width: u16) -> &str {
-    if id.len() <= usize::from(width) {
-        id
-    } else {
-        short(id)
-    }
-}
-
-pub(super) fn result_text(r: &ReceiptItem) -> String {
-    match (r.state, r.ok) {
-        (ReceiptState::Running, _) => "…".to_owned(),
-        (_, Some(true)) => "ok".to_owned(),
-        (_, Some(false)) => r.code.map_or("error", ErrorCode::as_str).to_owned(),
-        _ => "-".to_owned(),
-    }
-}
-
-pub(super) fn plural(n: usize, word: &str) -> String {
-    if n == 1 {
-        format!("1 {word}")
-    } else {
-        format!("{n} {word}s")
-    }
-}
-
-/// Widths of two flexible columns beside fixed ones in `inner` cells with one space between
-/// columns: at least `min` each, the rest shared evenly, so the layout never depends on the
-/// constraint solver's choice.
-pub(super) fn share(inner: u16, fixed: &[u16], min: [u16; 2]) -> [u16; 2] {
-    let spacing = (fixed.len() + 1) as u16;
-    let used: u16 = fixed.iter().sum::<u16>() + spacing;
-    let room = inner.saturating_sub(used);
-    if room <= min[0] + min[1] {
-        let first = (room * min[0]) / (min[0] + min[1]).max(1);
-        return [first, room - first];
-    }
-    let extra = room - min[0] - min[1];
-    [min[0] + extra / 2, min[1] + extra - extra / 2]
-}
-
-pub(super) fn centered(area: Rect, width: u16, height: u16) -> Rect {
-    let w = width.min(area.width);
-    let h = height.min(area.height);
-    Rect::new(
-        area.x + (area.width - w) / 2,
-        area.y + (area.height - h) / 2,
-        w,
-        h,
-    )
 }
 
 impl Widget for &App {

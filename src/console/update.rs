@@ -13,7 +13,7 @@ use super::app::{
     Reply, FLEET_REFRESH_MS, NOTICE_MS, REFRESH_EVERY_MS,
 };
 use super::input::on_key;
-use super::ui::areas;
+use super::layout::{areas, table_rows};
 use crate::protocol::introspection::{
     AuditListResult, ChangedEvent, ClearCommitted, ClearPrepareParams, ClearPrepared, EventFrame,
     ReceiptDetail, ReceiptsListResult, Snapshot,
@@ -280,7 +280,7 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
         }
         Action::Resize(cols, rows) => {
             app.size = (cols, rows);
-            let fit = super::ui::table_rows(cols, rows);
+            let fit = table_rows(cols, rows);
             if fit != app.visible_rows {
                 app.visible_rows = fit;
                 app.clamp_selection();

@@ -21,6 +21,7 @@ mod connection;
 mod lease;
 mod operator;
 pub mod private;
+mod receipt_row;
 mod rows;
 pub mod schema;
 
@@ -36,8 +37,8 @@ use connection::*;
 pub use operator::{
     CensusPhase, CensusRequest, Change, Cleared, RowFilter, RowOrder, RowStateFilter, MAX_LISTED,
 };
+use receipt_row::{receipt_from_row, RECEIPT_COLUMNS};
 pub use rows::*;
-use rows::{receipt_from_row, RECEIPT_COLUMNS};
 
 /// A host's connection to the fleet ledger: cheap to clone, shared by every execution.
 #[derive(Clone)]

@@ -29,6 +29,7 @@
 //! `Cargo.toml`.
 
 mod front;
+mod keys;
 mod results;
 mod screen;
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! The line screen, the key renaming and the tool table, without a host.
 
+use super::keys::*;
 use super::results::*;
 use super::screen::*;
 use super::tools::*;

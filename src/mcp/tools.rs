@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::results::camel_keys;
+use super::keys::camel_keys;
 use crate::protocol::Method;
 
 // ---------------------------------------------------------------------------------------------

@@ -145,7 +145,7 @@ fn a_quiet_fleet_host_is_read_again_every_second_and_a_single_host_is_not() {
 #[test]
 fn a_click_in_the_hosts_pane_selects_that_host() {
     let mut app = fleet_console(80, 24);
-    let hosts = super::super::ui::areas(ratatui::layout::Rect::new(0, 0, 80, 24), true)
+    let hosts = super::super::layout::areas(ratatui::layout::Rect::new(0, 0, 80, 24), true)
         .hosts
         .expect("a fleet host has the pane");
     let click = crossterm::event::MouseEvent {
@@ -161,7 +161,7 @@ fn a_click_in_the_hosts_pane_selects_that_host() {
 
 #[test]
 fn lease_text_fits_six_columns() {
-    use super::super::panes::lease_text;
+    use super::super::text::lease_text;
     for (ms, text) in [
         (9_100, "9.1s"),
         (0, "0.0s"),

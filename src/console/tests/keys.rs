@@ -225,7 +225,7 @@ fn a_resize_changes_the_page_size_asked_for() {
     };
     assert_eq!(
         params["limit"],
-        json!(crate::console::ui::table_rows(100, 50))
+        json!(crate::console::layout::table_rows(100, 50))
     );
     assert!(
         app.visible_rows > before,
