@@ -147,7 +147,7 @@ const SUBMIT: &str = "#submit";
 #[derive(Default)]
 pub struct FixtureExecutor {
     /// Looked up by every action, added to by every task.start: readers share the lock.
-    pages: RwLock<HashMap<TaskId, Arc<FixturePage>>>,
+    pages: RwLock<FastMap<TaskId, Arc<FixturePage>>>,
     mutations: Arc<AtomicU64>,
     /// `--fixture-effects`: where every applied submit is recorded, outside the host.
     effects: Option<Arc<EffectsFile>>,
@@ -205,8 +205,12 @@ struct FixturePage {
     changed: watch::Sender<u64>,
 }
 
+/// The fixture's maps: looked up on every action. Their keys are task IDs the host made and a
+/// page's own field names, so a per-process seed is all the flooding protection they need.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 struct PageState {
-    fields: HashMap<String, String>,
+    fields: FastMap<String, String>,
     status: String,
     submissions: u64,
 }
@@ -231,14 +235,13 @@ impl FixturePage {
     }
 
     /// Wakes whoever waits for the page to change. Nobody usually does (only an observation
-    /// waiting for its expectation), and waking an empty watch still costs a round of
-    /// notifications, so the counter moves silently then: a later observer reads the page
-    /// itself before waiting, and every change happens before this call.
+    /// waiting for its expectation), so with no observer the channel is not touched at all: a
+    /// later observer subscribes, then reads the page itself before waiting, and every change
+    /// happens before this call.
     fn announce_change(&self) {
-        self.changed.send_if_modified(|v| {
-            *v += 1;
-            self.changed.receiver_count() > 0
-        });
+        if self.changed.receiver_count() > 0 {
+            self.changed.send_modify(|v| *v += 1);
+        }
     }
 
     fn apply_submit(&self, mutations: &AtomicU64, effect: Option<&Effect>) {
@@ -274,6 +277,29 @@ impl FixturePage {
     }
 }
 
+/// Sets a field of `page` (the task's page, `None` when it has none). The field's strings are
+/// reused when it exists (every fill after the first), so a fill allocates nothing.
+fn fill(page: Option<&FixturePage>, task: &str, target: String, value: String) -> ActionOutcome {
+    let Some(page) = page else {
+        return ActionOutcome::Failed(format!("task {task} has no page"));
+    };
+    if is_reserved(&target) {
+        return ActionOutcome::Failed(format!("{target} is not a text field and cannot be filled"));
+    }
+    {
+        let mut s = lock(&page.state);
+        match s.fields.get_mut(&target) {
+            Some(field) => field.clone_from(&value),
+            None => {
+                s.fields.insert(target.clone(), value.clone());
+            }
+        }
+    }
+    page.announce_change();
+    // A fill's expectation is implicit: the field holds the value.
+    ActionOutcome::Applied(Observation { target, value })
+}
+
 fn is_reserved(target: &str) -> bool {
     matches!(target, STATUS | SUBMISSIONS | SUBMIT)
 }
@@ -305,25 +331,22 @@ impl FixtureExecutor {
             task: task.clone(),
         });
         let page = self.page(&task);
+        if let PageAction::Fill { target, value } = action {
+            // A fill is a page-local change: applied right here, its future already answered.
+            return Box::pin(std::future::ready(fill(
+                page.as_deref(),
+                &task,
+                target,
+                value,
+            )));
+        }
         let mutations = self.mutations.clone();
         Box::pin(async move {
             let Some(page) = page else {
                 return ActionOutcome::Failed(format!("task {task} has no page"));
             };
             let expect = match action {
-                PageAction::Fill { target, value } => {
-                    if is_reserved(&target) {
-                        return ActionOutcome::Failed(format!(
-                            "{target} is not a text field and cannot be filled"
-                        ));
-                    }
-                    lock(&page.state)
-                        .fields
-                        .insert(target.clone(), value.clone());
-                    page.announce_change();
-                    // A fill's expectation is implicit: the field holds the value.
-                    return ActionOutcome::Applied(Observation { target, value });
-                }
+                PageAction::Fill { .. } => unreachable!("fills are applied above"),
                 PageAction::Click { target, expect } => {
                     if target != SUBMIT {
                         return ActionOutcome::Failed(format!(
@@ -462,7 +485,7 @@ impl Executor for FixtureExecutor {
         let page = Arc::new(FixturePage {
             options,
             state: Mutex::new(PageState {
-                fields: HashMap::new(),
+                fields: FastMap::default(),
                 status: "Draft".to_owned(),
                 submissions: 0,
             }),

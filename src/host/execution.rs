@@ -515,9 +515,20 @@ impl Host {
             ),
             Finished::Act(_, ActionOutcome::Applied(obs)) => {
                 let outcome = match cmd {
-                    Command::PageFill(p) => Outcome::ok(&FieldResult {
-                        target: p.target.clone(),
-                        value: p.value.clone(),
+                    // The reply says what was asked for; the observation's strings are that
+                    // (the fixture's always are), so they are moved, not copied, when equal.
+                    Command::PageFill(p) => Outcome::ok(&if obs.target == p.target
+                        && obs.value == p.value
+                    {
+                        FieldResult {
+                            target: obs.target,
+                            value: obs.value,
+                        }
+                    } else {
+                        FieldResult {
+                            target: p.target.clone(),
+                            value: p.value.clone(),
+                        }
                     }),
                     _ => Outcome::ok(&ObservedResult { observation: obs }),
                 };
