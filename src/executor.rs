@@ -346,7 +346,9 @@ impl FixtureExecutor {
                 return ActionOutcome::Failed(format!("task {task} has no page"));
             };
             let expect = match action {
-                PageAction::Fill { .. } => unreachable!("fills are applied above"),
+                PageAction::Fill { target, value } => {
+                    return fill(Some(&page), &task, target, value);
+                }
                 PageAction::Click { target, expect } => {
                     if target != SUBMIT {
                         return ActionOutcome::Failed(format!(
@@ -678,6 +680,47 @@ mod tests {
             1,
             "the submit applied; only its observation was too slow"
         );
+    }
+
+    /// A field filled again holds the new value, shorter or longer, and an observer subscribed
+    /// to the page is told of each fill.
+    #[tokio::test]
+    async fn a_field_filled_again_holds_the_new_value_and_tells_its_observer() {
+        let fx = FixtureExecutor::new();
+        let t = page(&fx, FixtureOptions::default()).await;
+        let fill = |value: &str| PageAction::Fill {
+            target: "#title".into(),
+            value: value.into(),
+        };
+        for value in [
+            "a first, long value",
+            "short",
+            "",
+            "a longer value than before",
+        ] {
+            assert_eq!(
+                fx.act(t.clone(), fill(value), soon(100)).await,
+                ActionOutcome::Applied(Observation {
+                    target: "#title".into(),
+                    value: value.into()
+                })
+            );
+            assert_eq!(
+                fx.observe(t.clone(), "#title".into(), soon(100)).await,
+                ReadOutcome::Value(value.into())
+            );
+        }
+        assert!(matches!(
+            fx.act("no-such-task".into(), fill("x"), soon(100)).await,
+            ActionOutcome::Failed(_)
+        ));
+        // An observer subscribed before the fill is told of it.
+        let page = fx.page(&t).expect("the task's page");
+        let changes = page.changed.subscribe();
+        assert!(!changes.has_changed().unwrap());
+        fx.act(t.clone(), fill("seen"), soon(100)).await;
+        assert!(changes.has_changed().unwrap(), "the fill told the observer");
+        assert_eq!(fx.mutations(), 0, "fills are not backend mutations");
     }
 
     #[tokio::test]
