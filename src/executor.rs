@@ -17,36 +17,9 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+pub use crate::protocol::PageAction;
 use crate::protocol::{Expect, FixtureOptions};
 use crate::tasks::{Observation, TaskId};
-
-/// An action on a page.
-#[derive(Clone, Debug)]
-pub enum PageAction {
-    /// Set a field's value (a page-local change).
-    Fill {
-        /// The field.
-        target: String,
-        /// The value.
-        value: String,
-    },
-    /// Click a target, then observe `expect`.
-    Click {
-        /// What to click.
-        target: String,
-        /// What shows the click took effect.
-        expect: Expect,
-    },
-    /// Press a key on a target, then observe `expect`.
-    Press {
-        /// The key.
-        key: String,
-        /// The focused target.
-        target: Option<String>,
-        /// What shows the press took effect.
-        expect: Expect,
-    },
-}
 
 /// How an action ended.
 #[derive(Clone, Debug, PartialEq, Eq)]

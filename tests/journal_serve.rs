@@ -708,3 +708,59 @@ async fn pipelined_batches_killed_midway_replay_what_was_read_and_never_submit_t
         assert_eq!(n, 1, "{id} was applied {n} times");
     }
 }
+
+/// A journaled pipelined batch is answered with one reply for all its frames while the
+/// executor answers every action at once; after a batch that had to wait for a slow action,
+/// each frame of the next batches is answered as soon as it is ready, so a slow page action
+/// holds back no other reply. Every frame gets exactly one reply either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_batch_waited_for_a_slow_action_pipelined_replies_come_frame_by_frame() {
+    let root = short_tempdir();
+    let mut extra = journal_args(root.path());
+    extra.extend(["--action-timeout-ms".to_string(), "20000".to_string()]);
+    let host = Served::start(root.path(), &args(&extra));
+    let mut c = host.conn().await;
+    let fast = common::start_task(&mut c, json!({})).await;
+    let mut probe = host.conn().await;
+    // How each round's press stood when its batch's fill reply was read.
+    let mut press_when_fill_read = Vec::new();
+    for round in 0..2 {
+        // A page of its own each round: its submit has not been seen yet.
+        let slow = common::start_task(&mut c, json!({"submitDelayMs": 2000})).await;
+        let press = format!("r{round}-press");
+        let fill = format!("r{round}-fill");
+        let blob = format!(
+            "{}\n{}\n",
+            json!({"id": press, "method": "page.press", "params": {"taskId": slow, "key": "Enter", "target": "#title", "expect": saved()}}),
+            json!({"id": fill, "method": "page.fill", "params": {"taskId": fast, "target": "#title", "value": "v"}}),
+        );
+        c.send_raw(blob.as_bytes()).await;
+        let mut replies = HashMap::new();
+        while replies.len() < 2 {
+            let line = c.read_line().await.expect("every frame is answered");
+            let v: Value = serde_json::from_str(&line).unwrap();
+            let id = v["id"].as_str().unwrap().to_owned();
+            if id == fill {
+                let s = probe
+                    .call("receipt.status", json!({"requestId": press}))
+                    .await;
+                press_when_fill_read.push(ok(&s)["state"].as_str().unwrap().to_owned());
+            }
+            assert_eq!(receipt(&v), "new", "{line}");
+            assert!(replies.insert(id, v).is_none(), "one reply per frame");
+        }
+        assert!(replies.contains_key(&press) && replies.contains_key(&fill));
+    }
+    // Answered together, the fill's reply waited for the press; frame by frame it did not.
+    assert_ne!(
+        press_when_fill_read[0], "running",
+        "{press_when_fill_read:?}"
+    );
+    assert_eq!(
+        press_when_fill_read[1], "running",
+        "{press_when_fill_read:?}"
+    );
+    for (id, n) in host.effects() {
+        assert_eq!(n, 1, "{id} was applied {n} times");
+    }
+}

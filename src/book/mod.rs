@@ -339,7 +339,9 @@ impl Book {
 
     /// Creates a running receipt for a vacant key, or refuses when the book is full.
     ///
-    /// The caller has checked that `key` is vacant (under the same lock).
+    /// The caller has checked that `key` is vacant (under the same lock); a key already in the
+    /// book (a receipt or a tombstone) is left as it is. The host itself creates receipts
+    /// through [`Book::entry`], whose [`Vacancy`] is the proof the key is free.
     pub fn insert_running(
         &mut self,
         key: RequestKey,
@@ -351,7 +353,7 @@ impl Book {
         debug_assert!(!self.receipts.contains_key(&key) && !self.tombstones.contains(&key));
         match self.entry(&key) {
             Entry::Vacant(v) => v.insert_running(request, method, task_id, now).map(|_| ()),
-            _ => unreachable!("the caller checked the key is vacant"),
+            Entry::Receipt(_) | Entry::Tombstone(..) => Ok(()),
         }
     }
 
@@ -394,22 +396,20 @@ impl Book {
             Some((k, r)) if k == key => Some(r),
             _ => self.receipts.get_mut(key),
         };
-        match receipt {
-            Some(r) if r.is_running() => {
-                // The reservation made at admission becomes the reply's real size.
-                self.used_bytes = (self.used_bytes + outcome.body.len())
-                    .saturating_sub(reply_reservation(&r.request));
-                let ReplySlot::Running(waiters) =
-                    std::mem::replace(&mut r.reply, ReplySlot::Done(outcome))
-                else {
-                    unreachable!("checked running above")
-                };
-                r.completed_at = now;
-                self.running -= 1;
-                Ok(waiters)
-            }
-            _ => Err(NotRunning),
-        }
+        let Some(r) = receipt else {
+            return Err(NotRunning);
+        };
+        let ReplySlot::Running(waiters) = &mut r.reply else {
+            return Err(NotRunning);
+        };
+        let waiters = waiters.take();
+        // The reservation made at admission becomes the reply's real size.
+        self.used_bytes =
+            (self.used_bytes + outcome.body.len()).saturating_sub(reply_reservation(&r.request));
+        r.reply = ReplySlot::Done(outcome);
+        r.completed_at = now;
+        self.running -= 1;
+        Ok(waiters)
     }
 
     /// Records the journal sequence number of a receipt's stored completion (see

@@ -10,7 +10,7 @@ use ratatui::widgets::{Block, Row, StatefulWidget, Table, TableState, Widget};
 use super::app::{App, Pane};
 use super::ui::{age, fit, human_duration, share, thousands, Theme, ID, SHORT_ID};
 use crate::protocol::introspection::BlockedOutcome;
-use crate::protocol::{Command, Expect, ExpectCheck, Method};
+use crate::protocol::{Command, ExecutorCommand, Expect, ExpectCheck, Method, PageAction};
 
 pub(super) fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let tasks = app.running_tasks();
@@ -76,9 +76,13 @@ fn action_of(p: &BlockedOutcome) -> String {
         .parse::<Method>()
         .ok()
         .and_then(|m| Command::parse(m, &pending.params, &|_| Ok(())).ok());
-    let (key, target) = match &command {
-        Some(Command::PagePress(c)) => (Some(c.key.as_str()), c.target.as_deref()),
-        Some(Command::PageClick(c)) => (None, Some(c.target.as_str())),
+    let action = match &command {
+        Some(Command::Execute(ExecutorCommand::Act(a))) => Some(&a.action),
+        _ => None,
+    };
+    let (key, target) = match action {
+        Some(PageAction::Press { key, target, .. }) => (Some(key.as_str()), target.as_deref()),
+        Some(PageAction::Click { target, .. }) => (None, Some(target.as_str())),
         _ => (None, None),
     };
     let key = key.map(|k| format!(" {k}")).unwrap_or_default();

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 
 use super::execution::{not_durable, publish_completed, Execution, Stored};
 use super::journaling::TaskRecordData;
-use super::read::to_data;
+use super::to_data;
 use super::{reject, wait_outcome, Handled, Host, State};
 use crate::book::{digest, BookFull, Entry, Limit, ReplySlot, ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
@@ -24,17 +24,20 @@ use crate::journal::{self, Begun, Completed, Record, TaskEvent, Ticket};
 use crate::protocol::introspection::RequestRejectedEvent;
 use crate::protocol::results::TaskClosedResult;
 use crate::protocol::{
-    format_millis, now_millis, Command, Delivery, DirectRequest, ErrorBody, ErrorCode, Method,
-    Outcome, ReceiptKind,
+    format_millis, now_millis, CloseCommand, Command, Delivery, DirectRequest, ErrorBody,
+    ErrorCode, ExecutorCommand, Method, Outcome, ReadCommand, ReceiptKind,
 };
 use crate::tasks::Task;
 
 /// What the receipt rules decided for a request that is not answered at once.
 pub(super) enum Admitted<'a> {
     /// A read: executed every time, never stored.
-    Read(Command),
+    Read(ReadCommand),
     /// A new receipt, to execute.
     Execute(Execution<'a>),
+    /// A new receipt closing a task, to claim in the fleet ledger before the task is closed
+    /// (without a ledger, admission closes the task itself).
+    CloseClaimed(Execution<'a, CloseCommand>),
 }
 
 impl Host {
@@ -57,7 +60,7 @@ impl Host {
         let run_id = self.run_id();
         let method = cmd.method();
         // A page this executor could never open is a bad request: nothing is stored for it.
-        if let Command::TaskStart(p) = &cmd {
+        if let Command::Execute(ExecutorCommand::Start(p)) = &cmd {
             if let Err(msg) = self.inner.executor.check_start(p.url.as_deref()) {
                 return Err(reject(
                     Some(id),
@@ -127,9 +130,13 @@ impl Host {
             Entry::Vacant(vacancy) => vacancy,
         };
 
-        if !method.is_mutating() {
-            return Ok(Admitted::Read(cmd));
-        }
+        // A read goes no further; a mutation is the executor's work (`Ok`) or a task closing
+        // (`Err`, which is no failure: it only takes the other way out below).
+        let mutation = match cmd {
+            Command::Read(read) => return Ok(Admitted::Read(read)),
+            Command::Execute(work) => Ok(work),
+            Command::Close(close) => Err(close),
+        };
         if self.is_shutting_down() {
             st.events.publish("request.rejected", now, || {
                 rejected(id, method, None, ErrorCode::ShuttingDown)
@@ -138,7 +145,11 @@ impl Host {
         }
 
         // Admission: the task must exist and accept the action.
-        let task_id = match cmd.task_id() {
+        let task_named = match &mutation {
+            Ok(work) => work.task_id(),
+            Err(close) => Some(close.task_id()),
+        };
+        let task_id = match task_named {
             None => None,
             Some(tid) => {
                 let Some(task) = st.tasks.get_mut(tid) else {
@@ -192,7 +203,7 @@ impl Host {
                     return Err(reject(Some(id), run_id, capacity_error(method, &full)));
                 }
             };
-        let is_closing = matches!(cmd, Command::TaskFinish(_) | Command::TaskStop(_));
+        let is_closing = mutation.is_err();
         let claim = self.ledger().is_some();
         let mut begun = None;
         if let (Some(journal), false) = (self.journal(), is_closing) {
@@ -235,22 +246,23 @@ impl Host {
             id: Cow::Borrowed(id),
             key,
             slot,
-            cmd,
+            cmd: (),
             task_id,
             admitted_at: now,
             begun,
             claim,
         };
-        if is_closing && !claim {
-            return Err(self.close_task(st, execution));
+        match mutation {
+            Ok(work) => Ok(Admitted::Execute(execution.with(work))),
+            Err(close) if claim => Ok(Admitted::CloseClaimed(execution.with(close))),
+            Err(close) => Err(self.close_task(st, execution.with(close))),
         }
-        Ok(Admitted::Execute(execution))
     }
 
     /// Executes `task.finish` or `task.stop` in the critical section that admitted it: closing
     /// a task touches no executor, and doing it here means no action can slip in between the
     /// check and the change.
-    fn close_task(&self, st: &mut State, execution: Execution<'_>) -> Handled {
+    fn close_task(&self, st: &mut State, execution: Execution<'_, CloseCommand>) -> Handled {
         let (outcome, waiters, task_record) = self.close_admitted(st, &execution);
         debug_assert!(
             waiters.is_none(),
@@ -312,7 +324,7 @@ impl Host {
     fn close_admitted(
         &self,
         st: &mut State,
-        execution: &Execution<'_>,
+        execution: &Execution<'_, CloseCommand>,
     ) -> (Arc<Outcome>, Option<ReplyWaiters>, Option<TaskRecordData>) {
         let Execution {
             id,
@@ -329,8 +341,8 @@ impl Host {
             .expect("task closings name an admitted task");
         let task = st.tasks.get_mut(tid).expect("admitted task exists");
         match cmd {
-            Command::TaskStop(p) => task.stop(p.reason.clone(), now),
-            _ => task.finish(now),
+            CloseCommand::Stop(p) => task.stop(p.reason.clone(), now),
+            CloseCommand::Finish(_) => task.finish(now),
         }
         task.record(key, method, now, "ok");
         self.inner
@@ -359,7 +371,7 @@ impl Host {
     /// [`Host::close_admitted`] for a closing claimed in the fleet ledger: the task may have
     /// been closed by another request while the claim was made, and is then closed again
     /// harmlessly (its state does not change twice).
-    pub(super) fn close_claimed(&self, execution: &Execution<'_>) -> Stored {
+    pub(super) fn close_claimed(&self, execution: &Execution<'_, CloseCommand>) -> Stored {
         let mut st = self.lock();
         let open = execution
             .task_id

@@ -17,6 +17,7 @@ async fn host_with_receipt() -> Host {
     );
     let line = match host.handle("t1", "task.start", &json!({"title": "t"})) {
         Handled::Later(f) => f.await,
+        Handled::Joined(_) => Vec::new(),
         Handled::Ready(line) => line,
     };
     let reply: Value = serde_json::from_slice(&line).unwrap();
@@ -74,6 +75,7 @@ async fn prepared_clears_are_bounded() {
 async fn call(host: &Host, id: &str) -> Value {
     let line = match host.handle(id, "task.start", &json!({"title": "t"})) {
         Handled::Later(f) => f.await,
+        Handled::Joined(_) => Vec::new(),
         Handled::Ready(line) => line,
     };
     serde_json::from_slice(&line).unwrap()

@@ -9,6 +9,7 @@
 //! stores both in one critical section, then wakes every copy that joined.
 
 use std::borrow::Cow;
+use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -19,16 +20,17 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::journaling::TaskRecordData;
-use super::read::to_data;
+use super::to_data;
 use super::{Handled, Host, State};
 use crate::book::{ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
-use crate::executor::{ActionOutcome, PageAction};
+use crate::executor::ActionOutcome;
 use crate::journal::{self, Completed, Record, TaskEvent, Ticket};
 use crate::protocol::introspection::PendingCreatedEvent;
 use crate::protocol::results::{FieldResult, ObservedResult, TaskStartResult, TaskState};
 use crate::protocol::{
-    now_millis, Command, ErrorBody, ErrorCode, Expect, ExpectCheck, Method, Outcome, ReceiptKind,
+    now_millis, ActCommand, CloseCommand, ErrorBody, ErrorCode, ExecutorCommand, Expect, Method,
+    Outcome, PageAction, ReceiptKind,
 };
 use crate::tasks::{PendingOutcome, Task, TaskId};
 
@@ -38,15 +40,19 @@ use crate::tasks::{PendingOutcome, Task, TaskId};
 /// is started from it, and completion reads it to store the outcome where the receipt is. It
 /// borrows the request ID from the frame while the execution runs inline and owns a copy only
 /// once it is spawned, so the fresh-request path allocates nothing for it.
-pub(super) struct Execution<'a> {
+///
+/// `C` is the command's family: an [`ExecutorCommand`] the executor performs, or a
+/// [`CloseCommand`] closing a task (which goes through an `Execution` only to be claimed in the
+/// fleet ledger; without one, admission closes the task itself).
+pub(super) struct Execution<'a, C = ExecutorCommand> {
     /// The request ID as the caller sent it: replies and events spell it this way.
     pub(super) id: Cow<'a, str>,
     /// The receipt's key in the book.
     pub(super) key: RequestKey,
     /// Where the receipt was created (a hint for storing its outcome).
     pub(super) slot: usize,
-    /// The checked command: what the executor is asked to do.
-    pub(super) cmd: Command,
+    /// The checked command: what the executor is asked to do, or the closing.
+    pub(super) cmd: C,
     /// The admitted task the command acts on; `None` for `task.start`, whose task does not
     /// exist until its page opens.
     pub(super) task_id: Option<TaskId>,
@@ -60,9 +66,9 @@ pub(super) struct Execution<'a> {
     pub(super) claim: bool,
 }
 
-impl Execution<'_> {
+impl<C> Execution<'_, C> {
     /// The same execution owning its request ID, to outlive the frame it came from.
-    fn into_owned(self) -> Execution<'static> {
+    pub(super) fn into_owned(self) -> Execution<'static, C> {
         Execution {
             id: Cow::Owned(self.id.into_owned()),
             key: self.key,
@@ -73,6 +79,70 @@ impl Execution<'_> {
             begun: self.begun,
             claim: self.claim,
         }
+    }
+}
+
+impl<'a> Execution<'a, ()> {
+    /// The execution of `cmd` under the receipt admission just created.
+    pub(super) fn with<C>(self, cmd: C) -> Execution<'a, C> {
+        Execution {
+            id: self.id,
+            key: self.key,
+            slot: self.slot,
+            cmd,
+            task_id: self.task_id,
+            admitted_at: self.admitted_at,
+            begun: self.begun,
+            claim: self.claim,
+        }
+    }
+}
+
+/// A command family that takes a receipt ([`ExecutorCommand`], [`CloseCommand`]): what the
+/// host needs of either, whatever it does.
+pub(super) trait Mutation: Send + Sync + Sized + 'static {
+    /// The method the command came from.
+    fn method(&self) -> Method;
+
+    /// Does the command's work once the fleet ledger holds this host's claim on its receipt,
+    /// and stores the outcome locally: the stored outcome, and the task a `task.start` opened.
+    fn settle_claimed<'h>(
+        host: &'h Host,
+        execution: &'h Execution<'static, Self>,
+    ) -> impl Future<Output = (Stored, Option<TaskId>)> + Send + 'h;
+}
+
+impl Mutation for ExecutorCommand {
+    fn method(&self) -> Method {
+        ExecutorCommand::method(self)
+    }
+
+    async fn settle_claimed(
+        host: &Host,
+        execution: &Execution<'static>,
+    ) -> (Stored, Option<TaskId>) {
+        let (completion, opened) = host.execute(execution).await;
+        (
+            host.complete_locked(&mut host.lock(), execution, completion),
+            opened,
+        )
+    }
+}
+
+impl Mutation for CloseCommand {
+    fn method(&self) -> Method {
+        CloseCommand::method(self)
+    }
+
+    async fn settle_claimed(
+        host: &Host,
+        execution: &Execution<'static, CloseCommand>,
+    ) -> (Stored, Option<TaskId>) {
+        let closed = host.close_claimed(execution);
+        if let CloseCommand::Stop(_) = execution.cmd {
+            host.settle_stopped_task(execution.task_id.as_deref());
+        }
+        (closed, None)
     }
 }
 
@@ -194,14 +264,21 @@ pub(super) enum Ran<'a> {
 /// An execution the executor has started.
 enum Started {
     /// `task.start`: the new task's page opening.
-    Open(TaskId, BoxFuture<'static, Result<(), String>>),
+    Open(NewTask, BoxFuture<'static, Result<(), String>>),
     /// A page action on a task.
     Act(TaskId, BoxFuture<'static, ActionOutcome>),
 }
 
+/// A task whose page is opening: what its record is made of once the page is open.
+struct NewTask {
+    id: TaskId,
+    title: String,
+    url: Option<String>,
+}
+
 /// What the executor answered.
 enum Finished {
-    Open(TaskId, Result<(), String>),
+    Open(NewTask, Result<(), String>),
     Act(TaskId, ActionOutcome),
 }
 
@@ -209,8 +286,16 @@ impl Started {
     /// Polls the executor's work once; `Some` when it answered without waiting.
     fn poll_once(&mut self, cx: &mut Context<'_>) -> Option<Finished> {
         match self {
-            Started::Open(t, f) => match f.as_mut().poll(cx) {
-                Poll::Ready(r) => Some(Finished::Open(t.clone(), r)),
+            Started::Open(task, f) => match f.as_mut().poll(cx) {
+                Poll::Ready(r) => {
+                    // Polled no more once ready: the task's record takes its parts.
+                    let task = NewTask {
+                        id: task.id.clone(),
+                        title: std::mem::take(&mut task.title),
+                        url: task.url.take(),
+                    };
+                    Some(Finished::Open(task, r))
+                }
                 Poll::Pending => None,
             },
             Started::Act(t, f) => match f.as_mut().poll(cx) {
@@ -334,7 +419,7 @@ impl Host {
             Ok(started) => match AssertUnwindSafe(started.finish()).catch_unwind().await {
                 Ok(finished) => {
                     if let Finished::Open(t, Ok(())) = &finished {
-                        opened = Some(t.clone());
+                        opened = Some(t.id.clone());
                     }
                     self.interpret(execution, finished)
                 }
@@ -395,7 +480,7 @@ impl Host {
     /// (detached, like [`Host::spawn`]); its reply is stored in the ledger before any copy is
     /// answered. A claim the ledger settles otherwise (the ID was there already, the book is
     /// full, the ledger is unreachable) is answered without executing anything.
-    fn spawn_claimed(&self, execution: Execution<'static>) -> Handled {
+    pub(super) fn spawn_claimed<C: Mutation>(&self, execution: Execution<'static, C>) -> Handled {
         let id = execution.id.to_string();
         let host = self.clone();
         let done = tokio::spawn(async move {
@@ -407,20 +492,7 @@ impl Host {
                 unfinished.key = None;
                 return line;
             }
-            let (stored, opened) =
-                if matches!(execution.cmd, Command::TaskFinish(_) | Command::TaskStop(_)) {
-                    let closed = host.close_claimed(&execution);
-                    if matches!(execution.cmd, Command::TaskStop(_)) {
-                        host.settle_stopped_task(execution.task_id.as_deref());
-                    }
-                    (closed, None)
-                } else {
-                    let (completion, opened) = host.execute(&execution).await;
-                    (
-                        host.complete_locked(&mut host.lock(), &execution, completion),
-                        opened,
-                    )
-                };
+            let (stored, opened) = C::settle_claimed(&host, &execution).await;
             let idle = stored.now_idle;
             let outcome = host.store_in_ledger(&execution, stored, opened).await;
             host.ring_idle(idle);
@@ -449,41 +521,36 @@ impl Host {
     /// Starts one mutation on the executor. Never called twice for one receipt.
     fn start(&self, execution: &Execution<'_>) -> Started {
         let executor = &self.inner.executor;
-        if let Command::TaskStart(p) = &execution.cmd {
-            let task_id: TaskId = uuid::Uuid::new_v4().to_string().into();
-            let opening = executor.open(
-                task_id.clone(),
-                p.url.clone(),
-                p.fixture.clone().unwrap_or_default(),
-                Instant::now() + self.inner.config.action_timeout,
-            );
-            return Started::Open(task_id, opening);
-        }
-        let task = execution
-            .task_id
-            .clone()
-            .expect("page actions name an admitted task");
         let deadline = Instant::now() + self.inner.config.action_timeout;
-        let action = match &execution.cmd {
-            Command::PageFill(p) => PageAction::Fill {
-                target: p.target.clone(),
-                value: p.value.clone(),
-            },
-            Command::PageClick(p) => PageAction::Click {
-                target: p.target.clone(),
-                expect: p.expect.clone(),
-            },
-            Command::PagePress(p) => PageAction::Press {
-                key: p.key.clone(),
-                target: p.target.clone(),
-                expect: p.expect.clone(),
-            },
-            other => unreachable!("{} is not executed as a page action", other.method()),
-        };
-        Started::Act(
-            task.clone(),
-            executor.act_for(&execution.id, task, action, deadline),
-        )
+        match &execution.cmd {
+            ExecutorCommand::Start(p) => {
+                let task = NewTask {
+                    id: uuid::Uuid::new_v4().to_string().into(),
+                    title: p.title.clone(),
+                    url: p.url.clone(),
+                };
+                let opening = executor.open(
+                    task.id.clone(),
+                    p.url.clone(),
+                    p.fixture.clone().unwrap_or_default(),
+                    deadline,
+                );
+                Started::Open(task, opening)
+            }
+            ExecutorCommand::Act(a) => {
+                // The task admission found (its ID shared with the task table); the command
+                // names the same task.
+                let task = execution
+                    .task_id
+                    .clone()
+                    .unwrap_or_else(|| a.task_id.as_str().into());
+                let action = a.action.clone();
+                Started::Act(
+                    task.clone(),
+                    executor.act_for(&execution.id, task, action, deadline),
+                )
+            }
+        }
     }
 
     /// Turns what the executor answered into the outcome to store and its effect on the task.
@@ -492,12 +559,10 @@ impl Host {
         let cmd = &execution.cmd;
         let method = cmd.method();
         match finished {
-            Finished::Open(task_id, Ok(())) => {
-                let Command::TaskStart(p) = cmd else {
-                    unreachable!("only task.start opens a page")
-                };
+            Finished::Open(task, Ok(())) => {
+                let task_id = task.id;
                 let now = now_millis();
-                let mut t = Task::new(task_id.clone(), p.title.clone(), p.url.clone(), now);
+                let mut t = Task::new(task_id.clone(), task.title, task.url, now);
                 t.record(&execution.key, method, now, "ok");
                 let result = TaskStartResult {
                     run_id: self.run_id().to_owned(),
@@ -517,17 +582,18 @@ impl Host {
                 let outcome = match cmd {
                     // The reply says what was asked for; the observation's strings are that
                     // (the fixture's always are), so they are moved, not copied, when equal.
-                    Command::PageFill(p) => Outcome::ok(&if obs.target == p.target
-                        && obs.value == p.value
-                    {
+                    ExecutorCommand::Act(ActCommand {
+                        action: PageAction::Fill { target, value },
+                        ..
+                    }) => Outcome::ok(&if obs.target == *target && obs.value == *value {
                         FieldResult {
                             target: obs.target,
                             value: obs.value,
                         }
                     } else {
                         FieldResult {
-                            target: p.target.clone(),
-                            value: p.value.clone(),
+                            target: target.clone(),
+                            value: value.clone(),
                         }
                     }),
                     _ => Outcome::ok(&ObservedResult { observation: obs }),
@@ -545,7 +611,9 @@ impl Host {
                 TaskEffect::None,
             ),
             Finished::Act(task, ActionOutcome::Uncertain(reason)) => {
-                let expect = expectation(cmd).expect("page actions have an expectation");
+                // A page action always has one; only `task.start` has none, and opening a page
+                // is never uncertain.
+                let expect = cmd.expectation();
                 (
                     Outcome::err(
                         &ErrorBody::new(
@@ -560,7 +628,7 @@ impl Host {
                             "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
                         })),
                     ),
-                    TaskEffect::Uncertain(expect),
+                    expect.map_or(TaskEffect::None, TaskEffect::Uncertain),
                 )
             }
         }
@@ -710,7 +778,7 @@ fn panicked(
         .unwrap_or_else(|| "a panic".into());
     tracing::error!(request_id = %id, method = %method, "execution panicked: {what}");
     let error = internal_error(id, method, execution.task_id.as_deref(), &what);
-    let effect = match expectation(&execution.cmd) {
+    let effect = match execution.cmd.expectation() {
         Some(e) => TaskEffect::Uncertain(e),
         None => TaskEffect::None,
     };
@@ -744,19 +812,6 @@ pub(super) fn not_durable(id: &str, error: &journal::Error) -> Outcome {
         )
         .with_details(json!({"requestId": id})),
     )
-}
-
-/// The implicit or explicit expectation of a mutating page action.
-fn expectation(cmd: &Command) -> Option<Expect> {
-    match cmd {
-        Command::PageFill(p) => Some(Expect {
-            target: p.target.clone(),
-            check: ExpectCheck::Equals(p.value.clone()),
-        }),
-        Command::PageClick(p) => Some(p.expect.clone()),
-        Command::PagePress(p) => Some(p.expect.clone()),
-        _ => None,
-    }
 }
 
 /// The `INTERNAL` refusal an execution that failed inside the host stores.

@@ -15,8 +15,8 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::execution::{publish_completed, Execution, Stored};
-use super::read::to_data;
+use super::execution::{publish_completed, Execution, Mutation, Stored};
+use super::to_data;
 use super::{reject, Handled, Host, HostConfig};
 use crate::executor::Executor;
 use crate::ledger::{
@@ -176,7 +176,10 @@ impl Host {
     /// Claims an admitted receipt in the ledger. `Ok` when the claim is this host's and the
     /// executor may act; otherwise the request is settled without executing (from the row
     /// another host wrote, or refused) and this is its reply line.
-    pub(super) async fn claim_in_ledger(&self, execution: &Execution<'_>) -> Result<(), Vec<u8>> {
+    pub(super) async fn claim_in_ledger(
+        &self,
+        execution: &Execution<'_, impl Mutation>,
+    ) -> Result<(), Vec<u8>> {
         let ledger = self
             .ledger()
             .expect("claims are made with a ledger")
@@ -246,7 +249,7 @@ impl Host {
     /// running one is waited for.
     async fn settle_from_row(
         &self,
-        execution: &Execution<'_>,
+        execution: &Execution<'_, impl Mutation>,
         request: &str,
         mut row: LedgerReceipt,
     ) -> Vec<u8> {
@@ -324,7 +327,7 @@ impl Host {
     /// nothing is cached and the `RECEIPT_CLEARED` refusal to answer with is handed back.
     fn cache_from_row(
         &self,
-        execution: &Execution<'_>,
+        execution: &Execution<'_, impl Mutation>,
         outcome: Arc<Outcome>,
     ) -> Option<ErrorBody> {
         let now = now_millis();
@@ -359,7 +362,11 @@ impl Host {
     /// Withdraws the local receipt of a request the fleet did not let this host execute, and
     /// answers it (and every copy that joined it here) with `error`. Nothing is stored: the
     /// ID is free again on this host.
-    fn refuse_claimed(&self, execution: &Execution<'_>, error: ErrorBody) -> Vec<u8> {
+    fn refuse_claimed(
+        &self,
+        execution: &Execution<'_, impl Mutation>,
+        error: ErrorBody,
+    ) -> Vec<u8> {
         let id = &*execution.id;
         let method = execution.cmd.method();
         let now = now_millis();
@@ -430,7 +437,7 @@ impl Host {
     /// ledger is retried: no copy is answered before the fleet holds the reply.
     pub(super) async fn store_in_ledger(
         &self,
-        execution: &Execution<'_>,
+        execution: &Execution<'_, impl Mutation>,
         stored: Stored,
         opened: Option<TaskId>,
     ) -> Arc<Outcome> {
@@ -527,6 +534,7 @@ impl Host {
             match reject(Some(&id), host.run_id(), error) {
                 Handled::Ready(line) => line,
                 Handled::Later(f) => f.await,
+                Handled::Joined(_) => Vec::new(),
             }
         }))
     }

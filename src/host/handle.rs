@@ -78,6 +78,7 @@ impl Host {
         match admitted {
             Err(answer) => answer,
             Ok(Admitted::Read(cmd)) => self.read(id, cmd),
+            Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
             Ok(Admitted::Execute(execution)) => match self.run(execution) {
                 Ran::Later(answer) => answer,
                 Ran::Inline(execution, completion) => {
@@ -165,6 +166,7 @@ impl Host {
             let answer = match admission {
                 Err(answer) => answer,
                 Ok(Admitted::Read(cmd)) => self.read(id, cmd),
+                Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
                 // Journaled: the batch waits for its begins together (see below).
                 Ok(Admitted::Execute(execution)) if execution.begun.is_some() => {
                     begun.push((out.len(), execution));
@@ -212,18 +214,12 @@ fn ready_bytes(answers: &[Handled]) -> usize {
         .iter()
         .map(|a| match a {
             Handled::Ready(line) => line.len(),
-            Handled::Later(_) => 0,
+            Handled::Later(_) | Handled::Joined(_) => 0,
         })
         .sum()
 }
 
 /// Whether a command can share a batch's critical sections: an action an executor performs.
 fn joins_a_run(cmd: &Command) -> bool {
-    matches!(
-        cmd,
-        Command::TaskStart(_)
-            | Command::PageFill(_)
-            | Command::PageClick(_)
-            | Command::PagePress(_)
-    )
+    matches!(cmd, Command::Execute(_))
 }

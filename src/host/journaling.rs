@@ -6,6 +6,7 @@
 //! host's lock (so the file has the host's order) and awaited after it is let go.
 
 use std::borrow::Cow;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -388,7 +389,7 @@ impl Host {
 /// learn there will be no reply instead of waiting forever.
 struct AwaitingBegin<'h> {
     host: &'h Host,
-    batch: Vec<(Execution<'static>, oneshot::Sender<Vec<u8>>)>,
+    batch: Vec<Execution<'static>>,
 }
 
 impl Drop for AwaitingBegin<'_> {
@@ -397,8 +398,45 @@ impl Drop for AwaitingBegin<'_> {
             return;
         }
         let mut st = self.host.lock();
-        for (execution, _) in &self.batch {
+        for execution in &self.batch {
             st.book.abandon_waiters(&execution.key);
+        }
+    }
+}
+
+/// Where a journaled batch's replies go: all into one line buffer sent once (the frames'
+/// answers are one `Handled::Later` and `Handled::Joined` for the rest), or each through a
+/// channel of its own (every frame its own `Handled::Later`).
+enum BatchReplies {
+    Together(Vec<u8>, oneshot::Sender<Vec<u8>>),
+    Each(Vec<Option<oneshot::Sender<Vec<u8>>>>),
+}
+
+impl BatchReplies {
+    /// The reply of the batch's `i`th execution.
+    fn send(&mut self, i: usize, line: Vec<u8>) {
+        match self {
+            BatchReplies::Together(lines, _) => lines.extend_from_slice(&line),
+            BatchReplies::Each(_) => {
+                if let Some(tx) = self.take_sender(i) {
+                    let _ = tx.send(line);
+                }
+            }
+        }
+    }
+
+    /// The channel of the `i`th execution's own reply (frame by frame only).
+    fn take_sender(&mut self, i: usize) -> Option<oneshot::Sender<Vec<u8>>> {
+        match self {
+            BatchReplies::Together(..) => None,
+            BatchReplies::Each(senders) => senders.get_mut(i).and_then(Option::take),
+        }
+    }
+
+    /// Every reply is in: hands the batch's lines over.
+    fn finish(self) {
+        if let BatchReplies::Together(lines, tx) = self {
+            let _ = tx.send(lines);
         }
     }
 }
@@ -408,7 +446,15 @@ impl Host {
     /// share a flush) on one task instead of one each: it waits once for the last begin to be
     /// durable, starts every execution, stores the ones answered at once under one taking of
     /// the lock (their completions share the next flush), waits once for the last completion,
-    /// and answers each copy. `out[position]` receives each execution's reply.
+    /// and answers each copy. `out[position]` receives each execution's answer.
+    ///
+    /// The batch's replies are one answer (the first frame's `Handled::Later`, resolving to
+    /// every line; `Handled::Joined` for the others): one future, one channel and one wake of
+    /// the connection's writer per batch instead of per frame. That answer waits for the
+    /// slowest execution of the batch, so it is used only while the executor has answered
+    /// every execution of every batch at once (the fixture's actions); after a batch in which
+    /// one was not, each frame gets a reply of its own again (a slow page action then delays
+    /// no other reply).
     ///
     /// The rule holds per receipt as on the single path: no executor acts before its begin is
     /// durable (every begin of the batch is, once the last is), and no copy sees a reply before
@@ -419,8 +465,12 @@ impl Host {
         executions: Vec<(usize, Execution<'_>)>,
         out: &mut [Handled],
     ) {
+        let together = self.inner.batches_together.load(Ordering::Relaxed);
         let mut last: Option<Ticket> = None;
         let mut batch = Vec::with_capacity(executions.len());
+        let mut ids = Vec::new();
+        let mut senders = Vec::new();
+        let first = executions.first().map_or(0, |(position, _)| *position);
         for (position, execution) in executions {
             let Execution {
                 id,
@@ -438,16 +488,22 @@ impl Host {
                 }
             }
             let id = id.into_owned();
-            let (tx, rx) = oneshot::channel();
-            let host = self.clone();
-            let fallback = id.clone();
-            out[position] = Handled::Later(Box::pin(async move {
-                match rx.await {
-                    Ok(line) => line,
-                    Err(_) => host.vanished(&fallback),
-                }
-            }));
-            let execution = Execution {
+            if together {
+                out[position] = Handled::Joined(first);
+                ids.push(id.clone());
+            } else {
+                let (tx, rx) = oneshot::channel();
+                let host = self.clone();
+                let fallback = id.clone();
+                out[position] = Handled::Later(Box::pin(async move {
+                    match rx.await {
+                        Ok(line) => line,
+                        Err(_) => host.vanished(&fallback),
+                    }
+                }));
+                senders.push(Some(tx));
+            }
+            batch.push(Execution {
                 id: Cow::Owned(id),
                 key,
                 slot,
@@ -456,9 +512,21 @@ impl Host {
                 admitted_at,
                 begun: None,
                 claim,
-            };
-            batch.push((execution, tx));
+            });
         }
+        let replies = if together {
+            let (tx, rx) = oneshot::channel();
+            let host = self.clone();
+            out[first] = Handled::Later(Box::pin(async move {
+                match rx.await {
+                    Ok(lines) => lines,
+                    Err(_) => ids.iter().flat_map(|id| host.vanished(id)).collect(),
+                }
+            }));
+            BatchReplies::Together(Vec::new(), tx)
+        } else {
+            BatchReplies::Each(senders)
+        };
         let host = self.clone();
         tokio::spawn(async move {
             let mut waiting = AwaitingBegin { host: &host, batch };
@@ -467,62 +535,97 @@ impl Host {
                 None => Ok(()),
             };
             let batch = std::mem::take(&mut waiting.batch);
-            let run_id = host.run_id();
-            if let Err(e) = begun {
-                host.journal_failed(&e);
-                let mut idle = false;
-                let mut replies = Vec::with_capacity(batch.len());
-                {
-                    let mut st = host.lock();
-                    for (execution, tx) in batch {
-                        let completion = Completion::not_begun(&execution, &e);
-                        let stored = host.complete_locked(&mut st, &execution, completion);
-                        idle = stored.now_idle;
-                        replies.push((execution, stored, tx));
-                    }
-                }
-                for (execution, stored, tx) in replies {
-                    // Nothing ran: the answer is certain, whatever the journal can still keep.
-                    let line =
-                        stored
-                            .wake()
-                            .reply_line(Some(&execution.id), run_id, ReceiptKind::New);
-                    let _ = tx.send(line);
-                }
-                host.ring_idle(idle);
-                return;
-            }
-            let mut inline = Vec::with_capacity(batch.len());
-            let mut later = Vec::new();
-            for (execution, tx) in batch {
-                match host.run(execution) {
-                    Ran::Inline(execution, completion) => inline.push((execution, completion, tx)),
-                    Ran::Later(Handled::Later(reply)) => later.push((reply, tx)),
-                    Ran::Later(Handled::Ready(line)) => drop(tx.send(line)),
-                }
-            }
-            let mut idle = false;
-            let mut stored = Vec::with_capacity(inline.len());
-            if !inline.is_empty() {
-                let mut st = host.lock();
-                for (execution, completion, tx) in inline {
-                    let done = host.complete_locked(&mut st, &execution, completion);
-                    idle = done.now_idle;
-                    stored.push((execution, done, tx));
-                }
-            }
-            // The completions were appended in order under one lock: once the first is
-            // durable the others usually are too, and their waits return at once.
-            for (execution, done, tx) in stored {
-                let outcome = done.wake_durable(&host, &execution.id).await;
-                let _ = tx.send(outcome.reply_line(Some(&execution.id), run_id, ReceiptKind::New));
-            }
-            host.ring_idle(idle);
-            futures::future::join_all(later.into_iter().map(|(reply, tx)| async move {
-                let _ = tx.send(reply.await);
-            }))
-            .await;
+            host.answer_begun_batch(batch, begun, replies).await;
         });
+    }
+
+    /// [`Host::run_begun_batch`] once the batch's begins are durable (or could not be made so).
+    async fn answer_begun_batch(
+        &self,
+        batch: Vec<Execution<'static>>,
+        begun: Result<(), journal::Error>,
+        mut replies: BatchReplies,
+    ) {
+        let run_id = self.run_id();
+        if let Err(e) = begun {
+            self.journal_failed(&e);
+            let mut idle = false;
+            let mut stored = Vec::with_capacity(batch.len());
+            {
+                let mut st = self.lock();
+                for execution in batch {
+                    let completion = Completion::not_begun(&execution, &e);
+                    let done = self.complete_locked(&mut st, &execution, completion);
+                    idle = done.now_idle;
+                    stored.push((execution, done));
+                }
+            }
+            for (i, (execution, done)) in stored.into_iter().enumerate() {
+                // Nothing ran: the answer is certain, whatever the journal can still keep.
+                let line = done
+                    .wake()
+                    .reply_line(Some(&execution.id), run_id, ReceiptKind::New);
+                replies.send(i, line);
+            }
+            replies.finish();
+            self.ring_idle(idle);
+            return;
+        }
+        let mut inline = Vec::with_capacity(batch.len());
+        let mut later = Vec::new();
+        for (i, execution) in batch.into_iter().enumerate() {
+            match self.run(execution) {
+                Ran::Inline(execution, completion) => inline.push((i, execution, completion)),
+                Ran::Later(Handled::Later(reply)) => later.push((i, reply)),
+                Ran::Later(Handled::Ready(line)) => replies.send(i, line),
+                Ran::Later(Handled::Joined(_)) => {}
+            }
+        }
+        if !later.is_empty() {
+            // The executor made this batch wait: the next batches answer frame by frame.
+            self.inner.batches_together.store(false, Ordering::Relaxed);
+        }
+        let mut idle = false;
+        let mut stored = Vec::with_capacity(inline.len());
+        if !inline.is_empty() {
+            let mut st = self.lock();
+            for (i, execution, completion) in inline {
+                let done = self.complete_locked(&mut st, &execution, completion);
+                idle = done.now_idle;
+                stored.push((i, execution, done));
+            }
+        }
+        // The completions were appended in order under one lock: once the first is durable
+        // the others usually are too, and their waits return at once.
+        for (i, execution, done) in stored {
+            let outcome = done.wake_durable(self, &execution.id).await;
+            replies.send(
+                i,
+                outcome.reply_line(Some(&execution.id), run_id, ReceiptKind::New),
+            );
+        }
+        self.ring_idle(idle);
+        // What the executor made wait: frame by frame each reply goes as it comes; together
+        // they join the others at the end.
+        let waited = later.into_iter().map(|(i, reply)| {
+            let tx = replies.take_sender(i);
+            async move {
+                let line = reply.await;
+                match tx {
+                    Some(tx) => drop(tx.send(line)),
+                    None => return Some(line),
+                }
+                None
+            }
+        });
+        for line in futures::future::join_all(waited)
+            .await
+            .into_iter()
+            .flatten()
+        {
+            replies.send(0, line);
+        }
+        replies.finish();
     }
 }
 
@@ -588,7 +691,7 @@ impl Host {
                     task_record = Some(TaskRecordData::of(task, TaskEvent::Updated, now));
                 }
                 st.events
-                    .publish("task.updated", now, || super::read::to_data(&summary));
+                    .publish("task.updated", now, || super::to_data(&summary));
             }
         }
         let durable = match self.journal() {

@@ -171,6 +171,10 @@ struct Inner {
     /// Set once the journal failed (why, naming the file): the host cannot keep its promise
     /// any more and stops.
     failure: watch::Sender<Option<String>>,
+    /// Whether a journaled pipelined batch answers with one reply for all its frames (true
+    /// while the executor has answered every batch's executions at once; see
+    /// [`Host::run_begun_batch`]).
+    batches_together: AtomicBool,
 }
 
 /// A reply that is ready now, or one that needs waiting (an execution, a slow read): what the
@@ -180,11 +184,22 @@ pub enum Handled {
     Ready(Vec<u8>),
     /// A future resolving to the reply line.
     Later(BoxFuture<'static, Vec<u8>>),
+    /// No reply of its own: this frame's reply comes with the `Later` answer at this index
+    /// among the answers of the same [`Host::handle_frames`] call (an earlier one), which
+    /// resolves to the lines of several frames (a journaled batch answered together: one
+    /// future and one wake instead of one per frame). The frame keeps its in-flight slot until
+    /// that answer is written. Only `handle_frames` gives it.
+    Joined(usize),
 }
 
 /// A refusal, answered at once.
 fn reject(id: Option<&str>, run_id: &str, error: ErrorBody) -> Handled {
     Handled::Ready(Outcome::err(&error).reply_line(id, run_id, ReceiptKind::None))
+}
+
+/// An event's facts as the bus carries them.
+fn to_data<T: serde::Serialize>(data: &T) -> serde_json::Value {
+    serde_json::to_value(data).expect("event data serialises")
 }
 
 /// A read's result, answered at once.
@@ -251,6 +266,7 @@ impl Host {
                 withdrawing: Default::default(),
                 fleet_prepared: Default::default(),
                 failure: watch::channel(None).0,
+                batches_together: AtomicBool::new(true),
             }),
         }
     }

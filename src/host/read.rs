@@ -10,13 +10,12 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use serde::Serialize;
-use serde_json::{json, Value};
+use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::journaling::TaskRecordData;
-use super::{ready_ok, reject, wait_outcome, Handled, Host};
+use super::{ready_ok, reject, to_data, wait_outcome, Handled, Host};
 use crate::book::RequestKey;
 use crate::executor::ReadOutcome;
 use crate::journal::TaskEvent;
@@ -26,25 +25,25 @@ use crate::protocol::results::{
     StoredReply, TaskResumeResult, ToolInfo, ToolKind, ToolsListResult, VerifyResult,
 };
 use crate::protocol::{
-    format_millis, now_millis, Command, ErrorBody, ErrorCode, Method, Outcome, ReceiptKind,
+    format_millis, now_millis, ErrorBody, ErrorCode, Method, Outcome, ReadCommand, ReceiptKind,
     PROTOCOL_VERSION,
 };
 use crate::tasks::{Observation, VerifyOutcome, VerifyRecord};
 
 impl Host {
     /// Answers a read admitted by the receipt rules: executed every time, never stored.
-    pub(super) fn read(&self, id: &str, cmd: Command) -> Handled {
+    pub(super) fn read(&self, request_id: &str, cmd: ReadCommand) -> Handled {
         let run_id = self.run_id();
         if let (Some(_), Some(tid)) = (self.ledger(), cmd.task_id()) {
             if self.task_unknown_here(tid) {
                 // Tasks stay with their host: say which one has it.
-                return self.unknown_task_in_fleet(id, None, tid, cmd.method());
+                return self.unknown_task_in_fleet(request_id, None, tid, cmd.method());
             }
         }
         match cmd {
-            Command::HostHello => ready_ok(id, run_id, self.hello()),
-            Command::ToolsList => ready_ok(
-                id,
+            ReadCommand::HostHello => ready_ok(request_id, run_id, self.hello()),
+            ReadCommand::ToolsList => ready_ok(
+                request_id,
                 run_id,
                 ToolsListResult {
                     tools: Method::BRIDGE
@@ -61,16 +60,16 @@ impl Host {
                         .collect(),
                 },
             ),
-            Command::RunStatus(p) => {
+            ReadCommand::RunStatus(p) => {
                 let mut v = self.run_status();
                 v.current = p.run_id.as_deref().is_none_or(|r| r == run_id);
-                ready_ok(id, run_id, v)
+                ready_ok(request_id, run_id, v)
             }
-            Command::ReceiptStatus(p) => {
+            ReadCommand::ReceiptStatus(p) => {
                 let status = self.receipt_status(&p.request_id);
                 if status.state == ReceiptState::Unknown && self.ledger().is_some() {
                     // Not in this host's book: the fleet's may have it.
-                    return self.receipt_status_in_fleet(id, status);
+                    return self.receipt_status_in_fleet(request_id, status);
                 }
                 match self.journal() {
                     // What a client is told about a receipt must survive a crash: a receipt
@@ -82,29 +81,34 @@ impl Host {
                     Some(journal) if status.state != ReceiptState::Unknown => {
                         let barrier = journal.barrier();
                         if barrier.is_durable() {
-                            return ready_ok(id, run_id, status);
+                            return ready_ok(request_id, run_id, status);
                         }
-                        let line =
-                            Outcome::ok(&status).reply_line(Some(id), run_id, ReceiptKind::None);
-                        self.reply_once_durable(id, barrier, line)
+                        let line = Outcome::ok(&status).reply_line(
+                            Some(request_id),
+                            run_id,
+                            ReceiptKind::None,
+                        );
+                        self.reply_once_durable(request_id, barrier, line)
                     }
-                    _ => ready_ok(id, run_id, status),
+                    _ => ready_ok(request_id, run_id, status),
                 }
             }
-            Command::TaskStatus(p) => {
+            ReadCommand::TaskStatus(p) => {
                 let st = self.lock();
                 match st.tasks.get(&p.task_id) {
-                    Some(t) => ready_ok(id, run_id, t.status(run_id)),
+                    Some(t) => ready_ok(request_id, run_id, t.status(run_id)),
                     None => match st.tasks.closed(&p.task_id) {
-                        Some(r) => ready_ok(id, run_id, r.to_task(&p.task_id).status(run_id)),
-                        None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
+                        Some(r) => {
+                            ready_ok(request_id, run_id, r.to_task(&p.task_id).status(run_id))
+                        }
+                        None => reject(Some(request_id), run_id, self.task_not_found(&p.task_id)),
                     },
                 }
             }
-            Command::TaskResume(p) => {
+            ReadCommand::TaskResume(p) => {
                 if p.run_id != run_id {
                     return reject(
-                        Some(id),
+                        Some(request_id),
                         run_id,
                         ErrorBody::new(
                             ErrorCode::RunNotCurrent,
@@ -126,17 +130,17 @@ impl Host {
                             state: t.state(),
                             task_id: t.id.to_string(),
                         };
-                        ready_ok(id, run_id, v)
+                        ready_ok(request_id, run_id, v)
                     }
-                    None => reject(Some(id), run_id, self.task_not_found(&p.task_id)),
+                    None => reject(Some(request_id), run_id, self.task_not_found(&p.task_id)),
                 }
             }
-            Command::PageRead(p) => {
+            ReadCommand::PageRead(p) => {
                 let Some(task) = self.lock().tasks.shared_id(&p.task_id) else {
-                    return reject(Some(id), run_id, self.task_not_found(&p.task_id));
+                    return reject(Some(request_id), run_id, self.task_not_found(&p.task_id));
                 };
                 let host = self.clone();
-                let id = id.to_owned();
+                let request_id = request_id.to_owned();
                 let deadline = Instant::now() + self.inner.config.action_timeout;
                 let read = self
                     .inner
@@ -155,23 +159,22 @@ impl Host {
                             format!("reading {} on task {task} failed: {reason}; nothing changed", p.target),
                         )),
                     };
-                    outcome.reply_line(Some(&id), run_id, ReceiptKind::None)
+                    outcome.reply_line(Some(&request_id), run_id, ReceiptKind::None)
                 }))
             }
-            Command::TaskVerifyOutcome(p) => {
-                let id = id.to_owned();
+            ReadCommand::TaskVerifyOutcome(p) => {
+                let request_id = request_id.to_owned();
                 match self.verify(&p.task_id) {
                     Ok(fut) => {
                         let host = self.clone();
                         Handled::Later(Box::pin(async move {
                             let outcome = fut.await;
-                            outcome.reply_line(Some(&id), host.run_id(), ReceiptKind::None)
+                            outcome.reply_line(Some(&request_id), host.run_id(), ReceiptKind::None)
                         }))
                     }
-                    Err(error) => reject(Some(&id), run_id, error),
+                    Err(error) => reject(Some(&request_id), run_id, error),
                 }
             }
-            other => unreachable!("{} is not a read", other.method()),
         }
     }
 
@@ -393,9 +396,4 @@ impl Host {
         }
         v
     }
-}
-
-/// An event's facts as the bus carries them.
-pub(super) fn to_data<T: Serialize>(data: &T) -> Value {
-    serde_json::to_value(data).expect("event data serialises")
 }

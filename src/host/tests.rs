@@ -133,6 +133,7 @@ fn run_frames(frames: &[Vec<u8>], direct: bool) -> (Vec<String>, Vec<(String, St
         let start = match host.handle("setup", "task.start", &json!({"title": "t"})) {
             Handled::Ready(line) => line,
             Handled::Later(fut) => fut.await,
+            Handled::Joined(_) => Vec::new(),
         };
         let start: Value = serde_json::from_slice(&start).unwrap();
         let task = start["result"]["taskId"].as_str().unwrap().to_owned();
@@ -149,6 +150,7 @@ fn run_frames(frames: &[Vec<u8>], direct: bool) -> (Vec<String>, Vec<(String, St
             let line = match handled {
                 Handled::Ready(line) => line,
                 Handled::Later(fut) => fut.await,
+                Handled::Joined(_) => Vec::new(),
             };
             let line = String::from_utf8(line).unwrap();
             let body = line.split(",\"meta\":").next().unwrap();
@@ -191,6 +193,7 @@ proptest! {
                 let line = match host.handle_frame(&frame) {
                     Handled::Ready(line) => line,
                     Handled::Later(fut) => fut.await,
+                    Handled::Joined(_) => Vec::new(),
                 };
                 assert_eq!(line.last(), Some(&b'\n'));
                 assert_eq!(line.iter().filter(|b| **b == b'\n').count(), 1);

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -43,9 +43,10 @@ pub(crate) struct Durability {
     /// Every append with a sequence number up to this one is durable (read without the lock).
     seq: AtomicU64,
     state: Mutex<Waiting>,
-    /// Set while the flusher gathers the next appends of the waiters it just woke: each waiter
-    /// that registers again (it appended, and now waits for that) nudges it.
-    gathering: AtomicBool,
+    /// While the flusher gathers the next appends of the waiters it just woke: how many
+    /// waiters it waits for (0 when it is not gathering). The waiter that registers as that
+    /// many nudges it, once; the others, and appends meanwhile, do not wake it.
+    gather_until_waiting: AtomicUsize,
     /// The flusher's condition variable, to nudge it.
     flusher: Arc<Condvar>,
 }
@@ -132,8 +133,9 @@ impl Durability {
         // A future polled again before its flush (woken by something else) registers again;
         // the flush wakes it twice, which is harmless, and the list never outlives the flush.
         w.wakers.push((seq, cx.waker().clone()));
+        let waiting = w.wakers.len();
         drop(w);
-        if self.gathering.load(Ordering::Relaxed) {
+        if self.gather_until_waiting.load(Ordering::Relaxed) == waiting {
             self.flusher.notify_one();
         }
         Poll::Pending
@@ -593,16 +595,18 @@ impl Shared {
                     if let Some((until, want)) = gather {
                         let now = Instant::now();
                         if self.durable.waiting() < want && now < until && !q.closing {
-                            q.flusher_asleep = true;
+                            // Not `flusher_asleep`: appends meanwhile do not wake it, only
+                            // the waiter that completes the count (or the pause's end) does.
                             q = match self.work.wait_timeout(q, until - now) {
                                 Ok((q, _)) => q,
                                 Err(p) => p.into_inner().0,
                             };
-                            q.flusher_asleep = false;
                             continue;
                         }
                         gather = None;
-                        self.durable.gathering.store(false, Ordering::Relaxed);
+                        self.durable
+                            .gather_until_waiting
+                            .store(0, Ordering::Relaxed);
                     }
                     if let Some(t) = Self::take(&mut q) {
                         break t;
@@ -619,8 +623,10 @@ impl Shared {
                 None => return,
                 Some(woken) if woken > 1 => {
                     let pause = (lock(&self.stats).last_fsync / 4).min(MAX_GATHER);
-                    self.durable.gathering.store(true, Ordering::Relaxed);
                     let want = self.durable.waiting() + woken;
+                    self.durable
+                        .gather_until_waiting
+                        .store(want, Ordering::Relaxed);
                     gather = Some((Instant::now() + pause, want));
                 }
                 Some(_) => {}

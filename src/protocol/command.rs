@@ -1,11 +1,18 @@
-//! Commands: a bridge request's method and params, checked and typed.
+//! Commands: a bridge request's method and params, checked and typed, in the family the host
+//! handles them by.
+//!
+//! The families follow who answers a request: the executor does the work of a
+//! [`ExecutorCommand`] (`task.start` opens a page, the page actions act on one) under a new
+//! receipt; the host itself closes a task for a [`CloseCommand`] (`task.finish`, `task.stop`),
+//! also under a new receipt; a [`ReadCommand`] is answered every time and never stored. Each
+//! stage of the host takes only the family it handles, so its matches are total.
 
 use serde::de::DeserializeOwned;
 
 use super::id::validate_id;
 use super::limits::{EXPECTED_TEXT, KEY, REASON, SELECTOR, TITLE, URL, VALUE};
 use super::method::Method;
-use super::params::Expect;
+use super::params::{Expect, ExpectCheck};
 use super::params::{
     NoParams, PageClickParams, PageFillParams, PagePressParams, PageReadParams, Params,
     ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams, TaskStartParams,
@@ -16,22 +23,82 @@ use super::params::{
 /// point reads params out of JSON again.
 #[derive(Clone, Debug)]
 pub enum Command {
-    /// `task.start`
-    TaskStart(TaskStartParams),
-    /// `page.fill`
-    PageFill(PageFillParams),
-    /// `page.click`
-    PageClick(PageClickParams),
-    /// `page.press`
-    PagePress(PagePressParams),
+    /// Work the executor does under a new receipt: `task.start` and the page actions.
+    Execute(ExecutorCommand),
+    /// `task.finish` / `task.stop`: the host closes a task under a new receipt.
+    Close(CloseCommand),
+    /// Everything else: answered every time, never stored.
+    Read(ReadCommand),
+}
+
+/// A command the executor performs: it may have a side effect, so it runs at most once per
+/// request ID.
+#[derive(Clone, Debug)]
+pub enum ExecutorCommand {
+    /// `task.start`: opens the page of a new task.
+    Start(TaskStartParams),
+    /// `page.fill`, `page.click`, `page.press`: acts on a task's page.
+    Act(ActCommand),
+}
+
+/// A page action on a task: `page.fill`, `page.click` or `page.press`.
+#[derive(Clone, Debug)]
+pub struct ActCommand {
+    /// The task whose page is acted on.
+    pub task_id: String,
+    /// What to do on the page; which one it is names the method.
+    pub action: PageAction,
+}
+
+/// An action on a page: what the executor is asked to do for a page method.
+#[derive(Clone, Debug)]
+pub enum PageAction {
+    /// Set a field's value (a page-local change).
+    Fill {
+        /// The field.
+        target: String,
+        /// The value.
+        value: String,
+    },
+    /// Click a target, then observe `expect`.
+    Click {
+        /// What to click.
+        target: String,
+        /// What shows the click took effect.
+        expect: Expect,
+    },
+    /// Press a key on a target, then observe `expect`.
+    Press {
+        /// The key.
+        key: String,
+        /// The focused target.
+        target: Option<String>,
+        /// What shows the press took effect.
+        expect: Expect,
+    },
+}
+
+/// `task.finish` or `task.stop`: closes a task; no executor acts.
+#[derive(Clone, Debug)]
+pub enum CloseCommand {
     /// `task.finish`
-    TaskFinish(TaskParams),
-    /// `task.stop`
-    TaskStop(TaskStopParams),
+    Finish(TaskParams),
+    /// `task.stop`, with its reason.
+    Stop(TaskStopParams),
+}
+
+/// A read: answered from the host's state or a read-only observation, every time, never
+/// stored.
+#[derive(Clone, Debug)]
+pub enum ReadCommand {
     /// `host.hello`
     HostHello,
     /// `tools.list`
     ToolsList,
+    /// `run.status`
+    RunStatus(RunStatusParams),
+    /// `receipt.status`
+    ReceiptStatus(ReceiptStatusParams),
     /// `page.read`
     PageRead(PageReadParams),
     /// `task.status`
@@ -40,46 +107,24 @@ pub enum Command {
     TaskResume(TaskResumeParams),
     /// `task.verifyOutcome`
     TaskVerifyOutcome(TaskParams),
-    /// `run.status`
-    RunStatus(RunStatusParams),
-    /// `receipt.status`
-    ReceiptStatus(ReceiptStatusParams),
 }
 
 impl Command {
     /// The method this command came from.
     pub fn method(&self) -> Method {
         match self {
-            Command::TaskStart(_) => Method::TaskStart,
-            Command::PageFill(_) => Method::PageFill,
-            Command::PageClick(_) => Method::PageClick,
-            Command::PagePress(_) => Method::PagePress,
-            Command::TaskFinish(_) => Method::TaskFinish,
-            Command::TaskStop(_) => Method::TaskStop,
-            Command::HostHello => Method::HostHello,
-            Command::ToolsList => Method::ToolsList,
-            Command::PageRead(_) => Method::PageRead,
-            Command::TaskStatus(_) => Method::TaskStatus,
-            Command::TaskResume(_) => Method::TaskResume,
-            Command::TaskVerifyOutcome(_) => Method::TaskVerifyOutcome,
-            Command::RunStatus(_) => Method::RunStatus,
-            Command::ReceiptStatus(_) => Method::ReceiptStatus,
+            Command::Execute(c) => c.method(),
+            Command::Close(c) => c.method(),
+            Command::Read(c) => c.method(),
         }
     }
 
     /// The task a command acts on, if any.
     pub fn task_id(&self) -> Option<&str> {
         match self {
-            Command::PageFill(p) => Some(&p.task_id),
-            Command::PageClick(p) => Some(&p.task_id),
-            Command::PagePress(p) => Some(&p.task_id),
-            Command::PageRead(p) => Some(&p.task_id),
-            Command::TaskFinish(p) | Command::TaskStatus(p) | Command::TaskVerifyOutcome(p) => {
-                Some(&p.task_id)
-            }
-            Command::TaskStop(p) => Some(&p.task_id),
-            Command::TaskResume(p) => Some(&p.task_id),
-            _ => None,
+            Command::Execute(c) => c.task_id(),
+            Command::Close(c) => Some(c.task_id()),
+            Command::Read(c) => c.task_id(),
         }
     }
 
@@ -112,11 +157,14 @@ impl Command {
         };
         let expect_ok = |expect: &Expect| {
             let (field, text) = match &expect.check {
-                super::params::ExpectCheck::Equals(t) => ("expect.equals", t),
-                super::params::ExpectCheck::Contains(t) => ("expect.contains", t),
+                ExpectCheck::Equals(t) => ("expect.equals", t),
+                ExpectCheck::Contains(t) => ("expect.contains", t),
             };
             sized(field, EXPECTED_TEXT, text)?;
             target_ok("expect.target", &expect.target)
+        };
+        let act = |task_id, action| {
+            Command::Execute(ExecutorCommand::Act(ActCommand { task_id, action }))
         };
         let cmd = match method {
             Method::TaskStart => {
@@ -143,19 +191,29 @@ impl Command {
                         }
                     }
                 }
-                Command::TaskStart(p)
+                Command::Execute(ExecutorCommand::Start(p))
             }
             Method::PageFill => {
                 let p: PageFillParams = typed(method, params)?;
                 sized("value", VALUE, &p.value)?;
                 target_ok("target", &p.target)?;
-                Command::PageFill(p)
+                let PageFillParams {
+                    task_id,
+                    target,
+                    value,
+                } = p;
+                act(task_id, PageAction::Fill { target, value })
             }
             Method::PageClick => {
                 let p: PageClickParams = typed(method, params)?;
                 target_ok("target", &p.target)?;
                 expect_ok(&p.expect)?;
-                Command::PageClick(p)
+                let PageClickParams {
+                    task_id,
+                    target,
+                    expect,
+                } = p;
+                act(task_id, PageAction::Click { target, expect })
             }
             Method::PagePress => {
                 let p: PagePressParams = typed(method, params)?;
@@ -167,9 +225,22 @@ impl Command {
                     target_ok("target", t)?;
                 }
                 expect_ok(&p.expect)?;
-                Command::PagePress(p)
+                let PagePressParams {
+                    task_id,
+                    key,
+                    target,
+                    expect,
+                } = p;
+                act(
+                    task_id,
+                    PageAction::Press {
+                        key,
+                        target,
+                        expect,
+                    },
+                )
             }
-            Method::TaskFinish => Command::TaskFinish(typed(method, params)?),
+            Method::TaskFinish => Command::Close(CloseCommand::Finish(typed(method, params)?)),
             Method::TaskStop => {
                 let p: TaskStopParams = typed(method, params)?;
                 if p.reason.is_empty() {
@@ -179,32 +250,219 @@ impl Command {
                     );
                 }
                 sized("reason", REASON, &p.reason)?;
-                Command::TaskStop(p)
+                Command::Close(CloseCommand::Stop(p))
             }
             Method::HostHello => {
                 typed::<NoParams, P>(method, params)?;
-                Command::HostHello
+                Command::Read(ReadCommand::HostHello)
             }
             Method::ToolsList => {
                 typed::<NoParams, P>(method, params)?;
-                Command::ToolsList
+                Command::Read(ReadCommand::ToolsList)
             }
             Method::PageRead => {
                 let p: PageReadParams = typed(method, params)?;
                 target_ok("target", &p.target)?;
-                Command::PageRead(p)
+                Command::Read(ReadCommand::PageRead(p))
             }
-            Method::TaskStatus => Command::TaskStatus(typed(method, params)?),
-            Method::TaskResume => Command::TaskResume(typed(method, params)?),
-            Method::TaskVerifyOutcome => Command::TaskVerifyOutcome(typed(method, params)?),
-            Method::RunStatus => Command::RunStatus(typed(method, params)?),
+            Method::TaskStatus => Command::Read(ReadCommand::TaskStatus(typed(method, params)?)),
+            Method::TaskResume => Command::Read(ReadCommand::TaskResume(typed(method, params)?)),
+            Method::TaskVerifyOutcome => {
+                Command::Read(ReadCommand::TaskVerifyOutcome(typed(method, params)?))
+            }
+            Method::RunStatus => Command::Read(ReadCommand::RunStatus(typed(method, params)?)),
             Method::ReceiptStatus => {
                 let p: ReceiptStatusParams = typed(method, params)?;
                 validate_id(&p.request_id)
                     .map_err(|e| format!("invalid params for receipt.status: requestId: {e}"))?;
-                Command::ReceiptStatus(p)
+                Command::Read(ReadCommand::ReceiptStatus(p))
             }
         };
         Ok(cmd)
+    }
+}
+
+impl ExecutorCommand {
+    /// The method this command came from.
+    pub fn method(&self) -> Method {
+        match self {
+            ExecutorCommand::Start(_) => Method::TaskStart,
+            ExecutorCommand::Act(a) => a.action.method(),
+        }
+    }
+
+    /// The task acted on; `None` for `task.start`, whose task does not exist yet.
+    pub fn task_id(&self) -> Option<&str> {
+        match self {
+            ExecutorCommand::Start(_) => None,
+            ExecutorCommand::Act(a) => Some(&a.task_id),
+        }
+    }
+
+    /// The observation that shows the command took effect, read again (instead of acting
+    /// again) when its outcome is uncertain; `None` for `task.start`, which only opens a page.
+    pub fn expectation(&self) -> Option<Expect> {
+        match self {
+            ExecutorCommand::Start(_) => None,
+            ExecutorCommand::Act(a) => Some(a.action.expectation()),
+        }
+    }
+}
+
+impl PageAction {
+    /// The page method this action is asked for by.
+    pub fn method(&self) -> Method {
+        match self {
+            PageAction::Fill { .. } => Method::PageFill,
+            PageAction::Click { .. } => Method::PageClick,
+            PageAction::Press { .. } => Method::PagePress,
+        }
+    }
+
+    /// The observation that shows the action took effect: a fill's is implicit (the field
+    /// holds the value), a click's or a press's is the one the caller sent.
+    pub fn expectation(&self) -> Expect {
+        match self {
+            PageAction::Fill { target, value } => Expect {
+                target: target.clone(),
+                check: ExpectCheck::Equals(value.clone()),
+            },
+            PageAction::Click { expect, .. } | PageAction::Press { expect, .. } => expect.clone(),
+        }
+    }
+}
+
+impl CloseCommand {
+    /// The method this command came from.
+    pub fn method(&self) -> Method {
+        match self {
+            CloseCommand::Finish(_) => Method::TaskFinish,
+            CloseCommand::Stop(_) => Method::TaskStop,
+        }
+    }
+
+    /// The task closed.
+    pub fn task_id(&self) -> &str {
+        match self {
+            CloseCommand::Finish(p) => &p.task_id,
+            CloseCommand::Stop(p) => &p.task_id,
+        }
+    }
+}
+
+impl ReadCommand {
+    /// The method this command came from.
+    pub fn method(&self) -> Method {
+        match self {
+            ReadCommand::HostHello => Method::HostHello,
+            ReadCommand::ToolsList => Method::ToolsList,
+            ReadCommand::RunStatus(_) => Method::RunStatus,
+            ReadCommand::ReceiptStatus(_) => Method::ReceiptStatus,
+            ReadCommand::PageRead(_) => Method::PageRead,
+            ReadCommand::TaskStatus(_) => Method::TaskStatus,
+            ReadCommand::TaskResume(_) => Method::TaskResume,
+            ReadCommand::TaskVerifyOutcome(_) => Method::TaskVerifyOutcome,
+        }
+    }
+
+    /// The task read, if the read names one.
+    pub fn task_id(&self) -> Option<&str> {
+        match self {
+            ReadCommand::HostHello
+            | ReadCommand::ToolsList
+            | ReadCommand::RunStatus(_)
+            | ReadCommand::ReceiptStatus(_) => None,
+            ReadCommand::PageRead(p) => Some(&p.task_id),
+            ReadCommand::TaskStatus(p) | ReadCommand::TaskVerifyOutcome(p) => Some(&p.task_id),
+            ReadCommand::TaskResume(p) => Some(&p.task_id),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{json, Value};
+
+    use super::*;
+
+    /// Params each bridge method accepts.
+    fn params(method: Method) -> Value {
+        let expect = json!({"target": "#status", "equals": "Saved"});
+        match method {
+            Method::TaskStart => json!({"title": "file the form"}),
+            Method::PageFill => json!({"taskId": "t1", "target": "#title", "value": "Q3"}),
+            Method::PageClick => json!({"taskId": "t1", "target": "#submit", "expect": expect}),
+            Method::PagePress => json!({"taskId": "t1", "key": "Enter", "expect": expect}),
+            Method::PageRead => json!({"taskId": "t1", "target": "#title"}),
+            Method::TaskFinish | Method::TaskStatus | Method::TaskVerifyOutcome => {
+                json!({"taskId": "t1"})
+            }
+            Method::TaskStop => json!({"taskId": "t1", "reason": "done by hand"}),
+            Method::TaskResume => json!({"taskId": "t1", "runId": "r1"}),
+            Method::RunStatus | Method::HostHello | Method::ToolsList => json!({}),
+            Method::ReceiptStatus => json!({"requestId": "req-1"}),
+        }
+    }
+
+    #[test]
+    fn every_method_parses_into_the_family_the_method_table_says() {
+        for &method in Method::BRIDGE {
+            let cmd = Command::parse(method, &params(method), &|_| Ok(()))
+                .unwrap_or_else(|e| panic!("{method}: {e}"));
+            assert_eq!(cmd.method(), method);
+            let takes_receipt = match &cmd {
+                Command::Execute(work) => {
+                    assert_eq!(work.method(), method);
+                    // Only a page action has an observation to verify an uncertain outcome by.
+                    assert_eq!(
+                        work.expectation().is_some(),
+                        matches!(work, ExecutorCommand::Act(_))
+                    );
+                    true
+                }
+                Command::Close(close) => {
+                    assert_eq!(close.method(), method);
+                    true
+                }
+                Command::Read(read) => {
+                    assert_eq!(read.method(), method);
+                    false
+                }
+            };
+            assert_eq!(takes_receipt, method.is_mutating(), "{method}");
+            let named = params(method)
+                .get("taskId")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+            assert_eq!(cmd.task_id().map(str::to_owned), named, "{method}");
+        }
+    }
+
+    #[test]
+    fn a_fill_is_verified_by_reading_its_value_back() {
+        let Command::Execute(ExecutorCommand::Act(act)) =
+            Command::parse(Method::PageFill, &params(Method::PageFill), &|_| Ok(())).unwrap()
+        else {
+            panic!("page.fill is a page action");
+        };
+        assert_eq!(
+            act.action.expectation(),
+            Expect {
+                target: "#title".into(),
+                check: ExpectCheck::Equals("Q3".into()),
+            }
+        );
+        let Command::Execute(ExecutorCommand::Act(act)) =
+            Command::parse(Method::PageClick, &params(Method::PageClick), &|_| Ok(())).unwrap()
+        else {
+            panic!("page.click is a page action");
+        };
+        assert_eq!(
+            act.action.expectation(),
+            Expect {
+                target: "#status".into(),
+                check: ExpectCheck::Equals("Saved".into()),
+            }
+        );
     }
 }

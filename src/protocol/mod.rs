@@ -9,7 +9,8 @@
 //! - `reply`: replies and the stored body a replay repeats;
 //! - `id`: request ID checks;
 //! - `method`: the method table;
-//! - `params` and `command`: per-method params, checked into a [`Command`];
+//! - `params` and `command`: per-method params, checked into a [`Command`] of its family
+//!   (executed, closing, read);
 //! - `envelope`: the general parse of a frame, which writes every refusal;
 //! - `direct`: the direct parse of a well-formed request, which builds no JSON value;
 //! - `fingerprint` and `canonical`: the canonical form a receipt keeps, and recognising
@@ -41,7 +42,7 @@ pub(crate) mod test_frames;
 
 pub use canonical::is_canonical;
 pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PER_CONNECTION};
-pub use command::Command;
+pub use command::{ActCommand, CloseCommand, Command, ExecutorCommand, PageAction, ReadCommand};
 pub use direct::{parse_request_direct, DirectRequest};
 pub use envelope::{json_type, parse_envelope, Envelope, FrameError};
 pub use error::{Delivery, ErrorBody, ErrorCode};

@@ -222,9 +222,24 @@ pub async fn serve_connection<S: Service>(
                     .acquire_many_owned(taken as u32)
                     .await
                     .expect("the in-flight semaphore is never closed");
-                for answer in answers.drain(..) {
+                // A later answer is handed on once the frames joined to it have added their
+                // slots to its own.
+                let mut held: Vec<(usize, LaterReply)> = Vec::new();
+                for (i, answer) in answers.drain(..).enumerate() {
                     let permit = permits.split(1).expect("one slot per frame");
-                    take_answer(answer, permit, &mut framed, &later_tx);
+                    match answer {
+                        Handled::Later(fut) => held.push((i, (fut, permit))),
+                        Handled::Joined(to) => {
+                            match held.iter_mut().rev().find(|(j, _)| *j == to) {
+                                Some((_, (_, slots))) => slots.merge(permit),
+                                None => drop(permit),
+                            }
+                        }
+                        answer => take_answer(answer, permit, &mut framed, &later_tx),
+                    }
+                }
+                for (_, (fut, slots)) in held {
+                    take_answer(Handled::Later(fut), slots, &mut framed, &later_tx);
                 }
                 continue;
             }
@@ -370,6 +385,8 @@ fn take_answer(
 ) {
     match answer {
         Handled::Ready(line) => framed.queue_ready(&line, Some(permit)),
+        // Joined to no earlier answer (never given so): nothing to write, the slot is free.
+        Handled::Joined(_) => drop(permit),
         Handled::Later(fut) => {
             if let Err(mpsc::error::SendError((fut, permit))) = later_tx.send((fut, permit)) {
                 // The writer is gone (the peer stopped reading): the work still runs to its

@@ -172,15 +172,16 @@ impl Page {
             ),
         )
         .await;
+        let attached = match attached {
+            Ok(Ok(a)) => Ok(a.session_id),
+            Ok(Err(e)) => Err(format!("attaching to the page failed: {e}")),
+            Err(_) => Err(late("attaching to the page")),
+        };
         let session_id = match attached {
-            Ok(Ok(a)) => a.session_id,
-            other => {
+            Ok(session_id) => session_id,
+            Err(e) => {
                 close_target(&browser, &target).await;
-                return Err(match other {
-                    Err(_) => late("attaching to the page"),
-                    Ok(Err(e)) => format!("attaching to the page failed: {e}"),
-                    Ok(Ok(_)) => unreachable!(),
-                });
+                return Err(e);
             }
         };
         let signals = cdp.track(&session_id, &target);

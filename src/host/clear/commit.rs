@@ -11,7 +11,7 @@ use super::{
     Phase, CHECK_EVERY, CLEARED_EVENT_IDS, SLICE,
 };
 use crate::book::{ClearBatch, Freed, RequestKey, TombstoneRun};
-use crate::host::read::to_data;
+use crate::host::to_data;
 use crate::host::{Host, State};
 use crate::protocol::introspection::ReceiptsClearedEvent;
 use crate::protocol::{format_millis, now_millis, ErrorBody, ErrorCode};
@@ -117,12 +117,11 @@ impl Host {
             let (key, version) = &items[i];
             let position = st.book.position(key);
             let found = position.and_then(|p| st.book.get_index(p));
-            if !unchanged(&st.tasks, key, version, found) {
+            let (Some(position), Some((_, r)), true) =
+                (position, found, unchanged(&st.tasks, key, version, found))
+            else {
                 changed = Some(i);
                 return false;
-            }
-            let (Some(position), Some((_, r))) = (position, found) else {
-                unreachable!("unchanged() found it")
             };
             checked.push(Checked {
                 position,

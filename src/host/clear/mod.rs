@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::json;
 
-use super::read::to_data;
+use super::to_data;
 use super::{Host, State};
 use crate::book::{
     ClearBatch, FingerprintDigest, Freed, Receipt, ReplySlot, RequestKey, TombstoneRun,
