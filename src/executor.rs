@@ -120,7 +120,7 @@ const SUBMIT: &str = "#submit";
 #[derive(Default)]
 pub struct FixtureExecutor {
     /// Looked up by every action, added to by every task.start: readers share the lock.
-    pages: RwLock<HashMap<TaskId, Arc<FixturePage>>>,
+    pages: RwLock<FastMap<TaskId, Arc<FixturePage>>>,
     mutations: Arc<AtomicU64>,
     /// `--fixture-effects`: where every applied submit is recorded, outside the host.
     effects: Option<Arc<EffectsFile>>,
@@ -178,8 +178,12 @@ struct FixturePage {
     changed: watch::Sender<u64>,
 }
 
+/// The fixture's maps: looked up on every action. Their keys are task IDs the host made and a
+/// page's own field names, so a per-process seed is all the flooding protection they need.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 struct PageState {
-    fields: HashMap<String, String>,
+    fields: FastMap<String, String>,
     status: String,
     submissions: u64,
 }
@@ -204,14 +208,13 @@ impl FixturePage {
     }
 
     /// Wakes whoever waits for the page to change. Nobody usually does (only an observation
-    /// waiting for its expectation), and waking an empty watch still costs a round of
-    /// notifications, so the counter moves silently then: a later observer reads the page
-    /// itself before waiting, and every change happens before this call.
+    /// waiting for its expectation), so with no observer the channel is not touched at all: a
+    /// later observer subscribes, then reads the page itself before waiting, and every change
+    /// happens before this call.
     fn announce_change(&self) {
-        self.changed.send_if_modified(|v| {
-            *v += 1;
-            self.changed.receiver_count() > 0
-        });
+        if self.changed.receiver_count() > 0 {
+            self.changed.send_modify(|v| *v += 1);
+        }
     }
 
     fn apply_submit(&self, mutations: &AtomicU64, effect: Option<&Effect>) {
@@ -247,6 +250,29 @@ impl FixturePage {
     }
 }
 
+/// Sets a field of `page` (the task's page, `None` when it has none). The field's strings are
+/// reused when it exists (every fill after the first), so a fill allocates nothing.
+fn fill(page: Option<&FixturePage>, task: &str, target: String, value: String) -> ActionOutcome {
+    let Some(page) = page else {
+        return ActionOutcome::Failed(format!("task {task} has no page"));
+    };
+    if is_reserved(&target) {
+        return ActionOutcome::Failed(format!("{target} is not a text field and cannot be filled"));
+    }
+    {
+        let mut s = lock(&page.state);
+        match s.fields.get_mut(&target) {
+            Some(field) => field.clone_from(&value),
+            None => {
+                s.fields.insert(target.clone(), value.clone());
+            }
+        }
+    }
+    page.announce_change();
+    // A fill's expectation is implicit: the field holds the value.
+    ActionOutcome::Applied(Observation { target, value })
+}
+
 fn is_reserved(target: &str) -> bool {
     matches!(target, STATUS | SUBMISSIONS | SUBMIT)
 }
@@ -278,6 +304,15 @@ impl FixtureExecutor {
             task: task.clone(),
         });
         let page = self.page(&task);
+        if let PageAction::Fill { target, value } = action {
+            // A fill is a page-local change: applied right here, its future already answered.
+            return Box::pin(std::future::ready(fill(
+                page.as_deref(),
+                &task,
+                target,
+                value,
+            )));
+        }
         let mutations = self.mutations.clone();
         Box::pin(async move {
             let Some(page) = page else {
@@ -285,17 +320,7 @@ impl FixtureExecutor {
             };
             let expect = match action {
                 PageAction::Fill { target, value } => {
-                    if is_reserved(&target) {
-                        return ActionOutcome::Failed(format!(
-                            "{target} is not a text field and cannot be filled"
-                        ));
-                    }
-                    lock(&page.state)
-                        .fields
-                        .insert(target.clone(), value.clone());
-                    page.announce_change();
-                    // A fill's expectation is implicit: the field holds the value.
-                    return ActionOutcome::Applied(Observation { target, value });
+                    return fill(Some(&page), &task, target, value);
                 }
                 PageAction::Click { target, expect } => {
                     if target != SUBMIT {
@@ -435,7 +460,7 @@ impl Executor for FixtureExecutor {
         let page = Arc::new(FixturePage {
             options,
             state: Mutex::new(PageState {
-                fields: HashMap::new(),
+                fields: FastMap::default(),
                 status: "Draft".to_owned(),
                 submissions: 0,
             }),
@@ -628,6 +653,47 @@ mod tests {
             1,
             "the submit applied; only its observation was too slow"
         );
+    }
+
+    /// A field filled again holds the new value, shorter or longer, and an observer subscribed
+    /// to the page is told of each fill.
+    #[tokio::test]
+    async fn a_field_filled_again_holds_the_new_value_and_tells_its_observer() {
+        let fx = FixtureExecutor::new();
+        let t = page(&fx, FixtureOptions::default()).await;
+        let fill = |value: &str| PageAction::Fill {
+            target: "#title".into(),
+            value: value.into(),
+        };
+        for value in [
+            "a first, long value",
+            "short",
+            "",
+            "a longer value than before",
+        ] {
+            assert_eq!(
+                fx.act(t.clone(), fill(value), soon(100)).await,
+                ActionOutcome::Applied(Observation {
+                    target: "#title".into(),
+                    value: value.into()
+                })
+            );
+            assert_eq!(
+                fx.observe(t.clone(), "#title".into(), soon(100)).await,
+                ReadOutcome::Value(value.into())
+            );
+        }
+        assert!(matches!(
+            fx.act("no-such-task".into(), fill("x"), soon(100)).await,
+            ActionOutcome::Failed(_)
+        ));
+        // An observer subscribed before the fill is told of it.
+        let page = fx.page(&t).expect("the task's page");
+        let changes = page.changed.subscribe();
+        assert!(!changes.has_changed().unwrap());
+        fx.act(t.clone(), fill("seen"), soon(100)).await;
+        assert!(changes.has_changed().unwrap(), "the fill told the observer");
+        assert_eq!(fx.mutations(), 0, "fills are not backend mutations");
     }
 
     #[tokio::test]

@@ -44,11 +44,12 @@ impl Host {
     /// The receipt rules for one request whose params are already checked (`req.request` is
     /// its canonical `{method, params}`, the fingerprint the receipt keeps), applied in the
     /// host's critical section: answered at once (`Err`), a read to run, or a new receipt to
-    /// execute.
+    /// execute. `key` is the book's key for `req.id`, made before the lock was taken.
     pub(super) fn admit<'a>(
         &self,
         st: &mut State,
         req: DirectRequest<'a>,
+        key: RequestKey,
         now: i64,
     ) -> Result<Admitted<'a>, Handled> {
         let DirectRequest {
@@ -71,7 +72,6 @@ impl Host {
                 ));
             }
         }
-        let key = RequestKey::new(id);
         let vacancy = match st.book.entry(&key) {
             Entry::Receipt(r) => {
                 if *r.request != *request {

@@ -580,12 +580,21 @@ impl Host {
             ),
             Finished::Act(_, ActionOutcome::Applied(obs)) => {
                 let outcome = match cmd {
+                    // The reply says what was asked for; the observation's strings are that
+                    // (the fixture's always are), so they are moved, not copied, when equal.
                     ExecutorCommand::Act(ActCommand {
                         action: PageAction::Fill { target, value },
                         ..
-                    }) => Outcome::ok(&FieldResult {
-                        target: target.clone(),
-                        value: value.clone(),
+                    }) => Outcome::ok(&if obs.target == *target && obs.value == *value {
+                        FieldResult {
+                            target: obs.target,
+                            value: obs.value,
+                        }
+                    } else {
+                        FieldResult {
+                            target: target.clone(),
+                            value: value.clone(),
+                        }
                     }),
                     _ => Outcome::ok(&ObservedResult { observation: obs }),
                 };

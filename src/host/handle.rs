@@ -10,6 +10,7 @@ use serde_json::{json, Value};
 use super::admission::Admitted;
 use super::execution::Ran;
 use super::{reject, Handled, Host};
+use crate::book::RequestKey;
 use crate::protocol::{
     now_millis, parse_envelope, parse_request_direct, try_fingerprint, Command, DirectRequest,
     ErrorBody, ErrorCode, Method, ReceiptKind,
@@ -72,7 +73,8 @@ impl Host {
     fn handle_request(&self, req: DirectRequest<'_>) -> Handled {
         let now = now_millis();
         let id = req.id;
-        let admitted = self.admit(&mut self.lock(), req, now);
+        let key = RequestKey::new(id);
+        let admitted = self.admit(&mut self.lock(), req, key, now);
         match admitted {
             Err(answer) => answer,
             Ok(Admitted::Read(cmd)) => self.read(id, cmd),
@@ -147,10 +149,15 @@ impl Host {
     /// ([`Host::run_begun_batch`]).
     fn handle_run(&self, run: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
         let now = now_millis();
+        // The keys are made before the lock is taken; under it, the book first looks every one
+        // up (see [`crate::book::Book::look_ahead`]), then the requests are admitted in order.
+        let keys: Vec<RequestKey> = run.iter().map(|r| RequestKey::new(r.id)).collect();
         let admitted: Vec<_> = {
             let mut st = self.lock();
+            st.book.look_ahead(&keys);
             run.into_iter()
-                .map(|r| (r.id, self.admit(&mut st, r, now)))
+                .zip(keys)
+                .map(|(r, key)| (r.id, self.admit(&mut st, r, key, now)))
                 .collect()
         };
         let mut inline = Vec::new();
