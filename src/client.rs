@@ -20,7 +20,10 @@ use tokio::sync::oneshot;
 
 use crate::protocol::introspection::EventFrame;
 use crate::protocol::results::NextRead;
-use crate::protocol::{now_rfc3339, Delivery, ErrorBody, ErrorCode, Method, Reply};
+use crate::protocol::{
+    now_rfc3339, Delivery, ErrorBody, ErrorCode, FrameTooLargeDetails, Method, PeerRefusedDetails,
+    Reply,
+};
 use crate::server::BRIDGE_SOCKET;
 
 pub mod session;
@@ -429,12 +432,11 @@ fn answer_connection_line(reply: &Reply, waiters: &Waiters, alive: &std::sync::a
         tracing::warn!("the host sent a reply without an id");
         return;
     };
-    let details = err.details.as_ref();
     let refused_connection =
-        err.code == ErrorCode::HostBusy || details.is_some_and(|d| d.get("peerUid").is_some());
-    let max_frame = details
-        .and_then(|d| d.get("maxFrameBytes"))
-        .and_then(Value::as_u64)
+        err.code == ErrorCode::HostBusy || err.details_as::<PeerRefusedDetails>().is_some();
+    let max_frame = err
+        .details_as::<FrameTooLargeDetails>()
+        .map(|d| d.max_frame_bytes as u64)
         .filter(|_| err.code == ErrorCode::FrameTooLarge);
     let mut w = waiters.lock().expect("waiters lock");
     // The host closes the connection after these and reads nothing more: later calls must
@@ -449,7 +451,7 @@ fn answer_connection_line(reply: &Reply, waiters: &Waiters, alive: &std::sync::a
                 let mut e = ClientError::new(err.code, &id, err.message.clone());
                 e.delivery = Delivery::NotSent;
                 if let (Some(Value::Object(mine)), Some(Value::Object(host))) =
-                    (e.details.as_mut(), details)
+                    (e.details.as_mut(), err.details.as_ref())
                 {
                     mine.extend(host.clone());
                 }

@@ -148,11 +148,60 @@ impl ErrorBody {
         self
     }
 
+    /// Attaches details of a typed shape (one of the `*Details` structs below).
+    pub fn with_typed_details(self, details: &impl Serialize) -> Self {
+        match serde_json::to_value(details) {
+            Ok(v) => self.with_details(v),
+            Err(_) => self,
+        }
+    }
+
+    /// The details read as `T`, when they have its shape.
+    pub fn details_as<T: serde::de::DeserializeOwned>(&self) -> Option<T> {
+        T::deserialize(self.details.as_ref()?).ok()
+    }
+
     /// Overrides the delivery (used by `RECEIPT_CLEARED`).
     pub fn with_delivery(mut self, delivery: Delivery) -> Self {
         self.delivery = delivery;
         self
     }
+}
+
+/// `details` of the refusal a socket sends to a peer of another user before reading anything:
+/// the client stops using the connection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PeerRefusedDetails {
+    /// The peer's effective uid.
+    pub peer_uid: u32,
+    /// The uid the host serves.
+    pub host_uid: u32,
+}
+
+/// `details` of `HOST_BUSY` when every connection slot of a socket is taken.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostBusyDetails {
+    /// The host's `--max-connections`.
+    pub max_connections: usize,
+}
+
+/// `details` of `FRAME_TIMEOUT`: a frame's bytes did not all arrive within the limit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrameTimeoutDetails {
+    /// The host's `--frame-timeout-ms`.
+    pub frame_timeout_ms: u64,
+}
+
+/// `details` of `FRAME_TOO_LARGE`: the client resends nothing on that connection and can split
+/// or shorten what it sends to fit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FrameTooLargeDetails {
+    /// The host's `--max-frame-bytes`.
+    pub max_frame_bytes: usize,
 }
 
 #[cfg(test)]

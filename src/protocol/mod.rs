@@ -45,7 +45,10 @@ pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PE
 pub use command::{ActCommand, CloseCommand, Command, ExecutorCommand, PageAction, ReadCommand};
 pub use direct::{parse_request_direct, DirectRequest};
 pub use envelope::{json_type, parse_envelope, Envelope, FrameError};
-pub use error::{Delivery, ErrorBody, ErrorCode};
+pub use error::{
+    Delivery, ErrorBody, ErrorCode, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
+    PeerRefusedDetails,
+};
 pub use fingerprint::{fingerprint, try_fingerprint};
 pub use id::{validate_id, MAX_ID_LEN};
 pub use limits::MAX_URL_BYTES;
