@@ -86,8 +86,9 @@ impl Command {
     /// Parses and checks the params of `method`. `check_target` is the executor's selector check.
     ///
     /// The params may be a parsed [`Value`](serde_json::Value) or the raw text of a frame's
-    /// params ([`Params`]); every check lives here either way, so both parse paths accept and
-    /// refuse the same requests.
+    /// params ([`Params`]); the checks past the params' shape live in [`Command::checked`],
+    /// which the frame's one-pass reader calls too, so every path accepts and refuses the same
+    /// requests.
     pub fn parse<P: Params + ?Sized>(
         method: Method,
         params: &P,
@@ -101,6 +102,40 @@ impl Command {
                 .typed()
                 .map_err(|e| format!("invalid params for {method}: {e}"))
         }
+        let cmd = match method {
+            Method::TaskStart => Command::TaskStart(typed(method, params)?),
+            Method::PageFill => Command::PageFill(typed(method, params)?),
+            Method::PageClick => Command::PageClick(typed(method, params)?),
+            Method::PagePress => Command::PagePress(typed(method, params)?),
+            Method::TaskFinish => Command::TaskFinish(typed(method, params)?),
+            Method::TaskStop => Command::TaskStop(typed(method, params)?),
+            Method::HostHello => {
+                typed::<NoParams, P>(method, params)?;
+                Command::HostHello
+            }
+            Method::ToolsList => {
+                typed::<NoParams, P>(method, params)?;
+                Command::ToolsList
+            }
+            Method::PageRead => Command::PageRead(typed(method, params)?),
+            Method::TaskStatus => Command::TaskStatus(typed(method, params)?),
+            Method::TaskResume => Command::TaskResume(typed(method, params)?),
+            Method::TaskVerifyOutcome => Command::TaskVerifyOutcome(typed(method, params)?),
+            Method::RunStatus => Command::RunStatus(typed(method, params)?),
+            Method::ReceiptStatus => Command::ReceiptStatus(typed(method, params)?),
+        };
+        cmd.checked(check_target)
+    }
+
+    /// The checks a command's params get once they have the right shape: text limits, the
+    /// executor's selector check, non-empty titles, reasons and keys, fixture delays and the
+    /// `requestId` of `receipt.status`. The one home of these rules, whichever parser typed
+    /// the params.
+    pub(super) fn checked(
+        self,
+        check_target: &dyn Fn(&str) -> Result<(), String>,
+    ) -> Result<Command, String> {
+        let method = self.method();
         let sized = |field: &str, limit: super::limits::TextLimit, text: &str| {
             limit
                 .check(field, text)
@@ -118,9 +153,8 @@ impl Command {
             sized(field, EXPECTED_TEXT, text)?;
             target_ok("expect.target", &expect.target)
         };
-        let cmd = match method {
-            Method::TaskStart => {
-                let p: TaskStartParams = typed(method, params)?;
+        match &self {
+            Command::TaskStart(p) => {
                 if p.title.is_empty() {
                     return Err(
                         "invalid params for task.start: `title` is empty; say what the task is for"
@@ -143,22 +177,16 @@ impl Command {
                         }
                     }
                 }
-                Command::TaskStart(p)
             }
-            Method::PageFill => {
-                let p: PageFillParams = typed(method, params)?;
+            Command::PageFill(p) => {
                 sized("value", VALUE, &p.value)?;
                 target_ok("target", &p.target)?;
-                Command::PageFill(p)
             }
-            Method::PageClick => {
-                let p: PageClickParams = typed(method, params)?;
+            Command::PageClick(p) => {
                 target_ok("target", &p.target)?;
                 expect_ok(&p.expect)?;
-                Command::PageClick(p)
             }
-            Method::PagePress => {
-                let p: PagePressParams = typed(method, params)?;
+            Command::PagePress(p) => {
                 if p.key.is_empty() {
                     return Err("invalid params for page.press: key must not be empty".into());
                 }
@@ -167,11 +195,8 @@ impl Command {
                     target_ok("target", t)?;
                 }
                 expect_ok(&p.expect)?;
-                Command::PagePress(p)
             }
-            Method::TaskFinish => Command::TaskFinish(typed(method, params)?),
-            Method::TaskStop => {
-                let p: TaskStopParams = typed(method, params)?;
+            Command::TaskStop(p) => {
                 if p.reason.is_empty() {
                     return Err(
                         "invalid params for task.stop: `reason` is empty; say why the task is stopped"
@@ -179,32 +204,18 @@ impl Command {
                     );
                 }
                 sized("reason", REASON, &p.reason)?;
-                Command::TaskStop(p)
             }
-            Method::HostHello => {
-                typed::<NoParams, P>(method, params)?;
-                Command::HostHello
-            }
-            Method::ToolsList => {
-                typed::<NoParams, P>(method, params)?;
-                Command::ToolsList
-            }
-            Method::PageRead => {
-                let p: PageReadParams = typed(method, params)?;
-                target_ok("target", &p.target)?;
-                Command::PageRead(p)
-            }
-            Method::TaskStatus => Command::TaskStatus(typed(method, params)?),
-            Method::TaskResume => Command::TaskResume(typed(method, params)?),
-            Method::TaskVerifyOutcome => Command::TaskVerifyOutcome(typed(method, params)?),
-            Method::RunStatus => Command::RunStatus(typed(method, params)?),
-            Method::ReceiptStatus => {
-                let p: ReceiptStatusParams = typed(method, params)?;
-                validate_id(&p.request_id)
-                    .map_err(|e| format!("invalid params for receipt.status: requestId: {e}"))?;
-                Command::ReceiptStatus(p)
-            }
-        };
-        Ok(cmd)
+            Command::PageRead(p) => target_ok("target", &p.target)?,
+            Command::ReceiptStatus(p) => validate_id(&p.request_id)
+                .map_err(|e| format!("invalid params for receipt.status: requestId: {e}"))?,
+            Command::TaskFinish(_)
+            | Command::HostHello
+            | Command::ToolsList
+            | Command::TaskStatus(_)
+            | Command::TaskResume(_)
+            | Command::TaskVerifyOutcome(_)
+            | Command::RunStatus(_) => {}
+        }
+        Ok(self)
     }
 }

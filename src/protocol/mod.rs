@@ -39,10 +39,9 @@ mod time;
 #[cfg(test)]
 pub(crate) mod test_frames;
 
-pub use canonical::is_canonical;
 pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PER_CONNECTION};
 pub use command::Command;
-pub use direct::{parse_request_direct, DirectRequest};
+pub use direct::{parse_frame, parse_request_direct, DirectRequest, ParsedFrame};
 pub use envelope::{json_type, parse_envelope, Envelope, FrameError};
 pub use error::{Delivery, ErrorBody, ErrorCode};
 pub use fingerprint::{fingerprint, try_fingerprint};
