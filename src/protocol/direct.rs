@@ -55,8 +55,19 @@ pub fn parse_frame<'a>(
     frame: &'a [u8],
     check_target: &dyn Fn(&str) -> Result<(), String>,
 ) -> ParsedFrame<'a> {
-    match read_frame(frame) {
-        Some(read) => read.finish(check_target),
+    // Filled in place: the member tables are most of its size.
+    let mut read = Read {
+        id: "",
+        method: Method::HostHello,
+        params: None,
+        outer: [NO_MEMBER; MAX_MEMBERS],
+        outer_len: 0,
+        inner: [NO_MEMBER; MAX_MEMBERS],
+        inner_len: 0,
+        canonical: true,
+    };
+    match read_frame(frame, &mut read) {
+        Some(()) => read.finish(check_target),
         None => ParsedFrame::General,
     }
 }
@@ -88,23 +99,13 @@ struct Read<'a> {
 
 /// Reads the envelope and the params' members; `None` for anything the general path must
 /// read (or explain).
-fn read_frame(frame: &[u8]) -> Option<Read<'_>> {
+fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
     // Checked once here, so every piece below is a `&str` without checking it again.
     let text = std::str::from_utf8(frame).ok()?;
     let mut w = Walk {
         text,
         bytes: frame,
         pos: 0,
-        canonical: true,
-    };
-    let mut read = Read {
-        id: "",
-        method: Method::HostHello,
-        params: None,
-        outer: [NO_MEMBER; MAX_MEMBERS],
-        outer_len: 0,
-        inner: [NO_MEMBER; MAX_MEMBERS],
-        inner_len: 0,
         canonical: true,
     };
     let (mut id, mut method, mut params_seen) = (None, None, false);
@@ -153,7 +154,7 @@ fn read_frame(frame: &[u8]) -> Option<Read<'_>> {
     }
     read.id = id?;
     read.method = method?;
-    Some(read)
+    Some(())
 }
 
 /// Why typing the params failed: the general path explains it.
@@ -163,7 +164,7 @@ type Typed<T> = Result<T, Untyped>;
 
 impl<'a> Read<'a> {
     /// Types and checks the params, and writes the fingerprint.
-    fn finish(self, check_target: &dyn Fn(&str) -> Result<(), String>) -> ParsedFrame<'a> {
+    fn finish(&self, check_target: &dyn Fn(&str) -> Result<(), String>) -> ParsedFrame<'a> {
         let Ok(command) = self.command() else {
             return ParsedFrame::General;
         };

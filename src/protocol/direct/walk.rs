@@ -150,34 +150,36 @@ impl<'a> Walk<'a> {
         let start = self.pos;
         let mut escaped = false;
         loop {
-            let b = self.next()?;
-            match b {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    match self.next()? {
-                        b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
-                        b'/' => self.canonical = false,
-                        b'u' => {
-                            let hex = self.bytes.get(self.pos..self.pos + 4)?;
-                            let mut code = 0u32;
-                            for &h in hex {
-                                code = code * 16 + u32::from(hex_digit(h)?);
-                                if h.is_ascii_uppercase() {
-                                    self.canonical = false;
-                                }
-                            }
-                            self.pos += 4;
-                            // RFC 8785 writes `\u00xx` only for controls without a short form.
-                            if code >= 0x20 || has_short_escape(code as u8) {
-                                self.canonical = false;
-                            }
+            // A run of plain bytes up to the next quote or backslash, found a word at a time.
+            let rest = self.bytes.get(self.pos..)?;
+            let run = memchr::memchr2(b'"', b'\\', rest)?;
+            if has_control(&rest[..run]) {
+                return None;
+            }
+            self.pos += run + 1;
+            if rest[run] == b'"' {
+                break;
+            }
+            escaped = true;
+            match self.next()? {
+                b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                b'/' => self.canonical = false,
+                b'u' => {
+                    let hex = self.bytes.get(self.pos..self.pos + 4)?;
+                    let mut code = 0u32;
+                    for &h in hex {
+                        code = code * 16 + u32::from(hex_digit(h)?);
+                        if h.is_ascii_uppercase() {
+                            self.canonical = false;
                         }
-                        _ => return None,
+                    }
+                    self.pos += 4;
+                    // RFC 8785 writes `\u00xx` only for controls without a short form.
+                    if code >= 0x20 || has_short_escape(code as u8) {
+                        self.canonical = false;
                     }
                 }
-                0..=0x1f => return None,
-                _ => {}
+                _ => return None,
             }
         }
         let raw = self.text.get(start..self.pos - 1)?;
@@ -315,6 +317,13 @@ impl<'a> Walk<'a> {
             }
         }
     }
+}
+
+/// Whether `bytes` hold a control character, which a JSON string may not hold raw. Written
+/// without an early exit, so the compiler checks many bytes at a time.
+#[inline]
+fn has_control(bytes: &[u8]) -> bool {
+    bytes.iter().fold(false, |found, &b| found | (b < 0x20))
 }
 
 /// Every field name of the envelope and of the params, for keys written with escapes.
