@@ -389,6 +389,12 @@ impl<'a> Read<'a> {
                     out.push_str(std::str::from_utf8(digits).ok()?);
                 }
                 Val::Float => return None,
+                // Without escapes the text has nothing RFC 8785 escapes: it is written as is.
+                Val::Str(s) if !s.escaped => {
+                    out.push('"');
+                    out.push_str(s.raw);
+                    out.push('"');
+                }
                 Val::Str(s) => write_canonical_str(&s.value()?, out),
                 Val::Object { start, len } => self.write_object(self.inner(start, len), out)?,
             }

@@ -10,10 +10,12 @@
 //! - `id`: request ID checks;
 //! - `method`: the method table;
 //! - `params` and `command`: per-method params, checked into a [`Command`];
-//! - `envelope`: the general parse of a frame, which writes every refusal;
-//! - `direct`: the direct parse of a well-formed request, which builds no JSON value;
-//! - `fingerprint` and `canonical`: the canonical form a receipt keeps, and recognising
-//!   params text that already is canonical;
+//! - `envelope`: the general parse of a frame, which writes every refusal but the checks';
+//! - `direct`: a frame read in one pass (`direct/walk.rs` walks the bytes): envelope, typed
+//!   params, whether the params text is already canonical, and the fingerprint, with no JSON
+//!   value built;
+//! - `fingerprint` and `canonical`: the canonical form a receipt keeps, and how RFC 8785
+//!   writes integers and strings;
 //! - `strict`: duplicate keys and nesting depth, refused where a frame becomes a JSON value;
 //! - `limits`: the longest each text field may be;
 //! - `codec`: the line codec and its limits;
