@@ -368,11 +368,13 @@ impl<'a> Read<'a> {
             if i > 0 {
                 out.push(',');
             }
+            // Keys are field names (typing refused any other): ASCII, nothing to escape.
             if !m.key.is_ascii() {
                 return None;
             }
-            write_canonical_str(m.key, out);
-            out.push(':');
+            out.push('"');
+            out.push_str(m.key);
+            out.push_str("\":");
             match m.val {
                 Val::Null => out.push_str("null"),
                 Val::Bool(true) => out.push_str("true"),
