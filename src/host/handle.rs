@@ -12,21 +12,29 @@ use super::execution::Ran;
 use super::{reject, Handled, Host};
 use crate::book::RequestKey;
 use crate::protocol::{
-    now_millis, parse_envelope, parse_request_direct, try_fingerprint, Command, DirectRequest,
-    ErrorBody, ErrorCode, Method, ReceiptKind,
+    now_millis, parse_envelope, parse_frame, try_fingerprint, Command, DirectRequest, ErrorBody,
+    ErrorCode, Method, ParsedFrame, ReceiptKind,
 };
 
 impl Host {
     /// Handles one bridge frame (without its newline).
     ///
-    /// A well-formed request is read straight from the frame (no JSON value is built for it);
-    /// anything that path does not take goes through [`Host::handle`], which writes every
-    /// refusal, so a bad frame reads the same whichever path saw it first.
+    /// The frame is read once ([`parse_frame`]): a well-formed request straight into its
+    /// command (no JSON value is built for it), params that fail a check into their refusal;
+    /// anything else goes through [`Host::handle`], which writes every other refusal, so a bad
+    /// frame reads the same whichever path saw it first.
     pub fn handle_frame(&self, frame: &[u8]) -> Handled {
         let executor = &self.inner.executor;
-        if let Some(req) = parse_request_direct(frame, &|t| executor.check_target(t)) {
-            return self.handle_request(req);
+        match parse_frame(frame, &|t| executor.check_target(t)) {
+            ParsedFrame::Request(req) => self.handle_request(req),
+            ParsedFrame::Refused(e) => reject(e.id.as_deref(), self.run_id(), e.error),
+            ParsedFrame::General => self.handle_general(frame),
         }
+    }
+
+    /// Handles a frame the one-pass reader left to the general path, which reads it once more
+    /// and writes its refusal (or, for an ID written with escapes, handles it).
+    fn handle_general(&self, frame: &[u8]) -> Handled {
         match parse_envelope(frame) {
             Ok(env) => self.handle(&env.id, &env.method, &env.params),
             Err(e) => reject(e.id.as_deref(), self.run_id(), e.error),
@@ -112,16 +120,17 @@ impl Host {
             if i > 0 && used + in_run >= room {
                 break;
             }
-            match parse_request_direct(frame, &check) {
-                Some(req) if joins_a_run(&req.command) => {
+            match parse_frame(frame, &check) {
+                ParsedFrame::Request(req) if joins_a_run(&req.command) => {
                     in_run += frame.len();
                     run.push(req);
                 }
-                direct => {
+                parsed => {
                     self.flush_run(&mut run, out);
-                    out.push(match direct {
-                        Some(req) => self.handle_request(req),
-                        None => self.handle_frame(frame),
+                    out.push(match parsed {
+                        ParsedFrame::Request(req) => self.handle_request(req),
+                        ParsedFrame::Refused(e) => reject(e.id.as_deref(), self.run_id(), e.error),
+                        ParsedFrame::General => self.handle_general(frame),
                     });
                     used = ready_bytes(&out[start..]);
                     in_run = 0;

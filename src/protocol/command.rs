@@ -131,8 +131,9 @@ impl Command {
     /// Parses and checks the params of `method`. `check_target` is the executor's selector check.
     ///
     /// The params may be a parsed [`Value`](serde_json::Value) or the raw text of a frame's
-    /// params ([`Params`]); every check lives here either way, so both parse paths accept and
-    /// refuse the same requests.
+    /// params ([`Params`]); the checks past the params' shape live in [`Command::checked`],
+    /// which the frame's one-pass reader calls too, so every path accepts and refuses the same
+    /// requests.
     pub fn parse<P: Params + ?Sized>(
         method: Method,
         params: &P,
@@ -146,6 +147,86 @@ impl Command {
                 .typed()
                 .map_err(|e| format!("invalid params for {method}: {e}"))
         }
+        let cmd = match method {
+            Method::TaskStart => Command::Execute(ExecutorCommand::Start(typed(method, params)?)),
+            Method::PageFill => Command::page_fill(typed(method, params)?),
+            Method::PageClick => Command::page_click(typed(method, params)?),
+            Method::PagePress => Command::page_press(typed(method, params)?),
+            Method::TaskFinish => Command::Close(CloseCommand::Finish(typed(method, params)?)),
+            Method::TaskStop => Command::Close(CloseCommand::Stop(typed(method, params)?)),
+            Method::HostHello => {
+                typed::<NoParams, P>(method, params)?;
+                Command::Read(ReadCommand::HostHello)
+            }
+            Method::ToolsList => {
+                typed::<NoParams, P>(method, params)?;
+                Command::Read(ReadCommand::ToolsList)
+            }
+            Method::PageRead => Command::Read(ReadCommand::PageRead(typed(method, params)?)),
+            Method::TaskStatus => Command::Read(ReadCommand::TaskStatus(typed(method, params)?)),
+            Method::TaskResume => Command::Read(ReadCommand::TaskResume(typed(method, params)?)),
+            Method::TaskVerifyOutcome => {
+                Command::Read(ReadCommand::TaskVerifyOutcome(typed(method, params)?))
+            }
+            Method::RunStatus => Command::Read(ReadCommand::RunStatus(typed(method, params)?)),
+            Method::ReceiptStatus => {
+                Command::Read(ReadCommand::ReceiptStatus(typed(method, params)?))
+            }
+        };
+        cmd.checked(check_target)
+    }
+
+    /// `page.fill` as the page action it asks for.
+    pub(super) fn page_fill(p: PageFillParams) -> Command {
+        let PageFillParams {
+            task_id,
+            target,
+            value,
+        } = p;
+        Command::act(task_id, PageAction::Fill { target, value })
+    }
+
+    /// `page.click` as the page action it asks for.
+    pub(super) fn page_click(p: PageClickParams) -> Command {
+        let PageClickParams {
+            task_id,
+            target,
+            expect,
+        } = p;
+        Command::act(task_id, PageAction::Click { target, expect })
+    }
+
+    /// `page.press` as the page action it asks for.
+    pub(super) fn page_press(p: PagePressParams) -> Command {
+        let PagePressParams {
+            task_id,
+            key,
+            target,
+            expect,
+        } = p;
+        Command::act(
+            task_id,
+            PageAction::Press {
+                key,
+                target,
+                expect,
+            },
+        )
+    }
+
+    fn act(task_id: String, action: PageAction) -> Command {
+        Command::Execute(ExecutorCommand::Act(ActCommand { task_id, action }))
+    }
+
+    /// The checks a command's params get once they have the right shape: text limits, the
+    /// executor's selector check, non-empty titles, reasons and keys, fixture delays and the
+    /// `requestId` of `receipt.status`. The one home of these rules, whichever parser typed
+    /// the params.
+    pub(super) fn checked(
+        self,
+        check_target: &dyn Fn(&str) -> Result<(), String>,
+    ) -> Result<Command, String> {
+        let method = self.method();
         let sized = |field: &str, limit: super::limits::TextLimit, text: &str| {
             limit
                 .check(field, text)
@@ -163,12 +244,8 @@ impl Command {
             sized(field, EXPECTED_TEXT, text)?;
             target_ok("expect.target", &expect.target)
         };
-        let act = |task_id, action| {
-            Command::Execute(ExecutorCommand::Act(ActCommand { task_id, action }))
-        };
-        let cmd = match method {
-            Method::TaskStart => {
-                let p: TaskStartParams = typed(method, params)?;
+        match &self {
+            Command::Execute(ExecutorCommand::Start(p)) => {
                 if p.title.is_empty() {
                     return Err(
                         "invalid params for task.start: `title` is empty; say what the task is for"
@@ -191,58 +268,32 @@ impl Command {
                         }
                     }
                 }
-                Command::Execute(ExecutorCommand::Start(p))
             }
-            Method::PageFill => {
-                let p: PageFillParams = typed(method, params)?;
-                sized("value", VALUE, &p.value)?;
-                target_ok("target", &p.target)?;
-                let PageFillParams {
-                    task_id,
-                    target,
-                    value,
-                } = p;
-                act(task_id, PageAction::Fill { target, value })
-            }
-            Method::PageClick => {
-                let p: PageClickParams = typed(method, params)?;
-                target_ok("target", &p.target)?;
-                expect_ok(&p.expect)?;
-                let PageClickParams {
-                    task_id,
-                    target,
-                    expect,
-                } = p;
-                act(task_id, PageAction::Click { target, expect })
-            }
-            Method::PagePress => {
-                let p: PagePressParams = typed(method, params)?;
-                if p.key.is_empty() {
-                    return Err("invalid params for page.press: key must not be empty".into());
+            Command::Execute(ExecutorCommand::Act(act)) => match &act.action {
+                PageAction::Fill { target, value } => {
+                    sized("value", VALUE, value)?;
+                    target_ok("target", target)?;
                 }
-                sized("key", KEY, &p.key)?;
-                if let Some(t) = &p.target {
-                    target_ok("target", t)?;
+                PageAction::Click { target, expect } => {
+                    target_ok("target", target)?;
+                    expect_ok(expect)?;
                 }
-                expect_ok(&p.expect)?;
-                let PagePressParams {
-                    task_id,
+                PageAction::Press {
                     key,
                     target,
                     expect,
-                } = p;
-                act(
-                    task_id,
-                    PageAction::Press {
-                        key,
-                        target,
-                        expect,
-                    },
-                )
-            }
-            Method::TaskFinish => Command::Close(CloseCommand::Finish(typed(method, params)?)),
-            Method::TaskStop => {
-                let p: TaskStopParams = typed(method, params)?;
+                } => {
+                    if key.is_empty() {
+                        return Err("invalid params for page.press: key must not be empty".into());
+                    }
+                    sized("key", KEY, key)?;
+                    if let Some(t) = target {
+                        target_ok("target", t)?;
+                    }
+                    expect_ok(expect)?;
+                }
+            },
+            Command::Close(CloseCommand::Stop(p)) => {
                 if p.reason.is_empty() {
                     return Err(
                         "invalid params for task.stop: `reason` is empty; say why the task is stopped"
@@ -250,35 +301,21 @@ impl Command {
                     );
                 }
                 sized("reason", REASON, &p.reason)?;
-                Command::Close(CloseCommand::Stop(p))
             }
-            Method::HostHello => {
-                typed::<NoParams, P>(method, params)?;
-                Command::Read(ReadCommand::HostHello)
-            }
-            Method::ToolsList => {
-                typed::<NoParams, P>(method, params)?;
-                Command::Read(ReadCommand::ToolsList)
-            }
-            Method::PageRead => {
-                let p: PageReadParams = typed(method, params)?;
-                target_ok("target", &p.target)?;
-                Command::Read(ReadCommand::PageRead(p))
-            }
-            Method::TaskStatus => Command::Read(ReadCommand::TaskStatus(typed(method, params)?)),
-            Method::TaskResume => Command::Read(ReadCommand::TaskResume(typed(method, params)?)),
-            Method::TaskVerifyOutcome => {
-                Command::Read(ReadCommand::TaskVerifyOutcome(typed(method, params)?))
-            }
-            Method::RunStatus => Command::Read(ReadCommand::RunStatus(typed(method, params)?)),
-            Method::ReceiptStatus => {
-                let p: ReceiptStatusParams = typed(method, params)?;
-                validate_id(&p.request_id)
-                    .map_err(|e| format!("invalid params for receipt.status: requestId: {e}"))?;
-                Command::Read(ReadCommand::ReceiptStatus(p))
-            }
-        };
-        Ok(cmd)
+            Command::Close(CloseCommand::Finish(_)) => {}
+            Command::Read(ReadCommand::PageRead(p)) => target_ok("target", &p.target)?,
+            Command::Read(ReadCommand::ReceiptStatus(p)) => validate_id(&p.request_id)
+                .map_err(|e| format!("invalid params for receipt.status: requestId: {e}"))?,
+            Command::Read(
+                ReadCommand::HostHello
+                | ReadCommand::ToolsList
+                | ReadCommand::TaskStatus(_)
+                | ReadCommand::TaskResume(_)
+                | ReadCommand::TaskVerifyOutcome(_)
+                | ReadCommand::RunStatus(_),
+            ) => {}
+        }
+        Ok(self)
     }
 }
 

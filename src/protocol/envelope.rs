@@ -1,12 +1,11 @@
 //! The envelope of a request frame (`id`, `method`, `params`) and the refusals of frames that
 //! are not one.
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::error::{ErrorBody, ErrorCode};
 use super::id::validate_id;
-use super::strict::check_strict;
+use super::strict::{parse_strict, StrictRefusal};
 
 /// The envelope of a request frame, before the method's params are checked: what the general
 /// path, and the operator's socket, dispatch on.
@@ -38,58 +37,36 @@ impl FrameError {
     }
 }
 
-/// A well-formed envelope read straight from the frame: `id` and `method` borrowed (plain
-/// strings without escapes), no other field, each field once.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PlainEnvelope<'a> {
-    id: &'a str,
-    method: &'a str,
-    #[serde(default)]
-    params: Option<Value>,
-}
-
 /// Parses one frame (without its newline) into an envelope, or the refusal to send for it.
 ///
-/// A frame with a repeated key or nested deeper than 64 levels is refused first
-/// ([`check_strict`]): the JSON value built below would keep only the last of two equal keys.
-///
-/// A well-formed envelope is read as a `PlainEnvelope`, which builds a JSON value only for
-/// the params; anything else goes through `parse_envelope_general`, which alone writes the
-/// error messages, so every refusal reads the same whichever way the frame was read.
+/// The frame is read once ([`parse_strict`]): a repeated key or nesting deeper than 64 levels
+/// is refused as it is met (a JSON value keeps only the last of two equal keys), then what is
+/// not JSON, not an object, or not an envelope. Every refusal of a frame is written here.
 pub fn parse_envelope(frame: &[u8]) -> Result<Envelope, FrameError> {
-    check_strict(frame).map_err(|e| FrameError::bad(e.id, e.message))?;
-    if let Ok(plain) = serde_json::from_slice::<PlainEnvelope<'_>>(frame) {
-        let params = match plain.params {
-            None => Some(Value::Object(Default::default())),
-            Some(p @ Value::Object(_)) => Some(p),
-            Some(_) => None,
-        };
-        if let (Some(params), Ok(())) = (params, validate_id(plain.id)) {
-            return Ok(Envelope {
-                id: plain.id.to_owned(),
-                method: plain.method.to_owned(),
-                params,
-            });
-        }
-    }
-    parse_envelope_general(frame)
+    let value = match parse_strict(frame) {
+        Ok(value) => value,
+        Err(StrictRefusal::Strict(e)) => return Err(FrameError::bad(e.id, e.message)),
+        Err(StrictRefusal::NotJson(e)) => return Err(not_json(frame, &e)),
+    };
+    envelope_of(value)
 }
 
-/// The general envelope parser: builds the frame's JSON value and explains what is wrong.
-fn parse_envelope_general(frame: &[u8]) -> Result<Envelope, FrameError> {
-    let text = std::str::from_utf8(frame).map_err(|e| {
-        FrameError::bad(
+/// The refusal of a frame that is not JSON: not UTF-8 first, then serde's own words.
+fn not_json(frame: &[u8], e: &serde_json::Error) -> FrameError {
+    match std::str::from_utf8(frame) {
+        Err(e) => FrameError::bad(
             None,
             format!("the frame is not valid UTF-8 ({e}); send one UTF-8 JSON object per line"),
-        )
-    })?;
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        FrameError::bad(
+        ),
+        Ok(_) => FrameError::bad(
             None,
             format!("the frame is not JSON ({e}); send one JSON object per line"),
-        )
-    })?;
+        ),
+    }
+}
+
+/// The envelope in a frame's JSON value, or what is wrong with it.
+fn envelope_of(value: Value) -> Result<Envelope, FrameError> {
     let Value::Object(mut obj) = value else {
         return Err(FrameError::bad(
             None,
@@ -168,12 +145,32 @@ mod tests {
     use proptest::prelude::*;
     use serde_json::json;
 
+    use crate::protocol::check_strict;
     use crate::protocol::test_frames::any_json;
 
+    /// How a frame was read before it was read once: `check_strict`'s walk, then the text
+    /// parsed into a JSON value.
+    fn two_passes(frame: &[u8]) -> Result<Envelope, FrameError> {
+        let text = std::str::from_utf8(frame).map_err(|e| {
+            FrameError::bad(
+                None,
+                format!("the frame is not valid UTF-8 ({e}); send one UTF-8 JSON object per line"),
+            )
+        })?;
+        let value: Value = serde_json::from_str(text).map_err(|e| {
+            FrameError::bad(
+                None,
+                format!("the frame is not JSON ({e}); send one JSON object per line"),
+            )
+        })?;
+        envelope_of(value)
+    }
+
     proptest! {
-        /// The direct envelope path accepts exactly what the general one accepts, with the
-        /// same result, and leaves every refusal to it: frames built from envelope-like
-        /// fields (valid, escaped, duplicated, mistyped or unknown), plus raw bytes.
+        /// Reading a frame once answers exactly as the strict walk followed by serde's parse
+        /// did: the same envelope, or the same refusal with the same `id`, for frames built
+        /// from envelope-like fields (valid, escaped, duplicated, mistyped or unknown), nested
+        /// values, plus raw bytes.
         #[test]
         fn both_envelope_paths_agree(
             fields in proptest::collection::vec(
@@ -213,7 +210,7 @@ mod tests {
             };
             let general = check_strict(&frame)
                 .map_err(|e| FrameError::bad(e.id, e.message))
-                .and_then(|()| parse_envelope_general(&frame));
+                .and_then(|()| two_passes(&frame));
             prop_assert_eq!(show(parse_envelope(&frame)), show(general));
         }
     }

@@ -11,10 +11,12 @@
 //! - `method`: the method table;
 //! - `params` and `command`: per-method params, checked into a [`Command`] of its family
 //!   (executed, closing, read);
-//! - `envelope`: the general parse of a frame, which writes every refusal;
-//! - `direct`: the direct parse of a well-formed request, which builds no JSON value;
-//! - `fingerprint` and `canonical`: the canonical form a receipt keeps, and recognising
-//!   params text that already is canonical;
+//! - `envelope`: the general parse of a frame, which writes every refusal but the checks';
+//! - `direct`: a frame read in one pass (`direct/walk.rs` walks the bytes): envelope, typed
+//!   params, whether the params text is already canonical, and the fingerprint, with no JSON
+//!   value built;
+//! - `fingerprint` and `canonical`: the canonical form a receipt keeps, and how RFC 8785
+//!   writes integers and strings;
 //! - `strict`: duplicate keys and nesting depth, refused where a frame becomes a JSON value;
 //! - `limits`: the longest each text field may be;
 //! - `codec`: the line codec and its limits;
@@ -40,10 +42,9 @@ mod time;
 #[cfg(test)]
 pub(crate) mod test_frames;
 
-pub use canonical::is_canonical;
 pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PER_CONNECTION};
 pub use command::{ActCommand, CloseCommand, Command, ExecutorCommand, PageAction, ReadCommand};
-pub use direct::{parse_request_direct, DirectRequest};
+pub use direct::{parse_frame, parse_request_direct, DirectRequest, ParsedFrame};
 pub use envelope::{json_type, parse_envelope, Envelope, FrameError};
 pub use error::{
     Delivery, ErrorBody, ErrorCode, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,

@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
 
 /// The deepest nesting of objects and arrays a frame may have (the frame itself is level 1).
 pub const MAX_DEPTH: usize = 64;
@@ -40,17 +41,10 @@ pub fn check_strict(frame: &[u8]) -> Result<(), StrictError> {
     };
     match walk.deserialize(&mut de) {
         Ok(()) => Ok(()),
-        Err(e) if e.classify() == serde_json::error::Category::Data => {
-            // serde_json appends the position; the message stands on its own.
-            let mut message = e.to_string();
-            if let Some(at) = message.rfind(" at line ") {
-                message.truncate(at);
-            }
-            Err(StrictError {
-                message,
-                id: top_id,
-            })
-        }
+        Err(e) if e.classify() == serde_json::error::Category::Data => Err(StrictError {
+            message: without_position(&e),
+            id: top_id,
+        }),
         Err(_) => Ok(()),
     }
 }
@@ -236,6 +230,137 @@ impl<'de> Visitor<'de> for Walk<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// Why [`parse_strict`] refused a frame: not strict JSON (a repeated key, too deep), or not
+/// JSON at all.
+pub(super) enum StrictRefusal {
+    /// Strict JSON's own refusal, with the top-level `id` when it was read.
+    Strict(StrictError),
+    /// serde's own error: the frame is not JSON (or not UTF-8).
+    NotJson(serde_json::Error),
+}
+
+/// Reads a frame into its JSON value in one pass, refusing a duplicate key (at any depth) and
+/// nesting deeper than [`MAX_DEPTH`] as it goes, exactly as [`check_strict`] and then
+/// `serde_json` would one after the other: the general path reads a frame once.
+pub(super) fn parse_strict(frame: &[u8]) -> Result<Value, StrictRefusal> {
+    let mut top_id = None;
+    let mut de = serde_json::Deserializer::from_slice(frame);
+    let read = StrictValue {
+        depth: 1,
+        top_id: &mut top_id,
+    }
+    .deserialize(&mut de)
+    .and_then(|value| de.end().map(|()| value));
+    match read {
+        Ok(value) => Ok(value),
+        Err(e) if e.classify() == serde_json::error::Category::Data => {
+            Err(StrictRefusal::Strict(StrictError {
+                message: without_position(&e),
+                id: top_id,
+            }))
+        }
+        Err(e) => Err(StrictRefusal::NotJson(e)),
+    }
+}
+
+/// serde_json appends the position to a message; a refusal's message stands on its own.
+fn without_position(e: &serde_json::Error) -> String {
+    let mut message = e.to_string();
+    if let Some(at) = message.rfind(" at line ") {
+        message.truncate(at);
+    }
+    message
+}
+
+/// One value of the frame being read into a [`Value`], `depth` levels down.
+struct StrictValue<'t> {
+    depth: usize,
+    /// Where the top-level `id` is recorded, if it is a string.
+    top_id: &'t mut Option<String>,
+}
+
+impl<'de> DeserializeSeed<'de> for StrictValue<'_> {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl StrictValue<'_> {
+    fn too_deep<E: serde::de::Error>(&self) -> Result<(), E> {
+        Walk {
+            depth: self.depth,
+            top_id: &mut None,
+        }
+        .too_deep()
+    }
+}
+
+impl<'de> Visitor<'de> for StrictValue<'_> {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("JSON")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        self.too_deep()?;
+        let mut items = Vec::new();
+        let mut none = None;
+        while let Some(item) = seq.next_element_seed(StrictValue {
+            depth: self.depth + 1,
+            top_id: &mut none,
+        })? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.too_deep()?;
+        let mut object = serde_json::Map::new();
+        let mut none = None;
+        while let Some(key) = map.next_key_seed(Key)? {
+            let top_id = self.depth == 1 && key == "id";
+            if object.contains_key(&*key) {
+                if top_id {
+                    self.top_id.take();
+                }
+                return Err(serde::de::Error::custom(format_args!(
+                    "duplicate key `{key}`; send each key once"
+                )));
+            }
+            let value = map.next_value_seed(StrictValue {
+                depth: self.depth + 1,
+                top_id: &mut none,
+            })?;
+            if let (true, Value::String(id)) = (top_id, &value) {
+                *self.top_id = Some(id.clone());
+            }
+            object.insert(key.into_owned(), value);
+        }
+        Ok(Value::Object(object))
     }
 }
 

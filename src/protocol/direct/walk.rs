@@ -1,0 +1,476 @@
+//! The walk over a frame's bytes: JSON read once, scalars borrowed from the frame, objects
+//! as members in fixed tables, and whether the params text is already RFC 8785 canonical.
+
+use std::borrow::Cow;
+
+use crate::protocol::canonical::{canonical_integer, has_short_escape};
+use crate::protocol::id::{ID_ALPHABET, MAX_ID_LEN};
+
+/// The most members one params object (or an object inside it) may have on this path; no
+/// bridge method takes more than four.
+pub(super) const MAX_MEMBERS: usize = 8;
+
+/// One JSON value of the params, as the walk read it: scalars borrowed from the frame, an
+/// object as the members it holds in [`Walk`]'s second-level table.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Val<'a> {
+    Null,
+    Bool(bool),
+    /// An integer written without fraction or exponent: its sign and digits.
+    Int {
+        negative: bool,
+        digits: &'a [u8],
+    },
+    /// Any other number.
+    Float,
+    Str(JsonStr<'a>),
+    /// An object one level below the params: members `start..start + len` of the inner table.
+    Object {
+        start: u8,
+        len: u8,
+    },
+}
+
+/// A string's text between its quotes (valid UTF-8), and whether it holds escapes.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct JsonStr<'a> {
+    pub(super) raw: &'a str,
+    pub(super) escaped: bool,
+}
+
+impl<'a> JsonStr<'a> {
+    /// The string's value: borrowed unless it has escapes. `None` for an escape serde's
+    /// parser would refuse or read differently (a lone surrogate).
+    pub(super) fn value(self) -> Option<Cow<'a, str>> {
+        if self.escaped {
+            unescape(self.raw).map(Cow::Owned)
+        } else {
+            Some(Cow::Borrowed(self.raw))
+        }
+    }
+
+    pub(super) fn owned(self) -> Option<String> {
+        self.value().map(Cow::into_owned)
+    }
+}
+
+/// One `"key": value` of an object.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Member<'a> {
+    pub(super) key: &'a str,
+    pub(super) val: Val<'a>,
+}
+
+pub(super) const NO_MEMBER: Member<'static> = Member {
+    key: "",
+    val: Val::Null,
+};
+
+/// The cursor of the walk.
+pub(super) struct Walk<'a> {
+    /// The frame, checked UTF-8.
+    pub(super) text: &'a str,
+    pub(super) bytes: &'a [u8],
+    pub(super) pos: usize,
+    /// Cleared by anything RFC 8785 writes differently: whitespace, keys out of order,
+    /// escapes it does not use, numbers other than exact integers.
+    pub(super) canonical: bool,
+}
+
+impl<'a> Walk<'a> {
+    #[inline]
+    pub(super) fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    #[inline]
+    pub(super) fn next(&mut self) -> Option<u8> {
+        let b = self.peek()?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    #[inline]
+    pub(super) fn eat(&mut self, b: u8) -> Option<()> {
+        (self.next()? == b).then_some(())
+    }
+
+    /// Skips JSON whitespace; inside params any of it makes the text non-canonical.
+    #[inline]
+    pub(super) fn ws(&mut self) {
+        while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
+            self.pos += 1;
+            self.canonical = false;
+        }
+    }
+
+    /// A string without escapes (a key, the method), without its quotes.
+    #[inline]
+    pub(super) fn plain_str(&mut self) -> Option<&'a str> {
+        let s = self.string()?;
+        (!s.escaped).then_some(s.raw)
+    }
+
+    /// An object key. One written with escapes is read as the field it names (the only keys
+    /// any frame may hold are the envelope's and the params' fields); an escaped key that
+    /// names none is left to the general path.
+    #[inline]
+    pub(super) fn key(&mut self) -> Option<&'a str> {
+        let s = self.string()?;
+        if !s.escaped {
+            return Some(s.raw);
+        }
+        self.canonical = false;
+        let key = unescape(s.raw)?;
+        FIELD_NAMES.iter().find(|n| **n == key).copied()
+    }
+
+    /// The request ID: a string without escapes, 1–128 bytes of the ID alphabet (anything
+    /// else is the general path's to explain).
+    #[inline]
+    pub(super) fn id(&mut self) -> Option<&'a str> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let len = self.bytes[start..]
+            .iter()
+            .position(|&b| !ID_ALPHABET[usize::from(b)])?;
+        self.pos += len;
+        self.eat(b'"')?;
+        if len == 0 || len > MAX_ID_LEN {
+            return None;
+        }
+        self.text.get(start..start + len)
+    }
+
+    /// A string: its raw text between the quotes, checked to be JSON (no raw control
+    /// characters, escapes of the right form, valid UTF-8). An escape RFC 8785 writes
+    /// differently clears `canonical`.
+    fn string(&mut self) -> Option<JsonStr<'a>> {
+        self.eat(b'"')?;
+        let start = self.pos;
+        let mut escaped = false;
+        loop {
+            // A run of plain bytes up to the next quote, backslash or control character.
+            let rest = self.bytes.get(self.pos..)?;
+            let run = plain_run(rest);
+            let end = *rest.get(run)?;
+            self.pos += run + 1;
+            match end {
+                b'"' => break,
+                b'\\' => {}
+                // A raw control character, which JSON does not allow in a string.
+                _ => return None,
+            }
+            escaped = true;
+            match self.next()? {
+                b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+                b'/' => self.canonical = false,
+                b'u' => {
+                    let hex = self.bytes.get(self.pos..self.pos + 4)?;
+                    let mut code = 0u32;
+                    for &h in hex {
+                        code = code * 16 + u32::from(hex_digit(h)?);
+                        if h.is_ascii_uppercase() {
+                            self.canonical = false;
+                        }
+                    }
+                    self.pos += 4;
+                    // RFC 8785 writes `\u00xx` only for controls without a short form.
+                    if code >= 0x20 || has_short_escape(code as u8) {
+                        self.canonical = false;
+                    }
+                }
+                _ => return None,
+            }
+        }
+        let raw = self.text.get(start..self.pos - 1)?;
+        Some(JsonStr { raw, escaped })
+    }
+
+    /// A number as JSON writes it; an integer keeps its digits.
+    fn number(&mut self) -> Option<Val<'a>> {
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.pos += 1;
+        }
+        let start = self.pos;
+        match self.next()? {
+            b'0' => {}
+            b'1'..=b'9' => {
+                while let Some(b'0'..=b'9') = self.peek() {
+                    self.pos += 1;
+                }
+            }
+            _ => return None,
+        }
+        let digits = &self.bytes[start..self.pos];
+        let mut float = false;
+        if self.peek() == Some(b'.') {
+            float = true;
+            self.pos += 1;
+            self.digits()?;
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            float = true;
+            self.pos += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.pos += 1;
+            }
+            self.digits()?;
+        }
+        if float {
+            self.canonical = false;
+            return Some(Val::Float);
+        }
+        if !canonical_integer(negative, digits) {
+            self.canonical = false;
+        }
+        Some(Val::Int { negative, digits })
+    }
+
+    /// One or more digits.
+    fn digits(&mut self) -> Option<()> {
+        let start = self.pos;
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.pos += 1;
+        }
+        (self.pos > start).then_some(())
+    }
+
+    /// `true`, `false` or `null`.
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        if self.bytes[self.pos..].starts_with(word) {
+            self.pos += word.len();
+            Some(())
+        } else {
+            None
+        }
+    }
+
+    /// A scalar, or (when `inner` is given) an object whose members go to the end of
+    /// `inner`, past its first `used`.
+    fn value(&mut self, inner: Option<&mut [Member<'a>]>, used: &mut usize) -> Option<Val<'a>> {
+        Some(match self.peek()? {
+            b'"' => Val::Str(self.string()?),
+            b'n' => {
+                self.literal(b"null")?;
+                Val::Null
+            }
+            b't' => {
+                self.literal(b"true")?;
+                Val::Bool(true)
+            }
+            b'f' => {
+                self.literal(b"false")?;
+                Val::Bool(false)
+            }
+            b'-' | b'0'..=b'9' => self.number()?,
+            b'{' => {
+                let table = inner?;
+                let start = *used;
+                let len = self.members(table.get_mut(start..)?, None, &mut 0)?;
+                *used += len;
+                Val::Object {
+                    start: start as u8,
+                    len: len as u8,
+                }
+            }
+            // Arrays (which no params field takes), objects deeper down, anything else: the
+            // general path's.
+            _ => return None,
+        })
+    }
+
+    /// An object's members into `out`, each key once; returns how many. Objects inside it
+    /// go to `inner` (one level only), whose first `used` are taken.
+    pub(super) fn members(
+        &mut self,
+        out: &mut [Member<'a>],
+        mut inner: Option<&mut [Member<'a>]>,
+        used: &mut usize,
+    ) -> Option<usize> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.peek()? == b'}' {
+            self.pos += 1;
+            return Some(0);
+        }
+        let mut len = 0;
+        loop {
+            let key = self.key()?;
+            if len == out.len() || out[..len].iter().any(|m| m.key == key) {
+                return None;
+            }
+            if len > 0 && out[len - 1].key.as_bytes() >= key.as_bytes() {
+                self.canonical = false;
+            }
+            self.ws();
+            self.eat(b':')?;
+            self.ws();
+            let val = self.value(inner.as_deref_mut(), used)?;
+            out[len] = Member { key, val };
+            len += 1;
+            self.ws();
+            match self.next()? {
+                b',' => self.ws(),
+                b'}' => return Some(len),
+                _ => return None,
+            }
+        }
+    }
+}
+
+/// How many bytes of `bytes` a string holds as they are: up to the first `"`, `\` or control
+/// character (or all of them). Eight bytes are looked at per step, with word arithmetic: in
+/// each word the lowest flagged byte is exact (a false flag can only sit above a true one).
+#[inline]
+fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    /// The high bit of every byte of `x` that is zero (exact up to the lowest one).
+    #[inline]
+    fn zero_bytes(x: u64) -> u64 {
+        x.wrapping_sub(ONES) & !x & HIGHS
+    }
+    let mut i = 0;
+    while let Some(chunk) = bytes.get(i..i + 8) {
+        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let x = u64::from_le_bytes(word);
+        let quote = zero_bytes(x ^ (ONES * u64::from(b'"')));
+        let backslash = zero_bytes(x ^ (ONES * u64::from(b'\\')));
+        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
+        let flagged = quote | backslash | control;
+        if flagged != 0 {
+            return i + (flagged.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    i + bytes[i..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .unwrap_or(bytes.len() - i)
+}
+
+/// Every field name of the envelope and of the params, for keys written with escapes.
+pub(super) const FIELD_NAMES: [&str; 20] = [
+    "id",
+    "method",
+    "params",
+    "title",
+    "url",
+    "fixture",
+    "submitDelayMs",
+    "readDelayMs",
+    "dropSubmit",
+    "failSubmit",
+    "taskId",
+    "target",
+    "value",
+    "expect",
+    "equals",
+    "contains",
+    "key",
+    "reason",
+    "runId",
+    "requestId",
+];
+
+/// The value of a hex digit.
+#[inline]
+pub(super) fn hex_digit(h: u8) -> Option<u8> {
+    match h {
+        b'0'..=b'9' => Some(h - b'0'),
+        b'a'..=b'f' => Some(h - b'a' + 10),
+        b'A'..=b'F' => Some(h - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// A JSON string's value from its raw text (escapes checked by [`Walk::string`]). `None` for a
+/// lone surrogate, which the general path explains.
+pub(super) fn unescape(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = String::with_capacity(raw.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let run = bytes[i..]
+            .iter()
+            .position(|&b| b == b'\\')
+            .unwrap_or(bytes.len() - i);
+        out.push_str(&raw[i..i + run]);
+        i += run;
+        if i == bytes.len() {
+            break;
+        }
+        let e = bytes[i + 1];
+        i += 2;
+        let c = match e {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => {
+                let hi = hex4(bytes.get(i..i + 4)?)?;
+                i += 4;
+                match hi {
+                    0xd800..=0xdbff => {
+                        if bytes.get(i..i + 2)? != b"\\u" {
+                            return None;
+                        }
+                        let lo = hex4(bytes.get(i + 2..i + 6)?)?;
+                        if !(0xdc00..=0xdfff).contains(&lo) {
+                            return None;
+                        }
+                        i += 6;
+                        char::from_u32(0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00))?
+                    }
+                    0xdc00..=0xdfff => return None,
+                    _ => char::from_u32(hi)?,
+                }
+            }
+            _ => return None,
+        };
+        out.push(c);
+    }
+    Some(out)
+}
+
+pub(super) fn hex4(h: &[u8]) -> Option<u32> {
+    h.iter()
+        .try_fold(0u32, |n, &d| Some(n * 16 + u32::from(hex_digit(d)?)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// The word-at-a-time scan stops exactly where a byte-at-a-time one does, wherever the
+        /// special byte sits in a word, and among bytes of every value.
+        #[test]
+        fn plain_runs_end_at_the_first_special_byte(
+            bytes in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::prelude::any::<u8>(),
+                    proptest::strategy::Just(b'"'),
+                    proptest::strategy::Just(b'\\'),
+                    0x20u8..0x7f,
+                    0x80u8..=0xff,
+                ],
+                0..40,
+            )
+        ) {
+            let want = bytes
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+                .unwrap_or(bytes.len());
+            proptest::prop_assert_eq!(plain_run(&bytes), want);
+        }
+    }
+}
