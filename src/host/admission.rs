@@ -14,7 +14,8 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::execution::{not_durable, publish_completed, Execution, Stored};
+use super::execution::{publish_completed, Execution, Stored};
+use super::failures::not_durable;
 use super::task_record::TaskRecordData;
 use super::to_data;
 use super::{reject, wait_outcome, Handled, Host, State};

@@ -1,6 +1,6 @@
 //! The execution lifecycle: from a new receipt to its stored outcome.
 //!
-//! Admission hands over an [`Execution`] once its running receipt exists. [`Host::run`] starts
+//! Admission hands over an [`Execution`] once its running receipt exists. [`Host::launch`] starts
 //! the executor's work and polls it once in place: when the executor answers without waiting
 //! the execution completes inline (no task spawned, nothing allocated for it); otherwise it is
 //! spawned, owning everything it needs, detached from the connection that asked for it, so a
@@ -19,6 +19,7 @@ use futures::FutureExt;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::failures::{internal_error, not_begun, not_durable};
 use super::task_record::TaskRecordData;
 use super::to_data;
 use super::{Handled, Host, State};
@@ -253,7 +254,7 @@ enum TaskEffect {
 // Inline is the common case, on every fresh action: boxing it would cost an allocation each
 // time to save moving a few hundred bytes once.
 #[allow(clippy::large_enum_variant)]
-pub(super) enum Ran<'a> {
+pub(super) enum Launched<'a> {
     /// Answered inline: the completion is ready to store (the caller stores it, so a batch can
     /// store several under one taking of the lock).
     Inline(Execution<'a>, Completion),
@@ -332,15 +333,15 @@ impl Drop for Unfinished<'_> {
 impl Host {
     /// Starts an admitted execution: answered inline when the executor answers without
     /// waiting (the caller stores the completion), otherwise spawned and answered later.
-    pub(super) fn run<'a>(&self, mut execution: Execution<'a>) -> Ran<'a> {
+    pub(super) fn launch<'a>(&self, mut execution: Execution<'a>) -> Launched<'a> {
         if execution.claim {
             // In a fleet the executor may act only once the ledger holds this host's claim.
-            return Ran::Later(self.spawn_claimed(execution.into_owned()));
+            return Launched::Later(self.spawn_claimed(execution.into_owned()));
         }
         if let Some(begun) = execution.begun.take() {
             // With a journal the executor may act only once the receipt is durable: wait for
             // the begin off this thread, then start.
-            return Ran::Later(self.spawn_after(execution.into_owned(), begun));
+            return Launched::Later(self.spawn_after(execution.into_owned(), begun));
         }
         // The executor's work is started and polled once right here: actions it answers
         // without waiting (the fixture's fills, a task's opening) complete inline, with no task
@@ -358,7 +359,9 @@ impl Host {
         let (outcome, effect) = match first {
             Ok(Ok(finished)) => self.interpret(&execution, finished),
             Err(panic) => panicked(&execution, panic),
-            Ok(Err(started)) => return Ran::Later(self.spawn(execution.into_owned(), started)),
+            Ok(Err(started)) => {
+                return Launched::Later(self.spawn(execution.into_owned(), started))
+            }
         };
         let at = execution.admitted_at;
         let completion = Completion {
@@ -366,7 +369,7 @@ impl Host {
             effect,
             at,
         };
-        Ran::Inline(execution, completion)
+        Launched::Inline(execution, completion)
     }
 
     /// Lets an execution the executor did not answer at once finish on its own task, and
@@ -783,45 +786,4 @@ fn panicked(
         None => TaskEffect::None,
     };
     (Outcome::err(&error), effect)
-}
-
-/// The stored outcome of an execution whose begin the journal could not make durable: the
-/// executor was never asked to act.
-fn not_begun(id: &str, method: Method, error: &journal::Error) -> Outcome {
-    Outcome::err(
-        &ErrorBody::new(
-            ErrorCode::Internal,
-            format!(
-                "{method} (request {id}) was not executed: the host's journal could not record it ({error}), so the host is stopping. Send it again under the same id once the host is back"
-            ),
-        )
-        .with_delivery(crate::protocol::Delivery::NotExecuted)
-        .with_details(json!({"requestId": id})),
-    )
-}
-
-/// The answer to a copy whose stored reply the journal could not make durable: its effect is
-/// uncertain (the execution ran), and the host is stopping.
-pub(super) fn not_durable(id: &str, error: &journal::Error) -> Outcome {
-    Outcome::err(
-        &ErrorBody::new(
-            ErrorCode::Internal,
-            format!(
-                "request {id} was executed but the host's journal could not record its reply ({error}), so the host is stopping; its effect is uncertain. Do not resend it: once the host is back, read receipt.status for {id}"
-            ),
-        )
-        .with_details(json!({"requestId": id})),
-    )
-}
-
-/// The `INTERNAL` refusal an execution that failed inside the host stores.
-fn internal_error(id: &str, method: Method, task: Option<&str>, what: &str) -> ErrorBody {
-    ErrorBody::new(
-        ErrorCode::Internal,
-        format!(
-            "the execution of {method} (request {id}) failed inside the host ({what}); its effect is uncertain. Do not resend it: read receipt.status for {id}{}",
-            task.map(|t| format!(" and call task.verifyOutcome for task {t}")).unwrap_or_default()
-        ),
-    )
-    .with_details(json!({"requestId": id, "taskId": task}))
 }

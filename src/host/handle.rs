@@ -2,13 +2,13 @@
 //!
 //! Each entry point checks the request, applies the receipt rules under the host's lock
 //! ([`Host::admit`]), then answers a read, or runs the new execution and stores its outcome
-//! when it completed inline. [`Host::handle_frames`] does the same for a pipelined run of
+//! when it completed inline. [`Host::handle_frames`] does the same for a pipelined batch of
 //! actions, admitted under one taking of the lock and stored under one more.
 
 use serde_json::{json, Value};
 
 use super::admission::Admitted;
-use super::execution::Ran;
+use super::execution::Launched;
 use super::{reject, Handled, Host};
 use crate::book::RequestKey;
 use crate::protocol::{
@@ -87,9 +87,9 @@ impl Host {
             Err(answer) => answer,
             Ok(Admitted::Read(cmd)) => self.read(id, cmd),
             Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
-            Ok(Admitted::Execute(execution)) => match self.run(execution) {
-                Ran::Later(answer) => answer,
-                Ran::Inline(execution, completion) => {
+            Ok(Admitted::Execute(execution)) => match self.launch(execution) {
+                Launched::Later(answer) => answer,
+                Launched::Inline(execution, completion) => {
                     let outcome = self.complete(&execution, completion);
                     Handled::Ready(outcome.reply_line(Some(id), self.run_id(), ReceiptKind::New))
                 }
@@ -100,71 +100,72 @@ impl Host {
     /// Handles frames that arrived together on one connection, in order. Consecutive actions
     /// (the mutations that run on an executor) are admitted under one taking of the host's
     /// lock and the ones that complete inline are stored under one more, so a pipelining
-    /// client pays for the lock twice per run of actions instead of twice per request. Reads,
-    /// task closings and anything the direct parse path does not read end a run and are
+    /// client pays for the lock twice per batch of actions instead of twice per request. Reads,
+    /// task closings and anything the direct parse path does not read end a batch and are
     /// handled on their own, after it: each frame is answered as it would be alone, in turn.
     ///
     /// Frames are taken until their ready replies reach `room` bytes (the connection's
     /// reply-byte bound, SPEC §10), at least one: an action's reply is counted as its frame's
     /// length until it exists (a reply carries what its request sent, and a replay the same),
-    /// so a run stops before it would pass the bound. The frames not taken are the caller's to
+    /// so a batch stops before it would pass the bound. The frames not taken are the caller's to
     /// hand again.
     pub fn handle_frames(&self, frames: &[&[u8]], room: usize, out: &mut Vec<Handled>) {
         let executor = &self.inner.executor;
         let check = |t: &str| executor.check_target(t);
         let start = out.len();
-        let mut run = Vec::new();
-        // Ready reply bytes pushed, and the frames' lengths of the run not yet handled.
-        let (mut used, mut in_run) = (0, 0);
+        let mut batch = Vec::new();
+        // Ready reply bytes pushed, and the frames' lengths of the batch not yet handled.
+        let (mut used, mut in_batch) = (0, 0);
         for (i, frame) in frames.iter().enumerate() {
-            if i > 0 && used + in_run >= room {
+            if i > 0 && used + in_batch >= room {
                 break;
             }
             match parse_frame(frame, &check) {
-                ParsedFrame::Request(req) if joins_a_run(&req.command) => {
-                    in_run += frame.len();
-                    run.push(req);
+                ParsedFrame::Request(req) if joins_a_batch(&req.command) => {
+                    in_batch += frame.len();
+                    batch.push(req);
                 }
                 parsed => {
-                    self.flush_run(&mut run, out);
+                    self.flush_batch(&mut batch, out);
                     out.push(match parsed {
                         ParsedFrame::Request(req) => self.handle_request(req),
                         ParsedFrame::Refused(e) => reject(e.id.as_deref(), self.run_id(), e.error),
                         ParsedFrame::General => self.handle_general(frame),
                     });
                     used = ready_bytes(&out[start..]);
-                    in_run = 0;
+                    in_batch = 0;
                 }
             }
         }
-        self.flush_run(&mut run, out);
+        self.flush_batch(&mut batch, out);
     }
 
     /// Handles the actions gathered so far.
-    fn flush_run(&self, run: &mut Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
-        match run.len() {
+    fn flush_batch(&self, batch: &mut Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
+        match batch.len() {
             0 => {}
             1 => {
-                let req = run.pop().expect("one request");
+                let req = batch.pop().expect("one request");
                 out.push(self.handle_request(req));
             }
-            _ => self.handle_run(std::mem::take(run), out),
+            _ => self.handle_batch(std::mem::take(batch), out),
         }
     }
 
-    /// [`Host::handle_frames`] for a run of directly read requests: admitted in order in one
+    /// [`Host::handle_frames`] for a batch of directly read requests: admitted in order in one
     /// critical section, executed, and the inline outcomes stored in order in another. With a
     /// journal the executions wait for their begins together, on one task
     /// ([`Host::run_begun_batch`]).
-    fn handle_run(&self, run: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
+    fn handle_batch(&self, batch: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
         let now = now_millis();
         // The keys are made before the lock is taken; under it, the book first looks every one
         // up (see [`crate::book::Book::look_ahead`]), then the requests are admitted in order.
-        let keys: Vec<RequestKey> = run.iter().map(|r| RequestKey::new(r.id)).collect();
+        let keys: Vec<RequestKey> = batch.iter().map(|r| RequestKey::new(r.id)).collect();
         let admitted: Vec<_> = {
             let mut st = self.lock();
             st.book.look_ahead(&keys);
-            run.into_iter()
+            batch
+                .into_iter()
                 .zip(keys)
                 .map(|(r, key)| (r.id, self.admit(&mut st, r, key, now)))
                 .collect()
@@ -181,9 +182,9 @@ impl Host {
                     begun.push((out.len(), execution));
                     Handled::Ready(Vec::new())
                 }
-                Ok(Admitted::Execute(execution)) => match self.run(execution) {
-                    Ran::Later(answer) => answer,
-                    Ran::Inline(execution, completion) => {
+                Ok(Admitted::Execute(execution)) => match self.launch(execution) {
+                    Launched::Later(answer) => answer,
+                    Launched::Inline(execution, completion) => {
                         inline.push((out.len(), execution, completion));
                         // Replaced by the reply below, once the outcome is stored.
                         Handled::Ready(Vec::new())
@@ -229,6 +230,6 @@ fn ready_bytes(answers: &[Handled]) -> usize {
 }
 
 /// Whether a command can share a batch's critical sections: an action an executor performs.
-fn joins_a_run(cmd: &Command) -> bool {
+fn joins_a_batch(cmd: &Command) -> bool {
     matches!(cmd, Command::Execute(_))
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 
-use super::execution::{Completion, Execution, Ran};
+use super::execution::{Completion, Execution, Launched};
 use super::task_record::{pending_of, TaskRecordData};
 use super::{Handled, Host};
 use crate::book::{ClearBatch, RequestKey};
@@ -494,11 +494,11 @@ impl Host {
         let mut inline = Vec::with_capacity(batch.len());
         let mut later = Vec::new();
         for (i, execution) in batch.into_iter().enumerate() {
-            match self.run(execution) {
-                Ran::Inline(execution, completion) => inline.push((i, execution, completion)),
-                Ran::Later(Handled::Later(reply)) => later.push((i, reply)),
-                Ran::Later(Handled::Ready(line)) => replies.send(i, line),
-                Ran::Later(Handled::Joined(_)) => {}
+            match self.launch(execution) {
+                Launched::Inline(execution, completion) => inline.push((i, execution, completion)),
+                Launched::Later(Handled::Later(reply)) => later.push((i, reply)),
+                Launched::Later(Handled::Ready(line)) => replies.send(i, line),
+                Launched::Later(Handled::Joined(_)) => {}
             }
         }
         if !later.is_empty() {

@@ -44,6 +44,7 @@ use crate::tasks::{TaskId, Tasks};
 mod admission;
 mod clear;
 mod execution;
+mod failures;
 mod fleet;
 mod fleet_book;
 mod fleet_report;

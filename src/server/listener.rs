@@ -15,7 +15,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use interprocess::local_socket::tokio::{prelude::*, Listener, Stream};
-use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
@@ -23,7 +22,8 @@ use super::connection::{Framed, LaterReply, ReplyBytes, WriterInput};
 use super::{current_uid, Connection, Limits, Outbound, Outbox, Service};
 use crate::host::Handled;
 use crate::protocol::{
-    ErrorBody, ErrorCode, FrameRead, Outcome, ReceiptKind, MAX_IN_FLIGHT_PER_CONNECTION,
+    ErrorBody, ErrorCode, FrameRead, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
+    Outcome, PeerRefusedDetails, ReceiptKind, MAX_IN_FLIGHT_PER_CONNECTION,
 };
 
 /// Accepts connections until `stop_accepting` flips, serving each on its own task in
@@ -66,7 +66,10 @@ pub async fn accept_loop<S: Service>(
                         "connection refused: peer uid {uid}; this host serves only uid {my_uid}. Connect as the host's user"
                     ),
                 )
-                .with_details(json!({"peerUid": uid, "hostUid": my_uid}));
+                .with_typed_details(&PeerRefusedDetails {
+                    peer_uid: uid,
+                    host_uid: my_uid,
+                });
                 refuse(stream, &body, service.run_id(), &refusals);
                 continue;
             }
@@ -83,7 +86,9 @@ pub async fn accept_loop<S: Service>(
                     limits.max_connections
                 ),
             )
-            .with_details(json!({"maxConnections": limits.max_connections}));
+            .with_typed_details(&HostBusyDetails {
+                max_connections: limits.max_connections,
+            });
             refuse(stream, &body, service.run_id(), &refusals);
             continue;
         };
@@ -160,11 +165,8 @@ pub async fn serve_connection<S: Service>(
     let inflight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let run_id = service.run_id().to_owned();
     let mut answers: Vec<Handled> = Vec::new();
-    let error_line = |code: ErrorCode, message: &str, details: Option<serde_json::Value>| {
-        let mut body = ErrorBody::new(code, message);
-        body.details = details;
-        Outcome::err(&body).reply_line(None, &run_id, ReceiptKind::None)
-    };
+    let error_line =
+        |body: ErrorBody| Outcome::err(&body).reply_line(None, &run_id, ReceiptKind::None);
     // When the frame being read began, and since when the connection has had nothing to do.
     let mut frame_since: Option<Instant> = None;
     let mut idle_since: Option<Instant> = None;
@@ -279,8 +281,12 @@ pub async fn serve_connection<S: Service>(
                         "the frame was not complete within {} ms of its first byte; nothing of it was executed and the connection is closed. Send each request whole, ending with a newline (or start the host with a larger --frame-timeout-ms)",
                         limits.frame_timeout.as_millis()
                     );
-                    let details = json!({"frameTimeoutMs": limits.frame_timeout.as_millis() as u64});
-                    framed.queue_ready(&error_line(ErrorCode::FrameTimeout, &msg, Some(details)), None);
+                    let body = ErrorBody::new(ErrorCode::FrameTimeout, msg).with_typed_details(
+                        &FrameTimeoutDetails {
+                            frame_timeout_ms: limits.frame_timeout.as_millis() as u64,
+                        },
+                    );
+                    framed.queue_ready(&error_line(body), None);
                     break;
                 }
             }
@@ -337,20 +343,20 @@ pub async fn serve_connection<S: Service>(
                     "the frame is longer than {} bytes; send smaller requests or start the host with a larger --max-frame-bytes. The connection is closed",
                     framed.max_frame_bytes()
                 );
-                let details = json!({"maxFrameBytes": framed.max_frame_bytes()});
-                framed.queue_ready(
-                    &error_line(ErrorCode::FrameTooLarge, &msg, Some(details)),
-                    None,
+                let body = ErrorBody::new(ErrorCode::FrameTooLarge, msg).with_typed_details(
+                    &FrameTooLargeDetails {
+                        max_frame_bytes: framed.max_frame_bytes(),
+                    },
                 );
+                framed.queue_ready(&error_line(body), None);
                 break;
             }
             Ok(FrameRead::Partial) => {
                 framed.queue_ready(
-                    &error_line(
+                    &error_line(ErrorBody::new(
                         ErrorCode::BadRequest,
                         "the connection closed in the middle of a frame; nothing of it was executed. End every request with a newline",
-                        None,
-                    ),
+                    )),
                     None,
                 );
                 break;
