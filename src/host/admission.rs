@@ -54,7 +54,7 @@ impl Host {
         now: i64,
     ) -> Result<Admitted<'a>, Handled> {
         let DirectRequest {
-            id,
+            request_id,
             command: cmd,
             request,
         } = req;
@@ -64,7 +64,7 @@ impl Host {
         if let Command::Execute(ExecutorCommand::Start(p)) = &cmd {
             if let Err(msg) = self.inner.executor.check_start(p.url.as_deref()) {
                 return Err(reject(
-                    Some(id),
+                    Some(request_id),
                     run_id,
                     ErrorBody::new(
                         ErrorCode::BadRequest,
@@ -80,30 +80,31 @@ impl Host {
                     let stored = r.method;
                     let first_seen = r.first_seen;
                     st.events.publish("request.rejected", now, || {
-                        rejected(id, method, None, ErrorCode::RequestIdReused)
+                        rejected(request_id, method, None, ErrorCode::RequestIdReused)
                     });
                     return Err(reject(
-                        Some(id),
+                        Some(request_id),
                         run_id,
-                        reused_error(id, stored, first_seen),
+                        reused_error(request_id, stored, first_seen),
                     ));
                 }
                 return Err(match &r.reply {
                     ReplySlot::Done(outcome) => {
                         r.replays += 1;
-                        let line = outcome.reply_line(Some(id), run_id, ReceiptKind::Replayed);
+                        let line =
+                            outcome.reply_line(Some(request_id), run_id, ReceiptKind::Replayed);
                         let durable = self.pending_durability(r.seq);
                         st.counters.replays += 1;
                         st.events
                             .publish_receipt("receipt.replayed", now, || ReceiptFacts::Seen {
-                                request_id: id.into(),
+                                request_id: request_id.into(),
                                 method: method.as_str(),
                             });
                         match durable {
                             None => Handled::Ready(line),
                             // Stored, but its completion is not durable yet: no client sees
                             // it before the journal has it.
-                            Some(ticket) => self.reply_once_durable(id, ticket, line),
+                            Some(ticket) => self.reply_once_durable(request_id, ticket, line),
                         }
                     }
                     ReplySlot::Running(_) => {
@@ -112,21 +113,21 @@ impl Host {
                         st.counters.joins += 1;
                         st.events
                             .publish_receipt("receipt.joined", now, || ReceiptFacts::Seen {
-                                request_id: id.into(),
+                                request_id: request_id.into(),
                                 method: method.as_str(),
                             });
-                        self.reply_when_done(id, rx, ReceiptKind::Joined)
+                        self.reply_when_done(request_id, rx, ReceiptKind::Joined)
                     }
                 });
             }
             Entry::Tombstone(t, batch) => {
                 let same = t.digest == digest(&request);
                 st.counters.rejected_cleared += 1;
-                let error = cleared_error(id, batch.at, &batch.reason, same);
+                let error = cleared_error(request_id, batch.at, &batch.reason, same);
                 st.events.publish("request.rejected", now, || {
-                    rejected(id, method, None, ErrorCode::ReceiptCleared)
+                    rejected(request_id, method, None, ErrorCode::ReceiptCleared)
                 });
-                return Err(reject(Some(id), run_id, error));
+                return Err(reject(Some(request_id), run_id, error));
             }
             Entry::Vacant(vacancy) => vacancy,
         };
@@ -140,9 +141,13 @@ impl Host {
         };
         if self.is_shutting_down() {
             st.events.publish("request.rejected", now, || {
-                rejected(id, method, None, ErrorCode::ShuttingDown)
+                rejected(request_id, method, None, ErrorCode::ShuttingDown)
             });
-            return Err(reject(Some(id), run_id, shutting_down_error(method)));
+            return Err(reject(
+                Some(request_id),
+                run_id,
+                shutting_down_error(method),
+            ));
         }
 
         // Admission: the task must exist and accept the action.
@@ -156,20 +161,29 @@ impl Host {
                 let Some(task) = st.tasks.get_mut(tid) else {
                     if let Some(record) = st.tasks.closed(tid) {
                         st.events.publish("request.rejected", now, || {
-                            rejected(id, method, Some(tid), ErrorCode::TaskClosed)
+                            rejected(request_id, method, Some(tid), ErrorCode::TaskClosed)
                         });
                         let error =
                             admission_error(&record.to_task(tid), method, ErrorCode::TaskClosed);
-                        return Err(reject(Some(id), run_id, error));
+                        return Err(reject(Some(request_id), run_id, error));
                     }
                     st.events.publish("request.rejected", now, || {
-                        rejected(id, method, Some(tid), ErrorCode::TaskNotFound)
+                        rejected(request_id, method, Some(tid), ErrorCode::TaskNotFound)
                     });
                     if self.ledger().is_some() {
                         // Tasks stay with their host: say which one has it.
-                        return Err(self.unknown_task_in_fleet(id, Some(&request), tid, method));
+                        return Err(self.unknown_task_in_fleet(
+                            request_id,
+                            Some(&request),
+                            tid,
+                            method,
+                        ));
                     }
-                    return Err(reject(Some(id), run_id, unknown_task_error(tid, run_id)));
+                    return Err(reject(
+                        Some(request_id),
+                        run_id,
+                        unknown_task_error(tid, run_id),
+                    ));
                 };
                 if let Err(refusal) = task.admit(method) {
                     let code = refusal.code();
@@ -179,19 +193,24 @@ impl Host {
                         st.counters.rejected_blocked += 1;
                     }
                     st.events.publish("request.rejected", now, || {
-                        rejected(id, method, Some(tid), code)
+                        rejected(request_id, method, Some(tid), code)
                     });
-                    return Err(reject(Some(id), run_id, error));
+                    return Err(reject(Some(request_id), run_id, error));
                 }
                 Some(task.id.clone())
             }
         };
 
-        if let Some(error) = self.lease_refusal(id, method) {
+        if let Some(error) = self.lease_refusal(request_id, method) {
             st.events.publish("request.rejected", now, || {
-                rejected(id, method, task_id.as_deref(), ErrorCode::LedgerUnavailable)
+                rejected(
+                    request_id,
+                    method,
+                    task_id.as_deref(),
+                    ErrorCode::LedgerUnavailable,
+                )
             });
-            return Err(reject(Some(id), run_id, error));
+            return Err(reject(Some(request_id), run_id, error));
         }
         let slot =
             match vacancy.insert_running(request.into_boxed_str(), method, task_id.clone(), now) {
@@ -199,9 +218,13 @@ impl Host {
                 Err(full) => {
                     st.counters.rejected_capacity += 1;
                     st.events.publish("request.rejected", now, || {
-                        rejected(id, method, None, ErrorCode::ReceiptCapacityFull)
+                        rejected(request_id, method, None, ErrorCode::ReceiptCapacityFull)
                     });
-                    return Err(reject(Some(id), run_id, capacity_error(method, &full)));
+                    return Err(reject(
+                        Some(request_id),
+                        run_id,
+                        capacity_error(method, &full),
+                    ));
                 }
             };
         let is_closing = mutation.is_err();
@@ -222,10 +245,10 @@ impl Host {
                 Err(e) => {
                     // Nothing can be made durable: the executor is never asked to act.
                     self.journal_failed(&e);
-                    let outcome = Arc::new(Outcome::err(&not_recorded(id, method, &e)));
+                    let outcome = Arc::new(Outcome::err(&not_recorded(request_id, method, &e)));
                     st.book.complete(&key, outcome.clone(), now);
                     return Err(Handled::Ready(outcome.reply_line(
-                        Some(id),
+                        Some(request_id),
                         run_id,
                         ReceiptKind::New,
                     )));
@@ -238,16 +261,16 @@ impl Host {
         }
         st.events
             .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
-                request_id: id.into(),
+                request_id: request_id.into(),
                 method: method.as_str(),
                 task_id: task_id.clone(),
             });
 
         let execution = Execution {
-            id: Cow::Borrowed(id),
+            request_id: Cow::Borrowed(request_id),
             key,
             slot,
-            cmd: (),
+            command: (),
             task_id,
             admitted_at: now,
             begun,
@@ -270,16 +293,16 @@ impl Host {
             "created and closed in one critical section"
         );
         let Execution {
-            id,
+            request_id,
             key,
-            cmd,
+            command,
             task_id,
             admitted_at: now,
             ..
         } = execution;
-        let method = cmd.method();
+        let method = command.method();
         let tid = task_id.expect("task closings name an admitted task");
-        let line = outcome.reply_line(Some(&id), self.run_id(), ReceiptKind::New);
+        let line = outcome.reply_line(Some(&request_id), self.run_id(), ReceiptKind::New);
         let (Some(journal), Some(task_record)) = (self.journal(), task_record) else {
             return Handled::Ready(line);
         };
@@ -306,15 +329,17 @@ impl Host {
         match appended {
             Ok(ticket) => {
                 st.book.set_seq(usize::MAX, &key, ticket.seq());
-                self.reply_once_durable(&id, ticket, line)
+                self.reply_once_durable(&request_id, ticket, line)
             }
             Err(e) => {
                 self.journal_failed(&e);
-                Handled::Ready(Outcome::err(&not_recorded(&id, method, &e)).reply_line(
-                    Some(&id),
-                    run_id,
-                    ReceiptKind::None,
-                ))
+                Handled::Ready(
+                    Outcome::err(&not_recorded(&request_id, method, &e)).reply_line(
+                        Some(&request_id),
+                        run_id,
+                        ReceiptKind::None,
+                    ),
+                )
             }
         }
     }
@@ -328,20 +353,20 @@ impl Host {
         execution: &Execution<'_, CloseCommand>,
     ) -> (Arc<Outcome>, Option<ReplyWaiters>, Option<TaskRecordData>) {
         let Execution {
-            id,
+            request_id,
             key,
-            cmd,
+            command,
             task_id,
             admitted_at: now,
             ..
         } = execution;
         let now = *now;
-        let method = cmd.method();
+        let method = command.method();
         let tid = task_id
             .as_ref()
             .expect("task closings name an admitted task");
         let task = st.tasks.get_mut(tid).expect("admitted task exists");
-        match cmd {
+        match command {
             CloseCommand::Stop(p) => task.stop(p.reason.clone(), now),
             CloseCommand::Finish(_) => task.finish(now),
         }
@@ -365,7 +390,7 @@ impl Host {
             .ok()
             .flatten();
         st.events.publish("task.updated", now, || to_data(&summary));
-        publish_completed(st, id, method, &outcome, now);
+        publish_completed(st, request_id, method, &outcome, now);
         (outcome, waiters, task_record)
     }
 
@@ -382,7 +407,7 @@ impl Host {
         if !open {
             let tid = execution.task_id.as_deref().unwrap_or("");
             let error = match st.tasks.get(tid) {
-                Some(t) => admission_error(t, execution.cmd.method(), ErrorCode::TaskClosed),
+                Some(t) => admission_error(t, execution.command.method(), ErrorCode::TaskClosed),
                 None => unknown_task_error(tid, self.run_id()),
             };
             let outcome = Arc::new(Outcome::err(&error));
@@ -394,8 +419,8 @@ impl Host {
                 .flatten();
             publish_completed(
                 &mut st,
-                &execution.id,
-                execution.cmd.method(),
+                &execution.request_id,
+                execution.command.method(),
                 &outcome,
                 now,
             );

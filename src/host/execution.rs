@@ -47,13 +47,13 @@ use crate::tasks::{PendingOutcome, Task, TaskId};
 /// fleet ledger; without one, admission closes the task itself).
 pub(super) struct Execution<'a, C = ExecutorCommand> {
     /// The request ID as the caller sent it: replies and events spell it this way.
-    pub(super) id: Cow<'a, str>,
+    pub(super) request_id: Cow<'a, str>,
     /// The receipt's key in the book.
     pub(super) key: RequestKey,
     /// Where the receipt was created (a hint for storing its outcome).
     pub(super) slot: usize,
     /// The checked command: what the executor is asked to do, or the closing.
-    pub(super) cmd: C,
+    pub(super) command: C,
     /// The admitted task the command acts on; `None` for `task.start`, whose task does not
     /// exist until its page opens.
     pub(super) task_id: Option<TaskId>,
@@ -71,10 +71,10 @@ impl<C> Execution<'_, C> {
     /// The same execution owning its request ID, to outlive the frame it came from.
     pub(super) fn into_owned(self) -> Execution<'static, C> {
         Execution {
-            id: Cow::Owned(self.id.into_owned()),
+            request_id: Cow::Owned(self.request_id.into_owned()),
             key: self.key,
             slot: self.slot,
-            cmd: self.cmd,
+            command: self.command,
             task_id: self.task_id,
             admitted_at: self.admitted_at,
             begun: self.begun,
@@ -84,13 +84,13 @@ impl<C> Execution<'_, C> {
 }
 
 impl<'a> Execution<'a, ()> {
-    /// The execution of `cmd` under the receipt admission just created.
-    pub(super) fn with<C>(self, cmd: C) -> Execution<'a, C> {
+    /// The execution of `command` under the receipt admission just created.
+    pub(super) fn with<C>(self, command: C) -> Execution<'a, C> {
         Execution {
-            id: self.id,
+            request_id: self.request_id,
             key: self.key,
             slot: self.slot,
-            cmd,
+            command,
             task_id: self.task_id,
             admitted_at: self.admitted_at,
             begun: self.begun,
@@ -140,7 +140,7 @@ impl Mutation for CloseCommand {
         execution: &Execution<'static, CloseCommand>,
     ) -> (Stored, Option<TaskId>) {
         let closed = host.close_claimed(execution);
-        if let CloseCommand::Stop(_) = execution.cmd {
+        if let CloseCommand::Stop(_) = execution.command {
             host.settle_stopped_task(execution.task_id.as_deref());
         }
         (closed, None)
@@ -236,7 +236,11 @@ impl Completion {
     /// executor was never asked to act.
     pub(super) fn not_begun(execution: &Execution<'_>, error: &journal::Error) -> Completion {
         Completion {
-            outcome: Arc::new(not_begun(&execution.id, execution.cmd.method(), error)),
+            outcome: Arc::new(not_begun(
+                &execution.request_id,
+                execution.command.method(),
+                error,
+            )),
             effect: TaskEffect::None,
             at: now_millis(),
         }
@@ -377,7 +381,7 @@ impl Host {
     fn spawn(&self, execution: Execution<'static>, started: Started) -> Handled {
         // Whatever the first poll registered with the no-op waker is registered again when the
         // spawned task polls it with its own.
-        let id = execution.id.to_string();
+        let id = execution.request_id.to_string();
         let host = self.clone();
         let done = tokio::spawn(async move {
             // Should this future be dropped unfinished (the runtime going away), the copies
@@ -399,7 +403,7 @@ impl Host {
             // is answered before the completion is durable too.
             let stored = host.complete_locked(&mut host.lock(), &execution, completion);
             let idle = stored.now_idle;
-            let outcome = stored.wake_durable(&host, &execution.id).await;
+            let outcome = stored.wake_durable(&host, &execution.request_id).await;
             host.ring_idle(idle);
             unfinished.key = None;
             outcome
@@ -442,7 +446,7 @@ impl Host {
     /// [`Host::spawn`]). A begin the journal could not keep is answered `INTERNAL` with
     /// delivery `not_executed`: the executor was never asked to act.
     fn spawn_after(&self, execution: Execution<'static>, begun: Ticket) -> Handled {
-        let id = execution.id.to_string();
+        let id = execution.request_id.to_string();
         let host = self.clone();
         let done = tokio::spawn(async move {
             let mut unfinished = Unfinished {
@@ -464,7 +468,7 @@ impl Host {
                 // Nothing ran: the answer is certain, whatever the journal can still keep.
                 stored.wake()
             } else {
-                stored.wake_durable(&host, &execution.id).await
+                stored.wake_durable(&host, &execution.request_id).await
             };
             host.ring_idle(idle);
             unfinished.key = None;
@@ -484,7 +488,7 @@ impl Host {
     /// answered. A claim the ledger settles otherwise (the ID was there already, the book is
     /// full, the ledger is unreachable) is answered without executing anything.
     pub(super) fn spawn_claimed<C: Mutation>(&self, execution: Execution<'static, C>) -> Handled {
-        let id = execution.id.to_string();
+        let id = execution.request_id.to_string();
         let host = self.clone();
         let done = tokio::spawn(async move {
             let mut unfinished = Unfinished {
@@ -500,7 +504,7 @@ impl Host {
             let outcome = host.store_in_ledger(&execution, stored, opened).await;
             host.ring_idle(idle);
             unfinished.key = None;
-            outcome.reply_line(Some(&execution.id), host.run_id(), ReceiptKind::New)
+            outcome.reply_line(Some(&execution.request_id), host.run_id(), ReceiptKind::New)
         });
         let host = self.clone();
         Handled::Later(Box::pin(async move {
@@ -525,7 +529,7 @@ impl Host {
     fn start(&self, execution: &Execution<'_>) -> Started {
         let executor = &self.inner.executor;
         let deadline = Instant::now() + self.inner.config.action_timeout;
-        match &execution.cmd {
+        match &execution.command {
             ExecutorCommand::Start(p) => {
                 let task = NewTask {
                     id: uuid::Uuid::new_v4().to_string().into(),
@@ -550,7 +554,7 @@ impl Host {
                 let action = a.action.clone();
                 Started::Act(
                     task.clone(),
-                    executor.act_for(&execution.id, task, action, deadline),
+                    executor.act_for(&execution.request_id, task, action, deadline),
                 )
             }
         }
@@ -558,8 +562,8 @@ impl Host {
 
     /// Turns what the executor answered into the outcome to store and its effect on the task.
     fn interpret(&self, execution: &Execution<'_>, finished: Finished) -> (Outcome, TaskEffect) {
-        let id = &*execution.id;
-        let cmd = &execution.cmd;
+        let id = &*execution.request_id;
+        let cmd = &execution.command;
         let method = cmd.method();
         match finished {
             Finished::Open(task, Ok(())) => {
@@ -666,7 +670,7 @@ impl Host {
             at: now,
         } = completion;
         let key = &execution.key;
-        let method = execution.cmd.method();
+        let method = execution.command.method();
         let task_id = execution.task_id.as_deref();
         let result = outcome.code.map_or("ok", ErrorCode::as_str);
         let mut task_record = None;
@@ -690,7 +694,7 @@ impl Host {
                     .unwrap_or_default();
                 if let Some(task) = task_id.and_then(|t| st.tasks.get_mut(t)) {
                     let pending = PendingOutcome {
-                        request_id: execution.id.to_string(),
+                        request_id: execution.request_id.to_string(),
                         method,
                         params,
                         expect,
@@ -739,7 +743,7 @@ impl Host {
             }
             ticket
         });
-        publish_completed(st, &execution.id, method, &outcome, now);
+        publish_completed(st, &execution.request_id, method, &outcome, now);
         Stored {
             outcome,
             waiters,
@@ -772,8 +776,8 @@ fn panicked(
     execution: &Execution<'_>,
     panic: Box<dyn std::any::Any + Send>,
 ) -> (Outcome, TaskEffect) {
-    let id = &*execution.id;
-    let method = execution.cmd.method();
+    let id = &*execution.request_id;
+    let method = execution.command.method();
     let what = panic
         .downcast_ref::<&str>()
         .map(|s| s.to_string())
@@ -781,7 +785,7 @@ fn panicked(
         .unwrap_or_else(|| "a panic".into());
     tracing::error!(request_id = %id, method = %method, "execution panicked: {what}");
     let error = internal_error(id, method, execution.task_id.as_deref(), &what);
-    let effect = match execution.cmd.expectation() {
+    let effect = match execution.command.expectation() {
         Some(e) => TaskEffect::Uncertain(e),
         None => TaskEffect::None,
     };

@@ -184,8 +184,8 @@ impl Host {
             .ledger()
             .expect("claims are made with a ledger")
             .clone();
-        let id = &*execution.id;
-        let method = execution.cmd.method();
+        let id = &*execution.request_id;
+        let method = execution.command.method();
         let request = {
             let st = self.lock();
             match st.book.get(&execution.key) {
@@ -253,8 +253,8 @@ impl Host {
         request: &str,
         mut row: LedgerReceipt,
     ) -> Vec<u8> {
-        let id = &*execution.id;
-        let method = execution.cmd.method();
+        let id = &*execution.request_id;
+        let method = execution.command.method();
         let mut kind = ReceiptKind::Replayed;
         loop {
             if row.request != request {
@@ -331,12 +331,12 @@ impl Host {
         outcome: Arc<Outcome>,
     ) -> Option<ErrorBody> {
         let now = now_millis();
-        let method = execution.cmd.method();
+        let method = execution.command.method();
         let waiters = {
             let mut st = self.lock();
             if let Some((_, batch)) = st.book.tombstone(&execution.key) {
                 return Some(super::admission::cleared_error(
-                    &execution.id,
+                    &execution.request_id,
                     batch.at,
                     &batch.reason,
                     true,
@@ -350,7 +350,7 @@ impl Host {
             // Counted as an execution at admission; it was a copy of another host's.
             st.counters.executions = st.counters.executions.saturating_sub(1);
             st.counters.replays += 1;
-            publish_completed(&mut st, &execution.id, method, &outcome, now);
+            publish_completed(&mut st, &execution.request_id, method, &outcome, now);
             waiters
         };
         if let Some(w) = waiters {
@@ -367,8 +367,8 @@ impl Host {
         execution: &Execution<'_, impl Mutation>,
         error: ErrorBody,
     ) -> Vec<u8> {
-        let id = &*execution.id;
-        let method = execution.cmd.method();
+        let id = &*execution.request_id;
+        let method = execution.command.method();
         let now = now_millis();
         let code = error.code;
         let outcome = Arc::new(Outcome::err(&error));
@@ -442,7 +442,7 @@ impl Host {
         opened: Option<TaskId>,
     ) -> Arc<Outcome> {
         let ledger = self.ledger().expect("a ledger").clone();
-        let id = &*execution.id;
+        let id = &*execution.request_id;
         let body = stored.outcome().body.to_string();
         let mut pause = Duration::from_millis(20);
         loop {

@@ -69,7 +69,7 @@ impl Host {
             }
         };
         self.handle_request(DirectRequest {
-            id,
+            request_id: id,
             command,
             request,
         })
@@ -80,7 +80,7 @@ impl Host {
     /// keeps).
     fn handle_request(&self, req: DirectRequest<'_>) -> Handled {
         let now = now_millis();
-        let id = req.id;
+        let id = req.request_id;
         let key = RequestKey::new(id);
         let admitted = self.admit(&mut self.lock(), req, key, now);
         match admitted {
@@ -160,14 +160,17 @@ impl Host {
         let now = now_millis();
         // The keys are made before the lock is taken; under it, the book first looks every one
         // up (see [`crate::book::Book::look_ahead`]), then the requests are admitted in order.
-        let keys: Vec<RequestKey> = batch.iter().map(|r| RequestKey::new(r.id)).collect();
+        let keys: Vec<RequestKey> = batch
+            .iter()
+            .map(|r| RequestKey::new(r.request_id))
+            .collect();
         let admitted: Vec<_> = {
             let mut st = self.lock();
             st.book.look_ahead(&keys);
             batch
                 .into_iter()
                 .zip(keys)
-                .map(|(r, key)| (r.id, self.admit(&mut st, r, key, now)))
+                .map(|(r, key)| (r.request_id, self.admit(&mut st, r, key, now)))
                 .collect()
         };
         let mut inline = Vec::new();
@@ -206,7 +209,7 @@ impl Host {
             for (position, execution, completion) in inline {
                 let done = self.complete_locked(&mut st, &execution, completion);
                 idle = done.now_idle;
-                stored.push((position, execution.id, done));
+                stored.push((position, execution.request_id, done));
             }
         }
         for (position, id, done) in stored {

@@ -393,10 +393,10 @@ impl Host {
         let first = executions.first().map_or(0, |(position, _)| *position);
         for (position, execution) in executions {
             let Execution {
-                id,
+                request_id,
                 key,
                 slot,
-                cmd,
+                command,
                 task_id,
                 admitted_at,
                 begun,
@@ -407,7 +407,7 @@ impl Host {
                     last = Some(t);
                 }
             }
-            let id = id.into_owned();
+            let id = request_id.into_owned();
             if together {
                 out[position] = Handled::Joined(first);
                 ids.push(id.clone());
@@ -424,10 +424,10 @@ impl Host {
                 senders.push(Some(tx));
             }
             batch.push(Execution {
-                id: Cow::Owned(id),
+                request_id: Cow::Owned(id),
                 key,
                 slot,
-                cmd,
+                command,
                 task_id,
                 admitted_at,
                 begun: None,
@@ -482,9 +482,9 @@ impl Host {
             }
             for (i, (execution, done)) in stored.into_iter().enumerate() {
                 // Nothing ran: the answer is certain, whatever the journal can still keep.
-                let line = done
-                    .wake()
-                    .reply_line(Some(&execution.id), run_id, ReceiptKind::New);
+                let line =
+                    done.wake()
+                        .reply_line(Some(&execution.request_id), run_id, ReceiptKind::New);
                 replies.send(i, line);
             }
             replies.finish();
@@ -518,10 +518,10 @@ impl Host {
         // The completions were appended in order under one lock: once the first is durable
         // the others usually are too, and their waits return at once.
         for (i, execution, done) in stored {
-            let outcome = done.wake_durable(self, &execution.id).await;
+            let outcome = done.wake_durable(self, &execution.request_id).await;
             replies.send(
                 i,
-                outcome.reply_line(Some(&execution.id), run_id, ReceiptKind::New),
+                outcome.reply_line(Some(&execution.request_id), run_id, ReceiptKind::New),
             );
         }
         self.ring_idle(idle);

@@ -24,7 +24,7 @@ use super::params::{
 #[derive(Debug)]
 pub struct DirectRequest<'a> {
     /// The caller's request ID (already validated), borrowed from the frame.
-    pub id: &'a str,
+    pub request_id: &'a str,
     /// The checked command.
     pub command: Command,
     /// The canonical `{method, params}`: the fingerprint the receipt keeps.
@@ -181,7 +181,7 @@ impl<'a> Read<'a> {
             return ParsedFrame::General;
         };
         ParsedFrame::Request(DirectRequest {
-            id: self.id,
+            request_id: self.id,
             command,
             request,
         })
@@ -472,7 +472,11 @@ mod tests {
         let shown = String::from_utf8_lossy(frame);
         match parse_frame(frame, &check_target) {
             ParsedFrame::Request(r) => {
-                let direct = Ok((r.id.to_owned(), format!("{:?}", r.command), r.request));
+                let direct = Ok((
+                    r.request_id.to_owned(),
+                    format!("{:?}", r.command),
+                    r.request,
+                ));
                 if direct != general {
                     return Err(format!("{shown}\n direct {direct:?}\ngeneral {general:?}"));
                 }
@@ -522,7 +526,7 @@ mod tests {
         }
         // Canonical params: the fingerprint is the text itself.
         let r = direct(r##"{"id":"r1","method":"page.fill","params":{"target":"#title","taskId":"t","value":"a\n\u0001é"}}"##).unwrap();
-        assert_eq!(r.id, "r1");
+        assert_eq!(r.request_id, "r1");
         assert_eq!(r.command.method(), Method::PageFill);
         assert_eq!(
             r.request,
