@@ -41,7 +41,87 @@ pub(super) enum Admitted<'a> {
     CloseClaimed(Execution<'a, CloseCommand>),
 }
 
+/// When admission appends a new receipt's begin to the journal.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Begin {
+    /// At once: the execution leaves admission with its ticket.
+    Append,
+    /// Together with the rest of its batch, by [`Host::append_begins`] under the same taking
+    /// of the lock: the execution leaves admission without a ticket.
+    WithBatch,
+}
+
 impl Host {
+    /// Appends the begins of a batch's new receipts (admitted with [`Begin::WithBatch`] under
+    /// this same taking of the lock) as one append: one taking of the journal's lock and at
+    /// most one wake of its flusher for the lot. The records are the ones each admission would
+    /// have appended, in the same order; every execution gets the one ticket, so none acts
+    /// before all the batch's begins are durable. Should the journal refuse the append,
+    /// nothing is executed: each receipt stores the `INTERNAL` answer saying so, as admission
+    /// does, and the host stops.
+    pub(super) fn append_begins(
+        &self,
+        st: &mut State,
+        admitted: &mut [(&str, Result<Admitted<'_>, Handled>)],
+        now: i64,
+    ) {
+        let Some(journal) = self.journal() else {
+            return;
+        };
+        let run_id = self.run_id();
+        let appended = {
+            let mut records = Vec::with_capacity(admitted.len());
+            for (_, a) in admitted.iter() {
+                if let Ok(Admitted::Execute(execution)) = a {
+                    let r = st
+                        .book
+                        .get(&execution.key)
+                        .expect("the receipt was just created");
+                    records.push(Record::ReceiptBegun(Begun {
+                        request_id: &execution.key,
+                        run_id,
+                        method: execution.command.method().as_str(),
+                        task_id: execution.task_id.as_deref(),
+                        request: &r.request,
+                        at: execution.admitted_at,
+                    }));
+                }
+            }
+            if records.is_empty() {
+                return;
+            }
+            journal.append_batch(&records)
+        };
+        match appended {
+            Ok(ticket) => {
+                for (_, a) in admitted.iter_mut() {
+                    if let Ok(Admitted::Execute(execution)) = a {
+                        execution.begun = Some(ticket.clone());
+                    }
+                }
+            }
+            Err(e) => {
+                // Nothing can be made durable: no executor is asked to act.
+                self.journal_failed(&e);
+                for (id, a) in admitted.iter_mut() {
+                    let Ok(Admitted::Execute(execution)) = a else {
+                        continue;
+                    };
+                    let method = execution.command.method();
+                    let outcome = Arc::new(Outcome::err(&not_recorded(id, method, &e)));
+                    // Copies of the request later in the batch joined it: they get this too.
+                    st.book.complete(&execution.key, outcome.clone(), now);
+                    publish_completed(st, id, method, &outcome, now);
+                    *a = Err(Handled::Ready(outcome.reply_line(
+                        Some(id),
+                        run_id,
+                        ReceiptKind::New,
+                    )));
+                }
+            }
+        }
+    }
+
     /// The receipt rules for one request whose params are already checked (`req.request` is
     /// its canonical `{method, params}`, the fingerprint the receipt keeps), applied in the
     /// host's critical section: answered at once (`Err`), a read to run, or a new receipt to
@@ -52,6 +132,7 @@ impl Host {
         req: DirectRequest<'a>,
         key: RequestKey,
         now: i64,
+        begin: Begin,
     ) -> Result<Admitted<'a>, Handled> {
         let DirectRequest {
             request_id,
@@ -230,7 +311,7 @@ impl Host {
         let is_closing = mutation.is_err();
         let claim = self.ledger().is_some();
         let mut begun = None;
-        if let (Some(journal), false) = (self.journal(), is_closing) {
+        if let (Some(journal), false, Begin::Append) = (self.journal(), is_closing, begin) {
             let r = st.book.get(&key).expect("the receipt was just created");
             let record = Record::ReceiptBegun(Begun {
                 request_id: &key,

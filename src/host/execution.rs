@@ -171,6 +171,17 @@ pub(super) struct Stored {
     durable: Option<Result<Ticket, journal::Error>>,
 }
 
+/// An outcome stored under the host's lock whose completion is not yet appended to the journal
+/// ([`Host::journal_completions`] appends it, under the same taking of the lock).
+pub(super) struct Unjournaled {
+    /// The stored outcome, its ticket still to come.
+    pub(super) stored: Stored,
+    /// The task's record to append with the completion, when the completion changed the task.
+    task_record: Option<TaskRecordData>,
+    /// When it completed (epoch ms).
+    at: i64,
+}
+
 impl Stored {
     /// An outcome stored with nothing to make durable locally (the ledger's turn comes next).
     pub(super) fn new(
@@ -656,14 +667,73 @@ impl Host {
     }
 
     /// The part of [`Host::complete`] done under the host's lock: applies the effect, stores
-    /// the outcome and publishes the completion. The caller wakes the waiters it returns once
-    /// the lock is let go.
+    /// the outcome, publishes the completion and appends it to the journal. The caller wakes
+    /// the waiters it returns once the lock is let go.
     pub(super) fn complete_locked(
         &self,
         st: &mut State,
         execution: &Execution<'_>,
         completion: Completion,
     ) -> Stored {
+        let mut done = self.store_locked(st, execution, completion);
+        self.journal_completions(st, &mut [(execution, &mut done)]);
+        done.stored
+    }
+
+    /// Appends the completion records (each with its task record, when it has one) of
+    /// executions stored under this same taking of the lock as one append: one taking of the
+    /// journal's lock and at most one wake of its flusher for the lot. The records are the ones
+    /// each completion would have on its own, in the same order; they become durable together,
+    /// and every reply waits for the one ticket. Nobody can read the stored outcomes before the
+    /// lock is let go, so each receipt knows its completion's sequence number by then.
+    pub(super) fn journal_completions(
+        &self,
+        st: &mut State,
+        done: &mut [(&Execution<'_>, &mut Unjournaled)],
+    ) {
+        let Some(j) = self.journal() else { return };
+        if done.is_empty() {
+            return;
+        }
+        let run_id = self.run_id();
+        let appended = {
+            let mut records = Vec::with_capacity(done.len());
+            for (execution, d) in done.iter() {
+                records.push(Record::ReceiptCompleted(Completed {
+                    request_id: &execution.key,
+                    reply: d.stored.outcome.body.as_bytes(),
+                    at: d.at,
+                }));
+                if let Some(t) = &d.task_record {
+                    records.push(t.record(run_id));
+                }
+            }
+            j.append_batch(&records)
+        };
+        match appended {
+            Ok(ticket) => {
+                for (execution, d) in done.iter_mut() {
+                    st.book
+                        .set_seq(execution.slot, &execution.key, ticket.seq());
+                    d.stored.durable = Some(Ok(ticket.clone()));
+                }
+            }
+            Err(e) => {
+                for (_, d) in done.iter_mut() {
+                    d.stored.durable = Some(Err(e.copy_of_append_error()));
+                }
+            }
+        }
+    }
+
+    /// The part of [`Host::complete_locked`] before the journal: applies the effect, stores the
+    /// outcome and publishes the completion.
+    pub(super) fn store_locked(
+        &self,
+        st: &mut State,
+        execution: &Execution<'_>,
+        completion: Completion,
+    ) -> Unjournaled {
         let Completion {
             outcome,
             effect,
@@ -727,28 +797,16 @@ impl Host {
             .finish_at(execution.slot, key, outcome.clone(), now)
             .ok()
             .flatten();
-        let durable = self.journal().map(|j| {
-            let completed = Record::ReceiptCompleted(Completed {
-                request_id: key,
-                reply: outcome.body.as_bytes(),
-                at: now,
-            });
-            let run_id = self.run_id();
-            let ticket = match &task_record {
-                Some(t) => j.append_batch([&completed, &t.record(run_id)]),
-                None => j.append(&completed),
-            };
-            if let Ok(t) = &ticket {
-                st.book.set_seq(execution.slot, key, t.seq());
-            }
-            ticket
-        });
         publish_completed(st, &execution.request_id, method, &outcome, now);
-        Stored {
-            outcome,
-            waiters,
-            now_idle: st.book.running() == 0,
-            durable,
+        Unjournaled {
+            stored: Stored {
+                outcome,
+                waiters,
+                now_idle: st.book.running() == 0,
+                durable: None,
+            },
+            task_record,
+            at: now,
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-use super::admission::Admitted;
+use super::admission::{Admitted, Begin};
 use super::execution::Launched;
 use super::{reject, Handled, Host};
 use crate::book::RequestKey;
@@ -82,7 +82,7 @@ impl Host {
         let now = now_millis();
         let id = req.request_id;
         let key = RequestKey::new(id);
-        let admitted = self.admit(&mut self.lock(), req, key, now);
+        let admitted = self.admit(&mut self.lock(), req, key, now, Begin::Append);
         match admitted {
             Err(answer) => answer,
             Ok(Admitted::Read(cmd)) => self.read(id, cmd),
@@ -164,14 +164,22 @@ impl Host {
             .iter()
             .map(|r| RequestKey::new(r.request_id))
             .collect();
+        // With a journal the batch's begins are appended together once all are admitted.
         let admitted: Vec<_> = {
             let mut st = self.lock();
             st.book.look_ahead(&keys);
-            batch
+            let mut admitted: Vec<_> = batch
                 .into_iter()
                 .zip(keys)
-                .map(|(r, key)| (r.request_id, self.admit(&mut st, r, key, now)))
-                .collect()
+                .map(|(r, key)| {
+                    (
+                        r.request_id,
+                        self.admit(&mut st, r, key, now, Begin::WithBatch),
+                    )
+                })
+                .collect();
+            self.append_begins(&mut st, &mut admitted, now);
+            admitted
         };
         let mut inline = Vec::new();
         let mut begun = Vec::new();

@@ -510,15 +510,20 @@ impl Host {
         if !inline.is_empty() {
             let mut st = self.lock();
             for (i, execution, completion) in inline {
-                let done = self.complete_locked(&mut st, &execution, completion);
-                idle = done.now_idle;
+                let done = self.store_locked(&mut st, &execution, completion);
+                idle = done.stored.now_idle;
                 stored.push((i, execution, done));
             }
+            // The completions go to the journal as one append, in order: once the first is
+            // durable all are, and the other waits return at once.
+            let mut done: Vec<_> = stored
+                .iter_mut()
+                .map(|(_, execution, done)| (&*execution, done))
+                .collect();
+            self.journal_completions(&mut st, &mut done);
         }
-        // The completions were appended in order under one lock: once the first is durable
-        // the others usually are too, and their waits return at once.
         for (i, execution, done) in stored {
-            let outcome = done.wake_durable(self, &execution.request_id).await;
+            let outcome = done.stored.wake_durable(self, &execution.request_id).await;
             replies.send(
                 i,
                 outcome.reply_line(Some(&execution.request_id), run_id, ReceiptKind::New),

@@ -159,7 +159,8 @@ struct Inner {
     idle_watchers: AtomicUsize,
     /// The durable journal (SPEC §11); `None` with `--no-journal`. Begins are appended under
     /// the lock at admission and awaited before the executor acts; completions are appended
-    /// under the lock at completion and awaited before any copy is answered.
+    /// under the lock at completion and awaited before any copy is answered. A pipelined
+    /// batch appends its begins as one append, and its completions stored together as one.
     journal: Option<Journal>,
     /// The fleet ledger (SPEC §13); `None` unless `--ledger`. A new mutation is claimed there
     /// before the executor acts, and its completion stored there before any copy is answered.

@@ -132,6 +132,21 @@ pub enum Error {
     Closed,
 }
 
+impl Error {
+    /// The same refusal of an append, for each of the appenders that shared it: what failed
+    /// or closed the journal is kept as it is, anything else as its message.
+    pub fn copy_of_append_error(&self) -> Error {
+        match self {
+            Error::Failed(f) => Error::Failed(f.clone()),
+            Error::Closed => Error::Closed,
+            Error::UnknownRun(run) => Error::UnknownRun(run.clone()),
+            Error::EmptyAppend => Error::EmptyAppend,
+            Error::TooLarge { bytes } => Error::TooLarge { bytes: *bytes },
+            other => Error::Failed(other.to_string().into()),
+        }
+    }
+}
+
 /// How the journal writes.
 #[derive(Clone, Debug)]
 pub struct Options {
