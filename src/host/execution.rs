@@ -26,7 +26,7 @@ use super::{Handled, Host, State};
 use crate::book::{ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
 use crate::executor::ActionOutcome;
-use crate::journal::{self, Completed, Record, TaskEvent, Ticket};
+use crate::journal::{self, TaskEvent, Ticket};
 use crate::protocol::introspection::PendingCreatedEvent;
 use crate::protocol::results::{FieldResult, ObservedResult, TaskStartResult, TaskState};
 use crate::protocol::{
@@ -168,7 +168,7 @@ pub(super) struct Stored {
     pub(super) now_idle: bool,
     /// The journal's ticket for the completion (with its task record): nobody is answered
     /// before it resolves. `Err` when the append itself failed.
-    durable: Option<Result<Ticket, journal::Error>>,
+    pub(super) durable: Option<Result<Ticket, journal::Error>>,
 }
 
 /// An outcome stored under the host's lock whose completion is not yet appended to the journal
@@ -177,9 +177,9 @@ pub(super) struct Unjournaled {
     /// The stored outcome, its ticket still to come.
     pub(super) stored: Stored,
     /// The task's record to append with the completion, when the completion changed the task.
-    task_record: Option<TaskRecordData>,
+    pub(super) task_record: Option<TaskRecordData>,
     /// When it completed (epoch ms).
-    at: i64,
+    pub(super) at: i64,
 }
 
 impl Stored {
@@ -678,52 +678,6 @@ impl Host {
         let mut done = self.store_locked(st, execution, completion);
         self.journal_completions(st, &mut [(execution, &mut done)]);
         done.stored
-    }
-
-    /// Appends the completion records (each with its task record, when it has one) of
-    /// executions stored under this same taking of the lock as one append: one taking of the
-    /// journal's lock and at most one wake of its flusher for the lot. The records are the ones
-    /// each completion would have on its own, in the same order; they become durable together,
-    /// and every reply waits for the one ticket. Nobody can read the stored outcomes before the
-    /// lock is let go, so each receipt knows its completion's sequence number by then.
-    pub(super) fn journal_completions(
-        &self,
-        st: &mut State,
-        done: &mut [(&Execution<'_>, &mut Unjournaled)],
-    ) {
-        let Some(j) = self.journal() else { return };
-        if done.is_empty() {
-            return;
-        }
-        let run_id = self.run_id();
-        let appended = {
-            let mut records = Vec::with_capacity(done.len());
-            for (execution, d) in done.iter() {
-                records.push(Record::ReceiptCompleted(Completed {
-                    request_id: &execution.key,
-                    reply: d.stored.outcome.body.as_bytes(),
-                    at: d.at,
-                }));
-                if let Some(t) = &d.task_record {
-                    records.push(t.record(run_id));
-                }
-            }
-            j.append_batch(&records)
-        };
-        match appended {
-            Ok(ticket) => {
-                for (execution, d) in done.iter_mut() {
-                    st.book
-                        .set_seq(execution.slot, &execution.key, ticket.seq());
-                    d.stored.durable = Some(Ok(ticket.clone()));
-                }
-            }
-            Err(e) => {
-                for (_, d) in done.iter_mut() {
-                    d.stored.durable = Some(Err(e.copy_of_append_error()));
-                }
-            }
-        }
     }
 
     /// The part of [`Host::complete_locked`] before the journal: applies the effect, stores the

@@ -12,9 +12,9 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 
-use super::execution::{Completion, Execution, Launched};
+use super::execution::{Completion, Execution, Launched, Unjournaled};
 use super::task_record::{pending_of, TaskRecordData};
-use super::{Handled, Host};
+use super::{Handled, Host, State};
 use crate::book::{ClearBatch, RequestKey};
 use crate::executor::Executor;
 use crate::journal::{self, Completed, Journal, Record, Recovered, TaskEvent, Ticket};
@@ -659,5 +659,53 @@ impl Host {
             method,
             durable,
         })
+    }
+}
+
+impl Host {
+    /// Appends the completion records (each with its task record, when it has one) of
+    /// executions stored under this same taking of the lock as one append: one taking of the
+    /// journal's lock and at most one wake of its flusher for the lot. The records are the ones
+    /// each completion would have on its own, in the same order; they become durable together,
+    /// and every reply waits for the one ticket. Nobody can read the stored outcomes before the
+    /// lock is let go, so each receipt knows its completion's sequence number by then.
+    pub(super) fn journal_completions(
+        &self,
+        st: &mut State,
+        done: &mut [(&Execution<'_>, &mut Unjournaled)],
+    ) {
+        let Some(j) = self.journal() else { return };
+        if done.is_empty() {
+            return;
+        }
+        let run_id = self.run_id();
+        let appended = {
+            let mut records = Vec::with_capacity(done.len());
+            for (execution, d) in done.iter() {
+                records.push(Record::ReceiptCompleted(Completed {
+                    request_id: &execution.key,
+                    reply: d.stored.outcome().body.as_bytes(),
+                    at: d.at,
+                }));
+                if let Some(t) = &d.task_record {
+                    records.push(t.record(run_id));
+                }
+            }
+            j.append_batch(&records)
+        };
+        match appended {
+            Ok(ticket) => {
+                for (execution, d) in done.iter_mut() {
+                    st.book
+                        .set_seq(execution.slot, &execution.key, ticket.seq());
+                    d.stored.durable = Some(Ok(ticket.clone()));
+                }
+            }
+            Err(e) => {
+                for (_, d) in done.iter_mut() {
+                    d.stored.durable = Some(Err(e.copy_of_append_error()));
+                }
+            }
+        }
     }
 }
