@@ -21,17 +21,39 @@ pub enum RequestKey {
 
 impl RequestKey {
     /// The key for a (validated) request ID.
+    ///
+    /// Made for every request before the host's lock is taken, so it reads the ID once: only
+    /// the canonical spelling (lowercase, hyphenated) is kept as bytes, since only it converts
+    /// back to the same string; anything else stays text.
     pub fn new(id: &str) -> RequestKey {
-        if id.len() == 36 {
-            if let Ok(u) = uuid::Uuid::try_parse(id) {
-                // Only the canonical spelling round-trips; keep anything else as text.
-                let mut canonical = [0u8; uuid::fmt::Hyphenated::LENGTH];
-                if u.hyphenated().encode_lower(&mut canonical).as_bytes() == id.as_bytes() {
-                    return RequestKey::Uuid(*u.as_bytes());
-                }
-            }
+        match canonical_uuid(id.as_bytes()) {
+            Some(bytes) => RequestKey::Uuid(bytes),
+            None => RequestKey::Text(id.into()),
         }
-        RequestKey::Text(id.into())
+    }
+}
+
+/// Where the 16 byte pairs of a hyphenated UUID start (`8-4-4-4-12` hex digits).
+const HEX_PAIRS: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
+
+/// The bytes of a lowercase hyphenated UUID, or `None` for any other text.
+fn canonical_uuid(s: &[u8]) -> Option<[u8; 16]> {
+    if s.len() != 36 || s[8] != b'-' || s[13] != b'-' || s[18] != b'-' || s[23] != b'-' {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (byte, &at) in out.iter_mut().zip(&HEX_PAIRS) {
+        *byte = lower_hex(s[at])? << 4 | lower_hex(s[at + 1])?;
+    }
+    Some(out)
+}
+
+/// A lowercase hex digit's value.
+fn lower_hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        _ => None,
     }
 }
 
@@ -63,5 +85,35 @@ mod tests {
         assert!(matches!(RequestKey::new(upper), RequestKey::Text(_)));
         assert_eq!(RequestKey::new(upper).to_string(), upper);
         assert_ne!(RequestKey::new(u), RequestKey::new(upper));
+    }
+
+    /// What the `uuid` crate says: a key is bytes exactly when the ID parses as a UUID and
+    /// is that UUID's lowercase hyphenated spelling.
+    fn by_the_uuid_crate(id: &str) -> Option<[u8; 16]> {
+        let u = uuid::Uuid::try_parse(id).ok()?;
+        let mut canonical = [0u8; uuid::fmt::Hyphenated::LENGTH];
+        (u.hyphenated().encode_lower(&mut canonical).as_bytes() == id.as_bytes())
+            .then(|| *u.as_bytes())
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn keys_agree_with_the_uuid_crate(
+            id in "[0-9a-fA-F-]{36}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-fA-F]{4}-[0-9a-f]{4}-[0-9a-g]{12}|[0-9a-f]{32}|[a-z0-9-]{0,40}",
+            uuid_bytes in proptest::prelude::any::<[u8; 16]>(),
+        ) {
+            let want = by_the_uuid_crate(&id);
+            match RequestKey::new(&id) {
+                RequestKey::Uuid(b) => proptest::prop_assert_eq!(Some(b), want),
+                RequestKey::Text(t) => {
+                    proptest::prop_assert_eq!(want, None);
+                    proptest::prop_assert_eq!(&*t, id.as_str());
+                }
+            }
+            let spelled = uuid::Uuid::from_bytes(uuid_bytes).hyphenated().to_string();
+            let key = RequestKey::new(&spelled);
+            proptest::prop_assert!(matches!(key, RequestKey::Uuid(b) if b == uuid_bytes));
+            proptest::prop_assert_eq!(key.to_string(), spelled);
+        }
     }
 }

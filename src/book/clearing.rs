@@ -166,7 +166,7 @@ impl Book {
             } else if len > cur.write {
                 // Every receipt walked: `[write, len)` are cleared; cut a few off the end.
                 let start = len.saturating_sub(CUT_PER_STEP).max(cur.write);
-                for (k, r) in self.receipts.drain(start..len) {
+                for (k, r) in self.receipts.cut_from(start) {
                     debug_assert!(!r.is_running(), "a clear takes only completed receipts");
                     let cost = receipt_bytes(&k, &r.request, r.outcome().map(|o| &**o));
                     debug_assert!(cost <= self.used_bytes, "the book counted every receipt");
@@ -183,12 +183,15 @@ impl Book {
                     && len <= REBUILD_BELOW
                     && self.receipts.capacity() > 4 * len.max(1)
                 {
-                    let mut table = reserved_table(
+                    let table = reserved_table(
                         reachable_receipts(self.capacity, self.max_bytes).max(len),
                         self.receipts.hasher().clone(),
                     );
-                    table.extend(self.receipts.drain(..));
-                    freed.table = Some(std::mem::replace(&mut self.receipts, table));
+                    let mut old = std::mem::replace(&mut self.receipts, table);
+                    for (k, r) in old.cut_from(0) {
+                        self.receipts.insert(k, r);
+                    }
+                    freed.table = Some(old);
                 }
                 return true;
             }

@@ -11,13 +11,13 @@
 
 mod clearing;
 mod limits;
+mod table;
 #[cfg(test)]
 mod tests;
 mod tombstones;
 
 use std::sync::Arc;
 
-use indexmap::IndexMap;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
@@ -30,6 +30,7 @@ use clearing::ClearCursor;
 pub use clearing::{ClearError, Clearing};
 use limits::{receipt_bytes, reply_reservation};
 pub use limits::{BookFull, Limit, DEFAULT_MAX_BOOK_BYTES, RECEIPT_OVERHEAD_BYTES};
+use table::{Miss, ReceiptTable, TableHasher, MAX_ENTRIES};
 use tombstones::Tombstones;
 pub use tombstones::{ClearBatch, Tombstone, TombstoneRun};
 
@@ -147,7 +148,9 @@ pub enum Entry<'a> {
 /// Where a new receipt goes, found by the same lookup that saw the ID was new, so creating
 /// the receipt costs no second search of a book that may hold millions.
 pub struct Vacancy<'a> {
-    slot: indexmap::map::VacantEntry<'a, RequestKey, Receipt>,
+    table: &'a mut ReceiptTable,
+    miss: Miss,
+    key: &'a RequestKey,
     running: &'a mut usize,
     capacity: usize,
     used_bytes: &'a mut usize,
@@ -164,9 +167,9 @@ impl Vacancy<'_> {
         task_id: Option<TaskId>,
         now: i64,
     ) -> Result<usize, BookFull> {
-        let used = self.slot.index();
-        let cost = receipt_bytes(self.slot.key(), &request, None);
-        let limit = if used >= self.capacity {
+        let used = self.table.len();
+        let cost = receipt_bytes(self.key, &request, None);
+        let limit = if used >= self.capacity || used >= MAX_ENTRIES {
             Some(Limit::Count)
         } else if self.used_bytes.saturating_add(cost) > self.max_bytes {
             Some(Limit::Bytes)
@@ -182,11 +185,14 @@ impl Vacancy<'_> {
                 max_bytes: self.max_bytes,
             });
         }
-        self.slot
-            .insert(Receipt::running(request, method, task_id, now));
+        let position = self.table.insert_missed(
+            self.miss,
+            self.key.clone(),
+            Receipt::running(request, method, task_id, now),
+        );
         *self.running += 1;
         *self.used_bytes += cost;
-        Ok(used)
+        Ok(position)
     }
 }
 
@@ -201,10 +207,10 @@ pub fn reachable_receipts(capacity: usize, max_bytes: usize) -> usize {
 /// A receipt table with room reserved for `receipts`, or for as many as the system lets the
 /// host reserve (halving the request until it is granted): a bound larger than this machine can
 /// back still starts a host, whose table then grows as it fills.
-pub(super) fn reserved_table(receipts: usize, hasher: foldhash::fast::RandomState) -> ReceiptTable {
+pub(super) fn reserved_table(receipts: usize, hasher: TableHasher) -> ReceiptTable {
     let mut table = ReceiptTable::with_hasher(hasher);
-    let mut want = receipts;
-    while want > 0 && table.try_reserve(want).is_err() {
+    let mut want = receipts.min(MAX_ENTRIES);
+    while want > 0 && table.try_reserve_total(want).is_err() {
         want /= 2;
     }
     table
@@ -213,8 +219,6 @@ pub(super) fn reserved_table(receipts: usize, hasher: foldhash::fast::RandomStat
 /// The receipt book.
 pub struct Book {
     /// Receipts in the order they were created (oldest first), for newest/oldest listings.
-    /// Hashed with foldhash, seeded per process: this table is searched under the host's lock
-    /// for every request, and SipHash (the default) cost several times as much per lookup.
     receipts: ReceiptTable,
     tombstones: Tombstones,
     batches: Vec<ClearBatch>,
@@ -232,9 +236,6 @@ pub struct Book {
     /// The walk of a clear in progress ([`Book::clear_steps`]).
     clear_cursor: Option<ClearCursor>,
 }
-
-/// The receipt table: request ID → receipt, in creation order.
-type ReceiptTable = IndexMap<RequestKey, Receipt, foldhash::fast::RandomState>;
 
 /// What a step of a clear took out of the book, to be freed after the host's lock is let go
 /// (freeing a large clear's receipts takes longer than any agent may wait).
@@ -290,18 +291,25 @@ impl Book {
     }
 
     /// What the book holds for `key`.
-    pub fn entry(&mut self, key: &RequestKey) -> Entry<'_> {
-        match self.receipts.entry(key.clone()) {
-            indexmap::map::Entry::Occupied(o) => {
+    pub fn entry<'a>(&'a mut self, key: &'a RequestKey) -> Entry<'a> {
+        let hash = self.receipts.hash(key);
+        match self.receipts.find_hashed(hash, key) {
+            Ok(position) => {
                 if let Some(touched) = &mut self.touched {
                     touched.push(key.clone());
                 }
-                Entry::Receipt(o.into_mut())
+                let (_, receipt) = self
+                    .receipts
+                    .get_index_mut(position)
+                    .expect("a position the lookup found");
+                Entry::Receipt(receipt)
             }
-            indexmap::map::Entry::Vacant(slot) => match self.tombstones.get(key) {
+            Err(miss) => match self.tombstones.get(key) {
                 Some(t) => Entry::Tombstone(t, &self.batches[t.batch as usize]),
                 None => Entry::Vacant(Vacancy {
-                    slot,
+                    table: &mut self.receipts,
+                    miss,
+                    key,
                     running: &mut self.running,
                     capacity: self.capacity,
                     used_bytes: &mut self.used_bytes,
@@ -311,17 +319,48 @@ impl Book {
         }
     }
 
-    /// Looks each of `keys` up once, before a batch of requests is admitted in order. The
-    /// table is far larger than the processor's caches, so each lookup waits for memory; these
-    /// lookups depend on nothing but their key, so the processor runs them side by side, and
-    /// the admissions that follow find their part of the table in cache instead of waiting
-    /// for it one request at a time.
+    /// Brings what admitting each of `keys` will read into the processor's cache, before a
+    /// batch of requests is admitted in order. The table is far larger than the caches, so
+    /// each lookup waits for memory four times in a row: the index slot, the entry, then the
+    /// stored request (compared with the new one) and the stored reply (copied into the
+    /// answer). The lookups of a batch depend on nothing but their keys, so this asks for each
+    /// level of all of them at once, one level after the other, and the admissions that follow
+    /// find the batch in cache instead of waiting for it one request at a time.
     pub fn look_ahead(&self, keys: &[RequestKey]) {
         if keys.len() < 2 {
             return;
         }
-        for key in keys {
-            std::hint::black_box(self.receipts.get_index_of(key));
+        const CHUNK: usize = 32;
+        let table = &self.receipts;
+        for keys in keys.chunks(CHUNK) {
+            let mut hashes = [0u64; CHUNK];
+            for (h, key) in hashes.iter_mut().zip(keys) {
+                *h = table.hash(key);
+                table.prefetch_slot(*h);
+            }
+            let mut found = [usize::MAX; CHUNK];
+            for (f, &h) in found.iter_mut().zip(&hashes[..keys.len()]) {
+                if let Some(position) = table.candidate(h) {
+                    table.prefetch_entry(position);
+                    *f = position;
+                }
+            }
+            let mut outcomes: [Option<&Outcome>; CHUNK] = [None; CHUNK];
+            for ((o, &f), key) in outcomes.iter_mut().zip(&found).zip(keys) {
+                let Some((k, r)) = table.get_index(f) else {
+                    continue;
+                };
+                if k == key {
+                    table::prefetch(r.request.as_ptr());
+                    if let ReplySlot::Done(outcome) = &r.reply {
+                        table::prefetch(Arc::as_ptr(outcome));
+                        *o = Some(outcome);
+                    }
+                }
+            }
+            for outcome in outcomes.iter().flatten() {
+                table::prefetch(outcome.body.as_ptr());
+            }
         }
     }
 
@@ -530,7 +569,7 @@ impl Book {
     /// joined it so they get the same answer. Its ID is vacant again.
     pub fn withdraw(&mut self, key: &RequestKey) -> Option<ReplyWaiters> {
         let index = self.receipts.get_index_of(key)?;
-        if !self.receipts[index].is_running() {
+        if !self.receipts.get_index(index)?.1.is_running() {
             return None;
         }
         // The receipt was created moments ago, near the end: shifting keeps the book's order

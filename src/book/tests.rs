@@ -89,11 +89,11 @@ fn bytes_bound_the_book_and_clearing_gives_them_back() {
 
 #[test]
 fn the_per_receipt_overhead_covers_the_receipt_table() {
-    // The table entry (hash, key, receipt), its index slot and control byte at the
-    // table's worst load, the reply's shared allocation, and allocator rounding of the two
+    // The table entry (key, receipt), its index slot at the index's worst load (3 in 8 just
+    // after it grew), the reply's shared allocation, and allocator rounding of the two
     // strings a receipt owns.
-    let entry = std::mem::size_of::<(usize, RequestKey, Receipt)>();
-    let index = 2 * (std::mem::size_of::<usize>() + 1);
+    let entry = std::mem::size_of::<(RequestKey, Receipt)>();
+    let index = (8 * std::mem::size_of::<u64>()).div_ceil(3);
     let reply = std::mem::size_of::<Outcome>() + 2 * std::mem::size_of::<usize>();
     let rounding = 2 * 16;
     let total = entry + index + reply + rounding;

@@ -1,0 +1,565 @@
+//! The receipt table: request key → receipt, in creation order, built for the one thing the
+//! host does with it under its lock for every request — look a key up in a table far larger
+//! than the processor's caches.
+//!
+//! Receipts live in one `Vec` in creation order (listings page through it, a clear walks it).
+//! The index is open addressing with linear probing over 64-bit slots, each holding the entry's
+//! position (32 bits) and the high 32 bits of its key's hash. The slot a key starts probing at
+//! is the top bits of that same hash, so the index can be grown, and a slot removed, from the
+//! slots alone; and a probe compares 32 hash bits before it reads an entry, so it almost never
+//! reads an entry that is not the one it looks for. A lookup is split into steps that touch one
+//! piece of memory each ([`ReceiptTable::hash`], [`ReceiptTable::prefetch_slot`],
+//! [`ReceiptTable::find_hashed`], [`ReceiptTable::prefetch_entry`]) so a batch of requests can
+//! ask memory for all its pieces at once instead of waiting for each in turn.
+
+use std::hash::BuildHasher;
+
+use super::Receipt;
+use crate::ids::RequestKey;
+
+/// The hasher the table is seeded with: foldhash, seeded per process (SipHash, the default,
+/// cost several times as much per lookup, and this table is searched under the host's lock).
+pub type TableHasher = foldhash::fast::RandomState;
+
+/// An empty slot (a taken slot's position field is the position plus one, never zero).
+const EMPTY: u64 = 0;
+
+/// The fewest slots an index has.
+const MIN_SLOTS: usize = 8;
+
+/// The most entries a table may hold: positions are 32 bits, and the index keeps at least one
+/// slot in four free.
+pub const MAX_ENTRIES: usize = (u32::MAX as usize) / 2;
+
+/// The table could not get the memory it asked for.
+#[derive(Debug)]
+pub struct TableFull;
+
+/// Request key → receipt, in creation order (see the module comment).
+pub struct ReceiptTable {
+    /// The index: `hash >> 32` in the high half, position + 1 in the low half; a power of two
+    /// long.
+    slots: Box<[u64]>,
+    /// `log2(slots.len())`.
+    bits: u32,
+    /// Key and receipt, oldest first.
+    entries: Vec<(RequestKey, Receipt)>,
+    hasher: TableHasher,
+}
+
+/// Where a lookup that did not find its key stopped: the first free slot of its probe, where the
+/// key goes unless the table grows first.
+#[derive(Clone, Copy)]
+pub struct Miss {
+    hash: u64,
+    slot: usize,
+}
+
+/// The entries an index of `slots` slots takes before it grows (three in four).
+fn load_limit(slots: usize) -> usize {
+    slots / 4 * 3
+}
+
+/// The slots an index needs to hold `entries` entries.
+fn slots_for(entries: usize) -> usize {
+    (entries.saturating_mul(4) / 3 + 1)
+        .max(MIN_SLOTS)
+        .next_power_of_two()
+}
+
+/// A zeroed index of `n` slots (a power of two), or `None` when the allocator refuses. Zeroed
+/// memory from the allocator is fresh pages the kernel maps on first touch, so a large index
+/// costs address space, not memory, until receipts arrive.
+fn zeroed_slots(n: usize) -> Option<Box<[u64]>> {
+    let layout = std::alloc::Layout::array::<u64>(n).ok()?;
+    debug_assert!(layout.size() > 0);
+    // SAFETY: the layout has a non-zero size (n ≥ MIN_SLOTS); a non-null result is a zeroed
+    // allocation of exactly `n` u64s from the global allocator with `[u64]`'s layout, which is
+    // what `Box<[u64]>` frees it with; all-zero bits are valid u64s.
+    unsafe {
+        let ptr = std::alloc::alloc_zeroed(layout) as *mut u64;
+        if ptr.is_null() {
+            return None;
+        }
+        Some(Box::from_raw(std::ptr::slice_from_raw_parts_mut(ptr, n)))
+    }
+}
+
+/// Asks the processor to bring the cache line at `p` in, without waiting for it.
+#[inline(always)]
+pub(super) fn prefetch<T: ?Sized>(p: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults, whatever the address.
+    #[allow(unused_unsafe)]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+impl ReceiptTable {
+    /// An empty table with a small index.
+    pub fn with_hasher(hasher: TableHasher) -> ReceiptTable {
+        ReceiptTable {
+            slots: zeroed_slots(MIN_SLOTS).expect("a 64-byte allocation"),
+            bits: MIN_SLOTS.trailing_zeros(),
+            entries: Vec::new(),
+            hasher,
+        }
+    }
+
+    /// The hasher, for a table that replaces this one.
+    pub fn hasher(&self) -> &TableHasher {
+        &self.hasher
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether the table holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Entries the table holds without growing.
+    pub fn capacity(&self) -> usize {
+        self.entries.capacity().min(load_limit(self.slots.len()))
+    }
+
+    /// Makes room for `total` entries in all (not more), or says it could not.
+    pub fn try_reserve_total(&mut self, total: usize) -> Result<(), TableFull> {
+        if total > MAX_ENTRIES {
+            return Err(TableFull);
+        }
+        if total > load_limit(self.slots.len()) {
+            self.rebuild_index(slots_for(total))?;
+        }
+        let more = total.saturating_sub(self.entries.len());
+        self.entries.try_reserve_exact(more).map_err(|_| TableFull)
+    }
+
+    /// Makes room for `additional` more entries.
+    pub fn reserve(&mut self, additional: usize) {
+        let total = self.entries.len().saturating_add(additional);
+        // A table that cannot get the room grows entry by entry instead.
+        let _ = self.try_reserve_total(total);
+    }
+
+    /// The hash a key is looked up by.
+    #[inline]
+    pub fn hash(&self, key: &RequestKey) -> u64 {
+        self.hasher.hash_one(key)
+    }
+
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    /// The slot a key of this hash starts probing at.
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        Self::home_of((hash >> 32) as u32, self.bits)
+    }
+
+    #[inline]
+    fn home_of(tag: u32, bits: u32) -> usize {
+        (u64::from(tag) >> (32 - bits)) as usize
+    }
+
+    /// Asks for the index's cache line a lookup of `hash` reads first.
+    #[inline]
+    pub fn prefetch_slot(&self, hash: u64) {
+        prefetch(&self.slots[self.home(hash)]);
+    }
+
+    /// Asks for the cache lines of the entry at `pos` (its key and the receipt's fields).
+    #[inline]
+    pub fn prefetch_entry(&self, pos: usize) {
+        if let Some(e) = self.entries.get(pos) {
+            let p = e as *const (RequestKey, Receipt) as *const u8;
+            prefetch(p);
+            prefetch(p.wrapping_add(64));
+            prefetch(p.wrapping_add(std::mem::size_of::<(RequestKey, Receipt)>() - 1));
+        }
+    }
+
+    /// Looks a key of `hash` up: its position, or where it would go.
+    #[inline]
+    pub fn find_hashed(&self, hash: u64, key: &RequestKey) -> Result<usize, Miss> {
+        let tag = hash >> 32;
+        let mask = self.mask();
+        let mut i = self.home(hash);
+        loop {
+            let s = self.slots[i];
+            if s == EMPTY {
+                return Err(Miss { hash, slot: i });
+            }
+            if s >> 32 == tag {
+                let pos = (s as u32 - 1) as usize;
+                if self.entries[pos].0 == *key {
+                    return Ok(pos);
+                }
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The position of the first entry whose hash shares `hash`'s high 32 bits, found from the
+    /// index alone (almost always the entry of the key hashed): [`ReceiptTable::prefetch_entry`]
+    /// can ask for it before the key is compared.
+    #[inline]
+    pub fn candidate(&self, hash: u64) -> Option<usize> {
+        let tag = hash >> 32;
+        let mask = self.mask();
+        let mut i = self.home(hash);
+        loop {
+            let s = self.slots[i];
+            if s == EMPTY {
+                return None;
+            }
+            if s >> 32 == tag {
+                return Some((s as u32 - 1) as usize);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    /// The slot holding position `pos`, whose key hashes to `hash`.
+    fn slot_of(&self, hash: u64, pos: usize) -> usize {
+        let want = (hash >> 32) << 32 | (pos as u64 + 1);
+        let mask = self.mask();
+        let mut i = self.home(hash);
+        while self.slots[i] != want {
+            debug_assert!(self.slots[i] != EMPTY, "every entry has its slot");
+            i = (i + 1) & mask;
+        }
+        i
+    }
+
+    /// The position of `key`.
+    pub fn get_index_of(&self, key: &RequestKey) -> Option<usize> {
+        self.find_hashed(self.hash(key), key).ok()
+    }
+
+    /// Whether `key` is held.
+    pub fn contains_key(&self, key: &RequestKey) -> bool {
+        self.get_index_of(key).is_some()
+    }
+
+    /// The receipt of `key`.
+    pub fn get(&self, key: &RequestKey) -> Option<&Receipt> {
+        self.get_index_of(key).map(|i| &self.entries[i].1)
+    }
+
+    /// The receipt of `key`, to change.
+    pub fn get_mut(&mut self, key: &RequestKey) -> Option<&mut Receipt> {
+        self.get_index_of(key).map(|i| &mut self.entries[i].1)
+    }
+
+    /// The position, key and receipt of `key`.
+    pub fn get_full(&self, key: &RequestKey) -> Option<(usize, &RequestKey, &Receipt)> {
+        self.get_index_of(key).map(|i| {
+            let (k, r) = &self.entries[i];
+            (i, k, r)
+        })
+    }
+
+    /// The entry at a position.
+    pub fn get_index(&self, i: usize) -> Option<(&RequestKey, &Receipt)> {
+        self.entries.get(i).map(|(k, r)| (k, r))
+    }
+
+    /// The entry at a position, its receipt to change.
+    pub fn get_index_mut(&mut self, i: usize) -> Option<(&RequestKey, &mut Receipt)> {
+        self.entries.get_mut(i).map(|(k, r)| (&*k, r))
+    }
+
+    /// Entries oldest first.
+    pub fn iter(
+        &self,
+    ) -> impl DoubleEndedIterator<Item = (&RequestKey, &Receipt)> + ExactSizeIterator {
+        self.entries.iter().map(|(k, r)| (k, r))
+    }
+
+    /// Appends an entry for a key a lookup just missed (with nothing changed since), returning
+    /// its position.
+    pub fn insert_missed(&mut self, miss: Miss, key: RequestKey, receipt: Receipt) -> usize {
+        let pos = self.entries.len();
+        let slot = if pos < load_limit(self.slots.len()) {
+            miss.slot
+        } else {
+            self.grow();
+            self.free_slot(miss.hash)
+        };
+        self.slots[slot] = (miss.hash >> 32) << 32 | (pos as u64 + 1);
+        self.entries.push((key, receipt));
+        pos
+    }
+
+    /// Sets `key`'s receipt, appending it when new; returns the receipt it replaced.
+    pub fn insert(&mut self, key: RequestKey, receipt: Receipt) -> Option<Receipt> {
+        match self.find_hashed(self.hash(&key), &key) {
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, receipt)),
+            Err(miss) => {
+                self.insert_missed(miss, key, receipt);
+                None
+            }
+        }
+    }
+
+    /// The first free slot of a probe for `hash`.
+    fn free_slot(&self, hash: u64) -> usize {
+        let mask = self.mask();
+        let mut i = self.home(hash);
+        while self.slots[i] != EMPTY {
+            i = (i + 1) & mask;
+        }
+        i
+    }
+
+    /// Doubles the index (or more, for a table grown past its reservation).
+    fn grow(&mut self) {
+        let want = slots_for(self.entries.len() + 1).max(self.slots.len() * 2);
+        self.rebuild_index(want)
+            .expect("the memory for the receipt index");
+    }
+
+    /// Moves the index to one of `n` slots, from the old slots alone (each knows its home).
+    fn rebuild_index(&mut self, n: usize) -> Result<(), TableFull> {
+        if n <= self.slots.len() {
+            return Ok(());
+        }
+        if n > 1usize << 32 {
+            return Err(TableFull);
+        }
+        let mut slots = zeroed_slots(n).ok_or(TableFull)?;
+        let bits = n.trailing_zeros();
+        let mask = n - 1;
+        for &s in self.slots.iter().filter(|&&s| s != EMPTY) {
+            let mut i = Self::home_of((s >> 32) as u32, bits);
+            while slots[i] != EMPTY {
+                i = (i + 1) & mask;
+            }
+            slots[i] = s;
+        }
+        self.slots = slots;
+        self.bits = bits;
+        Ok(())
+    }
+
+    /// Frees slot `i`, moving later slots of the same probe run back so every probe still
+    /// reaches its entry before an empty slot.
+    fn free(&mut self, i: usize) {
+        let mask = self.mask();
+        let mut hole = i;
+        let mut j = (i + 1) & mask;
+        loop {
+            let s = self.slots[j];
+            if s == EMPTY {
+                break;
+            }
+            let home = Self::home_of((s >> 32) as u32, self.bits);
+            // `s` may fill the hole unless its probe starts after the hole.
+            if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
+                self.slots[hole] = s;
+                hole = j;
+            }
+            j = (j + 1) & mask;
+        }
+        self.slots[hole] = EMPTY;
+    }
+
+    /// Repoints the slot of the entry at `from` (whose key hashes to `hash`) to position `to`.
+    fn repoint(&mut self, hash: u64, from: usize, to: usize) {
+        let i = self.slot_of(hash, from);
+        self.slots[i] = (hash >> 32) << 32 | (to as u64 + 1);
+    }
+
+    /// Swaps the entries at two positions.
+    pub fn swap_indices(&mut self, a: usize, b: usize) {
+        if a == b {
+            return;
+        }
+        let ha = self.hash(&self.entries[a].0);
+        let hb = self.hash(&self.entries[b].0);
+        let sa = self.slot_of(ha, a);
+        let sb = self.slot_of(hb, b);
+        self.slots[sa] = (ha >> 32) << 32 | (b as u64 + 1);
+        self.slots[sb] = (hb >> 32) << 32 | (a as u64 + 1);
+        self.entries.swap(a, b);
+    }
+
+    /// Takes the entries from position `start` to the end out, newest last.
+    pub fn cut_from(&mut self, start: usize) -> std::vec::Drain<'_, (RequestKey, Receipt)> {
+        let start = start.min(self.entries.len());
+        for pos in start..self.entries.len() {
+            let h = self.hash(&self.entries[pos].0);
+            let i = self.slot_of(h, pos);
+            self.free(i);
+        }
+        self.entries.drain(start..)
+    }
+
+    /// Removes the entry at `pos`, moving the ones after it down by one (their order is kept).
+    pub fn shift_remove_index(&mut self, pos: usize) -> Option<(RequestKey, Receipt)> {
+        if pos >= self.entries.len() {
+            return None;
+        }
+        let h = self.hash(&self.entries[pos].0);
+        let i = self.slot_of(h, pos);
+        self.free(i);
+        for later in pos + 1..self.entries.len() {
+            let h = self.hash(&self.entries[later].0);
+            self.repoint(h, later, later - 1);
+        }
+        Some(self.entries.remove(pos))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Method;
+    use proptest::prelude::*;
+
+    fn key(id: u16) -> RequestKey {
+        if id % 3 == 0 {
+            RequestKey::new(&format!("text-{id}"))
+        } else {
+            RequestKey::Uuid(
+                u128::from(id)
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .to_le_bytes(),
+            )
+        }
+    }
+
+    fn receipt(tag: u16) -> Receipt {
+        Receipt::running(
+            format!("{tag}").into(),
+            Method::PageFill,
+            None,
+            i64::from(tag),
+        )
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u16),
+        Lookup(u16),
+        Swap(u16, u16),
+        Cut(u16),
+        ShiftRemove(u16),
+        Reserve(u16),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            8 => (0u16..400).prop_map(Op::Insert),
+            4 => (0u16..400).prop_map(Op::Lookup),
+            2 => (0u16..400, 0u16..400).prop_map(|(a, b)| Op::Swap(a, b)),
+            1 => (0u16..400).prop_map(Op::Cut),
+            1 => (0u16..400).prop_map(Op::ShiftRemove),
+            1 => (0u16..600).prop_map(Op::Reserve),
+        ]
+    }
+
+    /// Every key the model holds is found at its position (through every lookup path), and
+    /// no other key is found.
+    fn agrees(table: &ReceiptTable, model: &[(u16, u16)]) -> Result<(), TestCaseError> {
+        prop_assert_eq!(table.len(), model.len());
+        for (pos, &(id, tag)) in model.iter().enumerate() {
+            let k = key(id);
+            prop_assert_eq!(table.get_index_of(&k), Some(pos));
+            let h = table.hash(&k);
+            prop_assert_eq!(table.find_hashed(h, &k).ok(), Some(pos));
+            let (got, r) = table.get_index(pos).expect("in range");
+            prop_assert_eq!(got, &k);
+            prop_assert_eq!(r.first_seen, i64::from(tag));
+        }
+        let held: std::collections::HashSet<u16> = model.iter().map(|&(id, _)| id).collect();
+        for id in 0..400u16 {
+            if !held.contains(&id) {
+                prop_assert!(!table.contains_key(&key(id)), "{} found but not held", id);
+            }
+        }
+        Ok(())
+    }
+
+    proptest! {
+        /// The table against an ordered list: inserts, lookups, swaps, cuts, removals and
+        /// reservations in any order, growing from the smallest index past every reservation.
+        #[test]
+        fn the_table_agrees_with_an_ordered_model(ops in proptest::collection::vec(op(), 1..300)) {
+            let mut table = ReceiptTable::with_hasher(TableHasher::default());
+            let mut model: Vec<(u16, u16)> = Vec::new();
+            for (n, op) in ops.into_iter().enumerate() {
+                let tag = n as u16;
+                match op {
+                    Op::Insert(id) => {
+                        let old = table.insert(key(id), receipt(tag));
+                        match model.iter_mut().find(|(m, _)| *m == id) {
+                            Some(entry) => {
+                                prop_assert_eq!(old.map(|r| r.first_seen), Some(i64::from(entry.1)));
+                                entry.1 = tag;
+                            }
+                            None => {
+                                prop_assert!(old.is_none());
+                                model.push((id, tag));
+                            }
+                        }
+                    }
+                    Op::Lookup(id) => {
+                        let want = model.iter().position(|(m, _)| *m == id);
+                        prop_assert_eq!(table.get_index_of(&key(id)), want);
+                        prop_assert_eq!(table.get(&key(id)).is_some(), want.is_some());
+                    }
+                    Op::Swap(a, b) if !model.is_empty() => {
+                        let (a, b) = (a as usize % model.len(), b as usize % model.len());
+                        table.swap_indices(a, b);
+                        model.swap(a, b);
+                    }
+                    Op::Cut(n) => {
+                        let start = model.len().saturating_sub(n as usize % 8);
+                        let cut: Vec<_> = table.cut_from(start).map(|(k, _)| k).collect();
+                        let want: Vec<_> = model.drain(start..).map(|(id, _)| key(id)).collect();
+                        prop_assert_eq!(cut, want);
+                    }
+                    Op::ShiftRemove(i) if !model.is_empty() => {
+                        let i = i as usize % model.len();
+                        let (k, _) = table.shift_remove_index(i).expect("in range");
+                        prop_assert_eq!(k, key(model.remove(i).0));
+                    }
+                    Op::Reserve(n) => {
+                        table.reserve(n as usize);
+                        prop_assert!(table.capacity() >= model.len() + n as usize);
+                    }
+                    Op::Swap(..) | Op::ShiftRemove(_) => {}
+                }
+                agrees(&table, &model)?;
+            }
+        }
+    }
+
+    #[test]
+    fn a_reserved_table_takes_its_receipts_without_growing_and_grows_past_them() {
+        let mut table = ReceiptTable::with_hasher(TableHasher::default());
+        table.try_reserve_total(1000).expect("a small reservation");
+        let slots = table.slots.len();
+        for id in 0..1000 {
+            assert!(table.insert(key(id), receipt(id)).is_none());
+        }
+        assert_eq!(table.slots.len(), slots, "no growth within the reservation");
+        for id in 1000..5000 {
+            assert!(table.insert(key(id), receipt(id)).is_none());
+        }
+        assert!(table.slots.len() > slots);
+        for id in 0..5000 {
+            assert_eq!(table.get_index_of(&key(id)), Some(id as usize));
+        }
+        assert!(table.try_reserve_total(MAX_ENTRIES + 1).is_err());
+    }
+}
