@@ -34,6 +34,10 @@ use crate::tasks::Task;
 pub(super) enum Admitted<'a> {
     /// A read: executed every time, never stored.
     Read(ReadCommand),
+    /// A copy of a completed request: its stored reply, answered once the lock is let go
+    /// ([`Host::replayed`]), after the journal has its completion when the ticket says it
+    /// does not yet.
+    Replay(Arc<Outcome>, Option<Ticket>),
     /// A new receipt, to execute.
     Execute(Execution<'a>),
     /// A new receipt closing a task, to claim in the fleet ledger before the task is closed
@@ -169,11 +173,10 @@ impl Host {
                         reused_error(request_id, stored, first_seen),
                     ));
                 }
-                return Err(match &r.reply {
+                return match &r.reply {
                     ReplySlot::Done(outcome) => {
                         r.replays += 1;
-                        let line =
-                            outcome.reply_line(Some(request_id), run_id, ReceiptKind::Replayed);
+                        let outcome = outcome.clone();
                         let durable = self.pending_durability(r.seq);
                         st.counters.replays += 1;
                         st.events
@@ -181,12 +184,8 @@ impl Host {
                                 request_id: request_id.into(),
                                 method: method.as_str(),
                             });
-                        match durable {
-                            None => Handled::Ready(line),
-                            // Stored, but its completion is not durable yet: no client sees
-                            // it before the journal has it.
-                            Some(ticket) => self.reply_once_durable(request_id, ticket, line),
-                        }
+                        // The reply line is written once the lock is let go.
+                        Ok(Admitted::Replay(outcome, durable))
                     }
                     ReplySlot::Running(_) => {
                         r.joins += 1;
@@ -197,9 +196,9 @@ impl Host {
                                 request_id: request_id.into(),
                                 method: method.as_str(),
                             });
-                        self.reply_when_done(request_id, rx, ReceiptKind::Joined)
+                        Err(self.reply_when_done(request_id, rx, ReceiptKind::Joined))
                     }
-                });
+                };
             }
             Entry::Tombstone(t, batch) => {
                 let same = t.digest == digest(&request);

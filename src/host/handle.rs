@@ -11,9 +11,10 @@ use super::admission::{Admitted, Begin};
 use super::execution::Launched;
 use super::{reject, Handled, Host};
 use crate::book::RequestKey;
+use crate::journal::Ticket;
 use crate::protocol::{
     now_millis, parse_envelope, parse_frame, try_fingerprint, Command, DirectRequest, ErrorBody,
-    ErrorCode, Method, ParsedFrame, ReceiptKind,
+    ErrorCode, Method, Outcome, ParsedFrame, ReceiptKind,
 };
 
 impl Host {
@@ -86,6 +87,7 @@ impl Host {
         match admitted {
             Err(answer) => answer,
             Ok(Admitted::Read(cmd)) => self.read(id, cmd),
+            Ok(Admitted::Replay(outcome, durable)) => self.replayed(id, &outcome, durable),
             Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
             Ok(Admitted::Execute(execution)) => match self.launch(execution) {
                 Launched::Later(answer) => answer,
@@ -94,6 +96,17 @@ impl Host {
                     Handled::Ready(outcome.reply_line(Some(id), self.run_id(), ReceiptKind::New))
                 }
             },
+        }
+    }
+
+    /// The answer of a replayed copy: the stored reply, once its completion is durable.
+    fn replayed(&self, id: &str, outcome: &Outcome, durable: Option<Ticket>) -> Handled {
+        let line = outcome.reply_line(Some(id), self.run_id(), ReceiptKind::Replayed);
+        match durable {
+            None => Handled::Ready(line),
+            // Stored, but its completion is not durable yet: no client sees it before the
+            // journal has it.
+            Some(ticket) => self.reply_once_durable(id, ticket, line),
         }
     }
 
@@ -187,6 +200,7 @@ impl Host {
             let answer = match admission {
                 Err(answer) => answer,
                 Ok(Admitted::Read(cmd)) => self.read(id, cmd),
+                Ok(Admitted::Replay(outcome, durable)) => self.replayed(id, &outcome, durable),
                 Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
                 // Journaled: the batch waits for its begins together (see below).
                 Ok(Admitted::Execute(execution)) if execution.begun.is_some() => {
