@@ -720,7 +720,7 @@ fn fill_host(srv: &Runtime, host: &Host, task: &str, n: usize) {
             let waits: Vec<_> = (0..batch)
                 .filter_map(|_| match host.handle(&uuid(), "page.fill", &params) {
                     Handled::Later(f) => Some(f),
-                    Handled::Ready(_) | Handled::Joined(_) => None,
+                    Handled::Ready(_) | Handled::Replay(_) | Handled::Joined(_) => None,
                 })
                 .collect();
             futures::future::join_all(waits).await;
@@ -737,7 +737,9 @@ impl Used for Host {
     fn run_status_used(&self) -> usize {
         let reply = match self.handle(&uuid(), "run.status", &json!({})) {
             Handled::Ready(l) => l,
-            Handled::Later(_) | Handled::Joined(_) => unreachable!("run.status answers at once"),
+            Handled::Later(_) | Handled::Replay(_) | Handled::Joined(_) => {
+                unreachable!("run.status answers at once")
+            }
         };
         let v: Value = serde_json::from_slice(&reply).unwrap();
         v["result"]["receipts"]["used"].as_u64().unwrap() as usize

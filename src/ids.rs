@@ -57,6 +57,22 @@ fn lower_hex(b: u8) -> Option<u8> {
     }
 }
 
+impl RequestKey {
+    /// Calls `f` with the request ID as it was sent (a UUID is spelled out on the stack, not
+    /// allocated): a replay's reply line is written from its key.
+    pub fn with_str<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        match self {
+            RequestKey::Uuid(b) => {
+                let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
+                f(uuid::Uuid::from_bytes(*b)
+                    .hyphenated()
+                    .encode_lower(&mut buf))
+            }
+            RequestKey::Text(s) => f(s),
+        }
+    }
+}
+
 impl fmt::Display for RequestKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

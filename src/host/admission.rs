@@ -18,7 +18,7 @@ use super::execution::{publish_completed, Execution, Stored};
 use super::failures::not_durable;
 use super::task_record::TaskRecordData;
 use super::to_data;
-use super::{reject, wait_outcome, Handled, Host, State};
+use super::{reject, wait_outcome, Handled, Host, Replay, State};
 use crate::book::{digest, BookFull, Entry, Limit, ReplySlot, ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
 use crate::journal::{self, Begun, Completed, Record, TaskEvent, Ticket};
@@ -37,7 +37,7 @@ pub(super) enum Admitted<'a> {
     /// A copy of a completed request: its stored reply, answered once the lock is let go
     /// ([`Host::replayed`]), after the journal has its completion when the ticket says it
     /// does not yet.
-    Replay(Arc<Outcome>, Option<Ticket>),
+    Replay(Replay, Option<Ticket>),
     /// A new receipt, to execute.
     Execute(Execution<'a>),
     /// A new receipt closing a task, to claim in the fleet ledger before the task is closed
@@ -185,7 +185,7 @@ impl Host {
                                 method: method.as_str(),
                             });
                         // The reply line is written once the lock is let go.
-                        Ok(Admitted::Replay(outcome, durable))
+                        Ok(Admitted::Replay(Replay { outcome, key }, durable))
                     }
                     ReplySlot::Running(_) => {
                         r.joins += 1;

@@ -19,6 +19,7 @@ async fn host_with_receipt() -> Host {
         Handled::Later(f) => f.await,
         Handled::Joined(_) => Vec::new(),
         Handled::Ready(line) => line,
+        Handled::Replay(replay) => replay.line(host.run_id()),
     };
     let reply: Value = serde_json::from_slice(&line).unwrap();
     assert_eq!(reply["ok"], true, "{reply}");
@@ -77,6 +78,7 @@ async fn call(host: &Host, id: &str) -> Value {
         Handled::Later(f) => f.await,
         Handled::Joined(_) => Vec::new(),
         Handled::Ready(line) => line,
+        Handled::Replay(replay) => replay.line(host.run_id()),
     };
     serde_json::from_slice(&line).unwrap()
 }

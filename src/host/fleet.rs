@@ -533,6 +533,7 @@ impl Host {
             };
             match reject(Some(&id), host.run_id(), error) {
                 Handled::Ready(line) => line,
+                Handled::Replay(replay) => replay.line(host.run_id()),
                 Handled::Later(f) => f.await,
                 Handled::Joined(_) => Vec::new(),
             }

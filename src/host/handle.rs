@@ -9,12 +9,12 @@ use serde_json::{json, Value};
 
 use super::admission::{Admitted, Begin};
 use super::execution::Launched;
-use super::{reject, Handled, Host};
+use super::{reject, Handled, Host, Replay};
 use crate::book::RequestKey;
 use crate::journal::Ticket;
 use crate::protocol::{
     now_millis, parse_envelope, parse_frame, try_fingerprint, Command, DirectRequest, ErrorBody,
-    ErrorCode, Method, Outcome, ParsedFrame, ReceiptKind,
+    ErrorCode, Method, ParsedFrame, ReceiptKind,
 };
 
 impl Host {
@@ -87,7 +87,7 @@ impl Host {
         match admitted {
             Err(answer) => answer,
             Ok(Admitted::Read(cmd)) => self.read(id, cmd),
-            Ok(Admitted::Replay(outcome, durable)) => self.replayed(id, &outcome, durable),
+            Ok(Admitted::Replay(replay, durable)) => self.replayed(id, replay, durable),
             Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
             Ok(Admitted::Execute(execution)) => match self.launch(execution) {
                 Launched::Later(answer) => answer,
@@ -99,14 +99,14 @@ impl Host {
         }
     }
 
-    /// The answer of a replayed copy: the stored reply, once its completion is durable.
-    fn replayed(&self, id: &str, outcome: &Outcome, durable: Option<Ticket>) -> Handled {
-        let line = outcome.reply_line(Some(id), self.run_id(), ReceiptKind::Replayed);
+    /// The answer of a replayed copy: the stored reply, written by the connection, once its
+    /// completion is durable.
+    fn replayed(&self, id: &str, replay: Replay, durable: Option<Ticket>) -> Handled {
         match durable {
-            None => Handled::Ready(line),
+            None => Handled::Replay(replay),
             // Stored, but its completion is not durable yet: no client sees it before the
             // journal has it.
-            Some(ticket) => self.reply_once_durable(id, ticket, line),
+            Some(ticket) => self.reply_once_durable(id, ticket, replay.line(self.run_id())),
         }
     }
 
@@ -145,7 +145,7 @@ impl Host {
                         ParsedFrame::Refused(e) => reject(e.id.as_deref(), self.run_id(), e.error),
                         ParsedFrame::General => self.handle_general(frame),
                     });
-                    used = ready_bytes(&out[start..]);
+                    used = ready_bytes(&out[start..], self.run_id());
                     in_batch = 0;
                 }
             }
@@ -200,7 +200,7 @@ impl Host {
             let answer = match admission {
                 Err(answer) => answer,
                 Ok(Admitted::Read(cmd)) => self.read(id, cmd),
-                Ok(Admitted::Replay(outcome, durable)) => self.replayed(id, &outcome, durable),
+                Ok(Admitted::Replay(replay, durable)) => self.replayed(id, replay, durable),
                 Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
                 // Journaled: the batch waits for its begins together (see below).
                 Ok(Admitted::Execute(execution)) if execution.begun.is_some() => {
@@ -244,11 +244,12 @@ impl Host {
 }
 
 /// The bytes of the ready replies among `answers`.
-fn ready_bytes(answers: &[Handled]) -> usize {
+fn ready_bytes(answers: &[Handled], run_id: &str) -> usize {
     answers
         .iter()
         .map(|a| match a {
             Handled::Ready(line) => line.len(),
+            Handled::Replay(replay) => replay.line_len(run_id),
             Handled::Later(_) | Handled::Joined(_) => 0,
         })
         .sum()

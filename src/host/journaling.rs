@@ -498,6 +498,9 @@ impl Host {
                 Launched::Inline(execution, completion) => inline.push((i, execution, completion)),
                 Launched::Later(Handled::Later(reply)) => later.push((i, reply)),
                 Launched::Later(Handled::Ready(line)) => replies.send(i, line),
+                Launched::Later(Handled::Replay(replay)) => {
+                    replies.send(i, replay.line(self.run_id()))
+                }
                 Launched::Later(Handled::Joined(_)) => {}
             }
         }

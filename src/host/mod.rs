@@ -33,7 +33,7 @@ use futures::future::BoxFuture;
 use tokio::sync::{watch, Notify};
 use tokio::time::Instant;
 
-use crate::book::Book;
+use crate::book::{Book, RequestKey};
 use crate::events::{EventBus, Subscription};
 use crate::executor::Executor;
 use crate::journal::Journal;
@@ -185,6 +185,9 @@ struct Inner {
 pub enum Handled {
     /// The reply line.
     Ready(Vec<u8>),
+    /// A replayed copy's reply, written by the connection straight into the bytes it sends
+    /// next (no line of its own is built for it).
+    Replay(Replay),
     /// A future resolving to the reply line.
     Later(BoxFuture<'static, Vec<u8>>),
     /// No reply of its own: this frame's reply comes with the `Later` answer at this index
@@ -193,6 +196,36 @@ pub enum Handled {
     /// future and one wake instead of one per frame). The frame keeps its in-flight slot until
     /// that answer is written. Only `handle_frames` gives it.
     Joined(usize),
+}
+
+/// A replayed copy's reply: the stored outcome and the request ID, written out only where the
+/// line is sent ([`Replay::write`]).
+pub struct Replay {
+    outcome: Arc<Outcome>,
+    key: RequestKey,
+}
+
+impl Replay {
+    /// Appends the reply line, byte for byte what [`Outcome::reply_line`] gives.
+    pub fn write(&self, out: &mut Vec<u8>, run_id: &str) {
+        self.key.with_str(|id| {
+            self.outcome
+                .write_reply_line(out, Some(id), run_id, ReceiptKind::Replayed)
+        })
+    }
+
+    /// The reply line on its own.
+    pub fn line(&self, run_id: &str) -> Vec<u8> {
+        let mut line = Vec::new();
+        self.write(&mut line, run_id);
+        line
+    }
+
+    /// About the bytes [`Replay::write`] appends.
+    pub fn line_len(&self, run_id: &str) -> usize {
+        self.key
+            .with_str(|id| self.outcome.reply_line_len(Some(id), run_id))
+    }
 }
 
 /// A refusal, answered at once.

@@ -132,6 +132,7 @@ fn run_frames(frames: &[Vec<u8>], direct: bool) -> (Vec<String>, Vec<(String, St
         let host = Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()));
         let start = match host.handle("setup", "task.start", &json!({"title": "t"})) {
             Handled::Ready(line) => line,
+            Handled::Replay(replay) => replay.line(host.run_id()),
             Handled::Later(fut) => fut.await,
             Handled::Joined(_) => Vec::new(),
         };
@@ -149,6 +150,7 @@ fn run_frames(frames: &[Vec<u8>], direct: bool) -> (Vec<String>, Vec<(String, St
             };
             let line = match handled {
                 Handled::Ready(line) => line,
+                Handled::Replay(replay) => replay.line(host.run_id()),
                 Handled::Later(fut) => fut.await,
                 Handled::Joined(_) => Vec::new(),
             };
@@ -192,6 +194,7 @@ proptest! {
             for frame in frames {
                 let line = match host.handle_frame(&frame) {
                     Handled::Ready(line) => line,
+                    Handled::Replay(replay) => replay.line(host.run_id()),
                     Handled::Later(fut) => fut.await,
                     Handled::Joined(_) => Vec::new(),
                 };

@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::id::ID_ALPHABET;
 
 /// `meta.receipt`: how this reply relates to the receipt book.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -102,20 +101,37 @@ impl Outcome {
 
     /// Writes the full reply line (with its trailing newline).
     pub fn reply_line(&self, id: Option<&str>, run_id: &str, receipt: ReceiptKind) -> Vec<u8> {
-        let mut line = Vec::with_capacity(self.body.len() + 96 + id.map_or(4, str::len));
+        let mut line = Vec::with_capacity(self.reply_line_len(id, run_id));
+        self.write_reply_line(&mut line, id, run_id, receipt);
+        line
+    }
+
+    /// About the length of [`Outcome::reply_line`] (exact unless the IDs need escapes).
+    pub fn reply_line_len(&self, id: Option<&str>, run_id: &str) -> usize {
+        self.body.len() + 52 + id.map_or(4, |id| id.len() + 2) + run_id.len() + 8
+    }
+
+    /// Appends the full reply line (with its trailing newline) to `line`: a connection writes
+    /// a replay straight into the bytes it sends next.
+    pub fn write_reply_line(
+        &self,
+        line: &mut Vec<u8>,
+        id: Option<&str>,
+        run_id: &str,
+        receipt: ReceiptKind,
+    ) {
         line.extend_from_slice(b"{\"id\":");
         match id {
-            Some(id) => write_json_str(&mut line, id),
+            Some(id) => write_json_str(line, id),
             None => line.extend_from_slice(b"null"),
         }
         line.push(b',');
         line.extend_from_slice(self.body.as_bytes());
         line.extend_from_slice(b",\"meta\":{\"runId\":");
-        write_json_str(&mut line, run_id);
+        write_json_str(line, run_id);
         line.extend_from_slice(b",\"receipt\":\"");
         line.extend_from_slice(receipt.as_str().as_bytes());
         line.extend_from_slice(b"\"}}\n");
-        line
     }
 }
 
@@ -149,9 +165,14 @@ fn stored_body<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Box<str> {
 }
 
 /// Writes a JSON string. Request and run IDs are drawn from an alphabet JSON needs no escapes
-/// for, so they are copied as they are; anything else is quoted through serde.
+/// for, so they are copied as they are; anything else is quoted through serde. The test looks
+/// for the only bytes JSON escapes (`"`, `\`, controls) without stopping early, which the
+/// compiler turns into a few vector instructions for an ID: every reply writes two.
 fn write_json_str(out: &mut Vec<u8>, s: &str) {
-    if s.bytes().all(|b| ID_ALPHABET[usize::from(b)]) {
+    let escaped = s.bytes().fold(false, |any, b| {
+        any | (b < 0x20) | (b == b'"') | (b == b'\\')
+    });
+    if !escaped {
         out.push(b'"');
         out.extend_from_slice(s.as_bytes());
         out.push(b'"');
@@ -179,5 +200,15 @@ mod tests {
             serde_json::from_slice(&e.reply_line(None, "run", ReceiptKind::None)).unwrap();
         assert_eq!(v["id"], Value::Null);
         assert_eq!(v["error"]["delivery"], "not_executed");
+    }
+
+    proptest::proptest! {
+        /// Copied as it is or quoted through serde, a string is written as serde writes it.
+        #[test]
+        fn json_strings_are_written_as_serde_writes_them(s in "\\PC{0,40}|[\\x00-\\x7f]{0,40}|[A-Za-z0-9._:-]{1,128}") {
+            let mut out = Vec::new();
+            write_json_str(&mut out, &s);
+            proptest::prop_assert_eq!(out, serde_json::to_vec(&s).unwrap());
+        }
     }
 }

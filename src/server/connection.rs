@@ -18,6 +18,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::{mpsc, oneshot, watch, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
+use crate::host::Replay;
 use crate::protocol::{read_frame, FrameRead};
 
 /// The read buffer's size, and the write batch's starting capacity: room for a pipelined
@@ -333,6 +334,21 @@ impl<'s> Framed<'s> {
     pub(super) fn queue_ready(&mut self, line: &[u8], permit: Option<OwnedSemaphorePermit>) {
         self.bytes.add(line.len());
         self.ready.extend_from_slice(line);
+        self.ready_permits.extend(permit);
+    }
+
+    /// Queues a replayed copy's reply, written straight into the bytes sent next (the same
+    /// bytes [`Replay::line`] gives), and the in-flight slot it frees once written.
+    #[inline]
+    pub(super) fn queue_replay(
+        &mut self,
+        replay: &Replay,
+        run_id: &str,
+        permit: Option<OwnedSemaphorePermit>,
+    ) {
+        let before = self.ready.len();
+        replay.write(&mut self.ready, run_id);
+        self.bytes.add(self.ready.len() - before);
         self.ready_permits.extend(permit);
     }
 

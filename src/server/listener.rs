@@ -237,11 +237,11 @@ pub async fn serve_connection<S: Service>(
                                 None => drop(permit),
                             }
                         }
-                        answer => take_answer(answer, permit, &mut framed, &later_tx),
+                        answer => take_answer(answer, permit, &mut framed, &later_tx, &run_id),
                     }
                 }
                 for (_, (fut, slots)) in held {
-                    take_answer(Handled::Later(fut), slots, &mut framed, &later_tx);
+                    take_answer(Handled::Later(fut), slots, &mut framed, &later_tx, &run_id);
                 }
                 continue;
             }
@@ -336,7 +336,7 @@ pub async fn serve_connection<S: Service>(
             Ok(FrameRead::Frame) => {
                 frame_since = None;
                 let answer = service.handle_frame(framed.frame(), &conn);
-                take_answer(answer, permit, &mut framed, &later_tx);
+                take_answer(answer, permit, &mut framed, &later_tx, &run_id);
             }
             Ok(FrameRead::TooLarge) => {
                 let msg = format!(
@@ -388,9 +388,11 @@ fn take_answer(
     permit: OwnedSemaphorePermit,
     framed: &mut Framed<'_>,
     later_tx: &mpsc::UnboundedSender<LaterReply>,
+    run_id: &str,
 ) {
     match answer {
         Handled::Ready(line) => framed.queue_ready(&line, Some(permit)),
+        Handled::Replay(replay) => framed.queue_replay(&replay, run_id, Some(permit)),
         // Joined to no earlier answer (never given so): nothing to write, the slot is free.
         Handled::Joined(_) => drop(permit),
         Handled::Later(fut) => {

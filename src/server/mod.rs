@@ -73,8 +73,10 @@ pub trait Service: Clone + Send + Sync + 'static {
                 break;
             }
             let answer = self.handle_frame(frame, conn);
-            if let Handled::Ready(line) = &answer {
-                used += line.len();
+            match &answer {
+                Handled::Ready(line) => used += line.len(),
+                Handled::Replay(replay) => used += replay.line_len(self.run_id()),
+                Handled::Later(_) | Handled::Joined(_) => {}
             }
             out.push(answer);
         }
