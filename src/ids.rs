@@ -36,24 +36,53 @@ impl RequestKey {
 /// Where the 16 byte pairs of a hyphenated UUID start (`8-4-4-4-12` hex digits).
 const HEX_PAIRS: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
 
-/// The bytes of a lowercase hyphenated UUID, or `None` for any other text.
+/// Each byte's value as a lowercase hex digit, or [`NOT_HEX`].
+static HEX_VALUE: [u8; 256] = {
+    let mut table = [NOT_HEX; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};
+
+/// [`HEX_VALUE`] of a byte that is no lowercase hex digit (a bit no digit's value has).
+const NOT_HEX: u8 = 0x10;
+
+/// The bytes of a lowercase hyphenated UUID, or `None` for any other text. Every digit is
+/// looked up and the misfits are noted, with no branch per digit.
 fn canonical_uuid(s: &[u8]) -> Option<[u8; 16]> {
     if s.len() != 36 || s[8] != b'-' || s[13] != b'-' || s[18] != b'-' || s[23] != b'-' {
         return None;
     }
     let mut out = [0u8; 16];
+    let mut misfit = 0;
     for (byte, &at) in out.iter_mut().zip(&HEX_PAIRS) {
-        *byte = lower_hex(s[at])? << 4 | lower_hex(s[at + 1])?;
+        let (hi, lo) = (
+            HEX_VALUE[usize::from(s[at])],
+            HEX_VALUE[usize::from(s[at + 1])],
+        );
+        misfit |= hi | lo;
+        *byte = hi << 4 | lo;
     }
-    Some(out)
+    (misfit & NOT_HEX == 0).then_some(out)
 }
 
-/// A lowercase hex digit's value.
-fn lower_hex(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        _ => None,
+/// Writes the lowercase hyphenated spelling of a UUID's bytes.
+fn spell_uuid(bytes: &[u8; 16], out: &mut [u8; 36]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    for i in [8, 13, 18, 23] {
+        out[i] = b'-';
+    }
+    for (&b, &at) in bytes.iter().zip(&HEX_PAIRS) {
+        out[at] = DIGITS[usize::from(b >> 4)];
+        out[at + 1] = DIGITS[usize::from(b & 0xf)];
     }
 }
 
@@ -63,10 +92,10 @@ impl RequestKey {
     pub fn with_str<R>(&self, f: impl FnOnce(&str) -> R) -> R {
         match self {
             RequestKey::Uuid(b) => {
-                let mut buf = [0u8; uuid::fmt::Hyphenated::LENGTH];
-                f(uuid::Uuid::from_bytes(*b)
-                    .hyphenated()
-                    .encode_lower(&mut buf))
+                let mut buf = [0u8; 36];
+                spell_uuid(b, &mut buf);
+                // Hex digits and hyphens only: always UTF-8.
+                f(std::str::from_utf8(&buf).unwrap_or_default())
             }
             RequestKey::Text(s) => f(s),
         }
@@ -75,10 +104,7 @@ impl RequestKey {
 
 impl fmt::Display for RequestKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            RequestKey::Uuid(b) => fmt::Display::fmt(&uuid::Uuid::from_bytes(*b).hyphenated(), f),
-            RequestKey::Text(s) => f.write_str(s),
-        }
+        self.with_str(|id| f.write_str(id))
     }
 }
 
@@ -129,7 +155,8 @@ mod tests {
             let spelled = uuid::Uuid::from_bytes(uuid_bytes).hyphenated().to_string();
             let key = RequestKey::new(&spelled);
             proptest::prop_assert!(matches!(key, RequestKey::Uuid(b) if b == uuid_bytes));
-            proptest::prop_assert_eq!(key.to_string(), spelled);
+            proptest::prop_assert_eq!(key.to_string(), spelled.as_str());
+            proptest::prop_assert_eq!(key.with_str(str::to_owned), spelled);
         }
     }
 }
