@@ -426,7 +426,7 @@ mod tests {
     use proptest::prelude::*;
 
     fn key(id: u16) -> RequestKey {
-        if id % 3 == 0 {
+        if id.is_multiple_of(3) {
             RequestKey::new(&format!("text-{id}"))
         } else {
             RequestKey::Uuid(
