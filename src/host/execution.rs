@@ -258,11 +258,12 @@ impl Completion {
     }
 }
 
-/// What an execution changed besides its reply.
+/// What an execution changed besides its reply. The rare effects are boxed: a completion is
+/// moved a few times on every fresh action, almost always with no effect to carry.
 enum TaskEffect {
     None,
-    TaskStarted(Task),
-    Uncertain(Expect),
+    TaskStarted(Box<Task>),
+    Uncertain(Box<Expect>),
 }
 
 /// How starting an execution went.
@@ -617,7 +618,7 @@ impl Host {
                     state: TaskState::Running,
                     task_id: task_id.to_string(),
                 };
-                (Outcome::ok(&result), TaskEffect::TaskStarted(t))
+                (Outcome::ok(&result), TaskEffect::TaskStarted(Box::new(t)))
             }
             Finished::Open(_, Err(e)) => (
                 Outcome::err(&ErrorBody::new(
@@ -672,7 +673,7 @@ impl Host {
                             "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
                         })),
                     ),
-                    expect.map_or(TaskEffect::None, TaskEffect::Uncertain),
+                    expect.map_or(TaskEffect::None, |e| TaskEffect::Uncertain(Box::new(e))),
                 )
             }
         }
@@ -730,7 +731,7 @@ impl Host {
                 if self.journal().is_some() {
                     task_record = Some(TaskRecordData::of(&task, TaskEvent::Started, now));
                 }
-                st.tasks.insert(task);
+                st.tasks.insert(*task);
                 st.events.publish("task.updated", now, || to_data(&summary));
             }
             TaskEffect::Uncertain(expect) => {
@@ -747,7 +748,7 @@ impl Host {
                         request_id: execution.request_id.to_string(),
                         method,
                         params,
-                        expect,
+                        expect: *expect,
                         since: now,
                         last_verify: None,
                     };
@@ -835,7 +836,7 @@ fn panicked(
     tracing::error!(request_id = %id, method = %method, "execution panicked: {what}");
     let error = internal_error(id, method, execution.task_id.as_deref(), &what);
     let effect = match execution.command.expectation() {
-        Some(e) => TaskEffect::Uncertain(e),
+        Some(e) => TaskEffect::Uncertain(Box::new(e)),
         None => TaskEffect::None,
     };
     (Outcome::err(&error), effect)
