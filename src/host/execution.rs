@@ -2,7 +2,8 @@
 //!
 //! Admission hands over an [`Execution`] once its running receipt exists. [`Host::launch`] starts
 //! the executor's work and polls it once in place: when the executor answers without waiting
-//! the execution completes inline (no task spawned, nothing allocated for it); otherwise it is
+//! the execution completes inline (no task spawned, nothing allocated for it; a fill the
+//! executor can do at once skips even the future and the deadline); otherwise it is
 //! spawned, owning everything it needs, detached from the connection that asked for it, so a
 //! caller that disconnects cancels nothing. [`Host::interpret`] turns the executor's answer
 //! (or a panic) into the outcome to store and its effect on the task, and [`Host::complete`]
