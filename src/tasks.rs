@@ -8,6 +8,8 @@
 
 use std::collections::{HashMap, VecDeque};
 
+use indexmap::IndexMap;
+
 use serde_json::Value;
 
 use crate::ids::RequestKey;
@@ -376,8 +378,13 @@ impl ClosedTask {
 /// Every task of the run.
 pub struct Tasks {
     /// Looked up under the host's lock by every action: a fast seeded hash (foldhash), as in
-    /// the receipt book.
-    map: HashMap<TaskId, Task, foldhash::fast::RandomState>,
+    /// the receipt book, in an index map so the last task used can be found again by position.
+    map: IndexMap<TaskId, Task, foldhash::fast::RandomState>,
+    /// Where the task last looked up by [`Tasks::get_mut`] was: an action's admission, its
+    /// receipt's count and its completion all name the same task, and a pipelined batch
+    /// usually names one task throughout, so most lookups find it here without hashing its ID.
+    /// Only a hint: checked against the ID every time.
+    last: usize,
     /// Closed tasks whose receipts were all cleared, by the bytes of their UUID.
     closed: HashMap<[u8; 16], ClosedTask, foldhash::fast::RandomState>,
     /// The order they were reduced in, so the oldest record goes first when `closed` is full.
@@ -396,7 +403,8 @@ impl Tasks {
     /// No tasks; at most `closed_capacity` closed-task records are kept (the oldest goes).
     pub fn with_closed_capacity(closed_capacity: usize) -> Tasks {
         Tasks {
-            map: HashMap::default(),
+            map: IndexMap::default(),
+            last: 0,
             closed: HashMap::default(),
             closed_order: VecDeque::new(),
             closed_capacity,
@@ -405,9 +413,16 @@ impl Tasks {
 
     /// A receipt naming the task was created.
     pub fn receipt_created(&mut self, id: &str) {
-        if let Some(t) = self.map.get_mut(id) {
+        if let Some(t) = self.get_mut(id) {
             t.receipts += 1;
         }
+    }
+
+    /// The position of task `id` when it is the one looked up last.
+    fn last_is(&self, id: &str) -> Option<usize> {
+        let (k, _) = self.map.get_index(self.last)?;
+        let same = (k.as_ptr() == id.as_ptr() && k.len() == id.len()) || **k == *id;
+        same.then_some(self.last)
     }
 
     /// A receipt naming the task was cleared: a closed task with no receipt left is reduced
@@ -427,7 +442,7 @@ impl Tasks {
             return;
         }
         let record = ClosedTask::of(t);
-        self.map.remove(id);
+        self.map.swap_remove(id);
         while self.closed.len() >= self.closed_capacity {
             match self.closed_order.pop_front() {
                 Some(oldest) => self.closed.remove(&oldest),
@@ -458,12 +473,23 @@ impl Tasks {
 
     /// A task by ID.
     pub fn get(&self, id: &str) -> Option<&Task> {
-        self.map.get(id)
+        match self.last_is(id) {
+            Some(i) => self.map.get_index(i).map(|(_, t)| t),
+            None => self.map.get(id),
+        }
     }
 
     /// A task by ID, to change it.
     pub fn get_mut(&mut self, id: &str) -> Option<&mut Task> {
-        self.map.get_mut(id)
+        let i = match self.last_is(id) {
+            Some(i) => i,
+            None => {
+                let i = self.map.get_index_of(id)?;
+                self.last = i;
+                i
+            }
+        };
+        self.map.get_index_mut(i).map(|(_, t)| t)
     }
 
     /// The shared ID of a task, so receipts need not copy it.
@@ -657,6 +683,39 @@ mod tests {
         assert_eq!(tasks.closed_records(), 2);
         assert!(tasks.closed(&ids[0]).is_none());
         assert!(tasks.closed(&ids[2]).is_some());
+    }
+
+    /// Every lookup finds the task it names, whichever task was looked up last and however
+    /// removing a reduced task moved the others.
+    #[test]
+    fn lookups_find_the_task_named_after_others_move() {
+        let mut tasks = Tasks::default();
+        let ids: Vec<String> = (0..4)
+            .map(|i| uuid::Uuid::from_u128(i + 1).to_string())
+            .collect();
+        for (i, id) in ids.iter().enumerate() {
+            tasks.insert(Task::new(id.as_str().into(), format!("t{i}"), None, 1));
+            tasks.receipt_created(id);
+        }
+        let title = |tasks: &mut Tasks, id: &str| tasks.get_mut(id).map(|t| t.title.clone());
+        assert_eq!(title(&mut tasks, &ids[3]).as_deref(), Some("t3"));
+        assert_eq!(tasks.get(&ids[3]).map(|t| t.receipts), Some(1));
+        // The first task closes and goes: the last one takes its place in the map.
+        tasks.get_mut(&ids[0]).unwrap().finish(2);
+        tasks.receipt_cleared(&ids[0]);
+        assert!(tasks.get(&ids[0]).is_none());
+        assert!(tasks.get_mut(&ids[0]).is_none());
+        for (i, id) in ids.iter().enumerate().skip(1).rev() {
+            assert_eq!(title(&mut tasks, id), Some(format!("t{i}")));
+            assert_eq!(
+                tasks.get(id).map(|t| t.title.as_str()),
+                Some(&*format!("t{i}"))
+            );
+        }
+        assert!(tasks.get("no-such-task").is_none());
+        assert!(tasks.get_mut("no-such-task").is_none());
+        assert_eq!(tasks.get(&ids[1]).map(|t| t.title.as_str()), Some("t1"));
+        assert_eq!(tasks.iter().count(), 3);
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! Admission hands over an [`Execution`] once its running receipt exists. [`Host::launch`] starts
 //! the executor's work and polls it once in place: when the executor answers without waiting
-//! the execution completes inline (no task spawned, nothing allocated for it); otherwise it is
+//! the execution completes inline (no task spawned, nothing allocated for it; a fill the
+//! executor can do at once skips even the future and the deadline); otherwise it is
 //! spawned, owning everything it needs, detached from the connection that asked for it, so a
 //! caller that disconnects cancels nothing. [`Host::interpret`] turns the executor's answer
 //! (or a panic) into the outcome to store and its effect on the task, and [`Host::complete`]
@@ -258,11 +259,12 @@ impl Completion {
     }
 }
 
-/// What an execution changed besides its reply.
+/// What an execution changed besides its reply. The rare effects are boxed: a completion is
+/// moved a few times on every fresh action, almost always with no effect to carry.
 enum TaskEffect {
     None,
-    TaskStarted(Task),
-    Uncertain(Expect),
+    TaskStarted(Box<Task>),
+    Uncertain(Box<Expect>),
 }
 
 /// How starting an execution went.
@@ -296,6 +298,9 @@ struct NewTask {
 enum Finished {
     Open(NewTask, Result<(), String>),
     Act(TaskId, ActionOutcome),
+    /// A fill the executor did at once ([`crate::executor::Executor::fill_now`]), its reply
+    /// already written.
+    Filled(Outcome),
 }
 
 impl Started {
@@ -365,6 +370,9 @@ impl Host {
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            if let Some(filled) = self.fill_now(&execution) {
+                return Ok(filled);
+            }
             let mut started = self.start(&execution);
             match started.poll_once(&mut cx) {
                 Some(finished) => Ok(finished),
@@ -431,10 +439,14 @@ impl Host {
     /// Starts an execution on the executor and waits for its answer (a panic on the way is
     /// an `INTERNAL` outcome): the completion to store, and the task a `task.start` opened.
     async fn execute(&self, execution: &Execution<'_>) -> (Completion, Option<TaskId>) {
-        let started = std::panic::catch_unwind(AssertUnwindSafe(|| self.start(execution)));
+        let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            self.fill_now(execution)
+                .ok_or_else(|| self.start(execution))
+        }));
         let mut opened = None;
         let (outcome, effect) = match started {
-            Ok(started) => match AssertUnwindSafe(started.finish()).catch_unwind().await {
+            Ok(Ok(filled)) => self.interpret(execution, filled),
+            Ok(Err(started)) => match AssertUnwindSafe(started.finish()).catch_unwind().await {
                 Ok(finished) => {
                     if let Finished::Open(t, Ok(())) = &finished {
                         opened = Some(t.id.clone());
@@ -536,6 +548,26 @@ impl Host {
         .reply_line(Some(id), self.run_id(), ReceiptKind::None)
     }
 
+    /// A fill done at once by an executor that can ([`crate::executor::Executor::fill_now`]);
+    /// `None` for every other command, or when the executor cannot. Like [`Host::start`], never
+    /// called twice for one receipt.
+    fn fill_now(&self, execution: &Execution<'_>) -> Option<Finished> {
+        let ExecutorCommand::Act(ActCommand {
+            task_id,
+            action: PageAction::Fill { target, value },
+        }) = &execution.command
+        else {
+            return None;
+        };
+        let task = execution.task_id.as_deref().unwrap_or(task_id);
+        let filled = self.inner.executor.fill_now(task, target, value)?;
+        Some(Finished::Filled(match filled {
+            // The reply says what was asked for, which is what the field now holds.
+            Ok(()) => Outcome::filled(target, value),
+            Err(reason) => action_failed(Method::PageFill, task, &execution.request_id, &reason),
+        }))
+    }
+
     /// Starts one mutation on the executor. Never called twice for one receipt.
     fn start(&self, execution: &Execution<'_>) -> Started {
         let executor = &self.inner.executor;
@@ -587,12 +619,14 @@ impl Host {
                     state: TaskState::Running,
                     task_id: task_id.to_string(),
                 };
-                (Outcome::ok(&result), TaskEffect::TaskStarted(t))
+                (Outcome::ok(&result), TaskEffect::TaskStarted(Box::new(t)))
             }
             Finished::Open(_, Err(e)) => (
                 Outcome::err(&ErrorBody::new(
                     ErrorCode::ActionFailed,
-                    format!("the executor could not open a page for the task: {e}; nothing was started"),
+                    format!(
+                        "the executor could not open a page for the task: {e}; nothing was started"
+                    ),
                 )),
                 TaskEffect::None,
             ),
@@ -618,16 +652,10 @@ impl Host {
                 };
                 (outcome, TaskEffect::None)
             }
-            Finished::Act(task, ActionOutcome::Failed(reason)) => (
-                Outcome::err(
-                    &ErrorBody::new(
-                        ErrorCode::ActionFailed,
-                        format!("{method} failed with no effect: {reason}. Task {task} is still running; read the page (page.read) before deciding what to send next"),
-                    )
-                    .with_details(json!({"taskId": &*task, "requestId": id, "reason": reason})),
-                ),
-                TaskEffect::None,
-            ),
+            Finished::Filled(outcome) => (outcome, TaskEffect::None),
+            Finished::Act(task, ActionOutcome::Failed(reason)) => {
+                (action_failed(method, &task, id, &reason), TaskEffect::None)
+            }
             Finished::Act(task, ActionOutcome::Uncertain(reason)) => {
                 // A page action always has one; only `task.start` has none, and opening a page
                 // is never uncertain.
@@ -646,7 +674,7 @@ impl Host {
                             "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
                         })),
                     ),
-                    expect.map_or(TaskEffect::None, TaskEffect::Uncertain),
+                    expect.map_or(TaskEffect::None, |e| TaskEffect::Uncertain(Box::new(e))),
                 )
             }
         }
@@ -704,7 +732,7 @@ impl Host {
                 if self.journal().is_some() {
                     task_record = Some(TaskRecordData::of(&task, TaskEvent::Started, now));
                 }
-                st.tasks.insert(task);
+                st.tasks.insert(*task);
                 st.events.publish("task.updated", now, || to_data(&summary));
             }
             TaskEffect::Uncertain(expect) => {
@@ -721,7 +749,7 @@ impl Host {
                         request_id: execution.request_id.to_string(),
                         method,
                         params,
-                        expect,
+                        expect: *expect,
                         since: now,
                         last_verify: None,
                     };
@@ -765,6 +793,17 @@ impl Host {
     }
 }
 
+/// `ACTION_FAILED`: the executor says `method` on `task` failed with no effect.
+fn action_failed(method: Method, task: &str, id: &str, reason: &str) -> Outcome {
+    Outcome::err(
+        &ErrorBody::new(
+            ErrorCode::ActionFailed,
+            format!("{method} failed with no effect: {reason}. Task {task} is still running; read the page (page.read) before deciding what to send next"),
+        )
+        .with_details(json!({"taskId": task, "requestId": id, "reason": reason})),
+    )
+}
+
 /// Publishes `receipt.completed` for a stored outcome.
 pub(super) fn publish_completed(
     st: &mut State,
@@ -798,7 +837,7 @@ fn panicked(
     tracing::error!(request_id = %id, method = %method, "execution panicked: {what}");
     let error = internal_error(id, method, execution.task_id.as_deref(), &what);
     let effect = match execution.command.expectation() {
-        Some(e) => TaskEffect::Uncertain(e),
+        Some(e) => TaskEffect::Uncertain(Box::new(e)),
         None => TaskEffect::None,
     };
     (Outcome::err(&error), effect)

@@ -194,7 +194,7 @@ impl Host {
             self.append_begins(&mut st, &mut admitted, now);
             admitted
         };
-        let mut inline = Vec::new();
+        let mut inline = Vec::with_capacity(admitted.len());
         let mut begun = Vec::new();
         for (id, admission) in admitted {
             let answer = match admission {
