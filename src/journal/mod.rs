@@ -156,6 +156,10 @@ pub struct Options {
     pub preallocate: u64,
     /// Who writes and syncs.
     pub flusher: FlusherKind,
+    /// With the dedicated thread flusher: let a second flusher thread write and `fdatasync`
+    /// the next batch while the first one's `fdatasync` is still under way (at most
+    /// [`format::MAX_UNFINISHED_WRITES`] writes unfinished). Off: one write at a time.
+    pub overlap: bool,
     /// Added to every `fdatasync` (a testing aid: how the journal behaves on a disk whose
     /// flushes take milliseconds). Zero by default.
     pub extra_sync_latency: Duration,
@@ -166,6 +170,7 @@ impl Default for Options {
         Options {
             preallocate: 4 << 20,
             flusher: FlusherKind::Thread,
+            overlap: true,
             extra_sync_latency: Duration::ZERO,
         }
     }
@@ -212,7 +217,7 @@ struct Inner {
     dir: PathBuf,
     path: PathBuf,
     shared: Arc<Shared>,
-    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
+    flushers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     compacting: Mutex<()>,
     _lock: files::DirLock,
 }
@@ -220,14 +225,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.shared.close();
-        if let Some(t) = self
-            .flusher
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            let _ = t.join();
-        }
+        join_all(&self.flushers);
     }
 }
 
@@ -270,7 +268,7 @@ impl Journal {
         if !path.exists() && std::fs::symlink_metadata(&path).is_err() {
             create_log(dir, &path)?;
         }
-        let file = files::open_file(&path, true, false)?;
+        let file = Arc::new(files::open_file(&path, true, false)?);
         let len = read_header(&path, &file)?;
         let recover::Read {
             end,
@@ -320,29 +318,37 @@ impl Journal {
             acct,
             options.flusher,
         );
-        let flusher = match options.flusher {
-            FlusherKind::Thread => {
-                let s = shared.clone();
-                Some(
-                    std::thread::Builder::new()
-                        .name("polaris-journal".into())
-                        .spawn(move || s.run_thread())
-                        .map_err(|source| Error::Io {
-                            path: path.clone(),
-                            op: "starting the flusher thread",
-                            source,
-                        })?,
-                )
-            }
-            FlusherKind::SpawnBlocking => None,
+        let threads = match options.flusher {
+            FlusherKind::Thread if options.overlap => format::MAX_UNFINISHED_WRITES,
+            FlusherKind::Thread => 1,
+            FlusherKind::SpawnBlocking => 0,
         };
+        let flushers = Mutex::new(Vec::with_capacity(threads));
+        for _ in 0..threads {
+            let s = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name("polaris-journal".into())
+                .spawn(move || s.run_thread());
+            match spawned {
+                Ok(t) => flushers.lock().unwrap_or_else(|p| p.into_inner()).push(t),
+                Err(source) => {
+                    shared.close();
+                    join_all(&flushers);
+                    return Err(Error::Io {
+                        path: path.clone(),
+                        op: "starting the flusher thread",
+                        source,
+                    });
+                }
+            }
+        }
         Ok((
             Journal {
                 inner: Arc::new(Inner {
                     dir: dir.to_owned(),
                     path,
                     shared,
-                    flusher: Mutex::new(flusher),
+                    flushers,
                     compacting: Mutex::new(()),
                     _lock: lock,
                 }),
@@ -423,15 +429,7 @@ impl Journal {
     pub fn close(&self) -> Result<(), Error> {
         let barrier = self.barrier();
         self.inner.shared.close();
-        if let Some(t) = self
-            .inner
-            .flusher
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            let _ = t.join();
-        }
+        join_all(&self.inner.flushers);
         match self.inner.shared.stats().failed {
             Some(f) => Err(Error::Failed(f)),
             None => {
@@ -439,6 +437,14 @@ impl Journal {
                 Ok(())
             }
         }
+    }
+}
+
+/// Joins the flusher threads (after [`Shared::close`]).
+fn join_all(flushers: &Mutex<Vec<std::thread::JoinHandle<()>>>) {
+    let threads = std::mem::take(&mut *flushers.lock().unwrap_or_else(|p| p.into_inner()));
+    for t in threads {
+        let _ = t.join();
     }
 }
 

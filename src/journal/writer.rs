@@ -1,6 +1,8 @@
-//! Group commit: appenders encode records into one shared buffer; one flusher writes everything
-//! queued since its last `fdatasync` with one `write` and makes it durable with one
-//! `fdatasync`, then resolves every ticket it covered at once.
+//! Group commit: appenders encode records into one shared buffer; a flusher writes everything
+//! queued since the last write with one `write` and makes it durable with one `fdatasync`, then
+//! resolves every ticket it covered at once. Two flusher threads take turns: while one waits
+//! for its `fdatasync`, the other may write and sync what was queued meanwhile; a ticket
+//! resolves only once its write and every write before it are durable.
 //!
 //! Appending never touches the file: it takes a short lock, encodes, and returns a [`Ticket`].
 //! So the host can append under its own lock, let go of it, and await the ticket on a tokio
@@ -198,8 +200,9 @@ impl std::future::IntoFuture for Ticket {
 
 /// The file as the flusher writes it. Holding its lock pauses the flusher (compaction does).
 pub(crate) struct FileState {
-    pub file: File,
-    /// Where the next block goes: everything before is durable.
+    /// The file; shared with the flusher threads' `fdatasync`s, which run without the lock.
+    pub file: Arc<File>,
+    /// Where the next block goes: everything before is written (durable once its flush is).
     pub end: u64,
     /// The file's length as far as the flusher knows: `end` plus zeros written ahead (see
     /// `Options::preallocate`).
@@ -215,9 +218,10 @@ pub(crate) struct FileState {
 }
 
 impl FileState {
-    /// Writes `buf` (sealed blocks at `end`) and makes it durable. The zeros ahead are the
-    /// grower's work: this only waits for it when it is writing where `buf` goes.
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<Duration> {
+    /// Writes `buf` (sealed blocks at `end`) and moves `end` past it; the caller makes it
+    /// durable with the file handed back. The zeros ahead are the grower's work: this only
+    /// waits for it when it is writing where `buf` goes.
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<Arc<File>> {
         let new_end = self.end + buf.len() as u64;
         if self.preallocate > 0 {
             self.allocated = self
@@ -225,18 +229,60 @@ impl FileState {
                 .max(self.growth.before_write(self.generation, new_end));
         }
         self.file.write_all_at(buf, self.end)?;
-        let t = Instant::now();
-        self.file.sync_data()?;
-        if !self.extra_sync_latency.is_zero() {
-            std::thread::sleep(self.extra_sync_latency);
-        }
-        let took = t.elapsed();
         self.end = new_end;
         self.allocated = self.allocated.max(new_end);
         self.growth
             .after_write(&self.file, self.generation, new_end, self.preallocate);
-        Ok(took)
+        Ok(self.file.clone())
     }
+}
+
+/// `fdatasync`s `file` (plus the testing aid's extra latency): how long it took.
+fn sync(file: &File, extra: Duration) -> std::io::Result<Duration> {
+    let t = Instant::now();
+    file.sync_data()?;
+    if !extra.is_zero() {
+        std::thread::sleep(extra);
+    }
+    Ok(t.elapsed())
+}
+
+/// One write of the flusher from the moment it is placed in the file until it and every
+/// write before it are durable.
+struct Unfinished {
+    /// Which write (in file order).
+    id: u64,
+    /// The last append it carries.
+    seq: u64,
+    /// Records it carries.
+    records: u64,
+    /// Where it ends in the file.
+    end: u64,
+    /// More than one block (such a write is never in flight with another).
+    multi: bool,
+    /// Its outcome once its `fdatasync` returned.
+    done: Option<Result<(), Arc<str>>>,
+}
+
+/// The writes whose `fdatasync` has not returned yet, or that wait for an earlier one: at most
+/// [`format::MAX_UNFINISHED_WRITES`], in file order. A write becomes durable to tickets only
+/// once every write before it is, so no ticket ever resolves past a write a crash could tear.
+#[derive(Default)]
+struct InFlight {
+    writes: std::collections::VecDeque<Unfinished>,
+    next_id: u64,
+    /// A write failed: nothing after it ever counts as durable.
+    failed: bool,
+}
+
+/// What one turn of a flusher did.
+enum Flushed {
+    /// Nothing was queued.
+    Nothing,
+    /// Wrote and synced; woke this many waiters.
+    Woke(usize),
+    /// The journal failed (or had failed): the flusher stops.
+    Failed,
 }
 
 /// What appends have queued for the flusher.
@@ -257,10 +303,12 @@ struct Queue {
     acct: Accounting,
     /// Whether a `spawn_blocking` flusher is running.
     flusher_busy: bool,
-    /// Whether the flusher thread sleeps on `Shared::work` (so an append must wake it). A
+    /// How many flusher threads sleep on `Shared::work` (so an append must wake one). A
     /// flusher that is writing takes the queue when it is done without being told: waking it
     /// costs a system call, paid once per batch rather than once per append.
-    flusher_asleep: bool,
+    asleep: usize,
+    /// An append woke a sleeping flusher that has not run yet (later appends need not).
+    wake_pending: bool,
     /// The journal is closing: the flusher drains the queue and stops.
     closing: bool,
     /// Copy of `Durable::failed`, so appends refuse at once.
@@ -320,6 +368,9 @@ pub(crate) struct Shared {
     work: Arc<Condvar>,
     durable: Arc<Durability>,
     pub file: Mutex<FileState>,
+    /// Writes not yet known durable, in file order, and who waits for them to settle.
+    in_flight: Mutex<InFlight>,
+    settled: Condvar,
     stats: Mutex<FlushStats>,
     kind: FlusherKind,
 }
@@ -368,7 +419,8 @@ impl Shared {
                 runs,
                 acct,
                 flusher_busy: false,
-                flusher_asleep: false,
+                asleep: 0,
+                wake_pending: false,
                 closing: false,
                 failed: None,
             }),
@@ -378,6 +430,8 @@ impl Shared {
             }),
             work,
             file: Mutex::new(file),
+            in_flight: Mutex::new(InFlight::default()),
+            settled: Condvar::new(),
             stats: Mutex::new(FlushStats {
                 records,
                 bytes,
@@ -464,8 +518,8 @@ impl Shared {
         let seq = q.seq;
         match self.kind {
             FlusherKind::Thread => {
-                if q.flusher_asleep {
-                    q.flusher_asleep = false;
+                if q.asleep > 0 && !q.wake_pending {
+                    q.wake_pending = true;
                     self.work.notify_one();
                 }
             }
@@ -521,55 +575,131 @@ impl Shared {
         Some((buf, blocks, q.seq, records))
     }
 
-    /// Seals, writes and syncs one taken batch, then resolves its tickets: how many waiters it
-    /// woke, or `None` when the write failed.
-    fn flush(&self, mut buf: Vec<u8>, blocks: Vec<usize>, seq: u64, records: u64) -> Option<usize> {
-        let result = {
-            let mut f = lock(&self.file);
-            for (i, &start) in blocks.iter().enumerate() {
-                let end = blocks.get(i + 1).copied().unwrap_or(buf.len());
-                format::seal_block(f.end + start as u64, &mut buf[start..end]);
+    /// Takes what is queued, seals and writes it (under the file's lock, so writes land in the
+    /// order they were taken), then `fdatasync`s it without the lock — while another flusher
+    /// may write and sync the next batch — and resolves the tickets of every write that is now
+    /// durable with all the writes before it.
+    fn flush_next(&self) -> Flushed {
+        let mut f = lock(&self.file);
+        let taken = {
+            let mut q = lock(&self.queue);
+            if q.failed.is_some() {
+                return Flushed::Failed;
             }
-            f.write(&buf).map(|took| (took, f.end))
+            Self::take(&mut q)
         };
-        let ok = match result {
-            Ok((took, end)) => {
-                {
-                    let mut s = lock(&self.stats);
-                    let now = Instant::now();
-                    s.records += records;
-                    s.fsyncs += 1;
-                    s.last_fsync = took;
-                    s.bytes = end;
-                    let start = *s.window_start.get_or_insert(now);
-                    s.window_fsyncs += 1;
-                    let elapsed = now - start;
-                    if elapsed >= Duration::from_secs(1) {
-                        s.rate = s.window_fsyncs as f64 / elapsed.as_secs_f64();
-                        s.window_start = Some(now);
-                        s.window_fsyncs = 0;
-                    }
-                }
-                Some(self.durable.advance(seq))
-            }
-            Err(e) => {
-                // An fsync that failed may have dropped the dirty pages: never retry, never
-                // pretend. Everything queued and everything later fails.
-                let msg: Arc<str> = format!("writing the journal failed: {e}").into();
-                // A warning here; the host that owns the journal says it once, as an error
-                // naming the file, when it stops.
-                tracing::warn!("{msg}; no further mutation can be made durable");
-                lock(&self.queue).failed = Some(msg.clone());
-                self.durable.end(Some(msg));
-                None
-            }
+        let Some((mut buf, blocks, seq, records)) = taken else {
+            return Flushed::Nothing;
         };
+        let multi = blocks.len() > 1;
+        let (id, overlapped) = {
+            let mut u = lock(&self.in_flight);
+            // A write of several blocks is never in flight with another: recovery allows one
+            // marked block after a torn one, not several.
+            while !u.failed && !u.writes.is_empty() && (multi || u.writes.iter().any(|w| w.multi)) {
+                u = self.settled.wait(u).unwrap_or_else(|p| p.into_inner());
+            }
+            let id = u.next_id;
+            u.next_id += 1;
+            let overlapped = !u.writes.is_empty();
+            u.writes.push_back(Unfinished {
+                id,
+                seq,
+                records,
+                end: 0,
+                multi,
+                done: None,
+            });
+            (id, overlapped)
+        };
+        for (i, &start) in blocks.iter().enumerate() {
+            let end = blocks.get(i + 1).copied().unwrap_or(buf.len());
+            format::seal_block(f.end + start as u64, &mut buf[start..end], overlapped);
+        }
+        let extra = f.extra_sync_latency;
+        let wrote = f.write(&buf).map(|file| (file, f.end));
+        drop(f);
+        let result = wrote.and_then(|(file, end)| sync(&file, extra).map(|took| (took, end)));
+        let flushed = self.settle(id, result);
         buf.clear();
         let mut q = lock(&self.queue);
         if q.spare.capacity() < buf.capacity() && buf.capacity() <= 64 << 20 {
             q.spare = buf;
         }
-        ok
+        flushed
+    }
+
+    /// Write `id` is synced (or failed): resolves the tickets of the writes now durable in
+    /// order, or fails the journal.
+    fn settle(&self, id: u64, result: std::io::Result<(Duration, u64)>) -> Flushed {
+        let (durable, failed) = {
+            let mut u = lock(&self.in_flight);
+            let outcome = match &result {
+                Ok((_, end)) => Ok(*end),
+                Err(e) => Err(Arc::<str>::from(format!("writing the journal failed: {e}"))),
+            };
+            if let Some(w) = u.writes.iter_mut().find(|w| w.id == id) {
+                w.done = Some(outcome.as_ref().map(|_| ()).map_err(Arc::clone));
+                if let Ok(end) = outcome {
+                    w.end = end;
+                }
+            }
+            let mut durable: Option<(u64, u64, u64)> = None;
+            let mut failed = None;
+            while u.writes.front().is_some_and(|w| w.done.is_some()) {
+                let Some(w) = u.writes.pop_front() else { break };
+                match w.done {
+                    Some(Err(msg)) if !u.failed => {
+                        u.failed = true;
+                        failed = Some(msg);
+                    }
+                    Some(Ok(())) if !u.failed => {
+                        let records = durable.map_or(0, |d| d.2) + w.records;
+                        durable = Some((w.seq, w.end, records));
+                    }
+                    _ => {}
+                }
+            }
+            if u.failed && failed.is_none() {
+                durable = None;
+            }
+            self.settled.notify_all();
+            (durable, failed)
+        };
+        if let Some(msg) = failed {
+            // An fsync that failed may have dropped the dirty pages: never retry, never
+            // pretend. Everything queued and everything later fails. A warning here; the host
+            // that owns the journal says it once, as an error naming the file, when it stops.
+            tracing::warn!("{msg}; no further mutation can be made durable");
+            lock(&self.queue).failed = Some(msg.clone());
+            self.durable.end(Some(msg));
+            return Flushed::Failed;
+        }
+        let Ok((took, _)) = result else {
+            return Flushed::Failed;
+        };
+        {
+            let mut s = lock(&self.stats);
+            let now = Instant::now();
+            s.fsyncs += 1;
+            s.last_fsync = took;
+            if let Some((_, end, records)) = durable {
+                s.records += records;
+                s.bytes = end;
+            }
+            let start = *s.window_start.get_or_insert(now);
+            s.window_fsyncs += 1;
+            let elapsed = now - start;
+            if elapsed >= Duration::from_secs(1) {
+                s.rate = s.window_fsyncs as f64 / elapsed.as_secs_f64();
+                s.window_start = Some(now);
+                s.window_fsyncs = 0;
+            }
+        }
+        match durable {
+            Some((seq, _, _)) => Flushed::Woke(self.durable.advance(seq)),
+            None => Flushed::Woke(0),
+        }
     }
 
     /// The dedicated flusher thread's loop.
@@ -586,7 +716,7 @@ impl Shared {
     pub fn run_thread(&self) {
         let mut gather: Option<(Instant, usize)> = None;
         loop {
-            let taken = {
+            {
                 let mut q = lock(&self.queue);
                 loop {
                     if q.failed.is_some() {
@@ -595,12 +725,16 @@ impl Shared {
                     if let Some((until, want)) = gather {
                         let now = Instant::now();
                         if self.durable.waiting() < want && now < until && !q.closing {
-                            // Not `flusher_asleep`: appends meanwhile do not wake it, only
+                            // Not counted asleep: appends meanwhile do not wake it, only
                             // the waiter that completes the count (or the pause's end) does.
                             q = match self.work.wait_timeout(q, until - now) {
                                 Ok((q, _)) => q,
                                 Err(p) => p.into_inner().0,
                             };
+                            // The wake an append meant for a sleeping flusher may have come
+                            // here: this one takes what is queued when its pause ends, and
+                            // the next append wakes a sleeper again.
+                            q.wake_pending = false;
                             continue;
                         }
                         gather = None;
@@ -608,20 +742,23 @@ impl Shared {
                             .gather_until_waiting
                             .store(0, Ordering::Relaxed);
                     }
-                    if let Some(t) = Self::take(&mut q) {
-                        break t;
+                    if !q.buf.is_empty() {
+                        break;
                     }
                     if q.closing {
                         return;
                     }
-                    q.flusher_asleep = true;
+                    q.asleep += 1;
                     q = self.work.wait(q).unwrap_or_else(|p| p.into_inner());
-                    q.flusher_asleep = false;
+                    q.asleep -= 1;
+                    q.wake_pending = false;
                 }
-            };
-            match self.flush(taken.0, taken.1, taken.2, taken.3) {
-                None => return,
-                Some(woken) if woken > 1 => {
+            }
+            // Taken again under the file's lock: another flusher may have taken it meanwhile.
+            match self.flush_next() {
+                Flushed::Failed => return,
+                Flushed::Nothing => {}
+                Flushed::Woke(woken) if woken > 1 => {
                     let pause = (lock(&self.stats).last_fsync / 4).min(MAX_GATHER);
                     let want = self.durable.waiting() + woken;
                     self.durable
@@ -629,7 +766,7 @@ impl Shared {
                         .store(want, Ordering::Relaxed);
                     gather = Some((Instant::now() + pause, want));
                 }
-                Some(_) => {}
+                Flushed::Woke(_) => {}
             }
         }
     }
@@ -637,22 +774,20 @@ impl Shared {
     /// The `spawn_blocking` flusher: runs until nothing is queued.
     fn flush_until_idle(&self) {
         loop {
-            let taken = {
-                let mut q = lock(&self.queue);
-                match Self::take(&mut q) {
-                    Some(t) if q.failed.is_none() => t,
-                    _ => {
-                        q.flusher_busy = false;
-                        self.work.notify_all();
-                        return;
+            match self.flush_next() {
+                Flushed::Woke(_) => continue,
+                Flushed::Nothing => {
+                    let mut q = lock(&self.queue);
+                    // An append that came after the take saw this flusher busy: flush it too.
+                    if !q.buf.is_empty() && q.failed.is_none() {
+                        continue;
                     }
+                    q.flusher_busy = false;
                 }
-            };
-            if self.flush(taken.0, taken.1, taken.2, taken.3).is_none() {
-                lock(&self.queue).flusher_busy = false;
-                self.work.notify_all();
-                return;
+                Flushed::Failed => lock(&self.queue).flusher_busy = false,
             }
+            self.work.notify_all();
+            return;
         }
     }
 
@@ -667,10 +802,8 @@ impl Shared {
             while q.flusher_busy {
                 q = self.work.wait(q).unwrap_or_else(|p| p.into_inner());
             }
-            if let Some(t) = Self::take(&mut q).filter(|_| q.failed.is_none()) {
-                drop(q);
-                self.flush(t.0, t.1, t.2, t.3);
-            }
+            drop(q);
+            while let Flushed::Woke(_) = self.flush_next() {}
         }
     }
 
@@ -718,7 +851,7 @@ mod tests {
         let file = File::open(&path).unwrap();
         let shared = Shared::new(
             FileState {
-                file,
+                file: Arc::new(file),
                 end: format::HEADER_LEN as u64,
                 allocated: format::HEADER_LEN as u64,
                 preallocate: 0,
