@@ -269,7 +269,7 @@ impl Journal {
             create_log(dir, &path)?;
         }
         let file = Arc::new(files::open_file(&path, true, false)?);
-        let len = read_header(&path, &file)?;
+        let (len, version) = read_header(&path, &file)?;
         let recover::Read {
             end,
             fold,
@@ -290,6 +290,22 @@ impl Journal {
                     op: "cutting the torn tail",
                     source,
                 })?;
+        }
+        if version != FORMAT_VERSION {
+            // Version 1's blocks are valid version 2 blocks (none marked overlapped); from
+            // here on blocks may be marked, which version 1 cannot read: say so in the header.
+            use std::os::unix::fs::FileExt;
+            file.write_all_at(&format::header(FORMAT_VERSION), 0)
+                .and_then(|_| file.sync_data())
+                .map_err(|source| Error::Io {
+                    path: path.clone(),
+                    op: "upgrading the header to format version 2",
+                    source,
+                })?;
+            tracing::info!(
+                "journal {}: format version {version} read and its header upgraded to version {FORMAT_VERSION} (older polaris releases cannot open it any more)",
+                path.display()
+            );
         }
         let allocated = if end.tail.is_some() { end.end } else { len };
         let growth = grow::Growth::new(allocated);
@@ -468,8 +484,9 @@ fn create_log(dir: &Path, path: &Path) -> Result<(), Error> {
     files::sync_dir(dir)
 }
 
-/// Checks the header; returns the file's length.
-fn read_header(path: &Path, file: &std::fs::File) -> Result<u64, Error> {
+/// Checks the header; returns the file's length and its format version (this one, or
+/// version 1, whose blocks this version reads as they are).
+fn read_header(path: &Path, file: &std::fs::File) -> Result<(u64, u32), Error> {
     use std::os::unix::fs::FileExt;
     let io = |source| Error::Io {
         path: path.to_owned(),
@@ -485,7 +502,8 @@ fn read_header(path: &Path, file: &std::fs::File) -> Result<u64, Error> {
     }
     file.read_exact_at(&mut h, 0).map_err(io)?;
     match format::check_header(&h) {
-        format::HeaderCheck::Ok => Ok(len),
+        format::HeaderCheck::Ok => Ok((len, FORMAT_VERSION)),
+        format::HeaderCheck::Version(format::READS_VERSION) => Ok((len, format::READS_VERSION)),
         format::HeaderCheck::Version(found) => Err(Error::Version {
             path: path.to_owned(),
             found,
@@ -534,7 +552,7 @@ pub fn check(dir: &Path) -> Result<CheckReport, Error> {
     files::check_dir(dir)?;
     let path = dir.join(files::LOG_FILE);
     let file = files::open_file(&path, false, false)?;
-    let len = read_header(&path, &file)?;
+    let (len, _) = read_header(&path, &file)?;
     let recover::Read {
         end,
         fold,

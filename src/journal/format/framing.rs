@@ -5,6 +5,10 @@
 pub const MAGIC: [u8; 8] = *b"POLARISJ";
 /// The format this build writes and reads. Version 2 added [`OVERLAPPED`] to block headers.
 pub const FORMAT_VERSION: u32 = 2;
+/// The older format this build also reads: version 1's blocks are version 2 blocks none of
+/// which is marked (its length fields never have the bit; the CRC covers the same bytes).
+/// Opening such a journal rewrites its header to [`FORMAT_VERSION`] before anything is appended.
+pub const READS_VERSION: u32 = 1;
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 20;
 /// The first four bytes of every block.

@@ -32,7 +32,7 @@ pub use encode::{encode, put_varint, UnknownRun};
 pub use framing::{
     block_crc, block_len, check_header, header, seal_block, BlockHead, HeaderCheck,
     BLOCK_HEADER_LEN, BLOCK_MAGIC, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_APPEND_BYTES,
-    MAX_BLOCK_PAYLOAD, MAX_UNFINISHED_WRITES, OVERLAPPED,
+    MAX_BLOCK_PAYLOAD, MAX_UNFINISHED_WRITES, OVERLAPPED, READS_VERSION,
 };
 pub use records::{
     Acknowledged, Begun, Cleared, ClearedId, Completed, Kind, Record, TaskEvent, TaskRecord,
