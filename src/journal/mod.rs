@@ -25,6 +25,7 @@ pub mod format;
 mod grow;
 mod recover;
 mod scan;
+mod ticket;
 mod writer;
 
 #[cfg(test)]
@@ -41,7 +42,8 @@ pub use recover::{
     RecoveredTombstone, Run,
 };
 pub use scan::CutTail;
-pub use writer::{FlusherKind, Ticket};
+pub use ticket::{Durably, Ticket};
+pub use writer::FlusherKind;
 
 use writer::{FileState, Shared};
 
