@@ -314,6 +314,11 @@ fn main() {
         flusher: FlusherKind::SpawnBlocking,
         ..Options::default()
     };
+    // The flusher before writes could overlap: each write synced before the next is made.
+    let one_at_a_time = Options {
+        overlap: false,
+        ..Options::default()
+    };
     for writers in [1, 32, 128] {
         journal_case(&root.join("j"), prealloc.clone(), writers, secs)
             .print("journal, flusher thread, zeros ahead", writers);
@@ -332,6 +337,23 @@ fn main() {
         )
         .print(
             "journal, flusher thread, a 5 ms disk (+5 ms per fdatasync)",
+            writers,
+        );
+        journal_case(&root.join("j"), one_at_a_time.clone(), writers, secs).print(
+            "journal, one write at a time (no overlap), zeros ahead",
+            writers,
+        );
+        journal_case(
+            &root.join("j"),
+            Options {
+                extra_sync_latency: Duration::from_millis(5),
+                ..one_at_a_time.clone()
+            },
+            writers,
+            secs,
+        )
+        .print(
+            "journal, one write at a time (no overlap), a 5 ms disk",
             writers,
         );
         redb_case(&root.join("redb"), writers, secs)

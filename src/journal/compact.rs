@@ -14,6 +14,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::format::{
@@ -96,7 +97,7 @@ impl Out {
 
     fn flush(&mut self) -> Result<(), Error> {
         if self.buf.len() > BLOCK_HEADER_LEN {
-            format::seal_block(self.end, &mut self.buf);
+            format::seal_block(self.end, &mut self.buf, false);
             let (buf, end) = (std::mem::take(&mut self.buf), self.end);
             self.file.write_all_at(&buf, end).map_err(self.io())?;
             self.end += buf.len() as u64;
@@ -268,7 +269,7 @@ impl Journal {
             }
             let mut block = vec![0u8; BLOCK_HEADER_LEN];
             block.extend_from_slice(payload);
-            format::seal_block(out.end, &mut block);
+            format::seal_block(out.end, &mut block, false);
             if let Err(e) = out.file.write_all_at(&block, out.end) {
                 tail_err = Some(e);
             }
@@ -287,7 +288,7 @@ impl Journal {
         // From here the new file is the journal: the flusher must write there even if
         // syncing the directory fails (the rename is then durable at the next sync).
         let bytes_after = out.end;
-        fs.file = out.file;
+        fs.file = Arc::new(out.file);
         fs.end = bytes_after;
         fs.allocated = bytes_after;
         fs.generation += 1;

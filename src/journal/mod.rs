@@ -25,6 +25,7 @@ pub mod format;
 mod grow;
 mod recover;
 mod scan;
+mod ticket;
 mod writer;
 
 #[cfg(test)]
@@ -41,7 +42,8 @@ pub use recover::{
     RecoveredTombstone, Run,
 };
 pub use scan::CutTail;
-pub use writer::{FlusherKind, Ticket};
+pub use ticket::{Durably, Ticket};
+pub use writer::FlusherKind;
 
 use writer::{FileState, Shared};
 
@@ -156,6 +158,10 @@ pub struct Options {
     pub preallocate: u64,
     /// Who writes and syncs.
     pub flusher: FlusherKind,
+    /// With the dedicated thread flusher: let a second flusher thread write and `fdatasync`
+    /// the next batch while the first one's `fdatasync` is still under way (at most
+    /// [`format::MAX_UNFINISHED_WRITES`] writes unfinished). Off: one write at a time.
+    pub overlap: bool,
     /// Added to every `fdatasync` (a testing aid: how the journal behaves on a disk whose
     /// flushes take milliseconds). Zero by default.
     pub extra_sync_latency: Duration,
@@ -166,6 +172,7 @@ impl Default for Options {
         Options {
             preallocate: 4 << 20,
             flusher: FlusherKind::Thread,
+            overlap: true,
             extra_sync_latency: Duration::ZERO,
         }
     }
@@ -212,7 +219,7 @@ struct Inner {
     dir: PathBuf,
     path: PathBuf,
     shared: Arc<Shared>,
-    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
+    flushers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     compacting: Mutex<()>,
     _lock: files::DirLock,
 }
@@ -220,14 +227,7 @@ struct Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.shared.close();
-        if let Some(t) = self
-            .flusher
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            let _ = t.join();
-        }
+        join_all(&self.flushers);
     }
 }
 
@@ -270,8 +270,8 @@ impl Journal {
         if !path.exists() && std::fs::symlink_metadata(&path).is_err() {
             create_log(dir, &path)?;
         }
-        let file = files::open_file(&path, true, false)?;
-        let len = read_header(&path, &file)?;
+        let file = Arc::new(files::open_file(&path, true, false)?);
+        let (len, version) = read_header(&path, &file)?;
         let recover::Read {
             end,
             fold,
@@ -292,6 +292,22 @@ impl Journal {
                     op: "cutting the torn tail",
                     source,
                 })?;
+        }
+        if version != FORMAT_VERSION {
+            // Version 1's blocks are valid version 2 blocks (none marked overlapped); from
+            // here on blocks may be marked, which version 1 cannot read: say so in the header.
+            use std::os::unix::fs::FileExt;
+            file.write_all_at(&format::header(FORMAT_VERSION), 0)
+                .and_then(|_| file.sync_data())
+                .map_err(|source| Error::Io {
+                    path: path.clone(),
+                    op: "upgrading the header to format version 2",
+                    source,
+                })?;
+            tracing::info!(
+                "journal {}: format version {version} read and its header upgraded to version {FORMAT_VERSION} (older polaris releases cannot open it any more)",
+                path.display()
+            );
         }
         let allocated = if end.tail.is_some() { end.end } else { len };
         let growth = grow::Growth::new(allocated);
@@ -320,29 +336,37 @@ impl Journal {
             acct,
             options.flusher,
         );
-        let flusher = match options.flusher {
-            FlusherKind::Thread => {
-                let s = shared.clone();
-                Some(
-                    std::thread::Builder::new()
-                        .name("polaris-journal".into())
-                        .spawn(move || s.run_thread())
-                        .map_err(|source| Error::Io {
-                            path: path.clone(),
-                            op: "starting the flusher thread",
-                            source,
-                        })?,
-                )
-            }
-            FlusherKind::SpawnBlocking => None,
+        let threads = match options.flusher {
+            FlusherKind::Thread if options.overlap => format::MAX_UNFINISHED_WRITES,
+            FlusherKind::Thread => 1,
+            FlusherKind::SpawnBlocking => 0,
         };
+        let flushers = Mutex::new(Vec::with_capacity(threads));
+        for _ in 0..threads {
+            let s = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name("polaris-journal".into())
+                .spawn(move || s.run_thread());
+            match spawned {
+                Ok(t) => flushers.lock().unwrap_or_else(|p| p.into_inner()).push(t),
+                Err(source) => {
+                    shared.close();
+                    join_all(&flushers);
+                    return Err(Error::Io {
+                        path: path.clone(),
+                        op: "starting the flusher thread",
+                        source,
+                    });
+                }
+            }
+        }
         Ok((
             Journal {
                 inner: Arc::new(Inner {
                     dir: dir.to_owned(),
                     path,
                     shared,
-                    flusher: Mutex::new(flusher),
+                    flushers,
                     compacting: Mutex::new(()),
                     _lock: lock,
                 }),
@@ -423,15 +447,7 @@ impl Journal {
     pub fn close(&self) -> Result<(), Error> {
         let barrier = self.barrier();
         self.inner.shared.close();
-        if let Some(t) = self
-            .inner
-            .flusher
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            let _ = t.join();
-        }
+        join_all(&self.inner.flushers);
         match self.inner.shared.stats().failed {
             Some(f) => Err(Error::Failed(f)),
             None => {
@@ -439,6 +455,14 @@ impl Journal {
                 Ok(())
             }
         }
+    }
+}
+
+/// Joins the flusher threads (after [`Shared::close`]).
+fn join_all(flushers: &Mutex<Vec<std::thread::JoinHandle<()>>>) {
+    let threads = std::mem::take(&mut *flushers.lock().unwrap_or_else(|p| p.into_inner()));
+    for t in threads {
+        let _ = t.join();
     }
 }
 
@@ -462,8 +486,9 @@ fn create_log(dir: &Path, path: &Path) -> Result<(), Error> {
     files::sync_dir(dir)
 }
 
-/// Checks the header; returns the file's length.
-fn read_header(path: &Path, file: &std::fs::File) -> Result<u64, Error> {
+/// Checks the header; returns the file's length and its format version (this one, or
+/// version 1, whose blocks this version reads as they are).
+fn read_header(path: &Path, file: &std::fs::File) -> Result<(u64, u32), Error> {
     use std::os::unix::fs::FileExt;
     let io = |source| Error::Io {
         path: path.to_owned(),
@@ -479,7 +504,8 @@ fn read_header(path: &Path, file: &std::fs::File) -> Result<u64, Error> {
     }
     file.read_exact_at(&mut h, 0).map_err(io)?;
     match format::check_header(&h) {
-        format::HeaderCheck::Ok => Ok(len),
+        format::HeaderCheck::Ok => Ok((len, FORMAT_VERSION)),
+        format::HeaderCheck::Version(format::READS_VERSION) => Ok((len, format::READS_VERSION)),
         format::HeaderCheck::Version(found) => Err(Error::Version {
             path: path.to_owned(),
             found,
@@ -528,7 +554,7 @@ pub fn check(dir: &Path) -> Result<CheckReport, Error> {
     files::check_dir(dir)?;
     let path = dir.join(files::LOG_FILE);
     let file = files::open_file(&path, false, false)?;
-    let len = read_header(&path, &file)?;
+    let (len, _) = read_header(&path, &file)?;
     let recover::Read {
         end,
         fold,

@@ -1,16 +1,22 @@
 //! Reading a journal file block by block, and telling a torn tail from corruption.
 //!
-//! The flusher writes one block and `fdatasync`s it before it writes the next, so a crash can
-//! damage only the last write: a torn tail. After it there is nothing, or zeros written ahead.
-//! So when a block is bad, the rest of the file decides: if any valid block starts after it,
-//! the damage is not a tail (something overwrote written data) and opening stops with the
-//! file and offset; otherwise the bad bytes are the last, unfinished write and are cut.
+//! The flusher has at most [`MAX_UNFINISHED_WRITES`] writes unfinished at once (each one
+//! block, the later ones marked [`format::OVERLAPPED`]), and it reports a write durable only once every
+//! earlier one is. So a crash can damage only those last writes: a torn tail. After it there is
+//! nothing, or zeros written ahead, or whole blocks of the later unfinished writes. When a block
+//! is bad, the rest of the file decides: if the valid blocks after it are at most
+//! `MAX_UNFINISHED_WRITES − 1`, each marked overlapped, they were written while it was
+//! unfinished, no client was answered from them, and they are cut with it; any other valid
+//! block after it means the damage is not a tail (something overwrote written data), and
+//! opening stops with the file and offset.
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use super::format::{self, BLOCK_HEADER_LEN, BLOCK_MAGIC, HEADER_LEN};
+use super::format::{
+    self, BlockHead, BLOCK_HEADER_LEN, BLOCK_MAGIC, HEADER_LEN, MAX_UNFINISHED_WRITES,
+};
 use super::Error;
 
 /// A torn tail: bytes after the last valid block that a crash left unfinished.
@@ -106,23 +112,27 @@ impl<'a> Window<'a> {
         Ok(true)
     }
 
-    /// The block at `offset` if it is whole and valid: its payload length.
-    fn valid_block(&mut self, offset: u64, limit: u64) -> Result<Option<usize>, Error> {
+    /// The block at `offset` if it is whole and valid: its header.
+    fn valid_block(&mut self, offset: u64, limit: u64) -> Result<Option<BlockHead>, Error> {
         if limit - offset < BLOCK_HEADER_LEN as u64 {
             return Ok(None);
         }
-        let Some((len, crc)) = format::block_len(self.get(offset, BLOCK_HEADER_LEN)?) else {
+        let Some(head) = format::block_len(self.get(offset, BLOCK_HEADER_LEN)?) else {
             return Ok(None);
         };
-        if (len as u64) > limit - offset - BLOCK_HEADER_LEN as u64 {
+        if (head.len as u64) > limit - offset - BLOCK_HEADER_LEN as u64 {
             return Ok(None);
         }
-        let payload = self.get(offset + BLOCK_HEADER_LEN as u64, len)?;
-        Ok((format::block_crc(offset, payload) == crc).then_some(len))
+        let payload = self.get(offset + BLOCK_HEADER_LEN as u64, head.len)?;
+        Ok((format::block_crc(offset, head.field, payload) == head.crc).then_some(head))
     }
 
-    /// The first valid block starting after `offset`, if any.
-    fn next_valid_block(&mut self, offset: u64, limit: u64) -> Result<Option<u64>, Error> {
+    /// The first valid block starting after `offset`, if any, with its header.
+    fn next_valid_block(
+        &mut self,
+        offset: u64,
+        limit: u64,
+    ) -> Result<Option<(u64, BlockHead)>, Error> {
         let finder = memchr::memmem::Finder::new(&BLOCK_MAGIC);
         let mut from = offset + 1;
         while from < limit {
@@ -132,8 +142,8 @@ impl<'a> Window<'a> {
                 .map(|i| from + i as u64)
                 .collect();
             for at in hits {
-                if self.valid_block(at, limit)?.is_some() {
-                    return Ok(Some(at));
+                if let Some(head) = self.valid_block(at, limit)? {
+                    return Ok(Some((at, head)));
                 }
             }
             // Overlap by the magic's length less one, so a magic across chunks is seen.
@@ -188,7 +198,7 @@ pub fn scan(
             }
             break "zeros where a block should start";
         }
-        let Some((len, _)) = format::block_len(&head) else {
+        let Some(BlockHead { len, .. }) = format::block_len(&head) else {
             break "bytes that are not a block header";
         };
         if len as u64 > remaining - BLOCK_HEADER_LEN as u64 {
@@ -202,14 +212,25 @@ pub fn scan(
         blocks += 1;
         offset += (BLOCK_HEADER_LEN + len) as u64;
     };
-    if let Some(next) = w.next_valid_block(offset, limit)? {
-        return Err(Error::Corrupt {
-            path: path.to_owned(),
-            offset,
-            what: format!(
-                "{bad} at byte offset {offset}, but a valid block follows at offset {next}: this is not an unfinished last write"
-            ),
-        });
+    // Valid blocks after the bad one: only the other unfinished writes may be there.
+    let (mut from, mut after) = (offset, 0);
+    while let Some((next, head)) = w.next_valid_block(from, limit)? {
+        after += 1;
+        if !head.overlapped || after >= MAX_UNFINISHED_WRITES {
+            let why = if head.overlapped {
+                "more valid blocks follow it than writes can be unfinished at once"
+            } else {
+                "it was written after everything before it was durable"
+            };
+            return Err(Error::Corrupt {
+                path: path.to_owned(),
+                offset,
+                what: format!(
+                    "{bad} at byte offset {offset}, but a valid block follows at offset {next} ({why}): this is not an unfinished last write"
+                ),
+            });
+        }
+        from = next;
     }
     Ok(ScanEnd {
         end: offset,

@@ -3,14 +3,26 @@
 
 /// The first eight bytes of every journal file.
 pub const MAGIC: [u8; 8] = *b"POLARISJ";
-/// The format this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format this build writes and reads. Version 2 added [`OVERLAPPED`] to block headers.
+pub const FORMAT_VERSION: u32 = 2;
+/// The older format this build also reads: version 1's blocks are version 2 blocks none of
+/// which is marked (its length fields never have the bit; the CRC covers the same bytes).
+/// Opening such a journal rewrites its header to [`FORMAT_VERSION`] before anything is appended.
+pub const READS_VERSION: u32 = 1;
 /// Bytes of the file header.
 pub const HEADER_LEN: usize = 20;
 /// The first four bytes of every block.
 pub const BLOCK_MAGIC: [u8; 4] = *b"PJB1";
 /// Bytes of a block header.
 pub const BLOCK_HEADER_LEN: usize = 12;
+/// The bit of a block header's length field that marks a block written while an earlier
+/// write was not yet durable (two flushes in flight): a crash can leave such a block whole
+/// after a torn one, and recovery then cuts both (see `scan.rs`).
+pub const OVERLAPPED: u32 = 1 << 31;
+/// The most writes the flusher has unfinished at once (each one block). Recovery trusts a
+/// torn block followed by valid ones only when at most this many less one follow it, all
+/// marked [`OVERLAPPED`]: more, or an unmarked one, means damage before the tail.
+pub const MAX_UNFINISHED_WRITES: usize = 2;
 /// The largest block payload the writer makes (bigger batches are split between appends).
 pub const MAX_BLOCK_PAYLOAD: usize = 32 << 20;
 /// The largest block payload a reader accepts: one append batch is at most this big.
@@ -52,31 +64,53 @@ pub fn check_header(h: &[u8]) -> HeaderCheck {
     }
 }
 
-/// The CRC of a block written at `offset` with `payload`.
-pub fn block_crc(offset: u64, payload: &[u8]) -> u32 {
+/// The CRC of a block written at `offset` whose length field is `field` (the payload's length,
+/// with [`OVERLAPPED`] when set) with `payload`.
+pub fn block_crc(offset: u64, field: u32, payload: &[u8]) -> u32 {
     let mut pre = [0u8; 12];
     pre[..8].copy_from_slice(&offset.to_le_bytes());
-    pre[8..].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    pre[8..].copy_from_slice(&field.to_le_bytes());
     crc32c::crc32c_append(crc32c::crc32c(&pre), payload)
 }
 
-/// Fills in the header of a block whose payload follows it in `block`, to be written at `offset`.
-pub fn seal_block(offset: u64, block: &mut [u8]) {
+/// Fills in the header of a block whose payload follows it in `block`, to be written at
+/// `offset`; `overlapped` when an earlier write may still be unfinished as it is written.
+pub fn seal_block(offset: u64, block: &mut [u8], overlapped: bool) {
     let (head, payload) = block.split_at_mut(BLOCK_HEADER_LEN);
-    let crc = block_crc(offset, payload);
+    let field = payload.len() as u32 | if overlapped { OVERLAPPED } else { 0 };
+    let crc = block_crc(offset, field, payload);
     head[..4].copy_from_slice(&BLOCK_MAGIC);
-    head[4..8].copy_from_slice(&(payload.len() as u32).to_le_bytes());
+    head[4..8].copy_from_slice(&field.to_le_bytes());
     head[8..12].copy_from_slice(&crc.to_le_bytes());
 }
 
+/// A block header as read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockHead {
+    /// The payload's length.
+    pub len: usize,
+    /// The CRC the header states.
+    pub crc: u32,
+    /// The length field as written (the CRC covers it).
+    pub field: u32,
+    /// Written while an earlier write was not yet durable.
+    pub overlapped: bool,
+}
+
 /// A block header as read: `None` when the bytes are not a block header.
-pub fn block_len(head: &[u8]) -> Option<(usize, u32)> {
+pub fn block_len(head: &[u8]) -> Option<BlockHead> {
     if head.len() < BLOCK_HEADER_LEN || head[..4] != BLOCK_MAGIC {
         return None;
     }
-    let len = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
+    let field = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes"));
     let crc = u32::from_le_bytes(head[8..12].try_into().expect("4 bytes"));
-    (len > 0 && len <= MAX_APPEND_BYTES).then_some((len, crc))
+    let len = (field & !OVERLAPPED) as usize;
+    (len > 0 && len <= MAX_APPEND_BYTES).then_some(BlockHead {
+        len,
+        crc,
+        field,
+        overlapped: field & OVERLAPPED != 0,
+    })
 }
 
 #[cfg(test)]
@@ -87,7 +121,11 @@ mod tests {
     fn headers_tell_versions_and_strangers_apart() {
         assert_eq!(check_header(&header(FORMAT_VERSION)), HeaderCheck::Ok);
         assert_eq!(check_header(&header(0)), HeaderCheck::Version(0));
-        assert_eq!(check_header(&header(2)), HeaderCheck::Version(2));
+        assert_eq!(check_header(&header(1)), HeaderCheck::Version(1));
+        assert_eq!(
+            check_header(&header(FORMAT_VERSION + 1)),
+            HeaderCheck::Version(FORMAT_VERSION + 1)
+        );
         let mut h = header(FORMAT_VERSION);
         h[12] ^= 1;
         assert_eq!(check_header(&h), HeaderCheck::Foreign);

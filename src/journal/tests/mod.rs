@@ -523,3 +523,68 @@ fn stats_report_fsync_time_and_rate() {
     assert!(!s.compaction_due());
     assert_eq!(s.failed, None);
 }
+
+/// The blocks of a journal file: `(offset, overlapped)` each.
+fn blocks_of(path: &Path) -> Vec<(u64, bool)> {
+    let bytes = std::fs::read(path).unwrap();
+    let file = std::fs::File::open(path).unwrap();
+    let mut blocks = Vec::new();
+    scan::scan(
+        path,
+        &file,
+        format::HEADER_LEN as u64,
+        bytes.len() as u64,
+        |offset, _| {
+            let head = &bytes[offset as usize..offset as usize + format::BLOCK_HEADER_LEN];
+            blocks.push((offset, format::block_len(head).unwrap().overlapped));
+            Ok(())
+        },
+    )
+    .unwrap();
+    blocks
+}
+
+#[test]
+fn on_a_slow_disk_a_second_flusher_writes_while_the_first_syncs_and_everything_reads_back() {
+    for overlap in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let options = Options {
+            preallocate: 0,
+            overlap,
+            extra_sync_latency: Duration::from_millis(3),
+            ..Options::default()
+        };
+        let j = fresh(tmp.path(), options.clone());
+        std::thread::scope(|s| {
+            for w in 0..16u128 {
+                let j = j.clone();
+                s.spawn(move || {
+                    for i in 0..15u128 {
+                        let n = w * 1000 + i;
+                        let (k, req, rep) = (key(n), request(n), reply(n));
+                        j.append(&begun(&k, &req, 1)).unwrap().wait().unwrap();
+                        j.append(&completed(&k, &rep, 2)).unwrap().wait().unwrap();
+                    }
+                });
+            }
+        });
+        let stats = j.stats();
+        assert_eq!(stats.records, 1 + 16 * 15 * 2);
+        drop(j);
+        let blocks = blocks_of(&tmp.path().join(LOG_FILE));
+        let marked = blocks.iter().filter(|b| b.1).count();
+        if overlap {
+            assert!(
+                marked > 0,
+                "no write was made while another was unfinished ({} blocks)",
+                blocks.len()
+            );
+        } else {
+            assert_eq!(marked, 0, "one write at a time marks nothing");
+        }
+        let (_j, r) = reopen(tmp.path(), options).unwrap();
+        assert_eq!(r.cut_tail, None);
+        assert_eq!(r.receipts.len(), 16 * 15);
+        assert!(r.receipts.iter().all(|r| r.completion.is_some()));
+    }
+}
