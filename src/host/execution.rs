@@ -563,7 +563,7 @@ impl Host {
         let filled = self.inner.executor.fill_now(task, target, value)?;
         Some(Finished::Filled(match filled {
             // The reply says what was asked for, which is what the field now holds.
-            Ok(()) => Outcome::filled(target, value),
+            Ok(()) => FieldResult::filled(target, value),
             Err(reason) => action_failed(Method::PageFill, task, &execution.request_id, &reason),
         }))
     }

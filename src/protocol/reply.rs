@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::{ErrorBody, ErrorCode};
-use super::results::FieldResult;
 
 /// `meta.receipt`: how this reply relates to the receipt book.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,33 +86,6 @@ impl Outcome {
         Outcome {
             body: stored_body(b"\"ok\":false,\"error\":", error),
             code: Some(error.code),
-        }
-    }
-
-    /// The reply of a `page.fill` that put `value` in `target`: byte for byte what
-    /// `Outcome::ok(&FieldResult { target, value })` writes, but written directly when neither
-    /// string needs escaping, as a fill's almost always do (the fill is the host's hottest
-    /// reply). [`FieldResult`] stays the shape's one definition; a test holds the two equal.
-    pub fn filled(target: &str, value: &str) -> Outcome {
-        const HEAD: &str = "\"ok\":true,\"result\":{\"target\":\"";
-        const MID: &str = "\",\"value\":\"";
-        const TAIL: &str = "\"}";
-        if needs_escape(target.as_bytes()) || needs_escape(value.as_bytes()) {
-            return Outcome::ok(&FieldResult {
-                target: target.to_owned(),
-                value: value.to_owned(),
-            });
-        }
-        let mut body =
-            String::with_capacity(HEAD.len() + target.len() + MID.len() + value.len() + TAIL.len());
-        body.push_str(HEAD);
-        body.push_str(target);
-        body.push_str(MID);
-        body.push_str(value);
-        body.push_str(TAIL);
-        Outcome {
-            body: body.into_boxed_str(),
-            code: None,
         }
     }
 
@@ -207,7 +179,7 @@ fn write_json_str(out: &mut Vec<u8>, s: &str) {
 /// Whether a string holds a byte JSON escapes (`"`, `\`, a control), tested eight bytes at a
 /// time: every reply writes two IDs, and a byte at a time cost more than the rest of writing
 /// the line.
-fn needs_escape(s: &[u8]) -> bool {
+pub(crate) fn needs_escape(s: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     // A byte of `v` is below `n` (n ≤ 128): exact as a yes or no for the whole word.
@@ -276,38 +248,6 @@ mod tests {
             let mut out = Vec::new();
             write_json_str(&mut out, &s);
             proptest::prop_assert_eq!(out, serde_json::to_vec(&s).unwrap());
-        }
-    }
-    /// A fill's reply written directly is the one serde writes from its type, whatever the
-    /// strings hold (quotes, backslashes, control characters, non-ASCII, empty).
-    #[test]
-    fn a_fill_written_directly_is_the_typed_reply_byte_for_byte() {
-        let strings = [
-            "",
-            "#title",
-            "Hello!!!!!!",
-            "é ü 日本 🎉",
-            "a\"b",
-            "back\\slash",
-            "tab\there",
-            "nl\n",
-            "\u{1}\u{1f}",
-            "\u{7f}",
-            "</script>",
-            "' ~ {}[]:,",
-        ];
-        for target in strings {
-            for value in strings {
-                let typed = Outcome::ok(&FieldResult {
-                    target: target.to_owned(),
-                    value: value.to_owned(),
-                });
-                assert_eq!(
-                    Outcome::filled(target, value),
-                    typed,
-                    "{target:?} {value:?}"
-                );
-            }
         }
     }
 }
