@@ -189,22 +189,8 @@ impl ReceiptTable {
     /// Looks a key of `hash` up: its position, or where it would go.
     #[inline]
     pub fn find_hashed(&self, hash: u64, key: &RequestKey) -> Result<usize, Miss> {
-        let tag = hash >> 32;
-        let mask = self.mask();
-        let mut i = self.home(hash);
-        loop {
-            let s = self.slots[i];
-            if s == EMPTY {
-                return Err(Miss { hash, slot: i });
-            }
-            if s >> 32 == tag {
-                let pos = (s as u32 - 1) as usize;
-                if self.entries[pos].0 == *key {
-                    return Ok(pos);
-                }
-            }
-            i = (i + 1) & mask;
-        }
+        self.probe(hash, |pos| self.entries[pos].0 == *key)
+            .map_err(|slot| Miss { hash, slot })
     }
 
     /// The position of the first entry whose hash shares `hash`'s high 32 bits, found from the
@@ -212,16 +198,26 @@ impl ReceiptTable {
     /// can ask for it before the key is compared.
     #[inline]
     pub fn candidate(&self, hash: u64) -> Option<usize> {
+        self.probe(hash, |_| true).ok()
+    }
+
+    /// Walks `hash`'s probe sequence: the first position whose slot carries `hash`'s high 32
+    /// bits and that `is_it` accepts, or the first free slot.
+    #[inline]
+    fn probe(&self, hash: u64, mut is_it: impl FnMut(usize) -> bool) -> Result<usize, usize> {
         let tag = hash >> 32;
         let mask = self.mask();
         let mut i = self.home(hash);
         loop {
             let s = self.slots[i];
             if s == EMPTY {
-                return None;
+                return Err(i);
             }
             if s >> 32 == tag {
-                return Some((s as u32 - 1) as usize);
+                let pos = (s as u32 - 1) as usize;
+                if is_it(pos) {
+                    return Ok(pos);
+                }
             }
             i = (i + 1) & mask;
         }
