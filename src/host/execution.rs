@@ -406,6 +406,8 @@ impl Host {
             }
         }));
         let (outcome, effect) = match first {
+            // A fill done at once wrote its reply already and changes nothing on the task.
+            Ok(Ok(Finished::Filled(outcome))) => (outcome, TaskEffect::None),
             Ok(Ok(finished)) => self.interpret(execution, finished),
             Err(panic) => panicked(execution, panic),
             Ok(Err(started)) => return Err(Deferred::Started(started)),
