@@ -200,6 +200,8 @@ impl Host {
         let mut begun = Vec::new();
         for (i, (id, slot)) in admitted.iter_mut().enumerate() {
             let id: &str = id;
+            // Why an execution run in place did not complete there, if it did not.
+            let mut deferred = None;
             if let Ok(Admitted::Execute(execution)) = slot {
                 if execution.begun.is_none() {
                     match self.run_inline(execution) {
@@ -209,13 +211,7 @@ impl Host {
                             out.push(Handled::Ready(Vec::new()));
                             continue;
                         }
-                        Err(deferred) => {
-                            let Ok(Admitted::Execute(execution)) = taken(slot) else {
-                                continue;
-                            };
-                            out.push(self.defer(execution, deferred));
-                            continue;
-                        }
+                        Err(why) => deferred = Some(why),
                     }
                 }
             }
@@ -224,11 +220,15 @@ impl Host {
                 Ok(Admitted::Read(cmd)) => self.read(id, cmd),
                 Ok(Admitted::Replay(replay, durable)) => self.replayed(id, replay, durable),
                 Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
-                // Journaled: the batch waits for its begins together (see below).
-                Ok(Admitted::Execute(execution)) => {
-                    begun.push((out.len(), execution));
-                    Handled::Ready(Vec::new())
-                }
+                Ok(Admitted::Execute(execution)) => match deferred {
+                    // Spawned: claimed in the fleet ledger first, or not answered at once.
+                    Some(why) => self.defer(execution, why),
+                    // Journaled: the batch waits for its begins together (see below).
+                    None => {
+                        begun.push((out.len(), execution));
+                        Handled::Ready(Vec::new())
+                    }
+                },
             };
             out.push(answer);
         }
@@ -245,6 +245,7 @@ impl Host {
         {
             let mut st = self.lock();
             for (i, position, completion) in inline {
+                // Still there: only the executions not completed in place were taken out.
                 let Some((_, Ok(Admitted::Execute(execution)))) = admitted.get_mut(i) else {
                     continue;
                 };
