@@ -74,8 +74,9 @@ fn canonical_uuid(s: &[u8]) -> Option<[u8; 16]> {
     (misfit & NOT_HEX == 0).then_some(out)
 }
 
-/// Writes the lowercase hyphenated spelling of a UUID's bytes.
-fn spell_uuid(bytes: &[u8; 16], out: &mut [u8; 36]) {
+/// Writes the lowercase hyphenated spelling of a UUID's bytes (hex digits and hyphens only,
+/// which JSON needs no escapes for: a reply line copies it as it is).
+pub(crate) fn spell_uuid(bytes: &[u8; 16], out: &mut [u8; 36]) {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for i in [8, 13, 18, 23] {
         out[i] = b'-';

@@ -185,7 +185,14 @@ impl Host {
                                 method: method.as_str(),
                             });
                         // The reply line is written once the lock is let go.
-                        Ok(Admitted::Replay(Replay { outcome, key }, durable))
+                        Ok(Admitted::Replay(
+                            Replay {
+                                outcome,
+                                key,
+                                kind: ReceiptKind::Replayed,
+                            },
+                            durable,
+                        ))
                     }
                     ReplySlot::Running(_) => {
                         r.joins += 1;
@@ -235,8 +242,9 @@ impl Host {
             Ok(work) => work.task_id(),
             Err(close) => Some(close.task_id()),
         };
-        let task_id = match task_named {
-            None => None,
+        // The admitted task stays at hand (its receipt count goes up once the receipt exists).
+        let (task_id, task) = match task_named {
+            None => (None, None),
             Some(tid) => {
                 let Some(task) = st.tasks.get_mut(tid) else {
                     if let Some(record) = st.tasks.closed(tid) {
@@ -277,7 +285,7 @@ impl Host {
                     });
                     return Err(reject(Some(request_id), run_id, error));
                 }
-                Some(task.id.clone())
+                (Some(task.id.clone()), Some(task))
             }
         };
 
@@ -336,8 +344,8 @@ impl Host {
             }
         }
         st.counters.executions += 1;
-        if let Some(tid) = &task_id {
-            st.tasks.receipt_created(tid);
+        if let Some(task) = task {
+            task.receipts += 1;
         }
         st.events
             .publish_receipt("receipt.created", now, || ReceiptFacts::Created {

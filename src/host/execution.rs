@@ -234,6 +234,13 @@ impl Stored {
         }
     }
 
+    /// The outcome stored, and the channel of the copies that joined it, if any, for the
+    /// caller to wake once the lock is let go (a batch stores many and wakes only those).
+    /// Without the journal's ticket: only for an outcome stored with no journal to wait for.
+    pub(super) fn into_parts(self) -> (Arc<Outcome>, Option<ReplyWaiters>) {
+        (self.outcome, self.waiters)
+    }
+
     /// Wakes the copies that joined (call it without the lock) and hands back the outcome.
     pub(super) fn wake(self) -> Arc<Outcome> {
         if let Some(waiters) = self.waiters {
@@ -279,8 +286,19 @@ pub(super) enum Launched<'a> {
     Later(Handled),
 }
 
+/// Why [`Host::run_inline`] did not complete an execution: what [`Host::defer`] does with it.
+pub(super) enum Deferred {
+    /// Claimed in the fleet ledger first (`--ledger`).
+    Claim,
+    /// Started once its begin (this ticket) is durable in the journal: waited for off the
+    /// caller's thread.
+    AfterBegin(Ticket),
+    /// Started, and not answered at once: it finishes on its own task.
+    Started(Started),
+}
+
 /// An execution the executor has started.
-enum Started {
+pub(super) enum Started {
     /// `task.start`: the new task's page opening.
     Open(NewTask, BoxFuture<'static, Result<(), String>>),
     /// A page action on a task.
@@ -288,7 +306,7 @@ enum Started {
 }
 
 /// A task whose page is opening: what its record is made of once the page is open.
-struct NewTask {
+pub(super) struct NewTask {
     id: TaskId,
     title: String,
     url: Option<String>,
@@ -354,45 +372,62 @@ impl Host {
     /// Starts an admitted execution: answered inline when the executor answers without
     /// waiting (the caller stores the completion), otherwise spawned and answered later.
     pub(super) fn launch<'a>(&self, mut execution: Execution<'a>) -> Launched<'a> {
+        match self.run_inline(&mut execution) {
+            Ok(completion) => Launched::Inline(execution, completion),
+            Err(deferred) => Launched::Later(self.defer(execution, deferred)),
+        }
+    }
+
+    /// [`Host::launch`] without moving the execution: the executor's work is started and polled
+    /// once right here, and the completion comes back when it answered without waiting (the
+    /// fixture's fills, a task's opening), with no task spawned and nothing else allocated. A
+    /// pipelined batch runs its executions where admission left them this way. `Err` says
+    /// what [`Host::defer`] must do with the execution instead.
+    pub(super) fn run_inline(&self, execution: &mut Execution<'_>) -> Result<Completion, Deferred> {
         if execution.claim {
             // In a fleet the executor may act only once the ledger holds this host's claim.
-            return Launched::Later(self.spawn_claimed(execution.into_owned()));
+            return Err(Deferred::Claim);
         }
         if let Some(begun) = execution.begun.take() {
-            // With a journal the executor may act only once the receipt is durable: wait for
-            // the begin off this thread, then start.
-            return Launched::Later(self.spawn_after(execution.into_owned(), begun));
+            // With a journal the executor may act only once the receipt is durable.
+            return Err(Deferred::AfterBegin(begun));
         }
-        // The executor's work is started and polled once right here: actions it answers
-        // without waiting (the fixture's fills, a task's opening) complete inline, with no task
-        // spawned and nothing else allocated; the others are spawned, owning everything they
-        // need, and keep running whatever happens to the caller's connection.
+        let execution = &*execution;
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            if let Some(filled) = self.fill_now(&execution) {
+            if let Some(filled) = self.fill_now(execution) {
                 return Ok(filled);
             }
-            let mut started = self.start(&execution);
+            let mut started = self.start(execution);
             match started.poll_once(&mut cx) {
                 Some(finished) => Ok(finished),
                 None => Err(started),
             }
         }));
         let (outcome, effect) = match first {
-            Ok(Ok(finished)) => self.interpret(&execution, finished),
-            Err(panic) => panicked(&execution, panic),
-            Ok(Err(started)) => {
-                return Launched::Later(self.spawn(execution.into_owned(), started))
-            }
+            // A fill done at once wrote its reply already and changes nothing on the task.
+            Ok(Ok(Finished::Filled(outcome))) => (outcome, TaskEffect::None),
+            Ok(Ok(finished)) => self.interpret(execution, finished),
+            Err(panic) => panicked(execution, panic),
+            Ok(Err(started)) => return Err(Deferred::Started(started)),
         };
-        let at = execution.admitted_at;
-        let completion = Completion {
+        Ok(Completion {
             outcome: Arc::new(outcome),
             effect,
-            at,
-        };
-        Launched::Inline(execution, completion)
+            at: execution.admitted_at,
+        })
+    }
+
+    /// Runs an execution [`Host::run_inline`] could not complete on its own task, owning
+    /// everything it needs, so it keeps running whatever happens to the caller's connection;
+    /// the answer is the reply that waits for it.
+    pub(super) fn defer(&self, execution: Execution<'_>, deferred: Deferred) -> Handled {
+        match deferred {
+            Deferred::Claim => self.spawn_claimed(execution.into_owned()),
+            Deferred::AfterBegin(begun) => self.spawn_after(execution.into_owned(), begun),
+            Deferred::Started(started) => self.spawn(execution.into_owned(), started),
+        }
     }
 
     /// Lets an execution the executor did not answer at once finish on its own task, and

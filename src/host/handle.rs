@@ -91,10 +91,11 @@ impl Host {
             Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
             Ok(Admitted::Execute(execution)) => match self.launch(execution) {
                 Launched::Later(answer) => answer,
-                Launched::Inline(execution, completion) => {
-                    let outcome = self.complete(&execution, completion);
-                    Handled::Ready(outcome.reply_line(Some(id), self.run_id(), ReceiptKind::New))
-                }
+                Launched::Inline(execution, completion) => Handled::Replay(Replay {
+                    outcome: self.complete(&execution, completion),
+                    key: execution.key,
+                    kind: ReceiptKind::New,
+                }),
             },
         }
     }
@@ -169,49 +170,62 @@ impl Host {
     /// critical section, executed, and the inline outcomes stored in order in another. With a
     /// journal the executions wait for their begins together, on one task
     /// ([`Host::run_begun_batch`]).
+    ///
+    /// The executions stay where admission put them: the ones the executor answers at once
+    /// are run and stored in place, by index, and only the others are moved out to be
+    /// spawned. A fresh execution's answer is its stored outcome, written by the connection
+    /// like a replay's ([`Handled::Replay`] with receipt kind `new`).
     fn handle_batch(&self, batch: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
         let now = now_millis();
         // The keys are made before the lock is taken; under it, the book first looks every one
         // up (see [`crate::book::Book::look_ahead`]), then the requests are admitted in order.
-        let keys: Vec<RequestKey> = batch
-            .iter()
-            .map(|r| RequestKey::new(r.request_id))
-            .collect();
+        let mut keys = Vec::with_capacity(batch.len());
+        for r in &batch {
+            keys.push(RequestKey::new(r.request_id));
+        }
         // With a journal the batch's begins are appended together once all are admitted.
-        let admitted: Vec<_> = {
+        let mut admitted = Vec::with_capacity(batch.len());
+        {
             let mut st = self.lock();
             st.book.look_ahead(&keys);
-            let mut admitted: Vec<_> = batch
-                .into_iter()
-                .zip(keys)
-                .map(|(r, key)| {
-                    (
-                        r.request_id,
-                        self.admit(&mut st, r, key, now, Begin::WithBatch),
-                    )
-                })
-                .collect();
+            for (r, key) in batch.into_iter().zip(keys) {
+                let id = r.request_id;
+                admitted.push((id, self.admit(&mut st, r, key, now, Begin::WithBatch)));
+            }
             self.append_begins(&mut st, &mut admitted, now);
-            admitted
-        };
+        }
+        // (index in `admitted`, position in `out`, completion) of the executions answered
+        // inline, to store under the lock's second taking.
         let mut inline = Vec::with_capacity(admitted.len());
         let mut begun = Vec::new();
-        for (id, admission) in admitted {
-            let answer = match admission {
+        for (i, (id, slot)) in admitted.iter_mut().enumerate() {
+            let id: &str = id;
+            // Why an execution run in place did not complete there, if it did not.
+            let mut deferred = None;
+            if let Ok(Admitted::Execute(execution)) = slot {
+                if execution.begun.is_none() {
+                    match self.run_inline(execution) {
+                        Ok(completion) => {
+                            inline.push((i, out.len(), completion));
+                            // Replaced by the reply below, once the outcome is stored.
+                            out.push(Handled::Ready(Vec::new()));
+                            continue;
+                        }
+                        Err(why) => deferred = Some(why),
+                    }
+                }
+            }
+            let answer = match taken(slot) {
                 Err(answer) => answer,
                 Ok(Admitted::Read(cmd)) => self.read(id, cmd),
                 Ok(Admitted::Replay(replay, durable)) => self.replayed(id, replay, durable),
                 Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
-                // Journaled: the batch waits for its begins together (see below).
-                Ok(Admitted::Execute(execution)) if execution.begun.is_some() => {
-                    begun.push((out.len(), execution));
-                    Handled::Ready(Vec::new())
-                }
-                Ok(Admitted::Execute(execution)) => match self.launch(execution) {
-                    Launched::Later(answer) => answer,
-                    Launched::Inline(execution, completion) => {
-                        inline.push((out.len(), execution, completion));
-                        // Replaced by the reply below, once the outcome is stored.
+                Ok(Admitted::Execute(execution)) => match deferred {
+                    // Spawned: claimed in the fleet ledger first, or not answered at once.
+                    Some(why) => self.defer(execution, why),
+                    // Journaled: the batch waits for its begins together (see below).
+                    None => {
+                        begun.push((out.len(), execution));
                         Handled::Ready(Vec::new())
                     }
                 },
@@ -224,23 +238,40 @@ impl Host {
         if inline.is_empty() {
             return;
         }
-        let mut stored = Vec::with_capacity(inline.len());
+        // Outcomes with copies to wake once the lock is let go (a copy later in the batch
+        // joined its execution).
+        let mut to_wake = Vec::new();
         let mut idle = false;
         {
             let mut st = self.lock();
-            for (position, execution, completion) in inline {
-                let done = self.complete_locked(&mut st, &execution, completion);
+            for (i, position, completion) in inline {
+                // Still there: only the executions not completed in place were taken out.
+                let Some((_, Ok(Admitted::Execute(execution)))) = admitted.get_mut(i) else {
+                    continue;
+                };
+                let done = self.complete_locked(&mut st, execution, completion);
                 idle = done.now_idle;
-                stored.push((position, execution.request_id, done));
+                let (outcome, waiters) = done.into_parts();
+                if let Some(waiters) = waiters {
+                    to_wake.push((waiters, outcome.clone()));
+                }
+                out[position] = Handled::Replay(Replay {
+                    outcome,
+                    key: std::mem::replace(&mut execution.key, RequestKey::Uuid([0; 16])),
+                    kind: ReceiptKind::New,
+                });
             }
         }
-        for (position, id, done) in stored {
-            let outcome = done.wake();
-            out[position] =
-                Handled::Ready(outcome.reply_line(Some(&id), self.run_id(), ReceiptKind::New));
+        for (waiters, outcome) in to_wake {
+            waiters.send_replace(Some(outcome));
         }
         self.ring_idle(idle);
     }
+}
+
+/// Takes an admission out of its place in a batch, leaving a refusal nobody reads.
+fn taken<'a>(slot: &mut Result<Admitted<'a>, Handled>) -> Result<Admitted<'a>, Handled> {
+    std::mem::replace(slot, Err(Handled::Ready(Vec::new())))
 }
 
 /// The bytes of the ready replies among `answers`.
@@ -258,4 +289,102 @@ fn ready_bytes(answers: &[Handled], run_id: &str) -> usize {
 /// Whether a command can share a batch's critical sections: an action an executor performs.
 fn joins_a_batch(cmd: &Command) -> bool {
     matches!(cmd, Command::Execute(_))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{json, Value};
+
+    use super::*;
+    use crate::executor::FixtureExecutor;
+    use crate::host::HostConfig;
+
+    /// The reply line of an answer, awaited when it comes later.
+    async fn line(host: &Host, answer: Handled) -> Vec<u8> {
+        match answer {
+            Handled::Ready(line) => line,
+            Handled::Replay(replay) => replay.line(host.run_id()),
+            Handled::Later(fut) => fut.await,
+            Handled::Joined(_) => Vec::new(),
+        }
+    }
+
+    /// A pipelined batch of fresh fills (with a copy of one of them, which joins it) is
+    /// answered byte for byte with the line of each receipt's stored outcome, receipt kind
+    /// `new` (`joined` for the copy), and a later copy of each replays the same bytes.
+    #[tokio::test]
+    async fn a_batch_of_fresh_fills_answers_with_the_stored_outcomes() {
+        let host = Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()));
+        let started = host.handle("start", "task.start", &json!({"title": "t"}));
+        let started: Value = serde_json::from_slice(&line(&host, started).await).unwrap();
+        let task = started["result"]["taskId"].as_str().unwrap().to_owned();
+        let ids: Vec<String> = (0..6)
+            .map(|i| format!("9b2f4e1c-0d3a-4c5b-8e6f-{i:012x}"))
+            .chain(["not-a-uuid:7".to_owned()])
+            .collect();
+        let frame = |id: &str, value: &str| {
+            json!({"id": id, "method": "page.fill",
+                "params": {"taskId": task, "target": "#title", "value": value}})
+            .to_string()
+            .into_bytes()
+        };
+        let mut frames: Vec<Vec<u8>> = ids.iter().map(|id| frame(id, id)).collect();
+        frames.insert(3, frame(&ids[1], &ids[1]));
+        let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+        let mut answers = Vec::new();
+        host.handle_frames(&refs, usize::MAX, &mut answers);
+        assert_eq!(answers.len(), frames.len());
+        let mut lines = Vec::new();
+        for answer in answers {
+            lines.push(line(&host, answer).await);
+        }
+        let stored = |id: &str| {
+            let st = host.lock();
+            let receipt = st.book.get(&RequestKey::new(id)).expect("a receipt");
+            receipt.outcome().expect("completed").clone()
+        };
+        let mut expected: Vec<Vec<u8>> = ids
+            .iter()
+            .map(|id| stored(id).reply_line(Some(id), host.run_id(), ReceiptKind::New))
+            .collect();
+        expected.insert(
+            3,
+            stored(&ids[1]).reply_line(Some(&ids[1]), host.run_id(), ReceiptKind::Joined),
+        );
+        assert_eq!(lines, expected);
+        let fresh = lines.iter().take(3).chain(lines.iter().skip(4));
+        for (id, line) in ids.iter().zip(fresh) {
+            let reply: Value = serde_json::from_slice(line).unwrap();
+            assert_eq!(reply["result"], json!({"target": "#title", "value": id}));
+            assert_eq!(reply["meta"]["receipt"], "new");
+        }
+        // Copies sent later, alone or together, replay those bytes.
+        let again = host.handle_frame(&frames[0]);
+        let again = line(&host, again).await;
+        let replayed = String::from_utf8(lines[0].clone())
+            .unwrap()
+            .replace("\"receipt\":\"new\"", "\"receipt\":\"replayed\"");
+        assert_eq!(String::from_utf8(again).unwrap(), replayed);
+        let mut answers = Vec::new();
+        host.handle_frames(&refs, usize::MAX, &mut answers);
+        for (answer, line) in answers.into_iter().zip(&lines) {
+            let replayed = String::from_utf8(line.clone())
+                .unwrap()
+                .replace("\"receipt\":\"new\"", "\"receipt\":\"replayed\"")
+                .replace("\"receipt\":\"joined\"", "\"receipt\":\"replayed\"");
+            assert_eq!(String::from_utf8(line_of(&host, answer)).unwrap(), replayed);
+        }
+        assert_eq!(host.lock().book.running(), 0);
+    }
+
+    /// A replay's line, which is ready at once.
+    fn line_of(host: &Host, answer: Handled) -> Vec<u8> {
+        match answer {
+            Handled::Replay(replay) => replay.line(host.run_id()),
+            Handled::Ready(line) => line,
+            Handled::Later(_) | Handled::Joined(_) => panic!("a replay is ready at once"),
+        }
+    }
 }

@@ -38,7 +38,7 @@ use crate::events::{EventBus, Subscription};
 use crate::executor::Executor;
 use crate::journal::Journal;
 use crate::ledger::Ledger;
-use crate::protocol::{now_millis, ErrorBody, Outcome, ReceiptKind};
+use crate::protocol::{now_millis, ErrorBody, LineEnds, Outcome, ReceiptKind};
 use crate::tasks::{TaskId, Tasks};
 
 mod admission;
@@ -185,8 +185,9 @@ struct Inner {
 pub enum Handled {
     /// The reply line.
     Ready(Vec<u8>),
-    /// A replayed copy's reply, written by the connection straight into the bytes it sends
-    /// next (no line of its own is built for it).
+    /// A reply made of a stored outcome (a replayed copy's, or a fresh execution's that
+    /// completed inline), written by the connection straight into the bytes it sends next (no
+    /// line of its own is built for it).
     Replay(Replay),
     /// A future resolving to the reply line.
     Later(BoxFuture<'static, Vec<u8>>),
@@ -198,11 +199,17 @@ pub enum Handled {
     Joined(usize),
 }
 
-/// A replayed copy's reply: the stored outcome and the request ID, written out only where the
-/// line is sent ([`Replay::write`]).
+/// A reply made of an outcome stored under a receipt: the stored outcome, the request ID and
+/// how the reply relates to the receipt (`replayed` for a copy, `new` for the execution that
+/// just stored it), written out only where the line is sent ([`Replay::write`]). The outcome is
+/// shared with the receipt, so answering costs no line of its own.
 pub struct Replay {
+    /// The outcome, shared with the receipt.
     outcome: Arc<Outcome>,
+    /// The request ID, as the book keys it.
     key: RequestKey,
+    /// `replayed` or `new`.
+    kind: ReceiptKind,
 }
 
 impl Replay {
@@ -210,8 +217,14 @@ impl Replay {
     pub fn write(&self, out: &mut Vec<u8>, run_id: &str) {
         self.key.with_str(|id| {
             self.outcome
-                .write_reply_line(out, Some(id), run_id, ReceiptKind::Replayed)
+                .write_reply_line(out, Some(id), run_id, self.kind)
         })
+    }
+
+    /// [`Replay::write`] with the run's line ends at hand (a connection makes them once).
+    pub fn write_ending(&self, out: &mut Vec<u8>, ends: &LineEnds) {
+        self.outcome
+            .write_reply_line_key(out, &self.key, ends, self.kind)
     }
 
     /// The reply line on its own.

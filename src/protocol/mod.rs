@@ -60,7 +60,7 @@ pub use params::{
     PagePressParams, PageReadParams, Params, ReceiptStatusParams, RunStatusParams, TaskParams,
     TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS,
 };
-pub use reply::{Meta, Outcome, ReceiptKind, Reply};
+pub use reply::{LineEnds, Meta, Outcome, ReceiptKind, Reply};
 pub use strict::{check_strict, StrictError, MAX_DEPTH};
 pub use time::{format_millis, now_millis, now_rfc3339};
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::{ErrorBody, ErrorCode};
+use crate::ids::{spell_uuid, RequestKey};
 
 /// `meta.receipt`: how this reply relates to the receipt book.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,19 +121,109 @@ impl Outcome {
         run_id: &str,
         receipt: ReceiptKind,
     ) {
-        line.extend_from_slice(b"{\"id\":");
+        self.write_head(line, id);
+        write_line_end(line, run_id, receipt);
+    }
+
+    /// [`Outcome::write_reply_line`] with the line's end (its `meta`, which only the run and
+    /// the receipt kind decide) already written out in `ends`: what a connection uses, so each
+    /// reply copies its end instead of writing it again.
+    pub fn write_reply_line_ending(
+        &self,
+        line: &mut Vec<u8>,
+        id: Option<&str>,
+        ends: &LineEnds,
+        receipt: ReceiptKind,
+    ) {
+        self.write_head(line, id);
+        line.extend_from_slice(ends.get(receipt));
+    }
+
+    /// [`Outcome::write_reply_line_ending`] for the request ID `key` as the book keys it: a
+    /// UUID key is spelled straight into the line (hex digits and hyphens need no escapes, so
+    /// they are neither checked nor validated again), any other is written as a string.
+    pub fn write_reply_line_key(
+        &self,
+        line: &mut Vec<u8>,
+        key: &RequestKey,
+        ends: &LineEnds,
+        receipt: ReceiptKind,
+    ) {
+        match key {
+            RequestKey::Uuid(bytes) => {
+                let mut id = [0u8; 36];
+                spell_uuid(bytes, &mut id);
+                let end = ends.get(receipt);
+                line.reserve(ID_HEAD.len() + id.len() + 2 + self.body.len() + end.len());
+                line.extend_from_slice(ID_HEAD);
+                line.push(b'"');
+                line.extend_from_slice(&id);
+                line.extend_from_slice(b"\",");
+                line.extend_from_slice(self.body.as_bytes());
+                line.extend_from_slice(end);
+            }
+            RequestKey::Text(id) => self.write_reply_line_ending(line, Some(id), ends, receipt),
+        }
+    }
+
+    /// The part of a reply line before its `meta`: `{"id":…,` and the stored body.
+    fn write_head(&self, line: &mut Vec<u8>, id: Option<&str>) {
+        line.extend_from_slice(ID_HEAD);
         match id {
             Some(id) => write_json_str(line, id),
             None => line.extend_from_slice(b"null"),
         }
         line.push(b',');
         line.extend_from_slice(self.body.as_bytes());
-        line.extend_from_slice(b",\"meta\":{\"runId\":");
-        write_json_str(line, run_id);
-        line.extend_from_slice(b",\"receipt\":\"");
-        line.extend_from_slice(receipt.as_str().as_bytes());
-        line.extend_from_slice(b"\"}}\n");
     }
+}
+
+/// How every reply line begins, before its request ID.
+const ID_HEAD: &[u8] = b"{\"id\":";
+
+/// The ends of one run's reply lines (`,"meta":{…}}` and the newline), one per receipt kind,
+/// written once (for a connection) and copied into every reply line after its body.
+pub struct LineEnds {
+    /// Indexed by [`LineEnds::index`].
+    ends: [Box<[u8]>; 4],
+}
+
+impl LineEnds {
+    /// The line ends of the run `run_id`.
+    pub fn new(run_id: &str) -> LineEnds {
+        let end = |kind| {
+            let mut end = Vec::new();
+            write_line_end(&mut end, run_id, kind);
+            end.into_boxed_slice()
+        };
+        LineEnds {
+            ends: [
+                end(ReceiptKind::New),
+                end(ReceiptKind::Joined),
+                end(ReceiptKind::Replayed),
+                end(ReceiptKind::None),
+            ],
+        }
+    }
+
+    /// The end of a line with receipt kind `kind`.
+    pub fn get(&self, kind: ReceiptKind) -> &[u8] {
+        &self.ends[match kind {
+            ReceiptKind::New => 0,
+            ReceiptKind::Joined => 1,
+            ReceiptKind::Replayed => 2,
+            ReceiptKind::None => 3,
+        }]
+    }
+}
+
+/// Appends the end of a reply line: `,"meta":{"runId":…,"receipt":…}}` and the newline.
+fn write_line_end(line: &mut Vec<u8>, run_id: &str, receipt: ReceiptKind) {
+    line.extend_from_slice(b",\"meta\":{\"runId\":");
+    write_json_str(line, run_id);
+    line.extend_from_slice(b",\"receipt\":\"");
+    line.extend_from_slice(receipt.as_str().as_bytes());
+    line.extend_from_slice(b"\"}}\n");
 }
 
 /// Writes `prefix` and `value` into a stored reply body of exactly the right size: the text is
@@ -219,6 +310,41 @@ mod tests {
             serde_json::from_slice(&e.reply_line(None, "run", ReceiptKind::None)).unwrap();
         assert_eq!(v["id"], Value::Null);
         assert_eq!(v["error"]["delivery"], "not_executed");
+    }
+
+    #[test]
+    fn lines_written_with_their_ends_at_hand_are_the_same_lines() {
+        let outcome = Outcome::ok(&json!({"target": "#title", "value": "v"}));
+        for run_id in ["4d1c2a2e-7b7c-4a57-9b55-2a3d3c1e5f60", "odd \"run\"\n"] {
+            let ends = LineEnds::new(run_id);
+            for kind in [
+                ReceiptKind::New,
+                ReceiptKind::Joined,
+                ReceiptKind::Replayed,
+                ReceiptKind::None,
+            ] {
+                for key in [
+                    RequestKey::new("9b2f4e1c-0d3a-4c5b-8e6f-0123456789ab"),
+                    RequestKey::new("9B2F4E1C-0D3A-4C5B-8E6F-0123456789AB"),
+                    RequestKey::new("q\"\u{1}"),
+                ] {
+                    let mut line = b"before".to_vec();
+                    outcome.write_reply_line_key(&mut line, &key, &ends, kind);
+                    let expected = key.with_str(|id| outcome.reply_line(Some(id), run_id, kind));
+                    assert_eq!(line[6..], expected);
+                }
+                for id in [Some("r1"), Some("q\"\u{1}"), None] {
+                    let mut line = b"before".to_vec();
+                    outcome.write_reply_line_ending(&mut line, id, &ends, kind);
+                    let mut expected = b"before".to_vec();
+                    expected.extend(outcome.reply_line(id, run_id, kind));
+                    assert_eq!(line, expected);
+                    let v: Value = serde_json::from_slice(&line[6..]).unwrap();
+                    assert_eq!(v["meta"]["runId"], run_id);
+                    assert_eq!(v["meta"]["receipt"], kind.as_str());
+                }
+            }
+        }
     }
 
     #[test]

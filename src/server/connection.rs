@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot, watch, Notify, OwnedSemaphorePermit};
 use tokio::task::JoinHandle;
 
 use crate::host::Replay;
-use crate::protocol::{read_frame, FrameRead};
+use crate::protocol::{read_frame, FrameRead, LineEnds};
 
 /// The read buffer's size, and the write batch's starting capacity: room for a pipelined
 /// burst of small frames, read or written with one system call.
@@ -213,8 +213,9 @@ pub(super) struct Framed<'s> {
     frame_done: bool,
     /// Ready replies not yet written.
     ready: Vec<u8>,
-    /// The in-flight slots those replies free once written.
-    ready_permits: Vec<OwnedSemaphorePermit>,
+    /// The in-flight slots those replies free once written, merged into one permit: freed
+    /// together with one taking of the semaphore's lock, not one per reply.
+    ready_permit: Option<OwnedSemaphorePermit>,
     /// Held while writing: the writer task writes to the same stream, and a line is always
     /// written whole.
     write_lock: Arc<tokio::sync::Mutex<()>>,
@@ -243,7 +244,7 @@ impl<'s> Framed<'s> {
             frame: Vec::with_capacity(1024),
             frame_done: false,
             ready: Vec::with_capacity(BUFFER_BYTES),
-            ready_permits: Vec::new(),
+            ready_permit: None,
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             max_frame_bytes,
             write_stall,
@@ -334,7 +335,7 @@ impl<'s> Framed<'s> {
     pub(super) fn queue_ready(&mut self, line: &[u8], permit: Option<OwnedSemaphorePermit>) {
         self.bytes.add(line.len());
         self.ready.extend_from_slice(line);
-        self.ready_permits.extend(permit);
+        self.hold(permit);
     }
 
     /// Queues a replayed copy's reply, written straight into the bytes sent next (the same
@@ -343,13 +344,24 @@ impl<'s> Framed<'s> {
     pub(super) fn queue_replay(
         &mut self,
         replay: &Replay,
-        run_id: &str,
+        ends: &LineEnds,
         permit: Option<OwnedSemaphorePermit>,
     ) {
         let before = self.ready.len();
-        replay.write(&mut self.ready, run_id);
+        replay.write_ending(&mut self.ready, ends);
         self.bytes.add(self.ready.len() - before);
-        self.ready_permits.extend(permit);
+        self.hold(permit);
+    }
+
+    /// Keeps in-flight slots (every one from this connection's semaphore) until the ready
+    /// replies are written: a pipelined batch hands the slots of all its ready replies at once.
+    #[inline]
+    pub(super) fn hold(&mut self, permit: Option<OwnedSemaphorePermit>) {
+        match (&mut self.ready_permit, permit) {
+            (Some(held), Some(permit)) => held.merge(permit),
+            (held @ None, permit) => *held = permit,
+            (Some(_), None) => {}
+        }
     }
 
     /// Whether replies wait to be written.
@@ -383,14 +395,14 @@ impl<'s> Framed<'s> {
             .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()));
         self.bytes.written(self.ready.len());
         self.ready.clear();
-        self.ready_permits.clear();
+        self.ready_permit = None;
         written
     }
 
     /// The ready replies not yet written, taken out (their slots are freed), for the writer
     /// task to write before it closes.
     pub(super) fn take_ready(&mut self) -> Option<Outbound> {
-        self.ready_permits.clear();
+        self.ready_permit = None;
         (!self.ready.is_empty()).then(|| Outbound {
             line: std::mem::take(&mut self.ready),
             permit: None,

@@ -23,7 +23,7 @@ use super::{current_uid, Connection, Limits, Outbound, Outbox, Service};
 use crate::host::Handled;
 use crate::protocol::{
     ErrorBody, ErrorCode, FrameRead, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
-    Outcome, PeerRefusedDetails, ReceiptKind, MAX_IN_FLIGHT_PER_CONNECTION,
+    LineEnds, Outcome, PeerRefusedDetails, ReceiptKind, MAX_IN_FLIGHT_PER_CONNECTION,
 };
 
 /// Accepts connections until `stop_accepting` flips, serving each on its own task in
@@ -164,6 +164,8 @@ pub async fn serve_connection<S: Service>(
     };
     let inflight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     let run_id = service.run_id().to_owned();
+    // Every reply line of this connection ends the same way for a receipt kind.
+    let line_ends = LineEnds::new(&run_id);
     let mut answers: Vec<Handled> = Vec::new();
     let error_line =
         |body: ErrorBody| Outcome::err(&body).reply_line(None, &run_id, ReceiptKind::None);
@@ -227,21 +229,34 @@ pub async fn serve_connection<S: Service>(
                 // A later answer is handed on once the frames joined to it have added their
                 // slots to its own.
                 let mut held: Vec<(usize, LaterReply)> = Vec::new();
+                // A ready reply's slot stays in `permits`, which the ready replies then hold
+                // as one permit until they are written.
                 for (i, answer) in answers.drain(..).enumerate() {
-                    let permit = permits.split(1).expect("one slot per frame");
                     match answer {
-                        Handled::Later(fut) => held.push((i, (fut, permit))),
+                        Handled::Ready(line) => framed.queue_ready(&line, None),
+                        Handled::Replay(replay) => framed.queue_replay(&replay, &line_ends, None),
+                        Handled::Later(fut) => {
+                            let permit = permits.split(1).expect("one slot per frame");
+                            held.push((i, (fut, permit)));
+                        }
                         Handled::Joined(to) => {
+                            let permit = permits.split(1).expect("one slot per frame");
                             match held.iter_mut().rev().find(|(j, _)| *j == to) {
                                 Some((_, (_, slots))) => slots.merge(permit),
                                 None => drop(permit),
                             }
                         }
-                        answer => take_answer(answer, permit, &mut framed, &later_tx, &run_id),
                     }
                 }
+                framed.hold(Some(permits));
                 for (_, (fut, slots)) in held {
-                    take_answer(Handled::Later(fut), slots, &mut framed, &later_tx, &run_id);
+                    take_answer(
+                        Handled::Later(fut),
+                        slots,
+                        &mut framed,
+                        &later_tx,
+                        &line_ends,
+                    );
                 }
                 continue;
             }
@@ -336,7 +351,7 @@ pub async fn serve_connection<S: Service>(
             Ok(FrameRead::Frame) => {
                 frame_since = None;
                 let answer = service.handle_frame(framed.frame(), &conn);
-                take_answer(answer, permit, &mut framed, &later_tx, &run_id);
+                take_answer(answer, permit, &mut framed, &later_tx, &line_ends);
             }
             Ok(FrameRead::TooLarge) => {
                 let msg = format!(
@@ -388,11 +403,11 @@ fn take_answer(
     permit: OwnedSemaphorePermit,
     framed: &mut Framed<'_>,
     later_tx: &mpsc::UnboundedSender<LaterReply>,
-    run_id: &str,
+    ends: &LineEnds,
 ) {
     match answer {
         Handled::Ready(line) => framed.queue_ready(&line, Some(permit)),
-        Handled::Replay(replay) => framed.queue_replay(&replay, run_id, Some(permit)),
+        Handled::Replay(replay) => framed.queue_replay(&replay, ends, Some(permit)),
         // Joined to no earlier answer (never given so): nothing to write, the slot is free.
         Handled::Joined(_) => drop(permit),
         Handled::Later(fut) => {
