@@ -213,8 +213,9 @@ pub(super) struct Framed<'s> {
     frame_done: bool,
     /// Ready replies not yet written.
     ready: Vec<u8>,
-    /// The in-flight slots those replies free once written.
-    ready_permits: Vec<OwnedSemaphorePermit>,
+    /// The in-flight slots those replies free once written, merged into one permit so they
+    /// go back to the semaphore together (one release per write, not one per reply).
+    ready_permits: Option<OwnedSemaphorePermit>,
     /// Held while writing: the writer task writes to the same stream, and a line is always
     /// written whole.
     write_lock: Arc<tokio::sync::Mutex<()>>,
@@ -243,7 +244,7 @@ impl<'s> Framed<'s> {
             frame: Vec::with_capacity(1024),
             frame_done: false,
             ready: Vec::with_capacity(BUFFER_BYTES),
-            ready_permits: Vec::new(),
+            ready_permits: None,
             write_lock: Arc::new(tokio::sync::Mutex::new(())),
             max_frame_bytes,
             write_stall,
@@ -334,7 +335,18 @@ impl<'s> Framed<'s> {
     pub(super) fn queue_ready(&mut self, line: &[u8], permit: Option<OwnedSemaphorePermit>) {
         self.bytes.add(line.len());
         self.ready.extend_from_slice(line);
-        self.ready_permits.extend(permit);
+        self.hold_until_written(permit);
+    }
+
+    /// Holds in-flight slots until the ready replies are next written (any number of slots of
+    /// this connection's semaphore, in one permit).
+    #[inline]
+    pub(super) fn hold_until_written(&mut self, permit: Option<OwnedSemaphorePermit>) {
+        match (&mut self.ready_permits, permit) {
+            (_, None) => {}
+            (Some(held), Some(more)) => held.merge(more),
+            (held @ None, more) => *held = more,
+        }
     }
 
     /// Queues a replayed copy's reply, written straight into the bytes sent next (the same
@@ -349,7 +361,7 @@ impl<'s> Framed<'s> {
         let before = self.ready.len();
         replay.write(&mut self.ready, run_id);
         self.bytes.add(self.ready.len() - before);
-        self.ready_permits.extend(permit);
+        self.hold_until_written(permit);
     }
 
     /// Whether replies wait to be written.
@@ -383,14 +395,14 @@ impl<'s> Framed<'s> {
             .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()));
         self.bytes.written(self.ready.len());
         self.ready.clear();
-        self.ready_permits.clear();
+        self.ready_permits = None;
         written
     }
 
     /// The ready replies not yet written, taken out (their slots are freed), for the writer
     /// task to write before it closes.
     pub(super) fn take_ready(&mut self) -> Option<Outbound> {
-        self.ready_permits.clear();
+        self.ready_permits = None;
         (!self.ready.is_empty()).then(|| Outbound {
             line: std::mem::take(&mut self.ready),
             permit: None,

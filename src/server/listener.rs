@@ -225,23 +225,31 @@ pub async fn serve_connection<S: Service>(
                     .await
                     .expect("the in-flight semaphore is never closed");
                 // A later answer is handed on once the frames joined to it have added their
-                // slots to its own.
+                // slots to its own. The slots of ready answers stay in `permits`, held until
+                // those replies are written, and go back together.
                 let mut held: Vec<(usize, LaterReply)> = Vec::new();
                 for (i, answer) in answers.drain(..).enumerate() {
-                    let permit = permits.split(1).expect("one slot per frame");
                     match answer {
-                        Handled::Later(fut) => held.push((i, (fut, permit))),
+                        Handled::Later(fut) => {
+                            let permit = permits.split(1).expect("one slot per frame");
+                            held.push((i, (fut, permit)));
+                        }
                         Handled::Joined(to) => {
-                            match held.iter_mut().rev().find(|(j, _)| *j == to) {
-                                Some((_, (_, slots))) => slots.merge(permit),
-                                None => drop(permit),
+                            if let Some((_, (_, slots))) =
+                                held.iter_mut().rev().find(|(j, _)| *j == to)
+                            {
+                                slots.merge(permits.split(1).expect("one slot per frame"));
                             }
                         }
-                        answer => take_answer(answer, permit, &mut framed, &later_tx, &run_id),
+                        Handled::Ready(line) => framed.queue_ready(&line, None),
+                        Handled::Replay(replay) => framed.queue_replay(&replay, &run_id, None),
                     }
                 }
                 for (_, (fut, slots)) in held {
                     take_answer(Handled::Later(fut), slots, &mut framed, &later_tx, &run_id);
+                }
+                if framed.has_ready() {
+                    framed.hold_until_written(Some(permits));
                 }
                 continue;
             }
