@@ -289,18 +289,18 @@ impl<'s> Framed<'s> {
     ) {
         let buffered = self.reader.buffer();
         let mut used = 0;
-        while frames.len() < max {
-            let rest = &buffered[used..];
-            let Some(pos) = memchr::memchr(b'\n', rest) else {
+        // One pass finds every newline of the buffer (rather than a search started per frame).
+        for newline in memchr::memchr_iter(b'\n', buffered) {
+            if frames.len() == max {
                 break;
-            };
-            let frame = &rest[..pos];
+            }
+            let frame = &buffered[used..newline];
             let frame = frame.strip_suffix(b"\r").unwrap_or(frame);
             if frame.len() > self.max_frame_bytes {
                 break;
             }
             frames.push(frame);
-            used += pos + 1;
+            used = newline + 1;
             ends.push(used);
         }
     }
