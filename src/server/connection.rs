@@ -205,7 +205,7 @@ pub(super) struct Framed<'s> {
     /// The stream, shared with the writer task (`&Stream` both reads and writes).
     stream: &'s Arc<Stream>,
     /// Bytes read and not yet taken; whole lines in it are frames at hand.
-    reader: BufReader<&'s Stream>,
+    reader: BufReader<ReadSide<'s>>,
     /// The frame being read. It survives a cancelled read, which is what makes reading
     /// cancel-safe: bytes move from `reader` into it as they are taken, so none are lost.
     frame: Vec<u8>,
@@ -240,7 +240,7 @@ impl<'s> Framed<'s> {
     ) -> Framed<'s> {
         Framed {
             stream,
-            reader: BufReader::with_capacity(BUFFER_BYTES, &**stream),
+            reader: BufReader::with_capacity(BUFFER_BYTES, ReadSide(stream)),
             frame: Vec::with_capacity(1024),
             frame_done: false,
             ready: Vec::with_capacity(BUFFER_BYTES),
@@ -289,18 +289,18 @@ impl<'s> Framed<'s> {
     ) {
         let buffered = self.reader.buffer();
         let mut used = 0;
-        while frames.len() < max {
-            let rest = &buffered[used..];
-            let Some(pos) = memchr::memchr(b'\n', rest) else {
+        // One pass finds every newline of the buffer (rather than a search started per frame).
+        for newline in memchr::memchr_iter(b'\n', buffered) {
+            if frames.len() == max {
                 break;
-            };
-            let frame = &rest[..pos];
+            }
+            let frame = &buffered[used..newline];
             let frame = frame.strip_suffix(b"\r").unwrap_or(frame);
             if frame.len() > self.max_frame_bytes {
                 break;
             }
             frames.push(frame);
-            used += pos + 1;
+            used = newline + 1;
             ends.push(used);
         }
     }
@@ -407,6 +407,51 @@ impl<'s> Framed<'s> {
             line: std::mem::take(&mut self.ready),
             permit: None,
         })
+    }
+}
+
+/// The reading side of a connection's stream: reads as the stream itself does, except that a
+/// read that fills less than the room it was given marks the socket as drained. The peer's
+/// next bytes wake the connection as before, but the read after a batch no longer asks the
+/// kernel once more only to hear that nothing is there (one system call per batch saved).
+/// The mark is the runtime's own readiness, cleared against the readiness seen before the read
+/// (as Tokio's own streams do), so bytes arriving meanwhile are never missed.
+pub(super) struct ReadSide<'s>(&'s Stream);
+
+impl tokio::io::AsyncRead for ReadSide<'_> {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        let Stream::UdSocket(stream) = self.0;
+        let socket = stream.inner();
+        loop {
+            let room = buf.initialize_unfilled();
+            let wanted = room.len();
+            let mut got = None;
+            // `try_io` clears the readiness it saw before the closure ran when the closure
+            // says `WouldBlock`: a short read says so after keeping what it read.
+            let read = socket.try_io(tokio::io::Interest::READABLE, || {
+                let n = socket.try_read(room)?;
+                got = Some(n);
+                if n > 0 && n < wanted {
+                    Err(io::ErrorKind::WouldBlock.into())
+                } else {
+                    Ok(n)
+                }
+            });
+            match (read, got) {
+                (Ok(n), _) | (Err(_), Some(n)) => {
+                    buf.advance(n);
+                    return std::task::Poll::Ready(Ok(()));
+                }
+                (Err(e), None) if e.kind() == io::ErrorKind::WouldBlock => {
+                    std::task::ready!(socket.poll_read_ready(cx))?;
+                }
+                (Err(e), None) => return std::task::Poll::Ready(Err(e)),
+            }
+        }
     }
 }
 

@@ -206,8 +206,11 @@ pub async fn serve_connection<S: Service>(
         // their replies reach the reply-byte bound.
         let free = inflight.available_permits();
         if free > 1 {
-            let mut frames: Vec<&[u8]> = Vec::new();
-            let mut ends: Vec<usize> = Vec::new();
+            // Room for a window's worth of frames at once (a pipelining client keeps up to
+            // the in-flight limit buffered).
+            let room = free.min(MAX_IN_FLIGHT_PER_CONNECTION);
+            let mut frames: Vec<&[u8]> = Vec::with_capacity(room);
+            let mut ends: Vec<usize> = Vec::with_capacity(room);
             framed.buffered_frames(free, &mut frames, &mut ends);
             if frames.len() > 1 {
                 service.handle_frames(&frames, bytes.room(), &conn, &mut answers);
