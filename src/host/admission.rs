@@ -160,7 +160,7 @@ impl Host {
         }
         let vacancy = match st.book.entry(&key) {
             Entry::Receipt(r) => {
-                if *r.request != *request {
+                if !request.matches(&r.request) {
                     st.counters.rejected_reused += 1;
                     let stored = r.method;
                     let first_seen = r.first_seen;
@@ -201,7 +201,7 @@ impl Host {
                 };
             }
             Entry::Tombstone(t, batch) => {
-                let same = t.digest == digest(&request);
+                let same = t.digest == digest(&request.text());
                 st.counters.rejected_cleared += 1;
                 let error = cleared_error(request_id, batch.at, &batch.reason, same);
                 st.events.publish("request.rejected", now, || {
@@ -254,7 +254,7 @@ impl Host {
                         // Tasks stay with their host: say which one has it.
                         return Err(self.unknown_task_in_fleet(
                             request_id,
-                            Some(&request),
+                            Some(&request.text()),
                             tid,
                             method,
                         ));

@@ -14,7 +14,7 @@ use crate::book::RequestKey;
 use crate::journal::Ticket;
 use crate::protocol::{
     now_millis, parse_envelope, parse_frame, try_fingerprint, Command, DirectRequest, ErrorBody,
-    ErrorCode, Method, ParsedFrame, ReceiptKind,
+    ErrorCode, Fingerprint, Method, ParsedFrame, ReceiptKind,
 };
 
 impl Host {
@@ -72,7 +72,7 @@ impl Host {
         self.handle_request(DirectRequest {
             request_id: id,
             command,
-            request,
+            request: Fingerprint::whole(request),
         })
     }
 

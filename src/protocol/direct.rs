@@ -1,6 +1,8 @@
 //! The direct parse path: a bridge frame read in one pass — envelope, typed params, the
 //! canonical verdict and the fingerprint — without building a JSON value for it.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::canonical::{canonical_integer, parse_u64, write_canonical_str};
@@ -11,7 +13,7 @@ use super::fingerprint::try_fingerprint;
 use super::method::Method;
 mod walk;
 
-use walk::{Member, Val, Walk, MAX_MEMBERS, NO_MEMBER};
+use walk::{Field, Member, Val, Walk, MAX_MEMBERS, NO_MEMBER};
 
 use super::params::{
     Expect, ExpectCheck, FixtureOptions, PageClickParams, PageFillParams, PagePressParams,
@@ -28,7 +30,95 @@ pub struct DirectRequest<'a> {
     /// The checked command.
     pub command: Command,
     /// The canonical `{method, params}`: the fingerprint the receipt keeps.
-    pub request: String,
+    pub request: Fingerprint<'a>,
+}
+
+/// A request's fingerprint, its canonical `{method, params}`, kept in pieces: the params text is
+/// borrowed from the frame when the frame already wrote it canonically. A replay only compares
+/// it with the stored fingerprint ([`Fingerprint::matches`]), so nothing is copied for it; the
+/// whole text is written once, for a new receipt ([`Fingerprint::into_boxed_str`]).
+#[derive(Clone, Debug)]
+pub struct Fingerprint<'a>(Repr<'a>);
+
+#[derive(Clone, Debug)]
+enum Repr<'a> {
+    /// `{"method":"METHOD","params":PARAMS}`, with PARAMS canonical.
+    Parts {
+        method: &'static str,
+        params: Cow<'a, str>,
+    },
+    /// The whole canonical text, as the general path writes it.
+    Whole(String),
+}
+
+/// The pieces around a fingerprint's method and params.
+const HEAD: &str = "{\"method\":\"";
+const MIDDLE: &str = "\",\"params\":";
+const TAIL: &str = "}";
+
+impl<'a> Fingerprint<'a> {
+    /// A fingerprint written whole (by [`try_fingerprint`]).
+    pub fn whole(text: String) -> Fingerprint<'static> {
+        Fingerprint(Repr::Whole(text))
+    }
+
+    /// Whether `stored` is this fingerprint's text: the one test that tells a copy of a request
+    /// from other content under its ID.
+    pub fn matches(&self, stored: &str) -> bool {
+        match &self.0 {
+            Repr::Whole(text) => text == stored,
+            Repr::Parts { method, params } => {
+                let stored = stored.as_bytes();
+                let (method, params) = (method.as_bytes(), params.as_bytes());
+                let len = HEAD.len() + method.len() + MIDDLE.len() + params.len() + TAIL.len();
+                if stored.len() != len {
+                    return false;
+                }
+                let (head, rest) = stored.split_at(HEAD.len());
+                let (m, rest) = rest.split_at(method.len());
+                let (middle, rest) = rest.split_at(MIDDLE.len());
+                let (p, tail) = rest.split_at(params.len());
+                head == HEAD.as_bytes()
+                    && m == method
+                    && middle == MIDDLE.as_bytes()
+                    && p == params
+                    && tail == TAIL.as_bytes()
+            }
+        }
+    }
+
+    /// The fingerprint's text (written out unless it is already whole).
+    pub fn text(&self) -> Cow<'_, str> {
+        match &self.0 {
+            Repr::Whole(text) => Cow::Borrowed(text),
+            Repr::Parts { .. } => Cow::Owned(self.written()),
+        }
+    }
+
+    /// The text a new receipt keeps, allocated at its exact size.
+    pub fn into_boxed_str(self) -> Box<str> {
+        match self.0 {
+            Repr::Whole(text) => text.into_boxed_str(),
+            Repr::Parts { .. } => self.written().into_boxed_str(),
+        }
+    }
+
+    fn written(&self) -> String {
+        match &self.0 {
+            Repr::Whole(text) => text.clone(),
+            Repr::Parts { method, params } => {
+                let mut out = String::with_capacity(
+                    HEAD.len() + method.len() + MIDDLE.len() + params.len() + TAIL.len(),
+                );
+                out.push_str(HEAD);
+                out.push_str(method);
+                out.push_str(MIDDLE);
+                out.push_str(params);
+                out.push_str(TAIL);
+                out
+            }
+        }
+    }
 }
 
 /// What one pass over a frame found: a checked request, its refusal, or a frame only the
@@ -121,9 +211,9 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
             w.eat(b':')?;
             w.ws();
             match key {
-                "id" if id.is_none() => id = Some(w.id()?),
-                "method" if method.is_none() => method = Some(w.plain_str()?.parse().ok()?),
-                "params" if !params_seen => {
+                Field::Id if id.is_none() => id = Some(w.id()?),
+                Field::Method if method.is_none() => method = Some(w.plain_str()?.parse().ok()?),
+                Field::Params if !params_seen => {
                     params_seen = true;
                     if w.bytes[w.pos..].starts_with(b"null") {
                         w.pos += 4;
@@ -196,7 +286,7 @@ impl<'a> Read<'a> {
         let m = self.members();
         Ok(match self.method {
             Method::TaskStart => {
-                let [title, url, fixture] = fields(m, ["title", "url", "fixture"])?;
+                let [title, url, fixture] = fields(m, [Field::Title, Field::Url, Field::Fixture])?;
                 Command::Execute(ExecutorCommand::Start(TaskStartParams {
                     title: string(title)?,
                     url: opt_string(url)?,
@@ -208,7 +298,8 @@ impl<'a> Read<'a> {
                 }))
             }
             Method::PageFill => {
-                let [task_id, target, value] = fields(m, ["taskId", "target", "value"])?;
+                let [task_id, target, value] =
+                    fields(m, [Field::TaskId, Field::Target, Field::Value])?;
                 Command::page_fill(PageFillParams {
                     task_id: string(task_id)?,
                     target: string(target)?,
@@ -216,7 +307,8 @@ impl<'a> Read<'a> {
                 })
             }
             Method::PageClick => {
-                let [task_id, target, expect] = fields(m, ["taskId", "target", "expect"])?;
+                let [task_id, target, expect] =
+                    fields(m, [Field::TaskId, Field::Target, Field::Expect])?;
                 Command::page_click(PageClickParams {
                     task_id: string(task_id)?,
                     target: string(target)?,
@@ -225,7 +317,7 @@ impl<'a> Read<'a> {
             }
             Method::PagePress => {
                 let [task_id, key, target, expect] =
-                    fields(m, ["taskId", "key", "target", "expect"])?;
+                    fields(m, [Field::TaskId, Field::Key, Field::Target, Field::Expect])?;
                 Command::page_press(PagePressParams {
                     task_id: string(task_id)?,
                     key: string(key)?,
@@ -234,14 +326,14 @@ impl<'a> Read<'a> {
                 })
             }
             Method::PageRead => {
-                let [task_id, target] = fields(m, ["taskId", "target"])?;
+                let [task_id, target] = fields(m, [Field::TaskId, Field::Target])?;
                 Command::Read(ReadCommand::PageRead(PageReadParams {
                     task_id: string(task_id)?,
                     target: string(target)?,
                 }))
             }
             Method::TaskFinish | Method::TaskStatus | Method::TaskVerifyOutcome => {
-                let [task_id] = fields(m, ["taskId"])?;
+                let [task_id] = fields(m, [Field::TaskId])?;
                 let p = TaskParams {
                     task_id: string(task_id)?,
                 };
@@ -252,27 +344,27 @@ impl<'a> Read<'a> {
                 }
             }
             Method::TaskStop => {
-                let [task_id, reason] = fields(m, ["taskId", "reason"])?;
+                let [task_id, reason] = fields(m, [Field::TaskId, Field::Reason])?;
                 Command::Close(CloseCommand::Stop(TaskStopParams {
                     task_id: string(task_id)?,
                     reason: string(reason)?,
                 }))
             }
             Method::TaskResume => {
-                let [task_id, run_id] = fields(m, ["taskId", "runId"])?;
+                let [task_id, run_id] = fields(m, [Field::TaskId, Field::RunId])?;
                 Command::Read(ReadCommand::TaskResume(TaskResumeParams {
                     task_id: string(task_id)?,
                     run_id: string(run_id)?,
                 }))
             }
             Method::RunStatus => {
-                let [run_id] = fields(m, ["runId"])?;
+                let [run_id] = fields(m, [Field::RunId])?;
                 Command::Read(ReadCommand::RunStatus(RunStatusParams {
                     run_id: opt_string(run_id)?,
                 }))
             }
             Method::ReceiptStatus => {
-                let [request_id] = fields(m, ["requestId"])?;
+                let [request_id] = fields(m, [Field::RequestId])?;
                 Command::Read(ReadCommand::ReceiptStatus(ReceiptStatusParams {
                     request_id: string(request_id)?,
                 }))
@@ -297,8 +389,10 @@ impl<'a> Read<'a> {
         let Some(Val::Object { start, len }) = v else {
             return Err(Untyped);
         };
-        let [target, equals, contains] =
-            fields(self.inner(start, len), ["target", "equals", "contains"])?;
+        let [target, equals, contains] = fields(
+            self.inner(start, len),
+            [Field::Target, Field::Equals, Field::Contains],
+        )?;
         let check = match (opt_string(equals)?, opt_string(contains)?) {
             (Some(e), None) => ExpectCheck::Equals(e),
             (None, Some(c)) => ExpectCheck::Contains(c),
@@ -314,7 +408,12 @@ impl<'a> Read<'a> {
     fn fixture(&self, start: u8, len: u8) -> Typed<FixtureOptions> {
         let [submit_delay, drop_submit, fail_submit, read_delay] = fields(
             self.inner(start, len),
-            ["submitDelayMs", "dropSubmit", "failSubmit", "readDelayMs"],
+            [
+                Field::SubmitDelayMs,
+                Field::DropSubmit,
+                Field::FailSubmit,
+                Field::ReadDelayMs,
+            ],
         )?;
         let number = |v: Option<Val<'_>>| match v {
             None => Ok(0),
@@ -340,21 +439,24 @@ impl<'a> Read<'a> {
     /// The canonical `{method, params}`: the params text itself when the walk found it
     /// canonical, else written from the members. `None` for numbers only the general
     /// canonicaliser writes (none of which a valid request holds).
-    fn fingerprint(&self) -> Option<String> {
+    fn fingerprint(&self) -> Option<Fingerprint<'a>> {
         let method = self.method.as_str();
         let params = self.params.unwrap_or("{}");
-        let mut out = String::with_capacity(params.len() + method.len() + 23);
-        out.push_str("{\"method\":\"");
-        out.push_str(method);
-        out.push_str("\",\"params\":");
         if self.canonical {
-            out.push_str(params);
-        } else if self.write_object(self.members(), &mut out).is_none() {
-            let value: Value = serde_json::from_str(params).ok()?;
-            return try_fingerprint(method, &value).ok();
+            return Some(Fingerprint(Repr::Parts {
+                method,
+                params: Cow::Borrowed(params),
+            }));
         }
-        out.push('}');
-        Some(out)
+        let mut out = String::with_capacity(params.len());
+        if self.write_object(self.members(), &mut out).is_none() {
+            let value: Value = serde_json::from_str(params).ok()?;
+            return try_fingerprint(method, &value).ok().map(Fingerprint::whole);
+        }
+        Some(Fingerprint(Repr::Parts {
+            method,
+            params: Cow::Owned(out),
+        }))
     }
 
     /// Writes an object's members as RFC 8785 does: keys (ASCII here) in byte order.
@@ -362,18 +464,15 @@ impl<'a> Read<'a> {
         let mut sorted = [NO_MEMBER; MAX_MEMBERS];
         let sorted = &mut sorted[..members.len()];
         sorted.copy_from_slice(members);
-        sorted.sort_unstable_by(|a, b| a.key.cmp(b.key));
+        sorted.sort_unstable_by_key(|m| m.key.rank());
         out.push('{');
         for (i, m) in sorted.iter().enumerate() {
             if i > 0 {
                 out.push(',');
             }
-            // Keys are field names (typing refused any other): ASCII, nothing to escape.
-            if !m.key.is_ascii() {
-                return None;
-            }
+            // Keys are field names: ASCII, nothing to escape.
             out.push('"');
-            out.push_str(m.key);
+            out.push_str(m.key.name());
             out.push_str("\":");
             match m.val {
                 Val::Null => out.push_str("null"),
@@ -411,7 +510,7 @@ impl<'a> Read<'a> {
 #[inline]
 fn fields<'a, const N: usize>(
     members: &[Member<'a>],
-    names: [&str; N],
+    names: [Field; N],
 ) -> Typed<[Option<Val<'a>>; N]> {
     let mut found = [None; N];
     for m in members {
@@ -475,8 +574,22 @@ mod tests {
                 let direct = Ok((
                     r.request_id.to_owned(),
                     format!("{:?}", r.command),
-                    r.request,
+                    r.request.text().into_owned(),
                 ));
+                // The pieces compare as the whole text does, and become it for a new receipt.
+                let text = r.request.text().into_owned();
+                let mut other = text.clone();
+                other.insert(other.len() - 1, ' ');
+                if !r.request.matches(&text)
+                    || r.request.matches(&other)
+                    || r.request.matches(&text[..text.len() - 1])
+                    || &*r.request.clone().into_boxed_str() != text
+                {
+                    return Err(format!(
+                        "{shown}\nthe fingerprint's pieces: {:?}",
+                        r.request
+                    ));
+                }
                 if direct != general {
                     return Err(format!("{shown}\n direct {direct:?}\ngeneral {general:?}"));
                 }
@@ -529,10 +642,16 @@ mod tests {
         assert_eq!(r.request_id, "r1");
         assert_eq!(r.command.method(), Method::PageFill);
         assert_eq!(
-            r.request,
+            r.request.text(),
             r##"{"method":"page.fill","params":{"target":"#title","taskId":"t","value":"a\n\u0001é"}}"##
         );
-        assert_eq!(r.request.capacity(), r.request.len());
+        assert!(matches!(
+            r.request.0,
+            Repr::Parts {
+                params: Cow::Borrowed(_),
+                ..
+            }
+        ));
         // Keys out of order, spaces, escapes the canonicaliser does not write, the method
         // after the params: still taken, with the canonical fingerprint.
         for frame in [
@@ -545,27 +664,29 @@ mod tests {
         ] {
             let r = direct(frame).unwrap();
             assert_eq!(
-                r.request,
+                r.request.text(),
                 r##"{"method":"page.fill","params":{"target":"#title","taskId":"t","value":"Hi"}}"##,
                 "{frame}"
             );
         }
         let r = direct(r##"{"id":"r1","method":"page.press","params":{"taskId":"t","key":"Enter","target":null,"expect":{"target":"#status","equals":null,"contains":"Sa\/ved\uD83D\uDE00"}}}"##).unwrap();
         assert_eq!(
-            r.request,
+            r.request.text(),
             "{\"method\":\"page.press\",\"params\":{\"expect\":{\"contains\":\"Sa/ved\u{1F600}\",\"equals\":null,\"target\":\"#status\"},\"key\":\"Enter\",\"target\":null,\"taskId\":\"t\"}}"
         );
         // No params, or null params, are `{}`.
         assert_eq!(
             direct(r#"{"id":"r1","method":"host.hello"}"#)
                 .unwrap()
-                .request,
+                .request
+                .text(),
             r#"{"method":"host.hello","params":{}}"#
         );
         assert_eq!(
             direct(r#"{"id":"r1","method":"host.hello","params":null}"#)
                 .unwrap()
-                .request,
+                .request
+                .text(),
             r#"{"method":"host.hello","params":{}}"#
         );
         // Params that fail a check are refused here, with the general path's message.

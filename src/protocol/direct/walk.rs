@@ -6,9 +6,10 @@ use std::borrow::Cow;
 use crate::protocol::canonical::{canonical_integer, has_short_escape};
 use crate::protocol::id::{ID_ALPHABET, MAX_ID_LEN};
 
-/// The most members one params object (or an object inside it) may have on this path; no
-/// bridge method takes more than four.
-pub(super) const MAX_MEMBERS: usize = 8;
+/// The most members one params object (or the one object inside it) may have on this path:
+/// no bridge method's params, nor `expect` or `fixture`, take more than four fields, and each
+/// field at most once.
+pub(super) const MAX_MEMBERS: usize = 4;
 
 /// One JSON value of the params, as the walk read it: scalars borrowed from the frame, an
 /// object as the members it holds in [`Walk`]'s second-level table.
@@ -57,13 +58,131 @@ impl<'a> JsonStr<'a> {
 /// One `"key": value` of an object.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Member<'a> {
-    pub(super) key: &'a str,
+    pub(super) key: Field,
     pub(super) val: Val<'a>,
 }
 
 pub(super) const NO_MEMBER: Member<'static> = Member {
-    key: "",
+    key: Field::Id,
     val: Val::Null,
+};
+
+/// A field name of the envelope or of the params: the only keys any frame may hold, so a key
+/// is read as the field it names (one match on its bytes) and compared as a byte afterwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Field {
+    Id,
+    Method,
+    Params,
+    Title,
+    Url,
+    Fixture,
+    SubmitDelayMs,
+    ReadDelayMs,
+    DropSubmit,
+    FailSubmit,
+    TaskId,
+    Target,
+    Value,
+    Expect,
+    Equals,
+    Contains,
+    Key,
+    Reason,
+    RunId,
+    RequestId,
+}
+
+impl Field {
+    /// The field a key names, `None` for any other key.
+    #[inline]
+    fn named(key: &[u8]) -> Option<Field> {
+        Some(match key {
+            b"id" => Field::Id,
+            b"method" => Field::Method,
+            b"params" => Field::Params,
+            b"title" => Field::Title,
+            b"url" => Field::Url,
+            b"fixture" => Field::Fixture,
+            b"submitDelayMs" => Field::SubmitDelayMs,
+            b"readDelayMs" => Field::ReadDelayMs,
+            b"dropSubmit" => Field::DropSubmit,
+            b"failSubmit" => Field::FailSubmit,
+            b"taskId" => Field::TaskId,
+            b"target" => Field::Target,
+            b"value" => Field::Value,
+            b"expect" => Field::Expect,
+            b"equals" => Field::Equals,
+            b"contains" => Field::Contains,
+            b"key" => Field::Key,
+            b"reason" => Field::Reason,
+            b"runId" => Field::RunId,
+            b"requestId" => Field::RequestId,
+            _ => return None,
+        })
+    }
+
+    /// The field's name as JSON writes it.
+    pub(super) fn name(self) -> &'static str {
+        FIELD_NAMES[self as usize]
+    }
+
+    /// Where the name sorts among all field names by bytes (RFC 8785's key order).
+    #[inline]
+    pub(super) fn rank(self) -> u8 {
+        FIELD_RANKS[self as usize]
+    }
+}
+
+/// Each field's name, in the order of [`Field`].
+const FIELD_NAMES: [&str; 20] = [
+    "id",
+    "method",
+    "params",
+    "title",
+    "url",
+    "fixture",
+    "submitDelayMs",
+    "readDelayMs",
+    "dropSubmit",
+    "failSubmit",
+    "taskId",
+    "target",
+    "value",
+    "expect",
+    "equals",
+    "contains",
+    "key",
+    "reason",
+    "runId",
+    "requestId",
+];
+
+/// Each field's place when the names are sorted by their bytes.
+static FIELD_RANKS: [u8; 20] = {
+    const fn before(a: &[u8], b: &[u8]) -> bool {
+        let mut i = 0;
+        while i < a.len() && i < b.len() {
+            if a[i] != b[i] {
+                return a[i] < b[i];
+            }
+            i += 1;
+        }
+        a.len() < b.len()
+    }
+    let mut ranks = [0u8; 20];
+    let mut i = 0;
+    while i < 20 {
+        let mut j = 0;
+        while j < 20 {
+            if before(FIELD_NAMES[j].as_bytes(), FIELD_NAMES[i].as_bytes()) {
+                ranks[i] += 1;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    ranks
 };
 
 /// The cursor of the walk.
@@ -111,18 +230,17 @@ impl<'a> Walk<'a> {
         (!s.escaped).then_some(s.raw)
     }
 
-    /// An object key. One written with escapes is read as the field it names (the only keys
-    /// any frame may hold are the envelope's and the params' fields); an escaped key that
-    /// names none is left to the general path.
+    /// An object key, as the field it names (the only keys any frame may hold are the
+    /// envelope's and the params' fields), also when written with escapes; a key that names
+    /// none is left to the general path.
     #[inline]
-    pub(super) fn key(&mut self) -> Option<&'a str> {
+    pub(super) fn key(&mut self) -> Option<Field> {
         let s = self.string()?;
         if !s.escaped {
-            return Some(s.raw);
+            return Field::named(s.raw.as_bytes());
         }
         self.canonical = false;
-        let key = unescape(s.raw)?;
-        FIELD_NAMES.iter().find(|n| **n == key).copied()
+        Field::named(unescape(s.raw)?.as_bytes())
     }
 
     /// The request ID: a string without escapes, 1–128 bytes of the ID alphabet (anything
@@ -296,14 +414,19 @@ impl<'a> Walk<'a> {
             return Some(0);
         }
         let mut len = 0;
+        // The fields seen, one bit each; and the last one's rank, for the key order.
+        let (mut seen, mut last) = (0u32, None);
         loop {
             let key = self.key()?;
-            if len == out.len() || out[..len].iter().any(|m| m.key == key) {
+            let bit = 1u32 << key as u32;
+            if len == out.len() || seen & bit != 0 {
                 return None;
             }
-            if len > 0 && out[len - 1].key.as_bytes() >= key.as_bytes() {
+            seen |= bit;
+            if last >= Some(key.rank()) {
                 self.canonical = false;
             }
+            last = Some(key.rank());
             self.ws();
             self.eat(b':')?;
             self.ws();
@@ -352,30 +475,6 @@ fn plain_run(bytes: &[u8]) -> usize {
         .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
         .unwrap_or(bytes.len() - i)
 }
-
-/// Every field name of the envelope and of the params, for keys written with escapes.
-pub(super) const FIELD_NAMES: [&str; 20] = [
-    "id",
-    "method",
-    "params",
-    "title",
-    "url",
-    "fixture",
-    "submitDelayMs",
-    "readDelayMs",
-    "dropSubmit",
-    "failSubmit",
-    "taskId",
-    "target",
-    "value",
-    "expect",
-    "equals",
-    "contains",
-    "key",
-    "reason",
-    "runId",
-    "requestId",
-];
 
 /// The value of a hex digit.
 #[inline]
@@ -449,6 +548,28 @@ pub(super) fn hex4(h: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_are_named_and_ranked_by_their_bytes() {
+        let all: Vec<Field> = FIELD_NAMES
+            .iter()
+            .map(|n| Field::named(n.as_bytes()).expect("a field name"))
+            .collect();
+        for (i, f) in all.iter().enumerate() {
+            assert_eq!(*f as usize, i);
+            assert_eq!(f.name(), FIELD_NAMES[i]);
+            for g in &all {
+                assert_eq!(
+                    f.rank().cmp(&g.rank()),
+                    f.name().cmp(g.name()),
+                    "{f:?} {g:?}"
+                );
+            }
+        }
+        for other in ["", "Id", "ids", "taskid", "targe", "é", "requestIdx"] {
+            assert_eq!(Field::named(other.as_bytes()), None, "{other}");
+        }
+    }
 
     proptest::proptest! {
         /// The word-at-a-time scan stops exactly where a byte-at-a-time one does, wherever the
