@@ -5,6 +5,8 @@ use std::borrow::Cow;
 
 use serde_json::Value;
 
+use crate::ids::{canonical_uuid, RequestKey};
+
 use super::canonical::{canonical_integer, parse_u64, write_canonical_str};
 use super::command::{CloseCommand, Command, ExecutorCommand, ReadCommand};
 use super::envelope::FrameError;
@@ -27,10 +29,97 @@ use super::params::{
 pub struct DirectRequest<'a> {
     /// The caller's request ID (already validated), borrowed from the frame.
     pub request_id: &'a str,
+    /// The ID's bytes when it is a lowercase hyphenated UUID (read with the ID, so its key
+    /// needs no second reading: [`DirectRequest::key`]).
+    pub uuid: Option<[u8; 16]>,
     /// The checked command.
-    pub command: Command,
+    pub command: FrameCommand<'a>,
     /// The canonical `{method, params}`: the fingerprint the receipt keeps.
     pub request: Fingerprint<'a>,
+}
+
+impl<'a> DirectRequest<'a> {
+    /// A request read by the general path (its ID validated, its command checked).
+    pub fn new(request_id: &'a str, command: Command, request: String) -> DirectRequest<'a> {
+        DirectRequest {
+            request_id,
+            uuid: canonical_uuid(request_id.as_bytes()),
+            command: FrameCommand::Owned(command),
+            request: Fingerprint::whole(request),
+        }
+    }
+
+    /// The book's key for the request's ID.
+    pub fn key(&self) -> RequestKey {
+        RequestKey::read(self.request_id, self.uuid)
+    }
+}
+
+/// A request's checked command as the one-pass reader typed it: a `page.fill` whose strings
+/// hold no escapes stays borrowed from the frame until admission makes it a new receipt
+/// ([`FrameCommand::into_command`]), so a replay copies none of them; any other command is
+/// owned from the start.
+#[derive(Clone, Debug)]
+pub enum FrameCommand<'a> {
+    /// A command the reader owned from the start.
+    Owned(Command),
+    /// `page.fill`, its params borrowed from the frame.
+    Fill {
+        /// The task whose page is filled.
+        task_id: &'a str,
+        /// The field selector.
+        target: &'a str,
+        /// The text to put in the field.
+        value: &'a str,
+    },
+}
+
+impl FrameCommand<'_> {
+    /// The method the command came from.
+    pub fn method(&self) -> Method {
+        match self {
+            FrameCommand::Owned(c) => c.method(),
+            FrameCommand::Fill { .. } => Method::PageFill,
+        }
+    }
+
+    /// The command when it is owned already (every command but a borrowed `page.fill`).
+    pub fn owned(&self) -> Option<&Command> {
+        match self {
+            FrameCommand::Owned(c) => Some(c),
+            FrameCommand::Fill { .. } => None,
+        }
+    }
+
+    /// Whether an executor performs it ([`Command::Execute`]).
+    pub fn is_executed(&self) -> bool {
+        matches!(
+            self,
+            FrameCommand::Owned(Command::Execute(_)) | FrameCommand::Fill { .. }
+        )
+    }
+
+    /// The owned command, for a request admitted as new (or read).
+    pub fn into_command(self) -> Command {
+        match self {
+            FrameCommand::Owned(c) => c,
+            FrameCommand::Fill {
+                task_id,
+                target,
+                value,
+            } => Command::page_fill(PageFillParams {
+                task_id: task_id.to_owned(),
+                target: target.to_owned(),
+                value: value.to_owned(),
+            }),
+        }
+    }
+}
+
+impl From<Command> for FrameCommand<'_> {
+    fn from(c: Command) -> Self {
+        FrameCommand::Owned(c)
+    }
 }
 
 /// A request's fingerprint, its canonical `{method, params}`, kept in pieces: the params text is
@@ -148,6 +237,7 @@ pub fn parse_frame<'a>(
     // Filled in place: the member tables are most of its size.
     let mut read = Read {
         id: "",
+        uuid: None,
         method: Method::HostHello,
         params: None,
         outer: [NO_MEMBER; MAX_MEMBERS],
@@ -177,6 +267,7 @@ pub fn parse_request_direct<'a>(
 /// text is canonical.
 struct Read<'a> {
     id: &'a str,
+    uuid: Option<[u8; 16]>,
     method: Method,
     /// The params text as sent (`None` when absent or `null`).
     params: Option<&'a str>,
@@ -242,7 +333,7 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
     if w.pos != frame.len() {
         return None;
     }
-    read.id = id?;
+    (read.id, read.uuid) = id?;
     read.method = method?;
     Some(())
 }
@@ -258,7 +349,13 @@ impl<'a> Read<'a> {
         let Ok(command) = self.command() else {
             return ParsedFrame::General;
         };
-        let command = match command.checked(check_target) {
+        let checked = match command {
+            FrameCommand::Owned(c) => c.checked(check_target).map(FrameCommand::Owned),
+            FrameCommand::Fill { target, value, .. } => {
+                Command::check_fill(target, value, check_target).map(|()| command)
+            }
+        };
+        let command = match checked {
             Ok(c) => c,
             Err(message) => {
                 return ParsedFrame::Refused(FrameError {
@@ -272,6 +369,7 @@ impl<'a> Read<'a> {
         };
         ParsedFrame::Request(DirectRequest {
             request_id: self.id,
+            uuid: self.uuid,
             command,
             request,
         })
@@ -281,8 +379,27 @@ impl<'a> Read<'a> {
         &self.outer[..self.outer_len]
     }
 
-    /// The typed command, as serde's derived parsers would read the same members.
-    fn command(&self) -> Typed<Command> {
+    /// The typed command, as serde's derived parsers would read the same members (a
+    /// `page.fill` without escapes left borrowed).
+    fn command(&self) -> Typed<FrameCommand<'a>> {
+        let m = self.members();
+        if self.method == Method::PageFill {
+            let [task_id, target, value] = fields(m, [Field::TaskId, Field::Target, Field::Value])?;
+            if let (Some(task_id), Some(target), Some(value)) =
+                (plain(task_id), plain(target), plain(value))
+            {
+                return Ok(FrameCommand::Fill {
+                    task_id,
+                    target,
+                    value,
+                });
+            }
+        }
+        self.owned_command().map(FrameCommand::Owned)
+    }
+
+    /// The typed command, owned.
+    fn owned_command(&self) -> Typed<Command> {
         let m = self.members();
         Ok(match self.method {
             Method::TaskStart => {
@@ -520,6 +637,15 @@ fn fields<'a, const N: usize>(
     Ok(found)
 }
 
+/// A string field's text when it holds no escapes (its value as it is).
+#[inline]
+fn plain(v: Option<Val<'_>>) -> Option<&str> {
+    match v {
+        Some(Val::Str(s)) if !s.escaped => Some(s.raw),
+        _ => None,
+    }
+}
+
 /// A required string field.
 #[inline]
 fn string(v: Option<Val<'_>>) -> Typed<String> {
@@ -573,9 +699,12 @@ mod tests {
             ParsedFrame::Request(r) => {
                 let direct = Ok((
                     r.request_id.to_owned(),
-                    format!("{:?}", r.command),
+                    format!("{:?}", r.command.clone().into_command()),
                     r.request.text().into_owned(),
                 ));
+                if r.key() != RequestKey::new(r.request_id) {
+                    return Err(format!("{shown}\nthe key read with the ID: {:?}", r.key()));
+                }
                 // The pieces compare as the whole text does, and become it for a new receipt.
                 let text = r.request.text().into_owned();
                 let mut other = text.clone();
@@ -669,6 +798,16 @@ mod tests {
                 "{frame}"
             );
         }
+        // A fill without escapes keeps its strings borrowed from the frame.
+        let r = direct(r##"{"id":"r1","method":"page.fill","params":{"target":"#title","taskId":"t","value":"Hi"}}"##).unwrap();
+        assert!(matches!(
+            r.command,
+            FrameCommand::Fill {
+                task_id: "t",
+                target: "#title",
+                value: "Hi"
+            }
+        ));
         let r = direct(r##"{"id":"r1","method":"page.press","params":{"taskId":"t","key":"Enter","target":null,"expect":{"target":"#status","equals":null,"contains":"Sa\/ved\uD83D\uDE00"}}}"##).unwrap();
         assert_eq!(
             r.request.text(),

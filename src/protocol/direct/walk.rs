@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 
+use crate::ids::canonical_uuid;
 use crate::protocol::canonical::{canonical_integer, has_short_escape};
 use crate::protocol::id::{ID_ALPHABET, MAX_ID_LEN};
 
@@ -246,9 +247,17 @@ impl<'a> Walk<'a> {
     /// The request ID: a string without escapes, 1–128 bytes of the ID alphabet (anything
     /// else is the general path's to explain).
     #[inline]
-    pub(super) fn id(&mut self) -> Option<&'a str> {
+    /// A lowercase hyphenated UUID (the common ID, whose characters are all in the alphabet)
+    /// is read into its bytes at once, which are the book's key for it.
+    pub(super) fn id(&mut self) -> Option<(&'a str, Option<[u8; 16]>)> {
         self.eat(b'"')?;
         let start = self.pos;
+        if let Some(uuid) = self.bytes.get(start..start + 36).and_then(canonical_uuid) {
+            if self.bytes.get(start + 36) == Some(&b'"') {
+                self.pos = start + 37;
+                return Some((self.text.get(start..start + 36)?, Some(uuid)));
+            }
+        }
         let len = self.bytes[start..]
             .iter()
             .position(|&b| !ID_ALPHABET[usize::from(b)])?;
@@ -257,7 +266,7 @@ impl<'a> Walk<'a> {
         if len == 0 || len > MAX_ID_LEN {
             return None;
         }
-        self.text.get(start..start + len)
+        Some((self.text.get(start..start + len)?, None))
     }
 
     /// A string: its raw text between the quotes, checked to be JSON (no raw control
