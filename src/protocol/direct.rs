@@ -712,7 +712,7 @@ mod tests {
                 if !r.request.matches(&text)
                     || r.request.matches(&other)
                     || r.request.matches(&text[..text.len() - 1])
-                    || &*r.request.clone().into_boxed_str() != text
+                    || *r.request.clone().into_boxed_str() != *text
                 {
                     return Err(format!(
                         "{shown}\nthe fingerprint's pieces: {:?}",
