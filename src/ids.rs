@@ -50,28 +50,24 @@ pub(crate) fn canonical_uuid(s: &[u8]) -> Option<[u8; 16]> {
     if s[8] != b'-' || s[13] != b'-' || s[18] != b'-' || s[23] != b'-' {
         return None;
     }
-    let word = |a: &[u8], b: &[u8]| {
-        let mut w = [0u8; 8];
-        w[..a.len()].copy_from_slice(a);
-        w[a.len()..].copy_from_slice(b);
-        u64::from_le_bytes(w)
-    };
-    let words = [
-        word(&s[0..8], &[]),
-        word(&s[9..13], &s[14..18]),
-        word(&s[19..23], &s[24..28]),
-        word(&s[28..36], &[]),
+    // Fixed offsets into a 36-byte array: no bounds check, no copy loop.
+    let four = |i: usize| u64::from(u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]));
+    let eight = |i: usize| four(i) | four(i + 4) << 32;
+    let [a, b, c, d] = [
+        hex_word(eight(0))?,
+        hex_word(four(9) | four(14) << 32)?,
+        hex_word(four(19) | four(24) << 32)?,
+        hex_word(eight(28))?,
     ];
-    let mut out = [0u8; 16];
-    for (chunk, w) in out.chunks_exact_mut(4).zip(words) {
-        chunk.copy_from_slice(&hex_word(w)?);
-    }
-    Some(out)
+    Some([
+        a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], c[0], c[1], c[2], c[3], d[0], d[1], d[2],
+        d[3],
+    ])
 }
 
 /// Eight lowercase hex digits (one per byte of `x`, first digit lowest) as the four bytes
 /// they spell, or `None` if any byte is not one.
-#[inline]
+#[inline(always)]
 fn hex_word(x: u64) -> Option<[u8; 4]> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
@@ -97,13 +93,14 @@ fn hex_word(x: u64) -> Option<[u8; 4]> {
 /// Writes the lowercase hyphenated spelling of a UUID's bytes (four bytes at a time, the
 /// inverse of [`canonical_uuid`]): a replay's reply line is written from it.
 fn spell_uuid(bytes: &[u8; 16], out: &mut [u8; 36]) {
-    let mut words = [[0u8; 8]; 4];
-    for (word, four) in words.iter_mut().zip(bytes.chunks_exact(4)) {
-        let mut b = [0u8; 4];
-        b.copy_from_slice(four);
-        *word = hex_spelling(u32::from_le_bytes(b));
-    }
-    let [w0, w1, w2, w3] = words;
+    let b = bytes;
+    let four = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let [w0, w1, w2, w3] = [
+        hex_spelling(four(0)),
+        hex_spelling(four(4)),
+        hex_spelling(four(8)),
+        hex_spelling(four(12)),
+    ];
     out[0..8].copy_from_slice(&w0);
     out[9..13].copy_from_slice(&w1[..4]);
     out[14..18].copy_from_slice(&w1[4..]);
@@ -116,7 +113,7 @@ fn spell_uuid(bytes: &[u8; 16], out: &mut [u8; 36]) {
 }
 
 /// The eight lowercase hex digits of four bytes (the first byte's value is `v`'s lowest).
-#[inline]
+#[inline(always)]
 fn hex_spelling(v: u32) -> [u8; 8] {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
@@ -184,7 +181,52 @@ mod tests {
             .then(|| *u.as_bytes())
     }
 
+    /// A UUID's bytes read one digit at a time.
+    fn by_digits(s: &[u8]) -> Option<[u8; 16]> {
+        const HYPHENS: [usize; 4] = [8, 13, 18, 23];
+        if s.len() != 36 || HYPHENS.iter().any(|&i| s[i] != b'-') {
+            return None;
+        }
+        let digits: Vec<u8> = (0..36)
+            .filter(|i| !HYPHENS.contains(i))
+            .map(|i| s[i])
+            .collect();
+        let value = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        let mut out = [0u8; 16];
+        for (k, byte) in out.iter_mut().enumerate() {
+            *byte = value(digits[2 * k])? << 4 | value(digits[2 * k + 1])?;
+        }
+        Some(out)
+    }
+
     proptest::proptest! {
+        /// The word arithmetic reads digits as a digit-by-digit reading does, bytes next to
+        /// the edges of the hex ranges and bytes of every value included.
+        #[test]
+        fn uuid_words_agree_with_a_digit_by_digit_reading(
+            uuid_bytes in proptest::prelude::any::<[u8; 16]>(),
+            changes in proptest::collection::vec(
+                (
+                    0usize..36,
+                    proptest::prop_oneof![
+                        proptest::sample::select(b"/:`gAF-0af9\x00\x7f\x80\xff".to_vec()),
+                        proptest::prelude::any::<u8>(),
+                    ],
+                ),
+                0..3,
+            ),
+        ) {
+            let mut bytes = uuid::Uuid::from_bytes(uuid_bytes).hyphenated().to_string().into_bytes();
+            for (at, b) in changes {
+                bytes[at] = b;
+            }
+            proptest::prop_assert_eq!(canonical_uuid(&bytes), by_digits(&bytes));
+        }
+
         #[test]
         fn keys_agree_with_the_uuid_crate(
             id in "[0-9a-fA-F-]{36}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-fA-F]{4}-[0-9a-f]{4}-[0-9a-g]{12}|[0-9a-f]{32}|[a-z0-9-]{0,40}",
