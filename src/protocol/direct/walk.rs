@@ -289,29 +289,38 @@ impl<'a> Walk<'a> {
                 _ => return None,
             }
             escaped = true;
-            match self.next()? {
-                b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
-                b'/' => self.canonical = false,
-                b'u' => {
-                    let hex = self.bytes.get(self.pos..self.pos + 4)?;
-                    let mut code = 0u32;
-                    for &h in hex {
-                        code = code * 16 + u32::from(hex_digit(h)?);
-                        if h.is_ascii_uppercase() {
-                            self.canonical = false;
-                        }
-                    }
-                    self.pos += 4;
-                    // RFC 8785 writes `\u00xx` only for controls without a short form.
-                    if code >= 0x20 || has_short_escape(code as u8) {
-                        self.canonical = false;
-                    }
-                }
-                _ => return None,
-            }
+            self.escape()?;
         }
         let raw = self.text.get(start..self.pos - 1)?;
         Some(JsonStr { raw, escaped })
+    }
+
+    /// The rest of an escape, past its backslash: checked to be JSON, and `canonical`
+    /// cleared if RFC 8785 writes it differently. Kept out of [`Walk::string`]'s loop, which
+    /// most strings leave without one.
+    #[cold]
+    fn escape(&mut self) -> Option<()> {
+        match self.next()? {
+            b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+            b'/' => self.canonical = false,
+            b'u' => {
+                let hex = self.bytes.get(self.pos..self.pos + 4)?;
+                let mut code = 0u32;
+                for &h in hex {
+                    code = code * 16 + u32::from(hex_digit(h)?);
+                    if h.is_ascii_uppercase() {
+                        self.canonical = false;
+                    }
+                }
+                self.pos += 4;
+                // RFC 8785 writes `\u00xx` only for controls without a short form.
+                if code >= 0x20 || has_short_escape(code as u8) {
+                    self.canonical = false;
+                }
+            }
+            _ => return None,
+        }
+        Some(())
     }
 
     /// A number as JSON writes it; an integer keeps its digits.
@@ -464,12 +473,11 @@ fn plain_run(bytes: &[u8]) -> usize {
     fn zero_bytes(x: u64) -> u64 {
         x.wrapping_sub(ONES) & !x & HIGHS
     }
+    let mut words = bytes.chunks_exact(8);
     let mut i = 0;
-    while let Some(chunk) = bytes.get(i..i + 8) {
-        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
-            break;
-        };
-        let x = u64::from_le_bytes(word);
+    for chunk in &mut words {
+        // Always eight bytes here; were it not, the zero word would stop the run.
+        let x = <[u8; 8]>::try_from(chunk).map_or(0, u64::from_le_bytes);
         let quote = zero_bytes(x ^ (ONES * u64::from(b'"')));
         let backslash = zero_bytes(x ^ (ONES * u64::from(b'\\')));
         let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
@@ -479,10 +487,11 @@ fn plain_run(bytes: &[u8]) -> usize {
         }
         i += 8;
     }
-    i + bytes[i..]
+    let tail = words.remainder();
+    i + tail
         .iter()
         .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .unwrap_or(bytes.len() - i)
+        .unwrap_or(tail.len())
 }
 
 /// The value of a hex digit.
