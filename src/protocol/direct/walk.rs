@@ -236,6 +236,15 @@ impl<'a> Walk<'a> {
     /// none is left to the general path.
     #[inline]
     pub(super) fn key(&mut self) -> Option<Field> {
+        // Nearly every key is plain text: its bytes are the name, with nothing to check past
+        // the closing quote.
+        if let Some([b'"', body @ ..]) = self.bytes.get(self.pos..) {
+            let run = plain_run(body);
+            if let (Some(b'"'), Some(name)) = (body.get(run), body.get(..run)) {
+                self.pos += run + 2;
+                return Field::named(name);
+            }
+        }
         let s = self.string()?;
         if !s.escaped {
             return Field::named(s.raw.as_bytes());
