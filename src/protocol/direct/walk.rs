@@ -593,7 +593,23 @@ mod tests {
                 );
             }
         }
-        for other in ["", "Id", "ids", "taskid", "targe", "é", "requestIdx"] {
+        // A name of each length with one byte changed, and other lengths.
+        let near: Vec<String> = FIELD_NAMES
+            .iter()
+            .map(|n| format!("{}x", &n[..n.len() - 1]))
+            .collect();
+        let others = [
+            "",
+            "Id",
+            "ids",
+            "taskid",
+            "targe",
+            "é",
+            "requestIdx",
+            "xd",
+            "xaskId",
+        ];
+        for other in near.iter().map(String::as_str).chain(others) {
             assert_eq!(Field::named(other.as_bytes()), None, "{other}");
         }
     }
