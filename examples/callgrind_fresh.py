@@ -12,7 +12,11 @@ keys, as `examples/load.rs` sends them), then the counters are zeroed (`callgrin
 MEASURE more windows are sent and the counters dumped (`callgrind_control -d`). Every reply
 must say `"ok":true`. It prints the host's instructions in the measured window divided by the
 fills sent; `callgrind_annotate --inclusive=yes CALLGRIND_FILE` ranks the functions.
-Knobs: WARM (50) and MEASURE (100) in the environment.
+
+With MODE=replay the measured windows are replays instead: MEASURE windows of fresh fills are
+sent first (after the WARM ones), the counters are zeroed, and the very same frames are sent
+again; every reply must say `"receipt":"replayed"`. It prints instructions per replay.
+Knobs: WARM (50), MEASURE (100) and MODE (`fresh` or `replay`) in the environment.
 """
 import glob
 import json
@@ -28,7 +32,7 @@ WINDOW = 64
 FRAME_BYTES = 165
 
 
-def client(sock_path, warm, measure, pid):
+def client(sock_path, warm, measure, pid, mode):
     s = socket.socket(socket.AF_UNIX)
     s.connect(sock_path)
     f = s.makefile("rb")
@@ -44,26 +48,35 @@ def client(sock_path, warm, measure, pid):
             % (task, value))
     seq = 0
 
-    def window():
+    def window(first=None, want=b'"ok":true'):
         nonlocal seq
-        frames = "".join(head + "%012x" % (seq + i) + tail for i in range(WINDOW))
-        seq += WINDOW
+        if first is None:
+            first = seq
+            seq += WINDOW
+        frames = "".join(head + "%012x" % (first + i) + tail for i in range(WINDOW))
         s.sendall(frames.encode())
         for _ in range(WINDOW):
             line = f.readline()
-            if b'"ok":true' not in line:
-                raise SystemExit("a fill was not ok: %r" % line)
+            if want not in line:
+                raise SystemExit("a fill did not say %s: %r" % (want.decode(), line))
 
     for _ in range(warm):
         window()
+    if mode == "replay":
+        replayed = seq
+        for _ in range(measure):
+            window()
     subprocess.run(["callgrind_control", "-z", str(pid)], check=True, capture_output=True)
-    for _ in range(measure):
-        window()
+    for n in range(measure):
+        if mode == "replay":
+            window(replayed + n * WINDOW, b'"receipt":"replayed"')
+        else:
+            window()
     subprocess.run(["callgrind_control", "-d", str(pid)], check=True, capture_output=True)
     return measure * WINDOW
 
 
-def measure(binary, warm, measure):
+def measure(binary, warm, measure, mode):
     d = tempfile.mkdtemp(prefix="polaris-callgrind-")
     out = os.path.join(d, "callgrind.out")
     p = subprocess.Popen(
@@ -80,7 +93,7 @@ def measure(binary, warm, measure):
         p.kill()
         raise SystemExit("%s did not start serving under valgrind" % binary)
     try:
-        fills = client(sock, warm, measure, p.pid)
+        fills = client(sock, warm, measure, p.pid, mode)
     finally:
         p.send_signal(2)
         p.wait()
@@ -97,10 +110,14 @@ def main():
         raise SystemExit(__doc__)
     warm = int(os.environ.get("WARM", "50"))
     count = int(os.environ.get("MEASURE", "100"))
+    mode = os.environ.get("MODE", "fresh")
+    if mode not in ("fresh", "replay"):
+        raise SystemExit("MODE is `fresh` or `replay`, not %r" % mode)
+    what = "fresh page.fill" if mode == "fresh" else "replayed page.fill"
     for binary in sys.argv[1:]:
-        per, dump = measure(binary, warm, count)
-        print("%s: %.0f instructions per fresh page.fill (%d fills; %s)"
-              % (binary, per, count * WINDOW, dump))
+        per, dump = measure(binary, warm, count, mode)
+        print("%s: %.0f instructions per %s (%d sent; %s)"
+              % (binary, per, what, count * WINDOW, dump))
 
 
 if __name__ == "__main__":

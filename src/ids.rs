@@ -31,60 +31,103 @@ impl RequestKey {
             None => RequestKey::Text(id.into()),
         }
     }
+
+    /// [`RequestKey::new`] for an ID whose UUID bytes were read already: `uuid` must be
+    /// `canonical_uuid(id)`, which the frame's reader finds while it checks the ID.
+    pub fn read(id: &str, uuid: Option<[u8; 16]>) -> RequestKey {
+        match uuid {
+            Some(bytes) => RequestKey::Uuid(bytes),
+            None => RequestKey::Text(id.into()),
+        }
+    }
 }
 
-/// Where the 16 byte pairs of a hyphenated UUID start (`8-4-4-4-12` hex digits).
-const HEX_PAIRS: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
-
-/// Each byte's value as a lowercase hex digit, or [`NOT_HEX`].
-static HEX_VALUE: [u8; 256] = {
-    let mut table = [NOT_HEX; 256];
-    let mut i = 0;
-    while i < 10 {
-        table[b'0' as usize + i] = i as u8;
-        i += 1;
-    }
-    let mut i = 0;
-    while i < 6 {
-        table[b'a' as usize + i] = 10 + i as u8;
-        i += 1;
-    }
-    table
-};
-
-/// [`HEX_VALUE`] of a byte that is no lowercase hex digit (a bit no digit's value has).
-const NOT_HEX: u8 = 0x10;
-
-/// The bytes of a lowercase hyphenated UUID, or `None` for any other text. Every digit is
-/// looked up and the misfits are noted, with no branch per digit.
-fn canonical_uuid(s: &[u8]) -> Option<[u8; 16]> {
-    if s.len() != 36 || s[8] != b'-' || s[13] != b'-' || s[18] != b'-' || s[23] != b'-' {
+/// The bytes of a lowercase hyphenated UUID, or `None` for any other text. The 32 digits are
+/// read as four words of eight, each checked and converted with word arithmetic: no branch
+/// or table lookup per digit (every request's ID is read this way).
+pub(crate) fn canonical_uuid(s: &[u8]) -> Option<[u8; 16]> {
+    let s: &[u8; 36] = s.try_into().ok()?;
+    if s[8] != b'-' || s[13] != b'-' || s[18] != b'-' || s[23] != b'-' {
         return None;
     }
-    let mut out = [0u8; 16];
-    let mut misfit = 0;
-    for (byte, &at) in out.iter_mut().zip(&HEX_PAIRS) {
-        let (hi, lo) = (
-            HEX_VALUE[usize::from(s[at])],
-            HEX_VALUE[usize::from(s[at + 1])],
-        );
-        misfit |= hi | lo;
-        *byte = hi << 4 | lo;
-    }
-    (misfit & NOT_HEX == 0).then_some(out)
+    // Fixed offsets into a 36-byte array: no bounds check, no copy loop.
+    let four = |i: usize| u64::from(u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]));
+    let eight = |i: usize| four(i) | four(i + 4) << 32;
+    let [a, b, c, d] = [
+        hex_word(eight(0))?,
+        hex_word(four(9) | four(14) << 32)?,
+        hex_word(four(19) | four(24) << 32)?,
+        hex_word(eight(28))?,
+    ];
+    Some([
+        a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], c[0], c[1], c[2], c[3], d[0], d[1], d[2],
+        d[3],
+    ])
 }
 
-/// Writes the lowercase hyphenated spelling of a UUID's bytes (hex digits and hyphens only,
-/// which JSON needs no escapes for: a reply line copies it as it is).
+/// Eight lowercase hex digits (one per byte of `x`, first digit lowest) as the four bytes
+/// they spell, or `None` if any byte is not one.
+#[inline(always)]
+fn hex_word(x: u64) -> Option<[u8; 4]> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    if x & HIGHS != 0 {
+        return None;
+    }
+    // For bytes below 0x80, the high bit of `x + (0x80 - c)` says `byte >= c` (no carries).
+    let at_least = |c: u8| x.wrapping_add(ONES * u64::from(0x80 - c)) & HIGHS;
+    let digit = at_least(b'0') & !at_least(b'9' + 1);
+    let letter = at_least(b'a') & !at_least(b'f' + 1);
+    if (digit | letter) != HIGHS {
+        return None;
+    }
+    // A digit's value is its low nibble; a letter's is its low nibble plus 9.
+    let nibbles = (x & (ONES * 0x0f)) + (letter >> 7) * 9;
+    // Each 16-bit lane: first digit (low byte) times 16 plus the second (high byte).
+    const LANE: u64 = 0x000f_000f_000f_000f;
+    let pairs = ((nibbles & LANE) << 4) | ((nibbles >> 8) & LANE);
+    let b = pairs.to_le_bytes();
+    Some([b[0], b[2], b[4], b[6]])
+}
+
+/// Writes the lowercase hyphenated spelling of a UUID's bytes (four bytes at a time, the
+/// inverse of [`canonical_uuid`]; hex digits and hyphens only, which JSON needs no escapes
+/// for): reply lines copy it as it is.
 pub(crate) fn spell_uuid(bytes: &[u8; 16], out: &mut [u8; 36]) {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let b = bytes;
+    let four = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let [w0, w1, w2, w3] = [
+        hex_spelling(four(0)),
+        hex_spelling(four(4)),
+        hex_spelling(four(8)),
+        hex_spelling(four(12)),
+    ];
+    out[0..8].copy_from_slice(&w0);
+    out[9..13].copy_from_slice(&w1[..4]);
+    out[14..18].copy_from_slice(&w1[4..]);
+    out[19..23].copy_from_slice(&w2[..4]);
+    out[24..28].copy_from_slice(&w2[4..]);
+    out[28..36].copy_from_slice(&w3);
     for i in [8, 13, 18, 23] {
         out[i] = b'-';
     }
-    for (&b, &at) in bytes.iter().zip(&HEX_PAIRS) {
-        out[at] = DIGITS[usize::from(b >> 4)];
-        out[at + 1] = DIGITS[usize::from(b & 0xf)];
-    }
+}
+
+/// The eight lowercase hex digits of four bytes (the first byte's value is `v`'s lowest).
+#[inline(always)]
+fn hex_spelling(v: u32) -> [u8; 8] {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // Each byte into the low half of its own 16-bit lane.
+    let mut x = u64::from(v);
+    x = (x | (x << 16)) & 0x0000_ffff_0000_ffff;
+    x = (x | (x << 8)) & 0x00ff_00ff_00ff_00ff;
+    // Per lane: the high nibble first (low byte), the low nibble second.
+    const LANE: u64 = 0x000f_000f_000f_000f;
+    let nibbles = ((x >> 4) & LANE) | ((x & LANE) << 8);
+    // Nibbles of ten and more are letters: `'a' - '0' - 10` past the digits.
+    let letters = ((nibbles + ONES * 0x76) & HIGHS) >> 7;
+    (nibbles + ONES * u64::from(b'0') + letters * 0x27).to_le_bytes()
 }
 
 impl RequestKey {
@@ -139,7 +182,52 @@ mod tests {
             .then(|| *u.as_bytes())
     }
 
+    /// A UUID's bytes read one digit at a time.
+    fn by_digits(s: &[u8]) -> Option<[u8; 16]> {
+        const HYPHENS: [usize; 4] = [8, 13, 18, 23];
+        if s.len() != 36 || HYPHENS.iter().any(|&i| s[i] != b'-') {
+            return None;
+        }
+        let digits: Vec<u8> = (0..36)
+            .filter(|i| !HYPHENS.contains(i))
+            .map(|i| s[i])
+            .collect();
+        let value = |c: u8| match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            _ => None,
+        };
+        let mut out = [0u8; 16];
+        for (k, byte) in out.iter_mut().enumerate() {
+            *byte = value(digits[2 * k])? << 4 | value(digits[2 * k + 1])?;
+        }
+        Some(out)
+    }
+
     proptest::proptest! {
+        /// The word arithmetic reads digits as a digit-by-digit reading does, bytes next to
+        /// the edges of the hex ranges and bytes of every value included.
+        #[test]
+        fn uuid_words_agree_with_a_digit_by_digit_reading(
+            uuid_bytes in proptest::prelude::any::<[u8; 16]>(),
+            changes in proptest::collection::vec(
+                (
+                    0usize..36,
+                    proptest::prop_oneof![
+                        proptest::sample::select(b"/:`gAF-0af9\x00\x7f\x80\xff".to_vec()),
+                        proptest::prelude::any::<u8>(),
+                    ],
+                ),
+                0..3,
+            ),
+        ) {
+            let mut bytes = uuid::Uuid::from_bytes(uuid_bytes).hyphenated().to_string().into_bytes();
+            for (at, b) in changes {
+                bytes[at] = b;
+            }
+            proptest::prop_assert_eq!(canonical_uuid(&bytes), by_digits(&bytes));
+        }
+
         #[test]
         fn keys_agree_with_the_uuid_crate(
             id in "[0-9a-fA-F-]{36}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-fA-F]{4}-[0-9a-f]{4}-[0-9a-g]{12}|[0-9a-f]{32}|[a-z0-9-]{0,40}",

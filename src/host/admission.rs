@@ -138,15 +138,17 @@ impl Host {
         now: i64,
         begin: Begin,
     ) -> Result<Admitted<'a>, Handled> {
+        // `key` is the book's key made from the ID (and its UUID bytes) before the lock.
         let DirectRequest {
             request_id,
             command: cmd,
             request,
+            uuid: _,
         } = req;
         let run_id = self.run_id();
         let method = cmd.method();
         // A page this executor could never open is a bad request: nothing is stored for it.
-        if let Command::Execute(ExecutorCommand::Start(p)) = &cmd {
+        if let Some(Command::Execute(ExecutorCommand::Start(p))) = cmd.owned() {
             if let Err(msg) = self.inner.executor.check_start(p.url.as_deref()) {
                 return Err(reject(
                     Some(request_id),
@@ -160,7 +162,7 @@ impl Host {
         }
         let vacancy = match st.book.entry(&key) {
             Entry::Receipt(r) => {
-                if *r.request != *request {
+                if !request.matches(&r.request) {
                     st.counters.rejected_reused += 1;
                     let stored = r.method;
                     let first_seen = r.first_seen;
@@ -208,7 +210,7 @@ impl Host {
                 };
             }
             Entry::Tombstone(t, batch) => {
-                let same = t.digest == digest(&request);
+                let same = t.digest == digest(&request.text());
                 st.counters.rejected_cleared += 1;
                 let error = cleared_error(request_id, batch.at, &batch.reason, same);
                 st.events.publish("request.rejected", now, || {
@@ -218,6 +220,8 @@ impl Host {
             }
             Entry::Vacant(vacancy) => vacancy,
         };
+        // Only now, for a request that goes on, are the command's strings its own.
+        let cmd = cmd.into_command();
 
         // A read goes no further; a mutation is the executor's work (`Ok`) or a task closing
         // (`Err`, which is no failure: it only takes the other way out below).
@@ -262,7 +266,7 @@ impl Host {
                         // Tasks stay with their host: say which one has it.
                         return Err(self.unknown_task_in_fleet(
                             request_id,
-                            Some(&request),
+                            Some(&request.text()),
                             tid,
                             method,
                         ));

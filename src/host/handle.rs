@@ -69,11 +69,7 @@ impl Host {
                 return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))
             }
         };
-        self.handle_request(DirectRequest {
-            request_id: id,
-            command,
-            request,
-        })
+        self.handle_request(DirectRequest::new(id, command, request))
     }
 
     /// Applies the receipt rules to a request whose params are already checked, then answers
@@ -82,7 +78,7 @@ impl Host {
     fn handle_request(&self, req: DirectRequest<'_>) -> Handled {
         let now = now_millis();
         let id = req.request_id;
-        let key = RequestKey::new(id);
+        let key = req.key();
         let admitted = self.admit(&mut self.lock(), req, key, now, Begin::Append);
         match admitted {
             Err(answer) => answer,
@@ -127,6 +123,7 @@ impl Host {
         let executor = &self.inner.executor;
         let check = |t: &str| executor.check_target(t);
         let start = out.len();
+        // Only actions an executor performs share a batch's critical sections.
         let mut batch = Vec::new();
         // Ready reply bytes pushed, and the frames' lengths of the batch not yet handled.
         let (mut used, mut in_batch) = (0, 0);
@@ -135,7 +132,7 @@ impl Host {
                 break;
             }
             match parse_frame(frame, &check) {
-                ParsedFrame::Request(req) if joins_a_batch(&req.command) => {
+                ParsedFrame::Request(req) if req.command.is_executed() => {
                     in_batch += frame.len();
                     batch.push(req);
                 }
@@ -179,10 +176,7 @@ impl Host {
         let now = now_millis();
         // The keys are made before the lock is taken; under it, the book first looks every one
         // up (see [`crate::book::Book::look_ahead`]), then the requests are admitted in order.
-        let mut keys = Vec::with_capacity(batch.len());
-        for r in &batch {
-            keys.push(RequestKey::new(r.request_id));
-        }
+        let keys: Vec<RequestKey> = batch.iter().map(DirectRequest::key).collect();
         // With a journal the batch's begins are appended together once all are admitted.
         let mut admitted = Vec::with_capacity(batch.len());
         {
@@ -284,11 +278,6 @@ fn ready_bytes(answers: &[Handled], run_id: &str) -> usize {
             Handled::Later(_) | Handled::Joined(_) => 0,
         })
         .sum()
-}
-
-/// Whether a command can share a batch's critical sections: an action an executor performs.
-fn joins_a_batch(cmd: &Command) -> bool {
-    matches!(cmd, Command::Execute(_))
 }
 
 #[cfg(test)]

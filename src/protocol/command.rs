@@ -218,6 +218,23 @@ impl Command {
         Command::Execute(ExecutorCommand::Act(ActCommand { task_id, action }))
     }
 
+    /// The checks of a `page.fill`'s params (part of [`Command::checked`]), for the one-pass
+    /// reader too, which checks a fill's strings before it owns them.
+    pub(super) fn check_fill(
+        target: &str,
+        value: &str,
+        check_target: &dyn Fn(&str) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let method = Method::PageFill;
+        VALUE
+            .check("value", value)
+            .map_err(|e| format!("invalid params for {method}: {e}"))?;
+        SELECTOR
+            .check("target", target)
+            .map_err(|e| format!("invalid params for {method}: {e}"))?;
+        check_target(target).map_err(|e| format!("invalid target for {method}: {e}"))
+    }
+
     /// The checks a command's params get once they have the right shape: text limits, the
     /// executor's selector check, non-empty titles, reasons and keys, fixture delays and the
     /// `requestId` of `receipt.status`. The one home of these rules, whichever parser typed
@@ -271,8 +288,7 @@ impl Command {
             }
             Command::Execute(ExecutorCommand::Act(act)) => match &act.action {
                 PageAction::Fill { target, value } => {
-                    sized("value", VALUE, value)?;
-                    target_ok("target", target)?;
+                    Command::check_fill(target, value, check_target)?;
                 }
                 PageAction::Click { target, expect } => {
                     target_ok("target", target)?;

@@ -44,7 +44,9 @@ pub(crate) mod test_frames;
 
 pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PER_CONNECTION};
 pub use command::{ActCommand, CloseCommand, Command, ExecutorCommand, PageAction, ReadCommand};
-pub use direct::{parse_frame, parse_request_direct, DirectRequest, ParsedFrame};
+pub use direct::{
+    parse_frame, parse_request_direct, DirectRequest, Fingerprint, FrameCommand, ParsedFrame,
+};
 pub use envelope::{json_type, parse_envelope, Envelope, FrameError};
 pub use error::{
     Delivery, ErrorBody, ErrorCode, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,

@@ -3,12 +3,14 @@
 
 use std::borrow::Cow;
 
+use crate::ids::canonical_uuid;
 use crate::protocol::canonical::{canonical_integer, has_short_escape};
 use crate::protocol::id::{ID_ALPHABET, MAX_ID_LEN};
 
-/// The most members one params object (or an object inside it) may have on this path; no
-/// bridge method takes more than four.
-pub(super) const MAX_MEMBERS: usize = 8;
+/// The most members one params object (or the one object inside it) may have on this path:
+/// no bridge method's params, nor `expect` or `fixture`, take more than four fields, and each
+/// field at most once.
+pub(super) const MAX_MEMBERS: usize = 4;
 
 /// One JSON value of the params, as the walk read it: scalars borrowed from the frame, an
 /// object as the members it holds in [`Walk`]'s second-level table.
@@ -57,13 +59,131 @@ impl<'a> JsonStr<'a> {
 /// One `"key": value` of an object.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Member<'a> {
-    pub(super) key: &'a str,
+    pub(super) key: Field,
     pub(super) val: Val<'a>,
 }
 
 pub(super) const NO_MEMBER: Member<'static> = Member {
-    key: "",
+    key: Field::Id,
     val: Val::Null,
+};
+
+/// A field name of the envelope or of the params: the only keys any frame may hold, so a key
+/// is read as the field it names (one match on its bytes) and compared as a byte afterwards.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Field {
+    Id,
+    Method,
+    Params,
+    Title,
+    Url,
+    Fixture,
+    SubmitDelayMs,
+    ReadDelayMs,
+    DropSubmit,
+    FailSubmit,
+    TaskId,
+    Target,
+    Value,
+    Expect,
+    Equals,
+    Contains,
+    Key,
+    Reason,
+    RunId,
+    RequestId,
+}
+
+impl Field {
+    /// The field a key names, `None` for any other key.
+    #[inline]
+    fn named(key: &[u8]) -> Option<Field> {
+        Some(match key {
+            b"id" => Field::Id,
+            b"method" => Field::Method,
+            b"params" => Field::Params,
+            b"title" => Field::Title,
+            b"url" => Field::Url,
+            b"fixture" => Field::Fixture,
+            b"submitDelayMs" => Field::SubmitDelayMs,
+            b"readDelayMs" => Field::ReadDelayMs,
+            b"dropSubmit" => Field::DropSubmit,
+            b"failSubmit" => Field::FailSubmit,
+            b"taskId" => Field::TaskId,
+            b"target" => Field::Target,
+            b"value" => Field::Value,
+            b"expect" => Field::Expect,
+            b"equals" => Field::Equals,
+            b"contains" => Field::Contains,
+            b"key" => Field::Key,
+            b"reason" => Field::Reason,
+            b"runId" => Field::RunId,
+            b"requestId" => Field::RequestId,
+            _ => return None,
+        })
+    }
+
+    /// The field's name as JSON writes it.
+    pub(super) fn name(self) -> &'static str {
+        FIELD_NAMES[self as usize]
+    }
+
+    /// Where the name sorts among all field names by bytes (RFC 8785's key order).
+    #[inline]
+    pub(super) fn rank(self) -> u8 {
+        FIELD_RANKS[self as usize]
+    }
+}
+
+/// Each field's name, in the order of [`Field`].
+const FIELD_NAMES: [&str; 20] = [
+    "id",
+    "method",
+    "params",
+    "title",
+    "url",
+    "fixture",
+    "submitDelayMs",
+    "readDelayMs",
+    "dropSubmit",
+    "failSubmit",
+    "taskId",
+    "target",
+    "value",
+    "expect",
+    "equals",
+    "contains",
+    "key",
+    "reason",
+    "runId",
+    "requestId",
+];
+
+/// Each field's place when the names are sorted by their bytes.
+static FIELD_RANKS: [u8; 20] = {
+    const fn before(a: &[u8], b: &[u8]) -> bool {
+        let mut i = 0;
+        while i < a.len() && i < b.len() {
+            if a[i] != b[i] {
+                return a[i] < b[i];
+            }
+            i += 1;
+        }
+        a.len() < b.len()
+    }
+    let mut ranks = [0u8; 20];
+    let mut i = 0;
+    while i < 20 {
+        let mut j = 0;
+        while j < 20 {
+            if before(FIELD_NAMES[j].as_bytes(), FIELD_NAMES[i].as_bytes()) {
+                ranks[i] += 1;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    ranks
 };
 
 /// The cursor of the walk.
@@ -111,26 +231,42 @@ impl<'a> Walk<'a> {
         (!s.escaped).then_some(s.raw)
     }
 
-    /// An object key. One written with escapes is read as the field it names (the only keys
-    /// any frame may hold are the envelope's and the params' fields); an escaped key that
-    /// names none is left to the general path.
+    /// An object key, as the field it names (the only keys any frame may hold are the
+    /// envelope's and the params' fields), also when written with escapes; a key that names
+    /// none is left to the general path.
     #[inline]
-    pub(super) fn key(&mut self) -> Option<&'a str> {
+    pub(super) fn key(&mut self) -> Option<Field> {
+        // Nearly every key is plain text: its bytes are the name, with nothing to check past
+        // the closing quote.
+        if let Some([b'"', body @ ..]) = self.bytes.get(self.pos..) {
+            let run = plain_run(body);
+            if let (Some(b'"'), Some(name)) = (body.get(run), body.get(..run)) {
+                self.pos += run + 2;
+                return Field::named(name);
+            }
+        }
         let s = self.string()?;
         if !s.escaped {
-            return Some(s.raw);
+            return Field::named(s.raw.as_bytes());
         }
         self.canonical = false;
-        let key = unescape(s.raw)?;
-        FIELD_NAMES.iter().find(|n| **n == key).copied()
+        Field::named(unescape(s.raw)?.as_bytes())
     }
 
     /// The request ID: a string without escapes, 1–128 bytes of the ID alphabet (anything
     /// else is the general path's to explain).
     #[inline]
-    pub(super) fn id(&mut self) -> Option<&'a str> {
+    /// A lowercase hyphenated UUID (the common ID, whose characters are all in the alphabet)
+    /// is read into its bytes at once, which are the book's key for it.
+    pub(super) fn id(&mut self) -> Option<(&'a str, Option<[u8; 16]>)> {
         self.eat(b'"')?;
         let start = self.pos;
+        if let Some(uuid) = self.bytes.get(start..start + 36).and_then(canonical_uuid) {
+            if self.bytes.get(start + 36) == Some(&b'"') {
+                self.pos = start + 37;
+                return Some((self.text.get(start..start + 36)?, Some(uuid)));
+            }
+        }
         let len = self.bytes[start..]
             .iter()
             .position(|&b| !ID_ALPHABET[usize::from(b)])?;
@@ -139,7 +275,7 @@ impl<'a> Walk<'a> {
         if len == 0 || len > MAX_ID_LEN {
             return None;
         }
-        self.text.get(start..start + len)
+        Some((self.text.get(start..start + len)?, None))
     }
 
     /// A string: its raw text between the quotes, checked to be JSON (no raw control
@@ -162,29 +298,38 @@ impl<'a> Walk<'a> {
                 _ => return None,
             }
             escaped = true;
-            match self.next()? {
-                b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
-                b'/' => self.canonical = false,
-                b'u' => {
-                    let hex = self.bytes.get(self.pos..self.pos + 4)?;
-                    let mut code = 0u32;
-                    for &h in hex {
-                        code = code * 16 + u32::from(hex_digit(h)?);
-                        if h.is_ascii_uppercase() {
-                            self.canonical = false;
-                        }
-                    }
-                    self.pos += 4;
-                    // RFC 8785 writes `\u00xx` only for controls without a short form.
-                    if code >= 0x20 || has_short_escape(code as u8) {
-                        self.canonical = false;
-                    }
-                }
-                _ => return None,
-            }
+            self.escape()?;
         }
         let raw = self.text.get(start..self.pos - 1)?;
         Some(JsonStr { raw, escaped })
+    }
+
+    /// The rest of an escape, past its backslash: checked to be JSON, and `canonical`
+    /// cleared if RFC 8785 writes it differently. Kept out of [`Walk::string`]'s loop, which
+    /// most strings leave without one.
+    #[cold]
+    fn escape(&mut self) -> Option<()> {
+        match self.next()? {
+            b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
+            b'/' => self.canonical = false,
+            b'u' => {
+                let hex = self.bytes.get(self.pos..self.pos + 4)?;
+                let mut code = 0u32;
+                for &h in hex {
+                    code = code * 16 + u32::from(hex_digit(h)?);
+                    if h.is_ascii_uppercase() {
+                        self.canonical = false;
+                    }
+                }
+                self.pos += 4;
+                // RFC 8785 writes `\u00xx` only for controls without a short form.
+                if code >= 0x20 || has_short_escape(code as u8) {
+                    self.canonical = false;
+                }
+            }
+            _ => return None,
+        }
+        Some(())
     }
 
     /// A number as JSON writes it; an integer keeps its digits.
@@ -296,14 +441,19 @@ impl<'a> Walk<'a> {
             return Some(0);
         }
         let mut len = 0;
+        // The fields seen, one bit each; and the last one's rank, for the key order.
+        let (mut seen, mut last) = (0u32, None);
         loop {
             let key = self.key()?;
-            if len == out.len() || out[..len].iter().any(|m| m.key == key) {
+            let bit = 1u32 << key as u32;
+            if len == out.len() || seen & bit != 0 {
                 return None;
             }
-            if len > 0 && out[len - 1].key.as_bytes() >= key.as_bytes() {
+            seen |= bit;
+            if last >= Some(key.rank()) {
                 self.canonical = false;
             }
+            last = Some(key.rank());
             self.ws();
             self.eat(b':')?;
             self.ws();
@@ -332,12 +482,11 @@ fn plain_run(bytes: &[u8]) -> usize {
     fn zero_bytes(x: u64) -> u64 {
         x.wrapping_sub(ONES) & !x & HIGHS
     }
+    let mut words = bytes.chunks_exact(8);
     let mut i = 0;
-    while let Some(chunk) = bytes.get(i..i + 8) {
-        let Ok(word) = <[u8; 8]>::try_from(chunk) else {
-            break;
-        };
-        let x = u64::from_le_bytes(word);
+    for chunk in &mut words {
+        // Always eight bytes here; were it not, the zero word would stop the run.
+        let x = <[u8; 8]>::try_from(chunk).map_or(0, u64::from_le_bytes);
         let quote = zero_bytes(x ^ (ONES * u64::from(b'"')));
         let backslash = zero_bytes(x ^ (ONES * u64::from(b'\\')));
         let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
@@ -347,35 +496,12 @@ fn plain_run(bytes: &[u8]) -> usize {
         }
         i += 8;
     }
-    i + bytes[i..]
+    let tail = words.remainder();
+    i + tail
         .iter()
         .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .unwrap_or(bytes.len() - i)
+        .unwrap_or(tail.len())
 }
-
-/// Every field name of the envelope and of the params, for keys written with escapes.
-pub(super) const FIELD_NAMES: [&str; 20] = [
-    "id",
-    "method",
-    "params",
-    "title",
-    "url",
-    "fixture",
-    "submitDelayMs",
-    "readDelayMs",
-    "dropSubmit",
-    "failSubmit",
-    "taskId",
-    "target",
-    "value",
-    "expect",
-    "equals",
-    "contains",
-    "key",
-    "reason",
-    "runId",
-    "requestId",
-];
 
 /// The value of a hex digit.
 #[inline]
@@ -449,6 +575,44 @@ pub(super) fn hex4(h: &[u8]) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fields_are_named_and_ranked_by_their_bytes() {
+        let all: Vec<Field> = FIELD_NAMES
+            .iter()
+            .map(|n| Field::named(n.as_bytes()).expect("a field name"))
+            .collect();
+        for (i, f) in all.iter().enumerate() {
+            assert_eq!(*f as usize, i);
+            assert_eq!(f.name(), FIELD_NAMES[i]);
+            for g in &all {
+                assert_eq!(
+                    f.rank().cmp(&g.rank()),
+                    f.name().cmp(g.name()),
+                    "{f:?} {g:?}"
+                );
+            }
+        }
+        // A name of each length with one byte changed, and other lengths.
+        let near: Vec<String> = FIELD_NAMES
+            .iter()
+            .map(|n| format!("{}x", &n[..n.len() - 1]))
+            .collect();
+        let others = [
+            "",
+            "Id",
+            "ids",
+            "taskid",
+            "targe",
+            "é",
+            "requestIdx",
+            "xd",
+            "xaskId",
+        ];
+        for other in near.iter().map(String::as_str).chain(others) {
+            assert_eq!(Field::named(other.as_bytes()), None, "{other}");
+        }
+    }
 
     proptest::proptest! {
         /// The word-at-a-time scan stops exactly where a byte-at-a-time one does, wherever the
