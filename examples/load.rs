@@ -64,6 +64,11 @@ struct Args {
     /// Seconds of the open-loop latency run at half the measured peak (0 skips it).
     #[arg(long, default_value_t = 5)]
     latency_secs: u64,
+    /// Writes every round trip of Polaris's latency run to FILE, one line each: the lane
+    /// (connection), when its batch was written and when its reply arrived (ns from the start),
+    /// to see when and where a tail happens.
+    #[arg(long, value_name = "FILE")]
+    latency_trace: Option<PathBuf>,
     /// The `polaris` binary [default: target/release/polaris, built first under `cargo run`].
     #[arg(long, value_name = "PATH")]
     polaris: Option<PathBuf>,
@@ -351,12 +356,28 @@ fn open_loop(
     rate: f64,
     secs: u64,
 ) -> Result<(Vec<u32>, f64), String> {
+    open_loop_traced(rt, lanes, rate, secs, None)
+}
+
+/// Each round trip of an open-loop run: its lane, when its batch was written and when its reply
+/// arrived (ns from the lane's start).
+type Trace = Vec<(usize, u64, u64)>;
+
+/// [`open_loop`], also recording every round trip into `trace` when given.
+fn open_loop_traced(
+    rt: &Runtime,
+    lanes: Vec<Lane>,
+    rate: f64,
+    secs: u64,
+    mut trace: Option<&mut Trace>,
+) -> Result<(Vec<u32>, f64), String> {
+    let tracing = trace.is_some();
     let per_lane = rate / CONNECTIONS as f64;
     let total_per_lane = (per_lane * secs as f64) as u64;
     let t0 = Instant::now();
     let results = rt.block_on(async move {
         let mut handles = Vec::new();
-        for lane in lanes {
+        for (lane_no, lane) in lanes.into_iter().enumerate() {
             let (mut rd, mut wr) = lane.stream.into_split();
             let frames = lane.frames;
             let sent_at: Arc<Vec<AtomicU64>> =
@@ -390,6 +411,8 @@ fn open_loop(
             });
             let reader = tokio::spawn(async move {
                 let mut lat = Vec::with_capacity(total_per_lane as usize);
+                let mut times =
+                    Vec::with_capacity(if tracing { total_per_lane as usize } else { 0 });
                 let mut inbuf = vec![0u8; 64 * 1024];
                 let mut filled = 0;
                 while (lat.len() as u64) < total_per_lane {
@@ -422,6 +445,9 @@ fn open_loop(
                                 })?;
                         let at = sent_at[seq as usize].load(Ordering::Acquire);
                         lat.push(((now.saturating_sub(at)) / 1000).min(u32::MAX as u64) as u32);
+                        if tracing {
+                            times.push((lane_no, at, now));
+                        }
                         pos += i + 1;
                     }
                     inbuf.copy_within(pos..filled, 0);
@@ -430,14 +456,18 @@ fn open_loop(
                         inbuf.resize(inbuf.len() * 2, 0);
                     }
                 }
-                Ok::<_, String>(lat)
+                Ok::<_, String>((lat, times))
             });
             handles.push((writer, reader));
         }
         let mut all = Vec::new();
         for (w, r) in handles {
             w.await.map_err(|e| e.to_string())??;
-            all.extend(r.await.map_err(|e| e.to_string())??);
+            let (lat, times) = r.await.map_err(|e| e.to_string())??;
+            all.extend(lat);
+            if let Some(trace) = trace.as_deref_mut() {
+                trace.extend(times);
+            }
         }
         Ok::<_, String>(all)
     })?;
@@ -1024,7 +1054,21 @@ fn table(args: &Args) -> Result<(), String> {
         offered = peak.rate / 2.0;
         eprintln!("latency: peak {}, offering {}", k(peak.rate), k(offered));
         let l = rt.block_on(lanes(&s.sock, false, true))?;
-        let (mut lat, achieved) = open_loop(&rt, l, offered, args.latency_secs)?;
+        let mut trace = Trace::new();
+        let (mut lat, achieved) = open_loop_traced(
+            &rt,
+            l,
+            offered,
+            args.latency_secs,
+            args.latency_trace.as_ref().map(|_| &mut trace),
+        )?;
+        if let Some(path) = &args.latency_trace {
+            let mut text = String::with_capacity(trace.len() * 32);
+            for (lane, sent, replied) in &trace {
+                let _ = writeln!(text, "{lane} {sent} {replied}");
+            }
+            std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        }
         drop(s);
         lat.sort_unstable();
         latency.push(("Polaris fresh page.fill", achieved, lat));
