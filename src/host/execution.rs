@@ -419,6 +419,28 @@ impl Host {
         })
     }
 
+    /// A fill the executor does at once ([`Executor::fill_now`]), done right here with its
+    /// completion — `None` for anything else, and for an execution that must wait for its
+    /// claim or its begin. Cheap and never waiting, so a batch does it inside the critical
+    /// section that admitted it.
+    pub(super) fn fill_at_once(&self, execution: &Execution<'_>) -> Option<Completion> {
+        if execution.claim || execution.begun.is_some() {
+            return None;
+        }
+        let (outcome, effect) =
+            match std::panic::catch_unwind(AssertUnwindSafe(|| self.fill_now(execution))) {
+                Ok(None) => return None,
+                Ok(Some(Finished::Filled(outcome))) => (outcome, TaskEffect::None),
+                Ok(Some(finished)) => self.interpret(execution, finished),
+                Err(panic) => panicked(execution, panic),
+            };
+        Some(Completion {
+            outcome: Arc::new(outcome),
+            effect,
+            at: execution.admitted_at,
+        })
+    }
+
     /// Runs an execution [`Host::run_inline`] could not complete on its own task, owning
     /// everything it needs, so it keeps running whatever happens to the caller's connection;
     /// the answer is the reply that waits for it.

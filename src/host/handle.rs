@@ -164,9 +164,10 @@ impl Host {
     }
 
     /// [`Host::handle_frames`] for a batch of directly read requests: admitted in order in one
-    /// critical section, executed, and the inline outcomes stored in order in another. With a
-    /// journal the executions wait for their begins together, on one task
-    /// ([`Host::run_begun_batch`]).
+    /// critical section, where the fills the executor does at once are also done and stored
+    /// ([`Host::fill_at_once`]: a batch of fills takes the lock once); other executions run
+    /// after it and their inline outcomes are stored in order in another. With a journal the
+    /// executions wait for their begins together, on one task ([`Host::run_begun_batch`]).
     ///
     /// The executions stay where admission put them: the ones the executor answers at once
     /// are run and stored in place, by index, and only the others are moved out to be
@@ -179,6 +180,8 @@ impl Host {
         let keys: Vec<RequestKey> = batch.iter().map(DirectRequest::key).collect();
         // With a journal the batch's begins are appended together once all are admitted.
         let mut admitted = Vec::with_capacity(batch.len());
+        // Copies to wake of the fills stored with their admission, once the lock is let go.
+        let (mut filled_wake, mut filled_idle) = (Vec::new(), false);
         {
             let mut st = self.lock();
             st.book.look_ahead(&keys);
@@ -187,7 +190,33 @@ impl Host {
                 admitted.push((id, self.admit(&mut st, r, key, now, Begin::WithBatch)));
             }
             self.append_begins(&mut st, &mut admitted, now);
+            // Fills the executor does at once are done and stored in this same critical
+            // section: a batch of them takes the host's lock once.
+            for (_, slot) in admitted.iter_mut() {
+                let Ok(Admitted::Execute(execution)) = slot else {
+                    continue;
+                };
+                let Some(completion) = self.fill_at_once(execution) else {
+                    continue;
+                };
+                let done = self.complete_locked(&mut st, execution, completion);
+                filled_idle = done.now_idle;
+                let (outcome, waiters) = done.into_parts();
+                if let Some(waiters) = waiters {
+                    filled_wake.push((waiters, outcome.clone()));
+                }
+                let key = std::mem::replace(&mut execution.key, RequestKey::Uuid([0; 16]));
+                *slot = Err(Handled::Replay(Replay {
+                    outcome,
+                    key,
+                    kind: ReceiptKind::New,
+                }));
+            }
         }
+        for (waiters, outcome) in filled_wake {
+            waiters.send_replace(Some(outcome));
+        }
+        self.ring_idle(filled_idle);
         // (index in `admitted`, position in `out`, completion) of the executions answered
         // inline, to store under the lock's second taking.
         let mut inline = Vec::with_capacity(admitted.len());
