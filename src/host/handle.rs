@@ -7,14 +7,16 @@
 
 use serde_json::{json, Value};
 
+use std::sync::Arc;
+
 use super::admission::{Admitted, Begin};
-use super::execution::Launched;
-use super::{reject, Handled, Host, Replay};
-use crate::book::RequestKey;
+use super::execution::{Completion, Execution, Launched};
+use super::{reject, Handled, Host, Replay, State};
+use crate::book::{ReplyWaiters, RequestKey};
 use crate::journal::Ticket;
 use crate::protocol::{
     now_millis, parse_envelope, parse_frame, try_fingerprint, Command, DirectRequest, ErrorBody,
-    ErrorCode, Method, ParsedFrame, ReceiptKind,
+    ErrorCode, Method, Outcome, ParsedFrame, ReceiptKind,
 };
 
 impl Host {
@@ -199,18 +201,10 @@ impl Host {
                 let Some(completion) = self.fill_at_once(execution) else {
                     continue;
                 };
-                let done = self.complete_locked(&mut st, execution, completion);
-                filled_idle = done.now_idle;
-                let (outcome, waiters) = done.into_parts();
-                if let Some(waiters) = waiters {
-                    filled_wake.push((waiters, outcome.clone()));
-                }
-                let key = std::mem::replace(&mut execution.key, RequestKey::Uuid([0; 16]));
-                *slot = Err(Handled::Replay(Replay {
-                    outcome,
-                    key,
-                    kind: ReceiptKind::New,
-                }));
+                let answer;
+                (answer, filled_idle) =
+                    self.store_inline(&mut st, execution, completion, &mut filled_wake);
+                *slot = Err(answer);
             }
         }
         for (waiters, outcome) in filled_wake {
@@ -272,23 +266,41 @@ impl Host {
                 let Some((_, Ok(Admitted::Execute(execution)))) = admitted.get_mut(i) else {
                     continue;
                 };
-                let done = self.complete_locked(&mut st, execution, completion);
-                idle = done.now_idle;
-                let (outcome, waiters) = done.into_parts();
-                if let Some(waiters) = waiters {
-                    to_wake.push((waiters, outcome.clone()));
-                }
-                out[position] = Handled::Replay(Replay {
-                    outcome,
-                    key: std::mem::replace(&mut execution.key, RequestKey::Uuid([0; 16])),
-                    kind: ReceiptKind::New,
-                });
+                (out[position], idle) =
+                    self.store_inline(&mut st, execution, completion, &mut to_wake);
             }
         }
         for (waiters, outcome) in to_wake {
             waiters.send_replace(Some(outcome));
         }
         self.ring_idle(idle);
+    }
+}
+
+impl Host {
+    /// Stores the outcome of an execution that completed where admission left it, in the
+    /// critical section `st` is, and gives its answer — the stored outcome, written by the
+    /// connection with receipt kind `new` — and whether the host is now idle. Copies that
+    /// joined it go to `wake`, to be woken once the lock is let go.
+    fn store_inline(
+        &self,
+        st: &mut State,
+        execution: &mut Execution<'_>,
+        completion: Completion,
+        wake: &mut Vec<(ReplyWaiters, Arc<Outcome>)>,
+    ) -> (Handled, bool) {
+        let done = self.complete_locked(st, execution, completion);
+        let idle = done.now_idle;
+        let (outcome, waiters) = done.into_parts();
+        if let Some(waiters) = waiters {
+            wake.push((waiters, outcome.clone()));
+        }
+        let answer = Handled::Replay(Replay {
+            outcome,
+            key: std::mem::replace(&mut execution.key, RequestKey::Uuid([0; 16])),
+            kind: ReceiptKind::New,
+        });
+        (answer, idle)
     }
 }
 
