@@ -392,13 +392,13 @@ impl Host {
             // With a journal the executor may act only once the receipt is durable.
             return Err(Deferred::AfterBegin(begun));
         }
+        if let Some(filled) = self.fill_at_once(execution) {
+            return Ok(filled);
+        }
         let execution = &*execution;
         let waker = futures::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
         let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            if let Some(filled) = self.fill_now(execution) {
-                return Ok(filled);
-            }
             let mut started = self.start(execution);
             match started.poll_once(&mut cx) {
                 Some(finished) => Ok(finished),
@@ -406,17 +406,11 @@ impl Host {
             }
         }));
         let (outcome, effect) = match first {
-            // A fill done at once wrote its reply already and changes nothing on the task.
-            Ok(Ok(Finished::Filled(outcome))) => (outcome, TaskEffect::None),
             Ok(Ok(finished)) => self.interpret(execution, finished),
             Err(panic) => panicked(execution, panic),
             Ok(Err(started)) => return Err(Deferred::Started(started)),
         };
-        Ok(Completion {
-            outcome: Arc::new(outcome),
-            effect,
-            at: execution.admitted_at,
-        })
+        Ok(completed(execution, outcome, effect))
     }
 
     /// A fill the executor does at once ([`Executor::fill_now`]), done right here with its
@@ -430,15 +424,12 @@ impl Host {
         let (outcome, effect) =
             match std::panic::catch_unwind(AssertUnwindSafe(|| self.fill_now(execution))) {
                 Ok(None) => return None,
+                // A fill done at once wrote its reply already and changes nothing on the task.
                 Ok(Some(Finished::Filled(outcome))) => (outcome, TaskEffect::None),
                 Ok(Some(finished)) => self.interpret(execution, finished),
                 Err(panic) => panicked(execution, panic),
             };
-        Some(Completion {
-            outcome: Arc::new(outcome),
-            effect,
-            at: execution.admitted_at,
-        })
+        Some(completed(execution, outcome, effect))
     }
 
     /// Runs an execution [`Host::run_inline`] could not complete on its own task, owning
@@ -876,6 +867,15 @@ pub(super) fn publish_completed(
             method: method.as_str(),
             code,
         });
+}
+
+/// The completion of an execution that ended where it was run, as of its admission.
+fn completed(execution: &Execution<'_>, outcome: Outcome, effect: TaskEffect) -> Completion {
+    Completion {
+        outcome: Arc::new(outcome),
+        effect,
+        at: execution.admitted_at,
+    }
 }
 
 /// The stored outcome of an execution that panicked: `INTERNAL`, and uncertain when the action
