@@ -38,6 +38,9 @@ const CONNECTIONS: usize = 32;
 const WINDOW: usize = 64;
 /// The length every `page.fill` frame has, newline included.
 const FRAME_BYTES: usize = 165;
+/// Hex digits of the sequence number in each frame's value (what fits in [`FRAME_BYTES`] beside
+/// a UUID-long task ID): unique for the first 16^10 requests of a lane.
+const VALUE_DIGITS: usize = 10;
 
 #[derive(Parser, Debug)]
 #[command(about = "Outside load client: Polaris vs a JSON echo vs Redis SET NX, alternated")]
@@ -125,10 +128,17 @@ fn main() {
 
 /// Writes `page.fill` frames whose request IDs are UUID-shaped and unique per (generator,
 /// sequence number): 20 random hex digits fixed per generator, then the sequence number in the
-/// last 12. Replaying a generator's range sends the very same frames again.
+/// last 12. The value is that sequence number's last [`VALUE_DIGITS`] digits (padded with `!` to
+/// the frame's length), so no two fills (and no two stored
+/// replies) are alike, as an agent's are not. Replaying a generator's range sends the very same
+/// frames again.
 #[derive(Clone)]
 struct Frames {
+    /// Up to the ID's sequence number.
     head: Vec<u8>,
+    /// From after the ID to the value's sequence number.
+    mid: Vec<u8>,
+    /// From after the value's sequence number to the newline.
     tail: Vec<u8>,
 }
 
@@ -146,36 +156,35 @@ impl Frames {
             &r[13..16],
             &r[17..20],
         );
-        // The value pads every frame to FRAME_BYTES whatever the task ID's length.
-        let fixed = head.len()
-            + 12
-            + "\",\"method\":\"page.fill\",\"params\":{\"taskId\":\"".len()
-            + task.len()
-            + "\",\"target\":\"#title\",\"value\":\"\"}}\n".len();
-        let value = "Hello".to_string() + &"!".repeat(FRAME_BYTES.saturating_sub(fixed + 5));
-        let params = if sorted {
-            format!("{{\"target\":\"#title\",\"taskId\":\"{task}\",\"value\":\"{value}\"}}")
+        let params_head = if sorted {
+            format!("{{\"target\":\"#title\",\"taskId\":\"{task}\",\"value\":\"")
         } else {
-            format!("{{\"taskId\":\"{task}\",\"target\":\"#title\",\"value\":\"{value}\"}}")
+            format!("{{\"taskId\":\"{task}\",\"target\":\"#title\",\"value\":\"")
         };
-        let tail = format!("\",\"method\":\"page.fill\",\"params\":{params}}}\n");
+        let mid = format!("\",\"method\":\"page.fill\",\"params\":{params_head}");
+        // The value pads every frame to FRAME_BYTES whatever the task ID's length.
+        let fixed = head.len() + 12 + mid.len() + VALUE_DIGITS + "\"}}\n".len();
+        let tail = "!".repeat(FRAME_BYTES.saturating_sub(fixed)) + "\"}}\n";
         Frames {
             head: head.into_bytes(),
+            mid: mid.into_bytes(),
             tail: tail.into_bytes(),
         }
     }
 
     fn push(&self, out: &mut Vec<u8>, seq: u64) {
         const HEX: &[u8; 16] = b"0123456789abcdef";
+        let digits: [u8; 12] =
+            std::array::from_fn(|i| HEX[((seq >> ((11 - i) * 4)) & 0xf) as usize]);
         out.extend_from_slice(&self.head);
-        for shift in (0..12).rev() {
-            out.push(HEX[((seq >> (shift * 4)) & 0xf) as usize]);
-        }
+        out.extend_from_slice(&digits);
+        out.extend_from_slice(&self.mid);
+        out.extend_from_slice(&digits[12 - VALUE_DIGITS..]);
         out.extend_from_slice(&self.tail);
     }
 
     fn len(&self) -> usize {
-        self.head.len() + 12 + self.tail.len()
+        self.head.len() + 12 + self.mid.len() + VALUE_DIGITS + self.tail.len()
     }
 }
 
@@ -1555,6 +1564,7 @@ mod tests {
         for sorted in [true, false] {
             let frames = Frames::new(&task, sorted);
             assert_eq!(frames.len(), FRAME_BYTES);
+            let mut values = std::collections::HashSet::new();
             for seq in [0u64, 1, 4095, (1 << 48) - 1] {
                 let mut out = Vec::new();
                 frames.push(&mut out, seq);
@@ -1567,6 +1577,13 @@ mod tests {
                 assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
                 assert!(seen.insert(id.to_owned()), "id {id} repeated");
                 assert_eq!(reply_seq(&out), Some(seq));
+                // No two fills alike: the value names the sequence number too.
+                let value = v["params"]["value"].as_str().unwrap();
+                assert!(
+                    format!("{seq:012x}").ends_with(&value[..VALUE_DIGITS]),
+                    "{value}"
+                );
+                assert!(values.insert(value.to_owned()), "value {value} repeated");
                 // Sorted keys are the canonical text the host fingerprints as is.
                 let params = &out[memchr::memmem::find(&out, b"\"params\":").unwrap() + 9..];
                 assert_eq!(params.starts_with(b"{\"target\""), sorted);
