@@ -226,6 +226,9 @@ pub(super) struct Framed<'s> {
     write_stall: std::time::Duration,
     /// Every reply byte of this connection not yet written, against the bound.
     bytes: Arc<ReplyBytes>,
+    /// Bytes queued in `ready` and not yet added to `bytes`: a batch's replies are counted
+    /// with one atomic addition ([`Framed::count_queued`]), not one per reply.
+    uncounted: usize,
 }
 
 // What the per-frame path calls is `#[inline]`: the loop calling it is generic over the service
@@ -249,6 +252,7 @@ impl<'s> Framed<'s> {
             max_frame_bytes,
             write_stall,
             bytes,
+            uncounted: 0,
         }
     }
 
@@ -333,7 +337,7 @@ impl<'s> Framed<'s> {
     /// in-flight slot it frees once written.
     #[inline]
     pub(super) fn queue_ready(&mut self, line: &[u8], permit: Option<OwnedSemaphorePermit>) {
-        self.bytes.add(line.len());
+        self.uncounted += line.len();
         self.ready.extend_from_slice(line);
         self.hold(permit);
     }
@@ -349,8 +353,18 @@ impl<'s> Framed<'s> {
     ) {
         let before = self.ready.len();
         replay.write_ending(&mut self.ready, ends);
-        self.bytes.add(self.ready.len() - before);
+        self.uncounted += self.ready.len() - before;
         self.hold(permit);
+    }
+
+    /// Counts the replies queued since the last call against the connection's reply-byte
+    /// bound. The loop that queues them calls it before it next looks at the bound; writing
+    /// or handing the replies on counts them first too.
+    #[inline]
+    pub(super) fn count_queued(&mut self) {
+        if self.uncounted > 0 {
+            self.bytes.add(std::mem::take(&mut self.uncounted));
+        }
     }
 
     /// Keeps in-flight slots (every one from this connection's semaphore) until the ready
@@ -385,23 +399,65 @@ impl<'s> Framed<'s> {
     /// Writes the ready replies in one go and frees their slots. Fails when the peer is gone,
     /// or takes no bytes for the write-stall time.
     /// Not cancel-safe (a line could be cut): the caller awaits it without racing it.
+    ///
+    /// When the writer task is not writing and the socket takes everything at once (the usual
+    /// case), the replies are written right here: no lock is awaited, no timer armed and no
+    /// clock read. Only what the socket does not take at once is waited for, under the
+    /// write-stall timeout, still holding the write lock so no other line gets in between.
     pub(super) async fn write_ready(&mut self) -> io::Result<()> {
-        let write = async {
-            let _guard = self.write_lock.lock().await;
-            (&**self.stream).write_all(&self.ready).await
+        self.count_queued();
+        let len = self.ready.len();
+        let mut done = 0;
+        let mut guard = self.write_lock.try_lock().ok();
+        if guard.is_some() {
+            let Stream::UdSocket(stream) = &**self.stream;
+            while done < len {
+                match stream.inner().try_write(&self.ready[done..]) {
+                    Ok(0) => break,
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => {
+                        drop(guard);
+                        self.written_all();
+                        return Err(e);
+                    }
+                }
+            }
+        }
+        let written = if done == len {
+            Ok(())
+        } else {
+            let rest = &self.ready[done..];
+            let (stream, lock) = (self.stream, &self.write_lock);
+            let write = async {
+                let _guard = match guard.take() {
+                    Some(held) => held,
+                    None => lock.lock().await,
+                };
+                (&**stream).write_all(rest).await
+            };
+            tokio::time::timeout(self.write_stall, write)
+                .await
+                .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
         };
-        let written = tokio::time::timeout(self.write_stall, write)
-            .await
-            .unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()));
+        drop(guard);
+        self.written_all();
+        written
+    }
+
+    /// Takes the ready replies off the bound and frees their slots, once they are written (or
+    /// never will be).
+    fn written_all(&mut self) {
         self.bytes.written(self.ready.len());
         self.ready.clear();
         self.ready_permit = None;
-        written
     }
 
     /// The ready replies not yet written, taken out (their slots are freed), for the writer
     /// task to write before it closes.
     pub(super) fn take_ready(&mut self) -> Option<Outbound> {
+        self.count_queued();
         self.ready_permit = None;
         (!self.ready.is_empty()).then(|| Outbound {
             line: std::mem::take(&mut self.ready),
