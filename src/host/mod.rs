@@ -458,3 +458,52 @@ impl Host {
         }
     }
 }
+
+#[cfg(test)]
+mod lock_tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::{Host, HostConfig};
+    use crate::executor::FixtureExecutor;
+
+    fn host() -> Host {
+        Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()))
+    }
+
+    /// A taker that finds the lock held past the spin gets it once it is let go, and sees what
+    /// the holder changed.
+    #[test]
+    fn a_taker_of_a_held_lock_gets_it_once_let_go() {
+        let host = host();
+        let held = host.lock();
+        let taker = std::thread::spawn({
+            let host = host.clone();
+            move || host.lock().counters.executions
+        });
+        // Held well past the spin: the taker sleeps until the holder lets go.
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(!taker.is_finished(), "the lock is still held");
+        let mut held = held;
+        held.counters.executions = 7;
+        drop(held);
+        assert_eq!(taker.join().unwrap(), 7);
+    }
+
+    /// A lock poisoned by a panicking holder is taken anyway, held or not when asked for.
+    #[test]
+    fn a_poisoned_lock_is_taken_anyway() {
+        let host = host();
+        let poisoner = std::thread::spawn({
+            let host = host.clone();
+            move || {
+                let _held = host.lock();
+                panic!("a holder panics");
+            }
+        });
+        assert!(poisoner.join().is_err());
+        assert!(host.inner.state.is_poisoned());
+        host.lock().counters.executions = 3;
+        assert_eq!(host.lock().counters.executions, 3);
+    }
+}

@@ -508,3 +508,42 @@ fn stopping(shutdown: &watch::Receiver<bool>) -> bool {
         Err(_) => true,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection waiting for shutdown is woken when it begins, whether it started waiting
+    /// before (its waker registered) or after (the flag seen at once).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_waiting_for_shutdown_is_woken_when_it_begins() {
+        let stop = Arc::new(Stop::default());
+        let waiting = tokio::spawn({
+            let stop = stop.clone();
+            async move { stop.wait().await }
+        });
+        // Waiting, not done: nothing has triggered it.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "no shutdown yet");
+        stop.trigger();
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by the trigger")
+            .unwrap();
+        // After the trigger, a new wait resolves at once.
+        assert!(futures::FutureExt::now_or_never(stop.wait()).is_some());
+    }
+
+    /// The batch's frame list keeps its allocation from batch to batch, emptied.
+    #[test]
+    fn a_recycled_frame_list_keeps_its_allocation_and_nothing_else() {
+        let buffer = b"one\ntwo\n".to_vec();
+        let mut frames: Vec<&[u8]> = Vec::with_capacity(64);
+        frames.extend(buffer.split(|b| *b == b'\n'));
+        let at = frames.as_ptr() as usize;
+        let kept: Vec<&'static [u8]> = recycle(frames);
+        assert!(kept.is_empty());
+        assert_eq!(kept.capacity(), 64);
+        assert_eq!(kept.as_ptr() as usize, at, "the same allocation");
+    }
+}
