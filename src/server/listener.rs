@@ -21,7 +21,7 @@ use interprocess::local_socket::tokio::{prelude::*, Listener, Stream};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
-use super::connection::{Framed, LaterReply, ReplyBytes, WriterInput};
+use super::connection::{Framed, LaterReply, ReplyBytes, Socket, WriterInput};
 use super::{current_uid, Connection, Limits, Outbound, Outbox, Service};
 use crate::host::Handled;
 use crate::protocol::{
@@ -140,7 +140,14 @@ pub async fn serve_connection<S: Service>(
     limits: Limits,
     shutdown: watch::Receiver<bool>,
 ) {
-    let stream = Arc::new(stream);
+    // Registered for reading only (see [`Socket`]).
+    let stream = match Socket::new(stream) {
+        Ok(socket) => Arc::new(socket),
+        Err(e) => {
+            tracing::warn!("a connection could not be registered with the runtime: {e}");
+            return;
+        }
+    };
     // Every reply byte queued for this peer, whoever queued it, against the bound.
     let bytes = Arc::new(ReplyBytes::new(limits.max_pending_reply_bytes));
     // A peer that takes no reply bytes for the idle timeout is as good as gone: it must not
