@@ -497,7 +497,8 @@ impl Socket {
     /// Writes what the socket takes now, without waiting.
     #[inline]
     pub(super) fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
-        (&*self.fd.get_ref()).write(bytes)
+        let mut stream = self.fd.get_ref();
+        stream.write(bytes)
     }
 
     /// Writes all of `bytes`, waiting for room whenever the socket is full.
@@ -561,7 +562,8 @@ impl tokio::io::AsyncRead for ReadSide<'_> {
             // `try_io` clears the readiness it saw when the closure says `WouldBlock`: a short
             // read says so after keeping what it read.
             let read = ready.try_io(|fd| {
-                let n = (&*fd.get_ref()).read(room)?;
+                let mut stream = fd.get_ref();
+                let n = stream.read(room)?;
                 got = Some(n);
                 if n > 0 && n < wanted {
                     Err(io::ErrorKind::WouldBlock.into())
