@@ -89,6 +89,15 @@ struct Args {
     /// With --hold: params keys in SPEC's example order (not canonical) instead of sorted.
     #[arg(long)]
     spec_order: bool,
+    /// With --hold: every connection fills in one Polaris task shared by all 32, instead of a
+    /// task of its own.
+    #[arg(long)]
+    shared_task: bool,
+    /// With --hold: offer this many fresh fills per second open loop (1 ms ticks, as the
+    /// latency rows do) instead of the closed loop's 64 in flight per connection, so the host
+    /// sees the small batches of a load below its peak; prints p50/p99/p999 at the end.
+    #[arg(long, value_name = "PER_SEC")]
+    rate: Option<f64>,
     /// Skip the Redis rows even when Redis is installed.
     #[arg(long)]
     no_redis: bool,
@@ -1452,7 +1461,30 @@ fn hold(args: &Args, secs: u64) -> Result<(), String> {
     let rt = client_runtime();
     let s = polaris.start(args.book.max(50_000_000), false)?;
     println!("host pid {}", s.pid());
-    let mut lanes = rt.block_on(lanes(&s.sock, false, !args.spec_order))?;
+    let mut lanes = rt.block_on(lanes(&s.sock, args.shared_task, !args.spec_order))?;
+    if let Some(rate) = args.rate {
+        // Warm the host up closed loop on connections of their own (so the open loop's
+        // request IDs are all fresh), then offer `rate` open loop for the whole hold.
+        let mut warm = rt.block_on(crate::lanes(&s.sock, args.shared_task, !args.spec_order))?;
+        run_lanes(&rt, &mut warm, 0, 2_000)?;
+        drop(warm);
+        let c0 = proc_cpu(s.pid())?;
+        let (mut lat, achieved) = open_loop(&rt, lanes, rate, secs)?;
+        let cpu = proc_cpu(s.pid())? - c0;
+        lat.sort_unstable();
+        println!(
+            "{} fresh fills open loop at {}/s offered: {}/s achieved, p50 {} µs, p99 {} µs, p999 {} µs, max {} µs, host CPU {:.2} µs per request",
+            lat.len(),
+            k(rate),
+            k(achieved),
+            percentile(&lat, 0.50),
+            percentile(&lat, 0.99),
+            percentile(&lat, 0.999),
+            lat.last().copied().unwrap_or(0),
+            cpu / lat.len().max(1) as f64 * 1e6
+        );
+        return Ok(());
+    }
     let chunk = 20_000;
     if args.replays {
         // The receipts every later round replays.

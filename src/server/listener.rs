@@ -9,8 +9,11 @@
 //! within `--frame-timeout-ms` of its first byte, and a connection with nothing to do is closed
 //! after `--idle-timeout-ms`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use futures::task::AtomicWaker;
 
 use tokio::time::Instant;
 
@@ -18,7 +21,7 @@ use interprocess::local_socket::tokio::{prelude::*, Listener, Stream};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 
-use super::connection::{Framed, LaterReply, ReplyBytes, WriterInput};
+use super::connection::{Framed, LaterReply, ReplyBytes, Socket, WriterInput};
 use super::{current_uid, Connection, Limits, Outbound, Outbox, Service};
 use crate::host::Handled;
 use crate::protocol::{
@@ -135,9 +138,16 @@ pub async fn serve_connection<S: Service>(
     stream: Stream,
     service: S,
     limits: Limits,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
-    let stream = Arc::new(stream);
+    // Registered for reading only (see [`Socket`]).
+    let stream = match Socket::new(stream) {
+        Ok(socket) => Arc::new(socket),
+        Err(e) => {
+            tracing::warn!("a connection could not be registered with the runtime: {e}");
+            return;
+        }
+    };
     // Every reply byte queued for this peer, whoever queued it, against the bound.
     let bytes = Arc::new(ReplyBytes::new(limits.max_pending_reply_bytes));
     // A peer that takes no reply bytes for the idle timeout is as good as gone: it must not
@@ -162,7 +172,22 @@ pub async fn serve_connection<S: Service>(
         shutdown: shutdown.clone(),
         feeds: Default::default(),
     };
+    // Shutdown as this connection waits for it: one registration with the shared channel for
+    // the connection's whole life (see [`Stop`]).
+    let stop = Arc::new(Stop::default());
+    let watcher = tokio::spawn({
+        let stop = stop.clone();
+        let mut shutdown = shutdown.clone();
+        async move {
+            let _ = shutdown.wait_for(|s| *s).await;
+            stop.trigger();
+        }
+    });
     let inflight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
+    // A batch's frames and where each ends, kept from batch to batch (their allocations
+    // reused; empty between batches, so they borrow nothing then).
+    let mut frames_kept: Vec<&'static [u8]> = Vec::with_capacity(MAX_IN_FLIGHT_PER_CONNECTION);
+    let mut ends: Vec<usize> = Vec::with_capacity(MAX_IN_FLIGHT_PER_CONNECTION);
     let run_id = service.run_id().to_owned();
     // Every reply line of this connection ends the same way for a receipt kind.
     let line_ends = LineEnds::new(&run_id);
@@ -175,6 +200,8 @@ pub async fn serve_connection<S: Service>(
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
     loop {
+        // The reply bytes queued since the last turn count against the bound from here on.
+        framed.count_queued();
         // Before waiting — for more input, or for an in-flight slot that only a written reply
         // frees — write what is ready (the peer may be waiting for it). At the reply-byte
         // bound, write before reading more: this waits until the peer reads.
@@ -187,8 +214,7 @@ pub async fn serve_connection<S: Service>(
             break;
         }
         // Waiting is raced against shutdown; what is at hand (a free slot, a whole line already
-        // buffered) is taken at once, after a glance at the shutdown flag — registering with
-        // the shutdown channel that every connection shares would cost more than the frame.
+        // buffered) is taken at once, after a glance at the shutdown flag.
         // The writer ends only when the peer is gone (or stalled): stop reading for it.
         if stopping(&shutdown) || writer.is_finished() || bytes.is_closed() {
             break;
@@ -199,18 +225,17 @@ pub async fn serve_connection<S: Service>(
             tokio::select! {
                 biased;
                 _ = bytes.wait_for_room() => continue,
-                _ = shutdown.wait_for(|s| *s) => break,
+                _ = stop.wait() => break,
             }
         }
         // Whole lines already buffered, with slots free for them, are handled together, until
         // their replies reach the reply-byte bound.
         let free = inflight.available_permits();
         if free > 1 {
-            // Room for a window's worth of frames at once (a pipelining client keeps up to
-            // the in-flight limit buffered).
-            let room = free.min(MAX_IN_FLIGHT_PER_CONNECTION);
-            let mut frames: Vec<&[u8]> = Vec::with_capacity(room);
-            let mut ends: Vec<usize> = Vec::with_capacity(room);
+            // Up to a window's worth of frames at once (a pipelining client keeps up to the
+            // in-flight limit buffered).
+            let mut frames = recycle(std::mem::take(&mut frames_kept));
+            ends.clear();
             framed.buffered_frames(free, &mut frames, &mut ends);
             if frames.len() > 1 {
                 service.handle_frames(&frames, bytes.room(), &conn, &mut answers);
@@ -220,7 +245,7 @@ pub async fn serve_connection<S: Service>(
                     "at least one frame is taken"
                 );
                 let used = ends[taken.clamp(1, ends.len()) - 1];
-                drop(frames);
+                frames_kept = recycle(frames);
                 framed.consume(used);
                 frame_since = None;
                 // Free now; awaiting them still counts against this task's scheduling budget.
@@ -263,6 +288,51 @@ pub async fn serve_connection<S: Service>(
                 }
                 continue;
             }
+            frames_kept = recycle(frames);
+        }
+        if !framed.has_buffered_frame() && !framed.has_partial() {
+            // Nothing buffered: wait for the peer's next bytes, holding no in-flight slot. A
+            // connection with nothing in flight and no feed is idle, and closed once it has
+            // been idle for the idle timeout; a busy one looks again within a second.
+            frame_since = None;
+            let now = Instant::now();
+            let busy =
+                inflight.available_permits() < MAX_IN_FLIGHT_PER_CONNECTION || conn.has_feed();
+            let deadline = if busy {
+                idle_since = None;
+                deadline_after(now, limits.idle_timeout.min(BUSY_RECHECK))
+            } else {
+                deadline_after(*idle_since.get_or_insert(now), limits.idle_timeout)
+            };
+            timer.as_mut().reset(deadline);
+            tokio::select! {
+                biased;
+                r = framed.wait_for_bytes() => match r {
+                    Ok(0) => break,
+                    // The frame's clock starts when a partial frame is first seen (just below,
+                    // on the next turn), not here: no clock is read for a batch that arrives
+                    // whole.
+                    Ok(_) => {
+                        idle_since = None;
+                        continue;
+                    }
+                    Err(e) => {
+                        tracing::debug!("connection read failed: {e}");
+                        break;
+                    }
+                },
+                _ = stop.wait() => break,
+                _ = &mut timer => {
+                    if busy {
+                        continue;
+                    }
+                    tracing::debug!(
+                        idle_ms = limits.idle_timeout.as_millis() as u64,
+                        "closing an idle connection"
+                    );
+                    break;
+                }
+            }
         }
         let permit = if inflight.available_permits() > 0 {
             // Free now; awaiting it (rather than trying) still counts against this task's
@@ -275,12 +345,12 @@ pub async fn serve_connection<S: Service>(
         } else {
             tokio::select! {
                 p = inflight.clone().acquire_owned() => p.expect("the in-flight semaphore is never closed"),
-                _ = shutdown.wait_for(|s| *s) => break,
+                _ = stop.wait() => break,
             }
         };
         let read = if framed.has_buffered_frame() {
             framed.read_frame().await
-        } else if framed.has_partial() {
+        } else {
             // Part of a frame is here: the rest must come within the frame timeout of its
             // first byte.
             idle_since = None;
@@ -293,7 +363,7 @@ pub async fn serve_connection<S: Service>(
             tokio::select! {
                 biased;
                 r = framed.read_frame() => r,
-                _ = shutdown.wait_for(|s| *s) => break,
+                _ = stop.wait() => break,
                 _ = &mut timer => {
                     let msg = format!(
                         "the frame was not complete within {} ms of its first byte; nothing of it was executed and the connection is closed. Send each request whole, ending with a newline (or start the host with a larger --frame-timeout-ms)",
@@ -305,47 +375,6 @@ pub async fn serve_connection<S: Service>(
                         },
                     );
                     framed.queue_ready(&error_line(body), None);
-                    break;
-                }
-            }
-        } else {
-            // Nothing buffered: wait for the peer's next bytes. A connection with nothing in
-            // flight (this loop holds one slot itself) and no feed is idle, and closed once it
-            // has been idle for the idle timeout; a busy one looks again within a second.
-            frame_since = None;
-            let now = Instant::now();
-            let busy =
-                inflight.available_permits() + 1 < MAX_IN_FLIGHT_PER_CONNECTION || conn.has_feed();
-            let deadline = if busy {
-                idle_since = None;
-                deadline_after(now, limits.idle_timeout.min(BUSY_RECHECK))
-            } else {
-                deadline_after(*idle_since.get_or_insert(now), limits.idle_timeout)
-            };
-            timer.as_mut().reset(deadline);
-            tokio::select! {
-                biased;
-                r = framed.wait_for_bytes() => match r {
-                    Ok(0) => break,
-                    Ok(_) => {
-                        idle_since = None;
-                        frame_since = Some(Instant::now());
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::debug!("connection read failed: {e}");
-                        break;
-                    }
-                },
-                _ = shutdown.wait_for(|s| *s) => break,
-                _ = &mut timer => {
-                    if busy {
-                        continue;
-                    }
-                    tracing::debug!(
-                        idle_ms = limits.idle_timeout.as_millis() as u64,
-                        "closing an idle connection"
-                    );
                     break;
                 }
             }
@@ -386,6 +415,7 @@ pub async fn serve_connection<S: Service>(
             }
         }
     }
+    watcher.abort();
     // Hand the ready replies not written yet to the writer, which writes them before closing.
     if let Some(rest) = framed.take_ready() {
         out.send_counted(rest);
@@ -426,6 +456,50 @@ fn take_answer(
     }
 }
 
+/// Shutdown as one connection waits for it: a flag and the connection task's waker, set by a
+/// small task that waits on the host's shutdown channel once for the whole connection. Each
+/// time the connection waits (once per batch) it registers its waker here with an atomic swap,
+/// instead of joining and leaving the waiter list every connection of the host shares.
+#[derive(Default)]
+struct Stop {
+    /// Set once shutdown has begun.
+    stopped: AtomicBool,
+    /// The connection task, woken when `stopped` is set.
+    waker: AtomicWaker,
+}
+
+impl Stop {
+    /// Marks shutdown begun and wakes the connection.
+    fn trigger(&self) {
+        self.stopped.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    /// Resolves once shutdown has begun.
+    fn wait(&self) -> impl std::future::Future<Output = ()> + '_ {
+        std::future::poll_fn(|cx| {
+            if self.stopped.load(Ordering::Acquire) {
+                return std::task::Poll::Ready(());
+            }
+            self.waker.register(cx.waker());
+            // Set between the first look and the registration: seen now.
+            if self.stopped.load(Ordering::Acquire) {
+                std::task::Poll::Ready(())
+            } else {
+                std::task::Poll::Pending
+            }
+        })
+    }
+}
+
+/// An empty vector of frames made of `v`'s allocation, borrowing for any lifetime: the batch's
+/// frame list is kept from batch to batch without borrowing the read buffer in between.
+fn recycle<'b>(mut v: Vec<&[u8]>) -> Vec<&'b [u8]> {
+    v.clear();
+    // Collected in place (same size and alignment): no element is left to map.
+    v.into_iter().map(|_| &[][..]).collect()
+}
+
 /// `at + after`, or a year from `at` when that is past what the clock can count (a timeout
 /// given on the command line can be any number).
 fn deadline_after(at: Instant, after: Duration) -> Instant {
@@ -439,5 +513,44 @@ fn stopping(shutdown: &watch::Receiver<bool>) -> bool {
         Ok(false) => false,
         Ok(true) => *shutdown.borrow(),
         Err(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A connection waiting for shutdown is woken when it begins, whether it started waiting
+    /// before (its waker registered) or after (the flag seen at once).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_connection_waiting_for_shutdown_is_woken_when_it_begins() {
+        let stop = Arc::new(Stop::default());
+        let waiting = tokio::spawn({
+            let stop = stop.clone();
+            async move { stop.wait().await }
+        });
+        // Waiting, not done: nothing has triggered it.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!waiting.is_finished(), "no shutdown yet");
+        stop.trigger();
+        tokio::time::timeout(Duration::from_secs(5), waiting)
+            .await
+            .expect("woken by the trigger")
+            .unwrap();
+        // After the trigger, a new wait resolves at once.
+        assert!(futures::FutureExt::now_or_never(stop.wait()).is_some());
+    }
+
+    /// The batch's frame list keeps its allocation from batch to batch, emptied.
+    #[test]
+    fn a_recycled_frame_list_keeps_its_allocation_and_nothing_else() {
+        let buffer = b"one\ntwo\n".to_vec();
+        let mut frames: Vec<&[u8]> = Vec::with_capacity(64);
+        frames.extend(buffer.split(|b| *b == b'\n'));
+        let at = frames.as_ptr() as usize;
+        let kept: Vec<&'static [u8]> = recycle(frames);
+        assert!(kept.is_empty());
+        assert_eq!(kept.capacity(), 64);
+        assert_eq!(kept.as_ptr() as usize, at, "the same allocation");
     }
 }
