@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::execution::{publish_completed, Execution, Stored};
+use super::execution::{publish_completed, Execution, Stored, Work};
 use super::failures::not_durable;
 use super::task_record::TaskRecordData;
 use super::to_data;
@@ -26,7 +26,7 @@ use crate::protocol::introspection::RequestRejectedEvent;
 use crate::protocol::results::TaskClosedResult;
 use crate::protocol::{
     format_millis, now_millis, CloseCommand, Command, Delivery, DirectRequest, ErrorBody,
-    ErrorCode, ExecutorCommand, Method, Outcome, ReadCommand, ReceiptKind,
+    ErrorCode, ExecutorCommand, FrameCommand, Method, Outcome, ReadCommand, ReceiptKind,
 };
 use crate::tasks::Task;
 
@@ -220,15 +220,22 @@ impl Host {
             }
             Entry::Vacant(vacancy) => vacancy,
         };
-        // Only now, for a request that goes on, are the command's strings its own.
-        let cmd = cmd.into_command();
-
         // A read goes no further; a mutation is the executor's work (`Ok`) or a task closing
-        // (`Err`, which is no failure: it only takes the other way out below).
+        // (`Err`, which is no failure: it only takes the other way out below). A fill's
+        // strings stay the frame's: they are copied only if its execution outlives the frame.
         let mutation = match cmd {
-            Command::Read(read) => return Ok(Admitted::Read(read)),
-            Command::Execute(work) => Ok(work),
-            Command::Close(close) => Err(close),
+            FrameCommand::Fill {
+                task_id,
+                target,
+                value,
+            } => Ok(Work::Fill {
+                task_id,
+                target,
+                value,
+            }),
+            FrameCommand::Owned(Command::Read(read)) => return Ok(Admitted::Read(read)),
+            FrameCommand::Owned(Command::Execute(work)) => Ok(Work::Owned(work)),
+            FrameCommand::Owned(Command::Close(close)) => Err(close),
         };
         if self.is_shutting_down() {
             st.events.publish("request.rejected", now, || {

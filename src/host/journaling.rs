@@ -427,7 +427,7 @@ impl Host {
                 request_id: Cow::Owned(id),
                 key,
                 slot,
-                command,
+                command: command.owned(),
                 task_id,
                 admitted_at,
                 begun: None,

@@ -379,7 +379,7 @@ impl Host {
                 ReceiptState::Completed
             };
             v.method = Some(r.method.as_str().to_owned());
-            v.run_id = Some(r.run_id.as_deref().unwrap_or(self.run_id()).to_owned());
+            v.run_id = Some(st.book.run_of(r).map_or(self.run_id(), |r| r).to_owned());
             v.first_seen_at = Some(format_millis(r.first_seen));
             v.joins = Some(r.joins.into());
             v.replays = Some(r.replays.into());

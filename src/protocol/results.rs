@@ -15,7 +15,9 @@
 //!   params) read as empty when a reply leaves them out, so a reply written by hand (a test, a
 //!   script) still reads. Writing is always complete, and the test against the host pins that.
 
+use std::cell::RefCell;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize, Serializer};
@@ -226,27 +228,56 @@ impl FieldResult {
     /// `Outcome::ok(&FieldResult { target, value })` writes, but written directly when neither
     /// string needs escaping, as a fill's almost always do (the fill is the host's hottest
     /// reply). This type stays the shape's one definition; a test holds the two equal.
-    pub fn filled(target: &str, value: &str) -> Outcome {
+    ///
+    /// A fill whose reply is the same as the last one this thread wrote shares it: an agent
+    /// that fills one field with one value again and again (a login, a search box) keeps that
+    /// reply once, not once per receipt. A stored reply is never changed, so no reader can
+    /// tell a shared one from its own.
+    pub fn filled(target: &str, value: &str) -> Arc<Outcome> {
         const HEAD: &str = "\"ok\":true,\"result\":{\"target\":\"";
         const MID: &str = "\",\"value\":\"";
         const TAIL: &str = "\"}";
+        thread_local! {
+            static LAST: RefCell<Option<Arc<Outcome>>> = const { RefCell::new(None) };
+        }
         if needs_escape(target.as_bytes()) || needs_escape(value.as_bytes()) {
-            return Outcome::ok(&FieldResult {
+            return Arc::new(Outcome::ok(&FieldResult {
                 target: target.to_owned(),
                 value: value.to_owned(),
+            }));
+        }
+        let len = HEAD.len() + target.len() + MID.len() + value.len() + TAIL.len();
+        let is_this = |body: &[u8]| {
+            body.len() == len && {
+                let (head, rest) = body.split_at(HEAD.len());
+                let (t, rest) = rest.split_at(target.len());
+                let (mid, rest) = rest.split_at(MID.len());
+                let (v, tail) = rest.split_at(value.len());
+                head == HEAD.as_bytes()
+                    && t == target.as_bytes()
+                    && mid == MID.as_bytes()
+                    && v == value.as_bytes()
+                    && tail == TAIL.as_bytes()
+            }
+        };
+        LAST.with(|last| {
+            let mut last = last.borrow_mut();
+            if let Some(outcome) = last.as_ref().filter(|o| is_this(o.body.as_bytes())) {
+                return outcome.clone();
+            }
+            let mut body = String::with_capacity(len);
+            body.push_str(HEAD);
+            body.push_str(target);
+            body.push_str(MID);
+            body.push_str(value);
+            body.push_str(TAIL);
+            let outcome = Arc::new(Outcome {
+                body: body.into_boxed_str(),
+                code: None,
             });
-        }
-        let mut body =
-            String::with_capacity(HEAD.len() + target.len() + MID.len() + value.len() + TAIL.len());
-        body.push_str(HEAD);
-        body.push_str(target);
-        body.push_str(MID);
-        body.push_str(value);
-        body.push_str(TAIL);
-        Outcome {
-            body: body.into_boxed_str(),
-            code: None,
-        }
+            *last = Some(outcome.clone());
+            outcome
+        })
     }
 }
 
@@ -660,6 +691,34 @@ impl NextRead {
 mod tests {
     use super::*;
 
+    /// A fill replying what this thread's last fill replied shares that reply; any other
+    /// reply is its own, and still the typed reply byte for byte.
+    #[test]
+    fn a_fill_repeating_the_last_reply_shares_it() {
+        let first = FieldResult::filled("#title", "Hello");
+        let again = FieldResult::filled("#title", "Hello");
+        assert!(Arc::ptr_eq(&first, &again));
+        for (target, value) in [("#title", "Hello!"), ("#titl", "Hello"), ("#title", "Hell")] {
+            let other = FieldResult::filled(target, value);
+            assert!(!Arc::ptr_eq(&first, &other), "{target} {value}");
+            let typed = Outcome::ok(&FieldResult {
+                target: target.to_owned(),
+                value: value.to_owned(),
+            });
+            assert_eq!(*other, typed);
+        }
+        // Only the last reply is kept: the first one's is written anew.
+        let later = FieldResult::filled("#title", "Hello");
+        assert!(!Arc::ptr_eq(&first, &later));
+        assert_eq!(*later, *first);
+        // Another thread writes its own.
+        let elsewhere = std::thread::spawn(|| FieldResult::filled("#title", "Hello"))
+            .join()
+            .unwrap();
+        assert!(!Arc::ptr_eq(&later, &elsewhere));
+        assert_eq!(*elsewhere, *later);
+    }
+
     /// A fill's reply written directly is the one serde writes from its type, whatever the
     /// strings hold (quotes, backslashes, control characters, non-ASCII, empty).
     #[test]
@@ -685,7 +744,7 @@ mod tests {
                     value: value.to_owned(),
                 });
                 assert_eq!(
-                    FieldResult::filled(target, value),
+                    *FieldResult::filled(target, value),
                     typed,
                     "{target:?} {value:?}"
                 );
