@@ -112,7 +112,7 @@ impl Host {
                         continue;
                     };
                     let method = execution.command.method();
-                    let outcome = Arc::new(Outcome::err(&not_recorded(id, method, &e)));
+                    let outcome = Outcome::err(&not_recorded(id, method, &e));
                     // Copies of the request later in the batch joined it: they get this too.
                     st.book.complete(&execution.key, outcome.clone(), now);
                     publish_completed(st, id, method, &outcome, now);
@@ -344,7 +344,7 @@ impl Host {
                 Err(e) => {
                     // Nothing can be made durable: the executor is never asked to act.
                     self.journal_failed(&e);
-                    let outcome = Arc::new(Outcome::err(&not_recorded(request_id, method, &e)));
+                    let outcome = Outcome::err(&not_recorded(request_id, method, &e));
                     st.book.complete(&key, outcome.clone(), now);
                     return Err(Handled::Ready(outcome.reply_line(
                         Some(request_id),
@@ -482,7 +482,7 @@ impl Host {
             .journal()
             .is_some()
             .then(|| TaskRecordData::of(task, TaskEvent::Closed, now));
-        let outcome = Arc::new(Outcome::ok(&result));
+        let outcome = Outcome::ok(&result);
         let waiters = st
             .book
             .finish_at(execution.slot, key, outcome.clone(), now)
@@ -509,7 +509,7 @@ impl Host {
                 Some(t) => admission_error(t, execution.command.method(), ErrorCode::TaskClosed),
                 None => unknown_task_error(tid, self.run_id()),
             };
-            let outcome = Arc::new(Outcome::err(&error));
+            let outcome = Outcome::err(&error);
             let now = now_millis();
             let waiters = st
                 .book

@@ -334,7 +334,7 @@ impl Stored {
             None => self.wake(),
             Some(e) => {
                 host.journal_failed(&e);
-                let outcome = Arc::new(not_durable(id, &e));
+                let outcome = not_durable(id, &e);
                 if let Some(waiters) = self.waiters.take() {
                     waiters.send_replace(Some(outcome.clone()));
                 }
@@ -364,11 +364,7 @@ impl Completion {
     /// executor was never asked to act.
     pub(super) fn not_begun(execution: &Execution<'_>, error: &journal::Error) -> Completion {
         Completion {
-            outcome: Arc::new(not_begun(
-                &execution.request_id,
-                execution.command.method(),
-                error,
-            )),
+            outcome: not_begun(&execution.request_id, execution.command.method(), error),
             effect: TaskEffect::None,
             at: now_millis(),
         }
@@ -715,12 +711,7 @@ impl Host {
         Some(Finished::Filled(match filled {
             // The reply says what was asked for, which is what the field now holds.
             Ok(()) => FieldResult::filled(target, value),
-            Err(reason) => Arc::new(action_failed(
-                Method::PageFill,
-                task,
-                &execution.request_id,
-                &reason,
-            )),
+            Err(reason) => action_failed(Method::PageFill, task, &execution.request_id, &reason),
         }))
     }
 
@@ -785,18 +776,15 @@ impl Host {
                     state: TaskState::Running,
                     task_id: task_id.to_string(),
                 };
-                (
-                    Arc::new(Outcome::ok(&result)),
-                    TaskEffect::TaskStarted(Box::new(t)),
-                )
+                (Outcome::ok(&result), TaskEffect::TaskStarted(Box::new(t)))
             }
             Finished::Open(_, Err(e)) => (
-                Arc::new(Outcome::err(&ErrorBody::new(
+                Outcome::err(&ErrorBody::new(
                     ErrorCode::ActionFailed,
                     format!(
                         "the executor could not open a page for the task: {e}; nothing was started"
                     ),
-                ))),
+                )),
                 TaskEffect::None,
             ),
             Finished::Act(_, ActionOutcome::Applied(obs)) => {
@@ -818,19 +806,18 @@ impl Host {
                     }
                     None => Outcome::ok(&ObservedResult { observation: obs }),
                 };
-                (Arc::new(outcome), TaskEffect::None)
+                (outcome, TaskEffect::None)
             }
             Finished::Filled(outcome) => (outcome, TaskEffect::None),
-            Finished::Act(task, ActionOutcome::Failed(reason)) => (
-                Arc::new(action_failed(method, &task, id, &reason)),
-                TaskEffect::None,
-            ),
+            Finished::Act(task, ActionOutcome::Failed(reason)) => {
+                (action_failed(method, &task, id, &reason), TaskEffect::None)
+            }
             Finished::Act(task, ActionOutcome::Uncertain(reason)) => {
                 // A page action always has one; only `task.start` has none, and opening a page
                 // is never uncertain.
                 let expect = cmd.expectation();
                 (
-                    Arc::new(Outcome::err(
+                    Outcome::err(
                         &ErrorBody::new(
                             ErrorCode::OutcomeUncertain,
                             format!("the outcome of {method} (request {id}) is uncertain: {reason}. Do not resend it: call task.verifyOutcome for task {task} before sending anything else"),
@@ -842,7 +829,7 @@ impl Host {
                             "reason": reason,
                             "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
                         })),
-                    )),
+                    ),
                     expect.map_or(TaskEffect::None, |e| TaskEffect::Uncertain(Box::new(e))),
                 )
             }
@@ -963,7 +950,7 @@ impl Host {
 }
 
 /// `ACTION_FAILED`: the executor says `method` on `task` failed with no effect.
-fn action_failed(method: Method, task: &str, id: &str, reason: &str) -> Outcome {
+fn action_failed(method: Method, task: &str, id: &str, reason: &str) -> Arc<Outcome> {
     Outcome::err(
         &ErrorBody::new(
             ErrorCode::ActionFailed,
@@ -1018,5 +1005,5 @@ fn panicked(
         Some(e) => TaskEffect::Uncertain(Box::new(e)),
         None => TaskEffect::None,
     };
-    (Arc::new(Outcome::err(&error)), effect)
+    (Outcome::err(&error), effect)
 }
