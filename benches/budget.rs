@@ -671,7 +671,7 @@ fn filled_book(n: usize, task: &polaris::tasks::TaskId, reply: &Arc<Outcome>) ->
 
 fn memory(quick: bool) {
     let task: polaris::tasks::TaskId = uuid().into();
-    let reply = Arc::new(Outcome::ok(&json!({"target": "#title", "value": "Hello"})));
+    let reply = Outcome::ok(&json!({"target": "#title", "value": "Hello"}));
     let sizes: &[usize] = if quick {
         &[1_000]
     } else {

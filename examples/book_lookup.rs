@@ -7,7 +7,6 @@
 //! order, in batches of 64, alternating rounds with and without the look-ahead, and prints the
 //! median nanoseconds per lookup of each.
 
-use std::sync::Arc;
 use std::time::Instant;
 
 use polaris::book::{Book, Entry, RequestKey};
@@ -41,7 +40,7 @@ fn main() {
         )
         .expect("room for every receipt");
         let reply = serde_json::json!({"filled": "#title", "value": format!("Hello {i:012}")});
-        book.complete(&key, Arc::new(Outcome::ok(&reply)), 1);
+        book.complete(&key, Outcome::ok(&reply), 1);
         keys.push(key);
         requests.push(request);
     }

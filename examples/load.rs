@@ -1493,6 +1493,7 @@ fn hold(args: &Args, secs: u64) -> Result<(), String> {
     let t0 = Instant::now();
     let (mut from, mut total) = (0, 0u64);
     let c0 = proc_cpu(s.pid())?;
+    let rss0 = vm_rss(s.pid())?;
     while t0.elapsed() < Duration::from_secs(secs) {
         run_lanes(&rt, &mut lanes, from, chunk)?;
         if !args.replays {
@@ -1513,7 +1514,27 @@ fn hold(args: &Args, secs: u64) -> Result<(), String> {
         k(total as f64 / t0.elapsed().as_secs_f64()),
         cpu / total as f64 * 1e6
     );
+    let rss = vm_rss(s.pid())?;
+    println!(
+        "host RSS {} MiB, grown {:.0} bytes per request held",
+        rss >> 20,
+        rss.saturating_sub(rss0) as f64 / total as f64
+    );
     Ok(())
+}
+
+/// The resident set of process `pid` in bytes (`VmRSS`): its growth over a hold of fresh
+/// fills, divided by the receipts created, is what each receipt costs in memory.
+fn vm_rss(pid: u32) -> Result<u64, String> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .map_err(|e| format!("/proc/{pid}/status: {e}"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|kb| kb * 1024)
+        .ok_or_else(|| format!("no VmRSS in /proc/{pid}/status"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1636,6 +1657,17 @@ mod tests {
         }
         assert!(proc_cpu(pid).unwrap() >= before + 0.05);
         assert!(proc_cpu(u32::MAX).is_err());
+    }
+
+    #[test]
+    fn vm_rss_sees_this_process_touch_memory() {
+        let pid = std::process::id();
+        let before = vm_rss(pid).unwrap();
+        let touched = vec![1u8; 64 << 20];
+        let after = vm_rss(pid).unwrap();
+        assert!(after >= before + (32 << 20), "{before} -> {after}");
+        std::hint::black_box(&touched);
+        assert!(vm_rss(u32::MAX).is_err());
     }
 
     /// The echo in a thread of this process, on a fresh temp dir.

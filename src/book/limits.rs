@@ -54,7 +54,8 @@ pub(super) fn reply_reservation(request: &str) -> usize {
 
 /// The bytes a receipt counts against `--max-book-bytes`: its canonical request, its stored
 /// reply body (or, while it runs, [`reply_reservation`]), a request ID kept as text, and
-/// [`RECEIPT_OVERHEAD_BYTES`].
+/// [`RECEIPT_OVERHEAD_BYTES`]. A reply several receipts share (fills that replied the same)
+/// is counted for each of them, so the bound holds whoever keeps the shared copy alive.
 pub(super) fn receipt_bytes(key: &RequestKey, request: &str, outcome: Option<&Outcome>) -> usize {
     let key_bytes = match key {
         RequestKey::Text(t) => t.len(),

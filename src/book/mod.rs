@@ -66,9 +66,10 @@ pub struct Receipt {
     pub replays: u32,
     /// The reply, shared by every copy.
     pub reply: ReplySlot,
-    /// The earlier run that created the receipt, for one recovered from the journal; `None`
-    /// for a receipt of the current run.
-    pub run_id: Option<Arc<str>>,
+    /// The earlier run that created the receipt, for one recovered from the journal: its
+    /// place in the book's earlier runs plus one ([`Book::run_of`]); 0 for a receipt of the
+    /// current run. An index, not the run's ID, so a receipt stays small.
+    run: u32,
     /// The journal sequence number of the stored reply's completion record (0: none, or no
     /// journal). A copy may be answered from the stored reply only once it is durable.
     pub seq: u64,
@@ -88,7 +89,7 @@ impl Receipt {
             joins: 0,
             replays: 0,
             reply: ReplySlot::Running(None),
-            run_id: None,
+            run: 0,
             seq: 0,
             acknowledged: false,
         }
@@ -235,6 +236,9 @@ pub struct Book {
     touched: Option<Vec<RequestKey>>,
     /// The walk of a clear in progress ([`Book::clear_steps`]).
     clear_cursor: Option<ClearCursor>,
+    /// The earlier runs receipts recovered from the journal were created in
+    /// ([`Receipt::run`]).
+    runs: Vec<Arc<str>>,
 }
 
 /// What a step of a clear took out of the book, to be freed after the host's lock is let go
@@ -276,6 +280,7 @@ impl Book {
             max_bytes: DEFAULT_MAX_BOOK_BYTES,
             touched: None,
             clear_cursor: None,
+            runs: Vec::new(),
         }
     }
 
@@ -503,6 +508,27 @@ impl Book {
         self.receipts.get_index_of(key)
     }
 
+    /// The earlier run that created a receipt recovered from the journal; `None` for a
+    /// receipt of the current run.
+    pub fn run_of(&self, r: &Receipt) -> Option<&Arc<str>> {
+        (r.run as usize)
+            .checked_sub(1)
+            .and_then(|i| self.runs.get(i))
+    }
+
+    /// [`Receipt::run`] for a receipt of the earlier run `run`.
+    fn run_index(&mut self, run: Arc<str>) -> u32 {
+        // Recovery restores a journal's receipts run by run: the last run is the likely one.
+        let i = match self.runs.iter().rposition(|r| **r == *run) {
+            Some(i) => i,
+            None => {
+                self.runs.push(run);
+                self.runs.len() - 1
+            }
+        };
+        u32::try_from(i + 1).unwrap_or(u32::MAX)
+    }
+
     /// Puts back a completed receipt read from the journal at start. Capacity (count and bytes)
     /// counts it even past the limit: a restart never frees room, only a clear does.
     #[allow(clippy::too_many_arguments)]
@@ -521,7 +547,7 @@ impl Book {
         let mut r = Receipt::running(request, method, task_id, first_seen);
         r.reply = ReplySlot::Done(outcome);
         r.completed_at = completed_at;
-        r.run_id = run_id;
+        r.run = run_id.map_or(0, |run| self.run_index(run));
         if self.receipts.insert(key, r).is_none() {
             self.used_bytes += cost;
         }

@@ -5,14 +5,14 @@ use proptest::prelude::*;
 use std::collections::HashMap;
 
 fn done(code: bool) -> Arc<Outcome> {
-    Arc::new(if code {
+    if code {
         Outcome::err(&crate::protocol::ErrorBody::new(
             crate::protocol::ErrorCode::ActionFailed,
             "x",
         ))
     } else {
         Outcome::ok(&serde_json::json!({}))
-    })
+    }
 }
 
 #[test]
@@ -94,10 +94,83 @@ fn the_per_receipt_overhead_covers_the_receipt_table() {
     // strings a receipt owns.
     let entry = std::mem::size_of::<(RequestKey, Receipt)>();
     let index = (8 * std::mem::size_of::<u64>()).div_ceil(3);
-    let reply = std::mem::size_of::<Outcome>() + 2 * std::mem::size_of::<usize>();
+    // The reply's one allocation: its reference counts and error code before the body.
+    let reply = 2 * std::mem::size_of::<usize>()
+        + std::mem::size_of::<Option<crate::protocol::ErrorCode>>();
     let rounding = 2 * 16;
     let total = entry + index + reply + rounding;
     assert!(total <= RECEIPT_OVERHEAD_BYTES, "{total} bytes per receipt");
+}
+
+#[test]
+fn a_receipt_table_entry_stays_within_112_bytes() {
+    // Every receipt ever created keeps its entry for the life of the run: 112 bytes is key (24)
+    // and receipt (88), with a recovered receipt's run held as an index, not as its ID.
+    let entry = std::mem::size_of::<(RequestKey, Receipt)>();
+    assert!(entry <= 112, "{entry} bytes per table entry");
+}
+
+#[test]
+fn a_recovered_receipt_keeps_the_run_that_created_it() {
+    let key = |i: u32| RequestKey::new(&format!("r{i}"));
+    let mut b = Book::new(10, 10);
+    let (earlier, other): (Arc<str>, Arc<str>) = ("run-1".into(), "run-2".into());
+    b.restore(
+        key(0),
+        "{}".into(),
+        Method::PageFill,
+        None,
+        0,
+        done(false),
+        1,
+        Some(earlier.clone()),
+    );
+    b.restore(
+        key(1),
+        "{}".into(),
+        Method::PageFill,
+        None,
+        0,
+        done(false),
+        1,
+        Some(other.clone()),
+    );
+    b.restore(
+        key(2),
+        "{}".into(),
+        Method::PageFill,
+        None,
+        0,
+        done(false),
+        1,
+        Some("run-1".into()),
+    );
+    b.restore(
+        key(3),
+        "{}".into(),
+        Method::PageFill,
+        None,
+        0,
+        done(false),
+        1,
+        None,
+    );
+    b.insert_running(key(4), "{}".into(), Method::PageFill, None, 2)
+        .unwrap();
+    let run = |i| {
+        b.get(&key(i))
+            .and_then(|r| b.run_of(r))
+            .map(|r| r.to_string())
+    };
+    assert_eq!(run(0).as_deref(), Some("run-1"));
+    assert_eq!(run(1).as_deref(), Some("run-2"));
+    assert_eq!(run(2).as_deref(), Some("run-1"));
+    assert_eq!((run(3), run(4)), (None, None));
+    assert_eq!(
+        b.runs.len(),
+        2,
+        "one entry per earlier run, however many receipts"
+    );
 }
 
 #[test]

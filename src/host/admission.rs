@@ -14,7 +14,7 @@ use std::sync::Arc;
 use serde_json::json;
 use tokio::sync::watch;
 
-use super::execution::{publish_completed, Execution, Stored};
+use super::execution::{publish_completed, Execution, Stored, Work};
 use super::failures::not_durable;
 use super::task_record::TaskRecordData;
 use super::to_data;
@@ -26,7 +26,7 @@ use crate::protocol::introspection::RequestRejectedEvent;
 use crate::protocol::results::TaskClosedResult;
 use crate::protocol::{
     format_millis, now_millis, CloseCommand, Command, Delivery, DirectRequest, ErrorBody,
-    ErrorCode, ExecutorCommand, Method, Outcome, ReadCommand, ReceiptKind,
+    ErrorCode, ExecutorCommand, FrameCommand, Method, Outcome, ReadCommand, ReceiptKind,
 };
 use crate::tasks::Task;
 
@@ -112,7 +112,7 @@ impl Host {
                         continue;
                     };
                     let method = execution.command.method();
-                    let outcome = Arc::new(Outcome::err(&not_recorded(id, method, &e)));
+                    let outcome = Outcome::err(&not_recorded(id, method, &e));
                     // Copies of the request later in the batch joined it: they get this too.
                     st.book.complete(&execution.key, outcome.clone(), now);
                     publish_completed(st, id, method, &outcome, now);
@@ -220,15 +220,22 @@ impl Host {
             }
             Entry::Vacant(vacancy) => vacancy,
         };
-        // Only now, for a request that goes on, are the command's strings its own.
-        let cmd = cmd.into_command();
-
         // A read goes no further; a mutation is the executor's work (`Ok`) or a task closing
-        // (`Err`, which is no failure: it only takes the other way out below).
+        // (`Err`, which is no failure: it only takes the other way out below). A fill's
+        // strings stay the frame's: they are copied only if its execution outlives the frame.
         let mutation = match cmd {
-            Command::Read(read) => return Ok(Admitted::Read(read)),
-            Command::Execute(work) => Ok(work),
-            Command::Close(close) => Err(close),
+            FrameCommand::Fill {
+                task_id,
+                target,
+                value,
+            } => Ok(Work::Fill {
+                task_id,
+                target,
+                value,
+            }),
+            FrameCommand::Owned(Command::Read(read)) => return Ok(Admitted::Read(read)),
+            FrameCommand::Owned(Command::Execute(work)) => Ok(Work::Owned(work)),
+            FrameCommand::Owned(Command::Close(close)) => Err(close),
         };
         if self.is_shutting_down() {
             st.events.publish("request.rejected", now, || {
@@ -337,7 +344,7 @@ impl Host {
                 Err(e) => {
                     // Nothing can be made durable: the executor is never asked to act.
                     self.journal_failed(&e);
-                    let outcome = Arc::new(Outcome::err(&not_recorded(request_id, method, &e)));
+                    let outcome = Outcome::err(&not_recorded(request_id, method, &e));
                     st.book.complete(&key, outcome.clone(), now);
                     return Err(Handled::Ready(outcome.reply_line(
                         Some(request_id),
@@ -475,7 +482,7 @@ impl Host {
             .journal()
             .is_some()
             .then(|| TaskRecordData::of(task, TaskEvent::Closed, now));
-        let outcome = Arc::new(Outcome::ok(&result));
+        let outcome = Outcome::ok(&result);
         let waiters = st
             .book
             .finish_at(execution.slot, key, outcome.clone(), now)
@@ -502,7 +509,7 @@ impl Host {
                 Some(t) => admission_error(t, execution.command.method(), ErrorCode::TaskClosed),
                 None => unknown_task_error(tid, self.run_id()),
             };
-            let outcome = Arc::new(Outcome::err(&error));
+            let outcome = Outcome::err(&error);
             let now = now_millis();
             let waiters = st
                 .book

@@ -43,10 +43,10 @@ use crate::tasks::{PendingOutcome, Task, TaskId};
 /// borrows the request ID from the frame while the execution runs inline and owns a copy only
 /// once it is spawned, so the fresh-request path allocates nothing for it.
 ///
-/// `C` is the command's family: an [`ExecutorCommand`] the executor performs, or a
+/// `C` is the command's family: the [`Work`] the executor performs, or a
 /// [`CloseCommand`] closing a task (which goes through an `Execution` only to be claimed in the
 /// fleet ledger; without one, admission closes the task itself).
-pub(super) struct Execution<'a, C = ExecutorCommand> {
+pub(super) struct Execution<'a, C = Work<'a>> {
     /// The request ID as the caller sent it: replies and events spell it this way.
     pub(super) request_id: Cow<'a, str>,
     /// The receipt's key in the book.
@@ -69,17 +69,126 @@ pub(super) struct Execution<'a, C = ExecutorCommand> {
 }
 
 impl<C> Execution<'_, C> {
-    /// The same execution owning its request ID, to outlive the frame it came from.
-    pub(super) fn into_owned(self) -> Execution<'static, C> {
+    /// The same execution owning its request ID, its command made owned by `own`.
+    fn owning<D>(self, own: impl FnOnce(C) -> D) -> Execution<'static, D> {
         Execution {
             request_id: Cow::Owned(self.request_id.into_owned()),
             key: self.key,
             slot: self.slot,
-            command: self.command,
+            command: own(self.command),
             task_id: self.task_id,
             admitted_at: self.admitted_at,
             begun: self.begun,
             claim: self.claim,
+        }
+    }
+}
+
+impl Execution<'_> {
+    /// The same execution owning its request ID and command, to outlive the frame it came
+    /// from.
+    pub(super) fn into_owned(self) -> Execution<'static> {
+        self.owning(Work::owned)
+    }
+}
+
+impl Execution<'_, CloseCommand> {
+    /// The same closing owning its request ID, to outlive the frame it came from.
+    pub(super) fn into_owned(self) -> Execution<'static, CloseCommand> {
+        self.owning(|close| close)
+    }
+}
+
+/// What an execution asks of the executor: a `page.fill` whose strings are still the frame's,
+/// or any executor command, owned. A fill the executor does at once reads the frame's strings
+/// where they are, so a fresh fill allocates nothing for its command; they are copied only for
+/// an execution that outlives its frame ([`Execution::into_owned`]) or that the executor
+/// starts as a future.
+pub(super) enum Work<'a> {
+    /// `page.fill`, its params borrowed from the frame.
+    Fill {
+        /// The task whose page is filled.
+        task_id: &'a str,
+        /// The field selector.
+        target: &'a str,
+        /// The text to put in the field.
+        value: &'a str,
+    },
+    /// Any executor command, owned.
+    Owned(ExecutorCommand),
+}
+
+impl Work<'_> {
+    /// The method the command came from.
+    pub(super) fn method(&self) -> Method {
+        match self {
+            Work::Fill { .. } => Method::PageFill,
+            Work::Owned(c) => c.method(),
+        }
+    }
+
+    /// The task acted on; `None` for `task.start`.
+    pub(super) fn task_id(&self) -> Option<&str> {
+        match self {
+            Work::Fill { task_id, .. } => Some(task_id),
+            Work::Owned(c) => c.task_id(),
+        }
+    }
+
+    /// A fill's task, target and value, borrowed or owned; `None` for any other command.
+    fn fill(&self) -> Option<(&str, &str, &str)> {
+        match self {
+            Work::Fill {
+                task_id,
+                target,
+                value,
+            } => Some((task_id, target, value)),
+            Work::Owned(ExecutorCommand::Act(ActCommand {
+                task_id,
+                action: PageAction::Fill { target, value },
+            })) => Some((task_id, target, value)),
+            Work::Owned(_) => None,
+        }
+    }
+
+    /// The same work owning its strings.
+    pub(super) fn owned(self) -> Work<'static> {
+        Work::Owned(self.into_owned())
+    }
+
+    /// The owned command.
+    pub(super) fn into_owned(self) -> ExecutorCommand {
+        match self {
+            Work::Fill {
+                task_id,
+                target,
+                value,
+            } => ExecutorCommand::Act(ActCommand {
+                task_id: task_id.to_owned(),
+                action: PageAction::Fill {
+                    target: target.to_owned(),
+                    value: value.to_owned(),
+                },
+            }),
+            Work::Owned(c) => c,
+        }
+    }
+
+    /// The observation that shows the command took effect ([`ExecutorCommand::expectation`]).
+    fn expectation(&self) -> Option<Expect> {
+        match self {
+            Work::Owned(c) => c.expectation(),
+            Work::Fill {
+                task_id,
+                target,
+                value,
+            } => Work::Fill {
+                task_id,
+                target,
+                value,
+            }
+            .into_owned()
+            .expectation(),
         }
     }
 }
@@ -100,7 +209,7 @@ impl<'a> Execution<'a, ()> {
     }
 }
 
-/// A command family that takes a receipt ([`ExecutorCommand`], [`CloseCommand`]): what the
+/// A command family that takes a receipt ([`Work`], [`CloseCommand`]): what the
 /// host needs of either, whatever it does.
 pub(super) trait Mutation: Send + Sync + Sized + 'static {
     /// The method the command came from.
@@ -114,9 +223,9 @@ pub(super) trait Mutation: Send + Sync + Sized + 'static {
     ) -> impl Future<Output = (Stored, Option<TaskId>)> + Send + 'h;
 }
 
-impl Mutation for ExecutorCommand {
+impl Mutation for Work<'static> {
     fn method(&self) -> Method {
-        ExecutorCommand::method(self)
+        Work::method(self)
     }
 
     async fn settle_claimed(
@@ -225,7 +334,7 @@ impl Stored {
             None => self.wake(),
             Some(e) => {
                 host.journal_failed(&e);
-                let outcome = Arc::new(not_durable(id, &e));
+                let outcome = not_durable(id, &e);
                 if let Some(waiters) = self.waiters.take() {
                     waiters.send_replace(Some(outcome.clone()));
                 }
@@ -255,11 +364,7 @@ impl Completion {
     /// executor was never asked to act.
     pub(super) fn not_begun(execution: &Execution<'_>, error: &journal::Error) -> Completion {
         Completion {
-            outcome: Arc::new(not_begun(
-                &execution.request_id,
-                execution.command.method(),
-                error,
-            )),
+            outcome: not_begun(&execution.request_id, execution.command.method(), error),
             effect: TaskEffect::None,
             at: now_millis(),
         }
@@ -318,7 +423,7 @@ enum Finished {
     Act(TaskId, ActionOutcome),
     /// A fill the executor did at once ([`crate::executor::Executor::fill_now`]), its reply
     /// already written.
-    Filled(Outcome),
+    Filled(Arc<Outcome>),
 }
 
 impl Started {
@@ -462,7 +567,7 @@ impl Host {
                 Err(panic) => panicked(&execution, panic),
             };
             let completion = Completion {
-                outcome: Arc::new(outcome),
+                outcome,
                 effect,
                 at: now_millis(),
             };
@@ -506,7 +611,7 @@ impl Host {
             Err(panic) => panicked(execution, panic),
         };
         let completion = Completion {
-            outcome: Arc::new(outcome),
+            outcome,
             effect,
             at: now_millis(),
         };
@@ -600,13 +705,7 @@ impl Host {
     /// `None` for every other command, or when the executor cannot. Like [`Host::start`], never
     /// called twice for one receipt.
     fn fill_now(&self, execution: &Execution<'_>) -> Option<Finished> {
-        let ExecutorCommand::Act(ActCommand {
-            task_id,
-            action: PageAction::Fill { target, value },
-        }) = &execution.command
-        else {
-            return None;
-        };
+        let (task_id, target, value) = execution.command.fill()?;
         let task = execution.task_id.as_deref().unwrap_or(task_id);
         let filled = self.inner.executor.fill_now(task, target, value)?;
         Some(Finished::Filled(match filled {
@@ -620,8 +719,8 @@ impl Host {
     fn start(&self, execution: &Execution<'_>) -> Started {
         let executor = &self.inner.executor;
         let deadline = Instant::now() + self.inner.config.action_timeout;
-        match &execution.command {
-            ExecutorCommand::Start(p) => {
+        let (task_id, action) = match &execution.command {
+            Work::Owned(ExecutorCommand::Start(p)) => {
                 let task = NewTask {
                     id: uuid::Uuid::new_v4().to_string().into(),
                     title: p.title.clone(),
@@ -633,26 +732,36 @@ impl Host {
                     p.fixture.clone().unwrap_or_default(),
                     deadline,
                 );
-                Started::Open(task, opening)
+                return Started::Open(task, opening);
             }
-            ExecutorCommand::Act(a) => {
-                // The task admission found (its ID shared with the task table); the command
-                // names the same task.
-                let task = execution
-                    .task_id
-                    .clone()
-                    .unwrap_or_else(|| a.task_id.as_str().into());
-                let action = a.action.clone();
-                Started::Act(
-                    task.clone(),
-                    executor.act_for(&execution.request_id, task, action, deadline),
-                )
-            }
-        }
+            Work::Owned(ExecutorCommand::Act(a)) => (a.task_id.as_str(), a.action.clone()),
+            Work::Fill {
+                task_id,
+                target,
+                value,
+            } => (
+                *task_id,
+                PageAction::Fill {
+                    target: (*target).to_owned(),
+                    value: (*value).to_owned(),
+                },
+            ),
+        };
+        // The task admission found (its ID shared with the task table); the command names
+        // the same task.
+        let task = execution.task_id.clone().unwrap_or_else(|| task_id.into());
+        Started::Act(
+            task.clone(),
+            executor.act_for(&execution.request_id, task, action, deadline),
+        )
     }
 
     /// Turns what the executor answered into the outcome to store and its effect on the task.
-    fn interpret(&self, execution: &Execution<'_>, finished: Finished) -> (Outcome, TaskEffect) {
+    fn interpret(
+        &self,
+        execution: &Execution<'_>,
+        finished: Finished,
+    ) -> (Arc<Outcome>, TaskEffect) {
         let id = &*execution.request_id;
         let cmd = &execution.command;
         let method = cmd.method();
@@ -679,24 +788,23 @@ impl Host {
                 TaskEffect::None,
             ),
             Finished::Act(_, ActionOutcome::Applied(obs)) => {
-                let outcome = match cmd {
+                let outcome = match cmd.fill() {
                     // The reply says what was asked for; the observation's strings are that
                     // (the fixture's always are), so they are moved, not copied, when equal.
-                    ExecutorCommand::Act(ActCommand {
-                        action: PageAction::Fill { target, value },
-                        ..
-                    }) => Outcome::ok(&if obs.target == *target && obs.value == *value {
-                        FieldResult {
-                            target: obs.target,
-                            value: obs.value,
-                        }
-                    } else {
-                        FieldResult {
-                            target: target.clone(),
-                            value: value.clone(),
-                        }
-                    }),
-                    _ => Outcome::ok(&ObservedResult { observation: obs }),
+                    Some((_, target, value)) => {
+                        Outcome::ok(&if obs.target == target && obs.value == value {
+                            FieldResult {
+                                target: obs.target,
+                                value: obs.value,
+                            }
+                        } else {
+                            FieldResult {
+                                target: target.to_owned(),
+                                value: value.to_owned(),
+                            }
+                        })
+                    }
+                    None => Outcome::ok(&ObservedResult { observation: obs }),
                 };
                 (outcome, TaskEffect::None)
             }
@@ -842,7 +950,7 @@ impl Host {
 }
 
 /// `ACTION_FAILED`: the executor says `method` on `task` failed with no effect.
-fn action_failed(method: Method, task: &str, id: &str, reason: &str) -> Outcome {
+fn action_failed(method: Method, task: &str, id: &str, reason: &str) -> Arc<Outcome> {
     Outcome::err(
         &ErrorBody::new(
             ErrorCode::ActionFailed,
@@ -870,9 +978,9 @@ pub(super) fn publish_completed(
 }
 
 /// The completion of an execution that ended where it was run, as of its admission.
-fn completed(execution: &Execution<'_>, outcome: Outcome, effect: TaskEffect) -> Completion {
+fn completed(execution: &Execution<'_>, outcome: Arc<Outcome>, effect: TaskEffect) -> Completion {
     Completion {
-        outcome: Arc::new(outcome),
+        outcome,
         effect,
         at: execution.admitted_at,
     }
@@ -883,7 +991,7 @@ fn completed(execution: &Execution<'_>, outcome: Outcome, effect: TaskEffect) ->
 fn panicked(
     execution: &Execution<'_>,
     panic: Box<dyn std::any::Any + Send>,
-) -> (Outcome, TaskEffect) {
+) -> (Arc<Outcome>, TaskEffect) {
     let id = &*execution.request_id;
     let method = execution.command.method();
     let what = panic

@@ -3,6 +3,8 @@
 //! execution failed inside the host. One home for their wording, shared by admission,
 //! execution and the journaling.
 
+use std::sync::Arc;
+
 use serde_json::json;
 
 use crate::journal;
@@ -10,7 +12,7 @@ use crate::protocol::{ErrorBody, ErrorCode, Method, Outcome};
 
 /// The stored outcome of an execution whose begin the journal could not make durable: the
 /// executor was never asked to act.
-pub(super) fn not_begun(id: &str, method: Method, error: &journal::Error) -> Outcome {
+pub(super) fn not_begun(id: &str, method: Method, error: &journal::Error) -> Arc<Outcome> {
     Outcome::err(
         &ErrorBody::new(
             ErrorCode::Internal,
@@ -25,7 +27,7 @@ pub(super) fn not_begun(id: &str, method: Method, error: &journal::Error) -> Out
 
 /// The answer to a copy whose stored reply the journal could not make durable: its effect is
 /// uncertain (the execution ran), and the host is stopping.
-pub(super) fn not_durable(id: &str, error: &journal::Error) -> Outcome {
+pub(super) fn not_durable(id: &str, error: &journal::Error) -> Arc<Outcome> {
     Outcome::err(
         &ErrorBody::new(
             ErrorCode::Internal,

@@ -54,7 +54,7 @@ pub fn interrupted_reply() -> Arc<dyn Fn(&Interrupted<'_>) -> String + Send + Sy
         let method: Method = r.method.parse().unwrap_or(Method::PageClick);
         super::journaling::interrupted_outcome(r.request_id, method, r.task_id, r.run_id)
             .body
-            .into_string()
+            .to_owned()
     })
 }
 
@@ -274,10 +274,7 @@ impl Host {
                 }
                 RowState::Completed => {
                     let body = row.reply.clone().unwrap_or_default();
-                    let outcome = Arc::new(Outcome {
-                        code: super::journaling::code_of(&body),
-                        body: body.into_boxed_str(),
-                    });
+                    let outcome = Outcome::of(super::journaling::code_of(&body), &body);
                     if let Some(error) = self.cache_from_row(execution, outcome.clone()) {
                         return self.refuse_claimed(execution, error);
                     }
@@ -371,7 +368,7 @@ impl Host {
         let method = execution.command.method();
         let now = now_millis();
         let code = error.code;
-        let outcome = Arc::new(Outcome::err(&error));
+        let outcome = Outcome::err(&error);
         let (waiters, idle) = {
             let mut st = self.lock();
             let waiters = st.book.withdraw(&execution.key);
@@ -455,10 +452,7 @@ impl Host {
                     // Another host declared this receipt INTERRUPTED while this one's lease
                     // had lapsed: the fleet's answer is the row's.
                     let reply = row.reply.unwrap_or_default();
-                    let outcome = Arc::new(Outcome {
-                        code: super::journaling::code_of(&reply),
-                        body: reply.into_boxed_str(),
-                    });
+                    let outcome = Outcome::of(super::journaling::code_of(&reply), &reply);
                     if let Some(r) = self.lock().book.get_mut(&execution.key) {
                         r.reply = crate::book::ReplySlot::Done(outcome.clone());
                     }
@@ -470,7 +464,7 @@ impl Host {
                     pause = (pause * 2).min(Duration::from_secs(1));
                 }
                 Err(e) => {
-                    let outcome = Arc::new(Outcome::err(
+                    let outcome = Outcome::err(
                         &ErrorBody::new(
                             ErrorCode::Internal,
                             format!(
@@ -478,7 +472,7 @@ impl Host {
                             ),
                         )
                         .with_details(json!({"requestId": id})),
-                    ));
+                    );
                     return stored.wake_with(outcome);
                 }
             }
@@ -579,10 +573,7 @@ impl Host {
                         return None;
                     }
                     let body = row.reply.unwrap_or_default();
-                    let outcome = Outcome {
-                        code: super::journaling::code_of(&body),
-                        body: body.into_boxed_str(),
-                    };
+                    let outcome = Outcome::of(super::journaling::code_of(&body), &body);
                     return Some(outcome.reply_line(Some(id), self.run_id(), kind));
                 }
             }
@@ -615,10 +606,7 @@ impl Host {
                             status.state = ReceiptState::Completed;
                             status.completed_at = row.completed_at.map(format_millis);
                             let body = row.reply.unwrap_or_default();
-                            let outcome = Outcome {
-                                code: super::journaling::code_of(&body),
-                                body: body.into_boxed_str(),
-                            };
+                            let outcome = Outcome::of(super::journaling::code_of(&body), &body);
                             status.ok = Some(outcome.is_ok());
                             status.reply = Some(StoredReply::of(&outcome));
                         }

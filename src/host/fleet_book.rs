@@ -85,10 +85,7 @@ pub(crate) fn ledger_error(what: &str, e: &LedgerError) -> ErrorBody {
 /// The stored reply of a row as an outcome.
 fn row_outcome(row: &LedgerReceipt) -> Arc<Outcome> {
     let body = row.reply.clone().unwrap_or_default();
-    Arc::new(Outcome {
-        code: super::journaling::code_of(&body),
-        body: body.into_boxed_str(),
-    })
+    Outcome::of(super::journaling::code_of(&body), &body)
 }
 
 /// Why a row cannot be cleared now, if it cannot.

@@ -40,7 +40,7 @@ pub(super) fn interrupted_outcome(
     method: Method,
     task: Option<&str>,
     run_id: &str,
-) -> Outcome {
+) -> Arc<Outcome> {
     let next = match task {
         Some(t) => json!({"method": "task.status", "params": {"taskId": t}}),
         None => json!({"method": "receipt.status", "params": {"requestId": id}}),
@@ -140,28 +140,22 @@ impl Host {
                             )
                         })?;
                         let code = code_of(&body);
-                        (
-                            Arc::new(Outcome {
-                                body: body.into_boxed_str(),
-                                code,
-                            }),
-                            c.completed_at,
-                        )
+                        (Outcome::of(code, &body), c.completed_at)
                     }
                     None => {
-                        let o = Arc::new(interrupted_outcome(
+                        let o = interrupted_outcome(
                             &r.request_id.to_string(),
                             method,
                             r.task_id.as_deref(),
                             &r.run_id,
-                        ));
+                        );
                         interrupted.push((r.request_id.clone(), o.clone()));
                         (o, now)
                     }
                 };
                 // A task.start names its task only in its reply.
                 let started = (method == Method::TaskStart && outcome.is_ok())
-                    .then(|| serde_json::from_str::<Value>(&format!("{{{}}}", outcome.body)).ok())
+                    .then(|| serde_json::from_str::<Value>(&format!("{{{}}}", &outcome.body)).ok())
                     .flatten()
                     .and_then(|v| v["result"]["taskId"].as_str().map(str::to_owned));
                 let history_task = r.task_id.as_deref().or(started.as_deref());
@@ -427,7 +421,7 @@ impl Host {
                 request_id: Cow::Owned(id),
                 key,
                 slot,
-                command,
+                command: command.owned(),
                 task_id,
                 admitted_at,
                 begun: None,

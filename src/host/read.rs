@@ -193,10 +193,10 @@ impl Host {
             let rx = rx.clone();
             return Ok(Box::pin(async move {
                 wait_outcome(rx).await.unwrap_or_else(|| {
-                    Arc::new(Outcome::err(&ErrorBody::new(
+                    Outcome::err(&ErrorBody::new(
                         ErrorCode::Internal,
                         "the verification ended without a result; call task.verifyOutcome again",
-                    )))
+                    ))
                 })
             }));
         }
@@ -212,7 +212,7 @@ impl Host {
                 state: task.state(),
                 task_id: tid.to_string(),
             };
-            return Ok(Box::pin(std::future::ready(Arc::new(Outcome::ok(&result)))));
+            return Ok(Box::pin(std::future::ready(Outcome::ok(&result))));
         }
         let Some(pending) = pending else {
             let result = VerifyResult {
@@ -223,7 +223,7 @@ impl Host {
                 state: task.state(),
                 task_id: tid.to_string(),
             };
-            return Ok(Box::pin(std::future::ready(Arc::new(Outcome::ok(&result)))));
+            return Ok(Box::pin(std::future::ready(Outcome::ok(&result))));
         };
         let (tx, rx) = watch::channel(None);
         st.verifying.insert(tid.clone(), rx.clone());
@@ -297,14 +297,14 @@ impl Host {
             }
             st.events.publish("task.updated", now, || to_data(&summary));
             drop(guard);
-            tx.send_replace(Some(Arc::new(Outcome::ok(&result))));
+            tx.send_replace(Some(Outcome::ok(&result)));
         });
         Ok(Box::pin(async move {
             wait_outcome(rx).await.unwrap_or_else(|| {
-                Arc::new(Outcome::err(&ErrorBody::new(
+                Outcome::err(&ErrorBody::new(
                     ErrorCode::Internal,
                     "the verification ended without a result; call task.verifyOutcome again",
-                )))
+                ))
             })
         }))
     }
@@ -379,7 +379,7 @@ impl Host {
                 ReceiptState::Completed
             };
             v.method = Some(r.method.as_str().to_owned());
-            v.run_id = Some(r.run_id.as_deref().unwrap_or(self.run_id()).to_owned());
+            v.run_id = Some(st.book.run_of(r).map_or(self.run_id(), |r| r).to_owned());
             v.first_seen_at = Some(format_millis(r.first_seen));
             v.joins = Some(r.joins.into());
             v.replays = Some(r.replays.into());

@@ -197,10 +197,10 @@ fn fleet_get(host: &Host, request_id: &str) -> Result<ReceiptDetail, ErrorBody> 
             ..ReceiptDetail::default()
         });
     }
-    let reply = row.reply.as_deref().map(|body| crate::protocol::Outcome {
-        code: item.code,
-        body: body.into(),
-    });
+    let reply = row
+        .reply
+        .as_deref()
+        .map(|body| crate::protocol::Outcome::of(item.code, body));
     Ok(ReceiptDetail {
         clearable: Some(item.clearable),
         code: item.code,
@@ -211,7 +211,7 @@ fn fleet_get(host: &Host, request_id: &str) -> Result<ReceiptDetail, ErrorBody> 
         ok: item.ok,
         refusal: item.refusal,
         replays: Some(item.replays),
-        reply: reply.as_ref().map(StoredReply::of),
+        reply: reply.as_deref().map(StoredReply::of),
         request: serde_json::from_str::<CanonicalRequest>(&row.request).ok(),
         request_id: item.request_id,
         state: item.state,

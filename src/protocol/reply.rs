@@ -1,6 +1,8 @@
 //! Replies: what a client reads back, and the stored body a receipt keeps so that a replay is
 //! the first reply byte for byte.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -65,29 +67,71 @@ pub struct Reply {
 
 /// The stored part of a reply, `"ok":…,"result"|"error":…`, already serialised so that a replay
 /// is byte-for-byte the first reply and costs no serialisation.
+///
+/// It is only ever made shared, as an `Arc<Outcome>` ([`Outcome::of`]): the code and the body
+/// are one allocation with the reference counts, so a stored reply costs one allocation, not
+/// one for the shared part and one for its text.
 #[derive(Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct Outcome {
-    /// The JSON members `ok` and `result` or `error`, without braces.
-    pub body: Box<str>,
     /// The error code when `ok` is false.
     pub code: Option<ErrorCode>,
+    /// The JSON members `ok` and `result` or `error`, without braces.
+    pub body: str,
 }
+
+// `Outcome::of` writes the code as one byte.
+const _: () = assert!(std::mem::size_of::<Option<ErrorCode>>() == 1);
 
 impl Outcome {
     /// A successful result.
-    pub fn ok<T: Serialize + ?Sized>(result: &T) -> Outcome {
-        Outcome {
-            body: stored_body(b"\"ok\":true,\"result\":", result),
-            code: None,
-        }
+    pub fn ok<T: Serialize + ?Sized>(result: &T) -> Arc<Outcome> {
+        stored(b"\"ok\":true,\"result\":", result, None)
     }
 
     /// An error result.
-    pub fn err(error: &ErrorBody) -> Outcome {
-        Outcome {
-            body: stored_body(b"\"ok\":false,\"error\":", error),
-            code: Some(error.code),
+    pub fn err(error: &ErrorBody) -> Arc<Outcome> {
+        stored(b"\"ok\":false,\"error\":", error, Some(error.code))
+    }
+
+    /// The outcome whose body is `body` (a stored body read back, from the journal or the
+    /// fleet's ledger): `code` must be the body's error code.
+    pub fn of(code: Option<ErrorCode>, body: &str) -> Arc<Outcome> {
+        Outcome::of_parts(code, &[body])
+    }
+
+    /// The outcome whose body is `parts` one after the other, written straight into its one
+    /// allocation.
+    pub fn of_parts(code: Option<ErrorCode>, parts: &[&str]) -> Arc<Outcome> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        // SAFETY: `Option<ErrorCode>` is one byte (asserted above) and has no padding, so its
+        // value read as a `u8` is an initialised byte.
+        let tag = unsafe { std::mem::transmute::<Option<ErrorCode>, u8>(code) };
+        let mut bytes = Arc::<[u8]>::new_uninit_slice(1 + len);
+        let out = Arc::get_mut(&mut bytes).expect("a new Arc is not shared");
+        out[0].write(tag);
+        let mut at = 1;
+        for p in parts {
+            // SAFETY: `out` holds `1 + len` bytes and the parts, `len` bytes in all, are
+            // written after the first one, each after the one before.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    p.as_ptr(),
+                    out.as_mut_ptr().add(at).cast::<u8>(),
+                    p.len(),
+                );
+            }
+            at += p.len();
         }
+        // SAFETY: every byte was written just above.
+        let bytes = unsafe { bytes.assume_init() };
+        let raw = Arc::into_raw(bytes).cast::<u8>();
+        // SAFETY: `Outcome` is `repr(C)` with alignment 1: its one-byte code, then the body's
+        // bytes. So an `Outcome` with a body of `len` bytes has the size and alignment of the
+        // `1 + len` bytes just written (and the shared allocation the same layout); a pointer
+        // to it carries its body's length. The first byte is a valid `Option<ErrorCode>`
+        // (written from one), the rest is UTF-8 (copied from `&str`s).
+        unsafe { Arc::from_raw(std::ptr::slice_from_raw_parts(raw, len) as *const Outcome) }
     }
 
     /// Whether the outcome is a success.
@@ -97,7 +141,7 @@ impl Outcome {
 
     /// The outcome as a JSON object `{"ok":…,"result"|"error":…}`.
     pub fn to_value(&self) -> Value {
-        serde_json::from_str(&format!("{{{}}}", self.body)).unwrap_or(Value::Null)
+        serde_json::from_str(&format!("{{{}}}", &self.body)).unwrap_or(Value::Null)
     }
 
     /// Writes the full reply line (with its trailing newline).
@@ -226,9 +270,13 @@ fn write_line_end(line: &mut Vec<u8>, run_id: &str, receipt: ReceiptKind) {
     line.extend_from_slice(b"\"}}\n");
 }
 
-/// Writes `prefix` and `value` into a stored reply body of exactly the right size: the text is
-/// built in a per-thread scratch buffer, so the receipt's copy is the one allocation it keeps.
-fn stored_body<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Box<str> {
+/// The outcome whose body is `prefix` and `value`, of exactly the right size: the text is built
+/// in a per-thread scratch buffer, so the outcome is the one allocation it keeps.
+fn stored<T: Serialize + ?Sized>(
+    prefix: &[u8],
+    value: &T,
+    code: Option<ErrorCode>,
+) -> Arc<Outcome> {
     thread_local! {
         static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     }
@@ -244,9 +292,10 @@ fn stored_body<T: Serialize + ?Sized>(prefix: &[u8], value: &T) -> Box<str> {
         buf.clear();
         buf.extend_from_slice(prefix);
         serde_json::to_writer(&mut *buf, value).expect("a reply body always serialises");
-        let body = std::str::from_utf8(buf)
-            .expect("serde_json writes UTF-8")
-            .into();
+        let body = Outcome::of(
+            code,
+            std::str::from_utf8(buf).expect("serde_json writes UTF-8"),
+        );
         if buf.capacity() > 64 * 1024 {
             // One huge reply must not pin its buffer to the thread forever.
             *buf = Vec::new();
@@ -295,6 +344,29 @@ pub(crate) fn needs_escape(s: &[u8]) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// An outcome made in one allocation reads back the code and body it was made of, for
+    /// every code and any body, and lives as long as its last holder.
+    #[test]
+    fn an_outcome_keeps_its_code_and_body_in_one_allocation() {
+        let codes = std::iter::once(None).chain(ErrorCode::ALL.iter().copied().map(Some));
+        for code in codes {
+            for len in [0, 1, 7, 8, 9, 63, 64, 65, 1000] {
+                let body = "é".repeat(len / 2) + &"x".repeat(len % 2);
+                let outcome = Outcome::of(code, &body);
+                assert_eq!((outcome.code, &outcome.body), (code, &*body));
+                let (head, tail) = body.split_at(body.len() / 4 * 2);
+                let parts = Outcome::of_parts(code, &[head, "", tail]);
+                assert_eq!(parts, outcome);
+                let held = parts.clone();
+                drop(parts);
+                assert_eq!(held.body, *body);
+            }
+        }
+        let e = ErrorBody::new(ErrorCode::TaskBlocked, "m");
+        assert_eq!(Outcome::err(&e).code, Some(ErrorCode::TaskBlocked));
+        assert_eq!(Outcome::ok(&json!({"a": 1})).code, None);
+    }
 
     #[test]
     fn outcome_lines_are_valid_json() {
