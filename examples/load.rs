@@ -93,8 +93,8 @@ struct Args {
     /// task of its own.
     #[arg(long)]
     shared_task: bool,
-    /// With --hold: offer this many fresh fills per second open loop (1 ms ticks, as the
-    /// latency rows do) instead of the closed loop's 64 in flight per connection, so the host
+    /// With --hold: offer this many fresh fills per second open loop (each lane once a
+    /// millisecond, the lanes spread over it, as the latency rows do) instead of the closed loop's 64 in flight per connection, so the host
     /// sees the small batches of a load below its peak; prints p50/p99/p999 at the end.
     #[arg(long, value_name = "PER_SEC")]
     rate: Option<f64>,
@@ -1469,7 +1469,7 @@ fn hold(args: &Args, secs: u64) -> Result<(), String> {
         run_lanes(&rt, &mut warm, 0, 2_000)?;
         drop(warm);
         let c0 = proc_cpu(s.pid())?;
-        let (mut lat, achieved) = open_loop(&rt, lanes, rate, secs)?;
+        let (mut lat, achieved) = open_loop(&rt, lanes, rate, secs, false)?;
         let cpu = proc_cpu(s.pid())? - c0;
         lat.sort_unstable();
         println!(

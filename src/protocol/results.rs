@@ -15,7 +15,6 @@
 //!   params) read as empty when a reply leaves them out, so a reply written by hand (a test, a
 //!   script) still reads. Writing is always complete, and the test against the host pins that.
 
-use std::cell::RefCell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -228,48 +227,17 @@ impl FieldResult {
     /// `Outcome::ok(&FieldResult { target, value })` writes, but written directly when neither
     /// string needs escaping, as a fill's almost always do (the fill is the host's hottest
     /// reply). This type stays the shape's one definition; a test holds the two equal.
-    ///
-    /// A fill whose reply is the same as the last one this thread wrote shares it: an agent
-    /// that fills one field with one value again and again (a login, a search box) keeps that
-    /// reply once, not once per receipt. A stored reply is never changed, so no reader can
-    /// tell a shared one from its own.
     pub fn filled(target: &str, value: &str) -> Arc<Outcome> {
         const HEAD: &str = "\"ok\":true,\"result\":{\"target\":\"";
         const MID: &str = "\",\"value\":\"";
         const TAIL: &str = "\"}";
-        thread_local! {
-            static LAST: RefCell<Option<Arc<Outcome>>> = const { RefCell::new(None) };
+        if needs_escape(target.as_bytes()) || needs_escape(value.as_bytes()) {
+            return Outcome::ok(&FieldResult {
+                target: target.to_owned(),
+                value: value.to_owned(),
+            });
         }
-        let len = HEAD.len() + target.len() + MID.len() + value.len() + TAIL.len();
-        // Whether `body`, a reply this function wrote from strings needing no escapes, is
-        // this fill's. Such a body begins with HEAD and ends with TAIL, so those are not
-        // compared; and an equal body holds no `"` but MID's and its ends', no `\` and no
-        // control, so `target` and `value` are then its own strings and need no escapes
-        // either: a repeated fill skips the escape check.
-        let is_this = |body: &[u8]| {
-            body.len() == len && {
-                let (t, rest) = body[HEAD.len()..].split_at(target.len());
-                let (mid, rest) = rest.split_at(MID.len());
-                t == target.as_bytes()
-                    && mid == MID.as_bytes()
-                    && &rest[..value.len()] == value.as_bytes()
-            }
-        };
-        LAST.with(|last| {
-            let mut last = last.borrow_mut();
-            if let Some(outcome) = last.as_ref().filter(|o| is_this(o.body.as_bytes())) {
-                return outcome.clone();
-            }
-            if needs_escape(target.as_bytes()) || needs_escape(value.as_bytes()) {
-                return Outcome::ok(&FieldResult {
-                    target: target.to_owned(),
-                    value: value.to_owned(),
-                });
-            }
-            let outcome = Outcome::of_parts(None, &[HEAD, target, MID, value, TAIL]);
-            *last = Some(outcome.clone());
-            outcome
-        })
+        Outcome::of_parts(None, &[HEAD, target, MID, value, TAIL])
     }
 }
 
@@ -682,34 +650,6 @@ impl NextRead {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A fill replying what this thread's last fill replied shares that reply; any other
-    /// reply is its own, and still the typed reply byte for byte.
-    #[test]
-    fn a_fill_repeating_the_last_reply_shares_it() {
-        let first = FieldResult::filled("#title", "Hello");
-        let again = FieldResult::filled("#title", "Hello");
-        assert!(Arc::ptr_eq(&first, &again));
-        for (target, value) in [("#title", "Hello!"), ("#titl", "Hello"), ("#title", "Hell")] {
-            let other = FieldResult::filled(target, value);
-            assert!(!Arc::ptr_eq(&first, &other), "{target} {value}");
-            let typed = Outcome::ok(&FieldResult {
-                target: target.to_owned(),
-                value: value.to_owned(),
-            });
-            assert_eq!(*other, *typed);
-        }
-        // Only the last reply is kept: the first one's is written anew.
-        let later = FieldResult::filled("#title", "Hello");
-        assert!(!Arc::ptr_eq(&first, &later));
-        assert_eq!(*later, *first);
-        // Another thread writes its own.
-        let elsewhere = std::thread::spawn(|| FieldResult::filled("#title", "Hello"))
-            .join()
-            .unwrap();
-        assert!(!Arc::ptr_eq(&later, &elsewhere));
-        assert_eq!(*elsewhere, *later);
-    }
 
     /// A fill's reply written directly is the one serde writes from its type, whatever the
     /// strings hold (quotes, backslashes, control characters, non-ASCII, empty).
