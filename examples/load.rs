@@ -373,7 +373,8 @@ const PACER_SLOTS: u64 = 8;
 /// Offers `rate` requests/s spread over the 32 connections for `secs` seconds, whatever the
 /// replies do: each lane sends what is due once a millisecond, the lanes spread over
 /// [`PACER_SLOTS`] instants of the millisecond (`burst`: all lanes at the same instant instead,
-/// the worst case of synchronised clients). Returns the round trips (µs, from the write of each
+/// the worst case of synchronised clients), after [`OPEN_LOOP_WARM_UP`] at the same rate whose
+/// requests are answered but not timed. Returns the round trips (µs, from the write of each
 /// request's batch to its reply) and the rate achieved.
 fn open_loop(
     rt: &Runtime,
@@ -382,8 +383,13 @@ fn open_loop(
     secs: u64,
     burst: bool,
 ) -> Result<(Vec<u32>, f64), String> {
-    open_loop_traced(rt, lanes, rate, secs, burst, None)
+    open_loop_traced(rt, lanes, rate, secs, burst, OPEN_LOOP_WARM_UP, None)
 }
+
+/// How long the open loop offers its rate before it times requests: as the closed-loop rows
+/// warm up, so the first milliseconds of fresh connections and a client just started are not
+/// the tail.
+const OPEN_LOOP_WARM_UP: Duration = Duration::from_secs(1);
 
 /// Each round trip of an open-loop run: its lane, when its batch was written and when its reply
 /// arrived (ns from the lane's start).
@@ -478,11 +484,13 @@ fn open_loop_traced(
     rate: f64,
     secs: u64,
     burst: bool,
+    warm_up: Duration,
     mut trace: Option<&mut Trace>,
 ) -> Result<(Vec<u32>, f64), String> {
     let tracing = trace.is_some();
     let per_lane = rate / CONNECTIONS as f64;
-    let total_per_lane = (per_lane * secs as f64) as u64;
+    let total_per_lane = (per_lane * (secs as f64 + warm_up.as_secs_f64())) as u64;
+    let timed_from = warm_up.as_nanos() as u64;
     let t0 = Instant::now();
     let start = Instant::now();
     let _runtime = rt.enter();
@@ -518,7 +526,8 @@ fn open_loop_traced(
                     Vec::with_capacity(if tracing { total_per_lane as usize } else { 0 });
                 let mut inbuf = vec![0u8; 64 * 1024];
                 let mut filled = 0;
-                while (lat.len() as u64) < total_per_lane {
+                let mut replies = 0u64;
+                while replies < total_per_lane {
                     let n = rd
                         .read(&mut inbuf[filled..])
                         .await
@@ -547,7 +556,10 @@ fn open_loop_traced(
                                     )
                                 })?;
                         let at = sent_at[seq as usize].load(Ordering::Acquire);
-                        lat.push(((now.saturating_sub(at)) / 1000).min(u32::MAX as u64) as u32);
+                        replies += 1;
+                        if at >= timed_from {
+                            lat.push(((now.saturating_sub(at)) / 1000).min(u32::MAX as u64) as u32);
+                        }
                         if tracing {
                             times.push((lane_no, at, now));
                         }
@@ -559,26 +571,28 @@ fn open_loop_traced(
                         inbuf.resize(inbuf.len() * 2, 0);
                     }
                 }
-                Ok::<_, String>((lat, times))
+                Ok::<_, String>((lat, times, replies))
             });
             handles.push(reader);
         }
         let mut all = Vec::new();
+        let mut replies = 0;
         for r in handles {
-            let (lat, times) = r.await.map_err(|e| e.to_string())??;
+            let (lat, times, got) = r.await.map_err(|e| e.to_string())??;
             all.extend(lat);
+            replies += got;
             if let Some(trace) = trace.as_deref_mut() {
                 trace.extend(times);
             }
         }
-        Ok::<_, String>(all)
+        Ok::<_, String>((all, replies))
     });
     let paced = pacer
         .join()
         .map_err(|_| "the open loop's pacer panicked".to_string())?;
-    let results = results?;
+    let (results, replies) = results?;
     paced?;
-    let achieved = results.len() as f64 / t0.elapsed().as_secs_f64();
+    let achieved = replies as f64 / t0.elapsed().as_secs_f64();
     Ok((results, achieved))
 }
 
@@ -1156,7 +1170,9 @@ fn table(args: &Args) -> Result<(), String> {
     let mut latency = Vec::new();
     let mut offered = 0.0;
     if args.latency_secs > 0 {
-        let s = polaris.start(capacity, false)?;
+        // Room for the peak's fills and two open-loop runs at half of it (well above 1.5M/s
+        // each, more than this client offers).
+        let s = polaris.start(n + 2 * 1_500_000 * args.latency_secs + 1_000_000, false)?;
         let peak = fresh(&rt, &s, false, true, n)?;
         offered = peak.rate / 2.0;
         eprintln!("latency: peak {}, offering {}", k(peak.rate), k(offered));
@@ -1168,6 +1184,7 @@ fn table(args: &Args) -> Result<(), String> {
             offered,
             args.latency_secs,
             false,
+            OPEN_LOOP_WARM_UP,
             args.latency_trace.as_ref().map(|_| &mut trace),
         )?;
         if let Some(path) = &args.latency_trace {
@@ -1279,7 +1296,7 @@ fn table(args: &Args) -> Result<(), String> {
     if !latency.is_empty() {
         let _ = writeln!(
             o,
-            "\n| round trip at half the peak just measured on the same host (open loop, {:.0}k/s offered for {} s, each lane writing once a millisecond, the 32 lanes spread over {PACER_SLOTS} instants of it unless said; from each batch's write to its reply) | achieved | p50 | p99 | p999 | max |\n|---|---|---|---|---|---|",
+            "\n| round trip at half the peak just measured on the same host (open loop, {:.0}k/s offered for {} s after a 1 s warm-up, each lane writing once a millisecond, the 32 lanes spread over {PACER_SLOTS} instants of it unless said; from each batch's write to its reply) | achieved | p50 | p99 | p999 | max |\n|---|---|---|---|---|---|",
             offered / 1000.0,
             args.latency_secs
         );
@@ -1715,10 +1732,28 @@ mod tests {
         // Lanes spread over the millisecond, and all on the same instant.
         for burst in [false, true] {
             let l = rt.block_on(lanes(&sock, false, true)).unwrap();
-            let (lat, achieved) = open_loop(&rt, l, 32_000.0, 1, burst).unwrap();
+            let (lat, achieved) =
+                open_loop_traced(&rt, l, 32_000.0, 1, burst, Duration::ZERO, None).unwrap();
             assert_eq!(lat.len(), 32_000, "burst: {burst}");
             assert!(achieved > 0.0);
         }
+        // With a warm-up, its requests are answered (the run waits for every reply) but only
+        // those written after it are timed.
+        let l = rt.block_on(lanes(&sock, false, true)).unwrap();
+        let mut trace = Trace::new();
+        let warm_up = Duration::from_millis(500);
+        let (lat, _) =
+            open_loop_traced(&rt, l, 32_000.0, 1, false, warm_up, Some(&mut trace)).unwrap();
+        assert_eq!(trace.len(), 48_000, "every request answered");
+        let after = trace
+            .iter()
+            .filter(|(_, sent, _)| *sent >= warm_up.as_nanos() as u64)
+            .count();
+        assert_eq!(
+            lat.len(),
+            after,
+            "only requests written after the warm-up are timed"
+        );
     }
 
     #[test]
