@@ -281,13 +281,13 @@ struct Read<'a> {
 /// Reads the envelope and the params' members; `None` for anything the general path must
 /// read (or explain).
 fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
-    // Checked once here, so every piece below is a `&str` without checking it again.
-    let text = std::str::from_utf8(frame).ok()?;
+    // Not checked as UTF-8 here: the walk checks the strings that hold bytes past ASCII, and
+    // takes nothing but ASCII elsewhere.
     let mut w = Walk {
-        text,
         bytes: frame,
         pos: 0,
         canonical: true,
+        high: false,
     };
     let (mut id, mut method, mut params_seen) = (None, None, false);
     w.ws();
@@ -316,7 +316,7 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
                         read.outer_len =
                             w.members(&mut read.outer, Some(&mut read.inner), &mut read.inner_len)?;
                         read.canonical = w.canonical;
-                        read.params = Some(text.get(start..w.pos)?);
+                        read.params = Some(w.text(start)?);
                     }
                 }
                 _ => return None,

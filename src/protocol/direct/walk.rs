@@ -123,6 +123,16 @@ impl Field {
         })
     }
 
+    /// The field whose name is the bytes of `first` then `second` (little-endian words, zero
+    /// past the name's end), `None` for any other name: a hash of the first word picks the
+    /// one field it can be, and both words are compared with its name's.
+    #[inline]
+    fn from_words(first: u64, second: u64) -> Option<Field> {
+        let slot = FIELD_SLOTS[name_hash(first)];
+        let words = FIELD_WORDS.get(usize::from(slot))?;
+        (*words == (first, second)).then(|| FIELDS[usize::from(slot)])
+    }
+
     /// The field's name as JSON writes it.
     pub(super) fn name(self) -> &'static str {
         FIELD_NAMES[self as usize]
@@ -159,6 +169,89 @@ const FIELD_NAMES: [&str; 20] = [
     "requestId",
 ];
 
+/// Every field, in the order of [`Field`].
+const FIELDS: [Field; 20] = [
+    Field::Id,
+    Field::Method,
+    Field::Params,
+    Field::Title,
+    Field::Url,
+    Field::Fixture,
+    Field::SubmitDelayMs,
+    Field::ReadDelayMs,
+    Field::DropSubmit,
+    Field::FailSubmit,
+    Field::TaskId,
+    Field::Target,
+    Field::Value,
+    Field::Expect,
+    Field::Equals,
+    Field::Contains,
+    Field::Key,
+    Field::Reason,
+    Field::RunId,
+    Field::RequestId,
+];
+
+/// Each field's name as two little-endian words (its first eight bytes, then the next
+/// eight), zero past its end: names hold no zero byte, so equal words are equal names.
+const FIELD_WORDS: [(u64, u64); 20] = {
+    let mut words = [(0, 0); 20];
+    let mut i = 0;
+    while i < 20 {
+        let name = FIELD_NAMES[i].as_bytes();
+        let mut j = 0;
+        while j < name.len() {
+            let byte = (name[j] as u64) << (8 * (j % 8));
+            if j < 8 {
+                words[i].0 |= byte;
+            } else {
+                words[i].1 |= byte;
+            }
+            j += 1;
+        }
+        i += 1;
+    }
+    words
+};
+
+/// The multiplier of [`name_hash`]: the first odd number from a fixed start that gives every
+/// field name's first word a slot of its own (found when Polaris is compiled).
+const NAME_HASH: u64 = {
+    let mut k = 0x9e37_79b9_7f4a_7c15u64;
+    'search: loop {
+        let mut taken = [false; 64];
+        let mut i = 0;
+        while i < 20 {
+            let slot = (FIELD_WORDS[i].0.wrapping_mul(k) >> 58) as usize;
+            if taken[slot] {
+                k = k.wrapping_add(2);
+                continue 'search;
+            }
+            taken[slot] = true;
+            i += 1;
+        }
+        break k;
+    }
+};
+
+/// A field name's slot in [`FIELD_SLOTS`], from its first word.
+#[inline(always)]
+fn name_hash(first: u64) -> usize {
+    (first.wrapping_mul(NAME_HASH) >> 58) as usize
+}
+
+/// For each slot, the field whose name's first word hashes to it (its index), or 20 for none.
+static FIELD_SLOTS: [u8; 64] = {
+    let mut slots = [20u8; 64];
+    let mut i = 0;
+    while i < 20 {
+        slots[(FIELD_WORDS[i].0.wrapping_mul(NAME_HASH) >> 58) as usize] = i as u8;
+        i += 1;
+    }
+    slots
+};
+
 /// Each field's place when the names are sorted by their bytes.
 static FIELD_RANKS: [u8; 20] = {
     const fn before(a: &[u8], b: &[u8]) -> bool {
@@ -187,14 +280,20 @@ static FIELD_RANKS: [u8; 20] = {
 };
 
 /// The cursor of the walk.
+///
+/// The frame is not checked as UTF-8 up front: every byte outside a string must be one of
+/// JSON's ASCII structural bytes (anything else leaves the frame to the general path), and
+/// each string notes whether it holds bytes past ASCII, checking only those strings.
 pub(super) struct Walk<'a> {
-    /// The frame, checked UTF-8.
-    pub(super) text: &'a str,
+    /// The frame, as it came.
     pub(super) bytes: &'a [u8],
     pub(super) pos: usize,
     /// Cleared by anything RFC 8785 writes differently: whitespace, keys out of order,
     /// escapes it does not use, numbers other than exact integers.
     pub(super) canonical: bool,
+    /// Set by a string holding bytes past ASCII (checked to be UTF-8): without one, every
+    /// byte the walk passed is ASCII.
+    pub(super) high: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -224,6 +323,17 @@ impl<'a> Walk<'a> {
         }
     }
 
+    /// The text walked from `start` (a value's first byte) to here: UTF-8, since the walk
+    /// checked every string in it and took nothing but ASCII between them.
+    pub(super) fn text(&self, start: usize) -> Option<&'a str> {
+        let bytes = self.bytes.get(start..self.pos)?;
+        if self.high {
+            std::str::from_utf8(bytes).ok()
+        } else {
+            Some(ascii(bytes))
+        }
+    }
+
     /// A string without escapes (a key, the method), without its quotes.
     #[inline]
     pub(super) fn plain_str(&mut self) -> Option<&'a str> {
@@ -236,13 +346,26 @@ impl<'a> Walk<'a> {
     /// none is left to the general path.
     #[inline]
     pub(super) fn key(&mut self) -> Option<Field> {
-        // Nearly every key is plain text: its bytes are the name, with nothing to check past
-        // the closing quote.
-        if let Some([b'"', body @ ..]) = self.bytes.get(self.pos..) {
-            let run = plain_run(body);
-            if let (Some(b'"'), Some(name)) = (body.get(run), body.get(..run)) {
-                self.pos += run + 2;
-                return Field::named(name);
+        // Nearly every key is a plain name of at most 16 bytes: read as two words, its end
+        // found in them, and the name matched whole against the field names' words.
+        if self.peek() == Some(b'"') {
+            let first = word_at(self.bytes, self.pos + 1);
+            let second = word_at(self.bytes, self.pos + 9);
+            let (a, b) = (special_bytes(first), special_bytes(second));
+            let len = if a != 0 {
+                (a.trailing_zeros() / 8) as usize
+            } else {
+                8 + (b.trailing_zeros() / 8) as usize
+            };
+            // `len` is 16 when neither word holds a special byte: too long for a field name.
+            if len < 16 && self.bytes.get(self.pos + 1 + len) == Some(&b'"') {
+                self.pos += len + 2;
+                let (first, second) = if len < 8 {
+                    (first & low_bytes(len), 0)
+                } else {
+                    (first, second & low_bytes(len - 8))
+                };
+                return Field::from_words(first, second);
             }
         }
         let s = self.string()?;
@@ -254,17 +377,18 @@ impl<'a> Walk<'a> {
     }
 
     /// The request ID: a string without escapes, 1–128 bytes of the ID alphabet (anything
-    /// else is the general path's to explain).
+    /// else is the general path's to explain). A lowercase hyphenated UUID (the common ID,
+    /// whose characters are all in the alphabet) is read into its bytes at once, which are
+    /// the book's key for it.
     #[inline]
-    /// A lowercase hyphenated UUID (the common ID, whose characters are all in the alphabet)
-    /// is read into its bytes at once, which are the book's key for it.
     pub(super) fn id(&mut self) -> Option<(&'a str, Option<[u8; 16]>)> {
         self.eat(b'"')?;
         let start = self.pos;
-        if let Some(uuid) = self.bytes.get(start..start + 36).and_then(canonical_uuid) {
-            if self.bytes.get(start + 36) == Some(&b'"') {
+        if let Some(body) = self.bytes.get(start..start + 37) {
+            if let (Some(uuid), Some(b'"')) = (canonical_uuid(&body[..36]), body.get(36)) {
                 self.pos = start + 37;
-                return Some((self.text.get(start..start + 36)?, Some(uuid)));
+                // Hex digits and hyphens: ASCII.
+                return Some((ascii(&body[..36]), Some(uuid)));
             }
         }
         let len = self.bytes[start..]
@@ -275,7 +399,8 @@ impl<'a> Walk<'a> {
         if len == 0 || len > MAX_ID_LEN {
             return None;
         }
-        Some((self.text.get(start..start + len)?, None))
+        // The ID alphabet is ASCII.
+        Some((ascii(self.bytes.get(start..start + len)?), None))
     }
 
     /// A string: its raw text between the quotes, checked to be JSON (no raw control
@@ -285,11 +410,13 @@ impl<'a> Walk<'a> {
         self.eat(b'"')?;
         let start = self.pos;
         let mut escaped = false;
+        // The high bits of the words scanned: zero when every byte of the string is ASCII.
+        let mut high = 0;
         loop {
             // A run of plain bytes up to the next quote, backslash or control character.
-            let rest = self.bytes.get(self.pos..)?;
-            let run = plain_run(rest);
-            let end = *rest.get(run)?;
+            let (run, h) = plain_run(self.bytes, self.pos);
+            high |= h;
+            let end = *self.bytes.get(self.pos + run)?;
             self.pos += run + 1;
             match end {
                 b'"' => break,
@@ -300,7 +427,14 @@ impl<'a> Walk<'a> {
             escaped = true;
             self.escape()?;
         }
-        let raw = self.text.get(start..self.pos - 1)?;
+        let raw = self.bytes.get(start..self.pos - 1)?;
+        // Escapes are ASCII, so the raw text is UTF-8 exactly when the string's value is.
+        let raw = if high == 0 {
+            ascii(raw)
+        } else {
+            self.high = true;
+            std::str::from_utf8(raw).ok()?
+        };
         Some(JsonStr { raw, escaped })
     }
 
@@ -470,37 +604,77 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// How many bytes of `bytes` a string holds as they are: up to the first `"`, `\` or control
-/// character (or all of them). Eight bytes are looked at per step, with word arithmetic: in
-/// each word the lowest flagged byte is exact (a false flag can only sit above a true one).
-#[inline]
-fn plain_run(bytes: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The eight bytes of `bytes` from `at` as a little-endian word, zeros past its end.
+#[inline(always)]
+fn word_at(bytes: &[u8], at: usize) -> u64 {
+    match bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        Some(w) => u64::from_le_bytes(*w),
+        None => {
+            let rest = bytes.get(at..).unwrap_or_default();
+            let mut w = [0u8; 8];
+            for (to, from) in w.iter_mut().zip(rest) {
+                *to = *from;
+            }
+            u64::from_le_bytes(w)
+        }
+    }
+}
+
+/// The high bit of every byte of `x` that ends a string's plain run: `"`, `\` or a control
+/// character. Exact up to the lowest flagged byte (a false flag can only sit above a true
+/// one), which is all a scan needs.
+#[inline(always)]
+fn special_bytes(x: u64) -> u64 {
     /// The high bit of every byte of `x` that is zero (exact up to the lowest one).
-    #[inline]
+    #[inline(always)]
     fn zero_bytes(x: u64) -> u64 {
         x.wrapping_sub(ONES) & !x & HIGHS
     }
-    let mut words = bytes.chunks_exact(8);
+    let quote = zero_bytes(x ^ (ONES * u64::from(b'"')));
+    let backslash = zero_bytes(x ^ (ONES * u64::from(b'\\')));
+    let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
+    quote | backslash | control
+}
+
+/// A mask of the low `n` bytes of a word (`n` below 8).
+#[inline(always)]
+fn low_bytes(n: usize) -> u64 {
+    (1u64 << (8 * (n & 7))) - 1
+}
+
+/// How many bytes of `bytes` from `at` a string holds as they are: up to the first `"`, `\`
+/// or control character; at least what is left when there is none. Eight bytes are looked
+/// at per step, with word arithmetic (past the end the bytes read as zeros, which stop the
+/// run). Also the high bits of the words looked at: zero when every byte of the run is
+/// ASCII.
+#[inline]
+fn plain_run(bytes: &[u8], at: usize) -> (usize, u64) {
     let mut i = 0;
-    for chunk in &mut words {
-        // Always eight bytes here; were it not, the zero word would stop the run.
-        let x = <[u8; 8]>::try_from(chunk).map_or(0, u64::from_le_bytes);
-        let quote = zero_bytes(x ^ (ONES * u64::from(b'"')));
-        let backslash = zero_bytes(x ^ (ONES * u64::from(b'\\')));
-        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
-        let flagged = quote | backslash | control;
+    let mut high = 0;
+    loop {
+        let x = word_at(bytes, at + i);
+        high |= x & HIGHS;
+        let flagged = special_bytes(x);
         if flagged != 0 {
-            return i + (flagged.trailing_zeros() / 8) as usize;
+            return (i + (flagged.trailing_zeros() / 8) as usize, high);
         }
         i += 8;
     }
-    let tail = words.remainder();
-    i + tail
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .unwrap_or(tail.len())
+}
+
+/// ASCII bytes as text.
+///
+/// Only for bytes the walk has seen to be below 0x80 (a string whose words' high bits are
+/// all clear, the ID alphabet, hex digits): ASCII is UTF-8.
+#[inline(always)]
+fn ascii(bytes: &[u8]) -> &str {
+    debug_assert!(bytes.is_ascii());
+    // SAFETY: every caller passes bytes it has checked to be ASCII (see above), and ASCII
+    // is valid UTF-8.
+    unsafe { std::str::from_utf8_unchecked(bytes) }
 }
 
 /// The value of a hex digit.
@@ -612,6 +786,113 @@ mod tests {
         for other in near.iter().map(String::as_str).chain(others) {
             assert_eq!(Field::named(other.as_bytes()), None, "{other}");
         }
+        // A key read from a frame names the same field, wherever the frame ends after it.
+        for name in FIELD_NAMES
+            .iter()
+            .chain(&others)
+            .map(|n| n.to_string())
+            .chain(near)
+        {
+            for after in ["", ":", ":1}", ":\"Hello, world\"}}"] {
+                let frame = format!("\"{name}\"{after}");
+                let mut w = walk(frame.as_bytes());
+                assert_eq!(w.key(), Field::named(name.as_bytes()), "{frame}");
+            }
+        }
+    }
+
+    /// A walk at the start of `bytes`.
+    fn walk(bytes: &[u8]) -> Walk<'_> {
+        Walk {
+            bytes,
+            pos: 0,
+            canonical: true,
+            high: false,
+        }
+    }
+
+    /// What serde's parser reads from the string at the start of `bytes`: its value and
+    /// where it ends.
+    fn by_serde(bytes: &[u8]) -> Option<(String, usize)> {
+        let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<String>();
+        let value = values.next()?.ok()?;
+        Some((value, values.byte_offset()))
+    }
+
+    /// The bytes of a string's body: plain ASCII, quotes, backslashes and escapes of every
+    /// kind (some malformed), control bytes, UTF-8 past ASCII and bytes that are not UTF-8,
+    /// pieces of field names.
+    fn body_piece() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => "[a-zA-Z0-9 #!]{1,9}".prop_map(String::into_bytes),
+            2 => proptest::sample::select(FIELD_NAMES.to_vec()).prop_map(|n| n.as_bytes().to_vec()),
+            1 => Just(b"\"".to_vec()),
+            1 => proptest::sample::select(vec![
+                "\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t", "\\u0069", "\\u00E9",
+                "\\ud83d\\ude00", "\\ud800", "\\udc00x", "\\u12", "\\x", "\\",
+            ])
+            .prop_map(|e| e.as_bytes().to_vec()),
+            1 => (0u8..0x20).prop_map(|b| vec![b]),
+            1 => Just(b"\x7f".to_vec()),
+            1 => proptest::sample::select(vec!["é", "€", "😀"]).prop_map(|c| c.as_bytes().to_vec()),
+            1 => proptest::sample::select(vec![
+                vec![0x80u8], vec![0xff], vec![0xc3], vec![0xe2, 0x82], vec![0xed, 0xa0, 0x80],
+            ]),
+        ]
+    }
+
+    /// A string as a frame holds it: a quote, a body, usually a closing quote, then the bytes
+    /// after it (few or many, so its end falls everywhere in a word and near the frame's end).
+    fn quoted() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        (
+            proptest::collection::vec(body_piece(), 0..6),
+            any::<bool>(),
+            proptest::sample::select(vec![
+                "",
+                ":",
+                "\":1",
+                ":\"x\"}}",
+                "   ",
+                ",\"value\":\"Hello!!!!!\"}}",
+            ]),
+        )
+            .prop_map(|(pieces, close, after)| {
+                let mut bytes = vec![b'"'];
+                bytes.extend(pieces.concat());
+                if close {
+                    bytes.push(b'"');
+                }
+                bytes.extend_from_slice(after.as_bytes());
+                bytes
+            })
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// A string reads as serde's parser reads it: the same value, the same end, and the
+        /// same refusals (raw control bytes, malformed escapes, lone surrogates, bytes that are
+        /// not UTF-8).
+        #[test]
+        fn strings_read_as_serde_reads_them(bytes in quoted()) {
+            let want = by_serde(&bytes);
+            let mut w = walk(&bytes);
+            let got = w.string().and_then(|s| s.value()).map(|v| (v.into_owned(), w.pos));
+            // Serde also takes a string this walk leaves to it: none.
+            proptest::prop_assert_eq!(got, want);
+        }
+
+        /// A key names the field serde's parser reads it as, and ends where it does; a key
+        /// that names no field (or is no string) is none.
+        #[test]
+        fn keys_read_as_serde_reads_them(bytes in quoted()) {
+            let want = by_serde(&bytes).and_then(|(v, end)| Some((Field::named(v.as_bytes())?, end)));
+            let mut w = walk(&bytes);
+            let got = w.key().map(|f| (f, w.pos));
+            proptest::prop_assert_eq!(got, want);
+        }
     }
 
     proptest::proptest! {
@@ -630,11 +911,20 @@ mod tests {
                 0..40,
             )
         ) {
-            let want = bytes
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                .unwrap_or(bytes.len());
-            proptest::prop_assert_eq!(plain_run(&bytes), want);
+            for at in 0..=bytes.len() {
+                let rest = &bytes[at..];
+                let want = rest
+                    .iter()
+                    .position(|&b| b == b'"' || b == b'\\' || b < 0x20);
+                let (run, high) = plain_run(&bytes, at);
+                // Every byte of the run past ASCII shows in the high bits.
+                let ascii_run = rest[..want.unwrap_or(rest.len())].is_ascii();
+                proptest::prop_assert!(ascii_run || high != 0);
+                match want {
+                    Some(want) => proptest::prop_assert_eq!(run, want),
+                    None => proptest::prop_assert!(run >= rest.len()),
+                }
+            }
         }
     }
 }
