@@ -123,14 +123,18 @@ impl Field {
         })
     }
 
-    /// The field whose name is the bytes of `first` then `second` (little-endian words, zero
-    /// past the name's end), `None` for any other name: a hash of the first word picks the
-    /// one field it can be, and both words are compared with its name's.
-    #[inline]
-    fn from_words(first: u64, second: u64) -> Option<Field> {
-        let slot = FIELD_SLOTS[name_hash(first)];
-        let words = FIELD_WORDS.get(usize::from(slot))?;
-        (*words == (first, second)).then(|| FIELDS[usize::from(slot)])
+    /// The field whose name is the bytes of `word` (little-endian, zero past the name's
+    /// end), for names shorter than eight bytes; `None` for any other: a hash of the word
+    /// picks the one field it can be, and the word is compared with its name's.
+    #[inline(always)]
+    fn from_word(word: u64) -> Option<Field> {
+        let slot = name_hash(word);
+        // Longer names have no zero byte in their first word: they never compare equal.
+        if SLOT_WORDS[slot] == word {
+            SLOT_FIELDS[slot]
+        } else {
+            None
+        }
     }
 
     /// The field's name as JSON writes it.
@@ -193,21 +197,16 @@ const FIELDS: [Field; 20] = [
     Field::RequestId,
 ];
 
-/// Each field's name as two little-endian words (its first eight bytes, then the next
-/// eight), zero past its end: names hold no zero byte, so equal words are equal names.
-const FIELD_WORDS: [(u64, u64); 20] = {
-    let mut words = [(0, 0); 20];
+/// Each field's name's first eight bytes as a little-endian word, zero past its end: names
+/// hold no zero byte, so for names shorter than eight bytes equal words are equal names.
+const FIRST_WORDS: [u64; 20] = {
+    let mut words = [0; 20];
     let mut i = 0;
     while i < 20 {
         let name = FIELD_NAMES[i].as_bytes();
         let mut j = 0;
-        while j < name.len() {
-            let byte = (name[j] as u64) << (8 * (j % 8));
-            if j < 8 {
-                words[i].0 |= byte;
-            } else {
-                words[i].1 |= byte;
-            }
+        while j < name.len() && j < 8 {
+            words[i] |= (name[j] as u64) << (8 * j);
             j += 1;
         }
         i += 1;
@@ -223,7 +222,7 @@ const NAME_HASH: u64 = {
         let mut taken = [false; 64];
         let mut i = 0;
         while i < 20 {
-            let slot = (FIELD_WORDS[i].0.wrapping_mul(k) >> 58) as usize;
+            let slot = (FIRST_WORDS[i].wrapping_mul(k) >> 58) as usize;
             if taken[slot] {
                 k = k.wrapping_add(2);
                 continue 'search;
@@ -241,15 +240,27 @@ fn name_hash(first: u64) -> usize {
     (first.wrapping_mul(NAME_HASH) >> 58) as usize
 }
 
-/// For each slot, the field whose name's first word hashes to it (its index), or 20 for none.
-static FIELD_SLOTS: [u8; 64] = {
-    let mut slots = [20u8; 64];
+/// For each slot of [`name_hash`], the first word of the field name that hashes to it (zero
+/// for none), and that field.
+static SLOT_WORDS: [u64; 64] = {
+    let mut words = [0; 64];
     let mut i = 0;
     while i < 20 {
-        slots[(FIELD_WORDS[i].0.wrapping_mul(NAME_HASH) >> 58) as usize] = i as u8;
+        words[(FIRST_WORDS[i].wrapping_mul(NAME_HASH) >> 58) as usize] = FIRST_WORDS[i];
         i += 1;
     }
-    slots
+    words
+};
+
+/// See [`SLOT_WORDS`].
+static SLOT_FIELDS: [Option<Field>; 64] = {
+    let mut fields = [None; 64];
+    let mut i = 0;
+    while i < 20 {
+        fields[(FIRST_WORDS[i].wrapping_mul(NAME_HASH) >> 58) as usize] = Some(FIELDS[i]);
+        i += 1;
+    }
+    fields
 };
 
 /// Each field's place when the names are sorted by their bytes.
@@ -344,30 +355,34 @@ impl<'a> Walk<'a> {
     /// An object key, as the field it names (the only keys any frame may hold are the
     /// envelope's and the params' fields), also when written with escapes; a key that names
     /// none is left to the general path.
-    #[inline]
+    #[inline(always)]
     pub(super) fn key(&mut self) -> Option<Field> {
-        // Nearly every key is a plain name of at most 16 bytes: read as two words, its end
-        // found in them, and the name matched whole against the field names' words.
-        if self.peek() == Some(b'"') {
-            let first = word_at(self.bytes, self.pos + 1);
-            let second = word_at(self.bytes, self.pos + 9);
-            let (a, b) = (special_bytes(first), special_bytes(second));
-            let len = if a != 0 {
-                (a.trailing_zeros() / 8) as usize
-            } else {
-                8 + (b.trailing_zeros() / 8) as usize
-            };
-            // `len` is 16 when neither word holds a special byte: too long for a field name.
-            if len < 16 && self.bytes.get(self.pos + 1 + len) == Some(&b'"') {
-                self.pos += len + 2;
-                let (first, second) = if len < 8 {
-                    (first & low_bytes(len), 0)
-                } else {
-                    (first, second & low_bytes(len - 8))
-                };
-                return Field::from_words(first, second);
+        // Nearly every key is a plain name shorter than eight bytes: the word after its quote
+        // holds the closing quote, and the bytes before it are matched whole against the
+        // field names' first words (all letters, so a match is a name without escapes).
+        let at = self.pos;
+        if let (Some(b'"'), Some(word)) = (
+            self.bytes.get(at),
+            self.bytes.get(at + 1..).and_then(<[u8]>::first_chunk::<8>),
+        ) {
+            let word = u64::from_le_bytes(*word);
+            let quotes = zero_bytes(word ^ (ONES * u64::from(b'"')));
+            if quotes != 0 {
+                let len = (quotes.trailing_zeros() / 8) as usize;
+                if let Some(field) = Field::from_word(word & low_bytes(len)) {
+                    self.pos = at + len + 2;
+                    return Some(field);
+                }
             }
         }
+        self.long_key()
+    }
+
+    /// [`Walk::key`] for a key the word does not match: longer names, escapes, and keys that
+    /// name no field.
+    #[cold]
+    #[inline(never)]
+    fn long_key(&mut self) -> Option<Field> {
         let s = self.string()?;
         if !s.escaped {
             return Field::named(s.raw.as_bytes());
@@ -612,15 +627,26 @@ const HIGHS: u64 = 0x8080_8080_8080_8080;
 fn word_at(bytes: &[u8], at: usize) -> u64 {
     match bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
         Some(w) => u64::from_le_bytes(*w),
-        None => {
-            let rest = bytes.get(at..).unwrap_or_default();
-            let mut w = [0u8; 8];
-            for (to, from) in w.iter_mut().zip(rest) {
-                *to = *from;
-            }
-            u64::from_le_bytes(w)
-        }
+        None => last_word(bytes, at),
     }
+}
+
+/// [`word_at`] for fewer than eight bytes left: once per frame at most.
+#[cold]
+#[inline(never)]
+fn last_word(bytes: &[u8], at: usize) -> u64 {
+    let rest = bytes.get(at..).unwrap_or_default();
+    let mut w = [0u8; 8];
+    for (to, from) in w.iter_mut().zip(rest) {
+        *to = *from;
+    }
+    u64::from_le_bytes(w)
+}
+
+/// The high bit of every byte of `x` that is zero (exact up to the lowest one).
+#[inline(always)]
+fn zero_bytes(x: u64) -> u64 {
+    x.wrapping_sub(ONES) & !x & HIGHS
 }
 
 /// The high bit of every byte of `x` that ends a string's plain run: `"`, `\` or a control
@@ -628,11 +654,6 @@ fn word_at(bytes: &[u8], at: usize) -> u64 {
 /// one), which is all a scan needs.
 #[inline(always)]
 fn special_bytes(x: u64) -> u64 {
-    /// The high bit of every byte of `x` that is zero (exact up to the lowest one).
-    #[inline(always)]
-    fn zero_bytes(x: u64) -> u64 {
-        x.wrapping_sub(ONES) & !x & HIGHS
-    }
     let quote = zero_bytes(x ^ (ONES * u64::from(b'"')));
     let backslash = zero_bytes(x ^ (ONES * u64::from(b'\\')));
     let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
