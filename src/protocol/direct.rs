@@ -298,8 +298,7 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
     } else {
         loop {
             let key = w.key()?;
-            w.ws();
-            w.eat(b':')?;
+            w.colon()?;
             w.ws();
             match key {
                 Field::Id if id.is_none() => id = Some(w.id()?),
@@ -321,11 +320,8 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
                 }
                 _ => return None,
             }
-            w.ws();
-            match w.next()? {
-                b',' => w.ws(),
-                b'}' => break,
-                _ => return None,
+            if !w.more()? {
+                break;
             }
         }
     }

@@ -378,11 +378,12 @@ impl<'a> Walk<'a> {
         self.long_key()
     }
 
-    /// [`Walk::key`] for a key the word does not match: longer names, escapes, and keys that
-    /// name no field.
+    /// [`Walk::key`] for a key the word does not match: whitespace before it, longer names,
+    /// escapes, and keys that name no field.
     #[cold]
     #[inline(never)]
     fn long_key(&mut self) -> Option<Field> {
+        self.ws();
         let s = self.string()?;
         if !s.escaped {
             return Field::named(s.raw.as_bytes());
@@ -546,6 +547,10 @@ impl<'a> Walk<'a> {
     fn value(&mut self, inner: Option<&mut [Member<'a>]>, used: &mut usize) -> Option<Val<'a>> {
         Some(match self.peek()? {
             b'"' => Val::Str(self.string()?),
+            b' ' | b'\n' | b'\t' | b'\r' => {
+                self.ws();
+                return self.value(inner, used);
+            }
             b'n' => {
                 self.literal(b"null")?;
                 Val::Null
@@ -590,8 +595,10 @@ impl<'a> Walk<'a> {
             return Some(0);
         }
         let mut len = 0;
-        // The fields seen, one bit each; and the last one's rank, for the key order.
-        let (mut seen, mut last) = (0u32, None);
+        // The fields seen, one bit each; and one past the last one's rank (zero before the
+        // first), for the key order. Whitespace is skipped where it is met: a key, a value
+        // and what follows a value each look past it when their first byte is one.
+        let (mut seen, mut last) = (0u32, 0u8);
         loop {
             let key = self.key()?;
             let bit = 1u32 << key as u32;
@@ -599,22 +606,49 @@ impl<'a> Walk<'a> {
                 return None;
             }
             seen |= bit;
-            if last >= Some(key.rank()) {
+            let rank = key.rank() + 1;
+            if last >= rank {
                 self.canonical = false;
             }
-            last = Some(key.rank());
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
+            last = rank;
+            self.colon()?;
             let val = self.value(inner.as_deref_mut(), used)?;
             out[len] = Member { key, val };
             len += 1;
-            self.ws();
-            match self.next()? {
-                b',' => self.ws(),
-                b'}' => return Some(len),
-                _ => return None,
+            if !self.more()? {
+                return Some(len);
             }
+        }
+    }
+
+    /// The `:` after a key, and any whitespace before it.
+    #[inline(always)]
+    pub(super) fn colon(&mut self) -> Option<()> {
+        if self.peek() == Some(b':') {
+            self.pos += 1;
+            return Some(());
+        }
+        self.ws();
+        self.eat(b':')
+    }
+
+    /// What follows a member: `true` past a `,`, `false` past the `}` that ends its object
+    /// (whitespace before either skipped).
+    #[inline(always)]
+    pub(super) fn more(&mut self) -> Option<bool> {
+        match self.next()? {
+            b',' => Some(true),
+            b'}' => Some(false),
+            b' ' | b'\n' | b'\t' | b'\r' => {
+                self.pos -= 1;
+                self.ws();
+                match self.next()? {
+                    b',' => Some(true),
+                    b'}' => Some(false),
+                    _ => None,
+                }
+            }
+            _ => None,
         }
     }
 }
