@@ -302,7 +302,7 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
             w.ws();
             match key {
                 Field::Id if id.is_none() => id = Some(w.id()?),
-                Field::Method if method.is_none() => method = Some(w.plain_str()?.parse().ok()?),
+                Field::Method if method.is_none() => method = Some(method_named(w.plain_str()?)?),
                 Field::Params if !params_seen => {
                     params_seen = true;
                     if w.bytes[w.pos..].starts_with(b"null") {
@@ -333,6 +333,73 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
     read.method = method?;
     Some(())
 }
+
+/// The bridge method named `name` (as [`Method`]'s `FromStr` reads it), found by a hash of
+/// the name's first and last eight bytes and its length, then compared whole: every request
+/// names one.
+#[inline]
+fn method_named(name: &str) -> Option<Method> {
+    let bytes = name.as_bytes();
+    let (first, last) = (bytes.first_chunk::<8>()?, bytes.last_chunk::<8>()?);
+    let (first, last) = (u64::from_le_bytes(*first), u64::from_le_bytes(*last));
+    let slot = method_hash(first, last, bytes.len(), METHOD_HASH);
+    let (m, words) = METHOD_SLOTS[slot]?;
+    // Names of at most 16 bytes are their two words; longer ones are compared whole.
+    (words == (first, last, bytes.len()) && (bytes.len() <= 16 || m.as_str() == name)).then_some(m)
+}
+
+/// Where [`method_named`] looks for a name with these words and length, for multiplier `k`.
+#[inline(always)]
+const fn method_hash(first: u64, last: u64, len: usize, k: u64) -> usize {
+    ((first ^ last.rotate_left(29) ^ len as u64).wrapping_mul(k) >> 58) as usize
+}
+
+/// A bridge method's name as [`method_named`] reads it: its first and last eight bytes
+/// (little-endian) and its length.
+const fn method_words(m: Method) -> (u64, u64, usize) {
+    let name = m.as_str().as_bytes();
+    let (mut first, mut last, mut i) = (0u64, 0u64, 0);
+    while i < 8 {
+        first |= (name[i] as u64) << (8 * i);
+        last |= (name[name.len() - 8 + i] as u64) << (8 * i);
+        i += 1;
+    }
+    (first, last, name.len())
+}
+
+/// The multiplier of [`method_hash`]: the first odd number from a fixed start that gives
+/// every bridge method a slot of its own (found when Polaris is compiled).
+const METHOD_HASH: u64 = {
+    let mut k = 0x9e37_79b9_7f4a_7c15u64;
+    'search: loop {
+        let mut taken = [false; 64];
+        let mut i = 0;
+        while i < Method::BRIDGE.len() {
+            let (first, last, len) = method_words(Method::BRIDGE[i]);
+            let slot = method_hash(first, last, len, k);
+            if taken[slot] {
+                k = k.wrapping_add(2);
+                continue 'search;
+            }
+            taken[slot] = true;
+            i += 1;
+        }
+        break k;
+    }
+};
+
+/// Each slot of [`method_hash`]: the method that hashes to it, with its words.
+static METHOD_SLOTS: [Option<(Method, (u64, u64, usize))>; 64] = {
+    let mut slots = [None; 64];
+    let mut i = 0;
+    while i < Method::BRIDGE.len() {
+        let m = Method::BRIDGE[i];
+        let (first, last, len) = method_words(m);
+        slots[method_hash(first, last, len, METHOD_HASH)] = Some((m, (first, last, len)));
+        i += 1;
+    }
+    slots
+};
 
 /// Why typing the params failed: the general path explains it.
 struct Untyped;
@@ -753,6 +820,38 @@ mod tests {
             if let Err(e) = agrees(&frame) {
                 proptest::prop_assert!(false, "{}", e);
             }
+        }
+    }
+
+    #[test]
+    fn methods_are_named_as_their_parser_names_them() {
+        for m in Method::BRIDGE {
+            assert_eq!(method_named(m.as_str()), Some(*m));
+            let name = m.as_str();
+            let mut near = vec![
+                format!("{name}x"),
+                format!("x{name}"),
+                name[..name.len() - 1].to_owned(),
+                name[1..].to_owned(),
+                name.to_uppercase(),
+            ];
+            for i in 0..name.len() {
+                let mut b = name.as_bytes().to_vec();
+                b[i] ^= 1;
+                near.push(String::from_utf8(b).expect("ASCII"));
+            }
+            for other in near {
+                assert_eq!(method_named(&other), other.parse().ok(), "{other}");
+            }
+        }
+        for other in [
+            "",
+            "page",
+            "page.fil",
+            "task.verifyOutcomes",
+            "host.hello\\u0000",
+        ] {
+            assert_eq!(method_named(other), None, "{other}");
         }
     }
 

@@ -425,27 +425,38 @@ impl<'a> Walk<'a> {
     fn string(&mut self) -> Option<JsonStr<'a>> {
         self.eat(b'"')?;
         let start = self.pos;
+        let mut at = start;
         let mut escaped = false;
-        // The high bits of the words scanned: zero when every byte of the string is ASCII.
-        let mut high = 0;
+        // The words scanned, or'ed: their high bits are clear when every byte of the string
+        // (past its escapes, which are ASCII) is ASCII.
+        let mut seen = 0;
         loop {
-            // A run of plain bytes up to the next quote, backslash or control character.
-            let (run, h) = plain_run(self.bytes, self.pos);
-            high |= h;
-            let end = *self.bytes.get(self.pos + run)?;
-            self.pos += run + 1;
-            match end {
-                b'"' => break,
-                b'\\' => {}
-                // A raw control character, which JSON does not allow in a string.
+            // Eight bytes at a time, up to the next quote, backslash or control character.
+            let x = word_at(self.bytes, at);
+            seen |= x;
+            let flagged = special_bytes(x);
+            if flagged == 0 {
+                at += 8;
+                continue;
+            }
+            at += (flagged.trailing_zeros() / 8) as usize;
+            match self.bytes.get(at) {
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    escaped = true;
+                    self.pos = at + 1;
+                    self.escape()?;
+                    at = self.pos;
+                }
+                // A raw control character, which JSON does not allow in a string, or the
+                // frame's end.
                 _ => return None,
             }
-            escaped = true;
-            self.escape()?;
         }
-        let raw = self.bytes.get(start..self.pos - 1)?;
+        self.pos = at + 1;
+        let raw = self.bytes.get(start..at)?;
         // Escapes are ASCII, so the raw text is UTF-8 exactly when the string's value is.
-        let raw = if high == 0 {
+        let raw = if seen & HIGHS == 0 {
             ascii(raw)
         } else {
             self.high = true;
@@ -458,6 +469,7 @@ impl<'a> Walk<'a> {
     /// cleared if RFC 8785 writes it differently. Kept out of [`Walk::string`]'s loop, which
     /// most strings leave without one.
     #[cold]
+    #[inline(never)]
     fn escape(&mut self) -> Option<()> {
         match self.next()? {
             b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
@@ -665,13 +677,22 @@ fn word_at(bytes: &[u8], at: usize) -> u64 {
     }
 }
 
-/// [`word_at`] for fewer than eight bytes left: once per frame at most.
+/// [`word_at`] for fewer than eight bytes left (once per frame at most): the frame's last
+/// eight bytes, shifted down past the ones before `at`.
 #[cold]
 #[inline(never)]
 fn last_word(bytes: &[u8], at: usize) -> u64 {
-    let rest = bytes.get(at..).unwrap_or_default();
+    let left = bytes.len().saturating_sub(at);
+    if left == 0 {
+        return 0;
+    }
+    if let Some(last) = bytes.last_chunk::<8>() {
+        // `left` is 1 to 7 here: the shift drops the 8 - `left` bytes before `at`.
+        return u64::from_le_bytes(*last) >> (8 * (8 - left));
+    }
+    // A frame shorter than a word.
     let mut w = [0u8; 8];
-    for (to, from) in w.iter_mut().zip(rest) {
+    for (to, from) in w.iter_mut().zip(bytes.get(at..).unwrap_or_default()) {
         *to = *from;
     }
     u64::from_le_bytes(w)
@@ -698,26 +719,6 @@ fn special_bytes(x: u64) -> u64 {
 #[inline(always)]
 fn low_bytes(n: usize) -> u64 {
     (1u64 << (8 * (n & 7))) - 1
-}
-
-/// How many bytes of `bytes` from `at` a string holds as they are: up to the first `"`, `\`
-/// or control character; at least what is left when there is none. Eight bytes are looked
-/// at per step, with word arithmetic (past the end the bytes read as zeros, which stop the
-/// run). Also the high bits of the words looked at: zero when every byte of the run is
-/// ASCII.
-#[inline]
-fn plain_run(bytes: &[u8], at: usize) -> (usize, u64) {
-    let mut i = 0;
-    let mut high = 0;
-    loop {
-        let x = word_at(bytes, at + i);
-        high |= x & HIGHS;
-        let flagged = special_bytes(x);
-        if flagged != 0 {
-            return (i + (flagged.trailing_zeros() / 8) as usize, high);
-        }
-        i += 8;
-    }
 }
 
 /// ASCII bytes as text.
@@ -951,10 +952,12 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// The word-at-a-time scan stops exactly where a byte-at-a-time one does, wherever the
-        /// special byte sits in a word, and among bytes of every value.
+        /// A word read anywhere in a frame holds the bytes there (zeros past the end), and
+        /// the lowest byte its scan flags is the first quote, backslash or control character a
+        /// byte-at-a-time scan finds, wherever it sits in the word and among bytes of every
+        /// value.
         #[test]
-        fn plain_runs_end_at_the_first_special_byte(
+        fn word_scans_stop_at_the_first_special_byte(
             bytes in proptest::collection::vec(
                 proptest::prop_oneof![
                     proptest::prelude::any::<u8>(),
@@ -966,19 +969,17 @@ mod tests {
                 0..40,
             )
         ) {
-            for at in 0..=bytes.len() {
-                let rest = &bytes[at..];
-                let want = rest
-                    .iter()
-                    .position(|&b| b == b'"' || b == b'\\' || b < 0x20);
-                let (run, high) = plain_run(&bytes, at);
-                // Every byte of the run past ASCII shows in the high bits.
-                let ascii_run = rest[..want.unwrap_or(rest.len())].is_ascii();
-                proptest::prop_assert!(ascii_run || high != 0);
-                match want {
-                    Some(want) => proptest::prop_assert_eq!(run, want),
-                    None => proptest::prop_assert!(run >= rest.len()),
+            for at in 0..=bytes.len() + 2 {
+                let mut padded = [0u8; 8];
+                for (to, from) in padded.iter_mut().zip(bytes.get(at..).unwrap_or_default()) {
+                    *to = *from;
                 }
+                let word = word_at(&bytes, at);
+                proptest::prop_assert_eq!(word, u64::from_le_bytes(padded));
+                let want = padded.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20);
+                let flagged = special_bytes(word);
+                let got = (flagged != 0).then(|| (flagged.trailing_zeros() / 8) as usize);
+                proptest::prop_assert_eq!(got, want);
             }
         }
     }
