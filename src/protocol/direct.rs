@@ -412,21 +412,19 @@ impl<'a> Read<'a> {
         let Ok(command) = self.command() else {
             return ParsedFrame::General;
         };
-        let checked = match command {
-            FrameCommand::Owned(c) => c.checked(check_target).map(FrameCommand::Owned),
+        // Checked where it stands: the command is moved once, into the request.
+        let checked = match &command {
+            FrameCommand::Owned(c) => c.check(check_target),
             FrameCommand::Fill { target, value, .. } => {
-                Command::check_fill(target, value, check_target).map(|()| command)
+                Command::check_fill(target, value, check_target)
             }
         };
-        let command = match checked {
-            Ok(c) => c,
-            Err(message) => {
-                return ParsedFrame::Refused(FrameError {
-                    id: Some(self.id.to_owned()),
-                    error: ErrorBody::new(ErrorCode::BadRequest, message),
-                })
-            }
-        };
+        if let Err(message) = checked {
+            return ParsedFrame::Refused(FrameError {
+                id: Some(self.id.to_owned()),
+                error: ErrorBody::new(ErrorCode::BadRequest, message),
+            });
+        }
         let Some(request) = self.fingerprint() else {
             return ParsedFrame::General;
         };

@@ -709,10 +709,12 @@ fn zero_bytes(x: u64) -> u64 {
 /// one), which is all a scan needs.
 #[inline(always)]
 fn special_bytes(x: u64) -> u64 {
-    let quote = zero_bytes(x ^ (ONES * u64::from(b'"')));
-    let backslash = zero_bytes(x ^ (ONES * u64::from(b'\\')));
-    let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
-    quote | backslash | control
+    // Flipping bit 1 maps `"` (0x22) to 0x20 and the controls (below 0x20) onto themselves:
+    // the bytes below 0x21 after it are exactly the quotes and the controls.
+    let flipped = x ^ (ONES * 0x02);
+    let quote_or_control = flipped.wrapping_sub(ONES * 0x21) & !flipped;
+    let backslash = x ^ (ONES * u64::from(b'\\'));
+    (quote_or_control | (backslash.wrapping_sub(ONES) & !backslash)) & HIGHS
 }
 
 /// A mask of the low `n` bytes of a word (`n` below 8).
