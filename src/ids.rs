@@ -47,7 +47,12 @@ impl RequestKey {
 /// or table lookup per digit, and one branch for the whole ID (every request's ID is read
 /// this way).
 pub(crate) fn canonical_uuid(s: &[u8]) -> Option<[u8; 16]> {
-    let s: &[u8; 36] = s.try_into().ok()?;
+    uuid_bytes(s.try_into().ok()?)
+}
+
+/// [`canonical_uuid`] for text already known to be 36 bytes long.
+#[inline]
+pub(crate) fn uuid_bytes(s: &[u8; 36]) -> Option<[u8; 16]> {
     // Fixed offsets into a 36-byte array: no bounds check, no copy loop.
     let four = |i: usize| u64::from(u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]));
     let eight = |i: usize| four(i) | four(i + 4) << 32;

@@ -242,7 +242,7 @@ pub fn parse_frame<'a>(
         params: None,
         outer: [NO_MEMBER; MAX_MEMBERS],
         outer_len: 0,
-        inner: [NO_MEMBER; MAX_MEMBERS],
+        inner: None,
         inner_len: 0,
         canonical: true,
     };
@@ -273,7 +273,8 @@ struct Read<'a> {
     params: Option<&'a str>,
     outer: [Member<'a>; MAX_MEMBERS],
     outer_len: usize,
-    inner: [Member<'a>; MAX_MEMBERS],
+    /// Filled in only when the params hold an object.
+    inner: Option<[Member<'a>; MAX_MEMBERS]>,
     inner_len: usize,
     canonical: bool,
 }
@@ -559,7 +560,12 @@ impl<'a> Read<'a> {
     }
 
     fn inner(&self, start: u8, len: u8) -> &[Member<'a>] {
-        &self.inner[usize::from(start)..usize::from(start) + usize::from(len)]
+        let (start, len) = (usize::from(start), usize::from(len));
+        // The walk put the object's members there: the range is always in the table.
+        self.inner
+            .as_ref()
+            .and_then(|t| t.get(start..start + len))
+            .unwrap_or_default()
     }
 
     /// `expect`: an object of `target` and exactly one of `equals` or `contains`.

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use crate::ids::canonical_uuid;
+use crate::ids::uuid_bytes;
 use crate::protocol::canonical::{canonical_integer, has_short_escape};
 use crate::protocol::id::{ID_ALPHABET, MAX_ID_LEN};
 
@@ -400,11 +400,15 @@ impl<'a> Walk<'a> {
     pub(super) fn id(&mut self) -> Option<(&'a str, Option<[u8; 16]>)> {
         self.eat(b'"')?;
         let start = self.pos;
-        if let Some(body) = self.bytes.get(start..start + 37) {
-            if let (Some(uuid), Some(b'"')) = (canonical_uuid(&body[..36]), body.get(36)) {
+        if let Some((digits, [b'"', ..])) = self
+            .bytes
+            .get(start..)
+            .and_then(<[u8]>::split_first_chunk::<36>)
+        {
+            if let Some(uuid) = uuid_bytes(digits) {
                 self.pos = start + 37;
                 // Hex digits and hyphens: ASCII.
-                return Some((ascii(&body[..36]), Some(uuid)));
+                return Some((ascii(digits), Some(uuid)));
             }
         }
         let len = self.bytes[start..]
@@ -555,8 +559,12 @@ impl<'a> Walk<'a> {
     }
 
     /// A scalar, or (when `inner` is given) an object whose members go to the end of
-    /// `inner`, past its first `used`.
-    fn value(&mut self, inner: Option<&mut [Member<'a>]>, used: &mut usize) -> Option<Val<'a>> {
+    /// `inner` (made when the first object is met), past its first `used`.
+    fn value(
+        &mut self,
+        inner: Option<&mut Option<[Member<'a>; MAX_MEMBERS]>>,
+        used: &mut usize,
+    ) -> Option<Val<'a>> {
         Some(match self.peek()? {
             b'"' => Val::Str(self.string()?),
             b' ' | b'\n' | b'\t' | b'\r' => {
@@ -577,7 +585,7 @@ impl<'a> Walk<'a> {
             }
             b'-' | b'0'..=b'9' => self.number()?,
             b'{' => {
-                let table = inner?;
+                let table = inner?.get_or_insert([NO_MEMBER; MAX_MEMBERS]);
                 let start = *used;
                 let len = self.members(table.get_mut(start..)?, None, &mut 0)?;
                 *used += len;
@@ -597,7 +605,7 @@ impl<'a> Walk<'a> {
     pub(super) fn members(
         &mut self,
         out: &mut [Member<'a>],
-        mut inner: Option<&mut [Member<'a>]>,
+        mut inner: Option<&mut Option<[Member<'a>; MAX_MEMBERS]>>,
         used: &mut usize,
     ) -> Option<usize> {
         self.eat(b'{')?;
