@@ -426,7 +426,15 @@ impl<'a> Walk<'a> {
     /// A string: its raw text between the quotes, checked to be JSON (no raw control
     /// characters, escapes of the right form, valid UTF-8). An escape RFC 8785 writes
     /// differently clears `canonical`.
+    #[inline(never)]
     fn string(&mut self) -> Option<JsonStr<'a>> {
+        self.read_string()
+    }
+
+    /// [`Walk::string`], inlined where the params' values are read (most of a frame's
+    /// strings): no call per value.
+    #[inline(always)]
+    fn read_string(&mut self) -> Option<JsonStr<'a>> {
         self.eat(b'"')?;
         let start = self.pos;
         let mut at = start;
@@ -566,7 +574,7 @@ impl<'a> Walk<'a> {
         used: &mut usize,
     ) -> Option<Val<'a>> {
         Some(match self.peek()? {
-            b'"' => Val::Str(self.string()?),
+            b'"' => Val::Str(self.read_string()?),
             b' ' | b'\n' | b'\t' | b'\r' => {
                 self.ws();
                 return self.value(inner, used);
