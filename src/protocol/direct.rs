@@ -355,9 +355,12 @@ const fn method_hash(first: u64, last: u64, len: usize, k: u64) -> usize {
     ((first ^ last.rotate_left(29) ^ len as u64).wrapping_mul(k) >> 58) as usize
 }
 
-/// A bridge method's name as [`method_named`] reads it: its first and last eight bytes
-/// (little-endian) and its length.
-const fn method_words(m: Method) -> (u64, u64, usize) {
+/// A method name as [`method_named`] reads it: its first and last eight bytes (little-endian)
+/// and its length.
+type MethodWords = (u64, u64, usize);
+
+/// A bridge method's [`MethodWords`].
+const fn method_words(m: Method) -> MethodWords {
     let name = m.as_str().as_bytes();
     let (mut first, mut last, mut i) = (0u64, 0u64, 0);
     while i < 8 {
@@ -390,7 +393,7 @@ const METHOD_HASH: u64 = {
 };
 
 /// Each slot of [`method_hash`]: the method that hashes to it, with its words.
-static METHOD_SLOTS: [Option<(Method, (u64, u64, usize))>; 64] = {
+static METHOD_SLOTS: [Option<(Method, MethodWords)>; 64] = {
     let mut slots = [None; 64];
     let mut i = 0;
     while i < Method::BRIDGE.len() {
