@@ -303,7 +303,9 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
             w.ws();
             match key {
                 Field::Id if id.is_none() => id = Some(w.id()?),
-                Field::Method if method.is_none() => method = Some(method_named(w.plain_str()?)?),
+                // Method names hold no quote, backslash or control: a name that matches one
+                // is a plain string.
+                Field::Method if method.is_none() => method = Some(method_named(w.short_name()?)?),
                 Field::Params if !params_seen => {
                     params_seen = true;
                     if w.bytes[w.pos..].starts_with(b"null") {
@@ -339,14 +341,14 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
 /// the name's first and last eight bytes and its length, then compared whole: every request
 /// names one.
 #[inline]
-fn method_named(name: &str) -> Option<Method> {
-    let bytes = name.as_bytes();
+fn method_named(bytes: &[u8]) -> Option<Method> {
     let (first, last) = (bytes.first_chunk::<8>()?, bytes.last_chunk::<8>()?);
     let (first, last) = (u64::from_le_bytes(*first), u64::from_le_bytes(*last));
     let slot = method_hash(first, last, bytes.len(), METHOD_HASH);
     let (m, words) = METHOD_SLOTS[slot]?;
     // Names of at most 16 bytes are their two words; longer ones are compared whole.
-    (words == (first, last, bytes.len()) && (bytes.len() <= 16 || m.as_str() == name)).then_some(m)
+    (words == (first, last, bytes.len()) && (bytes.len() <= 16 || m.as_str().as_bytes() == bytes))
+        .then_some(m)
 }
 
 /// Where [`method_named`] looks for a name with these words and length, for multiplier `k`.
@@ -833,7 +835,7 @@ mod tests {
     #[test]
     fn methods_are_named_as_their_parser_names_them() {
         for m in Method::BRIDGE {
-            assert_eq!(method_named(m.as_str()), Some(*m));
+            assert_eq!(method_named(m.as_str().as_bytes()), Some(*m));
             let name = m.as_str();
             let mut near = vec![
                 format!("{name}x"),
@@ -848,7 +850,11 @@ mod tests {
                 near.push(String::from_utf8(b).expect("ASCII"));
             }
             for other in near {
-                assert_eq!(method_named(&other), other.parse().ok(), "{other}");
+                assert_eq!(
+                    method_named(other.as_bytes()),
+                    other.parse().ok(),
+                    "{other}"
+                );
             }
         }
         for other in [
@@ -858,7 +864,7 @@ mod tests {
             "task.verifyOutcomes",
             "host.hello\\u0000",
         ] {
-            assert_eq!(method_named(other), None, "{other}");
+            assert_eq!(method_named(other.as_bytes()), None, "{other}");
         }
     }
 
@@ -977,5 +983,25 @@ mod tests {
             ),
             ParsedFrame::General
         ));
+        // The method is matched whole where it stands: at the frame's end, or written with
+        // an escape (left to the general path, which reads it).
+        assert!(direct(r#"{"id":"r1","params":null,"method":"host.hello"}"#).is_some());
+        assert!(
+            direct(r#"{"id":"r1","method":"task.verifyOutcome","params":{"taskId":"t"}}"#)
+                .is_some()
+        );
+        for frame in [
+            r#"{"id":"r1","method":"host.hel\u006co"}"#,
+            r#"{"id":"r1","method":"host.hello"#,
+            r#"{"id":"r1","method":"host.hello\"}"#,
+        ] {
+            assert!(
+                matches!(
+                    parse_frame(frame.as_bytes(), &check_target),
+                    ParsedFrame::General
+                ),
+                "{frame}"
+            );
+        }
     }
 }

@@ -345,11 +345,23 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// A string without escapes (a key, the method), without its quotes.
-    #[inline]
-    pub(super) fn plain_str(&mut self) -> Option<&'a str> {
-        let s = self.string()?;
-        (!s.escaped).then_some(s.raw)
+    /// The bytes between a string's quotes when its closing quote comes within 24 bytes,
+    /// unchecked: only for matching whole against names that hold no quote, backslash or
+    /// control character, so that a match is a string without escapes (the method).
+    #[inline(always)]
+    pub(super) fn short_name(&mut self) -> Option<&'a [u8]> {
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        let from = self.pos + 1;
+        let len = [0, 8, 16].into_iter().find_map(|i| {
+            // Past the frame's end the bytes read as zeros, which are no quotes.
+            let quotes = zero_bytes(word_at(self.bytes, from + i) ^ (ONES * u64::from(b'"')));
+            (quotes != 0).then(|| i + (quotes.trailing_zeros() / 8) as usize)
+        })?;
+        let name = self.bytes.get(from..from + len)?;
+        self.pos = from + len + 1;
+        Some(name)
     }
 
     /// An object key, as the field it names (the only keys any frame may hold are the
