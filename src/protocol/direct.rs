@@ -415,21 +415,31 @@ type Typed<T> = Result<T, Untyped>;
 impl<'a> Read<'a> {
     /// Types and checks the params, and writes the fingerprint.
     fn finish(&self, check_target: &dyn Fn(&str) -> Result<(), String>) -> ParsedFrame<'a> {
-        let Ok(command) = self.command() else {
+        // A `page.fill` without escapes (nearly every request) is typed straight into the
+        // request, its strings borrowed: nothing the size of a command is moved on the way.
+        if let Some((task_id, target, value)) = self.plain_fill() {
+            if let Err(message) = Command::check_fill(target, value, check_target) {
+                return self.refused(message);
+            }
+            let Some(request) = self.fingerprint() else {
+                return ParsedFrame::General;
+            };
+            return ParsedFrame::Request(DirectRequest {
+                request_id: self.id,
+                uuid: self.uuid,
+                command: FrameCommand::Fill {
+                    task_id,
+                    target,
+                    value,
+                },
+                request,
+            });
+        }
+        let Ok(command) = self.owned_command() else {
             return ParsedFrame::General;
         };
-        // Checked where it stands: the command is moved once, into the request.
-        let checked = match &command {
-            FrameCommand::Owned(c) => c.check(check_target),
-            FrameCommand::Fill { target, value, .. } => {
-                Command::check_fill(target, value, check_target)
-            }
-        };
-        if let Err(message) = checked {
-            return ParsedFrame::Refused(FrameError {
-                id: Some(self.id.to_owned()),
-                error: ErrorBody::new(ErrorCode::BadRequest, message),
-            });
+        if let Err(message) = command.check(check_target) {
+            return self.refused(message);
         }
         let Some(request) = self.fingerprint() else {
             return ParsedFrame::General;
@@ -437,8 +447,16 @@ impl<'a> Read<'a> {
         ParsedFrame::Request(DirectRequest {
             request_id: self.id,
             uuid: self.uuid,
-            command,
+            command: FrameCommand::Owned(command),
             request,
+        })
+    }
+
+    /// The refusal of params that fail a check, with the general path's message.
+    fn refused(&self, message: String) -> ParsedFrame<'a> {
+        ParsedFrame::Refused(FrameError {
+            id: Some(self.id.to_owned()),
+            error: ErrorBody::new(ErrorCode::BadRequest, message),
         })
     }
 
@@ -446,23 +464,17 @@ impl<'a> Read<'a> {
         &self.outer[..self.outer_len]
     }
 
-    /// The typed command, as serde's derived parsers would read the same members (a
-    /// `page.fill` without escapes left borrowed).
-    fn command(&self) -> Typed<FrameCommand<'a>> {
-        let m = self.members();
-        if self.method == Method::PageFill {
-            let [task_id, target, value] = fields(m, [Field::TaskId, Field::Target, Field::Value])?;
-            if let (Some(task_id), Some(target), Some(value)) =
-                (plain(task_id), plain(target), plain(value))
-            {
-                return Ok(FrameCommand::Fill {
-                    task_id,
-                    target,
-                    value,
-                });
-            }
+    /// A `page.fill`'s task ID, target and value when none of them holds an escape (as
+    /// serde's derived parser would read the same members, left borrowed); `None` for any
+    /// other request, which [`Read::owned_command`] types.
+    #[inline]
+    fn plain_fill(&self) -> Option<(&'a str, &'a str, &'a str)> {
+        if self.method != Method::PageFill {
+            return None;
         }
-        self.owned_command().map(FrameCommand::Owned)
+        let [task_id, target, value] =
+            fields(self.members(), [Field::TaskId, Field::Target, Field::Value]).ok()?;
+        Some((plain(task_id)?, plain(target)?, plain(value)?))
     }
 
     /// The typed command, owned.
