@@ -77,11 +77,17 @@ fn hex_word(x: u64) -> (u32, u64) {
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     // For bytes below 0x80, the high bit of `x + (0x80 - c)` says `byte >= c` (no carries;
     // a byte from 0x80 up is refused by its own high bit, whatever its carry does).
-    let at_least = |c: u8| x.wrapping_add(ONES * u64::from(0x80 - c)) & HIGHS;
-    let letter = at_least(b'a') & !at_least(b'f' + 1);
-    // `0`–`9` or `a`–`f`: at least `0`, not from `:` below `a`, not past `f`.
-    let digit_or_letter = at_least(b'0') ^ at_least(b'9' + 1) ^ at_least(b'a') ^ at_least(b'f' + 1);
-    let bad = (x & HIGHS) | (digit_or_letter ^ HIGHS);
+    let at_least = |c: u8| x.wrapping_add(ONES * u64::from(0x80 - c));
+    let (zero, colon, a, past_f) = (
+        at_least(b'0'),
+        at_least(b'9' + 1),
+        at_least(b'a'),
+        at_least(b'f' + 1),
+    );
+    let letter = a & !past_f & HIGHS;
+    // `0`–`9` or `a`–`f`: at least `0`, not from `:` below `a`, not past `f` (only the high
+    // bits of the sums count, so they are masked once, at the end).
+    let bad = (!(zero ^ colon ^ a ^ past_f) | x) & HIGHS;
     // A digit's value is its low nibble; a letter's is its low nibble plus 9.
     let nibbles = (x & (ONES * 0x0f)) + (letter >> 7) * 9;
     // Each 16-bit lane: first digit (low byte) times 16 plus the second (high byte).
