@@ -123,14 +123,15 @@ impl Field {
         })
     }
 
-    /// The field whose name is the bytes of `word` (little-endian, zero past the name's
-    /// end), for names shorter than eight bytes; `None` for any other: a hash of the word
-    /// picks the one field it can be, and the word is compared with its name's.
+    /// The field whose name is the `len` bytes of `word` (little-endian, zero past them),
+    /// for names shorter than eight bytes; `None` for any other: a hash of the word picks the
+    /// one field it can be, and the word and length are compared with its name's (the length
+    /// too, since a zero byte in the key would read as the word's padding).
     #[inline(always)]
-    fn from_word(word: u64) -> Option<Field> {
+    fn from_word(word: u64, len: usize) -> Option<Field> {
         let slot = name_hash(word);
         // Longer names have no zero byte in their first word: they never compare equal.
-        if SLOT_WORDS[slot] == word {
+        if SLOT_WORDS[slot] == word && usize::from(SLOT_LENS[slot]) == len {
             SLOT_FIELDS[slot]
         } else {
             None
@@ -250,6 +251,17 @@ static SLOT_WORDS: [u64; 64] = {
         i += 1;
     }
     words
+};
+
+/// For each slot of [`name_hash`], the length of the field name that hashes to it.
+static SLOT_LENS: [u8; 64] = {
+    let mut lens = [0; 64];
+    let mut i = 0;
+    while i < 20 {
+        lens[(FIRST_WORDS[i].wrapping_mul(NAME_HASH) >> 58) as usize] = FIELD_NAMES[i].len() as u8;
+        i += 1;
+    }
+    lens
 };
 
 /// See [`SLOT_WORDS`].
@@ -381,7 +393,7 @@ impl<'a> Walk<'a> {
             let quotes = zero_bytes(word ^ (ONES * u64::from(b'"')));
             if quotes != 0 {
                 let len = (quotes.trailing_zeros() / 8) as usize;
-                if let Some(field) = Field::from_word(word & low_bytes(len)) {
+                if let Some(field) = Field::from_word(word & low_bytes(len), len) {
                     self.pos = at + len + 2;
                     return Some(field);
                 }
@@ -872,12 +884,17 @@ mod tests {
         for other in near.iter().map(String::as_str).chain(others) {
             assert_eq!(Field::named(other.as_bytes()), None, "{other}");
         }
-        // A key read from a frame names the same field, wherever the frame ends after it.
+        // A key read from a frame names the same field, wherever the frame ends after it; a
+        // name followed by bytes that read as a word's padding, or by controls, names none.
+        let padded = FIELD_NAMES
+            .iter()
+            .flat_map(|n| [format!("{n}\0"), format!("{n}\0\0"), format!("{n}\u{1}")]);
         for name in FIELD_NAMES
             .iter()
             .chain(&others)
             .map(|n| n.to_string())
             .chain(near)
+            .chain(padded)
         {
             for after in ["", ":", ":1}", ":\"Hello, world\"}}"] {
                 let frame = format!("\"{name}\"{after}");
