@@ -44,50 +44,57 @@ impl RequestKey {
 
 /// The bytes of a lowercase hyphenated UUID, or `None` for any other text. The 32 digits are
 /// read as four words of eight, each checked and converted with word arithmetic: no branch
-/// or table lookup per digit (every request's ID is read this way).
+/// or table lookup per digit, and one branch for the whole ID (every request's ID is read
+/// this way).
 pub(crate) fn canonical_uuid(s: &[u8]) -> Option<[u8; 16]> {
-    let s: &[u8; 36] = s.try_into().ok()?;
-    if s[8] != b'-' || s[13] != b'-' || s[18] != b'-' || s[23] != b'-' {
-        return None;
-    }
+    uuid_bytes(s.try_into().ok()?)
+}
+
+/// [`canonical_uuid`] for text already known to be 36 bytes long.
+#[inline]
+pub(crate) fn uuid_bytes(s: &[u8; 36]) -> Option<[u8; 16]> {
     // Fixed offsets into a 36-byte array: no bounds check, no copy loop.
     let four = |i: usize| u64::from(u32::from_le_bytes([s[i], s[i + 1], s[i + 2], s[i + 3]]));
     let eight = |i: usize| four(i) | four(i + 4) << 32;
-    let [a, b, c, d] = [
-        hex_word(eight(0))?,
-        hex_word(four(9) | four(14) << 32)?,
-        hex_word(four(19) | four(24) << 32)?,
-        hex_word(eight(28))?,
-    ];
-    Some([
-        a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3], c[0], c[1], c[2], c[3], d[0], d[1], d[2],
-        d[3],
-    ])
+    let (a, a_bad) = hex_word(eight(0));
+    let (b, b_bad) = hex_word(four(9) | four(14) << 32);
+    let (c, c_bad) = hex_word(four(19) | four(24) << 32);
+    let (d, d_bad) = hex_word(eight(28));
+    let hyphens = (s[8] ^ b'-') | (s[13] ^ b'-') | (s[18] ^ b'-') | (s[23] ^ b'-');
+    if (a_bad | b_bad | c_bad | d_bad) != 0 || hyphens != 0 {
+        return None;
+    }
+    let value = u128::from(a) | u128::from(b) << 32 | u128::from(c) << 64 | u128::from(d) << 96;
+    Some(value.to_le_bytes())
 }
 
-/// Eight lowercase hex digits (one per byte of `x`, first digit lowest) as the four bytes
-/// they spell, or `None` if any byte is not one.
+/// Eight hex digits (one per byte of `x`, first digit lowest) as the four bytes they spell
+/// (first byte lowest), and a word that is not zero if any byte is not a lowercase hex digit
+/// (the value is then meaningless).
 #[inline(always)]
-fn hex_word(x: u64) -> Option<[u8; 4]> {
+fn hex_word(x: u64) -> (u32, u64) {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
-    if x & HIGHS != 0 {
-        return None;
-    }
-    // For bytes below 0x80, the high bit of `x + (0x80 - c)` says `byte >= c` (no carries).
-    let at_least = |c: u8| x.wrapping_add(ONES * u64::from(0x80 - c)) & HIGHS;
-    let digit = at_least(b'0') & !at_least(b'9' + 1);
-    let letter = at_least(b'a') & !at_least(b'f' + 1);
-    if (digit | letter) != HIGHS {
-        return None;
-    }
+    // For bytes below 0x80, the high bit of `x + (0x80 - c)` says `byte >= c` (no carries;
+    // a byte from 0x80 up is refused by its own high bit, whatever its carry does).
+    let at_least = |c: u8| x.wrapping_add(ONES * u64::from(0x80 - c));
+    let (zero, colon, a, past_f) = (
+        at_least(b'0'),
+        at_least(b'9' + 1),
+        at_least(b'a'),
+        at_least(b'f' + 1),
+    );
+    let letter = a & !past_f & HIGHS;
+    // `0`–`9` or `a`–`f`: at least `0`, not from `:` below `a`, not past `f` (only the high
+    // bits of the sums count, so they are masked once, at the end).
+    let bad = (!(zero ^ colon ^ a ^ past_f) | x) & HIGHS;
     // A digit's value is its low nibble; a letter's is its low nibble plus 9.
     let nibbles = (x & (ONES * 0x0f)) + (letter >> 7) * 9;
     // Each 16-bit lane: first digit (low byte) times 16 plus the second (high byte).
-    const LANE: u64 = 0x000f_000f_000f_000f;
-    let pairs = ((nibbles & LANE) << 4) | ((nibbles >> 8) & LANE);
-    let b = pairs.to_le_bytes();
-    Some([b[0], b[2], b[4], b[6]])
+    let pairs = ((nibbles << 4) | (nibbles >> 8)) & 0x00ff_00ff_00ff_00ff;
+    // The four lanes' low bytes, packed.
+    let packed = (pairs | pairs >> 8) & 0x0000_ffff_0000_ffff;
+    ((packed | packed >> 16) as u32, bad)
 }
 
 /// Writes the lowercase hyphenated spelling of a UUID's bytes (four bytes at a time, the

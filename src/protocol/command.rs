@@ -243,6 +243,15 @@ impl Command {
         self,
         check_target: &dyn Fn(&str) -> Result<(), String>,
     ) -> Result<Command, String> {
+        self.check(check_target).map(|()| self)
+    }
+
+    /// [`Command::checked`] without taking the command: the one-pass reader checks the
+    /// command it built where it stands.
+    pub(super) fn check(
+        &self,
+        check_target: &dyn Fn(&str) -> Result<(), String>,
+    ) -> Result<(), String> {
         let method = self.method();
         let sized = |field: &str, limit: super::limits::TextLimit, text: &str| {
             limit
@@ -261,7 +270,7 @@ impl Command {
             sized(field, EXPECTED_TEXT, text)?;
             target_ok("expect.target", &expect.target)
         };
-        match &self {
+        match self {
             Command::Execute(ExecutorCommand::Start(p)) => {
                 if p.title.is_empty() {
                     return Err(
@@ -331,7 +340,7 @@ impl Command {
                 | ReadCommand::RunStatus(_),
             ) => {}
         }
-        Ok(self)
+        Ok(())
     }
 }
 

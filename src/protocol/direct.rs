@@ -242,7 +242,7 @@ pub fn parse_frame<'a>(
         params: None,
         outer: [NO_MEMBER; MAX_MEMBERS],
         outer_len: 0,
-        inner: [NO_MEMBER; MAX_MEMBERS],
+        inner: None,
         inner_len: 0,
         canonical: true,
     };
@@ -273,7 +273,8 @@ struct Read<'a> {
     params: Option<&'a str>,
     outer: [Member<'a>; MAX_MEMBERS],
     outer_len: usize,
-    inner: [Member<'a>; MAX_MEMBERS],
+    /// Filled in only when the params hold an object.
+    inner: Option<[Member<'a>; MAX_MEMBERS]>,
     inner_len: usize,
     canonical: bool,
 }
@@ -281,13 +282,13 @@ struct Read<'a> {
 /// Reads the envelope and the params' members; `None` for anything the general path must
 /// read (or explain).
 fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
-    // Checked once here, so every piece below is a `&str` without checking it again.
-    let text = std::str::from_utf8(frame).ok()?;
+    // Not checked as UTF-8 here: the walk checks the strings that hold bytes past ASCII, and
+    // takes nothing but ASCII elsewhere.
     let mut w = Walk {
-        text,
         bytes: frame,
         pos: 0,
         canonical: true,
+        high: false,
     };
     let (mut id, mut method, mut params_seen) = (None, None, false);
     w.ws();
@@ -298,12 +299,13 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
     } else {
         loop {
             let key = w.key()?;
-            w.ws();
-            w.eat(b':')?;
+            w.colon()?;
             w.ws();
             match key {
                 Field::Id if id.is_none() => id = Some(w.id()?),
-                Field::Method if method.is_none() => method = Some(w.plain_str()?.parse().ok()?),
+                // Method names hold no quote, backslash or control: a name that matches one
+                // is a plain string.
+                Field::Method if method.is_none() => method = Some(method_named(w.short_name()?)?),
                 Field::Params if !params_seen => {
                     params_seen = true;
                     if w.bytes[w.pos..].starts_with(b"null") {
@@ -316,16 +318,13 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
                         read.outer_len =
                             w.members(&mut read.outer, Some(&mut read.inner), &mut read.inner_len)?;
                         read.canonical = w.canonical;
-                        read.params = Some(text.get(start..w.pos)?);
+                        read.params = Some(w.text(start)?);
                     }
                 }
                 _ => return None,
             }
-            w.ws();
-            match w.next()? {
-                b',' => w.ws(),
-                b'}' => break,
-                _ => return None,
+            if !w.more()? {
+                break;
             }
         }
     }
@@ -338,6 +337,76 @@ fn read_frame<'a>(frame: &'a [u8], read: &mut Read<'a>) -> Option<()> {
     Some(())
 }
 
+/// The bridge method named `name` (as [`Method`]'s `FromStr` reads it), found by a hash of
+/// the name's first and last eight bytes and its length, then compared whole: every request
+/// names one.
+#[inline]
+fn method_named(bytes: &[u8]) -> Option<Method> {
+    let (first, last) = (bytes.first_chunk::<8>()?, bytes.last_chunk::<8>()?);
+    let (first, last) = (u64::from_le_bytes(*first), u64::from_le_bytes(*last));
+    let slot = method_hash(first, last, bytes.len(), METHOD_HASH);
+    let (m, words) = METHOD_SLOTS[slot]?;
+    // Names of at most 16 bytes are their two words; longer ones are compared whole.
+    (words == (first, last, bytes.len()) && (bytes.len() <= 16 || m.as_str().as_bytes() == bytes))
+        .then_some(m)
+}
+
+/// Where [`method_named`] looks for a name with these words and length, for multiplier `k`.
+#[inline(always)]
+const fn method_hash(first: u64, last: u64, len: usize, k: u64) -> usize {
+    ((first ^ last.rotate_left(29) ^ len as u64).wrapping_mul(k) >> 58) as usize
+}
+
+/// A method name as [`method_named`] reads it: its first and last eight bytes (little-endian)
+/// and its length.
+type MethodWords = (u64, u64, usize);
+
+/// A bridge method's [`MethodWords`].
+const fn method_words(m: Method) -> MethodWords {
+    let name = m.as_str().as_bytes();
+    let (mut first, mut last, mut i) = (0u64, 0u64, 0);
+    while i < 8 {
+        first |= (name[i] as u64) << (8 * i);
+        last |= (name[name.len() - 8 + i] as u64) << (8 * i);
+        i += 1;
+    }
+    (first, last, name.len())
+}
+
+/// The multiplier of [`method_hash`]: the first odd number from a fixed start that gives
+/// every bridge method a slot of its own (found when Polaris is compiled).
+const METHOD_HASH: u64 = {
+    let mut k = 0x9e37_79b9_7f4a_7c15u64;
+    'search: loop {
+        let mut taken = [false; 64];
+        let mut i = 0;
+        while i < Method::BRIDGE.len() {
+            let (first, last, len) = method_words(Method::BRIDGE[i]);
+            let slot = method_hash(first, last, len, k);
+            if taken[slot] {
+                k = k.wrapping_add(2);
+                continue 'search;
+            }
+            taken[slot] = true;
+            i += 1;
+        }
+        break k;
+    }
+};
+
+/// Each slot of [`method_hash`]: the method that hashes to it, with its words.
+static METHOD_SLOTS: [Option<(Method, MethodWords)>; 64] = {
+    let mut slots = [None; 64];
+    let mut i = 0;
+    while i < Method::BRIDGE.len() {
+        let m = Method::BRIDGE[i];
+        let (first, last, len) = method_words(m);
+        slots[method_hash(first, last, len, METHOD_HASH)] = Some((m, (first, last, len)));
+        i += 1;
+    }
+    slots
+};
+
 /// Why typing the params failed: the general path explains it.
 struct Untyped;
 
@@ -346,32 +415,48 @@ type Typed<T> = Result<T, Untyped>;
 impl<'a> Read<'a> {
     /// Types and checks the params, and writes the fingerprint.
     fn finish(&self, check_target: &dyn Fn(&str) -> Result<(), String>) -> ParsedFrame<'a> {
-        let Ok(command) = self.command() else {
+        // A `page.fill` without escapes (nearly every request) is typed straight into the
+        // request, its strings borrowed: nothing the size of a command is moved on the way.
+        if let Some((task_id, target, value)) = self.plain_fill() {
+            if let Err(message) = Command::check_fill(target, value, check_target) {
+                return self.refused(message);
+            }
+            let Some(request) = self.fingerprint() else {
+                return ParsedFrame::General;
+            };
+            return ParsedFrame::Request(DirectRequest {
+                request_id: self.id,
+                uuid: self.uuid,
+                command: FrameCommand::Fill {
+                    task_id,
+                    target,
+                    value,
+                },
+                request,
+            });
+        }
+        let Ok(command) = self.owned_command() else {
             return ParsedFrame::General;
         };
-        let checked = match command {
-            FrameCommand::Owned(c) => c.checked(check_target).map(FrameCommand::Owned),
-            FrameCommand::Fill { target, value, .. } => {
-                Command::check_fill(target, value, check_target).map(|()| command)
-            }
-        };
-        let command = match checked {
-            Ok(c) => c,
-            Err(message) => {
-                return ParsedFrame::Refused(FrameError {
-                    id: Some(self.id.to_owned()),
-                    error: ErrorBody::new(ErrorCode::BadRequest, message),
-                })
-            }
-        };
+        if let Err(message) = command.check(check_target) {
+            return self.refused(message);
+        }
         let Some(request) = self.fingerprint() else {
             return ParsedFrame::General;
         };
         ParsedFrame::Request(DirectRequest {
             request_id: self.id,
             uuid: self.uuid,
-            command,
+            command: FrameCommand::Owned(command),
             request,
+        })
+    }
+
+    /// The refusal of params that fail a check, with the general path's message.
+    fn refused(&self, message: String) -> ParsedFrame<'a> {
+        ParsedFrame::Refused(FrameError {
+            id: Some(self.id.to_owned()),
+            error: ErrorBody::new(ErrorCode::BadRequest, message),
         })
     }
 
@@ -379,23 +464,17 @@ impl<'a> Read<'a> {
         &self.outer[..self.outer_len]
     }
 
-    /// The typed command, as serde's derived parsers would read the same members (a
-    /// `page.fill` without escapes left borrowed).
-    fn command(&self) -> Typed<FrameCommand<'a>> {
-        let m = self.members();
-        if self.method == Method::PageFill {
-            let [task_id, target, value] = fields(m, [Field::TaskId, Field::Target, Field::Value])?;
-            if let (Some(task_id), Some(target), Some(value)) =
-                (plain(task_id), plain(target), plain(value))
-            {
-                return Ok(FrameCommand::Fill {
-                    task_id,
-                    target,
-                    value,
-                });
-            }
+    /// A `page.fill`'s task ID, target and value when none of them holds an escape (as
+    /// serde's derived parser would read the same members, left borrowed); `None` for any
+    /// other request, which [`Read::owned_command`] types.
+    #[inline]
+    fn plain_fill(&self) -> Option<(&'a str, &'a str, &'a str)> {
+        if self.method != Method::PageFill {
+            return None;
         }
-        self.owned_command().map(FrameCommand::Owned)
+        let [task_id, target, value] =
+            fields(self.members(), [Field::TaskId, Field::Target, Field::Value]).ok()?;
+        Some((plain(task_id)?, plain(target)?, plain(value)?))
     }
 
     /// The typed command, owned.
@@ -498,7 +577,12 @@ impl<'a> Read<'a> {
     }
 
     fn inner(&self, start: u8, len: u8) -> &[Member<'a>] {
-        &self.inner[usize::from(start)..usize::from(start) + usize::from(len)]
+        let (start, len) = (usize::from(start), usize::from(len));
+        // The walk put the object's members there: the range is always in the table.
+        self.inner
+            .as_ref()
+            .and_then(|t| t.get(start..start + len))
+            .unwrap_or_default()
     }
 
     /// `expect`: an object of `target` and exactly one of `equals` or `contains`.
@@ -761,6 +845,42 @@ mod tests {
     }
 
     #[test]
+    fn methods_are_named_as_their_parser_names_them() {
+        for m in Method::BRIDGE {
+            assert_eq!(method_named(m.as_str().as_bytes()), Some(*m));
+            let name = m.as_str();
+            let mut near = vec![
+                format!("{name}x"),
+                format!("x{name}"),
+                name[..name.len() - 1].to_owned(),
+                name[1..].to_owned(),
+                name.to_uppercase(),
+            ];
+            for i in 0..name.len() {
+                let mut b = name.as_bytes().to_vec();
+                b[i] ^= 1;
+                near.push(String::from_utf8(b).expect("ASCII"));
+            }
+            for other in near {
+                assert_eq!(
+                    method_named(other.as_bytes()),
+                    other.parse().ok(),
+                    "{other}"
+                );
+            }
+        }
+        for other in [
+            "",
+            "page",
+            "page.fil",
+            "task.verifyOutcomes",
+            "host.hello\\u0000",
+        ] {
+            assert_eq!(method_named(other.as_bytes()), None, "{other}");
+        }
+    }
+
+    #[test]
     fn the_one_pass_reader_takes_well_formed_requests_and_leaves_the_rest() {
         fn direct(frame: &str) -> Option<DirectRequest<'_>> {
             assert_eq!(agrees(frame.as_bytes()), Ok(()));
@@ -875,5 +995,25 @@ mod tests {
             ),
             ParsedFrame::General
         ));
+        // The method is matched whole where it stands: at the frame's end, or written with
+        // an escape (left to the general path, which reads it).
+        assert!(direct(r#"{"id":"r1","params":null,"method":"host.hello"}"#).is_some());
+        assert!(
+            direct(r#"{"id":"r1","method":"task.verifyOutcome","params":{"taskId":"t"}}"#)
+                .is_some()
+        );
+        for frame in [
+            r#"{"id":"r1","method":"host.hel\u006co"}"#,
+            r#"{"id":"r1","method":"host.hello"#,
+            r#"{"id":"r1","method":"host.hello\"}"#,
+        ] {
+            assert!(
+                matches!(
+                    parse_frame(frame.as_bytes(), &check_target),
+                    ParsedFrame::General
+                ),
+                "{frame}"
+            );
+        }
     }
 }

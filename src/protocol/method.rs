@@ -58,7 +58,7 @@ impl Method {
     ];
 
     /// The wire name.
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Method::TaskStart => "task.start",
             Method::PageFill => "page.fill",

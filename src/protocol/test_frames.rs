@@ -305,6 +305,8 @@ pub(crate) fn request_frame() -> impl Strategy<Value = Vec<u8>> {
     ];
     let id = prop_oneof![
         4 => "[A-Za-z0-9._:-]{1,10}".prop_map(|s| json!(s).to_string()),
+        2 => "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-fA-F]{4}-[0-9a-f]{4}-[0-9a-g]{12}"
+            .prop_map(|s| json!(s).to_string()),
         2 => Just("\"same-id\"".to_owned()),
         1 => Just("\"same\\u002did\"".to_owned()),
         1 => Just("\"a b\"".to_owned()),

@@ -3,7 +3,7 @@
 
 use std::borrow::Cow;
 
-use crate::ids::canonical_uuid;
+use crate::ids::uuid_bytes;
 use crate::protocol::canonical::{canonical_integer, has_short_escape};
 use crate::protocol::id::{ID_ALPHABET, MAX_ID_LEN};
 
@@ -123,6 +123,21 @@ impl Field {
         })
     }
 
+    /// The field whose name is the `len` bytes of `word` (little-endian, zero past them),
+    /// for names shorter than eight bytes; `None` for any other: a hash of the word picks the
+    /// one field it can be, and the word and length are compared with its name's (the length
+    /// too, since a zero byte in the key would read as the word's padding).
+    #[inline(always)]
+    fn from_word(word: u64, len: usize) -> Option<Field> {
+        let slot = name_hash(word);
+        // Longer names have no zero byte in their first word: they never compare equal.
+        if SLOT_WORDS[slot] == word && usize::from(SLOT_LENS[slot]) == len {
+            SLOT_FIELDS[slot]
+        } else {
+            None
+        }
+    }
+
     /// The field's name as JSON writes it.
     pub(super) fn name(self) -> &'static str {
         FIELD_NAMES[self as usize]
@@ -159,6 +174,107 @@ const FIELD_NAMES: [&str; 20] = [
     "requestId",
 ];
 
+/// Every field, in the order of [`Field`].
+const FIELDS: [Field; 20] = [
+    Field::Id,
+    Field::Method,
+    Field::Params,
+    Field::Title,
+    Field::Url,
+    Field::Fixture,
+    Field::SubmitDelayMs,
+    Field::ReadDelayMs,
+    Field::DropSubmit,
+    Field::FailSubmit,
+    Field::TaskId,
+    Field::Target,
+    Field::Value,
+    Field::Expect,
+    Field::Equals,
+    Field::Contains,
+    Field::Key,
+    Field::Reason,
+    Field::RunId,
+    Field::RequestId,
+];
+
+/// Each field's name's first eight bytes as a little-endian word, zero past its end: names
+/// hold no zero byte, so for names shorter than eight bytes equal words are equal names.
+const FIRST_WORDS: [u64; 20] = {
+    let mut words = [0; 20];
+    let mut i = 0;
+    while i < 20 {
+        let name = FIELD_NAMES[i].as_bytes();
+        let mut j = 0;
+        while j < name.len() && j < 8 {
+            words[i] |= (name[j] as u64) << (8 * j);
+            j += 1;
+        }
+        i += 1;
+    }
+    words
+};
+
+/// The multiplier of [`name_hash`]: the first odd number from a fixed start that gives every
+/// field name's first word a slot of its own (found when Polaris is compiled).
+const NAME_HASH: u64 = {
+    let mut k = 0x9e37_79b9_7f4a_7c15u64;
+    'search: loop {
+        let mut taken = [false; 64];
+        let mut i = 0;
+        while i < 20 {
+            let slot = (FIRST_WORDS[i].wrapping_mul(k) >> 58) as usize;
+            if taken[slot] {
+                k = k.wrapping_add(2);
+                continue 'search;
+            }
+            taken[slot] = true;
+            i += 1;
+        }
+        break k;
+    }
+};
+
+/// A field name's slot in [`FIELD_SLOTS`], from its first word.
+#[inline(always)]
+fn name_hash(first: u64) -> usize {
+    (first.wrapping_mul(NAME_HASH) >> 58) as usize
+}
+
+/// For each slot of [`name_hash`], the first word of the field name that hashes to it (zero
+/// for none), and that field.
+static SLOT_WORDS: [u64; 64] = {
+    let mut words = [0; 64];
+    let mut i = 0;
+    while i < 20 {
+        words[(FIRST_WORDS[i].wrapping_mul(NAME_HASH) >> 58) as usize] = FIRST_WORDS[i];
+        i += 1;
+    }
+    words
+};
+
+/// For each slot of [`name_hash`], the length of the field name that hashes to it.
+static SLOT_LENS: [u8; 64] = {
+    let mut lens = [0; 64];
+    let mut i = 0;
+    while i < 20 {
+        lens[(FIRST_WORDS[i].wrapping_mul(NAME_HASH) >> 58) as usize] = FIELD_NAMES[i].len() as u8;
+        i += 1;
+    }
+    lens
+};
+
+/// See [`SLOT_WORDS`].
+static SLOT_FIELDS: [Option<Field>; 64] = {
+    let mut fields = [None; 64];
+    let mut i = 0;
+    while i < 20 {
+        fields[(FIRST_WORDS[i].wrapping_mul(NAME_HASH) >> 58) as usize] = Some(FIELDS[i]);
+        i += 1;
+    }
+    fields
+};
+
 /// Each field's place when the names are sorted by their bytes.
 static FIELD_RANKS: [u8; 20] = {
     const fn before(a: &[u8], b: &[u8]) -> bool {
@@ -187,14 +303,20 @@ static FIELD_RANKS: [u8; 20] = {
 };
 
 /// The cursor of the walk.
+///
+/// The frame is not checked as UTF-8 up front: every byte outside a string must be one of
+/// JSON's ASCII structural bytes (anything else leaves the frame to the general path), and
+/// each string notes whether it holds bytes past ASCII, checking only those strings.
 pub(super) struct Walk<'a> {
-    /// The frame, checked UTF-8.
-    pub(super) text: &'a str,
+    /// The frame, as it came.
     pub(super) bytes: &'a [u8],
     pub(super) pos: usize,
     /// Cleared by anything RFC 8785 writes differently: whitespace, keys out of order,
     /// escapes it does not use, numbers other than exact integers.
     pub(super) canonical: bool,
+    /// Set by a string holding bytes past ASCII (checked to be UTF-8): without one, every
+    /// byte the walk passed is ASCII.
+    pub(super) high: bool,
 }
 
 impl<'a> Walk<'a> {
@@ -224,27 +346,68 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// A string without escapes (a key, the method), without its quotes.
-    #[inline]
-    pub(super) fn plain_str(&mut self) -> Option<&'a str> {
-        let s = self.string()?;
-        (!s.escaped).then_some(s.raw)
+    /// The text walked from `start` (a value's first byte) to here: UTF-8, since the walk
+    /// checked every string in it and took nothing but ASCII between them.
+    pub(super) fn text(&self, start: usize) -> Option<&'a str> {
+        let bytes = self.bytes.get(start..self.pos)?;
+        if self.high {
+            std::str::from_utf8(bytes).ok()
+        } else {
+            Some(ascii(bytes))
+        }
+    }
+
+    /// The bytes between a string's quotes when its closing quote comes within 24 bytes,
+    /// unchecked: only for matching whole against names that hold no quote, backslash or
+    /// control character, so that a match is a string without escapes (the method).
+    #[inline(always)]
+    pub(super) fn short_name(&mut self) -> Option<&'a [u8]> {
+        if self.peek() != Some(b'"') {
+            return None;
+        }
+        let from = self.pos + 1;
+        let len = [0, 8, 16].into_iter().find_map(|i| {
+            // Past the frame's end the bytes read as zeros, which are no quotes.
+            let quotes = zero_bytes(word_at(self.bytes, from + i) ^ (ONES * u64::from(b'"')));
+            (quotes != 0).then(|| i + (quotes.trailing_zeros() / 8) as usize)
+        })?;
+        let name = self.bytes.get(from..from + len)?;
+        self.pos = from + len + 1;
+        Some(name)
     }
 
     /// An object key, as the field it names (the only keys any frame may hold are the
     /// envelope's and the params' fields), also when written with escapes; a key that names
     /// none is left to the general path.
-    #[inline]
+    #[inline(always)]
     pub(super) fn key(&mut self) -> Option<Field> {
-        // Nearly every key is plain text: its bytes are the name, with nothing to check past
-        // the closing quote.
-        if let Some([b'"', body @ ..]) = self.bytes.get(self.pos..) {
-            let run = plain_run(body);
-            if let (Some(b'"'), Some(name)) = (body.get(run), body.get(..run)) {
-                self.pos += run + 2;
-                return Field::named(name);
+        // Nearly every key is a plain name shorter than eight bytes: the word after its quote
+        // holds the closing quote, and the bytes before it are matched whole against the
+        // field names' first words (all letters, so a match is a name without escapes).
+        let at = self.pos;
+        if let (Some(b'"'), Some(word)) = (
+            self.bytes.get(at),
+            self.bytes.get(at + 1..).and_then(<[u8]>::first_chunk::<8>),
+        ) {
+            let word = u64::from_le_bytes(*word);
+            let quotes = zero_bytes(word ^ (ONES * u64::from(b'"')));
+            if quotes != 0 {
+                let len = (quotes.trailing_zeros() / 8) as usize;
+                if let Some(field) = Field::from_word(word & low_bytes(len), len) {
+                    self.pos = at + len + 2;
+                    return Some(field);
+                }
             }
         }
+        self.long_key()
+    }
+
+    /// [`Walk::key`] for a key the word does not match: whitespace before it, longer names,
+    /// escapes, and keys that name no field.
+    #[cold]
+    #[inline(never)]
+    fn long_key(&mut self) -> Option<Field> {
+        self.ws();
         let s = self.string()?;
         if !s.escaped {
             return Field::named(s.raw.as_bytes());
@@ -254,17 +417,22 @@ impl<'a> Walk<'a> {
     }
 
     /// The request ID: a string without escapes, 1–128 bytes of the ID alphabet (anything
-    /// else is the general path's to explain).
+    /// else is the general path's to explain). A lowercase hyphenated UUID (the common ID,
+    /// whose characters are all in the alphabet) is read into its bytes at once, which are
+    /// the book's key for it.
     #[inline]
-    /// A lowercase hyphenated UUID (the common ID, whose characters are all in the alphabet)
-    /// is read into its bytes at once, which are the book's key for it.
     pub(super) fn id(&mut self) -> Option<(&'a str, Option<[u8; 16]>)> {
         self.eat(b'"')?;
         let start = self.pos;
-        if let Some(uuid) = self.bytes.get(start..start + 36).and_then(canonical_uuid) {
-            if self.bytes.get(start + 36) == Some(&b'"') {
+        if let Some((digits, [b'"', ..])) = self
+            .bytes
+            .get(start..)
+            .and_then(<[u8]>::split_first_chunk::<36>)
+        {
+            if let Some(uuid) = uuid_bytes(digits) {
                 self.pos = start + 37;
-                return Some((self.text.get(start..start + 36)?, Some(uuid)));
+                // Hex digits and hyphens: ASCII.
+                return Some((ascii(digits), Some(uuid)));
             }
         }
         let len = self.bytes[start..]
@@ -275,32 +443,61 @@ impl<'a> Walk<'a> {
         if len == 0 || len > MAX_ID_LEN {
             return None;
         }
-        Some((self.text.get(start..start + len)?, None))
+        // The ID alphabet is ASCII.
+        Some((ascii(self.bytes.get(start..start + len)?), None))
     }
 
     /// A string: its raw text between the quotes, checked to be JSON (no raw control
     /// characters, escapes of the right form, valid UTF-8). An escape RFC 8785 writes
     /// differently clears `canonical`.
+    #[inline(never)]
     fn string(&mut self) -> Option<JsonStr<'a>> {
+        self.read_string()
+    }
+
+    /// [`Walk::string`], inlined where the params' values are read (most of a frame's
+    /// strings): no call per value.
+    #[inline(always)]
+    fn read_string(&mut self) -> Option<JsonStr<'a>> {
         self.eat(b'"')?;
         let start = self.pos;
+        let mut at = start;
         let mut escaped = false;
+        // The words scanned, or'ed: their high bits are clear when every byte of the string
+        // (past its escapes, which are ASCII) is ASCII.
+        let mut seen = 0;
         loop {
-            // A run of plain bytes up to the next quote, backslash or control character.
-            let rest = self.bytes.get(self.pos..)?;
-            let run = plain_run(rest);
-            let end = *rest.get(run)?;
-            self.pos += run + 1;
-            match end {
-                b'"' => break,
-                b'\\' => {}
-                // A raw control character, which JSON does not allow in a string.
+            // Eight bytes at a time, up to the next quote, backslash or control character.
+            let x = word_at(self.bytes, at);
+            seen |= x;
+            let flagged = special_bytes(x);
+            if flagged == 0 {
+                at += 8;
+                continue;
+            }
+            at += (flagged.trailing_zeros() / 8) as usize;
+            match self.bytes.get(at) {
+                Some(b'"') => break,
+                Some(b'\\') => {
+                    escaped = true;
+                    self.pos = at + 1;
+                    self.escape()?;
+                    at = self.pos;
+                }
+                // A raw control character, which JSON does not allow in a string, or the
+                // frame's end.
                 _ => return None,
             }
-            escaped = true;
-            self.escape()?;
         }
-        let raw = self.text.get(start..self.pos - 1)?;
+        self.pos = at + 1;
+        let raw = self.bytes.get(start..at)?;
+        // Escapes are ASCII, so the raw text is UTF-8 exactly when the string's value is.
+        let raw = if seen & HIGHS == 0 {
+            ascii(raw)
+        } else {
+            self.high = true;
+            std::str::from_utf8(raw).ok()?
+        };
         Some(JsonStr { raw, escaped })
     }
 
@@ -308,6 +505,7 @@ impl<'a> Walk<'a> {
     /// cleared if RFC 8785 writes it differently. Kept out of [`Walk::string`]'s loop, which
     /// most strings leave without one.
     #[cold]
+    #[inline(never)]
     fn escape(&mut self) -> Option<()> {
         match self.next()? {
             b'"' | b'\\' | b'b' | b'f' | b'n' | b'r' | b't' => {}
@@ -393,10 +591,18 @@ impl<'a> Walk<'a> {
     }
 
     /// A scalar, or (when `inner` is given) an object whose members go to the end of
-    /// `inner`, past its first `used`.
-    fn value(&mut self, inner: Option<&mut [Member<'a>]>, used: &mut usize) -> Option<Val<'a>> {
+    /// `inner` (made when the first object is met), past its first `used`.
+    fn value(
+        &mut self,
+        inner: Option<&mut Option<[Member<'a>; MAX_MEMBERS]>>,
+        used: &mut usize,
+    ) -> Option<Val<'a>> {
         Some(match self.peek()? {
-            b'"' => Val::Str(self.string()?),
+            b'"' => Val::Str(self.read_string()?),
+            b' ' | b'\n' | b'\t' | b'\r' => {
+                self.ws();
+                return self.value(inner, used);
+            }
             b'n' => {
                 self.literal(b"null")?;
                 Val::Null
@@ -411,7 +617,7 @@ impl<'a> Walk<'a> {
             }
             b'-' | b'0'..=b'9' => self.number()?,
             b'{' => {
-                let table = inner?;
+                let table = inner?.get_or_insert([NO_MEMBER; MAX_MEMBERS]);
                 let start = *used;
                 let len = self.members(table.get_mut(start..)?, None, &mut 0)?;
                 *used += len;
@@ -431,7 +637,7 @@ impl<'a> Walk<'a> {
     pub(super) fn members(
         &mut self,
         out: &mut [Member<'a>],
-        mut inner: Option<&mut [Member<'a>]>,
+        mut inner: Option<&mut Option<[Member<'a>; MAX_MEMBERS]>>,
         used: &mut usize,
     ) -> Option<usize> {
         self.eat(b'{')?;
@@ -441,8 +647,10 @@ impl<'a> Walk<'a> {
             return Some(0);
         }
         let mut len = 0;
-        // The fields seen, one bit each; and the last one's rank, for the key order.
-        let (mut seen, mut last) = (0u32, None);
+        // The fields seen, one bit each; and one past the last one's rank (zero before the
+        // first), for the key order. Whitespace is skipped where it is met: a key, a value
+        // and what follows a value each look past it when their first byte is one.
+        let (mut seen, mut last) = (0u32, 0u8);
         loop {
             let key = self.key()?;
             let bit = 1u32 << key as u32;
@@ -450,57 +658,121 @@ impl<'a> Walk<'a> {
                 return None;
             }
             seen |= bit;
-            if last >= Some(key.rank()) {
+            let rank = key.rank() + 1;
+            if last >= rank {
                 self.canonical = false;
             }
-            last = Some(key.rank());
-            self.ws();
-            self.eat(b':')?;
-            self.ws();
+            last = rank;
+            self.colon()?;
             let val = self.value(inner.as_deref_mut(), used)?;
             out[len] = Member { key, val };
             len += 1;
-            self.ws();
-            match self.next()? {
-                b',' => self.ws(),
-                b'}' => return Some(len),
-                _ => return None,
+            if !self.more()? {
+                return Some(len);
             }
+        }
+    }
+
+    /// The `:` after a key, and any whitespace before it.
+    #[inline(always)]
+    pub(super) fn colon(&mut self) -> Option<()> {
+        if self.peek() == Some(b':') {
+            self.pos += 1;
+            return Some(());
+        }
+        self.ws();
+        self.eat(b':')
+    }
+
+    /// What follows a member: `true` past a `,`, `false` past the `}` that ends its object
+    /// (whitespace before either skipped).
+    #[inline(always)]
+    pub(super) fn more(&mut self) -> Option<bool> {
+        match self.next()? {
+            b',' => Some(true),
+            b'}' => Some(false),
+            b' ' | b'\n' | b'\t' | b'\r' => {
+                self.pos -= 1;
+                self.ws();
+                match self.next()? {
+                    b',' => Some(true),
+                    b'}' => Some(false),
+                    _ => None,
+                }
+            }
+            _ => None,
         }
     }
 }
 
-/// How many bytes of `bytes` a string holds as they are: up to the first `"`, `\` or control
-/// character (or all of them). Eight bytes are looked at per step, with word arithmetic: in
-/// each word the lowest flagged byte is exact (a false flag can only sit above a true one).
-#[inline]
-fn plain_run(bytes: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGHS: u64 = 0x8080_8080_8080_8080;
-    /// The high bit of every byte of `x` that is zero (exact up to the lowest one).
-    #[inline]
-    fn zero_bytes(x: u64) -> u64 {
-        x.wrapping_sub(ONES) & !x & HIGHS
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGHS: u64 = 0x8080_8080_8080_8080;
+
+/// The eight bytes of `bytes` from `at` as a little-endian word, zeros past its end.
+#[inline(always)]
+fn word_at(bytes: &[u8], at: usize) -> u64 {
+    match bytes.get(at..).and_then(<[u8]>::first_chunk::<8>) {
+        Some(w) => u64::from_le_bytes(*w),
+        None => last_word(bytes, at),
     }
-    let mut words = bytes.chunks_exact(8);
-    let mut i = 0;
-    for chunk in &mut words {
-        // Always eight bytes here; were it not, the zero word would stop the run.
-        let x = <[u8; 8]>::try_from(chunk).map_or(0, u64::from_le_bytes);
-        let quote = zero_bytes(x ^ (ONES * u64::from(b'"')));
-        let backslash = zero_bytes(x ^ (ONES * u64::from(b'\\')));
-        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGHS;
-        let flagged = quote | backslash | control;
-        if flagged != 0 {
-            return i + (flagged.trailing_zeros() / 8) as usize;
-        }
-        i += 8;
+}
+
+/// [`word_at`] for fewer than eight bytes left (once per frame at most): the frame's last
+/// eight bytes, shifted down past the ones before `at`.
+#[cold]
+#[inline(never)]
+fn last_word(bytes: &[u8], at: usize) -> u64 {
+    let left = bytes.len().saturating_sub(at);
+    if left == 0 {
+        return 0;
     }
-    let tail = words.remainder();
-    i + tail
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .unwrap_or(tail.len())
+    if let Some(last) = bytes.last_chunk::<8>() {
+        // `left` is 1 to 7 here: the shift drops the 8 - `left` bytes before `at`.
+        return u64::from_le_bytes(*last) >> (8 * (8 - left));
+    }
+    // A frame shorter than a word.
+    let mut w = [0u8; 8];
+    for (to, from) in w.iter_mut().zip(bytes.get(at..).unwrap_or_default()) {
+        *to = *from;
+    }
+    u64::from_le_bytes(w)
+}
+
+/// The high bit of every byte of `x` that is zero (exact up to the lowest one).
+#[inline(always)]
+fn zero_bytes(x: u64) -> u64 {
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
+/// The high bit of every byte of `x` that ends a string's plain run: `"`, `\` or a control
+/// character. Exact up to the lowest flagged byte (a false flag can only sit above a true
+/// one), which is all a scan needs.
+#[inline(always)]
+fn special_bytes(x: u64) -> u64 {
+    // Flipping bit 1 maps `"` (0x22) to 0x20 and the controls (below 0x20) onto themselves:
+    // the bytes below 0x21 after it are exactly the quotes and the controls.
+    let flipped = x ^ (ONES * 0x02);
+    let quote_or_control = flipped.wrapping_sub(ONES * 0x21) & !flipped;
+    let backslash = x ^ (ONES * u64::from(b'\\'));
+    (quote_or_control | (backslash.wrapping_sub(ONES) & !backslash)) & HIGHS
+}
+
+/// A mask of the low `n` bytes of a word (`n` below 8).
+#[inline(always)]
+fn low_bytes(n: usize) -> u64 {
+    (1u64 << (8 * (n & 7))) - 1
+}
+
+/// ASCII bytes as text.
+///
+/// Only for bytes the walk has seen to be below 0x80 (a string whose words' high bits are
+/// all clear, the ID alphabet, hex digits): ASCII is UTF-8.
+#[inline(always)]
+fn ascii(bytes: &[u8]) -> &str {
+    debug_assert!(bytes.is_ascii());
+    // SAFETY: every caller passes bytes it has checked to be ASCII (see above), and ASCII
+    // is valid UTF-8.
+    unsafe { std::str::from_utf8_unchecked(bytes) }
 }
 
 /// The value of a hex digit.
@@ -612,13 +884,127 @@ mod tests {
         for other in near.iter().map(String::as_str).chain(others) {
             assert_eq!(Field::named(other.as_bytes()), None, "{other}");
         }
+        // A key read from a frame names the same field, wherever the frame ends after it; a
+        // name followed by bytes that read as a word's padding, or by controls, names none.
+        let padded = FIELD_NAMES
+            .iter()
+            .flat_map(|n| [format!("{n}\0"), format!("{n}\0\0"), format!("{n}\u{1}")]);
+        for name in FIELD_NAMES
+            .iter()
+            .chain(&others)
+            .map(|n| n.to_string())
+            .chain(near)
+            .chain(padded)
+        {
+            for after in ["", ":", ":1}", ":\"Hello, world\"}}"] {
+                let frame = format!("\"{name}\"{after}");
+                let mut w = walk(frame.as_bytes());
+                assert_eq!(w.key(), Field::named(name.as_bytes()), "{frame}");
+            }
+        }
+    }
+
+    /// A walk at the start of `bytes`.
+    fn walk(bytes: &[u8]) -> Walk<'_> {
+        Walk {
+            bytes,
+            pos: 0,
+            canonical: true,
+            high: false,
+        }
+    }
+
+    /// What serde's parser reads from the string at the start of `bytes`: its value and
+    /// where it ends.
+    fn by_serde(bytes: &[u8]) -> Option<(String, usize)> {
+        let mut values = serde_json::Deserializer::from_slice(bytes).into_iter::<String>();
+        let value = values.next()?.ok()?;
+        Some((value, values.byte_offset()))
+    }
+
+    /// The bytes of a string's body: plain ASCII, quotes, backslashes and escapes of every
+    /// kind (some malformed), control bytes, UTF-8 past ASCII and bytes that are not UTF-8,
+    /// pieces of field names.
+    fn body_piece() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            4 => "[a-zA-Z0-9 #!]{1,9}".prop_map(String::into_bytes),
+            2 => proptest::sample::select(FIELD_NAMES.to_vec()).prop_map(|n| n.as_bytes().to_vec()),
+            1 => Just(b"\"".to_vec()),
+            1 => proptest::sample::select(vec![
+                "\\\"", "\\\\", "\\/", "\\b", "\\f", "\\n", "\\r", "\\t", "\\u0069", "\\u00E9",
+                "\\ud83d\\ude00", "\\ud800", "\\udc00x", "\\u12", "\\x", "\\",
+            ])
+            .prop_map(|e| e.as_bytes().to_vec()),
+            1 => (0u8..0x20).prop_map(|b| vec![b]),
+            1 => Just(b"\x7f".to_vec()),
+            1 => proptest::sample::select(vec!["é", "€", "😀"]).prop_map(|c| c.as_bytes().to_vec()),
+            1 => proptest::sample::select(vec![
+                vec![0x80u8], vec![0xff], vec![0xc3], vec![0xe2, 0x82], vec![0xed, 0xa0, 0x80],
+            ]),
+        ]
+    }
+
+    /// A string as a frame holds it: a quote, a body, usually a closing quote, then the bytes
+    /// after it (few or many, so its end falls everywhere in a word and near the frame's end).
+    fn quoted() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        (
+            proptest::collection::vec(body_piece(), 0..6),
+            any::<bool>(),
+            proptest::sample::select(vec![
+                "",
+                ":",
+                "\":1",
+                ":\"x\"}}",
+                "   ",
+                ",\"value\":\"Hello!!!!!\"}}",
+            ]),
+        )
+            .prop_map(|(pieces, close, after)| {
+                let mut bytes = vec![b'"'];
+                bytes.extend(pieces.concat());
+                if close {
+                    bytes.push(b'"');
+                }
+                bytes.extend_from_slice(after.as_bytes());
+                bytes
+            })
     }
 
     proptest::proptest! {
-        /// The word-at-a-time scan stops exactly where a byte-at-a-time one does, wherever the
-        /// special byte sits in a word, and among bytes of every value.
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        /// A string reads as serde's parser reads it: the same value, the same end, and the
+        /// same refusals (raw control bytes, malformed escapes, lone surrogates, bytes that are
+        /// not UTF-8).
         #[test]
-        fn plain_runs_end_at_the_first_special_byte(
+        fn strings_read_as_serde_reads_them(bytes in quoted()) {
+            let want = by_serde(&bytes);
+            let mut w = walk(&bytes);
+            let got = w.string().and_then(|s| s.value()).map(|v| (v.into_owned(), w.pos));
+            // Serde also takes a string this walk leaves to it: none.
+            proptest::prop_assert_eq!(got, want);
+        }
+
+        /// A key names the field serde's parser reads it as, and ends where it does; a key
+        /// that names no field (or is no string) is none.
+        #[test]
+        fn keys_read_as_serde_reads_them(bytes in quoted()) {
+            let want = by_serde(&bytes).and_then(|(v, end)| Some((Field::named(v.as_bytes())?, end)));
+            let mut w = walk(&bytes);
+            let got = w.key().map(|f| (f, w.pos));
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    proptest::proptest! {
+        /// A word read anywhere in a frame holds the bytes there (zeros past the end), and
+        /// the lowest byte its scan flags is the first quote, backslash or control character a
+        /// byte-at-a-time scan finds, wherever it sits in the word and among bytes of every
+        /// value.
+        #[test]
+        fn word_scans_stop_at_the_first_special_byte(
             bytes in proptest::collection::vec(
                 proptest::prop_oneof![
                     proptest::prelude::any::<u8>(),
@@ -630,11 +1016,18 @@ mod tests {
                 0..40,
             )
         ) {
-            let want = bytes
-                .iter()
-                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-                .unwrap_or(bytes.len());
-            proptest::prop_assert_eq!(plain_run(&bytes), want);
+            for at in 0..=bytes.len() + 2 {
+                let mut padded = [0u8; 8];
+                for (to, from) in padded.iter_mut().zip(bytes.get(at..).unwrap_or_default()) {
+                    *to = *from;
+                }
+                let word = word_at(&bytes, at);
+                proptest::prop_assert_eq!(word, u64::from_le_bytes(padded));
+                let want = padded.iter().position(|&b| b == b'"' || b == b'\\' || b < 0x20);
+                let flagged = special_bytes(word);
+                let got = (flagged != 0).then(|| (flagged.trailing_zeros() / 8) as usize);
+                proptest::prop_assert_eq!(got, want);
+            }
         }
     }
 }
