@@ -354,7 +354,13 @@ fn method_named(bytes: &[u8]) -> Option<Method> {
 /// Where [`method_named`] looks for a name with these words and length, for multiplier `k`.
 #[inline(always)]
 const fn method_hash(first: u64, last: u64, len: usize, k: u64) -> usize {
-    ((first ^ last.rotate_left(29) ^ len as u64).wrapping_mul(k) >> 58) as usize
+    (method_key(first, last, len).wrapping_mul(k) >> 58) as usize
+}
+
+/// A method name's words and length mixed into the one word [`method_hash`] multiplies.
+#[inline(always)]
+const fn method_key(first: u64, last: u64, len: usize) -> u64 {
+    first ^ last.rotate_left(29) ^ len as u64
 }
 
 /// A method name as [`method_named`] reads it: its first and last eight bytes (little-endian)
@@ -373,26 +379,17 @@ const fn method_words(m: Method) -> MethodWords {
     (first, last, name.len())
 }
 
-/// The multiplier of [`method_hash`]: the first odd number from a fixed start that gives
-/// every bridge method a slot of its own (found when Polaris is compiled).
-const METHOD_HASH: u64 = {
-    let mut k = 0x9e37_79b9_7f4a_7c15u64;
-    'search: loop {
-        let mut taken = [false; 64];
-        let mut i = 0;
-        while i < Method::BRIDGE.len() {
-            let (first, last, len) = method_words(Method::BRIDGE[i]);
-            let slot = method_hash(first, last, len, k);
-            if taken[slot] {
-                k = k.wrapping_add(2);
-                continue 'search;
-            }
-            taken[slot] = true;
-            i += 1;
-        }
-        break k;
+/// The multiplier of [`method_hash`]: one that gives every bridge method a slot of its own.
+const METHOD_HASH: u64 = walk::perfect_multiplier(&{
+    let mut keys = [0u64; Method::BRIDGE.len()];
+    let mut i = 0;
+    while i < keys.len() {
+        let (first, last, len) = method_words(Method::BRIDGE[i]);
+        keys[i] = method_key(first, last, len);
+        i += 1;
     }
-};
+    keys
+});
 
 /// Each slot of [`method_hash`]: the method that hashes to it, with its words.
 static METHOD_SLOTS: [Option<(Method, MethodWords)>; 64] = {

@@ -215,15 +215,19 @@ const FIRST_WORDS: [u64; 20] = {
     words
 };
 
-/// The multiplier of [`name_hash`]: the first odd number from a fixed start that gives every
-/// field name's first word a slot of its own (found when Polaris is compiled).
-const NAME_HASH: u64 = {
+/// The multiplier of [`name_hash`], for the field names' first words.
+const NAME_HASH: u64 = perfect_multiplier(&FIRST_WORDS);
+
+/// The multiplier `k` of a perfect hash of `words` into 64 slots (`(word × k) >> 58`): the first
+/// odd number from a fixed start that gives every word a slot of its own, found when Polaris is
+/// compiled. The field names here and the bridge methods (`direct.rs`) are looked up with it.
+pub(super) const fn perfect_multiplier(words: &[u64]) -> u64 {
     let mut k = 0x9e37_79b9_7f4a_7c15u64;
     'search: loop {
         let mut taken = [false; 64];
         let mut i = 0;
-        while i < 20 {
-            let slot = (FIRST_WORDS[i].wrapping_mul(k) >> 58) as usize;
+        while i < words.len() {
+            let slot = (words[i].wrapping_mul(k) >> 58) as usize;
             if taken[slot] {
                 k = k.wrapping_add(2);
                 continue 'search;
@@ -233,7 +237,7 @@ const NAME_HASH: u64 = {
         }
         break k;
     }
-};
+}
 
 /// A field name's slot in [`FIELD_SLOTS`], from its first word.
 #[inline(always)]
