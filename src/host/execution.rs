@@ -497,7 +497,7 @@ impl Host {
             // With a journal the executor may act only once the receipt is durable.
             return Err(Deferred::AfterBegin(begun));
         }
-        if let Some(filled) = self.fill_at_once(execution) {
+        if let Some(filled) = self.fill_at_once(execution, None) {
             return Ok(filled);
         }
         let execution = &*execution;
@@ -521,19 +521,26 @@ impl Host {
     /// A fill the executor does at once ([`Executor::fill_now`]), done right here with its
     /// completion — `None` for anything else, and for an execution that must wait for its
     /// claim or its begin. Cheap and never waiting, so a batch does it inside the critical
-    /// section that admitted it.
-    pub(super) fn fill_at_once(&self, execution: &Execution<'_>) -> Option<Completion> {
+    /// section that admitted it. `written` is the reply [`filled_reply`] wrote for this same
+    /// request before the lock was taken, if it was: a fill that takes effect answers with it
+    /// instead of writing its reply now.
+    pub(super) fn fill_at_once(
+        &self,
+        execution: &Execution<'_>,
+        written: Option<Arc<Outcome>>,
+    ) -> Option<Completion> {
         if execution.claim || execution.begun.is_some() {
             return None;
         }
-        let (outcome, effect) =
-            match std::panic::catch_unwind(AssertUnwindSafe(|| self.fill_now(execution))) {
-                Ok(None) => return None,
-                // A fill done at once wrote its reply already and changes nothing on the task.
-                Ok(Some(Finished::Filled(outcome))) => (outcome, TaskEffect::None),
-                Ok(Some(finished)) => self.interpret(execution, finished),
-                Err(panic) => panicked(execution, panic),
-            };
+        let (outcome, effect) = match std::panic::catch_unwind(AssertUnwindSafe(|| {
+            self.fill_now(execution, written)
+        })) {
+            Ok(None) => return None,
+            // A fill done at once wrote its reply already and changes nothing on the task.
+            Ok(Some(Finished::Filled(outcome))) => (outcome, TaskEffect::None),
+            Ok(Some(finished)) => self.interpret(execution, finished),
+            Err(panic) => panicked(execution, panic),
+        };
         Some(completed(execution, outcome, effect))
     }
 
@@ -593,7 +600,7 @@ impl Host {
     /// an `INTERNAL` outcome): the completion to store, and the task a `task.start` opened.
     async fn execute(&self, execution: &Execution<'_>) -> (Completion, Option<TaskId>) {
         let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            self.fill_now(execution)
+            self.fill_now(execution, None)
                 .ok_or_else(|| self.start(execution))
         }));
         let mut opened = None;
@@ -704,13 +711,16 @@ impl Host {
     /// A fill done at once by an executor that can ([`crate::executor::Executor::fill_now`]);
     /// `None` for every other command, or when the executor cannot. Like [`Host::start`], never
     /// called twice for one receipt.
-    fn fill_now(&self, execution: &Execution<'_>) -> Option<Finished> {
+    fn fill_now(
+        &self,
+        execution: &Execution<'_>,
+        written: Option<Arc<Outcome>>,
+    ) -> Option<Finished> {
         let (task_id, target, value) = execution.command.fill()?;
         let task = execution.task_id.as_deref().unwrap_or(task_id);
         let filled = self.inner.executor.fill_now(task, target, value)?;
         Some(Finished::Filled(match filled {
-            // The reply says what was asked for, which is what the field now holds.
-            Ok(()) => FieldResult::filled(target, value),
+            Ok(()) => written.unwrap_or_else(|| filled_reply(target, value)),
             Err(reason) => action_failed(Method::PageFill, task, &execution.request_id, &reason),
         }))
     }
@@ -947,6 +957,14 @@ impl Host {
             at: now,
         }
     }
+}
+
+/// The reply of a fill that took effect: what was asked for, which is what the field now holds.
+/// A batch that expects new receipts writes it before it takes the host's lock
+/// ([`Host::fill_at_once`] is then handed it), so the lock is not held while fresh memory is
+/// touched for it.
+pub(super) fn filled_reply(target: &str, value: &str) -> Arc<Outcome> {
+    FieldResult::filled(target, value)
 }
 
 /// `ACTION_FAILED`: the executor says `method` on `task` failed with no effect.

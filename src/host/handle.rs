@@ -7,16 +7,17 @@
 
 use serde_json::{json, Value};
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use super::admission::{Admitted, Begin};
-use super::execution::{Completion, Execution, Launched};
+use super::execution::{filled_reply, Completion, Execution, Launched};
 use super::{reject, Handled, Host, Replay, State};
 use crate::book::{ReplyWaiters, RequestKey};
 use crate::journal::Ticket;
 use crate::protocol::{
     now_millis, parse_envelope, parse_frame, try_fingerprint, Command, DirectRequest, ErrorBody,
-    ErrorCode, Method, Outcome, ParsedFrame, ReceiptKind,
+    ErrorCode, FrameCommand, Method, Outcome, ParsedFrame, ReceiptKind,
 };
 
 impl Host {
@@ -175,11 +176,22 @@ impl Host {
     /// are run and stored in place, by index, and only the others are moved out to be
     /// spawned. A fresh execution's answer is its stored outcome, written by the connection
     /// like a replay's ([`Handled::Replay`] with receipt kind `new`).
-    fn handle_batch(&self, batch: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
+    fn handle_batch(&self, mut batch: Vec<DirectRequest<'_>>, out: &mut Vec<Handled>) {
         let now = now_millis();
         // The keys are made before the lock is taken; under it, the book first looks every one
         // up (see [`crate::book::Book::look_ahead`]), then the requests are admitted in order.
         let keys: Vec<RequestKey> = batch.iter().map(DirectRequest::key).collect();
+        // When this thread's last batch was new receipts, what new receipts keep is written
+        // now, so that the lock is not held while fresh memory is touched for it; a batch of
+        // copies drops what it did not use once the lock is let go.
+        let mut written: Vec<Option<Arc<Outcome>>> = if NEW_LAST_BATCH.get() {
+            let replies = self.inner.journal.is_none() && self.inner.ledger.is_none();
+            batch.iter_mut().map(|r| write_ahead(r, replies)).collect()
+        } else {
+            Vec::new()
+        };
+        let batch_len = batch.len();
+        let mut new_receipts = 0;
         // With a journal the batch's begins are appended together once all are admitted.
         let mut admitted = Vec::with_capacity(batch.len());
         // Copies to wake of the fills stored with their admission, once the lock is let go.
@@ -194,11 +206,13 @@ impl Host {
             self.append_begins(&mut st, &mut admitted, now);
             // Fills the executor does at once are done and stored in this same critical
             // section: a batch of them takes the host's lock once.
-            for (_, slot) in admitted.iter_mut() {
+            for (i, (_, slot)) in admitted.iter_mut().enumerate() {
                 let Ok(Admitted::Execute(execution)) = slot else {
                     continue;
                 };
-                let Some(completion) = self.fill_at_once(execution) else {
+                new_receipts += 1;
+                let reply = written.get_mut(i).and_then(Option::take);
+                let Some(completion) = self.fill_at_once(execution, reply) else {
                     continue;
                 };
                 let answer;
@@ -207,6 +221,7 @@ impl Host {
                 *slot = Err(answer);
             }
         }
+        NEW_LAST_BATCH.set(new_receipts * 2 >= batch_len);
         for (waiters, outcome) in filled_wake {
             waiters.send_replace(Some(outcome));
         }
@@ -301,6 +316,23 @@ impl Host {
             kind: ReceiptKind::New,
         });
         (answer, idle)
+    }
+}
+
+thread_local! {
+    /// Whether the last batch this thread handled was mostly new receipts, so the next is
+    /// expected to be too: a client sends new requests in runs, and its retries in runs.
+    static NEW_LAST_BATCH: Cell<bool> = const { Cell::new(true) };
+}
+
+/// Writes out what a new receipt for `req` keeps before the host's lock is taken: its
+/// fingerprint's text, and (with `replies`, when the fill would be done inside the critical
+/// section) the reply of a borrowed fill that takes effect.
+fn write_ahead(req: &mut DirectRequest<'_>, replies: bool) -> Option<Arc<Outcome>> {
+    req.request.write_out();
+    match req.command {
+        FrameCommand::Fill { target, value, .. } if replies => Some(filled_reply(target, value)),
+        _ => None,
     }
 }
 
@@ -407,6 +439,69 @@ mod tests {
             assert_eq!(String::from_utf8(line_of(&host, answer)).unwrap(), replayed);
         }
         assert_eq!(host.lock().book.running(), 0);
+    }
+
+    /// A batch of fresh fills stores the same outcomes whether what new receipts keep was
+    /// written before the lock (the thread's last batch was new receipts) or inside it (the
+    /// last batch was copies), and a fill the page refuses answers with its failure even when
+    /// the reply of its success was written ahead.
+    #[tokio::test]
+    async fn a_batch_stores_the_same_outcomes_whether_written_ahead_or_not() {
+        let host = Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()));
+        let started = host.handle("start", "task.start", &json!({"title": "t"}));
+        let started: Value = serde_json::from_slice(&line(&host, started).await).unwrap();
+        let task = started["result"]["taskId"].as_str().unwrap().to_owned();
+        let frames = |round: u32| -> Vec<Vec<u8>> {
+            ["#title", "#status", "#note"]
+                .iter()
+                .enumerate()
+                .map(|(i, target)| {
+                    json!({"id": format!("9b2f4e1c-0d3a-4c5b-8e6f-{round:06x}{i:06x}"),
+                        "method": "page.fill",
+                        "params": {"taskId": task, "target": target, "value": format!("v{round}")}})
+                    .to_string()
+                    .into_bytes()
+                })
+                .collect()
+        };
+        let answer = |frames: &[Vec<u8>]| {
+            let refs: Vec<&[u8]> = frames.iter().map(Vec::as_slice).collect();
+            let mut answers = Vec::new();
+            host.handle_frames(&refs, usize::MAX, &mut answers);
+            answers
+                .into_iter()
+                .map(|a| serde_json::from_slice::<Value>(&line_of(&host, a)).unwrap())
+                .collect::<Vec<_>>()
+        };
+        // Round 0 follows no batch (expected new: written ahead); round 1 follows a batch of
+        // copies (not written ahead).
+        let first = frames(0);
+        let round0 = answer(&first);
+        assert!(answer(&first)
+            .iter()
+            .all(|r| r["meta"]["receipt"] == "replayed"));
+        let round1 = answer(&frames(1));
+        for (round, replies) in [(0, round0), (1, round1)] {
+            let v = format!("v{round}");
+            assert_eq!(
+                replies[0]["result"],
+                json!({"target": "#title", "value": v})
+            );
+            assert_eq!(replies[1]["ok"], false, "{}", replies[1]);
+            assert_eq!(replies[1]["error"]["code"], "ACTION_FAILED");
+            assert_eq!(replies[2]["result"], json!({"target": "#note", "value": v}));
+            for r in &replies {
+                assert_eq!(r["meta"]["receipt"], "new");
+                let stored = host
+                    .lock()
+                    .book
+                    .get(&RequestKey::new(r["id"].as_str().unwrap()))
+                    .and_then(|receipt| receipt.outcome().cloned())
+                    .expect("a completed receipt");
+                assert_eq!(stored.to_value()["ok"], r["ok"]);
+                assert_eq!(stored.to_value().get("result"), r.get("result"));
+            }
+        }
     }
 
     /// A replay's line, which is ready at once.

@@ -184,6 +184,15 @@ impl<'a> Fingerprint<'a> {
         }
     }
 
+    /// Writes the whole text out now (at its exact size), so that [`Fingerprint::into_boxed_str`]
+    /// only moves it: a caller that expects its request to be new pays for the allocation, and
+    /// the first touch of fresh memory that comes with it, before it takes a lock.
+    pub fn write_out(&mut self) {
+        if let Repr::Parts { .. } = self.0 {
+            self.0 = Repr::Whole(self.written());
+        }
+    }
+
     /// The text a new receipt keeps, allocated at its exact size.
     pub fn into_boxed_str(self) -> Box<str> {
         match self.0 {
