@@ -30,6 +30,7 @@ use clearing::ClearCursor;
 pub use clearing::{ClearError, Clearing};
 use limits::{receipt_bytes, reply_reservation};
 pub use limits::{BookFull, Limit, DEFAULT_MAX_BOOK_BYTES, RECEIPT_OVERHEAD_BYTES};
+pub use table::FaultAhead;
 use table::{Miss, ReceiptTable, TableHasher, MAX_ENTRIES};
 use tombstones::Tombstones;
 pub use tombstones::{ClearBatch, Tombstone, TombstoneRun};
@@ -293,6 +294,13 @@ impl Book {
             self.receipts = reserved_table(reachable, self.receipts.hasher().clone());
         }
         self
+    }
+
+    /// The next stretch of the receipt table's reserved room to fault in once the host's lock
+    /// is let go, when the receipts are about to reach the end of what is faulted in
+    /// ([`ReceiptTable::fault_ahead`]).
+    pub fn fault_ahead(&mut self) -> Option<FaultAhead> {
+        self.receipts.fault_ahead()
     }
 
     /// What the book holds for `key`.

@@ -82,7 +82,17 @@ impl Host {
         let now = now_millis();
         let id = req.request_id;
         let key = req.key();
-        let admitted = self.admit(&mut self.lock(), req, key, now, Begin::Append);
+        let (admitted, fault_ahead) = {
+            let mut st = self.lock();
+            let fault_ahead = st.book.fault_ahead();
+            (
+                self.admit(&mut st, req, key, now, Begin::Append),
+                fault_ahead,
+            )
+        };
+        if let Some(stretch) = fault_ahead {
+            stretch.fault_in();
+        }
         match admitted {
             Err(answer) => answer,
             Ok(Admitted::Read(cmd)) => self.read(id, cmd),
@@ -196,8 +206,11 @@ impl Host {
         let mut admitted = Vec::with_capacity(batch.len());
         // Copies to wake of the fills stored with their admission, once the lock is let go.
         let (mut filled_wake, mut filled_idle) = (Vec::new(), false);
+        // The receipt table's next pages, faulted in once the lock is let go.
+        let fault_ahead;
         {
             let mut st = self.lock();
+            fault_ahead = st.book.fault_ahead();
             st.book.look_ahead(&keys);
             for (r, key) in batch.into_iter().zip(keys) {
                 let id = r.request_id;
@@ -222,6 +235,9 @@ impl Host {
             }
         }
         NEW_LAST_BATCH.set(new_receipts * 2 >= batch_len);
+        if let Some(stretch) = fault_ahead {
+            stretch.fault_in();
+        }
         for (waiters, outcome) in filled_wake {
             waiters.send_replace(Some(outcome));
         }
