@@ -10,7 +10,9 @@
 //! reads an entry that is not the one it looks for. A lookup is split into steps that touch one
 //! piece of memory each ([`ReceiptTable::hash`], [`ReceiptTable::prefetch_slot`],
 //! [`ReceiptTable::find_hashed`], [`ReceiptTable::prefetch_entry`]) so a batch of requests can
-//! ask memory for all its pieces at once instead of waiting for each in turn.
+//! ask memory for all its pieces at once instead of waiting for each in turn. The entries'
+//! reserved room is faulted in a stretch ahead of them ([`ReceiptTable::fault_ahead`]), by the
+//! caller once it has let the host's lock go, so no request waits behind a page fault there.
 
 use std::hash::BuildHasher;
 
