@@ -1,7 +1,6 @@
 //! The book's two bounds (count and bytes), and what a receipt is charged against them.
 
 pub use crate::ids::RequestKey;
-use crate::protocol::Outcome;
 
 /// Which bound of the book a new receipt would pass.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,11 +55,11 @@ pub(super) fn reply_reservation(request: &str) -> usize {
 /// reply body (or, while it runs, [`reply_reservation`]), a request ID kept as text, and
 /// [`RECEIPT_OVERHEAD_BYTES`]. A reply several receipts share (fills that replied the same)
 /// is counted for each of them, so the bound holds whoever keeps the shared copy alive.
-pub(super) fn receipt_bytes(key: &RequestKey, request: &str, outcome: Option<&Outcome>) -> usize {
+pub(super) fn receipt_bytes(key: &RequestKey, request: &str, reply_len: Option<usize>) -> usize {
     let key_bytes = match key {
         RequestKey::Text(t) => t.len(),
         RequestKey::Uuid(_) => 0,
     };
-    let reply = outcome.map_or_else(|| reply_reservation(request), |o| o.body.len());
+    let reply = reply_len.unwrap_or_else(|| reply_reservation(request));
     RECEIPT_OVERHEAD_BYTES + key_bytes + request.len() + reply
 }

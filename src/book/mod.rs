@@ -23,6 +23,7 @@ use tokio::sync::watch;
 
 pub use crate::ids::RequestKey;
 use crate::ids::TaskId;
+use crate::protocol::results::FieldResult;
 use crate::protocol::results::ReceiptCounts;
 use crate::protocol::{Method, Outcome};
 
@@ -47,6 +48,10 @@ pub enum ReplySlot {
     Running(Option<ReplyWaiters>),
     /// The execution finished; this is the reply every later copy gets.
     Done(Arc<Outcome>),
+    /// A `page.fill` that took effect: its reply — what was asked for — is written again from
+    /// the stored request whenever it is read ([`FieldResult::filled_again`]), byte for byte the
+    /// first answer's, instead of being kept: it would be a quarter of the receipt's memory.
+    Filled,
 }
 
 /// One receipt: request ID → (canonical request, shared reply).
@@ -96,10 +101,32 @@ impl Receipt {
         }
     }
 
-    /// The stored outcome, once the execution finished.
-    pub fn outcome(&self) -> Option<&Arc<Outcome>> {
+    /// The stored outcome, once the execution finished (a fill's written again from its
+    /// request: see [`ReplySlot::Filled`]).
+    pub fn outcome(&self) -> Option<Arc<Outcome>> {
         match &self.reply {
-            ReplySlot::Done(o) => Some(o),
+            ReplySlot::Done(o) => Some(o.clone()),
+            ReplySlot::Filled => Some(filled_again(&self.request)),
+            ReplySlot::Running(_) => None,
+        }
+    }
+
+    /// The stored outcome's error code once the execution finished (`Some(None)`: it
+    /// succeeded), read without writing a fill's reply again.
+    pub fn result(&self) -> Option<Option<crate::protocol::ErrorCode>> {
+        match &self.reply {
+            ReplySlot::Done(o) => Some(o.code),
+            ReplySlot::Filled => Some(None),
+            ReplySlot::Running(_) => None,
+        }
+    }
+
+    /// The length of the stored outcome's body, once the execution finished (counted, not
+    /// written, for a fill's).
+    pub fn reply_len(&self) -> Option<usize> {
+        match &self.reply {
+            ReplySlot::Done(o) => Some(o.body.len()),
+            ReplySlot::Filled => Some(FieldResult::filled_again_len(&self.request).unwrap_or(0)),
             ReplySlot::Running(_) => None,
         }
     }
@@ -118,9 +145,21 @@ impl Receipt {
                     .get_or_insert_with(|| watch::channel(None).0)
                     .subscribe(),
             ),
-            ReplySlot::Done(_) => None,
+            ReplySlot::Done(_) | ReplySlot::Filled => None,
         }
     }
+}
+
+/// The reply of a [`ReplySlot::Filled`] receipt, from its stored request: a receipt is marked so
+/// only when its request is a `page.fill` ([`Book::finish_filled_at`]), so this never fails but
+/// for a broken book, where it says so instead of panicking.
+fn filled_again(request: &str) -> Arc<Outcome> {
+    FieldResult::filled_again(request).unwrap_or_else(|| {
+        Outcome::err(&crate::protocol::ErrorBody::new(
+            crate::protocol::ErrorCode::Internal,
+            "this receipt's stored reply could not be written again from its request",
+        ))
+    })
 }
 
 /// [`Book::finish`] was asked to complete a receipt that is not running.
@@ -444,6 +483,47 @@ impl Book {
         outcome: Arc<Outcome>,
         now: i64,
     ) -> Result<Option<ReplyWaiters>, NotRunning> {
+        let len = outcome.body.len();
+        self.finish_slot(hint, key, ReplySlot::Done(outcome), len, now)
+    }
+
+    /// [`Book::finish_at`] for a running `page.fill` that took effect, whose reply is
+    /// `FieldResult::filled` of its own target and value: the receipt keeps no copy of it
+    /// ([`ReplySlot::Filled`]) once its stored request is checked to give those very bytes
+    /// back ([`FieldResult::gives_back`]; otherwise it keeps `outcome`), and counts against
+    /// `--max-book-bytes` as if it did.
+    pub fn finish_filled_at(
+        &mut self,
+        hint: usize,
+        key: &RequestKey,
+        outcome: &Arc<Outcome>,
+        now: i64,
+    ) -> Result<Option<ReplyWaiters>, NotRunning> {
+        let len = outcome.body.len();
+        let rebuilt = self
+            .receipts
+            .get_index(hint)
+            .filter(|(k, _)| *k == key)
+            .map(|(_, r)| r)
+            .or_else(|| self.receipts.get(key))
+            .is_some_and(|r| FieldResult::gives_back(&r.request, outcome));
+        let slot = if rebuilt {
+            ReplySlot::Filled
+        } else {
+            ReplySlot::Done(outcome.clone())
+        };
+        self.finish_slot(hint, key, slot, len, now)
+    }
+
+    /// Completes a running receipt with `slot`, its reply's body `len` bytes long.
+    fn finish_slot(
+        &mut self,
+        hint: usize,
+        key: &RequestKey,
+        slot: ReplySlot,
+        len: usize,
+        now: i64,
+    ) -> Result<Option<ReplyWaiters>, NotRunning> {
         let receipt = match self.receipts.get_index_mut(hint) {
             Some((k, r)) if k == key => Some(r),
             _ => self.receipts.get_mut(key),
@@ -456,9 +536,8 @@ impl Book {
         };
         let waiters = waiters.take();
         // The reservation made at admission becomes the reply's real size.
-        self.used_bytes =
-            (self.used_bytes + outcome.body.len()).saturating_sub(reply_reservation(&r.request));
-        r.reply = ReplySlot::Done(outcome);
+        self.used_bytes = (self.used_bytes + len).saturating_sub(reply_reservation(&r.request));
+        r.reply = slot;
         r.completed_at = now;
         self.running -= 1;
         Ok(waiters)
@@ -551,7 +630,7 @@ impl Book {
         completed_at: i64,
         run_id: Option<Arc<str>>,
     ) {
-        let cost = receipt_bytes(&key, &request, Some(&outcome));
+        let cost = receipt_bytes(&key, &request, Some(outcome.body.len()));
         let mut r = Receipt::running(request, method, task_id, first_seen);
         r.reply = ReplySlot::Done(outcome);
         r.completed_at = completed_at;
@@ -623,7 +702,7 @@ impl Book {
         self.used_bytes = self.used_bytes.saturating_sub(bytes);
         match r.reply {
             ReplySlot::Running(waiters) => waiters,
-            ReplySlot::Done(_) => None,
+            ReplySlot::Done(_) | ReplySlot::Filled => None,
         }
     }
 }

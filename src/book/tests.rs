@@ -103,11 +103,13 @@ fn the_per_receipt_overhead_covers_the_receipt_table() {
 }
 
 #[test]
-fn a_receipt_table_entry_stays_within_112_bytes() {
-    // Every receipt ever created keeps its entry for the life of the run: 112 bytes is key (24)
-    // and receipt (88), with a recovered receipt's run held as an index, not as its ID.
+fn a_receipt_table_entry_stays_within_120_bytes() {
+    // Every receipt ever created keeps its entry for the life of the run: 120 bytes is key (24)
+    // and receipt (96), with a recovered receipt's run held as an index, not as its ID. The
+    // reply slot's third state (a fill's reply written again from its request, not kept)
+    // costs the slot a tag, 8 bytes, where a kept fill reply costs ~100.
     let entry = std::mem::size_of::<(RequestKey, Receipt)>();
-    assert!(entry <= 112, "{entry} bytes per table entry");
+    assert!(entry <= 120, "{entry} bytes per table entry");
 }
 
 #[test]
@@ -274,7 +276,7 @@ fn a_clear_in_steps_keeps_order_while_receipts_arrive() {
         keys.iter()
             .map(|&i| {
                 let r = b.get(&key(i)).unwrap();
-                receipt_bytes(&key(i), &r.request, r.outcome().map(|o| &**o))
+                receipt_bytes(&key(i), &r.request, r.reply_len())
             })
             .sum()
     };

@@ -19,7 +19,7 @@ use super::failures::not_durable;
 use super::task_record::TaskRecordData;
 use super::to_data;
 use super::{reject, wait_outcome, Handled, Host, Replay, State};
-use crate::book::{digest, BookFull, Entry, Limit, ReplySlot, ReplyWaiters, RequestKey};
+use crate::book::{digest, BookFull, Entry, Limit, ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
 use crate::journal::{self, Begun, Completed, Record, TaskEvent, Ticket};
 use crate::protocol::introspection::RequestRejectedEvent;
@@ -175,10 +175,9 @@ impl Host {
                         reused_error(request_id, stored, first_seen),
                     ));
                 }
-                return match &r.reply {
-                    ReplySlot::Done(outcome) => {
+                return match r.outcome() {
+                    Some(outcome) => {
                         r.replays += 1;
-                        let outcome = outcome.clone();
                         let durable = self.pending_durability(r.seq);
                         st.counters.replays += 1;
                         st.events
@@ -196,7 +195,7 @@ impl Host {
                             durable,
                         ))
                     }
-                    ReplySlot::Running(_) => {
+                    None => {
                         r.joins += 1;
                         let rx = r.wait_for_outcome().expect("the receipt is running");
                         st.counters.joins += 1;

@@ -266,6 +266,9 @@ pub(super) struct Completion {
     effect: TaskEffect,
     /// When it completed (epoch ms).
     at: i64,
+    /// A fill done at once that took effect, whose outcome is `FieldResult::filled` of its own
+    /// target and value: the receipt need not keep a copy ([`crate::book::ReplySlot::Filled`]).
+    fill_took_effect: bool,
 }
 
 /// An outcome stored under the host's lock, with the copies to wake once the lock is let go.
@@ -367,6 +370,7 @@ impl Completion {
             outcome: not_begun(&execution.request_id, execution.command.method(), error),
             effect: TaskEffect::None,
             at: now_millis(),
+            fill_took_effect: false,
         }
     }
 }
@@ -541,7 +545,12 @@ impl Host {
             Ok(Some(finished)) => self.interpret(execution, finished),
             Err(panic) => panicked(execution, panic),
         };
-        Some(completed(execution, outcome, effect))
+        // The only success a fill done at once answers with is its `filled_reply`.
+        let fill_took_effect = outcome.is_ok();
+        Some(Completion {
+            fill_took_effect,
+            ..completed(execution, outcome, effect)
+        })
     }
 
     /// Runs an execution [`Host::run_inline`] could not complete on its own task, owning
@@ -577,6 +586,7 @@ impl Host {
                 outcome,
                 effect,
                 at: now_millis(),
+                fill_took_effect: false,
             };
             // With a journal (an execution whose begin was made durable before it ran), no copy
             // is answered before the completion is durable too.
@@ -621,6 +631,7 @@ impl Host {
             outcome,
             effect,
             at: now_millis(),
+            fill_took_effect: false,
         };
         (completion, opened)
     }
@@ -886,6 +897,7 @@ impl Host {
             outcome,
             effect,
             at: now,
+            fill_took_effect,
         } = completion;
         let key = &execution.key;
         let method = execution.command.method();
@@ -940,11 +952,12 @@ impl Host {
                 }
             }
         }
-        let waiters = st
-            .book
-            .finish_at(execution.slot, key, outcome.clone(), now)
-            .ok()
-            .flatten();
+        let finished = if fill_took_effect {
+            st.book.finish_filled_at(execution.slot, key, &outcome, now)
+        } else {
+            st.book.finish_at(execution.slot, key, outcome.clone(), now)
+        };
+        let waiters = finished.ok().flatten();
         publish_completed(st, &execution.request_id, method, &outcome, now);
         Unjournaled {
             stored: Stored {
@@ -1001,6 +1014,7 @@ fn completed(execution: &Execution<'_>, outcome: Arc<Outcome>, effect: TaskEffec
         outcome,
         effect,
         at: execution.admitted_at,
+        fill_took_effect: false,
     }
 }
 

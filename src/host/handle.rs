@@ -512,10 +512,18 @@ mod tests {
                     .lock()
                     .book
                     .get(&RequestKey::new(r["id"].as_str().unwrap()))
-                    .and_then(|receipt| receipt.outcome().cloned())
+                    .and_then(|receipt| receipt.outcome())
                     .expect("a completed receipt");
                 assert_eq!(stored.to_value()["ok"], r["ok"]);
                 assert_eq!(stored.to_value().get("result"), r.get("result"));
+                // A fill that took effect keeps no copy of its reply; a failure keeps its own.
+                let st = host.lock();
+                let receipt = st
+                    .book
+                    .get(&RequestKey::new(r["id"].as_str().unwrap()))
+                    .unwrap();
+                let kept = matches!(receipt.reply, crate::book::ReplySlot::Done(_));
+                assert_eq!(kept, r["ok"] == false, "{r}");
             }
         }
     }

@@ -589,7 +589,7 @@ impl Host {
                 None => refuse(format!("no receipt has request id {request_id}; check the id (polaris receipts --state error lists the uncertain ones)"), "unknown"),
             });
         };
-        let Some(outcome) = r.outcome().cloned() else {
+        let Some(outcome) = r.outcome() else {
             return Err(refuse(format!("request {request_id} is still executing; wait for its outcome (receipt.status) before acknowledging it"), "running"));
         };
         let code = match outcome.code {

@@ -387,7 +387,7 @@ impl Host {
             if let Some(o) = outcome {
                 v.completed_at = Some(format_millis(r.completed_at));
                 v.ok = Some(o.is_ok());
-                v.reply = Some(StoredReply::of(o));
+                v.reply = Some(StoredReply::of(&o));
             }
         } else if let Some((_, batch)) = st.book.tombstone(&key) {
             v.state = ReceiptState::Cleared;

@@ -34,7 +34,7 @@ impl ReceiptFilter {
 
     /// Whether a receipt matches.
     pub fn matches(&self, key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> bool {
-        let code = r.outcome().and_then(|o| o.code);
+        let code = r.result().flatten();
         if let Some(state) = self.state {
             let keep = match state {
                 StateFilter::Running => r.is_running(),
@@ -84,15 +84,15 @@ fn receipt_state(r: &Receipt) -> ReceiptState {
 
 /// A ReceiptItem (one listing row).
 fn item(key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> ReceiptItem {
-    let outcome = r.outcome();
+    let result = r.result();
     ReceiptItem {
         clearable: refusal.is_none(),
-        code: outcome.and_then(|o| o.code),
-        completed_at: outcome.map(|_| format_millis(r.completed_at)),
+        code: result.flatten(),
+        completed_at: result.map(|_| format_millis(r.completed_at)),
         first_seen_at: format_millis(r.first_seen),
         joins: u64::from(r.joins),
         method: r.method.as_str().to_owned(),
-        ok: outcome.map(|o| o.is_ok()),
+        ok: result.map(|code| code.is_none()),
         refusal: refusal.map(RefusalReason::from),
         replays: u64::from(r.replays),
         request_id: key.to_string(),
@@ -337,7 +337,7 @@ fn local_get(host: &Host, request_id: &str) -> ReceiptDetail {
     if let Some(r) = st.book.get(&key) {
         let row = item(&key, r, clear_refusal(&st.tasks, &key, r));
         let request = r.request.clone();
-        let outcome = r.outcome().cloned();
+        let outcome = r.outcome();
         drop(st);
         return ReceiptDetail {
             clearable: Some(row.clearable),

@@ -228,17 +228,93 @@ impl FieldResult {
     /// string needs escaping, as a fill's almost always do (the fill is the host's hottest
     /// reply). This type stays the shape's one definition; a test holds the two equal.
     pub fn filled(target: &str, value: &str) -> Arc<Outcome> {
-        const HEAD: &str = "\"ok\":true,\"result\":{\"target\":\"";
-        const MID: &str = "\",\"value\":\"";
-        const TAIL: &str = "\"}";
         if needs_escape(target.as_bytes()) || needs_escape(value.as_bytes()) {
             return Outcome::ok(&FieldResult {
                 target: target.to_owned(),
                 value: value.to_owned(),
             });
         }
-        Outcome::of_parts(None, &[HEAD, target, MID, value, TAIL])
+        Outcome::of_parts(None, &[FILLED_HEAD, target, FILLED_MID, value, FILLED_TAIL])
     }
+
+    /// The reply [`FieldResult::filled`] gave the `page.fill` whose canonical request (the
+    /// fingerprint its receipt keeps, `{"method":"page.fill","params":{…}}`) is `request`,
+    /// written again from the request alone: the receipt of a fill that took effect keeps no
+    /// copy of its reply (a quarter of a fresh receipt's memory), and a copy sent later gets
+    /// these same bytes. `None` when `request` is not a `page.fill`'s.
+    pub fn filled_again(request: &str) -> Option<Arc<Outcome>> {
+        if let Some((target, value)) = unescaped_fill(request) {
+            return Some(FieldResult::filled(target, value));
+        }
+        let request: Value = serde_json::from_str(request).ok()?;
+        if request["method"] != "page.fill" {
+            return None;
+        }
+        let params = &request["params"];
+        Some(FieldResult::filled(
+            params["target"].as_str()?,
+            params["value"].as_str()?,
+        ))
+    }
+
+    /// Whether [`FieldResult::filled_again`] of `request` is `outcome`, byte for byte: checked
+    /// in place (no reply written) when the request's strings hold no escapes.
+    pub fn gives_back(request: &str, outcome: &Outcome) -> bool {
+        if outcome.code.is_some() {
+            return false;
+        }
+        match unescaped_fill(request) {
+            Some((target, value)) => {
+                let pieces = [FILLED_HEAD, target, FILLED_MID, value, FILLED_TAIL];
+                let mut body = outcome.body.as_bytes();
+                pieces
+                    .iter()
+                    .all(|p| match body.strip_prefix(p.as_bytes()) {
+                        Some(rest) => {
+                            body = rest;
+                            true
+                        }
+                        None => false,
+                    })
+                    && body.is_empty()
+            }
+            None => FieldResult::filled_again(request).is_some_and(|o| o.body == outcome.body),
+        }
+    }
+
+    /// The length of [`FieldResult::filled_again`]'s body, counted without writing it when the
+    /// request's strings hold no escapes (as good as always).
+    pub fn filled_again_len(request: &str) -> Option<usize> {
+        match unescaped_fill(request) {
+            Some((target, value)) => Some(
+                FILLED_HEAD.len()
+                    + target.len()
+                    + FILLED_MID.len()
+                    + value.len()
+                    + FILLED_TAIL.len(),
+            ),
+            None => FieldResult::filled_again(request).map(|o| o.body.len()),
+        }
+    }
+}
+
+/// The pieces of a fill's success reply around its target and value (see [`FieldResult::filled`]).
+const FILLED_HEAD: &str = "\"ok\":true,\"result\":{\"target\":\"";
+const FILLED_MID: &str = "\",\"value\":\"";
+const FILLED_TAIL: &str = "\"}";
+
+/// The target and value of a `page.fill`'s canonical request, read in place, when none of its
+/// strings holds an escape (so each string's text is its value); `None` otherwise. Canonical
+/// JSON sorts the params' keys: `target`, `taskId`, `value`.
+fn unescaped_fill(request: &str) -> Option<(&str, &str)> {
+    let rest = request.strip_prefix("{\"method\":\"page.fill\",\"params\":{\"target\":\"")?;
+    let (target, rest) = rest.split_once('"')?;
+    let rest = rest.strip_prefix(",\"taskId\":\"")?;
+    let (task, rest) = rest.split_once('"')?;
+    let rest = rest.strip_prefix(",\"value\":\"")?;
+    let (value, rest) = rest.split_once('"')?;
+    let escaped = [target, task, value].iter().any(|s| s.contains('\\'));
+    (rest == "}}" && !escaped).then_some((target, value))
 }
 
 /// `page.click` and `page.press`: the observation that shows the action took effect.
@@ -682,5 +758,78 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The fingerprint a `page.fill` receipt keeps, written the way the host writes it.
+    fn fill_request(task: &str, target: &str, value: &str) -> String {
+        let params = serde_json::json!({"taskId": task, "target": target, "value": value});
+        crate::protocol::try_fingerprint("page.fill", &params).unwrap()
+    }
+
+    proptest::proptest! {
+        /// A fill's reply written again from its stored request is the first one byte for
+        /// byte, whatever its strings hold (escapes, controls, anything past ASCII); its
+        /// length is counted right without writing it; and the check that a request gives an
+        /// outcome back holds for that outcome and for no other.
+        #[test]
+        fn a_fill_reply_is_written_again_from_its_request(
+            task in ".{0,40}",
+            target in ".{0,20}",
+            value in ".{0,60}",
+            other in ".{0,60}",
+        ) {
+            let request = fill_request(&task, &target, &value);
+            let first = FieldResult::filled(&target, &value);
+            let again = FieldResult::filled_again(&request).expect("a page.fill request");
+            proptest::prop_assert_eq!(&*again, &*first);
+            proptest::prop_assert_eq!(
+                FieldResult::filled_again_len(&request),
+                Some(first.body.len())
+            );
+            proptest::prop_assert!(FieldResult::gives_back(&request, &first));
+            if other != value {
+                let different = FieldResult::filled(&target, &other);
+                proptest::prop_assert!(!FieldResult::gives_back(&request, &different));
+            }
+        }
+    }
+
+    /// A fill whose strings hold no escapes (as good as every fill) is read in place, not
+    /// parsed; one with an escape anywhere is left to the parser.
+    #[test]
+    fn a_fill_request_without_escapes_is_read_in_place() {
+        let request = fill_request("9b2f4e1c-0d3a-4c5b-8e6f-000000000001", "#title", "v é!");
+        assert_eq!(unescaped_fill(&request), Some(("#title", "v é!")));
+        for (task, target, value) in [("t\"", "#a", "v"), ("t", "#a\n", "v"), ("t", "#a", "\\")] {
+            let request = fill_request(task, target, value);
+            assert_eq!(unescaped_fill(&request), None, "{request}");
+            assert_eq!(
+                *FieldResult::filled_again(&request).unwrap(),
+                *FieldResult::filled(target, value)
+            );
+        }
+    }
+
+    /// A request that is not a fill's gives no fill reply back, and a fill's failure is never
+    /// what a fill's request gives back.
+    #[test]
+    fn only_a_fill_request_gives_a_fill_reply_back() {
+        let click = crate::protocol::try_fingerprint(
+            "page.click",
+            &serde_json::json!({"taskId": "t", "target": "#submit"}),
+        )
+        .unwrap();
+        assert!(FieldResult::filled_again(&click).is_none());
+        assert!(FieldResult::filled_again_len(&click).is_none());
+        let request = fill_request("t", "#title", "v");
+        let failed = Outcome::err(&ErrorBody::new(
+            crate::protocol::ErrorCode::ActionFailed,
+            "x",
+        ));
+        assert!(!FieldResult::gives_back(&request, &failed));
+        assert!(!FieldResult::gives_back(
+            &click,
+            &FieldResult::filled("#title", "v")
+        ));
     }
 }

@@ -128,7 +128,7 @@ impl Host {
                 digest: crate::book::digest(&r.request),
                 method: r.method,
                 task_id: r.task_id.clone(),
-                code: r.outcome().and_then(|o| o.code),
+                code: r.result().flatten(),
             });
             true
         });

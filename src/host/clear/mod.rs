@@ -126,6 +126,8 @@ pub(crate) fn clear_refusal(
 ) -> Option<ClearRefusal> {
     let outcome = match &receipt.reply {
         ReplySlot::Running(_) => return Some(ClearRefusal::Running),
+        // A fill that took effect: nothing uncertain about it.
+        ReplySlot::Filled => return None,
         ReplySlot::Done(o) => o,
     };
     let uncertain = outcome
@@ -365,13 +367,13 @@ impl Host {
         let mut refused = Vec::new();
         let mut items = touched_vec(most);
         let mut take = |key: &RequestKey, r: &Receipt| {
-            if let ReplySlot::Done(outcome) = &r.reply {
+            if let Some(outcome) = r.outcome() {
                 items.push((key.clone(), ReceiptVersion::of(r)));
                 clearable.push(ClearCandidate {
                     request_id: key.to_string(),
                     method: r.method,
                     task_id: r.task_id.clone(),
-                    outcome: outcome.clone(),
+                    outcome,
                     joins: r.joins,
                     replays: r.replays,
                     completed_at: r.completed_at,
