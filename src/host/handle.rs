@@ -389,15 +389,21 @@ mod tests {
         }
     }
 
+    /// A host on the fixture page with one task started, and the task's ID.
+    async fn host_with_a_task() -> (Host, String) {
+        let host = Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()));
+        let started = host.handle("start", "task.start", &json!({"title": "t"}));
+        let started: Value = serde_json::from_slice(&line(&host, started).await).unwrap();
+        let task = started["result"]["taskId"].as_str().unwrap().to_owned();
+        (host, task)
+    }
+
     /// A pipelined batch of fresh fills (with a copy of one of them, which joins it) is
     /// answered byte for byte with the line of each receipt's stored outcome, receipt kind
     /// `new` (`joined` for the copy), and a later copy of each replays the same bytes.
     #[tokio::test]
     async fn a_batch_of_fresh_fills_answers_with_the_stored_outcomes() {
-        let host = Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()));
-        let started = host.handle("start", "task.start", &json!({"title": "t"}));
-        let started: Value = serde_json::from_slice(&line(&host, started).await).unwrap();
-        let task = started["result"]["taskId"].as_str().unwrap().to_owned();
+        let (host, task) = host_with_a_task().await;
         let ids: Vec<String> = (0..6)
             .map(|i| format!("9b2f4e1c-0d3a-4c5b-8e6f-{i:012x}"))
             .chain(["not-a-uuid:7".to_owned()])
@@ -463,10 +469,7 @@ mod tests {
     /// the reply of its success was written ahead.
     #[tokio::test]
     async fn a_batch_stores_the_same_outcomes_whether_written_ahead_or_not() {
-        let host = Host::new(HostConfig::default(), Arc::new(FixtureExecutor::new()));
-        let started = host.handle("start", "task.start", &json!({"title": "t"}));
-        let started: Value = serde_json::from_slice(&line(&host, started).await).unwrap();
-        let task = started["result"]["taskId"].as_str().unwrap().to_owned();
+        let (host, task) = host_with_a_task().await;
         let frames = |round: u32| -> Vec<Vec<u8>> {
             ["#title", "#status", "#note"]
                 .iter()
