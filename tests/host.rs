@@ -227,6 +227,73 @@ async fn an_execution_error_is_stored_and_replayed_byte_for_byte() {
     );
 }
 
+/// Without the journal, a fill done at once keeps no copy of its reply: a copy sent later is
+/// answered with the reply written again from the stored request. Through the real binary, for
+/// fills pipelined in one write and for one sent alone, with values plain, escaped and past
+/// ASCII: every replay repeats the first answer byte for byte, `receipt.status` shows that
+/// reply, and no replay fills the page again.
+#[tokio::test]
+async fn a_fill_reply_written_again_from_its_request_is_the_first_byte_for_byte() {
+    let host = TestHost::start(&["--no-journal"]);
+    let mut c = host.conn().await;
+    let task = start_task(&mut c, json!({})).await;
+    let values = [
+        "plain",
+        "quote \" and \\ backslash",
+        "tab\tnewline\n",
+        "é 日本 🎉",
+        "",
+    ];
+    let ids: Vec<String> = values.iter().map(|_| new_id()).collect();
+    let frames: String = ids
+        .iter()
+        .zip(values)
+        .map(|(id, value)| {
+            let params = json!({"taskId": task, "target": "#title", "value": value});
+            format!(
+                "{}\n",
+                json!({"id": id, "method": "page.fill", "params": params})
+            )
+        })
+        .collect();
+    c.send_raw(frames.as_bytes()).await;
+    let mut first = Vec::new();
+    for id in &ids {
+        let (reply, line) = c.wait_raw(id).await;
+        assert_eq!(receipt(&reply), "new", "{line}");
+        first.push(line);
+    }
+    // The field holds what a later fill put there, whatever the replays below.
+    let later = json!({"taskId": task, "target": "#title", "value": "later"});
+    ok(&c.call("page.fill", later).await);
+    // The same frames again, together, then one alone, on another connection.
+    c.send_raw(frames.as_bytes()).await;
+    let mut other = host.conn().await;
+    other
+        .send_raw(frames.lines().last().unwrap().as_bytes())
+        .await;
+    other.send_raw(b"\n").await;
+    for (i, (id, value)) in ids.iter().zip(values).enumerate() {
+        let (reply, line) = c.wait_raw(id).await;
+        assert_eq!(receipt(&reply), "replayed");
+        assert_eq!(before_meta(&line), before_meta(&first[i]), "{value:?}");
+        assert_eq!(ok(&reply)["value"], value);
+        let status = c.call("receipt.status", json!({"requestId": id})).await;
+        assert_eq!(ok(&status)["reply"]["result"], ok(&reply).clone());
+    }
+    let (alone, line) = other.wait_raw(ids.last().unwrap()).await;
+    assert_eq!(receipt(&alone), "replayed");
+    assert_eq!(before_meta(&line), before_meta(first.last().unwrap()));
+    let read = c
+        .call("page.read", json!({"taskId": task, "target": "#title"}))
+        .await;
+    assert_eq!(
+        ok(&read)["value"],
+        "later",
+        "a replay filled the page again"
+    );
+}
+
 #[tokio::test]
 async fn key_order_and_whitespace_do_not_change_the_fingerprint() {
     let host = TestHost::start(&[]);

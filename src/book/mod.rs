@@ -484,7 +484,7 @@ impl Book {
         now: i64,
     ) -> Result<Option<ReplyWaiters>, NotRunning> {
         let len = outcome.body.len();
-        self.finish_slot(hint, key, ReplySlot::Done(outcome), len, now)
+        self.finish_slot(hint, key, |_| ReplySlot::Done(outcome), len, now)
     }
 
     /// [`Book::finish_at`] for a running `page.fill` that took effect, whose reply is
@@ -499,28 +499,23 @@ impl Book {
         outcome: &Arc<Outcome>,
         now: i64,
     ) -> Result<Option<ReplyWaiters>, NotRunning> {
-        let len = outcome.body.len();
-        let rebuilt = self
-            .receipts
-            .get_index(hint)
-            .filter(|(k, _)| *k == key)
-            .map(|(_, r)| r)
-            .or_else(|| self.receipts.get(key))
-            .is_some_and(|r| FieldResult::gives_back(&r.request, outcome));
-        let slot = if rebuilt {
-            ReplySlot::Filled
-        } else {
-            ReplySlot::Done(outcome.clone())
+        let slot = |r: &Receipt| {
+            if FieldResult::gives_back(&r.request, outcome) {
+                ReplySlot::Filled
+            } else {
+                ReplySlot::Done(outcome.clone())
+            }
         };
-        self.finish_slot(hint, key, slot, len, now)
+        self.finish_slot(hint, key, slot, outcome.body.len(), now)
     }
 
-    /// Completes a running receipt with `slot`, its reply's body `len` bytes long.
+    /// Completes a running receipt with the slot `slot` makes for it, its reply's body `len`
+    /// bytes long.
     fn finish_slot(
         &mut self,
         hint: usize,
         key: &RequestKey,
-        slot: ReplySlot,
+        slot: impl FnOnce(&Receipt) -> ReplySlot,
         len: usize,
         now: i64,
     ) -> Result<Option<ReplyWaiters>, NotRunning> {
@@ -537,7 +532,7 @@ impl Book {
         let waiters = waiters.take();
         // The reservation made at admission becomes the reply's real size.
         self.used_bytes = (self.used_bytes + len).saturating_sub(reply_reservation(&r.request));
-        r.reply = slot;
+        r.reply = slot(r);
         r.completed_at = now;
         self.running -= 1;
         Ok(waiters)

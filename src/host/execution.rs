@@ -525,9 +525,9 @@ impl Host {
     /// A fill the executor does at once ([`Executor::fill_now`]), done right here with its
     /// completion — `None` for anything else, and for an execution that must wait for its
     /// claim or its begin. Cheap and never waiting, so a batch does it inside the critical
-    /// section that admitted it. `written` is the reply [`filled_reply`] wrote for this same
-    /// request before the lock was taken, if it was: a fill that takes effect answers with it
-    /// instead of writing its reply now.
+    /// section that admitted it. `written` is the reply (`FieldResult::filled`) written for this
+    /// same request before the lock was taken, if it was: a fill that takes effect answers with
+    /// it instead of writing its reply now.
     pub(super) fn fill_at_once(
         &self,
         execution: &Execution<'_>,
@@ -545,7 +545,7 @@ impl Host {
             Ok(Some(finished)) => self.interpret(execution, finished),
             Err(panic) => panicked(execution, panic),
         };
-        // The only success a fill done at once answers with is its `filled_reply`.
+        // The only success a fill done at once answers with is `FieldResult::filled`.
         let fill_took_effect = outcome.is_ok();
         Some(Completion {
             fill_took_effect,
@@ -731,7 +731,8 @@ impl Host {
         let task = execution.task_id.as_deref().unwrap_or(task_id);
         let filled = self.inner.executor.fill_now(task, target, value)?;
         Some(Finished::Filled(match filled {
-            Ok(()) => written.unwrap_or_else(|| filled_reply(target, value)),
+            // The reply says what was asked for, which is what the field now holds.
+            Ok(()) => written.unwrap_or_else(|| FieldResult::filled(target, value)),
             Err(reason) => action_failed(Method::PageFill, task, &execution.request_id, &reason),
         }))
     }
@@ -970,14 +971,6 @@ impl Host {
             at: now,
         }
     }
-}
-
-/// The reply of a fill that took effect: what was asked for, which is what the field now holds.
-/// A batch that expects new receipts writes it before it takes the host's lock
-/// ([`Host::fill_at_once`] is then handed it), so the lock is not held while fresh memory is
-/// touched for it.
-pub(super) fn filled_reply(target: &str, value: &str) -> Arc<Outcome> {
-    FieldResult::filled(target, value)
 }
 
 /// `ACTION_FAILED`: the executor says `method` on `task` failed with no effect.

@@ -11,10 +11,11 @@ use std::cell::Cell;
 use std::sync::Arc;
 
 use super::admission::{Admitted, Begin};
-use super::execution::{filled_reply, Completion, Execution, Launched};
+use super::execution::{Completion, Execution, Launched};
 use super::{reject, Handled, Host, Replay, State};
 use crate::book::{ReplyWaiters, RequestKey};
 use crate::journal::Ticket;
+use crate::protocol::results::FieldResult;
 use crate::protocol::{
     now_millis, parse_envelope, parse_frame, try_fingerprint, Command, DirectRequest, ErrorBody,
     ErrorCode, FrameCommand, Method, Outcome, ParsedFrame, ReceiptKind,
@@ -347,7 +348,9 @@ thread_local! {
 fn write_ahead(req: &mut DirectRequest<'_>, replies: bool) -> Option<Arc<Outcome>> {
     req.request.write_out();
     match req.command {
-        FrameCommand::Fill { target, value, .. } if replies => Some(filled_reply(target, value)),
+        FrameCommand::Fill { target, value, .. } if replies => {
+            Some(FieldResult::filled(target, value))
+        }
         _ => None,
     }
 }
