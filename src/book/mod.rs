@@ -301,8 +301,10 @@ impl Book {
     /// An empty book with hard capacities for receipts and tombstones.
     ///
     /// Room for every receipt the book can ever hold ([`reachable_receipts`]) is reserved at
-    /// once: address space, not memory — pages are touched only as receipts arrive — so a book
-    /// filling up never stops to copy its whole receipt table into a bigger one. Such a copy
+    /// once — address space for the receipts themselves, whose pages are touched as they
+    /// arrive; memory for the index, 11–21 bytes a receipt of room, once the host faults it in
+    /// ([`Book::fault_ahead`]) — so a book filling up never stops to copy its whole receipt
+    /// table into a bigger one. Such a copy
     /// happens under the host's lock: at two million receipts it held every agent's request
     /// for hundreds of milliseconds.
     pub fn new(capacity: usize, tombstone_capacity: usize) -> Book {
@@ -335,9 +337,9 @@ impl Book {
         self
     }
 
-    /// The next stretch of the receipt table's reserved room to fault in once the host's lock
-    /// is let go, when the receipts are about to reach the end of what is faulted in
-    /// ([`ReceiptTable::fault_ahead`]).
+    /// The next stretch of the receipt table to fault in once the host's lock is let go: its
+    /// index whole once it is made, then the reserved room when the receipts are about to
+    /// reach the end of what is faulted in ([`ReceiptTable::fault_ahead`]).
     pub fn fault_ahead(&mut self) -> Option<FaultAhead> {
         self.receipts.fault_ahead()
     }

@@ -10,9 +10,10 @@
 //! reads an entry that is not the one it looks for. A lookup is split into steps that touch one
 //! piece of memory each ([`ReceiptTable::hash`], [`ReceiptTable::prefetch_slot`],
 //! [`ReceiptTable::find_hashed`], [`ReceiptTable::prefetch_entry`]) so a batch of requests can
-//! ask memory for all its pieces at once instead of waiting for each in turn. The entries'
-//! reserved room is faulted in a stretch ahead of them ([`ReceiptTable::fault_ahead`]), by the
-//! caller once it has let the host's lock go, so no request waits behind a page fault there.
+//! ask memory for all its pieces at once instead of waiting for each in turn. The index is
+//! faulted in whole once it exists, and the entries' reserved room a stretch ahead of them
+//! ([`ReceiptTable::fault_ahead`]), by the caller once it has let the host's lock go, so no
+//! request waits behind a page fault in either.
 
 use std::hash::BuildHasher;
 
@@ -52,17 +53,23 @@ pub struct ReceiptTable {
     faulted: usize,
     /// Where `entries`' buffer was when `faulted` was counted (a buffer that moved starts over).
     faulted_base: usize,
+    /// The index last handed out whole to be faulted in (its address; a new index differs).
+    index_faulted: usize,
 }
 
 /// The bytes of reserved room [`ReceiptTable::fault_ahead`] hands out at a time; a new
-/// stretch is handed out once less than half of one is left ahead of the receipts.
+/// stretch is handed out once less than half of one is left ahead of the receipts. An index
+/// at least this large is handed out whole.
 const AHEAD_BYTES: usize = 64 << 10;
 
-/// A stretch of the receipt table's reserved room that receipts will be written to next, to be
-/// faulted in by whoever took it once the host's lock is let go ([`FaultAhead::fault_in`]):
-/// the first touch of a fresh page costs a page fault (1.3 µs here, ~10 µs for memory this
-/// virtual machine has not backed yet), and one taken inside the critical section holds up
-/// every request behind it.
+/// A stretch of the receipt table's memory that receipts will be written to next — the whole
+/// index once it exists, or the reserved room ahead of the entries — to be faulted in by
+/// whoever took it once the host's lock is let go ([`FaultAhead::fault_in`]): the first touch
+/// of a fresh page costs a page fault (1.3 µs here, ~10 µs for memory this virtual machine has
+/// not backed yet), and one taken inside the critical section holds up every request behind
+/// it. The index is read before it is written (a lookup before the insert), so an untouched
+/// page of it costs two faults, and the second — replacing the shared zero page the read
+/// mapped — also flushes the other processors' TLBs and waits for them.
 #[must_use]
 pub struct FaultAhead {
     from: usize,
@@ -121,8 +128,9 @@ fn slots_for(entries: usize) -> usize {
 }
 
 /// A zeroed index of `n` slots (a power of two), or `None` when the allocator refuses. Zeroed
-/// memory from the allocator is fresh pages the kernel maps on first touch, so a large index
-/// costs address space, not memory, until receipts arrive.
+/// memory from the allocator is fresh pages the kernel maps on first touch; a large index is
+/// faulted in whole once it exists ([`ReceiptTable::fault_ahead`]), so its memory is taken up
+/// front: 8 bytes a slot, 11–21 bytes for each receipt the table has room for.
 fn zeroed_slots(n: usize) -> Option<Box<[u64]>> {
     let layout = std::alloc::Layout::array::<u64>(n).ok()?;
     debug_assert!(layout.size() > 0);
@@ -161,14 +169,25 @@ impl ReceiptTable {
             hasher,
             faulted: 0,
             faulted_base: 0,
+            index_faulted: 0,
         }
     }
 
-    /// The next stretch of reserved room the receipts will be written to, when less than half
-    /// of [`AHEAD_BYTES`] is left faulted in ahead of them (handed out once: the next call
-    /// hands out the stretch after it). The caller faults it in once it has let the host's
-    /// lock go.
+    /// The next stretch of memory the receipts will be written to: the whole index, the
+    /// first time it is asked after the index was made (when it is at least [`AHEAD_BYTES`]);
+    /// otherwise the next stretch of reserved room, when less than half of [`AHEAD_BYTES`] is
+    /// left faulted in ahead of the receipts (each handed out once: the next call hands out
+    /// the stretch after it). The caller faults it in once it has let the host's lock go.
     pub fn fault_ahead(&mut self) -> Option<FaultAhead> {
+        let index = self.slots.as_ptr() as usize;
+        let index_bytes = std::mem::size_of_val(&*self.slots);
+        if index != self.index_faulted && index_bytes >= AHEAD_BYTES {
+            self.index_faulted = index;
+            return Some(FaultAhead {
+                from: index,
+                len: index_bytes,
+            });
+        }
         let size = std::mem::size_of::<(RequestKey, Receipt)>();
         let base = self.entries.as_ptr() as usize;
         let used = self.entries.len() * size;
@@ -591,6 +610,55 @@ mod tests {
         assert_ne!(moved, base);
         let next = table.fault_ahead().expect("room after the moved receipts");
         assert_eq!(next.from, moved + table.len() * size);
+    }
+
+    /// An index of at least a stretch is handed out whole, once, before any room for the
+    /// entries, and faulting it in makes all of it resident; a smaller index is never handed
+    /// out; an index replaced by a bigger one is handed out again.
+    #[test]
+    fn the_index_is_faulted_in_whole_once_it_exists() {
+        // An index of 64 MiB: above any size the system allocator serves from its heap
+        // (whose calloc writes the zeros), so it arrives as fresh pages.
+        let mut table = ReceiptTable::with_hasher(TableHasher::default());
+        table.try_reserve_total(4_000_000).unwrap();
+        let index = table.slots.as_ptr() as usize;
+        let bytes = std::mem::size_of_val(&*table.slots);
+        assert!(bytes >= AHEAD_BYTES, "an index of {bytes} bytes");
+        let whole = table.fault_ahead().expect("the index");
+        assert_eq!((whole.from, whole.len), (index, bytes));
+        let (resident, pages) = resident_pages(index, bytes);
+        assert!(
+            resident <= 2,
+            "a fresh index: {resident} of {pages} pages resident"
+        );
+        whole.fault_in();
+        let (resident, pages) = resident_pages(index, bytes);
+        assert_eq!(resident, pages, "faulted in");
+        let base = table.entries.as_ptr() as usize;
+        let room = table.fault_ahead().expect("then the entries' room");
+        assert_eq!((room.from, room.len), (base, AHEAD_BYTES));
+        assert!(table.fault_ahead().is_none(), "the index only once");
+
+        // A table without a reservation: its index grows from a few slots; a small one is
+        // never handed out, the first that reaches a stretch is, and the one after it too.
+        let mut table = ReceiptTable::with_hasher(TableHasher::default());
+        let mut handed = Vec::new();
+        for id in 0..20_000u16 {
+            table.insert(key(id), receipt(id));
+            if let Some(stretch) = table.fault_ahead() {
+                if stretch.from == table.slots.as_ptr() as usize {
+                    assert_eq!(stretch.len, std::mem::size_of_val(&*table.slots));
+                    handed.push(stretch.len);
+                }
+            }
+        }
+        let final_bytes = std::mem::size_of_val(&*table.slots);
+        assert!(!handed.is_empty() && handed.iter().all(|&b| b >= AHEAD_BYTES));
+        assert_eq!(handed.last(), Some(&final_bytes), "the index as it is now");
+        assert!(
+            handed.windows(2).all(|w| w[0] < w[1]),
+            "each index once: {handed:?}"
+        );
     }
 
     #[derive(Clone, Debug)]

@@ -301,13 +301,19 @@ impl Host {
         journal: Option<Journal>,
         ledger: Option<Ledger>,
     ) -> Host {
+        let mut book = Book::new(config.capacity, config.tombstone_capacity)
+            .with_max_bytes(config.max_book_bytes);
+        // The receipt index whole, and the first stretch of the table's room, before any
+        // request can wait on them: later stretches are faulted in as requests pass.
+        while let Some(stretch) = book.fault_ahead() {
+            stretch.fault_in();
+        }
         Host {
             inner: Arc::new(Inner {
                 run_id,
                 started_at: now_millis(),
                 state: Mutex::new(State {
-                    book: Book::new(config.capacity, config.tombstone_capacity)
-                        .with_max_bytes(config.max_book_bytes),
+                    book,
                     tasks: Tasks::with_closed_capacity(config.tombstone_capacity),
                     counters: Counters::default(),
                     events: EventBus::default(),
