@@ -98,6 +98,10 @@ struct Args {
     /// sees the small batches of a load below its peak; prints p50/p99/p999 at the end.
     #[arg(long, value_name = "PER_SEC")]
     rate: Option<f64>,
+    /// With --hold: the host's `--capacity` (default: room for what the hold can create, 4 M
+    /// fills a second closed loop or the offered rate open loop, plus 2 M).
+    #[arg(long, value_name = "N")]
+    capacity: Option<u64>,
     /// Skip the Redis rows even when Redis is installed.
     #[arg(long)]
     no_redis: bool,
@@ -1476,7 +1480,15 @@ fn journal_table(args: &Args) -> Result<(), String> {
 fn hold(args: &Args, secs: u64) -> Result<(), String> {
     let polaris = PolarisCmd::locate(args)?;
     let rt = client_runtime();
-    let s = polaris.start(args.book.max(50_000_000), false)?;
+    // Room for what the hold can create (no machine has run 4 M fresh fills a second; open
+    // loop, the offered rate) and no more: the receipt index is sized by the capacity, and an
+    // index far larger than the receipts written takes a fresh page for nearly every one of
+    // them, which a profile would then show as the host's cost.
+    let per_sec = args.rate.unwrap_or(4_000_000.0).max(1.0) as u64;
+    let capacity = args
+        .capacity
+        .unwrap_or(per_sec.saturating_mul(secs + 1) + 2_000_000);
+    let s = polaris.start(capacity, false)?;
     println!("host pid {}", s.pid());
     let mut lanes = rt.block_on(lanes(&s.sock, args.shared_task, !args.spec_order))?;
     if let Some(rate) = args.rate {
