@@ -1,7 +1,8 @@
 //! The reply-byte bound through the real binary (SPEC §10, `--max-pending-reply-bytes`): it
 //! holds within one pipelined batch of large replies, and it counts the event lines of
-//! subscriptions a peer does not read. Memory is measured where it would grow: the host's
-//! resident set, read from `/proc`.
+//! subscriptions a peer does not read; and the receipt index a host's bounds size is taken at
+//! the start only while it is a fraction of the machine's memory. Memory is measured where it
+//! would grow: the host's resident set, read from `/proc`.
 
 mod common;
 
@@ -235,4 +236,60 @@ async fn event_lines_a_subscriber_does_not_read_count_toward_the_reply_byte_boun
         }
     }
     assert!(lagged, "a subscriber that missed events is told it lagged");
+}
+
+/// `MemAvailable` from `/proc/meminfo`, in bytes.
+fn mem_available() -> u64 {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap();
+    let kib: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("MemAvailable in /proc/meminfo");
+    kib * 1024
+}
+
+#[test]
+fn the_receipt_index_is_resident_at_the_start_unless_it_would_take_a_quarter_of_the_memory() {
+    // Room for 4,000,000 receipts: a 64 MiB index, faulted in before `host.hello` answers, so
+    // no receipt meets an untouched index page under the host's lock.
+    let host = TestHost::start(&[
+        "--no-journal",
+        "--capacity",
+        "4000000",
+        "--max-book-bytes",
+        "4096000000",
+    ]);
+    let rss = rss_bytes(host.child.as_ref().unwrap().id());
+    assert!(rss >= 64 << 20, "{} MiB resident at the start", rss >> 20);
+    drop(host);
+
+    // Bounds far beyond what the host will hold: room for receipts whose index is between half
+    // the available memory and all of it (8 bytes a slot, the slots a power of two at least
+    // 4/3 of the receipts). Faulting it in would take that memory and seconds before the host
+    // answers; it is left to the receipts, and the host says so.
+    let receipts = mem_available() * 3 / 64;
+    let host = TestHost::start(&[
+        "--no-journal",
+        "--capacity",
+        &receipts.to_string(),
+        "--max-book-bytes",
+        &(receipts * 1024).to_string(),
+    ]);
+    let rss = rss_bytes(host.child.as_ref().unwrap().id());
+    assert!(
+        rss < 256 << 20,
+        "{} MiB resident at the start with room for {receipts} receipts",
+        rss >> 20
+    );
+    let log = host.log();
+    assert!(
+        log.contains("it is not faulted in at the start"),
+        "the host says why: {log}"
+    );
+    // And it takes receipts.
+    let reply = sync_call(&host.bridge(), "task.start", json!({"title": "big book"})).unwrap();
+    assert_eq!(reply["ok"], true, "{reply}");
+    assert_eq!(reply["meta"]["receipt"], "new", "{reply}");
 }

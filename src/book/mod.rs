@@ -344,6 +344,12 @@ impl Book {
         self.receipts.fault_ahead()
     }
 
+    /// The index's size and the largest faulted in whole, when the index is larger: see
+    /// [`ReceiptTable::index_left_to_receipts`].
+    pub fn index_left_to_receipts(&self) -> Option<(usize, usize)> {
+        self.receipts.index_left_to_receipts()
+    }
+
     /// What the book holds for `key`.
     pub fn entry<'a>(&'a mut self, key: &'a RequestKey) -> Entry<'a> {
         let hash = self.receipts.hash(key);

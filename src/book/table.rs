@@ -53,14 +53,38 @@ pub struct ReceiptTable {
     faulted: usize,
     /// Where `entries`' buffer was when `faulted` was counted (a buffer that moved starts over).
     faulted_base: usize,
-    /// The index last handed out whole to be faulted in (its address; a new index differs).
+    /// The index last handed out whole to be faulted in, or passed over as larger than
+    /// `whole_index_limit` (its address; a new index differs).
     index_faulted: usize,
+    /// The largest index handed out whole ([`whole_index_limit`]).
+    whole_index_limit: usize,
 }
 
 /// The bytes of reserved room [`ReceiptTable::fault_ahead`] hands out at a time; a new
 /// stretch is handed out once less than half of one is left ahead of the receipts. An index
 /// at least this large is handed out whole.
 const AHEAD_BYTES: usize = 64 << 10;
+
+/// The largest receipt index faulted in whole ([`ReceiptTable::fault_ahead`]): a quarter of
+/// the memory the machine had available (`MemAvailable` in `/proc/meminfo`) when the first
+/// table was made, or 1 GiB where that cannot be read. The index is sized by the receipts the
+/// host's bounds let it hold, and a bound far beyond what it will hold (`--capacity
+/// 1000000000` with `--max-book-bytes` to match is a 16 GiB index) would otherwise take that
+/// memory, and the seconds it takes to fault in, before the host answers — or get the host
+/// killed for it. Such an index is faulted in by its receipts as they come instead.
+fn whole_index_limit() -> usize {
+    static LIMIT: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|info| {
+                let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+                let kib: usize = line.split_whitespace().nth(1)?.parse().ok()?;
+                Some(kib.saturating_mul(1024) / 4)
+            })
+            .unwrap_or(1 << 30)
+    })
+}
 
 /// A stretch of the receipt table's memory that receipts will be written to next — the whole
 /// index once it exists, or the reserved room ahead of the entries — to be faulted in by
@@ -129,8 +153,9 @@ fn slots_for(entries: usize) -> usize {
 
 /// A zeroed index of `n` slots (a power of two), or `None` when the allocator refuses. Zeroed
 /// memory from the allocator is fresh pages the kernel maps on first touch; a large index is
-/// faulted in whole once it exists ([`ReceiptTable::fault_ahead`]), so its memory is taken up
-/// front: 8 bytes a slot, 11–21 bytes for each receipt the table has room for.
+/// faulted in whole once it exists ([`ReceiptTable::fault_ahead`]; up to
+/// [`whole_index_limit`]), so its memory is taken up front: 8 bytes a slot, 11–21 bytes for
+/// each receipt the table has room for.
 fn zeroed_slots(n: usize) -> Option<Box<[u64]>> {
     let layout = std::alloc::Layout::array::<u64>(n).ok()?;
     debug_assert!(layout.size() > 0);
@@ -170,11 +195,14 @@ impl ReceiptTable {
             faulted: 0,
             faulted_base: 0,
             index_faulted: 0,
+            whole_index_limit: whole_index_limit(),
         }
     }
 
     /// The next stretch of memory the receipts will be written to: the whole index, the
-    /// first time it is asked after the index was made (when it is at least [`AHEAD_BYTES`]);
+    /// first time it is asked after the index was made (when it is at least [`AHEAD_BYTES`]
+    /// and at most [`whole_index_limit`]; a larger one is faulted in by the receipts as they
+    /// come, see [`ReceiptTable::index_left_to_receipts`]);
     /// otherwise the next stretch of reserved room, when less than half of [`AHEAD_BYTES`] is
     /// left faulted in ahead of the receipts (each handed out once: the next call hands out
     /// the stretch after it). The caller faults it in once it has let the host's lock go.
@@ -183,10 +211,12 @@ impl ReceiptTable {
         let index_bytes = std::mem::size_of_val(&*self.slots);
         if index != self.index_faulted && index_bytes >= AHEAD_BYTES {
             self.index_faulted = index;
-            return Some(FaultAhead {
-                from: index,
-                len: index_bytes,
-            });
+            if index_bytes <= self.whole_index_limit {
+                return Some(FaultAhead {
+                    from: index,
+                    len: index_bytes,
+                });
+            }
         }
         let size = std::mem::size_of::<(RequestKey, Receipt)>();
         let base = self.entries.as_ptr() as usize;
@@ -204,6 +234,22 @@ impl ReceiptTable {
             from: base + from,
             len: self.faulted - from,
         })
+    }
+
+    /// The index's size and [`whole_index_limit`] when the index is too large to be faulted in
+    /// whole: its pages are then faulted in by the receipts as they come, each first touch
+    /// under the host's lock, so a host says so when it starts.
+    pub fn index_left_to_receipts(&self) -> Option<(usize, usize)> {
+        let index_bytes = std::mem::size_of_val(&*self.slots);
+        (index_bytes >= AHEAD_BYTES && index_bytes > self.whole_index_limit)
+            .then_some((index_bytes, self.whole_index_limit))
+    }
+
+    /// Sets the largest index handed out whole, for a test that cannot make an index the
+    /// size of a quarter of the machine's memory.
+    #[cfg(test)]
+    pub(crate) fn set_whole_index_limit(&mut self, bytes: usize) {
+        self.whole_index_limit = bytes;
     }
 
     /// The hasher, for a table that replaces this one.
@@ -638,6 +684,20 @@ mod tests {
         let room = table.fault_ahead().expect("then the entries' room");
         assert_eq!((room.from, room.len), (base, AHEAD_BYTES));
         assert!(table.fault_ahead().is_none(), "the index only once");
+        assert!(table.index_left_to_receipts().is_none());
+
+        // An index larger than the limit is not handed out (nor faulted in): the entries' room
+        // is, and the host is told the index is left to the receipts.
+        let mut table = ReceiptTable::with_hasher(TableHasher::default());
+        table.set_whole_index_limit(bytes - 1);
+        table.try_reserve_total(4_000_000).unwrap();
+        let index = table.slots.as_ptr() as usize;
+        assert_eq!(table.index_left_to_receipts(), Some((bytes, bytes - 1)));
+        let room = table.fault_ahead().expect("the entries' room");
+        assert_eq!(room.from, table.entries.as_ptr() as usize);
+        assert!(table.fault_ahead().is_none(), "and the index never");
+        let (resident, pages) = resident_pages(index, bytes);
+        assert!(resident <= 2, "{resident} of {pages} pages resident");
 
         // A table without a reservation: its index grows from a few slots; a small one is
         // never handed out, the first that reaches a stretch is, and the one after it too.

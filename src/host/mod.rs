@@ -308,6 +308,19 @@ impl Host {
         while let Some(stretch) = book.fault_ahead() {
             stretch.fault_in();
         }
+        if let Some((index, limit)) = book.index_left_to_receipts() {
+            tracing::info!(
+                "the receipt index for --capacity {} and --max-book-bytes {} is {} MiB, more than \
+                 a quarter of the memory available ({} MiB of {} MiB): it is not faulted in at \
+                 the start, its pages are faulted in by the first receipts that reach them; \
+                 bound the book nearer what this host will hold to have it ready at the start",
+                config.capacity,
+                config.max_book_bytes,
+                index >> 20,
+                limit >> 20,
+                (limit * 4) >> 20
+            );
+        }
         Host {
             inner: Arc::new(Inner {
                 run_id,
