@@ -16,7 +16,7 @@ use interprocess::local_socket::tokio::{prelude::*, Stream};
 use interprocess::local_socket::GenericFilePath;
 use polaris::book::{Book, RequestKey};
 use polaris::host::{Handled, Host};
-use polaris::protocol::{fingerprint, read_frame, FrameRead, Method, Outcome};
+use polaris::protocol::{fingerprint, read_frame, FrameRead, Method, Outcome, StoredRequest};
 use polaris::server::{Connection, Limits, Service};
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
@@ -657,7 +657,7 @@ fn filled_book(n: usize, task: &polaris::tasks::TaskId, reply: &Arc<Outcome>) ->
         let key = receipt_key(i);
         book.insert_running(
             key.clone(),
-            page_fill_request(task, i).into_boxed_str(),
+            StoredRequest::from_text("page.fill", &page_fill_request(task, i)),
             Method::PageFill,
             Some(task.clone()),
             1,

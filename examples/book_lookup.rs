@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use polaris::book::{Book, Entry, RequestKey};
-use polaris::protocol::{Method, Outcome};
+use polaris::protocol::{Method, Outcome, StoredRequest};
 
 /// Frames a pipelining client sends together.
 const BATCH: usize = 64;
@@ -33,7 +33,7 @@ fn main() {
         );
         book.insert_running(
             key.clone(),
-            request.clone().into(),
+            StoredRequest::from_text("page.fill", &request),
             Method::PageFill,
             None,
             0,
@@ -42,7 +42,7 @@ fn main() {
         let reply = serde_json::json!({"filled": "#title", "value": format!("Hello {i:012}")});
         book.complete(&key, Outcome::ok(&reply), 1);
         keys.push(key);
-        requests.push(request);
+        requests.push(StoredRequest::from_text("page.fill", &request));
     }
     // A random order, so consecutive lookups share no cache lines.
     let mut order: Vec<usize> = (0..n).collect();
@@ -68,7 +68,7 @@ fn main() {
             }
             for (key, &i) in batch_keys.iter().zip(batch) {
                 if let Entry::Receipt(r) = book.entry(key) {
-                    if *r.request == *requests[i] {
+                    if r.request == requests[i] {
                         check += r.outcome().map_or(0, |o| o.body.len());
                     }
                 }

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use polaris::book::RequestKey;
-use polaris::journal::{Begun, Completed, FlusherKind, Journal, Options, Record};
+use polaris::journal::{Begun, Completed, FlusherKind, Journal, Options, Record, RequestPieces};
 
 const RUN: &str = "6a0c1a44-7d1e-4f57-9a3b-4c1d2e3f4a5b";
 const TASK: &str = "0b5e6f70-8192-4a3b-8c4d-5e6f708192a3";
@@ -118,7 +118,7 @@ fn journal_case(dir: &Path, options: Options, writers: usize, secs: f64) -> Outc
                             run_id: RUN,
                             method: "page.fill",
                             task_id: Some(TASK),
-                            request: &req,
+                            request: RequestPieces::whole(&req),
                             at: 1_700_000_000_000,
                         }))
                         .unwrap()
@@ -230,7 +230,7 @@ fn recovery(dir: &Path, receipts: u64) {
                 run_id: RUN,
                 method: "page.fill",
                 task_id: Some(TASK),
-                request: &reqs[i],
+                request: RequestPieces::whole(&reqs[i]),
                 at: 1_700_000_000_000 + i as i64,
             }));
         }

@@ -21,7 +21,9 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use polaris::book::RequestKey;
-use polaris::journal::{Begun, Completed, Journal, Options, Record, TaskEvent, TaskRecord};
+use polaris::journal::{
+    Begun, Completed, Journal, Options, Record, RequestPieces, TaskEvent, TaskRecord,
+};
 
 const RUN: &str = "6a0c1a44-7d1e-4f57-9a3b-4c1d2e3f4a5b";
 
@@ -79,7 +81,7 @@ fn write_journal(dir: &Path, receipts: u64) -> u64 {
                 run_id: RUN,
                 method: if start { "task.start" } else { "page.fill" },
                 task_id: (!start).then_some(tasks[k].as_str()),
-                request: &reqs[k],
+                request: RequestPieces::whole(&reqs[k]),
                 at,
             }));
             records.push(Record::ReceiptCompleted(Completed {

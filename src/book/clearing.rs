@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::limits::receipt_bytes;
 use super::tombstones::{ClearBatch, TombstoneRun};
-use super::{digest, reachable_receipts, reserved_table, Book, Freed};
+use super::{reachable_receipts, reserved_table, Book, Freed};
 
 pub use crate::ids::RequestKey;
 
@@ -80,7 +80,7 @@ impl Book {
             if let Some((i, _, r)) = self.receipts.get_full(k) {
                 if !r.is_running() {
                     first = first.min(i);
-                    ids.push((k.clone(), digest(&r.request)));
+                    ids.push((k.clone(), r.digest()));
                 }
             }
         }
@@ -168,7 +168,7 @@ impl Book {
                 let start = len.saturating_sub(CUT_PER_STEP).max(cur.write);
                 for (k, r) in self.receipts.cut_from(start) {
                     debug_assert!(!r.is_running(), "a clear takes only completed receipts");
-                    let cost = receipt_bytes(&k, &r.request, r.reply_len());
+                    let cost = receipt_bytes(&k, r.request_len(), r.reply_len());
                     debug_assert!(cost <= self.used_bytes, "the book counted every receipt");
                     self.used_bytes = self.used_bytes.saturating_sub(cost);
                     freed.receipts.push((k, r));

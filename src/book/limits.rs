@@ -47,19 +47,23 @@ pub const DEFAULT_MAX_BOOK_BYTES: usize = 1 << 30;
 /// The bytes a running receipt holds for the reply it does not have yet: an action's reply
 /// repeats at most what its request carries (a filled value, an expectation) and a message, so
 /// the book's bound holds for the replies still to come, not only for those stored.
-pub(super) fn reply_reservation(request: &str) -> usize {
-    2 * request.len() + 1024
+pub(super) fn reply_reservation(request_len: usize) -> usize {
+    2 * request_len + 1024
 }
 
 /// The bytes a receipt counts against `--max-book-bytes`: its canonical request, its stored
 /// reply body (or, while it runs, [`reply_reservation`]), a request ID kept as text, and
 /// [`RECEIPT_OVERHEAD_BYTES`]. A reply several receipts share (fills that replied the same)
 /// is counted for each of them, so the bound holds whoever keeps the shared copy alive.
-pub(super) fn receipt_bytes(key: &RequestKey, request: &str, reply_len: Option<usize>) -> usize {
+pub(super) fn receipt_bytes(
+    key: &RequestKey,
+    request_len: usize,
+    reply_len: Option<usize>,
+) -> usize {
     let key_bytes = match key {
         RequestKey::Text(t) => t.len(),
         RequestKey::Uuid(_) => 0,
     };
-    let reply = reply_len.unwrap_or_else(|| reply_reservation(request));
-    RECEIPT_OVERHEAD_BYTES + key_bytes + request.len() + reply
+    let reply = reply_len.unwrap_or_else(|| reply_reservation(request_len));
+    RECEIPT_OVERHEAD_BYTES + key_bytes + request_len + reply
 }

@@ -25,7 +25,7 @@ pub use crate::ids::RequestKey;
 use crate::ids::TaskId;
 use crate::protocol::results::FieldResult;
 use crate::protocol::results::ReceiptCounts;
-use crate::protocol::{Method, Outcome};
+use crate::protocol::{Method, Outcome, StoredRequest};
 
 use clearing::ClearCursor;
 pub use clearing::{ClearError, Clearing};
@@ -56,8 +56,10 @@ pub enum ReplySlot {
 
 /// One receipt: request ID → (canonical request, shared reply).
 pub struct Receipt {
-    /// The canonical `{method, params}` the ID first arrived with (its fingerprint).
-    pub request: Box<str>,
+    /// The canonical `{method, params}` the ID first arrived with (its fingerprint), kept as its
+    /// params text beside `method` ([`StoredRequest`]; [`Receipt::request_text`] writes it
+    /// whole).
+    pub request: StoredRequest,
     /// The task the request acts on, when it names one.
     pub task_id: Option<TaskId>,
     /// The method, for listing and for the pending-outcome rule.
@@ -85,7 +87,12 @@ pub struct Receipt {
 }
 
 impl Receipt {
-    fn running(request: Box<str>, method: Method, task_id: Option<TaskId>, now: i64) -> Receipt {
+    fn running(
+        request: StoredRequest,
+        method: Method,
+        task_id: Option<TaskId>,
+        now: i64,
+    ) -> Receipt {
         Receipt {
             request,
             task_id,
@@ -106,7 +113,7 @@ impl Receipt {
     pub fn outcome(&self) -> Option<Arc<Outcome>> {
         match &self.reply {
             ReplySlot::Done(o) => Some(o.clone()),
-            ReplySlot::Filled => Some(filled_again(&self.request)),
+            ReplySlot::Filled => Some(filled_again(self.fill_params())),
             ReplySlot::Running(_) => None,
         }
     }
@@ -126,9 +133,42 @@ impl Receipt {
     pub fn reply_len(&self) -> Option<usize> {
         match &self.reply {
             ReplySlot::Done(o) => Some(o.body.len()),
-            ReplySlot::Filled => Some(FieldResult::filled_again_len(&self.request).unwrap_or(0)),
+            ReplySlot::Filled => Some(
+                self.fill_params()
+                    .and_then(FieldResult::filled_again_len)
+                    .unwrap_or(0),
+            ),
             ReplySlot::Running(_) => None,
         }
+    }
+
+    /// The canonical `{method, params}` the ID first arrived with, written whole: what the
+    /// journal, the ledger and the operator's views show.
+    pub fn request_text(&self) -> String {
+        self.request.text(self.method.as_str())
+    }
+
+    /// The length of [`Receipt::request_text`], without writing it: what the book's byte bound
+    /// counts.
+    pub fn request_len(&self) -> usize {
+        self.request.text_len(self.method.as_str())
+    }
+
+    /// The digest a tombstone of this receipt keeps ([`digest`] of its whole text, hashed in
+    /// pieces).
+    pub fn digest(&self) -> FingerprintDigest {
+        let mut hasher = Sha256::new();
+        for piece in self.request.pieces(self.method.as_str()) {
+            hasher.update(piece.as_bytes());
+        }
+        truncated(&hasher.finalize())
+    }
+
+    /// The params of a `page.fill` receipt, which its reply is written again from.
+    fn fill_params(&self) -> Option<&str> {
+        (self.method == Method::PageFill)
+            .then(|| self.request.params())
+            .flatten()
     }
 
     /// Whether the execution is still running.
@@ -153,13 +193,15 @@ impl Receipt {
 /// The reply of a [`ReplySlot::Filled`] receipt, from its stored request: a receipt is marked so
 /// only when its request is a `page.fill` ([`Book::finish_filled_at`]), so this never fails but
 /// for a broken book, where it says so instead of panicking.
-fn filled_again(request: &str) -> Arc<Outcome> {
-    FieldResult::filled_again(request).unwrap_or_else(|| {
-        Outcome::err(&crate::protocol::ErrorBody::new(
-            crate::protocol::ErrorCode::Internal,
-            "this receipt's stored reply could not be written again from its request",
-        ))
-    })
+fn filled_again(params: Option<&str>) -> Arc<Outcome> {
+    params
+        .and_then(FieldResult::filled_again)
+        .unwrap_or_else(|| {
+            Outcome::err(&crate::protocol::ErrorBody::new(
+                crate::protocol::ErrorCode::Internal,
+                "this receipt's stored reply could not be written again from its request",
+            ))
+        })
 }
 
 /// [`Book::finish`] was asked to complete a receipt that is not running.
@@ -171,7 +213,11 @@ pub type FingerprintDigest = [u8; 16];
 
 /// The digest of a canonical request.
 pub fn digest(request: &str) -> FingerprintDigest {
-    let full = Sha256::digest(request.as_bytes());
+    truncated(&Sha256::digest(request.as_bytes()))
+}
+
+/// The first 128 bits of a SHA-256.
+fn truncated(full: &[u8]) -> FingerprintDigest {
     let mut d = [0u8; 16];
     d.copy_from_slice(&full[..16]);
     d
@@ -203,13 +249,13 @@ impl Vacancy<'_> {
     /// in the book, a hint for [`Book::finish_at`].
     pub fn insert_running(
         self,
-        request: Box<str>,
+        request: StoredRequest,
         method: Method,
         task_id: Option<TaskId>,
         now: i64,
     ) -> Result<usize, BookFull> {
         let used = self.table.len();
-        let cost = receipt_bytes(self.key, &request, None);
+        let cost = receipt_bytes(self.key, request.text_len(method.as_str()), None);
         let limit = if used >= self.capacity || used >= MAX_ENTRIES {
             Some(Limit::Count)
         } else if self.used_bytes.saturating_add(cost) > self.max_bytes {
@@ -444,7 +490,7 @@ impl Book {
     pub fn insert_running(
         &mut self,
         key: RequestKey,
-        request: Box<str>,
+        request: StoredRequest,
         method: Method,
         task_id: Option<TaskId>,
         now: i64,
@@ -508,7 +554,9 @@ impl Book {
         now: i64,
     ) -> Result<Option<ReplyWaiters>, NotRunning> {
         let slot = |r: &Receipt| {
-            if FieldResult::gives_back(&r.request, outcome) {
+            if r.fill_params()
+                .is_some_and(|params| FieldResult::gives_back(params, outcome))
+            {
                 ReplySlot::Filled
             } else {
                 ReplySlot::Done(outcome.clone())
@@ -539,7 +587,8 @@ impl Book {
         };
         let waiters = waiters.take();
         // The reservation made at admission becomes the reply's real size.
-        self.used_bytes = (self.used_bytes + len).saturating_sub(reply_reservation(&r.request));
+        self.used_bytes =
+            (self.used_bytes + len).saturating_sub(reply_reservation(r.request_len()));
         r.reply = slot(r);
         r.completed_at = now;
         self.running -= 1;
@@ -625,7 +674,7 @@ impl Book {
     pub fn restore(
         &mut self,
         key: RequestKey,
-        request: Box<str>,
+        request: StoredRequest,
         method: Method,
         task_id: Option<TaskId>,
         first_seen: i64,
@@ -633,7 +682,11 @@ impl Book {
         completed_at: i64,
         run_id: Option<Arc<str>>,
     ) {
-        let cost = receipt_bytes(&key, &request, Some(outcome.body.len()));
+        let cost = receipt_bytes(
+            &key,
+            request.text_len(method.as_str()),
+            Some(outcome.body.len()),
+        );
         let mut r = Receipt::running(request, method, task_id, first_seen);
         r.reply = ReplySlot::Done(outcome);
         r.completed_at = completed_at;
@@ -701,7 +754,7 @@ impl Book {
             }
         }
         self.running -= 1;
-        let bytes = receipt_bytes(&k, &r.request, None);
+        let bytes = receipt_bytes(&k, r.request_len(), None);
         self.used_bytes = self.used_bytes.saturating_sub(bytes);
         match r.reply {
             ReplySlot::Running(waiters) => waiters,

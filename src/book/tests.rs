@@ -41,7 +41,7 @@ fn a_full_book_refuses_and_keeps_everything() {
             limit: Limit::Count,
             capacity: 2,
             used: 2,
-            used_bytes: 2 * (RECEIPT_OVERHEAD_BYTES + 2 + 2 + reply_reservation("{}")),
+            used_bytes: 2 * (RECEIPT_OVERHEAD_BYTES + 2 + 2 + reply_reservation(2)),
             max_bytes: DEFAULT_MAX_BOOK_BYTES,
         }
     );
@@ -55,12 +55,12 @@ fn bytes_bound_the_book_and_clearing_gives_them_back() {
     let key = |i: usize| RequestKey::new(&uuid::Uuid::from_u128(i as u128).to_string());
     let reply = done(false).body.len();
     // While running, a receipt holds room for its reply; once done, the reply itself.
-    let running = RECEIPT_OVERHEAD_BYTES + 1000 + reply_reservation(&request(1000));
+    let running = RECEIPT_OVERHEAD_BYTES + 1000 + reply_reservation(1000);
     let completed = RECEIPT_OVERHEAD_BYTES + 1000 + reply;
     let max = 2 * completed + running + 10;
     let mut b = Book::new(100, 100).with_max_bytes(max);
     for i in 0..3 {
-        b.insert_running(key(i), request(1000), Method::PageFill, None, 0)
+        b.insert_running(key(i), request(1000).into(), Method::PageFill, None, 0)
             .unwrap();
         assert_eq!(b.used_bytes(), i * completed + running);
         b.complete(&key(i), done(false), 1);
@@ -70,13 +70,13 @@ fn bytes_bound_the_book_and_clearing_gives_them_back() {
         }
     }
     let full = b
-        .insert_running(key(9), request(1000), Method::PageFill, None, 0)
+        .insert_running(key(9), request(1000).into(), Method::PageFill, None, 0)
         .unwrap_err();
     assert_eq!(full.limit, Limit::Bytes);
     assert_eq!((full.used_bytes, full.max_bytes), (3 * completed, max));
     assert!(b.used_bytes() <= max);
     // A small request still fits.
-    b.insert_running(key(3), request(0), Method::PageFill, None, 0)
+    b.insert_running(key(3), request(0).into(), Method::PageFill, None, 0)
         .unwrap_or_else(|e| panic!("{e:?}"));
     b.complete(&key(3), done(false), 1);
     assert!(b.used_bytes() <= max);
@@ -276,7 +276,7 @@ fn a_clear_in_steps_keeps_order_while_receipts_arrive() {
         keys.iter()
             .map(|&i| {
                 let r = b.get(&key(i)).unwrap();
-                receipt_bytes(&key(i), &r.request, r.reply_len())
+                receipt_bytes(&key(i), r.request_len(), r.reply_len())
             })
             .sum()
     };
@@ -435,12 +435,12 @@ proptest! {
                     match book.entry(&key) {
                         Entry::Receipt(r) => {
                             // Same or other content: never a second execution.
-                            let _same = *r.request == *request;
+                            let _same = r.request_text() == *request;
                         }
                         Entry::Tombstone(..) => prop_assert!(cleared.contains(&id)),
                         Entry::Vacant(_) => {
                             prop_assert!(!cleared.contains(&id));
-                            if let Ok(tx) = book.insert_running(key, request, Method::PageFill, None, 0) {
+                            if let Ok(tx) = book.insert_running(key, request.into(), Method::PageFill, None, 0) {
                                 *executions.entry(id).or_default() += 1;
                                 ever_stored.insert(id);
                                 senders.insert(id, tx);
@@ -472,4 +472,37 @@ proptest! {
             prop_assert_eq!(book.running(), senders.len());
         }
     }
+}
+
+#[test]
+fn a_receipt_keeps_its_params_and_gives_its_whole_request_and_digest_back() {
+    let text = crate::protocol::fingerprint(
+        "page.fill",
+        &serde_json::json!({"target": "#t", "taskId": "t", "value": "é \"q\""}),
+    );
+    let mut b = Book::new(10, 10);
+    for (i, stored) in [
+        StoredRequest::from_text("page.fill", &text),
+        // Text not of a fingerprint's shape is kept whole, and given back the same way.
+        StoredRequest::from_text("page.fill", "{\"params\":{},\"method\":\"page.fill\"}"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let whole = stored.text("page.fill");
+        let key = RequestKey::new(&format!("r{i}"));
+        b.insert_running(key.clone(), stored, Method::PageFill, None, 0)
+            .unwrap();
+        let r = b.get(&key).unwrap();
+        assert_eq!(r.request_text(), whole);
+        assert_eq!(r.request_len(), whole.len());
+        assert_eq!(
+            r.digest(),
+            digest(&whole),
+            "a tombstone's digest is the text's"
+        );
+    }
+    let r = b.get(&RequestKey::new("r0")).unwrap();
+    assert_eq!(r.request_text(), text);
+    assert!(text.len() - r.request.params().unwrap().len() >= 30);
 }

@@ -21,7 +21,7 @@ use super::to_data;
 use super::{reject, wait_outcome, Handled, Host, Replay, State};
 use crate::book::{digest, BookFull, Entry, Limit, ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
-use crate::journal::{self, Begun, Completed, Record, TaskEvent, Ticket};
+use crate::journal::{self, Begun, Completed, Record, RequestPieces, TaskEvent, Ticket};
 use crate::protocol::introspection::RequestRejectedEvent;
 use crate::protocol::results::TaskClosedResult;
 use crate::protocol::{
@@ -81,12 +81,13 @@ impl Host {
                         .book
                         .get(&execution.key)
                         .expect("the receipt was just created");
+                    let method = execution.command.method().as_str();
                     records.push(Record::ReceiptBegun(Begun {
                         request_id: &execution.key,
                         run_id,
-                        method: execution.command.method().as_str(),
+                        method,
                         task_id: execution.task_id.as_deref(),
-                        request: &r.request,
+                        request: RequestPieces(r.request.pieces(method)),
                         at: execution.admitted_at,
                     }));
                 }
@@ -162,7 +163,7 @@ impl Host {
         }
         let vacancy = match st.book.entry(&key) {
             Entry::Receipt(r) => {
-                if !request.matches(&r.request) {
+                if !request.matches(r.method.as_str(), &r.request) {
                     st.counters.rejected_reused += 1;
                     let stored = r.method;
                     let first_seen = r.first_seen;
@@ -310,21 +311,21 @@ impl Host {
             });
             return Err(reject(Some(request_id), run_id, error));
         }
-        let slot =
-            match vacancy.insert_running(request.into_boxed_str(), method, task_id.clone(), now) {
-                Ok(slot) => slot,
-                Err(full) => {
-                    st.counters.rejected_capacity += 1;
-                    st.events.publish("request.rejected", now, || {
-                        rejected(request_id, method, None, ErrorCode::ReceiptCapacityFull)
-                    });
-                    return Err(reject(
-                        Some(request_id),
-                        run_id,
-                        capacity_error(method, &full),
-                    ));
-                }
-            };
+        let slot = match vacancy.insert_running(request.into_stored(), method, task_id.clone(), now)
+        {
+            Ok(slot) => slot,
+            Err(full) => {
+                st.counters.rejected_capacity += 1;
+                st.events.publish("request.rejected", now, || {
+                    rejected(request_id, method, None, ErrorCode::ReceiptCapacityFull)
+                });
+                return Err(reject(
+                    Some(request_id),
+                    run_id,
+                    capacity_error(method, &full),
+                ));
+            }
+        };
         let is_closing = mutation.is_err();
         let claim = self.ledger().is_some();
         let mut begun = None;
@@ -335,7 +336,7 @@ impl Host {
                 run_id,
                 method: method.as_str(),
                 task_id: task_id.as_deref(),
-                request: &r.request,
+                request: RequestPieces(r.request.pieces(method.as_str())),
                 at: now,
             });
             match journal.append(&record) {
@@ -414,7 +415,7 @@ impl Host {
                 run_id,
                 method: method.as_str(),
                 task_id: Some(&tid),
-                request: &r.request,
+                request: RequestPieces(r.request.pieces(method.as_str())),
                 at: now,
             },
             Completed {

@@ -920,7 +920,7 @@ impl Host {
                 let params = st
                     .book
                     .get(key)
-                    .and_then(|r| serde_json::from_str::<Value>(&r.request).ok())
+                    .and_then(|r| serde_json::from_str::<Value>(&r.request_text()).ok())
                     .map(|mut request| request["params"].take())
                     .unwrap_or_default();
                 if let Some(task) = task_id.and_then(|t| st.tasks.get_mut(t)) {

@@ -189,7 +189,7 @@ impl Host {
         let request = {
             let st = self.lock();
             match st.book.get(&execution.key) {
-                Some(r) => r.request.to_string(),
+                Some(r) => r.request_text(),
                 None => return Err(self.vanished(id)),
             }
         };

@@ -447,7 +447,7 @@ impl Host {
                 .iter()
                 .filter_map(|(id, _)| {
                     let key = RequestKey::new(id);
-                    st.book.get(&key).map(|r| (key.clone(), digest(&r.request)))
+                    st.book.get(&key).map(|r| (key.clone(), r.digest()))
                 })
                 .collect()
         };

@@ -162,7 +162,7 @@ fn run_frames(frames: &[Vec<u8>], direct: bool) -> (Vec<String>, Vec<(String, St
         let fingerprints = st
             .book
             .iter()
-            .map(|(k, r)| (k.to_string(), mask_run_facts(&r.request)))
+            .map(|(k, r)| (k.to_string(), mask_run_facts(&r.request_text())))
             .collect();
         (replies, fingerprints)
     })

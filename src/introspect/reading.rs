@@ -336,7 +336,7 @@ fn local_get(host: &Host, request_id: &str) -> ReceiptDetail {
     let st = host.lock();
     if let Some(r) = st.book.get(&key) {
         let row = item(&key, r, clear_refusal(&st.tasks, &key, r));
-        let request = r.request.clone();
+        let request = r.request_text();
         let outcome = r.outcome();
         drop(st);
         return ReceiptDetail {

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::format::{
-    self, Begun, Cleared, ClearedId, Completed, Reader, Record, TaskEvent, TaskRecord,
-    BLOCK_HEADER_LEN, FORMAT_VERSION, HEADER_LEN, MAX_BLOCK_PAYLOAD,
+    self, Begun, Cleared, ClearedId, Completed, Reader, Record, RequestPieces, TaskEvent,
+    TaskRecord, BLOCK_HEADER_LEN, FORMAT_VERSION, HEADER_LEN, MAX_BLOCK_PAYLOAD,
 };
 use super::writer::Accounting;
 use super::{files, recover, scan, Error, Journal};
@@ -214,7 +214,7 @@ impl Journal {
                 run_id: &r.run_id,
                 method: &r.method,
                 task_id: r.task_id.as_deref(),
-                request: &r.request,
+                request: RequestPieces(r.request.pieces(&r.method)),
                 at: r.first_seen,
             };
             let rec = match &r.completion {

@@ -34,8 +34,8 @@ mod tests;
 pub use compact::Compacted;
 pub use files::{default_dir, default_dir_from, key as dir_key, LOCK_FILE, LOG_FILE};
 pub use format::{
-    Acknowledged, Begun, Cleared, ClearedId, Completed, Record, TaskEvent, TaskRecord,
-    FORMAT_VERSION,
+    Acknowledged, Begun, Cleared, ClearedId, Completed, Record, RequestPieces, TaskEvent,
+    TaskRecord, FORMAT_VERSION,
 };
 pub use recover::{
     Acknowledgement, ClearInfo, Completion, Recovered, RecoveredReceipt, RecoveredTask,

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use indexmap::IndexMap;
 
+use crate::protocol::StoredRequest;
+
 use super::format::HEADER_LEN;
 use super::format::{cleared_ids, Decoded, DecodedBegun, IdRef, Kind, Reader};
 use super::scan::{scan, CutTail, ScanEnd};
@@ -51,8 +53,9 @@ pub struct RecoveredReceipt {
     pub method: Arc<str>,
     /// The task it acted on (shared between receipts of one task).
     pub task_id: Option<Arc<str>>,
-    /// The canonical request (its fingerprint).
-    pub request: Box<str>,
+    /// The canonical request (its fingerprint), kept as the book keeps it (its params beside
+    /// `method`), so the book takes it as it is.
+    pub request: StoredRequest,
     /// When it was first seen (epoch ms).
     pub first_seen: i64,
     /// The stored reply; `None` when the host stopped while it executed (the host stores
@@ -292,7 +295,7 @@ impl Fold {
             run_id,
             method,
             task_id,
-            request: b.request.into(),
+            request: StoredRequest::from_text(b.method, b.request),
             first_seen: b.at,
             completion: None,
         });

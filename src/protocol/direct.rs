@@ -11,7 +11,7 @@ use super::canonical::{canonical_integer, parse_u64, write_canonical_str};
 use super::command::{CloseCommand, Command, ExecutorCommand, ReadCommand};
 use super::envelope::FrameError;
 use super::error::{ErrorBody, ErrorCode};
-use super::fingerprint::try_fingerprint;
+use super::fingerprint::{join_fingerprint, split_fingerprint, try_fingerprint, StoredRequest};
 use super::method::Method;
 mod walk;
 
@@ -124,8 +124,8 @@ impl From<Command> for FrameCommand<'_> {
 
 /// A request's fingerprint, its canonical `{method, params}`, kept in pieces: the params text is
 /// borrowed from the frame when the frame already wrote it canonically. A replay only compares
-/// it with the stored fingerprint ([`Fingerprint::matches`]), so nothing is copied for it; the
-/// whole text is written once, for a new receipt ([`Fingerprint::into_boxed_str`]).
+/// it with the stored fingerprint ([`Fingerprint::matches`]), so nothing is copied for it; a new
+/// receipt keeps the params text alone ([`Fingerprint::into_stored`]).
 #[derive(Clone, Debug)]
 pub struct Fingerprint<'a>(Repr<'a>);
 
@@ -140,81 +140,59 @@ enum Repr<'a> {
     Whole(String),
 }
 
-/// The pieces around a fingerprint's method and params.
-const HEAD: &str = "{\"method\":\"";
-const MIDDLE: &str = "\",\"params\":";
-const TAIL: &str = "}";
-
 impl<'a> Fingerprint<'a> {
     /// A fingerprint written whole (by [`try_fingerprint`]).
     pub fn whole(text: String) -> Fingerprint<'static> {
         Fingerprint(Repr::Whole(text))
     }
 
-    /// Whether `stored` is this fingerprint's text: the one test that tells a copy of a request
-    /// from other content under its ID.
-    pub fn matches(&self, stored: &str) -> bool {
-        match &self.0 {
-            Repr::Whole(text) => text == stored,
-            Repr::Parts { method, params } => {
-                let stored = stored.as_bytes();
-                let (method, params) = (method.as_bytes(), params.as_bytes());
-                let len = HEAD.len() + method.len() + MIDDLE.len() + params.len() + TAIL.len();
-                if stored.len() != len {
-                    return false;
-                }
-                let (head, rest) = stored.split_at(HEAD.len());
-                let (m, rest) = rest.split_at(method.len());
-                let (middle, rest) = rest.split_at(MIDDLE.len());
-                let (p, tail) = rest.split_at(params.len());
-                head == HEAD.as_bytes()
-                    && m == method
-                    && middle == MIDDLE.as_bytes()
-                    && p == params
-                    && tail == TAIL.as_bytes()
-            }
-        }
+    /// Whether `stored`, kept by a receipt of `method`, is this fingerprint: the one test that
+    /// tells a copy of a request from other content under its ID.
+    pub fn matches(&self, method: &str, stored: &StoredRequest) -> bool {
+        let Some(stored_params) = stored.params() else {
+            return *self.text() == *stored.text(method);
+        };
+        let (mine, params) = match &self.0 {
+            Repr::Parts { method, params } => (*method, &**params),
+            Repr::Whole(text) => match split_fingerprint(text) {
+                Some(parts) => parts,
+                None => return false,
+            },
+        };
+        mine == method && params == stored_params
     }
 
     /// The fingerprint's text (written out unless it is already whole).
     pub fn text(&self) -> Cow<'_, str> {
         match &self.0 {
             Repr::Whole(text) => Cow::Borrowed(text),
-            Repr::Parts { .. } => Cow::Owned(self.written()),
+            Repr::Parts { method, params } => Cow::Owned(join_fingerprint(method, params)),
         }
     }
 
-    /// Writes the whole text out now (at its exact size), so that [`Fingerprint::into_boxed_str`]
-    /// only moves it: a caller that expects its request to be new pays for the allocation, and
-    /// the first touch of fresh memory that comes with it, before it takes a lock.
+    /// Copies the params text out of the frame now (at its exact size), so that
+    /// [`Fingerprint::into_stored`] only moves it: a caller that expects its request to be new
+    /// pays for the allocation, and the first touch of fresh memory that comes with it, before
+    /// it takes a lock.
     pub fn write_out(&mut self) {
-        if let Repr::Parts { .. } = self.0 {
-            self.0 = Repr::Whole(self.written());
-        }
-    }
-
-    /// The text a new receipt keeps, allocated at its exact size.
-    pub fn into_boxed_str(self) -> Box<str> {
-        match self.0 {
-            Repr::Whole(text) => text.into_boxed_str(),
-            Repr::Parts { .. } => self.written().into_boxed_str(),
-        }
-    }
-
-    fn written(&self) -> String {
-        match &self.0 {
-            Repr::Whole(text) => text.clone(),
-            Repr::Parts { method, params } => {
-                let mut out = String::with_capacity(
-                    HEAD.len() + method.len() + MIDDLE.len() + params.len() + TAIL.len(),
-                );
-                out.push_str(HEAD);
-                out.push_str(method);
-                out.push_str(MIDDLE);
-                out.push_str(params);
-                out.push_str(TAIL);
-                out
+        if let Repr::Parts { params, .. } = &mut self.0 {
+            if let Cow::Borrowed(text) = params {
+                *params = Cow::Owned((*text).to_owned());
             }
+        }
+    }
+
+    /// What a new receipt of this request keeps: the params text, allocated at its exact size.
+    pub fn into_stored(self) -> StoredRequest {
+        match self.0 {
+            Repr::Parts { params, .. } => StoredRequest::from_params(match params {
+                Cow::Borrowed(text) => text.into(),
+                Cow::Owned(text) => text.into_boxed_str(),
+            }),
+            Repr::Whole(text) => match split_fingerprint(&text) {
+                Some((method, _)) => StoredRequest::from_text(method, &text),
+                None => StoredRequest::from_text("", &text),
+            },
         }
     }
 }
@@ -795,14 +773,20 @@ mod tests {
                 if r.key() != RequestKey::new(r.request_id) {
                     return Err(format!("{shown}\nthe key read with the ID: {:?}", r.key()));
                 }
-                // The pieces compare as the whole text does, and become it for a new receipt.
+                // The pieces compare as the whole text does, and a new receipt keeps what gives
+                // the whole text back.
                 let text = r.request.text().into_owned();
+                let method = r.command.method().as_str();
                 let mut other = text.clone();
                 other.insert(other.len() - 1, ' ');
-                if !r.request.matches(&text)
-                    || r.request.matches(&other)
-                    || r.request.matches(&text[..text.len() - 1])
-                    || *r.request.clone().into_boxed_str() != *text
+                let stored = |t: &str| StoredRequest::from_text(method, t);
+                let kept = r.request.clone().into_stored();
+                if !r.request.matches(method, &stored(&text))
+                    || r.request.matches(method, &stored(&other))
+                    || r.request.matches(method, &stored(&text[..text.len() - 1]))
+                    || r.request.matches("page.other", &stored(&text))
+                    || kept.params().is_none()
+                    || kept.text(method) != text
                 {
                     return Err(format!(
                         "{shown}\nthe fingerprint's pieces: {:?}",

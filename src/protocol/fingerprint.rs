@@ -1,10 +1,140 @@
 //! Fingerprints: the RFC 8785 canonical form of a request's `{method, params}`, which a
-//! receipt keeps to tell the same content from other content under one ID.
+//! receipt keeps to tell the same content from other content under one ID — the shape of its
+//! text, and the form a receipt keeps it in ([`StoredRequest`]: the params alone).
 
 use serde::Serialize;
 use serde_json::Value;
 
 use super::canonical::MAX_EXACT_INTEGER;
+
+/// The text before a fingerprint's method. Every fingerprint is
+/// `{"method":"METHOD","params":PARAMS}` — RFC 8785 puts `method` before `params`, and a
+/// method's name needs no escape — so a receipt keeps PARAMS alone and writes the rest again
+/// ([`split_fingerprint`], [`join_fingerprint`]).
+const FINGERPRINT_HEAD: &str = "{\"method\":\"";
+/// The text between a fingerprint's method and its params.
+const FINGERPRINT_MIDDLE: &str = "\",\"params\":";
+/// The text after a fingerprint's params.
+const FINGERPRINT_TAIL: &str = "}";
+
+/// A fingerprint's method and params text, or `None` for text not of a fingerprint's shape.
+pub fn split_fingerprint(text: &str) -> Option<(&str, &str)> {
+    let rest = text.strip_prefix(FINGERPRINT_HEAD)?;
+    let (method, rest) = rest.split_once('"')?;
+    let params = rest
+        .strip_prefix(&FINGERPRINT_MIDDLE[1..])?
+        .strip_suffix(FINGERPRINT_TAIL)?;
+    Some((method, params))
+}
+
+/// The length of the fingerprint of `method` with `params` (canonical text), without writing it.
+fn fingerprint_len(method: &str, params: &str) -> usize {
+    FINGERPRINT_HEAD.len()
+        + method.len()
+        + FINGERPRINT_MIDDLE.len()
+        + params.len()
+        + FINGERPRINT_TAIL.len()
+}
+
+/// The fingerprint of `method` with `params` (canonical text), written whole.
+pub(super) fn join_fingerprint(method: &str, params: &str) -> String {
+    let mut out = String::with_capacity(fingerprint_len(method, params));
+    for piece in [
+        FINGERPRINT_HEAD,
+        method,
+        FINGERPRINT_MIDDLE,
+        params,
+        FINGERPRINT_TAIL,
+    ] {
+        out.push_str(piece);
+    }
+    out
+}
+
+/// A fingerprint as a receipt keeps it: its params text alone — the receipt keeps the method
+/// beside it, and the 30-odd bytes around the two are the same in every receipt of a method —
+/// or, for text not of a fingerprint's shape (Polaris writes none, but a journal record or a
+/// ledger row is read as input), a space and the whole text: canonical params never start
+/// with a space, so the two cannot be confused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredRequest(Box<str>);
+
+impl StoredRequest {
+    /// The stored form of canonical `params` text (what [`Fingerprint`](super::Fingerprint)
+    /// keeps, or [`split_fingerprint`] found).
+    pub fn from_params(params: Box<str>) -> StoredRequest {
+        debug_assert!(!params.starts_with(' '), "canonical params: {params}");
+        StoredRequest(params)
+    }
+
+    /// The stored form of a fingerprint's whole `text`, whose method is `method`: its params
+    /// when the text has a fingerprint's shape and names that method, else the text itself.
+    pub fn from_text(method: &str, text: &str) -> StoredRequest {
+        match split_fingerprint(text) {
+            Some((m, params)) if m == method && !params.starts_with(' ') => {
+                StoredRequest(params.into())
+            }
+            _ => StoredRequest(format!(" {text}").into_boxed_str()),
+        }
+    }
+
+    /// The params text, unless the whole text is kept.
+    pub fn params(&self) -> Option<&str> {
+        (!self.0.starts_with(' ')).then_some(&*self.0)
+    }
+
+    /// The pieces of the fingerprint's whole text for a receipt of `method`, in order (the
+    /// whole text and four empty pieces when it is kept whole).
+    pub fn pieces<'a>(&'a self, method: &'a str) -> [&'a str; 5] {
+        match self.params() {
+            Some(params) => [
+                FINGERPRINT_HEAD,
+                method,
+                FINGERPRINT_MIDDLE,
+                params,
+                FINGERPRINT_TAIL,
+            ],
+            None => [&self.0[1..], "", "", "", ""],
+        }
+    }
+
+    /// The fingerprint's whole text for a receipt of `method`.
+    pub fn text(&self, method: &str) -> String {
+        self.pieces(method).concat()
+    }
+
+    /// The length of [`StoredRequest::text`], without writing it.
+    pub fn text_len(&self, method: &str) -> usize {
+        self.pieces(method).iter().map(|p| p.len()).sum()
+    }
+
+    /// Where the kept text starts, for a prefetch.
+    pub fn as_ptr(&self) -> *const u8 {
+        self.0.as_ptr()
+    }
+}
+
+/// A test's stand-in request: any text, kept whole (so it counts as its own length).
+#[cfg(test)]
+impl From<&str> for StoredRequest {
+    fn from(text: &str) -> StoredRequest {
+        StoredRequest::from_text("", text)
+    }
+}
+
+#[cfg(test)]
+impl From<String> for StoredRequest {
+    fn from(text: String) -> StoredRequest {
+        StoredRequest::from(text.as_str())
+    }
+}
+
+#[cfg(test)]
+impl From<Box<str>> for StoredRequest {
+    fn from(text: Box<str>) -> StoredRequest {
+        StoredRequest::from(&*text)
+    }
+}
 
 /// The RFC 8785 canonical form of `{method, params}`: the request's fingerprint. Key order and
 /// whitespace do not change it; any other difference does.
@@ -72,6 +202,33 @@ fn plain_canonical(method: &str, params: &Value) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_stored_request_keeps_the_params_and_gives_the_whole_text_back() {
+        let text = fingerprint("page.fill", &json!({"target": "#t", "value": "v \\ \""}));
+        let (method, params) = split_fingerprint(&text).unwrap();
+        assert_eq!(method, "page.fill");
+        assert_eq!(join_fingerprint(method, params), text);
+        assert_eq!(fingerprint_len(method, params), text.len());
+        let stored = StoredRequest::from_text("page.fill", &text);
+        assert_eq!(stored.params(), Some(params));
+        assert_eq!(stored.text("page.fill"), text);
+        assert_eq!(stored.text_len("page.fill"), text.len());
+        assert_eq!(stored, StoredRequest::from_params(params.into()));
+        // Text of another shape, or of another method, is kept whole and given back as it was.
+        for (method, odd) in [
+            ("page.fill", "{\"params\":{},\"method\":\"page.fill\"}"),
+            ("page.fill", "not json"),
+            ("task.start", text.as_str()),
+            ("page.fill", "{\"method\":\"page.fill\",\"params\": {}}"),
+        ] {
+            let stored = StoredRequest::from_text(method, odd);
+            assert_eq!(stored.params(), None, "{odd}");
+            assert_eq!(stored.text(method), odd);
+            assert_eq!(stored.text_len(method), odd.len());
+        }
+        assert_eq!(split_fingerprint("{\"method\":\"x\""), None);
+    }
 
     use crate::protocol::test_frames::any_json;
 

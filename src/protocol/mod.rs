@@ -52,7 +52,7 @@ pub use error::{
     Delivery, ErrorBody, ErrorCode, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
     PeerRefusedDetails,
 };
-pub use fingerprint::{fingerprint, try_fingerprint};
+pub use fingerprint::{fingerprint, split_fingerprint, try_fingerprint, StoredRequest};
 pub use id::{validate_id, MAX_ID_LEN};
 pub use limits::MAX_URL_BYTES;
 pub use method::Method;

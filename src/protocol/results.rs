@@ -237,33 +237,29 @@ impl FieldResult {
         Outcome::of_parts(None, &[FILLED_HEAD, target, FILLED_MID, value, FILLED_TAIL])
     }
 
-    /// The reply [`FieldResult::filled`] gave the `page.fill` whose canonical request (the
-    /// fingerprint its receipt keeps, `{"method":"page.fill","params":{…}}`) is `request`,
-    /// written again from the request alone: the receipt of a fill that took effect keeps no
-    /// copy of its reply (a quarter of a fresh receipt's memory), and a copy sent later gets
-    /// these same bytes. `None` when `request` is not a `page.fill`'s.
-    pub fn filled_again(request: &str) -> Option<Arc<Outcome>> {
-        if let Some((target, value)) = unescaped_fill(request) {
+    /// The reply [`FieldResult::filled`] gave the `page.fill` whose canonical params (what its
+    /// receipt keeps of its fingerprint, [`StoredRequest`](super::StoredRequest)) are `params`,
+    /// written again from them alone: the receipt of a fill that took effect keeps no copy of
+    /// its reply (a quarter of a fresh receipt's memory), and a copy sent later gets these same
+    /// bytes. `None` when `params` are not a fill's (no string `target` and `value`).
+    pub fn filled_again(params: &str) -> Option<Arc<Outcome>> {
+        if let Some((target, value)) = unescaped_fill(params) {
             return Some(FieldResult::filled(target, value));
         }
-        let request: Value = serde_json::from_str(request).ok()?;
-        if request["method"] != "page.fill" {
-            return None;
-        }
-        let params = &request["params"];
+        let params: Value = serde_json::from_str(params).ok()?;
         Some(FieldResult::filled(
             params["target"].as_str()?,
             params["value"].as_str()?,
         ))
     }
 
-    /// Whether [`FieldResult::filled_again`] of `request` is `outcome`, byte for byte: checked
-    /// in place (no reply written) when the request's strings hold no escapes.
-    pub fn gives_back(request: &str, outcome: &Outcome) -> bool {
+    /// Whether [`FieldResult::filled_again`] of `params` is `outcome`, byte for byte: checked
+    /// in place (no reply written) when the params' strings hold no escapes.
+    pub fn gives_back(params: &str, outcome: &Outcome) -> bool {
         if outcome.code.is_some() {
             return false;
         }
-        match unescaped_fill(request) {
+        match unescaped_fill(params) {
             Some((target, value)) => {
                 let pieces = [FILLED_HEAD, target, FILLED_MID, value, FILLED_TAIL];
                 let mut body = outcome.body.as_bytes();
@@ -278,14 +274,14 @@ impl FieldResult {
                     })
                     && body.is_empty()
             }
-            None => FieldResult::filled_again(request).is_some_and(|o| o.body == outcome.body),
+            None => FieldResult::filled_again(params).is_some_and(|o| o.body == outcome.body),
         }
     }
 
     /// The length of [`FieldResult::filled_again`]'s body, counted without writing it when the
-    /// request's strings hold no escapes (as good as always).
-    pub fn filled_again_len(request: &str) -> Option<usize> {
-        match unescaped_fill(request) {
+    /// params' strings hold no escapes (as good as always).
+    pub fn filled_again_len(params: &str) -> Option<usize> {
+        match unescaped_fill(params) {
             Some((target, value)) => Some(
                 FILLED_HEAD.len()
                     + target.len()
@@ -293,7 +289,7 @@ impl FieldResult {
                     + value.len()
                     + FILLED_TAIL.len(),
             ),
-            None => FieldResult::filled_again(request).map(|o| o.body.len()),
+            None => FieldResult::filled_again(params).map(|o| o.body.len()),
         }
     }
 }
@@ -303,18 +299,18 @@ const FILLED_HEAD: &str = "\"ok\":true,\"result\":{\"target\":\"";
 const FILLED_MID: &str = "\",\"value\":\"";
 const FILLED_TAIL: &str = "\"}";
 
-/// The target and value of a `page.fill`'s canonical request, read in place, when none of its
+/// The target and value of a `page.fill`'s canonical params, read in place, when none of its
 /// strings holds an escape (so each string's text is its value); `None` otherwise. Canonical
-/// JSON sorts the params' keys: `target`, `taskId`, `value`.
-fn unescaped_fill(request: &str) -> Option<(&str, &str)> {
-    let rest = request.strip_prefix("{\"method\":\"page.fill\",\"params\":{\"target\":\"")?;
+/// JSON sorts the keys: `target`, `taskId`, `value`.
+fn unescaped_fill(params: &str) -> Option<(&str, &str)> {
+    let rest = params.strip_prefix("{\"target\":\"")?;
     let (target, rest) = rest.split_once('"')?;
     let rest = rest.strip_prefix(",\"taskId\":\"")?;
     let (task, rest) = rest.split_once('"')?;
     let rest = rest.strip_prefix(",\"value\":\"")?;
     let (value, rest) = rest.split_once('"')?;
     let escaped = [target, task, value].iter().any(|s| s.contains('\\'));
-    (rest == "}}" && !escaped).then_some((target, value))
+    (rest == "}" && !escaped).then_some((target, value))
 }
 
 /// `page.click` and `page.press`: the observation that shows the action took effect.
@@ -760,10 +756,13 @@ mod tests {
         }
     }
 
-    /// The fingerprint a `page.fill` receipt keeps, written the way the host writes it.
+    /// What a `page.fill` receipt keeps of its fingerprint (its canonical params), written
+    /// the way the host writes it.
     fn fill_request(task: &str, target: &str, value: &str) -> String {
         let params = serde_json::json!({"taskId": task, "target": target, "value": value});
-        crate::protocol::try_fingerprint("page.fill", &params).unwrap()
+        let text = crate::protocol::try_fingerprint("page.fill", &params).unwrap();
+        let (_, params) = crate::protocol::split_fingerprint(&text).unwrap();
+        params.to_owned()
     }
 
     proptest::proptest! {
@@ -814,13 +813,9 @@ mod tests {
     /// what a fill's request gives back.
     #[test]
     fn only_a_fill_request_gives_a_fill_reply_back() {
-        let click = crate::protocol::try_fingerprint(
-            "page.click",
-            &serde_json::json!({"taskId": "t", "target": "#submit"}),
-        )
-        .unwrap();
-        assert!(FieldResult::filled_again(&click).is_none());
-        assert!(FieldResult::filled_again_len(&click).is_none());
+        let click = r##"{"target":"#submit","taskId":"t"}"##;
+        assert!(FieldResult::filled_again(click).is_none());
+        assert!(FieldResult::filled_again_len(click).is_none());
         let request = fill_request("t", "#title", "v");
         let failed = Outcome::err(&ErrorBody::new(
             crate::protocol::ErrorCode::ActionFailed,
@@ -828,7 +823,7 @@ mod tests {
         ));
         assert!(!FieldResult::gives_back(&request, &failed));
         assert!(!FieldResult::gives_back(
-            &click,
+            click,
             &FieldResult::filled("#title", "v")
         ));
     }

@@ -125,7 +125,7 @@ impl Host {
             };
             checked.push(Checked {
                 position,
-                digest: crate::book::digest(&r.request),
+                digest: r.digest(),
                 method: r.method,
                 task_id: r.task_id.clone(),
                 code: r.result().flatten(),

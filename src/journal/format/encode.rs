@@ -135,7 +135,10 @@ fn put_begun(out: &mut Vec<u8>, b: &Begun<'_>, run: u32) {
     put_time(out, b.at);
     put_bytes(out, b.method.as_bytes());
     put_id(out, b.task_id);
-    put_bytes(out, b.request.as_bytes());
+    put_varint(out, b.request.len() as u64);
+    for piece in b.request.0 {
+        out.extend_from_slice(piece.as_bytes());
+    }
 }
 
 /// A record named a run no [`Record::RunStarted`] introduced.

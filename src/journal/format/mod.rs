@@ -35,7 +35,8 @@ pub use framing::{
     MAX_BLOCK_PAYLOAD, MAX_UNFINISHED_WRITES, OVERLAPPED, READS_VERSION,
 };
 pub use records::{
-    Acknowledged, Begun, Cleared, ClearedId, Completed, Kind, Record, TaskEvent, TaskRecord,
+    Acknowledged, Begun, Cleared, ClearedId, Completed, Kind, Record, RequestPieces, TaskEvent,
+    TaskRecord,
 };
 
 /// How an ID is tagged in record bytes: absent.

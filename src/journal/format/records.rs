@@ -60,10 +60,34 @@ pub struct Begun<'a> {
     pub method: &'a str,
     /// The task it acts on, if any.
     pub task_id: Option<&'a str>,
-    /// The canonical `{method, params}`: the fingerprint.
-    pub request: &'a str,
+    /// The canonical `{method, params}` (the fingerprint) in pieces, written one after the
+    /// other: a receipt keeps its params apart from the text around them
+    /// ([`StoredRequest::pieces`](crate::protocol::StoredRequest::pieces)), and a text already
+    /// whole is [`RequestPieces::whole`].
+    pub request: RequestPieces<'a>,
     /// When it was first seen (epoch ms).
     pub at: i64,
+}
+
+/// A request's canonical text in the pieces a receipt keeps it in, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RequestPieces<'a>(pub [&'a str; 5]);
+
+impl<'a> RequestPieces<'a> {
+    /// A text already whole.
+    pub fn whole(text: &'a str) -> RequestPieces<'a> {
+        RequestPieces([text, "", "", "", ""])
+    }
+
+    /// The whole text's length.
+    pub fn len(&self) -> usize {
+        self.0.iter().map(|p| p.len()).sum()
+    }
+
+    /// Whether the text is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// A receipt's stored reply: durable before the reply reaches any client.

@@ -50,7 +50,8 @@ fn records_round_trip_and_length_prefixes_of_every_size_fit() {
         run_id: "run-a",
         method: "page.fill",
         task_id: Some("3f1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"),
-        request: r#"{"method":"page.fill","params":{}}"#,
+        // In the pieces a receipt keeps it in: written as one text.
+        request: RequestPieces(["{\"method\":\"", "page.fill", "\",\"params\":", "{}", "}"]),
         at: -5,
     };
     let bytes = round_trip(&Record::ReceiptBegun(b.clone()));
@@ -64,7 +65,7 @@ fn records_round_trip_and_length_prefixes_of_every_size_fit() {
     );
     assert_eq!(
         (d.at, d.method, d.request, d.run),
-        (-5, b.method, b.request, 0)
+        (-5, b.method, r#"{"method":"page.fill","params":{}}"#, 0)
     );
     let ids = [
         ClearedId {

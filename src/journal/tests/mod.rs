@@ -50,7 +50,7 @@ pub(super) fn begun<'a>(key: &'a RequestKey, request: &'a str, at: i64) -> Recor
         run_id: RUN,
         method: "page.fill",
         task_id: Some(TASK),
-        request,
+        request: RequestPieces::whole(request),
         at,
     })
 }
@@ -140,7 +140,7 @@ fn everything_appended_is_recovered_in_order_after_a_restart() {
                     run_id: RUN,
                     method: "task.finish",
                     task_id: None,
-                    request: &r2,
+                    request: RequestPieces::whole(&r2),
                     at: 13,
                 },
                 Completed {
@@ -213,8 +213,8 @@ fn everything_appended_is_recovered_in_order_after_a_restart() {
         ("page.fill", Some(TASK), RUN)
     );
     assert_eq!(
-        (&*t.request, t.first_seen, &t.completion),
-        (r1.as_str(), 12, &None)
+        (t.request.text(&t.method), t.first_seen, &t.completion),
+        (r1.clone(), 12, &None)
     );
     assert_eq!(
         r.receipts[1].completion,
