@@ -238,18 +238,6 @@ async fn event_lines_a_subscriber_does_not_read_count_toward_the_reply_byte_boun
     assert!(lagged, "a subscriber that missed events is told it lagged");
 }
 
-/// `MemAvailable` from `/proc/meminfo`, in bytes.
-fn mem_available() -> u64 {
-    let info = std::fs::read_to_string("/proc/meminfo").unwrap();
-    let kib: u64 = info
-        .lines()
-        .find_map(|l| l.strip_prefix("MemAvailable:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .expect("MemAvailable in /proc/meminfo");
-    kib * 1024
-}
-
 #[test]
 fn the_receipt_index_is_resident_at_the_start_unless_it_would_take_a_quarter_of_the_memory() {
     // Room for 4,000,000 receipts: a 64 MiB index, faulted in before `host.hello` answers, so

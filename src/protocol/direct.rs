@@ -189,10 +189,10 @@ impl<'a> Fingerprint<'a> {
                 Cow::Borrowed(text) => text.into(),
                 Cow::Owned(text) => text.into_boxed_str(),
             }),
-            Repr::Whole(text) => match split_fingerprint(&text) {
-                Some((method, _)) => StoredRequest::from_text(method, &text),
-                None => StoredRequest::from_text("", &text),
-            },
+            Repr::Whole(text) => {
+                let method = split_fingerprint(&text).map_or("", |(method, _)| method);
+                StoredRequest::from_text(method, &text)
+            }
         }
     }
 }

@@ -364,12 +364,21 @@ pub fn saved() -> Value {
 
 /// A process's resident memory in bytes, from /proc (the memory-bound tests).
 pub fn rss_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let kb: u64 = status
+    proc_kib(&format!("/proc/{pid}/status"), "VmRSS:") * 1024
+}
+
+/// The memory this machine has available (`MemAvailable`), in bytes.
+pub fn mem_available() -> u64 {
+    proc_kib("/proc/meminfo", "MemAvailable:") * 1024
+}
+
+/// The kiB figure on the line of `file` that starts with `field`.
+fn proc_kib(file: &str, field: &str) -> u64 {
+    std::fs::read_to_string(file)
+        .unwrap()
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.split_whitespace().next())
         .and_then(|v| v.parse().ok())
-        .expect("VmRSS in /proc/PID/status");
-    kb * 1024
+        .unwrap_or_else(|| panic!("{field} in {file}"))
 }
