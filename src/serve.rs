@@ -332,19 +332,25 @@ pub async fn run(
     executor: Arc<dyn Executor>,
     store: Store,
 ) -> Result<(), ServeError> {
+    // Before the sockets exist: a host that has answered anyone stops gracefully on a signal,
+    // however soon after its start the signal comes.
+    use tokio::signal::unix::{signal, SignalKind};
+    let listen = |kind: SignalKind, name: &str| {
+        signal(kind).map_err(|source| ServeError::Io {
+            what: format!("installing the {name} handler"),
+            source,
+        })
+    };
+    let mut term = listen(SignalKind::terminate(), "SIGTERM")?;
+    let mut interrupt = listen(SignalKind::interrupt(), "SIGINT")?;
     let running = match &store {
         Store::Memory => start_journaled(&options, executor.clone(), None)?,
         Store::Journal(dir) => start_journaled(&options, executor.clone(), Some(dir.clone()))?,
         Store::Ledger(fleet) => start_fleet(&options, executor.clone(), fleet).await?,
     };
     let mut failure = running.host.journal_failure();
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|source| ServeError::Io {
-            what: "installing the SIGTERM handler".into(),
-            source,
-        })?;
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT: stopping"),
+        _ = interrupt.recv() => tracing::info!("SIGINT: stopping"),
         _ = term.recv() => tracing::info!("SIGTERM: stopping"),
         _ = failure.wait_for(Option::is_some) => {}
     }

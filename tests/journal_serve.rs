@@ -250,7 +250,8 @@ async fn a_restart_replays_every_stored_reply_byte_for_byte_and_keeps_its_tasks(
     err(&resumed, "RUN_NOT_CURRENT");
     let snapshot = introspect(&host, "snapshot", json!({})).await;
     assert!(ok(&snapshot)["journal"]["bytes"].as_u64().unwrap() > 0);
-    assert!(host.terminate().success(), "{}", host.log());
+    let exit = host.terminate();
+    assert!(exit.success(), "{exit}: {}", host.log());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
