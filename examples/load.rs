@@ -69,7 +69,8 @@ struct Args {
     latency_secs: u64,
     /// Writes every round trip of Polaris's latency run to FILE, one line each: the lane
     /// (connection), when its batch was written and when its reply arrived (ns from the start),
-    /// to see when and where a tail happens.
+    /// to see when and where a tail happens; its first line (`#`) gives the start on
+    /// CLOCK_MONOTONIC, the clock of `perf record -k CLOCK_MONOTONIC`.
     #[arg(long, value_name = "FILE")]
     latency_trace: Option<PathBuf>,
     /// The `polaris` binary [default: target/release/polaris, built first under `cargo run`].
@@ -395,9 +396,46 @@ fn open_loop(
 /// the tail.
 const OPEN_LOOP_WARM_UP: Duration = Duration::from_secs(1);
 
-/// Each round trip of an open-loop run: its lane, when its batch was written and when its reply
-/// arrived (ns from the lane's start).
-type Trace = Vec<(usize, u64, u64)>;
+/// Each round trip of an open-loop run, and when the run started on the machine's clock.
+#[derive(Default)]
+struct Trace {
+    /// `CLOCK_MONOTONIC` (ns) when the lanes started: what `perf record -k CLOCK_MONOTONIC`
+    /// stamps its samples with, so a tail in the trace can be found in a profile of the host.
+    start_monotonic_ns: u64,
+    /// Each round trip: its lane, when its batch was written and when its reply arrived (ns
+    /// from the lanes' start).
+    trips: Vec<(usize, u64, u64)>,
+}
+
+impl Trace {
+    /// The trace as its file holds it: a `#` line with the start, then a line a round trip.
+    fn text(&self) -> String {
+        let mut text = String::with_capacity(self.trips.len() * 32 + 64);
+        let (secs, nanos) = (
+            self.start_monotonic_ns / 1_000_000_000,
+            self.start_monotonic_ns % 1_000_000_000,
+        );
+        let _ = writeln!(
+            text,
+            "# lane sent replied (ns from the start); started at CLOCK_MONOTONIC {secs}.{nanos:09} s"
+        );
+        for (lane, sent, replied) in &self.trips {
+            let _ = writeln!(text, "{lane} {sent} {replied}");
+        }
+        text
+    }
+}
+
+/// `CLOCK_MONOTONIC` now, in ns: the clock [`Instant`] reads on Linux.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec for the call to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
 
 /// One lane's sending side in the open loop: the socket (a second handle on the lane's
 /// connection, written from the pacer thread), its frames, and when each request was written.
@@ -496,6 +534,9 @@ fn open_loop_traced(
     let total_per_lane = (per_lane * (secs as f64 + warm_up.as_secs_f64())) as u64;
     let timed_from = warm_up.as_nanos() as u64;
     let t0 = Instant::now();
+    if let Some(trace) = trace.as_deref_mut() {
+        trace.start_monotonic_ns = monotonic_ns();
+    }
     let start = Instant::now();
     let _runtime = rt.enter();
     let mut paced = Vec::with_capacity(lanes.len());
@@ -586,7 +627,7 @@ fn open_loop_traced(
             all.extend(lat);
             replies += got;
             if let Some(trace) = trace.as_deref_mut() {
-                trace.extend(times);
+                trace.trips.extend(times);
             }
         }
         Ok::<_, String>((all, replies))
@@ -1188,7 +1229,7 @@ fn table(args: &Args) -> Result<(), String> {
         offered = peak.rate / 2.0;
         eprintln!("latency: peak {}, offering {}", k(peak.rate), k(offered));
         let l = rt.block_on(lanes(&s.sock, false, true))?;
-        let mut trace = Trace::new();
+        let mut trace = Trace::default();
         let (mut lat, achieved) = open_loop_traced(
             &rt,
             l,
@@ -1199,11 +1240,7 @@ fn table(args: &Args) -> Result<(), String> {
             args.latency_trace.as_ref().map(|_| &mut trace),
         )?;
         if let Some(path) = &args.latency_trace {
-            let mut text = String::with_capacity(trace.len() * 32);
-            for (lane, sent, replied) in &trace {
-                let _ = writeln!(text, "{lane} {sent} {replied}");
-            }
-            std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+            std::fs::write(path, trace.text()).map_err(|e| format!("{}: {e}", path.display()))?;
         }
         lat.sort_unstable();
         latency.push(("Polaris fresh page.fill", achieved, lat));
@@ -1866,12 +1903,26 @@ mod tests {
         // With a warm-up, its requests are answered (the run waits for every reply) but only
         // those written after it are timed.
         let l = rt.block_on(lanes(&sock, false, true)).unwrap();
-        let mut trace = Trace::new();
+        let mut trace = Trace::default();
         let warm_up = Duration::from_millis(500);
+        let before = monotonic_ns();
         let (lat, _) =
             open_loop_traced(&rt, l, 32_000.0, 1, false, warm_up, Some(&mut trace)).unwrap();
-        assert_eq!(trace.len(), 48_000, "every request answered");
+        let after_run = monotonic_ns();
+        assert!(
+            (before..after_run).contains(&trace.start_monotonic_ns),
+            "the start is on the machine's monotonic clock, within the run"
+        );
+        let text = trace.text();
+        assert!(text.starts_with("# lane sent replied"), "{}", &text[..80]);
+        assert_eq!(
+            text.lines().count(),
+            48_001,
+            "a line a round trip after the header"
+        );
+        assert_eq!(trace.trips.len(), 48_000, "every request answered");
         let after = trace
+            .trips
             .iter()
             .filter(|(_, sent, _)| *sent >= warm_up.as_nanos() as u64)
             .count();
