@@ -323,6 +323,14 @@ impl Running {
     }
 }
 
+/// A signal before the host was ready: it has answered nobody, so it ends at once, as the
+/// signal's default would have ended it (exit status 128 + the signal's number). A journal cut
+/// short in its recovery is recovered by the next start, as after any kill.
+fn ended_while_starting(name: &str, signal: i32) -> ! {
+    tracing::warn!("{name} before the host was ready: ending without serving");
+    std::process::exit(128 + signal)
+}
+
 /// `polaris serve` itself: serves with the given executor until SIGINT or SIGTERM, then
 /// stops gracefully and shuts the executor down.
 /// A journal that fails, or a lost lease on the fleet ledger, stops it (the error says why;
@@ -333,7 +341,8 @@ pub async fn run(
     store: Store,
 ) -> Result<(), ServeError> {
     // Before the sockets exist: a host that has answered anyone stops gracefully on a signal,
-    // however soon after its start the signal comes.
+    // however soon after its start the signal comes; one still starting (recovering its
+    // journal, joining the ledger: either can take a while) ends at once, having served nobody.
     use tokio::signal::unix::{signal, SignalKind};
     let listen = |kind: SignalKind, name: &str| {
         signal(kind).map_err(|source| ServeError::Io {
@@ -343,10 +352,32 @@ pub async fn run(
     };
     let mut term = listen(SignalKind::terminate(), "SIGTERM")?;
     let mut interrupt = listen(SignalKind::interrupt(), "SIGINT")?;
-    let running = match &store {
-        Store::Memory => start_journaled(&options, executor.clone(), None)?,
-        Store::Journal(dir) => start_journaled(&options, executor.clone(), Some(dir.clone()))?,
-        Store::Ledger(fleet) => start_fleet(&options, executor.clone(), fleet).await?,
+    let starting = async {
+        match &store {
+            Store::Ledger(fleet) => start_fleet(&options, executor.clone(), fleet).await,
+            Store::Memory | Store::Journal(_) => {
+                let journal = match &store {
+                    Store::Journal(dir) => Some(dir.clone()),
+                    _ => None,
+                };
+                // Recovery reads the whole journal: off this thread, so a signal is heard.
+                let (options, executor) = (options.clone(), executor.clone());
+                tokio::task::spawn_blocking(move || start_journaled(&options, executor, journal))
+                    .await
+                    .map_err(|e| ServeError::Io {
+                        what: "starting the host".to_owned(),
+                        source: std::io::Error::other(e.to_string()),
+                    })?
+            }
+        }
+    };
+    let running = tokio::select! {
+        // A start that completed goes first: a signal that came meanwhile then stops it
+        // gracefully, below.
+        biased;
+        started = starting => started?,
+        _ = term.recv() => ended_while_starting("SIGTERM", libc::SIGTERM),
+        _ = interrupt.recv() => ended_while_starting("SIGINT", libc::SIGINT),
     };
     let mut failure = running.host.journal_failure();
     tokio::select! {

@@ -346,3 +346,54 @@ async fn a_panicking_execution_is_stored_as_internal_and_blocks_its_task() {
     ok(&c.call("host.hello", json!({})).await);
     running.stop().await;
 }
+
+/// A host still starting — here joining a fleet ledger whose server takes the connection and
+/// never answers — ends at once on SIGTERM, with 128 + 15, having bound no socket; it does not
+/// wait out its connection's timeout first.
+#[test]
+fn a_signal_while_starting_ends_the_host_at_once_without_serving() {
+    let root = short_tempdir();
+    let pg_dir = root.path().join("pg");
+    std::fs::create_dir(&pg_dir).unwrap();
+    // Takes connections and says nothing: libpq waits for the server's first message.
+    let silent = std::os::unix::net::UnixListener::bind(pg_dir.join(".s.PGSQL.5432")).unwrap();
+    let held = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        while let Ok((s, _)) = silent.accept() {
+            kept.push(s);
+            if kept.len() >= 4 {
+                break;
+            }
+        }
+        kept
+    });
+    let sockets = root.path().join("s");
+    let mut child = Command::new(polaris_bin())
+        .args(["serve", "--socket-dir"])
+        .arg(&sockets)
+        .arg("--audit-log")
+        .arg(root.path().join("audit.jsonl"))
+        .arg("--ledger")
+        .arg(format!(
+            "host={} port=5432 user=polaris dbname=polaris connect_timeout=20",
+            pg_dir.display()
+        ))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough to be joining the ledger (its connection accepted and waiting).
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(child.try_wait().unwrap().is_none(), "still starting");
+    let signalled = std::time::Instant::now();
+    // SAFETY: a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let out = child.wait_with_output().unwrap();
+    let took = signalled.elapsed();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{log}");
+    assert!(took < Duration::from_secs(5), "ended after {took:?}: {log}");
+    assert!(log.contains("before the host was ready"), "{log}");
+    assert!(!sockets.join("bridge.sock").exists(), "nothing was served");
+    drop(held);
+}
