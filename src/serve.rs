@@ -352,24 +352,22 @@ pub async fn run(
     };
     let mut term = listen(SignalKind::terminate(), "SIGTERM")?;
     let mut interrupt = listen(SignalKind::interrupt(), "SIGINT")?;
+    let journal = match &store {
+        Store::Journal(dir) => Some(dir.clone()),
+        Store::Memory | Store::Ledger(_) => None,
+    };
     let starting = async {
-        match &store {
-            Store::Ledger(fleet) => start_fleet(&options, executor.clone(), fleet).await,
-            Store::Memory | Store::Journal(_) => {
-                let journal = match &store {
-                    Store::Journal(dir) => Some(dir.clone()),
-                    _ => None,
-                };
-                // Recovery reads the whole journal: off this thread, so a signal is heard.
-                let (options, executor) = (options.clone(), executor.clone());
-                tokio::task::spawn_blocking(move || start_journaled(&options, executor, journal))
-                    .await
-                    .map_err(|e| ServeError::Io {
-                        what: "starting the host".to_owned(),
-                        source: std::io::Error::other(e.to_string()),
-                    })?
-            }
+        if let Store::Ledger(fleet) = &store {
+            return start_fleet(&options, executor.clone(), fleet).await;
         }
+        // Recovery reads the whole journal: off this thread, so a signal is heard.
+        let (options, executor) = (options.clone(), executor.clone());
+        tokio::task::spawn_blocking(move || start_journaled(&options, executor, journal))
+            .await
+            .map_err(|e| ServeError::Io {
+                what: "starting the host".to_owned(),
+                source: std::io::Error::other(e.to_string()),
+            })?
     };
     let running = tokio::select! {
         // A start that completed goes first: a signal that came meanwhile then stops it

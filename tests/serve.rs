@@ -350,50 +350,109 @@ async fn a_panicking_execution_is_stored_as_internal_and_blocks_its_task() {
 /// A host still starting — here joining a fleet ledger whose server takes the connection and
 /// never answers — ends at once on SIGTERM, with 128 + 15, having bound no socket; it does not
 /// wait out its connection's timeout first.
-#[test]
-fn a_signal_while_starting_ends_the_host_at_once_without_serving() {
-    let root = short_tempdir();
-    let pg_dir = root.path().join("pg");
-    std::fs::create_dir(&pg_dir).unwrap();
-    // Takes connections and says nothing: libpq waits for the server's first message.
-    let silent = std::os::unix::net::UnixListener::bind(pg_dir.join(".s.PGSQL.5432")).unwrap();
-    let held = std::thread::spawn(move || {
+/// A "ledger" that takes connections and says nothing (libpq waits for the server's first
+/// message), and a channel that hears each connection it took.
+fn silent_ledger(dir: &std::path::Path) -> std::sync::mpsc::Receiver<()> {
+    let silent = std::os::unix::net::UnixListener::bind(dir.join(".s.PGSQL.5432")).unwrap();
+    let (connected, joining) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
         let mut kept = Vec::new();
-        while let Ok((s, _)) = silent.accept() {
+        for s in silent.incoming().flatten() {
             kept.push(s);
-            if kept.len() >= 4 {
-                break;
-            }
+            let _ = connected.send(());
         }
-        kept
     });
-    let sockets = root.path().join("s");
-    let mut child = Command::new(polaris_bin())
+    joining
+}
+
+/// A host joining the ledger at `pg_dir` (connect timeout `connect_secs`), serving into `sockets`.
+fn host_joining(
+    root: &std::path::Path,
+    pg_dir: &std::path::Path,
+    connect_secs: u32,
+) -> std::process::Child {
+    Command::new(polaris_bin())
         .args(["serve", "--socket-dir"])
-        .arg(&sockets)
+        .arg(root.join("s"))
         .arg("--audit-log")
-        .arg(root.path().join("audit.jsonl"))
+        .arg(root.join("audit.jsonl"))
         .arg("--ledger")
         .arg(format!(
-            "host={} port=5432 user=polaris dbname=polaris connect_timeout=20",
+            "host={} port=5432 user=polaris dbname=polaris connect_timeout={connect_secs}",
             pg_dir.display()
         ))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
-    // Long enough to be joining the ledger (its connection accepted and waiting).
-    std::thread::sleep(Duration::from_millis(700));
-    assert!(child.try_wait().unwrap().is_none(), "still starting");
-    let signalled = std::time::Instant::now();
+        .unwrap()
+}
+
+/// Waits up to `bound` for the child to end; kills it (and fails) if it has not.
+fn ended_within(mut child: std::process::Child, bound: Duration) -> std::process::Output {
+    let deadline = std::time::Instant::now() + bound;
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "still running after {bound:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_signal_while_starting_ends_the_host_at_once_without_serving() {
+    let root = short_tempdir();
+    let pg_dir = root.path().join("pg");
+    std::fs::create_dir(&pg_dir).unwrap();
+    let joining = silent_ledger(&pg_dir);
+    let child = host_joining(root.path(), &pg_dir, 20);
+    // The host is joining the ledger: its connection accepted and waiting for an answer.
+    joining
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the host connects to the ledger");
     // SAFETY: a signal to our own child process.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let out = child.wait_with_output().unwrap();
-    let took = signalled.elapsed();
+    // Well inside the 20 s the start itself would have waited.
+    let out = ended_within(child, Duration::from_secs(5));
     let log = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{log}");
-    assert!(took < Duration::from_secs(5), "ended after {took:?}: {log}");
     assert!(log.contains("before the host was ready"), "{log}");
-    assert!(!sockets.join("bridge.sock").exists(), "nothing was served");
-    drop(held);
+    assert!(
+        !root.path().join("s/bridge.sock").exists(),
+        "nothing was served"
+    );
+}
+
+#[test]
+fn a_ledger_that_takes_the_connection_and_never_answers_fails_the_start_within_its_timeout() {
+    let root = short_tempdir();
+    let pg_dir = root.path().join("pg");
+    std::fs::create_dir(&pg_dir).unwrap();
+    let joining = silent_ledger(&pg_dir);
+    let started = std::time::Instant::now();
+    let child = host_joining(root.path(), &pg_dir, 1);
+    let out = ended_within(child, Duration::from_secs(15));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        joining.try_recv().is_ok(),
+        "the host reached the ledger: {log}"
+    );
+    assert!(!out.status.success(), "{log}");
+    assert!(
+        log.contains("did not answer within 1 s") && log.contains("--ledger"),
+        "says what happened and what to check: {log}"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited its timeout"
+    );
+    assert!(
+        !root.path().join("s/bridge.sock").exists(),
+        "nothing was served"
+    );
 }

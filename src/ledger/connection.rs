@@ -9,7 +9,8 @@ use super::rows::{Claimed, HostLoad, Interrupted, LedgerError, LoadReporter};
 use super::schema;
 use tokio::sync::{broadcast, oneshot, watch};
 use tokio::time::Instant;
-use tokio_postgres::{Client, NoTls, Row};
+use tokio_postgres::tls::NoTlsStream;
+use tokio_postgres::{Client, NoTls, Row, Socket};
 use tokio_util::sync::CancellationToken;
 
 /// What the background tasks and the API share.
@@ -228,9 +229,29 @@ pub(super) fn limit_every_connection(pg: &mut tokio_postgres::Config, lease: Dur
     }
 }
 
+/// Opens one connection, bounded as libpq bounds it: `connect_timeout` covers the whole
+/// establishment, startup and authentication included. (tokio-postgres applies it to the
+/// socket alone, so a server that accepts and never answers would hang the caller.)
+pub(super) async fn establish(
+    pg: &tokio_postgres::Config,
+) -> Result<(Client, tokio_postgres::Connection<Socket, NoTlsStream>), LedgerError> {
+    let Some(bound) = pg.get_connect_timeout().copied() else {
+        return pg.connect(NoTls).await.map_err(unavailable);
+    };
+    match tokio::time::timeout(bound, pg.connect(NoTls)).await {
+        Ok(connected) => connected.map_err(unavailable),
+        Err(_) => Err(LedgerError::Unavailable(format!(
+            "the ledger's server took the connection but did not answer within {} s \
+             (connect_timeout); check that it is PostgreSQL, running and not overloaded, \
+             and that the --ledger connection string points at it",
+            bound.as_secs_f64()
+        ))),
+    }
+}
+
 /// Opens one connection with the settings every ledger connection needs.
 pub(super) async fn connect(pg: &tokio_postgres::Config) -> Result<Client, LedgerError> {
-    let (client, connection) = pg.connect(NoTls).await.map_err(unavailable)?;
+    let (client, connection) = establish(pg).await?;
     tokio::spawn(async move {
         let _ = connection.await;
     });

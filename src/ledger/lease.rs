@@ -17,9 +17,9 @@ use std::sync::Arc;
 use futures::StreamExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tokio_postgres::{AsyncMessage, Client, NoTls};
+use tokio_postgres::{AsyncMessage, Client};
 
-use super::{connect, schema, unavailable, Interrupted, LedgerError, Shared};
+use super::{connect, establish, schema, unavailable, Interrupted, LedgerError, Shared};
 
 /// Renews this run's lease every lease/3 until the ledger stops; a renewal that finds the row
 /// no longer alive means this run was fenced out.
@@ -312,7 +312,7 @@ pub async fn listen_loop(shared: Arc<Shared>) {
 }
 
 async fn listen_once(shared: &Shared) -> Result<(), LedgerError> {
-    let (client, mut connection) = shared.pg.connect(NoTls).await.map_err(unavailable)?;
+    let (client, mut connection) = establish(&shared.pg).await?;
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
     let pump = tokio::spawn(async move {
