@@ -657,7 +657,7 @@ fn filled_book(n: usize, task: &polaris::tasks::TaskId, reply: &Arc<Outcome>) ->
         let key = receipt_key(i);
         book.insert_running(
             key.clone(),
-            StoredRequest::from_text("page.fill", &page_fill_request(task, i)),
+            StoredRequest::from_text("page.fill", &page_fill_request(task, i), Some(task)),
             Method::PageFill,
             Some(task.clone()),
             1,

@@ -14,6 +14,8 @@ use polaris::protocol::{Method, Outcome, StoredRequest};
 
 /// Frames a pipelining client sends together.
 const BATCH: usize = 64;
+/// The task every receipt acts on.
+const TASK: &str = "t-0123456789abcdef0123456789abcdef";
 
 fn main() {
     let mut args = std::env::args().skip(1);
@@ -29,20 +31,20 @@ fn main() {
         let id = uuid::Uuid::new_v4().hyphenated().to_string();
         let key = RequestKey::new(&id);
         let request = format!(
-            r##"{{"method":"page.fill","params":{{"target":"#title","taskId":"t-0123456789abcdef0123456789abcdef","value":"Hello {i:012}"}}}}"##
+            r##"{{"method":"page.fill","params":{{"target":"#title","taskId":"{TASK}","value":"Hello {i:012}"}}}}"##
         );
         book.insert_running(
             key.clone(),
-            StoredRequest::from_text("page.fill", &request),
+            StoredRequest::from_text("page.fill", &request, Some(TASK)),
             Method::PageFill,
-            None,
+            Some(TASK.into()),
             0,
         )
         .expect("room for every receipt");
         let reply = serde_json::json!({"filled": "#title", "value": format!("Hello {i:012}")});
         book.complete(&key, Outcome::ok(&reply), 1);
         keys.push(key);
-        requests.push(StoredRequest::from_text("page.fill", &request));
+        requests.push(StoredRequest::from_text("page.fill", &request, Some(TASK)));
     }
     // A random order, so consecutive lookups share no cache lines.
     let mut order: Vec<usize> = (0..n).collect();

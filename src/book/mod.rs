@@ -25,7 +25,7 @@ pub use crate::ids::RequestKey;
 use crate::ids::TaskId;
 use crate::protocol::results::FieldResult;
 use crate::protocol::results::ReceiptCounts;
-use crate::protocol::{Method, Outcome, StoredRequest};
+use crate::protocol::{Fingerprint, Method, Outcome, StoredRequest, REQUEST_PIECES};
 
 use clearing::ClearCursor;
 pub use clearing::{ClearError, Clearing};
@@ -57,10 +57,12 @@ pub enum ReplySlot {
 /// One receipt: request ID → (canonical request, shared reply).
 pub struct Receipt {
     /// The canonical `{method, params}` the ID first arrived with (its fingerprint), kept as its
-    /// params text beside `method` ([`StoredRequest`]; [`Receipt::request_text`] writes it
-    /// whole).
+    /// params text beside `method`, or a plain fill's target and value beside `task_id`
+    /// ([`StoredRequest`]; [`Receipt::request_text`] writes it whole).
     pub request: StoredRequest,
-    /// The task the request acts on, when it names one.
+    /// The task the request acts on, when it names one. A plain fill's stored request is
+    /// written again with it ([`StoredRequest::pieces`]), so it never changes once the receipt
+    /// exists.
     pub task_id: Option<TaskId>,
     /// The method, for listing and for the pending-outcome rule.
     pub method: Method,
@@ -113,7 +115,7 @@ impl Receipt {
     pub fn outcome(&self) -> Option<Arc<Outcome>> {
         match &self.reply {
             ReplySlot::Done(o) => Some(o.clone()),
-            ReplySlot::Filled => Some(filled_again(self.fill_params())),
+            ReplySlot::Filled => Some(self.filled_again()),
             ReplySlot::Running(_) => None,
         }
     }
@@ -133,11 +135,7 @@ impl Receipt {
     pub fn reply_len(&self) -> Option<usize> {
         match &self.reply {
             ReplySlot::Done(o) => Some(o.body.len()),
-            ReplySlot::Filled => Some(
-                self.fill_params()
-                    .and_then(FieldResult::filled_again_len)
-                    .unwrap_or(0),
-            ),
+            ReplySlot::Filled => Some(self.filled_again_len()),
             ReplySlot::Running(_) => None,
         }
     }
@@ -145,30 +143,82 @@ impl Receipt {
     /// The canonical `{method, params}` the ID first arrived with, written whole: what the
     /// journal, the ledger and the operator's views show.
     pub fn request_text(&self) -> String {
-        self.request.text(self.method.as_str())
+        self.request
+            .text(self.method.as_str(), self.task_id.as_deref())
     }
 
     /// The length of [`Receipt::request_text`], without writing it: what the book's byte bound
     /// counts.
     pub fn request_len(&self) -> usize {
-        self.request.text_len(self.method.as_str())
+        self.request
+            .text_len(self.method.as_str(), self.task_id.as_deref())
+    }
+
+    /// [`Receipt::request_text`] in the pieces the receipt keeps it in (see
+    /// [`StoredRequest::pieces`]), for a writer that takes them one by one.
+    pub fn request_pieces(&self) -> [&str; REQUEST_PIECES] {
+        self.request
+            .pieces(self.method.as_str(), self.task_id.as_deref())
+    }
+
+    /// Whether `request` is the fingerprint this receipt was made for.
+    pub fn is_for(&self, request: &Fingerprint<'_>) -> bool {
+        request.matches(self.method.as_str(), &self.request, self.task_id.as_deref())
     }
 
     /// The digest a tombstone of this receipt keeps ([`digest`] of its whole text, hashed in
     /// pieces).
     pub fn digest(&self) -> FingerprintDigest {
         let mut hasher = Sha256::new();
-        for piece in self.request.pieces(self.method.as_str()) {
+        for piece in self.request_pieces() {
             hasher.update(piece.as_bytes());
         }
         truncated(&hasher.finalize())
     }
 
-    /// The params of a `page.fill` receipt, which its reply is written again from.
-    fn fill_params(&self) -> Option<&str> {
-        (self.method == Method::PageFill)
-            .then(|| self.request.params())
-            .flatten()
+    /// The reply of a [`ReplySlot::Filled`] receipt, written again from its stored request: a
+    /// receipt is marked so only when its request is a `page.fill` ([`Book::finish_filled_at`]),
+    /// so this never fails but for a broken book, where it says so instead of panicking.
+    fn filled_again(&self) -> Arc<Outcome> {
+        let again = match (self.method, self.request.plain_fill()) {
+            (Method::PageFill, Some((target, value))) => Some(FieldResult::filled(target, value)),
+            (Method::PageFill, None) => self.request.params().and_then(FieldResult::filled_again),
+            _ => None,
+        };
+        again.unwrap_or_else(|| {
+            Outcome::err(&crate::protocol::ErrorBody::new(
+                crate::protocol::ErrorCode::Internal,
+                "this receipt's stored reply could not be written again from its request",
+            ))
+        })
+    }
+
+    /// The length of [`Receipt::filled_again`]'s body, counted without writing it when it can be.
+    fn filled_again_len(&self) -> usize {
+        match (self.method, self.request.plain_fill()) {
+            (Method::PageFill, Some((target, value))) => FieldResult::filled_len(target, value),
+            (Method::PageFill, None) => self
+                .request
+                .params()
+                .and_then(FieldResult::filled_again_len)
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    /// Whether a `page.fill` receipt would write `outcome` again byte for byte from its stored
+    /// request (so it need not keep it).
+    fn gives_back(&self, outcome: &Outcome) -> bool {
+        match (self.method, self.request.plain_fill()) {
+            (Method::PageFill, Some((target, value))) => {
+                FieldResult::is_filled(target, value, outcome)
+            }
+            (Method::PageFill, None) => self
+                .request
+                .params()
+                .is_some_and(|params| FieldResult::gives_back(params, outcome)),
+            _ => false,
+        }
     }
 
     /// Whether the execution is still running.
@@ -188,20 +238,6 @@ impl Receipt {
             ReplySlot::Done(_) | ReplySlot::Filled => None,
         }
     }
-}
-
-/// The reply of a [`ReplySlot::Filled`] receipt, from its stored request: a receipt is marked so
-/// only when its request is a `page.fill` ([`Book::finish_filled_at`]), so this never fails but
-/// for a broken book, where it says so instead of panicking.
-fn filled_again(params: Option<&str>) -> Arc<Outcome> {
-    params
-        .and_then(FieldResult::filled_again)
-        .unwrap_or_else(|| {
-            Outcome::err(&crate::protocol::ErrorBody::new(
-                crate::protocol::ErrorCode::Internal,
-                "this receipt's stored reply could not be written again from its request",
-            ))
-        })
 }
 
 /// [`Book::finish`] was asked to complete a receipt that is not running.
@@ -255,7 +291,11 @@ impl Vacancy<'_> {
         now: i64,
     ) -> Result<usize, BookFull> {
         let used = self.table.len();
-        let cost = receipt_bytes(self.key, request.text_len(method.as_str()), None);
+        let cost = receipt_bytes(
+            self.key,
+            request.text_len(method.as_str(), task_id.as_deref()),
+            None,
+        );
         let limit = if used >= self.capacity || used >= MAX_ENTRIES {
             Some(Limit::Count)
         } else if self.used_bytes.saturating_add(cost) > self.max_bytes {
@@ -554,9 +594,7 @@ impl Book {
         now: i64,
     ) -> Result<Option<ReplyWaiters>, NotRunning> {
         let slot = |r: &Receipt| {
-            if r.fill_params()
-                .is_some_and(|params| FieldResult::gives_back(params, outcome))
-            {
+            if r.gives_back(outcome) {
                 ReplySlot::Filled
             } else {
                 ReplySlot::Done(outcome.clone())
@@ -684,7 +722,7 @@ impl Book {
     ) {
         let cost = receipt_bytes(
             &key,
-            request.text_len(method.as_str()),
+            request.text_len(method.as_str(), task_id.as_deref()),
             Some(outcome.body.len()),
         );
         let mut r = Receipt::running(request, method, task_id, first_seen);

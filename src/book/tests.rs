@@ -480,22 +480,33 @@ fn a_receipt_keeps_its_params_and_gives_its_whole_request_and_digest_back() {
         "page.fill",
         &serde_json::json!({"target": "#t", "taskId": "t", "value": "é \"q\""}),
     );
+    let plain = crate::protocol::fingerprint(
+        "page.fill",
+        &serde_json::json!({"target": "#t", "taskId": "t", "value": "é q"}),
+    );
     let mut b = Book::new(10, 10);
     for (i, stored) in [
-        StoredRequest::from_text("page.fill", &text),
+        StoredRequest::from_text("page.fill", &text, Some("t")),
         // Text not of a fingerprint's shape is kept whole, and given back the same way.
-        StoredRequest::from_text("page.fill", "{\"params\":{},\"method\":\"page.fill\"}"),
+        StoredRequest::from_text(
+            "page.fill",
+            "{\"params\":{},\"method\":\"page.fill\"}",
+            Some("t"),
+        ),
+        // A plain fill of the receipt's task keeps its target and value alone.
+        StoredRequest::from_text("page.fill", &plain, Some("t")),
     ]
     .into_iter()
     .enumerate()
     {
-        let whole = stored.text("page.fill");
+        let whole = stored.text("page.fill", Some("t"));
         let key = RequestKey::new(&format!("r{i}"));
-        b.insert_running(key.clone(), stored, Method::PageFill, None, 0)
+        b.insert_running(key.clone(), stored, Method::PageFill, Some("t".into()), 0)
             .unwrap();
         let r = b.get(&key).unwrap();
         assert_eq!(r.request_text(), whole);
         assert_eq!(r.request_len(), whole.len());
+        assert_eq!(r.request_pieces().concat(), whole);
         assert_eq!(
             r.digest(),
             digest(&whole),
@@ -505,4 +516,8 @@ fn a_receipt_keeps_its_params_and_gives_its_whole_request_and_digest_back() {
     let r = b.get(&RequestKey::new("r0")).unwrap();
     assert_eq!(r.request_text(), text);
     assert!(text.len() - r.request.params().unwrap().len() >= 30);
+    let r = b.get(&RequestKey::new("r2")).unwrap();
+    assert_eq!(r.request_text(), plain);
+    assert_eq!(r.request.plain_fill(), Some(("#t", "é q")));
+    assert!(plain.len() - r.request.kept_len() >= 60);
 }

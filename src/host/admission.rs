@@ -87,7 +87,7 @@ impl Host {
                         run_id,
                         method,
                         task_id: execution.task_id.as_deref(),
-                        request: RequestPieces(r.request.pieces(method)),
+                        request: RequestPieces(r.request_pieces()),
                         at: execution.admitted_at,
                     }));
                 }
@@ -163,7 +163,7 @@ impl Host {
         }
         let vacancy = match st.book.entry(&key) {
             Entry::Receipt(r) => {
-                if !request.matches(r.method.as_str(), &r.request) {
+                if !r.is_for(&request) {
                     st.counters.rejected_reused += 1;
                     let stored = r.method;
                     let first_seen = r.first_seen;
@@ -311,8 +311,12 @@ impl Host {
             });
             return Err(reject(Some(request_id), run_id, error));
         }
-        let slot = match vacancy.insert_running(request.into_stored(), method, task_id.clone(), now)
-        {
+        let slot = match vacancy.insert_running(
+            request.into_stored(task_id.as_deref()),
+            method,
+            task_id.clone(),
+            now,
+        ) {
             Ok(slot) => slot,
             Err(full) => {
                 st.counters.rejected_capacity += 1;
@@ -336,7 +340,7 @@ impl Host {
                 run_id,
                 method: method.as_str(),
                 task_id: task_id.as_deref(),
-                request: RequestPieces(r.request.pieces(method.as_str())),
+                request: RequestPieces(r.request_pieces()),
                 at: now,
             });
             match journal.append(&record) {
@@ -415,7 +419,7 @@ impl Host {
                 run_id,
                 method: method.as_str(),
                 task_id: Some(&tid),
-                request: RequestPieces(r.request.pieces(method.as_str())),
+                request: RequestPieces(r.request_pieces()),
                 at: now,
             },
             Completed {

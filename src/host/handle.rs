@@ -343,15 +343,23 @@ thread_local! {
 }
 
 /// Writes out what a new receipt for `req` keeps before the host's lock is taken: its
-/// fingerprint's text, and (with `replies`, when the fill would be done inside the critical
+/// fingerprint's stored form, and (with `replies`, when the fill would be done inside the critical
 /// section) the reply of a borrowed fill that takes effect.
 fn write_ahead(req: &mut DirectRequest<'_>, replies: bool) -> Option<Arc<Outcome>> {
-    req.request.write_out();
     match req.command {
-        FrameCommand::Fill { target, value, .. } if replies => {
-            Some(FieldResult::filled(target, value))
+        FrameCommand::Fill {
+            task_id,
+            target,
+            value,
+        } => {
+            // A fill admitted as new takes the receipt of the task it names.
+            req.request.write_out(Some(task_id));
+            replies.then(|| FieldResult::filled(target, value))
         }
-        _ => None,
+        FrameCommand::Owned(_) => {
+            req.request.write_out(None);
+            None
+        }
     }
 }
 

@@ -214,7 +214,7 @@ impl Journal {
                 run_id: &r.run_id,
                 method: &r.method,
                 task_id: r.task_id.as_deref(),
-                request: RequestPieces(r.request.pieces(&r.method)),
+                request: RequestPieces(r.request.pieces(&r.method, r.task_id.as_deref())),
                 at: r.first_seen,
             };
             let rec = match &r.completion {

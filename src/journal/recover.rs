@@ -290,12 +290,13 @@ impl Fold {
         };
         let task_id = b.task_id.as_ref().map(|t| self.task_id(t));
         let at = self.receipts.len() as u32;
+        let request = StoredRequest::from_text(b.method, b.request, task_id.as_deref());
         self.receipts.push(RecoveredReceipt {
             request_id: key,
             run_id,
             method,
             task_id,
-            request: StoredRequest::from_text(b.method, b.request),
+            request,
             first_seen: b.at,
             completion: None,
         });

@@ -125,7 +125,7 @@ impl From<Command> for FrameCommand<'_> {
 /// A request's fingerprint, its canonical `{method, params}`, kept in pieces: the params text is
 /// borrowed from the frame when the frame already wrote it canonically. A replay only compares
 /// it with the stored fingerprint ([`Fingerprint::matches`]), so nothing is copied for it; a new
-/// receipt keeps the params text alone ([`Fingerprint::into_stored`]).
+/// receipt keeps what [`StoredRequest`] keeps of it ([`Fingerprint::into_stored`]).
 #[derive(Clone, Debug)]
 pub struct Fingerprint<'a>(Repr<'a>);
 
@@ -135,6 +135,9 @@ enum Repr<'a> {
     Parts {
         method: &'static str,
         params: Cow<'a, str>,
+        /// What a new receipt of a task would keep, written before the host's lock is taken
+        /// ([`Fingerprint::write_out`]), and the task it was written for.
+        written: Option<(StoredRequest, Option<&'a str>)>,
     },
     /// The whole canonical text, as the general path writes it.
     Whole(String),
@@ -146,52 +149,79 @@ impl<'a> Fingerprint<'a> {
         Fingerprint(Repr::Whole(text))
     }
 
-    /// Whether `stored`, kept by a receipt of `method`, is this fingerprint: the one test that
-    /// tells a copy of a request from other content under its ID.
-    pub fn matches(&self, method: &str, stored: &StoredRequest) -> bool {
-        let Some(stored_params) = stored.params() else {
-            return *self.text() == *stored.text(method);
+    /// A fingerprint of `method` whose canonical params text is `params`.
+    fn parts(method: &'static str, params: Cow<'a, str>) -> Fingerprint<'a> {
+        Fingerprint(Repr::Parts {
+            method,
+            params,
+            written: None,
+        })
+    }
+
+    /// Whether `stored`, kept by a receipt of `method` whose task is `task`, is this
+    /// fingerprint: the one test that tells a copy of a request from other content under its ID.
+    pub fn matches(&self, method: &str, stored: &StoredRequest, task: Option<&str>) -> bool {
+        let parts = match &self.0 {
+            Repr::Parts { method, params, .. } => Some((*method, &**params)),
+            Repr::Whole(text) => split_fingerprint(text),
         };
-        let (mine, params) = match &self.0 {
-            Repr::Parts { method, params } => (*method, &**params),
-            Repr::Whole(text) => match split_fingerprint(text) {
-                Some(parts) => parts,
-                None => return false,
-            },
+        let Some((mine, params)) = parts else {
+            return *self.text() == *stored.text(method, task);
         };
-        mine == method && params == stored_params
+        match stored.params_are(params, task) {
+            Some(same) => same && mine == method,
+            None => *self.text() == *stored.text(method, task),
+        }
     }
 
     /// The fingerprint's text (written out unless it is already whole).
     pub fn text(&self) -> Cow<'_, str> {
         match &self.0 {
             Repr::Whole(text) => Cow::Borrowed(text),
-            Repr::Parts { method, params } => Cow::Owned(join_fingerprint(method, params)),
+            Repr::Parts { method, params, .. } => Cow::Owned(join_fingerprint(method, params)),
         }
     }
 
-    /// Copies the params text out of the frame now (at its exact size), so that
+    /// Writes what a new receipt of this request would keep for a task `task` now, so that
     /// [`Fingerprint::into_stored`] only moves it: a caller that expects its request to be new
     /// pays for the allocation, and the first touch of fresh memory that comes with it, before
     /// it takes a lock.
-    pub fn write_out(&mut self) {
-        if let Repr::Parts { params, .. } = &mut self.0 {
-            if let Cow::Borrowed(text) = params {
-                *params = Cow::Owned((*text).to_owned());
-            }
+    pub fn write_out(&mut self, task: Option<&'a str>) {
+        if let Repr::Parts {
+            method,
+            params,
+            written,
+        } = &mut self.0
+        {
+            *written = Some((StoredRequest::new(method, params, task), task));
         }
     }
 
-    /// What a new receipt of this request keeps: the params text, allocated at its exact size.
-    pub fn into_stored(self) -> StoredRequest {
+    /// What a new receipt of this request keeps for the task `task` ([`StoredRequest`]),
+    /// allocated at its exact size: what [`Fingerprint::write_out`] wrote when it was written
+    /// for that task or does not depend on it.
+    pub fn into_stored(self, task: Option<&str>) -> StoredRequest {
         match self.0 {
-            Repr::Parts { params, .. } => StoredRequest::from_params(match params {
-                Cow::Borrowed(text) => text.into(),
-                Cow::Owned(text) => text.into_boxed_str(),
-            }),
+            Repr::Parts {
+                method,
+                params,
+                written,
+            } => match written {
+                Some((stored, written_for))
+                    if written_for == task || !StoredRequest::depends_on_task(method, &params) =>
+                {
+                    stored
+                }
+                _ => match params {
+                    Cow::Borrowed(text) => StoredRequest::new(method, text, task),
+                    Cow::Owned(text) => {
+                        StoredRequest::from_params(method, text.into_boxed_str(), task)
+                    }
+                },
+            },
             Repr::Whole(text) => {
                 let method = split_fingerprint(&text).map_or("", |(method, _)| method);
-                StoredRequest::from_text(method, &text)
+                StoredRequest::from_text(method, &text, task)
             }
         }
     }
@@ -628,20 +658,14 @@ impl<'a> Read<'a> {
         let method = self.method.as_str();
         let params = self.params.unwrap_or("{}");
         if self.canonical {
-            return Some(Fingerprint(Repr::Parts {
-                method,
-                params: Cow::Borrowed(params),
-            }));
+            return Some(Fingerprint::parts(method, Cow::Borrowed(params)));
         }
         let mut out = String::with_capacity(params.len());
         if self.write_object(self.members(), &mut out).is_none() {
             let value: Value = serde_json::from_str(params).ok()?;
             return try_fingerprint(method, &value).ok().map(Fingerprint::whole);
         }
-        Some(Fingerprint(Repr::Parts {
-            method,
-            params: Cow::Owned(out),
-        }))
+        Some(Fingerprint::parts(method, Cow::Owned(out)))
     }
 
     /// Writes an object's members as RFC 8785 does: keys (ASCII here) in byte order.
@@ -779,19 +803,41 @@ mod tests {
                 let method = r.command.method().as_str();
                 let mut other = text.clone();
                 other.insert(other.len() - 1, ' ');
-                let stored = |t: &str| StoredRequest::from_text(method, t);
-                let kept = r.request.clone().into_stored();
-                if !r.request.matches(method, &stored(&text))
-                    || r.request.matches(method, &stored(&other))
-                    || r.request.matches(method, &stored(&text[..text.len() - 1]))
-                    || r.request.matches("page.other", &stored(&text))
-                    || kept.params().is_none()
-                    || kept.text(method) != text
-                {
-                    return Err(format!(
-                        "{shown}\nthe fingerprint's pieces: {:?}",
-                        r.request
-                    ));
+                // Kept for no task, for the task it names (a plain fill is kept short then) and
+                // for another task, written ahead for the same task or for none.
+                let named: Option<String> = serde_json::from_str::<Value>(&text)
+                    .ok()
+                    .and_then(|v| v["params"]["taskId"].as_str().map(str::to_owned));
+                for task in [None, named.as_deref(), Some("another-task")] {
+                    let stored = |t: &str| StoredRequest::from_text(method, t, task);
+                    let kept = r.request.clone().into_stored(task);
+                    let mut ahead = r.request.clone();
+                    ahead.write_out(task);
+                    let mut ahead_for_none = r.request.clone();
+                    ahead_for_none.write_out(None);
+                    let short = kept.plain_fill().is_some();
+                    if !r.request.matches(method, &stored(&text), task)
+                        || r.request.matches(method, &stored(&other), task)
+                        || r.request
+                            .matches(method, &stored(&text[..text.len() - 1]), task)
+                        || r.request.matches("page.other", &stored(&text), task)
+                        || (short && r.request.matches(method, &kept, Some("a-third-task")))
+                        || (short
+                            && (task.is_none()
+                                || task != named.as_deref()
+                                || method != "page.fill"
+                                || text.contains('\\')))
+                        || (!short && kept.params().is_none())
+                        || kept != stored(&text)
+                        || kept.text(method, task) != text
+                        || ahead.into_stored(task) != kept
+                        || ahead_for_none.into_stored(task) != kept
+                    {
+                        return Err(format!(
+                            "{shown}\nthe fingerprint's pieces for task {task:?}: {:?}",
+                            r.request
+                        ));
+                    }
                 }
                 if direct != general {
                     return Err(format!("{shown}\n direct {direct:?}\ngeneral {general:?}"));

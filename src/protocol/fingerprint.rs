@@ -51,74 +51,254 @@ pub(super) fn join_fingerprint(method: &str, params: &str) -> String {
     out
 }
 
-/// A fingerprint as a receipt keeps it: its params text alone — the receipt keeps the method
-/// beside it, and the 30-odd bytes around the two are the same in every receipt of a method —
-/// or, for text not of a fingerprint's shape (Polaris writes none, but a journal record or a
-/// ledger row is read as input), a space and the whole text: canonical params never start
-/// with a space, so the two cannot be confused.
+/// The most pieces [`StoredRequest::pieces`] writes a fingerprint's whole text in.
+pub const REQUEST_PIECES: usize = 11;
+
+/// A `page.fill`'s canonical params when none of their strings holds an escape (as good as every
+/// fill an agent sends): `{"target":"T","taskId":"K","value":"V"}`, RFC 8785 sorting the keys.
+/// Each string's text is its value, so the fill's reply and its stored form are written from
+/// these pieces as they are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PlainFill<'a> {
+    /// The selector filled.
+    pub target: &'a str,
+    /// The task the fill acts on.
+    pub task_id: &'a str,
+    /// The value written.
+    pub value: &'a str,
+}
+
+/// The text of [`PlainFill`]'s params around its three strings.
+const FILL_HEAD: &str = "{\"target\":\"";
+const FILL_TASK: &str = "\",\"taskId\":\"";
+const FILL_VALUE: &str = "\",\"value\":\"";
+const FILL_TAIL: &str = "\"}";
+
+impl<'a> PlainFill<'a> {
+    /// Reads `params` as a plain fill's canonical params; `None` for any other text (another
+    /// member, a string with an escape, another order).
+    pub fn read(params: &'a str) -> Option<PlainFill<'a>> {
+        let rest = params.strip_prefix(FILL_HEAD)?;
+        let (target, rest) = rest.split_once('"')?;
+        let rest = rest.strip_prefix(&FILL_TASK[1..])?;
+        let (task_id, rest) = rest.split_once('"')?;
+        let rest = rest.strip_prefix(&FILL_VALUE[1..])?;
+        let (value, rest) = rest.split_once('"')?;
+        let escaped = [target, task_id, value].iter().any(|s| s.contains('\\'));
+        (rest == &FILL_TAIL[1..] && !escaped).then_some(PlainFill {
+            target,
+            task_id,
+            value,
+        })
+    }
+
+    /// The params text in pieces, in order.
+    fn pieces(&self) -> [&'a str; 7] {
+        [
+            FILL_HEAD,
+            self.target,
+            FILL_TASK,
+            self.task_id,
+            FILL_VALUE,
+            self.value,
+            FILL_TAIL,
+        ]
+    }
+}
+
+/// A fingerprint as a receipt keeps it, in the fewest bytes that give its whole text back: the
+/// receipt keeps the method and the task beside it, and the 30-odd bytes around the method and
+/// params are the same in every receipt of a method. Its first byte tells the three forms
+/// apart:
+///
+/// - `"`: a [`PlainFill`] whose task is the receipt's own, kept as `"TARGET"VALUE` (a plain
+///   target holds no quote): its keys and the task ID were two-thirds of the text;
+/// - a space: text not of a fingerprint's shape (Polaris writes none, but a journal record or a
+///   ledger row is read as input), kept whole after the space;
+/// - anything else: the params text (canonical params never start with a space or a quote:
+///   every request's params are an object or absent).
+///
+/// The task a receipt keeps is given back to each call that writes the text
+/// ([`StoredRequest::pieces`]), and a plain fill is kept short only when it names that task.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredRequest(Box<str>);
 
 impl StoredRequest {
-    /// The stored form of canonical `params` text (what [`Fingerprint`](super::Fingerprint)
-    /// keeps, or [`split_fingerprint`] found).
-    pub fn from_params(params: Box<str>) -> StoredRequest {
-        debug_assert!(!params.starts_with(' '), "canonical params: {params}");
+    /// The stored form of a request of `method` with canonical `params`, for a receipt whose
+    /// task is `task`.
+    pub fn new(method: &str, params: &str, task: Option<&str>) -> StoredRequest {
+        match Self::plain_fill_of(method, params, task) {
+            Some(fill) => Self::of_plain_fill(fill),
+            None if params.starts_with([' ', '"']) => {
+                Self::whole(&join_fingerprint(method, params))
+            }
+            None => StoredRequest(params.into()),
+        }
+    }
+
+    /// [`StoredRequest::new`] for params already allocated at their exact size, which are kept
+    /// as they are when they are not a plain fill.
+    pub fn from_params(method: &str, params: Box<str>, task: Option<&str>) -> StoredRequest {
+        if params.starts_with([' ', '"']) || Self::plain_fill_of(method, &params, task).is_some() {
+            return Self::new(method, &params, task);
+        }
         StoredRequest(params)
     }
 
-    /// The stored form of a fingerprint's whole `text`, whose method is `method`: its params
-    /// when the text has a fingerprint's shape and names that method, else the text itself.
-    pub fn from_text(method: &str, text: &str) -> StoredRequest {
+    /// The stored form of a fingerprint's whole `text`, whose method is `method`, for a receipt
+    /// whose task is `task`: as [`StoredRequest::new`] when the text has a fingerprint's shape
+    /// and names that method, else the text itself.
+    pub fn from_text(method: &str, text: &str, task: Option<&str>) -> StoredRequest {
         match split_fingerprint(text) {
-            Some((m, params)) if m == method && !params.starts_with(' ') => {
-                StoredRequest(params.into())
-            }
-            _ => StoredRequest(format!(" {text}").into_boxed_str()),
+            Some((m, params)) if m == method => Self::new(method, params, task),
+            _ => Self::whole(text),
         }
     }
 
-    /// The params text, unless the whole text is kept.
-    pub fn params(&self) -> Option<&str> {
-        (!self.0.starts_with(' ')).then_some(&*self.0)
+    /// Whether what is kept of a request of `method` with `params` depends on its receipt's
+    /// task: whether it is a plain fill.
+    pub fn depends_on_task(method: &str, params: &str) -> bool {
+        method == "page.fill" && PlainFill::read(params).is_some()
     }
 
-    /// The pieces of the fingerprint's whole text for a receipt of `method`, in order (the
-    /// whole text and four empty pieces when it is kept whole).
-    pub fn pieces<'a>(&'a self, method: &'a str) -> [&'a str; 5] {
-        match self.params() {
-            Some(params) => [
+    /// `params` read as a plain fill of `task`, when `method` is `page.fill`.
+    fn plain_fill_of<'p>(
+        method: &str,
+        params: &'p str,
+        task: Option<&str>,
+    ) -> Option<PlainFill<'p>> {
+        let fill = (method == "page.fill")
+            .then(|| PlainFill::read(params))
+            .flatten()?;
+        (Some(fill.task_id) == task).then_some(fill)
+    }
+
+    fn of_plain_fill(fill: PlainFill<'_>) -> StoredRequest {
+        let mut text = String::with_capacity(2 + fill.target.len() + fill.value.len());
+        for piece in ["\"", fill.target, "\"", fill.value] {
+            text.push_str(piece);
+        }
+        StoredRequest(text.into_boxed_str())
+    }
+
+    fn whole(text: &str) -> StoredRequest {
+        StoredRequest(format!(" {text}").into_boxed_str())
+    }
+
+    /// The params text, when it is kept as it is (neither a plain fill nor whole text).
+    pub fn params(&self) -> Option<&str> {
+        (!self.0.starts_with([' ', '"'])).then_some(&*self.0)
+    }
+
+    /// The target and value of a plain fill kept short.
+    pub fn plain_fill(&self) -> Option<(&str, &str)> {
+        self.0.strip_prefix('"')?.split_once('"')
+    }
+
+    /// The pieces of the fingerprint's whole text for a receipt of `method` whose task is
+    /// `task`, in order (unused pieces empty).
+    pub fn pieces<'a>(
+        &'a self,
+        method: &'a str,
+        task: Option<&'a str>,
+    ) -> [&'a str; REQUEST_PIECES] {
+        if let Some((target, value)) = self.plain_fill() {
+            debug_assert!(
+                task.is_some(),
+                "a plain fill is kept short only with its task"
+            );
+            let [a, b, c, d, e, f, g] = PlainFill {
+                target,
+                task_id: task.unwrap_or_default(),
+                value,
+            }
+            .pieces();
+            return [
                 FINGERPRINT_HEAD,
                 method,
                 FINGERPRINT_MIDDLE,
-                params,
+                a,
+                b,
+                c,
+                d,
+                e,
+                f,
+                g,
                 FINGERPRINT_TAIL,
-            ],
-            None => [&self.0[1..], "", "", "", ""],
+            ];
         }
+        let mut pieces = [""; REQUEST_PIECES];
+        match self.params() {
+            Some(params) => {
+                pieces[..5].copy_from_slice(&[
+                    FINGERPRINT_HEAD,
+                    method,
+                    FINGERPRINT_MIDDLE,
+                    params,
+                    FINGERPRINT_TAIL,
+                ]);
+            }
+            None => pieces[0] = &self.0[1..],
+        }
+        pieces
     }
 
-    /// The fingerprint's whole text for a receipt of `method`.
-    pub fn text(&self, method: &str) -> String {
-        self.pieces(method).concat()
+    /// Whether `params` are the params this stored request was made from, for a receipt whose
+    /// task is `task`; `None` when it keeps the whole text (compare that instead).
+    pub fn params_are(&self, params: &str, task: Option<&str>) -> Option<bool> {
+        if let Some((target, value)) = self.plain_fill() {
+            let Some(task_id) = task else {
+                return Some(false);
+            };
+            let pieces = PlainFill {
+                target,
+                task_id,
+                value,
+            }
+            .pieces();
+            return Some(pieces_are(&pieces, params));
+        }
+        self.params().map(|mine| mine == params)
+    }
+
+    /// The fingerprint's whole text for a receipt of `method` whose task is `task`.
+    pub fn text(&self, method: &str, task: Option<&str>) -> String {
+        self.pieces(method, task).concat()
     }
 
     /// The length of [`StoredRequest::text`], without writing it.
-    pub fn text_len(&self, method: &str) -> usize {
-        self.pieces(method).iter().map(|p| p.len()).sum()
+    pub fn text_len(&self, method: &str, task: Option<&str>) -> usize {
+        self.pieces(method, task).iter().map(|p| p.len()).sum()
     }
 
     /// Where the kept text starts, for a prefetch.
     pub fn as_ptr(&self) -> *const u8 {
         self.0.as_ptr()
     }
+
+    /// The bytes the stored form keeps (what it allocates).
+    pub fn kept_len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+/// Whether `pieces`, joined, are `text`, compared in place.
+fn pieces_are(pieces: &[&str], text: &str) -> bool {
+    let mut rest = text.as_bytes();
+    for piece in pieces {
+        match rest.strip_prefix(piece.as_bytes()) {
+            Some(r) => rest = r,
+            None => return false,
+        }
+    }
+    rest.is_empty()
 }
 
 /// A test's stand-in request: any text, kept whole (so it counts as its own length).
 #[cfg(test)]
 impl From<&str> for StoredRequest {
     fn from(text: &str) -> StoredRequest {
-        StoredRequest::from_text("", text)
+        StoredRequest::from_text("", text, None)
     }
 }
 
@@ -210,24 +390,113 @@ mod tests {
         assert_eq!(method, "page.fill");
         assert_eq!(join_fingerprint(method, params), text);
         assert_eq!(fingerprint_len(method, params), text.len());
-        let stored = StoredRequest::from_text("page.fill", &text);
+        let stored = StoredRequest::from_text("page.fill", &text, None);
         assert_eq!(stored.params(), Some(params));
-        assert_eq!(stored.text("page.fill"), text);
-        assert_eq!(stored.text_len("page.fill"), text.len());
-        assert_eq!(stored, StoredRequest::from_params(params.into()));
-        // Text of another shape, or of another method, is kept whole and given back as it was.
+        assert_eq!(stored.text("page.fill", None), text);
+        assert_eq!(stored.text_len("page.fill", None), text.len());
+        assert_eq!(
+            stored,
+            StoredRequest::from_params("page.fill", params.into(), None)
+        );
+        // Text of another shape, or of another method, is kept whole and given back as it was;
+        // so are params that start with a quote (no request's do).
         for (method, odd) in [
             ("page.fill", "{\"params\":{},\"method\":\"page.fill\"}"),
             ("page.fill", "not json"),
             ("task.start", text.as_str()),
             ("page.fill", "{\"method\":\"page.fill\",\"params\": {}}"),
+            ("page.fill", "{\"method\":\"page.fill\",\"params\":\"#a\"}"),
         ] {
-            let stored = StoredRequest::from_text(method, odd);
+            let stored = StoredRequest::from_text(method, odd, Some("t"));
             assert_eq!(stored.params(), None, "{odd}");
-            assert_eq!(stored.text(method), odd);
-            assert_eq!(stored.text_len(method), odd.len());
+            assert_eq!(stored.plain_fill(), None, "{odd}");
+            assert_eq!(stored.text(method, Some("t")), odd);
+            assert_eq!(stored.text_len(method, Some("t")), odd.len());
         }
         assert_eq!(split_fingerprint("{\"method\":\"x\""), None);
+    }
+
+    /// A fill whose strings hold no escapes, of the receipt's own task, keeps only its target
+    /// and value: the whole text, its length and its comparisons come out as the params'.
+    #[test]
+    fn a_plain_fill_of_the_receipts_task_keeps_its_target_and_value_alone() {
+        let task = "0b7e2f0a-5d1c-4e8f-9a2b-3c4d5e6f7a8b";
+        let params = json!({"taskId": task, "target": "#title", "value": "Hello 'world' é"});
+        let text = fingerprint("page.fill", &params);
+        let (_, params_text) = split_fingerprint(&text).unwrap();
+        let stored = StoredRequest::from_text("page.fill", &text, Some(task));
+        assert_eq!(stored.plain_fill(), Some(("#title", "Hello 'world' é")));
+        assert_eq!(stored.params(), None);
+        assert_eq!(stored.kept_len(), "\"#title\"Hello 'world' é".len());
+        assert_eq!(stored.text("page.fill", Some(task)), text);
+        assert_eq!(stored.text_len("page.fill", Some(task)), text.len());
+        assert_eq!(stored.params_are(params_text, Some(task)), Some(true));
+        assert_eq!(stored.params_are(params_text, Some("another")), Some(false));
+        assert_eq!(
+            stored.params_are(&params_text[..params_text.len() - 1], Some(task)),
+            Some(false)
+        );
+        assert_eq!(
+            stored,
+            StoredRequest::from_params("page.fill", params_text.into(), Some(task))
+        );
+        // Of another task, of no task, of another method, or with one string escaped: the params
+        // are kept as they are.
+        for (method, t) in [
+            ("page.fill", Some("another")),
+            ("page.fill", None),
+            ("page.click", Some(task)),
+        ] {
+            let stored = StoredRequest::new(method, params_text, t);
+            assert_eq!(stored.params(), Some(params_text), "{method} {t:?}");
+        }
+        let escaped = fingerprint(
+            "page.fill",
+            &json!({"taskId": task, "target": "#title", "value": "a \"quote\""}),
+        );
+        let stored = StoredRequest::from_text("page.fill", &escaped, Some(task));
+        assert!(stored.params().is_some());
+        assert_eq!(stored.text("page.fill", Some(task)), escaped);
+        assert_eq!(
+            PlainFill::read(params_text),
+            Some(PlainFill {
+                target: "#title",
+                task_id: task,
+                value: "Hello 'world' é"
+            })
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever a fill's strings and task, the stored form gives the whole text back for its
+        /// own task, compares equal to its own params and to no other, and is short exactly when
+        /// no string needs an escape.
+        #[test]
+        fn a_stored_fill_gives_back_its_text_and_tells_others_apart(
+            target in ".{0,12}",
+            value in ".{0,24}",
+            task in "[-a-z0-9\"\\\\]{1,12}",
+            other_value in ".{0,24}",
+        ) {
+            let params = json!({"taskId": task, "target": target, "value": value});
+            let text = fingerprint("page.fill", &params);
+            let (_, params_text) = split_fingerprint(&text).unwrap();
+            let stored = StoredRequest::from_text("page.fill", &text, Some(&task));
+            proptest::prop_assert_eq!(stored.text("page.fill", Some(&task)), text.clone());
+            proptest::prop_assert_eq!(stored.text_len("page.fill", Some(&task)), text.len());
+            proptest::prop_assert_eq!(stored.params_are(params_text, Some(&task)), Some(true));
+            let plain = !params_text.contains('\\');
+            proptest::prop_assert_eq!(stored.plain_fill().is_some(), plain);
+            let other = fingerprint(
+                "page.fill",
+                &json!({"taskId": task, "target": target, "value": other_value}),
+            );
+            let (_, other_params) = split_fingerprint(&other).unwrap();
+            proptest::prop_assert_eq!(
+                stored.params_are(other_params, Some(&task)),
+                Some(other_value == value)
+            );
+        }
     }
 
     use crate::protocol::test_frames::any_json;

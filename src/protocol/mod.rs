@@ -52,7 +52,9 @@ pub use error::{
     Delivery, ErrorBody, ErrorCode, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
     PeerRefusedDetails,
 };
-pub use fingerprint::{fingerprint, split_fingerprint, try_fingerprint, StoredRequest};
+pub use fingerprint::{
+    fingerprint, split_fingerprint, try_fingerprint, PlainFill, StoredRequest, REQUEST_PIECES,
+};
 pub use id::{validate_id, MAX_ID_LEN};
 pub use limits::MAX_URL_BYTES;
 pub use method::Method;

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use super::reply::needs_escape;
-use super::{ErrorBody, Expect, ExpectCheck, Outcome, Reply};
+use super::{ErrorBody, Expect, ExpectCheck, Outcome, PlainFill, Reply};
 
 /// Writes `value` with its object keys sorted, as a `serde_json::Value` would: for nested types
 /// whose own field order is not alphabetical, so a reply keeps the bytes it always had.
@@ -243,8 +243,8 @@ impl FieldResult {
     /// its reply (a quarter of a fresh receipt's memory), and a copy sent later gets these same
     /// bytes. `None` when `params` are not a fill's (no string `target` and `value`).
     pub fn filled_again(params: &str) -> Option<Arc<Outcome>> {
-        if let Some((target, value)) = unescaped_fill(params) {
-            return Some(FieldResult::filled(target, value));
+        if let Some(fill) = PlainFill::read(params) {
+            return Some(FieldResult::filled(fill.target, fill.value));
         }
         let params: Value = serde_json::from_str(params).ok()?;
         Some(FieldResult::filled(
@@ -256,41 +256,48 @@ impl FieldResult {
     /// Whether [`FieldResult::filled_again`] of `params` is `outcome`, byte for byte: checked
     /// in place (no reply written) when the params' strings hold no escapes.
     pub fn gives_back(params: &str, outcome: &Outcome) -> bool {
+        match PlainFill::read(params) {
+            Some(fill) => FieldResult::is_filled(fill.target, fill.value, outcome),
+            None => {
+                outcome.code.is_none()
+                    && FieldResult::filled_again(params).is_some_and(|o| o.body == outcome.body)
+            }
+        }
+    }
+
+    /// Whether `outcome` is byte for byte [`FieldResult::filled`] of `target` and `value`, which
+    /// hold no escapes (checked in place, no reply written).
+    pub fn is_filled(target: &str, value: &str, outcome: &Outcome) -> bool {
         if outcome.code.is_some() {
             return false;
         }
-        match unescaped_fill(params) {
-            Some((target, value)) => {
-                let pieces = [FILLED_HEAD, target, FILLED_MID, value, FILLED_TAIL];
-                let mut body = outcome.body.as_bytes();
-                pieces
-                    .iter()
-                    .all(|p| match body.strip_prefix(p.as_bytes()) {
-                        Some(rest) => {
-                            body = rest;
-                            true
-                        }
-                        None => false,
-                    })
-                    && body.is_empty()
-            }
-            None => FieldResult::filled_again(params).is_some_and(|o| o.body == outcome.body),
-        }
+        let pieces = [FILLED_HEAD, target, FILLED_MID, value, FILLED_TAIL];
+        let mut body = outcome.body.as_bytes();
+        pieces
+            .iter()
+            .all(|p| match body.strip_prefix(p.as_bytes()) {
+                Some(rest) => {
+                    body = rest;
+                    true
+                }
+                None => false,
+            })
+            && body.is_empty()
     }
 
     /// The length of [`FieldResult::filled_again`]'s body, counted without writing it when the
     /// params' strings hold no escapes (as good as always).
     pub fn filled_again_len(params: &str) -> Option<usize> {
-        match unescaped_fill(params) {
-            Some((target, value)) => Some(
-                FILLED_HEAD.len()
-                    + target.len()
-                    + FILLED_MID.len()
-                    + value.len()
-                    + FILLED_TAIL.len(),
-            ),
+        match PlainFill::read(params) {
+            Some(fill) => Some(FieldResult::filled_len(fill.target, fill.value)),
             None => FieldResult::filled_again(params).map(|o| o.body.len()),
         }
+    }
+
+    /// The length of [`FieldResult::filled`]'s body for `target` and `value`, which hold no
+    /// escapes, counted without writing it.
+    pub fn filled_len(target: &str, value: &str) -> usize {
+        FILLED_HEAD.len() + target.len() + FILLED_MID.len() + value.len() + FILLED_TAIL.len()
     }
 }
 
@@ -298,20 +305,6 @@ impl FieldResult {
 const FILLED_HEAD: &str = "\"ok\":true,\"result\":{\"target\":\"";
 const FILLED_MID: &str = "\",\"value\":\"";
 const FILLED_TAIL: &str = "\"}";
-
-/// The target and value of a `page.fill`'s canonical params, read in place, when none of its
-/// strings holds an escape (so each string's text is its value); `None` otherwise. Canonical
-/// JSON sorts the keys: `target`, `taskId`, `value`.
-fn unescaped_fill(params: &str) -> Option<(&str, &str)> {
-    let rest = params.strip_prefix("{\"target\":\"")?;
-    let (target, rest) = rest.split_once('"')?;
-    let rest = rest.strip_prefix(",\"taskId\":\"")?;
-    let (task, rest) = rest.split_once('"')?;
-    let rest = rest.strip_prefix(",\"value\":\"")?;
-    let (value, rest) = rest.split_once('"')?;
-    let escaped = [target, task, value].iter().any(|s| s.contains('\\'));
-    (rest == "}" && !escaped).then_some((target, value))
-}
 
 /// `page.click` and `page.press`: the observation that shows the action took effect.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -798,10 +791,11 @@ mod tests {
     #[test]
     fn a_fill_request_without_escapes_is_read_in_place() {
         let request = fill_request("9b2f4e1c-0d3a-4c5b-8e6f-000000000001", "#title", "v é!");
-        assert_eq!(unescaped_fill(&request), Some(("#title", "v é!")));
+        let plain = PlainFill::read(&request).map(|f| (f.target, f.value));
+        assert_eq!(plain, Some(("#title", "v é!")));
         for (task, target, value) in [("t\"", "#a", "v"), ("t", "#a\n", "v"), ("t", "#a", "\\")] {
             let request = fill_request(task, target, value);
-            assert_eq!(unescaped_fill(&request), None, "{request}");
+            assert_eq!(PlainFill::read(&request), None, "{request}");
             assert_eq!(
                 *FieldResult::filled_again(&request).unwrap(),
                 *FieldResult::filled(target, value)

@@ -1,6 +1,7 @@
 //! What a record says: the typed shapes the host appends (borrowing its data).
 
 use crate::book::{FingerprintDigest, RequestKey};
+use crate::protocol::REQUEST_PIECES;
 
 /// The record kinds, as stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -71,12 +72,14 @@ pub struct Begun<'a> {
 
 /// A request's canonical text in the pieces a receipt keeps it in, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RequestPieces<'a>(pub [&'a str; 5]);
+pub struct RequestPieces<'a>(pub [&'a str; REQUEST_PIECES]);
 
 impl<'a> RequestPieces<'a> {
     /// A text already whole.
     pub fn whole(text: &'a str) -> RequestPieces<'a> {
-        RequestPieces([text, "", "", "", ""])
+        let mut pieces = [""; REQUEST_PIECES];
+        pieces[0] = text;
+        RequestPieces(pieces)
     }
 
     /// The whole text's length.

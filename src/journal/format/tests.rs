@@ -51,7 +51,19 @@ fn records_round_trip_and_length_prefixes_of_every_size_fit() {
         method: "page.fill",
         task_id: Some("3f1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"),
         // In the pieces a receipt keeps it in: written as one text.
-        request: RequestPieces(["{\"method\":\"", "page.fill", "\",\"params\":", "{}", "}"]),
+        request: RequestPieces([
+            "{\"method\":\"",
+            "page.fill",
+            "\",\"params\":",
+            "{}",
+            "}",
+            "",
+            "",
+            "",
+            "",
+            "",
+            "",
+        ]),
         at: -5,
     };
     let bytes = round_trip(&Record::ReceiptBegun(b.clone()));

@@ -213,7 +213,11 @@ fn everything_appended_is_recovered_in_order_after_a_restart() {
         ("page.fill", Some(TASK), RUN)
     );
     assert_eq!(
-        (t.request.text(&t.method), t.first_seen, &t.completion),
+        (
+            t.request.text(&t.method, t.task_id.as_deref()),
+            t.first_seen,
+            &t.completion,
+        ),
         (r1.clone(), 12, &None)
     );
     assert_eq!(
