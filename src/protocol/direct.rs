@@ -135,9 +135,9 @@ enum Repr<'a> {
     Parts {
         method: &'static str,
         params: Cow<'a, str>,
-        /// What a new receipt of a task would keep, written before the host's lock is taken
-        /// ([`Fingerprint::write_out`]), and the task it was written for.
-        written: Option<(StoredRequest, Option<&'a str>)>,
+        /// What a new receipt would keep, written before the host's lock is taken
+        /// ([`Fingerprint::write_out`]).
+        written: Option<StoredRequest>,
     },
     /// The whole canonical text, as the general path writes it.
     Whole(String),
@@ -186,20 +186,20 @@ impl<'a> Fingerprint<'a> {
     /// [`Fingerprint::into_stored`] only moves it: a caller that expects its request to be new
     /// pays for the allocation, and the first touch of fresh memory that comes with it, before
     /// it takes a lock.
-    pub fn write_out(&mut self, task: Option<&'a str>) {
+    pub fn write_out(&mut self, task: Option<&str>) {
         if let Repr::Parts {
             method,
             params,
             written,
         } = &mut self.0
         {
-            *written = Some((StoredRequest::new(method, params, task), task));
+            *written = Some(StoredRequest::new(method, params, task));
         }
     }
 
     /// What a new receipt of this request keeps for the task `task` ([`StoredRequest`]),
-    /// allocated at its exact size: what [`Fingerprint::write_out`] wrote when it was written
-    /// for that task or does not depend on it.
+    /// allocated at its exact size: what [`Fingerprint::write_out`] wrote, when it was written
+    /// for that task or does not depend on it ([`StoredRequest::kept_for`]).
     pub fn into_stored(self, task: Option<&str>) -> StoredRequest {
         match self.0 {
             Repr::Parts {
@@ -207,8 +207,10 @@ impl<'a> Fingerprint<'a> {
                 params,
                 written,
             } => match written {
-                Some((stored, written_for))
-                    if written_for == task || !StoredRequest::depends_on_task(method, &params) =>
+                Some(stored)
+                    if stored.kept_for(&params, task)
+                        && (stored.plain_fill().is_some()
+                            || !StoredRequest::depends_on_task(method, &params)) =>
                 {
                     stored
                 }
@@ -815,6 +817,8 @@ mod tests {
                     ahead.write_out(task);
                     let mut ahead_for_none = r.request.clone();
                     ahead_for_none.write_out(None);
+                    let mut ahead_for_other = r.request.clone();
+                    ahead_for_other.write_out(Some("some-other-task"));
                     let short = kept.plain_fill().is_some();
                     if !r.request.matches(method, &stored(&text), task)
                         || r.request.matches(method, &stored(&other), task)
@@ -832,6 +836,7 @@ mod tests {
                         || kept.text(method, task) != text
                         || ahead.into_stored(task) != kept
                         || ahead_for_none.into_stored(task) != kept
+                        || ahead_for_other.into_stored(task) != kept
                     {
                         return Err(format!(
                             "{shown}\nthe fingerprint's pieces for task {task:?}: {:?}",

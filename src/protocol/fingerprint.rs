@@ -261,14 +261,40 @@ impl StoredRequest {
         self.params().map(|mine| mine == params)
     }
 
+    /// Whether this stored form, made from `params` ([`StoredRequest::new`]), is what a receipt
+    /// whose task is `task` keeps of them: a plain fill's only when it names that task (found
+    /// where the task stands in `params`, without reading them again); any other form always.
+    pub fn kept_for(&self, params: &str, task: Option<&str>) -> bool {
+        let Some((target, value)) = self.plain_fill() else {
+            return true;
+        };
+        let Some(task) = task else {
+            return false;
+        };
+        let at = FILL_HEAD.len() + target.len() + FILL_TASK.len();
+        let plain_len = at + task.len() + FILL_VALUE.len() + value.len() + FILL_TAIL.len();
+        params.len() == plain_len && params.get(at..at + task.len()) == Some(task)
+    }
+
     /// The fingerprint's whole text for a receipt of `method` whose task is `task`.
     pub fn text(&self, method: &str, task: Option<&str>) -> String {
         self.pieces(method, task).concat()
     }
 
-    /// The length of [`StoredRequest::text`], without writing it.
+    /// The length of [`StoredRequest::text`], counted without writing it.
     pub fn text_len(&self, method: &str, task: Option<&str>) -> usize {
-        self.pieces(method, task).iter().map(|p| p.len()).sum()
+        const AROUND: usize =
+            FINGERPRINT_HEAD.len() + FINGERPRINT_MIDDLE.len() + FINGERPRINT_TAIL.len();
+        const FILL_AROUND: usize =
+            FILL_HEAD.len() + FILL_TASK.len() + FILL_VALUE.len() + FILL_TAIL.len();
+        match self.0.as_bytes().first() {
+            // `"TARGET"VALUE`: the two quotes stand for the fill's text around its strings.
+            Some(b'"') => {
+                AROUND + method.len() + FILL_AROUND + self.0.len() - 2 + task.map_or(0, str::len)
+            }
+            Some(b' ') => self.0.len() - 1,
+            _ => AROUND + method.len() + self.0.len(),
+        }
     }
 
     /// Where the kept text starts, for a prefetch.
@@ -487,6 +513,9 @@ mod tests {
             proptest::prop_assert_eq!(stored.params_are(params_text, Some(&task)), Some(true));
             let plain = !params_text.contains('\\');
             proptest::prop_assert_eq!(stored.plain_fill().is_some(), plain);
+            proptest::prop_assert!(stored.kept_for(params_text, Some(&task)));
+            proptest::prop_assert_eq!(stored.kept_for(params_text, Some("another")), !plain || task == "another");
+            proptest::prop_assert_eq!(stored.kept_for(params_text, None), !plain);
             let other = fingerprint(
                 "page.fill",
                 &json!({"taskId": task, "target": target, "value": other_value}),
