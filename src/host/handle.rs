@@ -18,7 +18,7 @@ use crate::journal::Ticket;
 use crate::protocol::results::FieldResult;
 use crate::protocol::{
     now_millis, parse_envelope, parse_frame, try_fingerprint, Command, DirectRequest, ErrorBody,
-    ErrorCode, FrameCommand, Method, Outcome, ParsedFrame, ReceiptKind,
+    ErrorCode, FrameCommand, Method, Outcome, ParsedFrame, PlainFill, ReceiptKind,
 };
 
 impl Host {
@@ -353,7 +353,11 @@ fn write_ahead(req: &mut DirectRequest<'_>, replies: bool) -> Option<Arc<Outcome
             value,
         } => {
             // A fill admitted as new takes the receipt of the task it names.
-            req.request.write_out(Some(task_id));
+            req.request.write_out_fill(PlainFill {
+                target,
+                task_id,
+                value,
+            });
             replies.then(|| FieldResult::filled(target, value))
         }
         FrameCommand::Owned(_) => {

@@ -11,7 +11,9 @@ use super::canonical::{canonical_integer, parse_u64, write_canonical_str};
 use super::command::{CloseCommand, Command, ExecutorCommand, ReadCommand};
 use super::envelope::FrameError;
 use super::error::{ErrorBody, ErrorCode};
-use super::fingerprint::{join_fingerprint, split_fingerprint, try_fingerprint, StoredRequest};
+use super::fingerprint::{
+    join_fingerprint, split_fingerprint, try_fingerprint, PlainFill, StoredRequest,
+};
 use super::method::Method;
 mod walk;
 
@@ -195,6 +197,24 @@ impl<'a> Fingerprint<'a> {
         {
             *written = Some(StoredRequest::new(method, params, task));
         }
+    }
+
+    /// [`Fingerprint::write_out`] for a `page.fill` already read as `fill` (strings without
+    /// escapes), for the task it names: its params are compared with the fill's pieces instead
+    /// of being read again.
+    pub fn write_out_fill(&mut self, fill: PlainFill<'_>) {
+        if let Repr::Parts {
+            method: "page.fill",
+            params,
+            written,
+        } = &mut self.0
+        {
+            if fill.is(params) {
+                *written = Some(StoredRequest::plain(fill));
+                return;
+            }
+        }
+        self.write_out(Some(fill.task_id));
     }
 
     /// What a new receipt of this request keeps for the task `task` ([`StoredRequest`]),
@@ -819,6 +839,35 @@ mod tests {
                     ahead_for_none.write_out(None);
                     let mut ahead_for_other = r.request.clone();
                     ahead_for_other.write_out(Some("some-other-task"));
+                    // A fill read without escapes, written ahead from its strings.
+                    let as_fill = match &r.command {
+                        FrameCommand::Fill {
+                            task_id,
+                            target,
+                            value,
+                        } => {
+                            let mut ahead = r.request.clone();
+                            ahead.write_out_fill(PlainFill {
+                                target,
+                                task_id,
+                                value,
+                            });
+                            Some((task_id, ahead.into_stored(task)))
+                        }
+                        FrameCommand::Owned(_) => None,
+                    };
+                    if let Some((task_id, stored)) = &as_fill {
+                        if *stored != kept
+                            || (task == Some(**task_id)
+                                && !text.contains('\\')
+                                && PlainFill::read(split_fingerprint(&text).unwrap().1).is_some()
+                                && stored.plain_fill().is_none())
+                        {
+                            return Err(format!(
+                                "{shown}\nwritten ahead from the fill's strings for task {task:?}: {stored:?}"
+                            ));
+                        }
+                    }
                     let short = kept.plain_fill().is_some();
                     if !r.request.matches(method, &stored(&text), task)
                         || r.request.matches(method, &stored(&other), task)

@@ -92,6 +92,13 @@ impl<'a> PlainFill<'a> {
         })
     }
 
+    /// Whether `params` are this fill's params, compared in place: how a fill whose strings
+    /// were already read (and hold no escapes) is told to be plain without reading its params
+    /// again.
+    pub fn is(&self, params: &str) -> bool {
+        pieces_are(&self.pieces(), params)
+    }
+
     /// The params text in pieces, in order.
     fn pieces(&self) -> [&'a str; 7] {
         [
@@ -159,6 +166,12 @@ impl StoredRequest {
     /// task: whether it is a plain fill.
     pub fn depends_on_task(method: &str, params: &str) -> bool {
         method == "page.fill" && PlainFill::read(params).is_some()
+    }
+
+    /// What a receipt of `fill`'s task keeps of a plain fill ([`PlainFill`]: its strings hold no
+    /// escapes, which its reader or the caller has checked).
+    pub fn plain(fill: PlainFill<'_>) -> StoredRequest {
+        Self::of_plain_fill(fill)
     }
 
     /// `params` read as a plain fill of `task`, when `method` is `page.fill`.
