@@ -347,12 +347,12 @@ async fn a_panicking_execution_is_stored_as_internal_and_blocks_its_task() {
     running.stop().await;
 }
 
-/// A host still starting — here joining a fleet ledger whose server takes the connection and
-/// never answers — ends at once on SIGTERM, with 128 + 15, having bound no socket; it does not
-/// wait out its connection's timeout first.
-/// A "ledger" that takes connections and says nothing (libpq waits for the server's first
-/// message), and a channel that hears each connection it took.
-fn silent_ledger(dir: &std::path::Path) -> std::sync::mpsc::Receiver<()> {
+/// A "ledger" in a new directory `pg` under `root` that takes connections and says nothing
+/// (libpq waits for the server's first message): the directory, and a channel that hears each
+/// connection it took.
+fn silent_ledger(root: &std::path::Path) -> (std::path::PathBuf, std::sync::mpsc::Receiver<()>) {
+    let dir = root.join("pg");
+    std::fs::create_dir(&dir).unwrap();
     let silent = std::os::unix::net::UnixListener::bind(dir.join(".s.PGSQL.5432")).unwrap();
     let (connected, joining) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -362,7 +362,7 @@ fn silent_ledger(dir: &std::path::Path) -> std::sync::mpsc::Receiver<()> {
             let _ = connected.send(());
         }
     });
-    joining
+    (dir, joining)
 }
 
 /// A host joining the ledger at `pg_dir` (connect timeout `connect_secs`), serving into `sockets`.
@@ -404,12 +404,13 @@ fn ended_within(mut child: std::process::Child, bound: Duration) -> std::process
     child.wait_with_output().unwrap()
 }
 
+/// A host still starting — here joining a fleet ledger whose server takes the connection and
+/// never answers — ends at once on SIGTERM, with 128 + 15, having bound no socket; it does not
+/// wait out its connection's timeout first.
 #[test]
 fn a_signal_while_starting_ends_the_host_at_once_without_serving() {
     let root = short_tempdir();
-    let pg_dir = root.path().join("pg");
-    std::fs::create_dir(&pg_dir).unwrap();
-    let joining = silent_ledger(&pg_dir);
+    let (pg_dir, joining) = silent_ledger(root.path());
     let child = host_joining(root.path(), &pg_dir, 20);
     // The host is joining the ledger: its connection accepted and waiting for an answer.
     joining
@@ -428,12 +429,12 @@ fn a_signal_while_starting_ends_the_host_at_once_without_serving() {
     );
 }
 
+/// A ledger whose server takes the connection and never answers fails the host's start
+/// within the connection string's `connect_timeout`, saying what to check, having served nobody.
 #[test]
 fn a_ledger_that_takes_the_connection_and_never_answers_fails_the_start_within_its_timeout() {
     let root = short_tempdir();
-    let pg_dir = root.path().join("pg");
-    std::fs::create_dir(&pg_dir).unwrap();
-    let joining = silent_ledger(&pg_dir);
+    let (pg_dir, joining) = silent_ledger(root.path());
     let started = std::time::Instant::now();
     let child = host_joining(root.path(), &pg_dir, 1);
     let out = ended_within(child, Duration::from_secs(15));
