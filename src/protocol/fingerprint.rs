@@ -93,10 +93,17 @@ impl<'a> PlainFill<'a> {
     }
 
     /// Whether `params` are this fill's params, compared in place: how a fill whose strings
-    /// were already read (and hold no escapes) is told to be plain without reading its params
-    /// again.
+    /// were already read is told to be plain without reading its params again. The caller
+    /// vouches that the strings hold no escape (the one-pass reader borrows only such a fill:
+    /// [`FrameCommand::Fill`](super::FrameCommand::Fill)); a quote in the target, which would
+    /// end the stored form's target early, is refused here all the same.
     pub fn is(&self, params: &str) -> bool {
-        pieces_are(&self.pieces(), params)
+        let same = pieces_are(&self.pieces(), params) && !self.target.contains('"');
+        debug_assert!(
+            !same || !params.contains('\\'),
+            "a plain fill has no escape: {params}"
+        );
+        same
     }
 
     /// The params text in pieces, in order.
@@ -169,7 +176,7 @@ impl StoredRequest {
     }
 
     /// What a receipt of `fill`'s task keeps of a plain fill ([`PlainFill`]: its strings hold no
-    /// escapes, which its reader or the caller has checked).
+    /// escape, which [`PlainFill::read`] or [`PlainFill::is`] has checked).
     pub fn plain(fill: PlainFill<'_>) -> StoredRequest {
         Self::of_plain_fill(fill)
     }
@@ -504,6 +511,19 @@ mod tests {
                 value: "Hello 'world' é"
             })
         );
+        let fill = PlainFill::read(params_text).unwrap();
+        assert!(fill.is(params_text));
+        assert!(!fill.is(&params_text[1..]));
+        // A quote in the target is refused even where the text matches; a string with an
+        // escape is never read as plain.
+        let quoted = PlainFill {
+            target: "#a\"b",
+            task_id: task,
+            value: "v",
+        };
+        assert!(!quoted.is(&quoted.pieces().concat()));
+        let escaped = "{\"target\":\"#a\\\"b\",\"taskId\":\"t\",\"value\":\"v\"}";
+        assert_eq!(PlainFill::read(escaped), None);
     }
 
     proptest::proptest! {
