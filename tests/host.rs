@@ -318,6 +318,47 @@ async fn key_order_and_whitespace_do_not_change_the_fingerprint() {
     err(&c.wait(&rid).await, "MCP_REQUEST_ID_REUSED");
 }
 
+/// A fill kept in its short form (target and value beside the receipt's task) is still told
+/// apart by its task: the same ID, target and value in another task is other content, and the
+/// very same fill sent again, alone or pipelined, replays the first reply.
+#[tokio::test]
+async fn a_fill_under_one_id_in_another_task_is_other_content() {
+    let host = TestHost::start(&[]);
+    let mut c = host.conn().await;
+    let first_task = start_task(&mut c, json!({})).await;
+    let other_task = start_task(&mut c, json!({})).await;
+    let rid = new_id();
+    let fill = |task: &str| json!({"taskId": task, "target": "#title", "value": "Hello"});
+    let first = c.call_id(&rid, "page.fill", fill(&first_task)).await;
+    assert_eq!(receipt(&first), "new");
+    let elsewhere = c.call_id(&rid, "page.fill", fill(&other_task)).await;
+    err(&elsewhere, "MCP_REQUEST_ID_REUSED");
+    let read = c
+        .call(
+            "page.read",
+            json!({"taskId": other_task, "target": "#title"}),
+        )
+        .await;
+    assert_ne!(
+        ok(&read)["value"],
+        "Hello",
+        "the other task's page was filled"
+    );
+    let again = c.call_id(&rid, "page.fill", fill(&first_task)).await;
+    assert_eq!(receipt(&again), "replayed");
+    assert_eq!(again["result"], first["result"]);
+    let line = |task: &str| {
+        format!(
+            "{}\n",
+            json!({"id": rid, "method": "page.fill", "params": fill(task)})
+        )
+    };
+    c.send_raw(format!("{}{}", line(&first_task), line(&other_task)).as_bytes())
+        .await;
+    assert_eq!(receipt(&c.wait(&rid).await), "replayed");
+    err(&c.wait(&rid).await, "MCP_REQUEST_ID_REUSED");
+}
+
 #[tokio::test]
 async fn bad_input_gets_the_spec_error_and_creates_nothing() {
     let host = TestHost::start(&["--max-frame-bytes", "4096"]);

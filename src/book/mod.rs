@@ -176,14 +176,26 @@ impl Receipt {
         truncated(&hasher.finalize())
     }
 
+    /// What a `page.fill` receipt's reply is written again from; `None` for any other method
+    /// (or a request kept whole, which no fill is).
+    fn fill_source(&self) -> Option<FillSource<'_>> {
+        if self.method != Method::PageFill {
+            return None;
+        }
+        match self.request.plain_fill() {
+            Some((target, value)) => Some(FillSource::Plain { target, value }),
+            None => self.request.params().map(FillSource::Params),
+        }
+    }
+
     /// The reply of a [`ReplySlot::Filled`] receipt, written again from its stored request: a
     /// receipt is marked so only when its request is a `page.fill` ([`Book::finish_filled_at`]),
     /// so this never fails but for a broken book, where it says so instead of panicking.
     fn filled_again(&self) -> Arc<Outcome> {
-        let again = match (self.method, self.request.plain_fill()) {
-            (Method::PageFill, Some((target, value))) => Some(FieldResult::filled(target, value)),
-            (Method::PageFill, None) => self.request.params().and_then(FieldResult::filled_again),
-            _ => None,
+        let again = match self.fill_source() {
+            Some(FillSource::Plain { target, value }) => Some(FieldResult::filled(target, value)),
+            Some(FillSource::Params(params)) => FieldResult::filled_again(params),
+            None => None,
         };
         again.unwrap_or_else(|| {
             Outcome::err(&crate::protocol::ErrorBody::new(
@@ -195,29 +207,22 @@ impl Receipt {
 
     /// The length of [`Receipt::filled_again`]'s body, counted without writing it when it can be.
     fn filled_again_len(&self) -> usize {
-        match (self.method, self.request.plain_fill()) {
-            (Method::PageFill, Some((target, value))) => FieldResult::filled_len(target, value),
-            (Method::PageFill, None) => self
-                .request
-                .params()
-                .and_then(FieldResult::filled_again_len)
-                .unwrap_or(0),
-            _ => 0,
+        match self.fill_source() {
+            Some(FillSource::Plain { target, value }) => FieldResult::filled_len(target, value),
+            Some(FillSource::Params(params)) => FieldResult::filled_again_len(params).unwrap_or(0),
+            None => 0,
         }
     }
 
     /// Whether a `page.fill` receipt would write `outcome` again byte for byte from its stored
     /// request (so it need not keep it).
     fn gives_back(&self, outcome: &Outcome) -> bool {
-        match (self.method, self.request.plain_fill()) {
-            (Method::PageFill, Some((target, value))) => {
+        match self.fill_source() {
+            Some(FillSource::Plain { target, value }) => {
                 FieldResult::is_filled(target, value, outcome)
             }
-            (Method::PageFill, None) => self
-                .request
-                .params()
-                .is_some_and(|params| FieldResult::gives_back(params, outcome)),
-            _ => false,
+            Some(FillSource::Params(params)) => FieldResult::gives_back(params, outcome),
+            None => false,
         }
     }
 
@@ -238,6 +243,14 @@ impl Receipt {
             ReplySlot::Done(_) | ReplySlot::Filled => None,
         }
     }
+}
+
+/// What a `page.fill` receipt's reply is written again from ([`Receipt::filled_again`]).
+enum FillSource<'a> {
+    /// A plain fill kept short: its target and value, which hold no escapes.
+    Plain { target: &'a str, value: &'a str },
+    /// The fill's canonical params text.
+    Params(&'a str),
 }
 
 /// [`Book::finish`] was asked to complete a receipt that is not running.

@@ -227,13 +227,7 @@ impl<'a> Fingerprint<'a> {
                 params,
                 written,
             } => match written {
-                Some(stored)
-                    if stored.kept_for(&params, task)
-                        && (stored.plain_fill().is_some()
-                            || !StoredRequest::depends_on_task(method, &params)) =>
-                {
-                    stored
-                }
+                Some(stored) if stored.kept_for(method, &params, task) => stored,
                 _ => match params {
                     Cow::Borrowed(text) => StoredRequest::new(method, text, task),
                     Cow::Owned(text) => {

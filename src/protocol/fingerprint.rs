@@ -142,7 +142,7 @@ impl StoredRequest {
     /// task is `task`.
     pub fn new(method: &str, params: &str, task: Option<&str>) -> StoredRequest {
         match Self::plain_fill_of(method, params, task) {
-            Some(fill) => Self::of_plain_fill(fill),
+            Some(fill) => Self::plain(fill),
             None if params.starts_with([' ', '"']) => {
                 Self::whole(&join_fingerprint(method, params))
             }
@@ -169,16 +169,14 @@ impl StoredRequest {
         }
     }
 
-    /// Whether what is kept of a request of `method` with `params` depends on its receipt's
-    /// task: whether it is a plain fill.
-    pub fn depends_on_task(method: &str, params: &str) -> bool {
-        method == "page.fill" && PlainFill::read(params).is_some()
-    }
-
     /// What a receipt of `fill`'s task keeps of a plain fill ([`PlainFill`]: its strings hold no
-    /// escape, which [`PlainFill::read`] or [`PlainFill::is`] has checked).
+    /// escape, which [`PlainFill::read`] or [`PlainFill::is`] has checked): `"TARGET"VALUE`.
     pub fn plain(fill: PlainFill<'_>) -> StoredRequest {
-        Self::of_plain_fill(fill)
+        let mut text = String::with_capacity(2 + fill.target.len() + fill.value.len());
+        for piece in ["\"", fill.target, "\"", fill.value] {
+            text.push_str(piece);
+        }
+        StoredRequest(text.into_boxed_str())
     }
 
     /// `params` read as a plain fill of `task`, when `method` is `page.fill`.
@@ -191,14 +189,6 @@ impl StoredRequest {
             .then(|| PlainFill::read(params))
             .flatten()?;
         (Some(fill.task_id) == task).then_some(fill)
-    }
-
-    fn of_plain_fill(fill: PlainFill<'_>) -> StoredRequest {
-        let mut text = String::with_capacity(2 + fill.target.len() + fill.value.len());
-        for piece in ["\"", fill.target, "\"", fill.value] {
-            text.push_str(piece);
-        }
-        StoredRequest(text.into_boxed_str())
     }
 
     fn whole(text: &str) -> StoredRequest {
@@ -281,12 +271,14 @@ impl StoredRequest {
         self.params().map(|mine| mine == params)
     }
 
-    /// Whether this stored form, made from `params` ([`StoredRequest::new`]), is what a receipt
-    /// whose task is `task` keeps of them: a plain fill's only when it names that task (found
-    /// where the task stands in `params`, without reading them again); any other form always.
-    pub fn kept_for(&self, params: &str, task: Option<&str>) -> bool {
+    /// Whether this stored form, made from the params `params` of a request of `method`
+    /// ([`StoredRequest::new`], for whatever task), is what a receipt whose task is `task` keeps
+    /// of them: a plain fill's only when it names that task (found where the task stands in
+    /// `params`, without reading them again); any other form unless the params would be a
+    /// plain fill of `task`.
+    pub fn kept_for(&self, method: &str, params: &str, task: Option<&str>) -> bool {
         let Some((target, value)) = self.plain_fill() else {
-            return true;
+            return Self::plain_fill_of(method, params, task).is_none();
         };
         let Some(task) = task else {
             return false;
@@ -323,6 +315,7 @@ impl StoredRequest {
     }
 
     /// The bytes the stored form keeps (what it allocates).
+    #[cfg(test)]
     pub fn kept_len(&self) -> usize {
         self.0.len()
     }
@@ -546,9 +539,18 @@ mod tests {
             proptest::prop_assert_eq!(stored.params_are(params_text, Some(&task)), Some(true));
             let plain = !params_text.contains('\\');
             proptest::prop_assert_eq!(stored.plain_fill().is_some(), plain);
-            proptest::prop_assert!(stored.kept_for(params_text, Some(&task)));
-            proptest::prop_assert_eq!(stored.kept_for(params_text, Some("another")), !plain || task == "another");
-            proptest::prop_assert_eq!(stored.kept_for(params_text, None), !plain);
+            proptest::prop_assert!(stored.kept_for("page.fill", params_text, Some(&task)));
+            proptest::prop_assert_eq!(
+                stored.kept_for("page.fill", params_text, Some("another")),
+                !plain || task == "another"
+            );
+            proptest::prop_assert_eq!(stored.kept_for("page.fill", params_text, None), !plain);
+            // Kept as params for no task, they are not what a receipt of its own task keeps.
+            let for_none = StoredRequest::new("page.fill", params_text, None);
+            proptest::prop_assert_eq!(
+                for_none.kept_for("page.fill", params_text, Some(&task)),
+                !plain
+            );
             let other = fingerprint(
                 "page.fill",
                 &json!({"taskId": task, "target": target, "value": other_value}),
