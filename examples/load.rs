@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use tokio::io::unix::AsyncFd;
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::Interest;
 use tokio::net::UnixListener;
 use tokio::runtime::Runtime;
 
@@ -214,28 +214,29 @@ fn reply_seq(line: &[u8]) -> Option<u64> {
 // ---------------------------------------------------------------------------------------------
 // The closed-loop client
 
-/// One of the client's connections, registered with its runtime for reading only.
+/// A connection of the client or of the JSON echo, registered with its runtime for reading
+/// only.
 ///
-/// A socket registered for writing as well (as Tokio's own streams are) has the client's
-/// runtime woken each time the server reads a request and so frees room in it: a wake-up the
-/// server pays for inside its read, and the client pays for again by waking to find nothing
-/// new. Polaris's host registers its side for reading only, and `redis-benchmark` asks for
-/// room only while a write of its own waits; this client does the same, so no server in the
-/// table pays for it. A read that fills less than its room marks the socket drained, as the
-/// host's does, so the client does not ask the kernel once more per batch only to hear that
-/// nothing is there.
-struct ClientSocket {
+/// A socket registered for writing as well (as Tokio's own streams are) has its runtime woken
+/// each time the other end reads and so frees room in it: a wake-up the reader pays for inside
+/// its read, and the writer pays for again by waking to find nothing new. Polaris's host
+/// registers its side for reading only, and `redis-benchmark` asks for room only while a write
+/// of its own waits; the client and the echo do the same, so neither the servers nor the
+/// baseline pay for it. A read that fills less than its room marks the socket drained, as the
+/// host's does, so nobody asks the kernel once more per batch only to hear that nothing is
+/// there.
+struct LeanSocket {
     fd: AsyncFd<std::os::unix::net::UnixStream>,
 }
 
-impl ClientSocket {
+impl LeanSocket {
     /// Takes over a connected stream (made non-blocking here).
-    fn new(stream: std::os::unix::net::UnixStream) -> std::io::Result<ClientSocket> {
+    fn new(stream: std::os::unix::net::UnixStream) -> std::io::Result<LeanSocket> {
         stream.set_nonblocking(true)?;
         // SAFETY: the stream owns its descriptor and is owned by the `AsyncFd` from here on,
         // so the descriptor stays open, and the same, for as long as it is registered.
         let fd = unsafe { AsyncFd::register_with_interest(stream, Interest::READABLE) }?;
-        Ok(ClientSocket { fd })
+        Ok(LeanSocket { fd })
     }
 
     /// A second handle on the same connection, for a thread that writes on its own.
@@ -293,14 +294,14 @@ impl ClientSocket {
     }
 }
 
-async fn connect(path: &Path) -> Result<ClientSocket, String> {
+async fn connect(path: &Path) -> Result<LeanSocket, String> {
     std::os::unix::net::UnixStream::connect(path)
-        .and_then(ClientSocket::new)
+        .and_then(LeanSocket::new)
         .map_err(|e| format!("cannot connect to {}: {e}", path.display()))
 }
 
 /// Sends one request line and returns its reply line.
-async fn call(s: &mut ClientSocket, line: &str) -> Result<String, String> {
+async fn call(s: &mut LeanSocket, line: &str) -> Result<String, String> {
     s.write_all(line.as_bytes())
         .await
         .map_err(|e| format!("write: {e}"))?;
@@ -320,7 +321,7 @@ async fn call(s: &mut ClientSocket, line: &str) -> Result<String, String> {
 
 /// Starts a Polaris task and returns its ID; a JSON echo answers without one, so any ID of the
 /// same length serves there.
-async fn start_task(s: &mut ClientSocket) -> Result<String, String> {
+async fn start_task(s: &mut LeanSocket) -> Result<String, String> {
     let line = format!(
         "{{\"id\":\"{}\",\"method\":\"task.start\",\"params\":{{\"title\":\"load\"}}}}\n",
         uuid::Uuid::new_v4()
@@ -340,7 +341,7 @@ static LONGEST_FRAME: std::sync::atomic::AtomicUsize = std::sync::atomic::Atomic
 
 /// One connection's frames and the range of sequence numbers it sends.
 struct Lane {
-    stream: ClientSocket,
+    stream: LeanSocket,
     frames: Frames,
 }
 
@@ -366,7 +367,7 @@ async fn lanes(path: &Path, shared_task: bool, sorted: bool) -> Result<Vec<Lane>
 
 /// Sends `seqs` keeping `WINDOW` in flight and checks that every reply says `"ok":true`.
 async fn drive(
-    s: &mut ClientSocket,
+    s: &mut LeanSocket,
     frames: &Frames,
     seqs: std::ops::Range<u64>,
 ) -> Result<(), String> {
@@ -1816,7 +1817,10 @@ fn echo_server(sock: &Path) {
     rt.block_on(async {
         let listener = UnixListener::bind(sock).expect("the echo socket binds");
         loop {
-            let Ok((mut s, _)) = listener.accept().await else {
+            let Ok((s, _)) = listener.accept().await else {
+                continue;
+            };
+            let Ok(s) = s.into_std().and_then(LeanSocket::new) else {
                 continue;
             };
             tokio::spawn(async move {
