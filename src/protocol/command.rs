@@ -12,7 +12,8 @@ use serde::de::DeserializeOwned;
 use super::id::validate_id;
 use super::limits::{EXPECTED_TEXT, KEY, REASON, SELECTOR, TITLE, URL, VALUE};
 use super::method::Method;
-use super::params::{Expect, ExpectCheck};
+use super::chord::KeyChord;
+use super::params::{DialogAnswer, Expect, ExpectCheck};
 use super::params::{
     NoParams, PageClickParams, PageFillParams, PagePressParams, PageReadParams, Params,
     ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams, TaskStartParams,
@@ -64,17 +65,25 @@ pub enum PageAction {
     Click {
         /// What to click.
         target: String,
-        /// What shows the click took effect.
-        expect: Expect,
+        /// What shows the click took effect; `None` only for a local step.
+        expect: Option<Expect>,
+        /// The caller says the click commits nothing (SPEC §14).
+        local: bool,
+        /// How to answer a dialog the click opens.
+        dialog: Option<DialogAnswer>,
     },
-    /// Press a key on a target, then observe `expect`.
+    /// Press a key (or a chord, [`KeyChord`]) on a target, then observe `expect`.
     Press {
-        /// The key.
+        /// The key or chord.
         key: String,
         /// The focused target.
         target: Option<String>,
-        /// What shows the press took effect.
-        expect: Expect,
+        /// What shows the press took effect; `None` only for a local step.
+        expect: Option<Expect>,
+        /// The caller says the key press commits nothing (SPEC §14).
+        local: bool,
+        /// How to answer a dialog the key press opens.
+        dialog: Option<DialogAnswer>,
     },
 }
 
@@ -192,8 +201,18 @@ impl Command {
             task_id,
             target,
             expect,
+            local,
+            dialog,
         } = p;
-        Command::act(task_id, PageAction::Click { target, expect })
+        Command::act(
+            task_id,
+            PageAction::Click {
+                target,
+                expect,
+                local,
+                dialog,
+            },
+        )
     }
 
     /// `page.press` as the page action it asks for.
@@ -203,6 +222,8 @@ impl Command {
             key,
             target,
             expect,
+            local,
+            dialog,
         } = p;
         Command::act(
             task_id,
@@ -210,6 +231,8 @@ impl Command {
                 key,
                 target,
                 expect,
+                local,
+                dialog,
             },
         )
     }
@@ -262,13 +285,33 @@ impl Command {
             sized(what, SELECTOR, target)?;
             check_target(target).map_err(|e| format!("invalid {what} for {method}: {e}"))
         };
-        let expect_ok = |expect: &Expect| {
+        let expect_ok = |expect: &Option<Expect>, local: bool| {
+            let Some(expect) = expect else {
+                if local {
+                    return Ok(());
+                }
+                return Err(format!(
+                    "invalid params for {method}: missing `expect`, the observation that shows the action took effect (e.g. {{\"target\":\"#status\",\"equals\":\"Saved #2\"}}); a step that commits nothing (focus, Tab, opening a menu) may send \"expect\": null with \"local\": true"
+                ));
+            };
             let (field, text) = match &expect.check {
                 ExpectCheck::Equals(t) => ("expect.equals", t),
                 ExpectCheck::Contains(t) => ("expect.contains", t),
             };
             sized(field, EXPECTED_TEXT, text)?;
             target_ok("expect.target", &expect.target)
+        };
+        let dialog_ok = |dialog: &Option<DialogAnswer>| {
+            let Some(d) = dialog else {
+                return Ok::<(), String>(());
+            };
+            if let Some(t) = &d.prompt_text {
+                sized("dialog.promptText", VALUE, t)?;
+            }
+            if let Some(m) = &d.message {
+                sized("dialog.message.contains", EXPECTED_TEXT, &m.contains)?;
+            }
+            Ok(())
         };
         match self {
             Command::Execute(ExecutorCommand::Start(p)) => {
@@ -299,23 +342,31 @@ impl Command {
                 PageAction::Fill { target, value } => {
                     Command::check_fill(target, value, check_target)?;
                 }
-                PageAction::Click { target, expect } => {
+                PageAction::Click {
+                    target,
+                    expect,
+                    local,
+                    dialog,
+                } => {
                     target_ok("target", target)?;
-                    expect_ok(expect)?;
+                    expect_ok(expect, *local)?;
+                    dialog_ok(dialog)?;
                 }
                 PageAction::Press {
                     key,
                     target,
                     expect,
+                    local,
+                    dialog,
                 } => {
-                    if key.is_empty() {
-                        return Err("invalid params for page.press: key must not be empty".into());
-                    }
                     sized("key", KEY, key)?;
+                    KeyChord::parse(key)
+                        .map_err(|e| format!("invalid params for page.press: {e}"))?;
                     if let Some(t) = target {
                         target_ok("target", t)?;
                     }
-                    expect_ok(expect)?;
+                    expect_ok(expect, *local)?;
+                    dialog_ok(dialog)?;
                 }
             },
             Command::Close(CloseCommand::Stop(p)) => {
@@ -362,11 +413,12 @@ impl ExecutorCommand {
     }
 
     /// The observation that shows the command took effect, read again (instead of acting
-    /// again) when its outcome is uncertain; `None` for `task.start`, which only opens a page.
+    /// again) when its outcome is uncertain; `None` for `task.start`, which only opens a page,
+    /// and for a local step sent without one.
     pub fn expectation(&self) -> Option<Expect> {
         match self {
             ExecutorCommand::Start(_) => None,
-            ExecutorCommand::Act(a) => Some(a.action.expectation()),
+            ExecutorCommand::Act(a) => a.action.expectation(),
         }
     }
 }
@@ -382,14 +434,32 @@ impl PageAction {
     }
 
     /// The observation that shows the action took effect: a fill's is implicit (the field
-    /// holds the value), a click's or a press's is the one the caller sent.
-    pub fn expectation(&self) -> Expect {
+    /// holds the value), a click's or a press's is the one the caller sent (`None` for a
+    /// local step sent without one).
+    pub fn expectation(&self) -> Option<Expect> {
         match self {
-            PageAction::Fill { target, value } => Expect {
+            PageAction::Fill { target, value } => Some(Expect {
                 target: target.clone(),
                 check: ExpectCheck::Equals(value.clone()),
-            },
+            }),
             PageAction::Click { expect, .. } | PageAction::Press { expect, .. } => expect.clone(),
+        }
+    }
+
+    /// Whether the caller said the action commits nothing: a fill always, a click or a key
+    /// press sent with `local: true`.
+    pub fn is_local(&self) -> bool {
+        match self {
+            PageAction::Fill { .. } => true,
+            PageAction::Click { local, .. } | PageAction::Press { local, .. } => *local,
+        }
+    }
+
+    /// How the caller asked a dialog this action opens to be answered.
+    pub fn dialog(&self) -> Option<&DialogAnswer> {
+        match self {
+            PageAction::Fill { .. } => None,
+            PageAction::Click { dialog, .. } | PageAction::Press { dialog, .. } => dialog.as_ref(),
         }
     }
 }
@@ -509,10 +579,10 @@ mod tests {
         };
         assert_eq!(
             act.action.expectation(),
-            Expect {
+            Some(Expect {
                 target: "#title".into(),
                 check: ExpectCheck::Equals("Q3".into()),
-            }
+            })
         );
         let Command::Execute(ExecutorCommand::Act(act)) =
             Command::parse(Method::PageClick, &params(Method::PageClick), &|_| Ok(())).unwrap()
@@ -521,10 +591,52 @@ mod tests {
         };
         assert_eq!(
             act.action.expectation(),
-            Expect {
+            Some(Expect {
                 target: "#status".into(),
                 check: ExpectCheck::Equals("Saved".into()),
-            }
+            })
         );
+    }
+
+    /// A click or a key press needs an expectation unless the caller says it is a local step;
+    /// a local step may still carry one. Chords are checked where the params are.
+    #[test]
+    fn only_a_local_step_goes_without_an_expectation() {
+        let parse = |method, p: Value| Command::parse(method, &p, &|_| Ok(()));
+        let no_expect = json!({"taskId": "t1", "target": "#title", "key": "Tab"});
+        let e = parse(Method::PagePress, no_expect.clone()).unwrap_err();
+        assert!(e.contains("missing `expect`") && e.contains("local"), "{e}");
+        let e = parse(
+            Method::PageClick,
+            json!({"taskId": "t1", "target": "#x", "expect": null}),
+        )
+        .unwrap_err();
+        assert!(e.contains("missing `expect`"), "{e}");
+        let mut local = no_expect;
+        local["local"] = json!(true);
+        local["expect"] = Value::Null;
+        let Command::Execute(ExecutorCommand::Act(act)) =
+            parse(Method::PagePress, local.clone()).unwrap()
+        else {
+            panic!("page.press is a page action");
+        };
+        assert!(act.action.is_local() && act.action.expectation().is_none());
+        for (key, ok) in [("Control+a", true), ("Shift+ArrowDown", true), ("Ctrl+a", false)] {
+            local["key"] = json!(key);
+            assert_eq!(parse(Method::PagePress, local.clone()).is_ok(), ok, "{key}");
+        }
+        let dialog = json!({"taskId": "t1", "target": "#delete", "expect": {"target": "#status", "equals": "Deleted"},
+            "dialog": {"accept": true, "message": {"contains": "Delete?"}}});
+        let Command::Execute(ExecutorCommand::Act(act)) = parse(Method::PageClick, dialog).unwrap()
+        else {
+            panic!("page.click is a page action");
+        };
+        let answer = act.action.dialog().expect("the dialog answer");
+        assert!(answer.accept && answer.matches("Delete? This cannot be undone") && !answer.matches("Leave?"));
+        assert!(parse(
+            Method::PageClick,
+            json!({"taskId": "t1", "target": "#d", "expect": null, "local": true, "dialog": [true]})
+        )
+        .is_err());
     }
 }

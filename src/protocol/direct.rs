@@ -538,7 +538,9 @@ impl<'a> Read<'a> {
                 Command::page_click(PageClickParams {
                     task_id: string(task_id)?,
                     target: string(target)?,
-                    expect: self.expect(expect)?,
+                    expect: Some(self.expect(expect)?),
+                    local: false,
+                    dialog: None,
                 })
             }
             Method::PagePress => {
@@ -548,7 +550,9 @@ impl<'a> Read<'a> {
                     task_id: string(task_id)?,
                     key: string(key)?,
                     target: opt_string(target)?,
-                    expect: self.expect(expect)?,
+                    expect: Some(self.expect(expect)?),
+                    local: false,
+                    dialog: None,
                 })
             }
             Method::PageRead => {

@@ -19,10 +19,12 @@
 //!   writes integers and strings;
 //! - `strict`: duplicate keys and nesting depth, refused where a frame becomes a JSON value;
 //! - `limits`: the longest each text field may be;
+//! - `chord`: key chords (`Control+a`) as `page.press` takes them;
 //! - `codec`: the line codec and its limits;
 //! - `time`: timestamps.
 
 mod canonical;
+mod chord;
 mod codec;
 mod command;
 mod direct;
@@ -42,6 +44,7 @@ mod time;
 #[cfg(test)]
 pub(crate) mod test_frames;
 
+pub use chord::{KeyChord, Modifiers};
 pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PER_CONNECTION};
 pub use command::{ActCommand, CloseCommand, Command, ExecutorCommand, PageAction, ReadCommand};
 pub use direct::{
@@ -60,7 +63,7 @@ pub use limits::MAX_URL_BYTES;
 pub use method::Method;
 pub use params::{optional_object, ObjectOnly};
 pub use params::{
-    Expect, ExpectCheck, FixtureOptions, NoParams, PageClickParams, PageFillParams,
+    DialogAnswer, DialogMessage, Expect, ExpectCheck, FixtureOptions, NoParams, PageClickParams, PageFillParams,
     PagePressParams, PageReadParams, Params, ReceiptStatusParams, RunStatusParams, TaskParams,
     TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS,
 };

@@ -114,6 +114,59 @@ pub struct PageFillParams {
     pub value: String,
 }
 
+/// How an action answers a JavaScript dialog (`alert`, `confirm`, `prompt`, `beforeunload`)
+/// that it opens (SPEC §14). A dialog no action asked for is dismissed: the answer that
+/// commits nothing.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DialogAnswer {
+    /// Accept (OK) or dismiss (Cancel).
+    pub accept: bool,
+    /// The text a `prompt` is answered with, when accepted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_text: Option<String>,
+    /// Answer only a dialog whose message contains this text; any other is dismissed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<DialogMessage>,
+}
+
+/// Which dialog an answer is for: its message contains `contains`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DialogMessage {
+    /// Text the dialog's message must contain.
+    pub contains: String,
+}
+
+impl DialogAnswer {
+    /// Whether a dialog with `message` is the one this answer is for.
+    pub fn matches(&self, message: &str) -> bool {
+        self.message
+            .as_ref()
+            .is_none_or(|m| message.contains(m.contains.as_str()))
+    }
+}
+
+impl<'de> Deserialize<'de> for DialogAnswer {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase", deny_unknown_fields)]
+        struct Raw {
+            accept: bool,
+            #[serde(default)]
+            prompt_text: Option<String>,
+            #[serde(default, deserialize_with = "optional_object")]
+            message: Option<DialogMessage>,
+        }
+        let ObjectOnly(raw) = ObjectOnly::<Raw>::deserialize(d)?;
+        Ok(DialogAnswer {
+            accept: raw.accept,
+            prompt_text: raw.prompt_text,
+            message: raw.message,
+        })
+    }
+}
+
 /// `page.click` params.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -122,8 +175,16 @@ pub struct PageClickParams {
     pub task_id: String,
     /// What to click.
     pub target: String,
-    /// The observation that shows the click took effect.
-    pub expect: Expect,
+    /// The observation that shows the click took effect; `null` only with `local: true`.
+    #[serde(default)]
+    pub expect: Option<Expect>,
+    /// The click commits nothing (focus, opening a menu): recorded as page-local, like a
+    /// fill. One that navigates or submits anyway ends uncertain.
+    #[serde(default)]
+    pub local: bool,
+    /// How to answer a dialog the click opens.
+    #[serde(default, deserialize_with = "optional_object")]
+    pub dialog: Option<DialogAnswer>,
 }
 
 /// `page.press` params.
@@ -132,13 +193,21 @@ pub struct PageClickParams {
 pub struct PagePressParams {
     /// The task whose page gets the key.
     pub task_id: String,
-    /// The key, e.g. `Enter`.
+    /// The key or chord, in Playwright's form: `Enter`, `Tab`, `Control+a`, `Shift+ArrowDown`.
     pub key: String,
     /// The focused target.
     #[serde(default)]
     pub target: Option<String>,
-    /// The observation that shows the key press took effect.
-    pub expect: Expect,
+    /// The observation that shows the key press took effect; `null` only with `local: true`.
+    #[serde(default)]
+    pub expect: Option<Expect>,
+    /// The key press commits nothing (Tab, an arrow key): recorded as page-local, like a
+    /// fill. One that navigates or submits anyway ends uncertain.
+    #[serde(default)]
+    pub local: bool,
+    /// How to answer a dialog the key press opens.
+    #[serde(default, deserialize_with = "optional_object")]
+    pub dialog: Option<DialogAnswer>,
 }
 
 /// `page.read` params.

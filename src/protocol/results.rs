@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use super::reply::needs_escape;
-use super::{ErrorBody, Expect, ExpectCheck, Outcome, PlainFill, Reply};
+use super::{ErrorBody, Expect, Outcome, PlainFill, Reply};
 
 /// Writes `value` with its object keys sorted, as a `serde_json::Value` would: for nested types
 /// whose own field order is not alphabetical, so a reply keeps the bytes it always had.
@@ -310,8 +310,45 @@ const FILLED_TAIL: &str = "\"}";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ObservedResult {
-    /// The expectation's target and the value read there.
-    pub observation: Observation,
+    /// The dialogs the action opened, and how each was answered.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dialogs: Vec<DialogSeen>,
+    /// Whether the caller sent the step as page-local (`local: true`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub local: bool,
+    /// The expectation's target and the value read there; `null` for a local step sent
+    /// without an expectation.
+    pub observation: Option<Observation>,
+}
+
+/// A JavaScript dialog (`alert`, `confirm`, `prompt`, `beforeunload`) a page opened, and how
+/// Polaris answered it (SPEC §14): in an action's reply and its task's history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DialogSeen {
+    /// `accepted` (the action asked for it) or `dismissed` (the answer that commits nothing).
+    pub answer: String,
+    /// The dialog's message.
+    pub message: String,
+    /// The text a `prompt` was answered with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt_text: Option<String>,
+    /// `alert`, `confirm`, `prompt` or `beforeunload`.
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+/// A request of a task still running (`task.status.inFlight`): admitted, its receipt taken,
+/// its reply not yet stored. Only the first is being executed; the rest wait their turn.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InFlightItem {
+    /// The method.
+    pub method: String,
+    /// The request: running, so never to be resent under a new ID.
+    pub request_id: String,
+    /// When it was admitted.
+    pub since: String,
 }
 
 /// `task.finish` and `task.stop`: the task's state once closed.
@@ -339,22 +376,16 @@ pub struct LastVerify {
 }
 
 /// What an empty expectation reads as when a reply leaves `expect` out.
-fn no_expect() -> Expect {
-    Expect {
-        target: String::new(),
-        check: ExpectCheck::Equals(String::new()),
-    }
-}
-
 /// A mutating action whose effect is unknown: it blocks its task until verified. Carried by
 /// `task.status`, `task.resume`, `task.verifyOutcome`, `TASK_BLOCKED` details and the
 /// operator's snapshot, so a reader knows exactly which request to verify.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingOutcome {
-    /// The original expectation; the only thing verification evaluates.
-    #[serde(default = "no_expect", serialize_with = "sorted")]
-    pub expect: Expect,
+    /// The original expectation; the only thing verification evaluates (`null` for a local
+    /// step sent without one: nothing can confirm it).
+    #[serde(default, serialize_with = "sorted")]
+    pub expect: Option<Expect>,
     /// The last verification, if any ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verify: Option<LastVerify>,
@@ -393,9 +424,14 @@ pub struct TaskStatusResult {
     /// When the task started.
     #[serde(default)]
     pub created_at: String,
-    /// The last 100 events, oldest first.
+    /// The last 100 events, oldest first; requests still running last, with result
+    /// `running`.
     #[serde(default)]
     pub history: Vec<HistoryItem>,
+    /// The task's requests still running, in the order they were admitted: the first is
+    /// executing, the others wait their turn (SPEC §14).
+    #[serde(default)]
+    pub in_flight: Vec<InFlightItem>,
     /// Further unresolved pending outcomes behind the first (a stopped task may keep several).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub more_pending_outcomes: Vec<PendingOutcome>,
@@ -448,6 +484,10 @@ pub struct VerifyResult {
     /// The pending outcome still blocking the task (after a confirmation: the next one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_outcome: Option<PendingOutcome>,
+    /// What the outcome does not prove, when there is something to say: the page was
+    /// reopened (it may not show server-side effects), or the step had no expectation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     /// After `confirmed`: the pending outcome this verification resolved, so a caller knows
     /// which request it settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
