@@ -18,7 +18,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 pub use crate::protocol::PageAction;
-use crate::protocol::{Expect, FixtureOptions};
+use crate::protocol::results::DialogSeen;
+use crate::protocol::{Expect, FixtureOptions, KeyChord};
 use crate::tasks::{Observation, TaskId};
 
 /// How an action ended.
@@ -26,10 +27,45 @@ use crate::tasks::{Observation, TaskId};
 pub enum ActionOutcome {
     /// The effect was observed before the deadline.
     Applied(Observation),
+    /// A local step sent without an expectation ran, and did nothing beyond the page (no
+    /// navigation, no submit) that the executor could see.
+    LocalDone,
     /// A definite failure with no effect.
     Failed(String),
+    /// Refused before anything was dispatched to the page, for `cause`.
+    NotSent(NotSent, String),
     /// Anything else: the effect may or may not have happened.
     Uncertain(String),
+}
+
+/// Why an action was refused before anything was dispatched (`details.cause` of its
+/// `ACTION_FAILED`, delivery `not_sent`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NotSent {
+    /// The expectation already held before the action: it could never show the action's
+    /// effect (SPEC §14).
+    ExpectationAlreadyHolds,
+}
+
+impl NotSent {
+    /// The wire spelling (`details.cause`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotSent::ExpectationAlreadyHolds => "expectation_already_holds",
+        }
+    }
+}
+
+/// The refusal of an action whose expectation held before anything was dispatched: it could
+/// only ever "confirm" a value the page already showed.
+pub fn expectation_already_holds(expect: &Expect, value: &str) -> ActionOutcome {
+    ActionOutcome::NotSent(
+        NotSent::ExpectationAlreadyHolds,
+        format!(
+            "the expectation already holds before the action ({} is {value:?}), so it could not show the action's effect; nothing was sent. Expect something only this action's effect makes true (for a counter, the next value; for a status, the text it changes to)",
+            expect.target
+        ),
+    )
 }
 
 /// How a read ended.
@@ -43,6 +79,10 @@ pub enum ReadOutcome {
     Failed(String),
     /// The page was read and nothing on it matches the target (the reason says what was read).
     Absent(String),
+    /// The task's page had died and was opened again to read it: what that read found. A
+    /// reopened page shows what the server sends back to a plain load, which may not show an
+    /// effect that happened, so its silence proves nothing (SPEC §14).
+    Reopened(Box<ReadOutcome>),
 }
 
 /// What the host needs from a page backend.
@@ -101,6 +141,15 @@ pub trait Executor: Send + Sync + 'static {
     fn fill_now(&self, task: &str, target: &str, value: &str) -> Option<Result<(), String>> {
         let _ = (task, target, value);
         None
+    }
+
+    /// The dialogs the page of `task` opened since the last call, and how each was answered
+    /// (SPEC §14: answered as the action asked, else dismissed; never left open). The host
+    /// takes them when an action or a read ends: a task runs one action at a time, so those
+    /// an action's call takes are that action's.
+    fn take_dialogs(&self, task: &str) -> Vec<DialogSeen> {
+        let _ = task;
+        Vec::new()
     }
 
     /// Reads a target without changing anything.
@@ -346,44 +395,79 @@ impl FixtureExecutor {
             let Some(page) = page else {
                 return ActionOutcome::Failed(format!("task {task} has no page"));
             };
-            let expect = match action {
+            let (expect, local, submits) = match action {
                 PageAction::Fill { target, value } => {
                     return fill_observed(Some(&page), &task, target, value);
                 }
-                PageAction::Click { target, expect } => {
-                    if target != SUBMIT {
-                        return ActionOutcome::Failed(format!(
-                            "clicking {target} does nothing on the fixture page; click #submit to submit"
-                        ));
-                    }
-                    expect
+                PageAction::Click {
+                    target,
+                    expect,
+                    local,
+                    ..
+                } => {
+                    let submits = match target.as_str() {
+                        SUBMIT => true,
+                        // Clicking a field focuses it: a step that commits nothing.
+                        field if !is_reserved(field) && local => false,
+                        _ if local => {
+                            return ActionOutcome::Failed(format!(
+                                "{target} is not a field or button of the fixture page; nothing was dispatched"
+                            ))
+                        }
+                        _ => {
+                            return ActionOutcome::Failed(format!(
+                                "clicking {target} does nothing on the fixture page; click #submit to submit, or send a click that only focuses a field with \"local\": true"
+                            ))
+                        }
+                    };
+                    (expect, local, submits)
                 }
                 PageAction::Press {
                     key,
                     target,
                     expect,
+                    local,
+                    ..
                 } => {
-                    if key != "Enter" {
-                        return ActionOutcome::Failed(format!(
-                            "key {key:?} does nothing on the fixture page; press Enter in a field to submit"
-                        ));
-                    }
+                    // The params check read the chord already.
+                    let enter = KeyChord::parse(&key)
+                        .is_ok_and(|c| c.key == "Enter" && c.modifiers.is_empty());
                     match target {
-                        Some(t) if !is_reserved(&t) => {}
-                        Some(t) => {
+                        Some(t) if is_reserved(&t) => {
                             return ActionOutcome::Failed(format!(
-                                "Enter on {t} does nothing; press it in a text field such as #title"
+                                "{key} on {t} does nothing; press it in a text field such as #title"
                             ))
                         }
-                        None => {
+                        None if enter => {
                             return ActionOutcome::Failed(
                                 "Enter needs a field target to submit the form, e.g. \"target\":\"#title\"".into(),
                             )
                         }
+                        _ if !enter && !local => {
+                            return ActionOutcome::Failed(format!(
+                                "key {key:?} does nothing on the fixture page; press Enter in a field to submit, or send a key that only moves focus with \"local\": true"
+                            ))
+                        }
+                        _ => {}
                     }
-                    expect
+                    (expect, local, enter)
                 }
             };
+            // An expectation that already holds could never show this action's effect: refused
+            // before anything is dispatched.
+            if let Some(e) = &expect {
+                let before = page.read(&e.target);
+                if e.holds(&before) {
+                    return expectation_already_holds(e, &before);
+                }
+            }
+            if !submits {
+                // A page-local step: focus moves, nothing is sent anywhere.
+                return match expect {
+                    Some(e) => observe_effect(page, e, deadline).await,
+                    None => ActionOutcome::LocalDone,
+                };
+            }
             // The draft is submitted to the fixture backend.
             let options = &page.options;
             if options.fail_submit {
@@ -406,7 +490,17 @@ impl FixtureExecutor {
                     });
                 }
             }
-            observe_effect(page, expect, deadline).await
+            if local {
+                // The caller said the step commits nothing, and it submitted the form.
+                return ActionOutcome::Uncertain(
+                    "the step was sent as local (committing nothing) but it submitted the form to the backend; whether the submit took effect is unknown".into(),
+                );
+            }
+            match expect {
+                Some(e) => observe_effect(page, e, deadline).await,
+                // The params check refuses a step with no expectation that is not local.
+                None => ActionOutcome::Uncertain("no expectation to observe".into()),
+            }
         })
     }
 
@@ -580,7 +674,9 @@ mod tests {
                 t.clone(),
                 PageAction::Click {
                     target: "#submit".into(),
-                    expect: saved(),
+                    expect: Some(saved()),
+                    local: false,
+                    dialog: None,
                 },
                 soon(500),
             )
@@ -613,7 +709,9 @@ mod tests {
         let press = PageAction::Press {
             key: "Enter".into(),
             target: Some("#title".into()),
-            expect: saved(),
+            expect: Some(saved()),
+            local: false,
+            dialog: None,
         };
         assert!(matches!(
             fx.act(t.clone(), press, soon(100)).await,
@@ -641,7 +739,9 @@ mod tests {
         .await;
         let click = PageAction::Click {
             target: "#submit".into(),
-            expect: saved(),
+            expect: Some(saved()),
+            local: false,
+            dialog: None,
         };
         assert!(matches!(
             fx.act(t.clone(), click.clone(), soon(100)).await,
@@ -773,7 +873,9 @@ mod tests {
         let tab = PageAction::Press {
             key: "Tab".into(),
             target: Some("#title".into()),
-            expect: saved(),
+            expect: Some(saved()),
+            local: false,
+            dialog: None,
         };
         assert!(matches!(
             fx.act(t.clone(), tab, soon(100)).await,
@@ -781,7 +883,9 @@ mod tests {
         ));
         let click = PageAction::Click {
             target: "#title".into(),
-            expect: saved(),
+            expect: Some(saved()),
+            local: false,
+            dialog: None,
         };
         assert!(matches!(
             fx.act(t, click, soon(100)).await,
@@ -792,5 +896,83 @@ mod tests {
         for bad in ["title", "#", "#Title", "#a b", ".x"] {
             assert!(fx.check_target(bad).is_err(), "{bad}");
         }
+    }
+
+    /// An expectation that already holds is refused before anything is dispatched (SPEC §14):
+    /// a second submit expecting "Saved" after the first showed it sends nothing.
+    #[tokio::test]
+    async fn an_expectation_that_already_holds_is_refused_before_dispatch() {
+        let fx = FixtureExecutor::new();
+        let t = page(&fx, FixtureOptions::default()).await;
+        let click = |expect: Expect| PageAction::Click {
+            target: "#submit".into(),
+            expect: Some(expect),
+            local: false,
+            dialog: None,
+        };
+        let draft = Expect {
+            target: "#status".into(),
+            check: ExpectCheck::Contains("Draft".into()),
+        };
+        assert!(matches!(
+            fx.act(t.clone(), click(draft), soon(100)).await,
+            ActionOutcome::NotSent(NotSent::ExpectationAlreadyHolds, _)
+        ));
+        assert_eq!(fx.mutations(), 0, "nothing was dispatched");
+        assert!(matches!(
+            fx.act(t.clone(), click(saved()), soon(500)).await,
+            ActionOutcome::Applied(_)
+        ));
+        assert!(matches!(
+            fx.act(t.clone(), click(saved()), soon(500)).await,
+            ActionOutcome::NotSent(NotSent::ExpectationAlreadyHolds, reason) if reason.contains("Saved #1")
+        ));
+        let next = Expect {
+            target: "#status".into(),
+            check: ExpectCheck::Equals("Saved #2".into()),
+        };
+        assert!(matches!(
+            fx.act(t, click(next), soon(500)).await,
+            ActionOutcome::Applied(_)
+        ));
+        assert_eq!(fx.mutations(), 2);
+    }
+
+    /// A local step commits nothing: Tab or a chord in a field, a click that focuses a field.
+    /// A local step that submits anyway is uncertain (the caller said it commits nothing).
+    #[tokio::test]
+    async fn local_steps_commit_nothing_or_end_uncertain() {
+        let fx = FixtureExecutor::new();
+        let t = page(&fx, FixtureOptions::default()).await;
+        let press = |key: &str| PageAction::Press {
+            key: key.into(),
+            target: Some("#title".into()),
+            expect: None,
+            local: true,
+            dialog: None,
+        };
+        for key in ["Tab", "Control+a", "Shift+ArrowDown"] {
+            assert_eq!(
+                fx.act(t.clone(), press(key), soon(100)).await,
+                ActionOutcome::LocalDone,
+                "{key}"
+            );
+        }
+        let focus = PageAction::Click {
+            target: "#title".into(),
+            expect: None,
+            local: true,
+            dialog: None,
+        };
+        assert_eq!(
+            fx.act(t.clone(), focus, soon(100)).await,
+            ActionOutcome::LocalDone
+        );
+        assert_eq!(fx.mutations(), 0);
+        assert!(matches!(
+            fx.act(t.clone(), press("Enter"), soon(100)).await,
+            ActionOutcome::Uncertain(reason) if reason.contains("local")
+        ));
+        assert_eq!(fx.mutations(), 1, "the local Enter did submit");
     }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 use crate::ids::RequestKey;
 pub use crate::ids::TaskId;
 use crate::protocol::introspection::TaskSummary;
-use crate::protocol::results::{self, HistoryItem, LastVerify, TaskStatusResult};
+use crate::protocol::results::{self, HistoryItem, InFlightItem, LastVerify, TaskStatusResult};
 pub use crate::protocol::results::{Observation, TaskCounts, TaskState, VerifyOutcome};
 use crate::protocol::{format_millis, ErrorCode, Expect, Method};
 
@@ -43,8 +43,9 @@ pub struct PendingOutcome {
     pub method: Method,
     /// The action's params as sent.
     pub params: Value,
-    /// The original expectation; the only thing verification evaluates.
-    pub expect: Expect,
+    /// The original expectation; the only thing verification evaluates (`None` for a local
+    /// step sent without one: nothing on the page can confirm it).
+    pub expect: Option<Expect>,
     /// When the outcome became uncertain (epoch ms).
     pub since: i64,
     /// The last verification, if any.
@@ -88,6 +89,19 @@ pub struct HistoryEntry {
     pub at: i64,
     /// `ok`, an error code, or a verification outcome.
     pub result: &'static str,
+}
+
+/// A request of a task admitted under a new receipt whose reply is not stored yet: the task's
+/// actions run one at a time, in the order they were admitted (SPEC §14), so only the first
+/// of these is executing and the others wait their turn.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InFlight {
+    /// The request, as the book keys it.
+    pub request_id: RequestKey,
+    /// The method.
+    pub method: Method,
+    /// When it was admitted (epoch ms).
+    pub since: i64,
 }
 
 /// Why a task refuses a mutation.
@@ -149,6 +163,11 @@ pub struct Task {
     /// Receipts in the book that name this task: once it is closed and they are all cleared,
     /// the task is reduced to a [`ClosedTask`].
     pub receipts: u32,
+    /// Its requests admitted and not yet stored, in admission order: the first is executing,
+    /// the rest wait for it ([`Task::is_turn`]).
+    pub in_flight: VecDeque<InFlight>,
+    /// Woken whenever a request leaves `in_flight`, so the next one can see its turn has come.
+    pub turn: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Task {
@@ -164,6 +183,42 @@ impl Task {
             pending: VecDeque::new(),
             history: VecDeque::new(),
             receipts: 0,
+            in_flight: VecDeque::new(),
+            turn: Default::default(),
+        }
+    }
+
+    /// Queues an admitted request behind the task's requests still in flight; `true` when
+    /// none was, so it may execute at once.
+    pub fn enter(&mut self, request_id: &RequestKey, method: Method, now: i64) -> bool {
+        self.in_flight.push_back(InFlight {
+            request_id: request_id.clone(),
+            method,
+            since: now,
+        });
+        self.in_flight.len() == 1
+    }
+
+    /// Whether the request is the first of those in flight: its turn to execute.
+    pub fn is_turn(&self, request_id: &RequestKey) -> bool {
+        self.in_flight
+            .front()
+            .is_some_and(|f| f.request_id == *request_id)
+    }
+
+    /// The request's reply is stored (or it will never run): it leaves the queue, and the
+    /// requests waiting behind it are told.
+    pub fn leave(&mut self, request_id: &RequestKey) {
+        let Some(i) = self
+            .in_flight
+            .iter()
+            .position(|f| f.request_id == *request_id)
+        else {
+            return;
+        };
+        self.in_flight.remove(i);
+        if i == 0 && !self.in_flight.is_empty() {
+            self.turn.notify_waiters();
         }
     }
 
@@ -295,6 +350,21 @@ impl Task {
                     method: h.method.as_str().to_owned(),
                     request_id: h.request_id.to_string(),
                     result: h.result.to_owned(),
+                })
+                .chain(self.in_flight.iter().map(|f| HistoryItem {
+                    at: format_millis(f.since),
+                    method: f.method.as_str().to_owned(),
+                    request_id: f.request_id.to_string(),
+                    result: "running".to_owned(),
+                }))
+                .collect(),
+            in_flight: self
+                .in_flight
+                .iter()
+                .map(|f| InFlightItem {
+                    method: f.method.as_str().to_owned(),
+                    request_id: f.request_id.to_string(),
+                    since: format_millis(f.since),
                 })
                 .collect(),
             more_pending_outcomes: self
@@ -530,10 +600,10 @@ mod tests {
             request_id: id.into(),
             method: Method::PagePress,
             params: json!({}),
-            expect: Expect {
+            expect: Some(Expect {
                 target: "#status".into(),
                 check: ExpectCheck::Contains("Saved".into()),
-            },
+            }),
             since: 10,
             last_verify: None,
         }

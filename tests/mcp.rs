@@ -192,10 +192,18 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
         .iter()
         .map(|v| v.as_str().unwrap())
         .collect();
-    for field in ["task_id", "key", "expect"] {
+    for field in ["task_id", "key"] {
         assert!(
             required.contains(&field),
             "page_press requires {field}: {press}"
+        );
+    }
+    // `expect` may be left out only for a local step (the host refuses it otherwise, naming
+    // `local`); the schema offers both, and the dialog answer.
+    for field in ["expect", "local", "dialog"] {
+        assert!(
+            press["properties"].get(field).is_some(),
+            "page_press takes {field}: {press}"
         );
     }
     let start = serde_json::to_value(tools[0].input_schema.as_ref())
@@ -265,15 +273,28 @@ async fn a_full_task_then_a_requery_replays_and_a_resend_executes_again() {
     assert_eq!(again["result"], pressed["result"]);
     assert_eq!(read(&client, &task, "#submissions").await, "1");
 
-    // The same tools/call twice without request_id: two requests, two executions.
-    let first = ok(&call(&client, "page_press", press_args(&task)).await);
-    let second = ok(&call(&client, "page_press", press_args(&task)).await);
+    // The same tools/call twice without request_id: two requests, two receipts, each sent on
+    // its own merits. The second is refused before anything is sent only because its
+    // expectation (the second save) already holds by then: it could show nothing.
+    let mut next = press_args(&task);
+    next["expect"] = json!({"target": "#submissions", "equals": "2"});
+    let first = ok(&call(&client, "page_press", next.clone()).await);
+    let second = err(&call(&client, "page_press", next).await);
     assert_ne!(first["request_id"], second["request_id"]);
     assert_eq!(
         (first["receipt"].as_str(), second["receipt"].as_str()),
         (Some("new"), Some("new"))
     );
-    assert_eq!(second["result"]["observation"]["value"], "Saved #3");
+    assert_eq!(first["result"]["observation"]["value"], "2");
+    assert_eq!(second["code"], "ACTION_FAILED");
+    assert_eq!(second["delivery"], "not_sent");
+    assert_eq!(second["details"]["cause"], "expectation_already_holds");
+    assert_eq!(read(&client, &task, "#submissions").await, "2");
+    // With an expectation only it can make true, a resend executes again.
+    let mut third = press_args(&task);
+    third["expect"] = json!({"target": "#submissions", "equals": "3"});
+    let third = ok(&call(&client, "page_press", third).await);
+    assert_eq!(third["result"]["observation"]["value"], "3");
     assert_eq!(read(&client, &task, "#submissions").await, "3");
 
     let finished = ok(&call(&client, "task_finish", json!({"task_id": task})).await);

@@ -192,7 +192,8 @@ async fn every_result_and_event_reads_as_its_type_and_writes_the_same_bytes() {
         .await;
     assert_eq!(none.outcome, VerifyOutcome::None);
 
-    // A task whose submits never land: two presses admitted together both end uncertain.
+    // A task whose submits never land: of two presses admitted together, the first ends
+    // uncertain and the second, which waited its turn behind it, is refused unsent.
     let dropped: TaskStartResult = checked
         .call(
             &mut b,
@@ -224,11 +225,21 @@ async fn every_result_and_event_reads_as_its_type_and_writes_the_same_bytes() {
         )
         .await;
     assert_eq!(live.state, ReceiptState::Running);
+    let in_flight: TaskStatusResult = checked
+        .call(
+            &mut b,
+            "task.status (two in flight)",
+            "task.status",
+            json!({"taskId": d}),
+        )
+        .await;
+    assert_eq!(in_flight.in_flight.len(), 2);
     let mut copy = host.conn().await;
     copy.call_id(&p1, "page.press", press(&d)).await;
     let blocked = b.wait(&p1).await;
     assert_eq!(blocked["error"]["code"], "OUTCOME_UNCERTAIN", "{blocked}");
-    b.wait(&p2).await;
+    let queued = b.wait(&p2).await;
+    assert_eq!(queued["error"]["code"], "TASK_BLOCKED", "{queued}");
     // Replayed, refused as reused content, refused as blocked.
     copy.call_id(&p1, "page.press", press(&d)).await;
     copy.call_id(
@@ -252,13 +263,13 @@ async fn every_result_and_event_reads_as_its_type_and_writes_the_same_bytes() {
     let status: TaskStatusResult = checked
         .call(
             &mut b,
-            "task.status (blocked, two pending)",
+            "task.status (blocked)",
             "task.status",
             json!({"taskId": d}),
         )
         .await;
     assert_eq!(status.state, TaskState::Blocked);
-    assert_eq!(status.more_pending_outcomes.len(), 1);
+    assert_eq!(status.more_pending_outcomes.len(), 0);
     let completed: ReceiptStatusResult = checked
         .call(
             &mut b,
@@ -540,7 +551,7 @@ async fn every_result_and_event_reads_as_its_type_and_writes_the_same_bytes() {
         "page.read",
         "task.finish",
         "task.stop",
-        "task.status (blocked, two pending)",
+        "task.status (blocked)",
         "task.resume (blocked)",
         "task.verifyOutcome (confirmed, introspection)",
         "run.status",

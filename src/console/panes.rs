@@ -95,8 +95,12 @@ fn action_of(p: &BlockedOutcome) -> String {
     )
 }
 
-/// `#status~Saved` for a `contains` expectation, `#status=Saved` for `equals`.
-fn expectation(expect: &Expect) -> String {
+/// `#status~Saved` for a `contains` expectation, `#status=Saved` for `equals`, `(local)` for a
+/// local step sent without one.
+fn expectation(expect: &Option<Expect>) -> String {
+    let Some(expect) = expect else {
+        return "(local)".to_owned();
+    };
     let target = &expect.target;
     match &expect.check {
         ExpectCheck::Equals(v) => format!("{target}={v}"),

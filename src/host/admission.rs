@@ -43,6 +43,9 @@ pub(super) enum Admitted<'a> {
     /// A new receipt closing a task, to claim in the fleet ledger before the task is closed
     /// (without a ledger, admission closes the task itself).
     CloseClaimed(Execution<'a, CloseCommand>),
+    /// A new receipt for `task.finish` admitted while other requests of its task are in
+    /// flight: it closes the task once they ended, if the task still accepts it then.
+    CloseQueued(Execution<'a, CloseCommand>),
 }
 
 /// When admission appends a new receipt's begin to the journal.
@@ -114,6 +117,9 @@ impl Host {
                     };
                     let method = execution.command.method();
                     let outcome = Outcome::err(&not_recorded(id, method, &e));
+                    if let Some(task) = execution.task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
+                        task.leave(&execution.key);
+                    }
                     // Copies of the request later in the batch joined it: they get this too.
                     st.book.complete(&execution.key, outcome.clone(), now);
                     publish_completed(st, id, method, &outcome, now);
@@ -359,8 +365,16 @@ impl Host {
             }
         }
         st.counters.executions += 1;
+        // A task's requests execute one at a time, in the order they were admitted (SPEC §14):
+        // one admitted behind others still in flight waits for them. `task.stop` waits for
+        // nothing (it executes nothing, and is the way out of a task).
+        let stopping = matches!(&mutation, Err(CloseCommand::Stop(_)));
+        let mut turn_now = true;
         if let Some(task) = task {
             task.receipts += 1;
+            if !stopping && (mutation.is_ok() || !task.in_flight.is_empty()) {
+                turn_now = task.enter(&key, method, now);
+            }
         }
         st.events
             .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
@@ -378,10 +392,12 @@ impl Host {
             admitted_at: now,
             begun,
             claim,
+            turn_now,
         };
         match mutation {
             Ok(work) => Ok(Admitted::Execute(execution.with(work))),
             Err(close) if claim => Ok(Admitted::CloseClaimed(execution.with(close))),
+            Err(close) if !turn_now => Ok(Admitted::CloseQueued(execution.with(close))),
             Err(close) => Err(self.close_task(st, execution.with(close))),
         }
     }
@@ -391,10 +407,20 @@ impl Host {
     /// check and the change.
     fn close_task(&self, st: &mut State, execution: Execution<'_, CloseCommand>) -> Handled {
         let (outcome, waiters, task_record) = self.close_admitted(st, &execution);
-        debug_assert!(
-            waiters.is_none(),
-            "created and closed in one critical section"
-        );
+        self.store_closing(st, execution, outcome, waiters, task_record)
+    }
+
+    /// The rest of [`Host::close_task`] once the task's closing (or its refusal) is stored in
+    /// the receipt: one journal record for the receipt's begin and completion, with the task's
+    /// record; the reply, and the copies that joined a queued closing, wait for it.
+    fn store_closing(
+        &self,
+        st: &mut State,
+        execution: Execution<'_, CloseCommand>,
+        outcome: Arc<Outcome>,
+        waiters: Option<ReplyWaiters>,
+        task_record: Option<TaskRecordData>,
+    ) -> Handled {
         let Execution {
             request_id,
             key,
@@ -406,7 +432,10 @@ impl Host {
         let method = command.method();
         let tid = task_id.expect("task closings name an admitted task");
         let line = outcome.reply_line(Some(&request_id), self.run_id(), ReceiptKind::New);
-        let (Some(journal), Some(task_record)) = (self.journal(), task_record) else {
+        let Some(journal) = self.journal() else {
+            if let Some(waiters) = waiters {
+                waiters.send_replace(Some(outcome));
+            }
             return Handled::Ready(line);
         };
         // Created and completed in this one critical section: one record for both, in the same
@@ -428,10 +457,22 @@ impl Host {
                 at: now,
             },
         );
-        let appended = journal.append_batch([&stored, &task_record.record(run_id)]);
+        let appended = match &task_record {
+            Some(task_record) => journal.append_batch([&stored, &task_record.record(run_id)]),
+            None => journal.append_batch([&stored]),
+        };
         match appended {
             Ok(ticket) => {
                 st.book.set_seq(usize::MAX, &key, ticket.seq());
+                if let Some(waiters) = waiters {
+                    // Copies that joined a queued closing: answered once it is durable too.
+                    let wake = ticket.clone();
+                    tokio::spawn(async move {
+                        if wake.await.is_ok() {
+                            waiters.send_replace(Some(outcome));
+                        }
+                    });
+                }
                 self.reply_once_durable(&request_id, ticket, line)
             }
             Err(e) => {
@@ -474,6 +515,7 @@ impl Host {
             CloseCommand::Finish(_) => task.finish(now),
         }
         task.record(key, method, now, "ok");
+        task.leave(key);
         self.inner
             .executor
             .close(tid.clone(), task.pending_outcome().is_some());
@@ -515,6 +557,9 @@ impl Host {
             };
             let outcome = Outcome::err(&error);
             let now = now_millis();
+            if let Some(t) = st.tasks.get_mut(tid) {
+                t.leave(&execution.key);
+            }
             let waiters = st
                 .book
                 .finish_at(execution.slot, &execution.key, outcome.clone(), now)
@@ -531,6 +576,76 @@ impl Host {
             return Stored::new(outcome, waiters, idle);
         }
         let (outcome, waiters, _) = self.close_admitted(&mut st, execution);
+        let idle = st.book.running() == 0;
+        Stored::new(outcome, waiters, idle)
+    }
+
+    /// A `task.finish` admitted behind requests of its task still in flight: on its own task
+    /// (detached from the connection), it waits for them, then closes the task if it still
+    /// accepts it, else stores the refusal in its receipt (SPEC §14).
+    pub(super) fn spawn_close_queued(&self, execution: Execution<'static, CloseCommand>) -> Handled {
+        let host = self.clone();
+        let id = execution.request_id.to_string();
+        let done = tokio::spawn(async move {
+            let refused = host.await_turn(&execution).await;
+            let answer = {
+                let mut guard = host.lock();
+                let st = &mut *guard;
+                match refused {
+                    None => host.close_task(st, execution),
+                    Some(outcome) => {
+                        let waiters = host.refuse_closing(st, &execution, &outcome);
+                        host.store_closing(st, execution, outcome, waiters, None)
+                    }
+                }
+            };
+            match answer {
+                Handled::Ready(line) => line,
+                Handled::Later(reply) => reply.await,
+                Handled::Replay(replay) => replay.line(host.run_id()),
+                Handled::Joined(_) => Vec::new(),
+            }
+        });
+        let host = self.clone();
+        Handled::Later(Box::pin(async move {
+            match done.await {
+                Ok(line) => line,
+                Err(_) => host.vanished(&id),
+            }
+        }))
+    }
+
+    /// Stores the refusal of a closing whose task no longer accepted it when its turn came:
+    /// the copies that joined it are handed back to wake.
+    fn refuse_closing(
+        &self,
+        st: &mut State,
+        execution: &Execution<'_, CloseCommand>,
+        outcome: &Arc<Outcome>,
+    ) -> Option<ReplyWaiters> {
+        let now = now_millis();
+        let method = execution.command.method();
+        if let Some(t) = execution.task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
+            t.record(&execution.key, method, now, outcome.code.map_or("ok", ErrorCode::as_str));
+            t.leave(&execution.key);
+        }
+        let waiters = st
+            .book
+            .finish_at(execution.slot, &execution.key, outcome.clone(), now)
+            .ok()
+            .flatten();
+        publish_completed(st, &execution.request_id, method, outcome, now);
+        waiters
+    }
+
+    /// [`Host::refuse_closing`] for a closing claimed in the fleet ledger, under the lock.
+    pub(super) fn store_refused_close(
+        &self,
+        execution: &Execution<'_, CloseCommand>,
+        outcome: Arc<Outcome>,
+    ) -> Stored {
+        let mut st = self.lock();
+        let waiters = self.refuse_closing(&mut st, execution, &outcome);
         let idle = st.book.running() == 0;
         Stored::new(outcome, waiters, idle)
     }
@@ -664,6 +779,29 @@ pub(super) fn cleared_error(id: &str, at: i64, reason: &str, same: bool) -> Erro
         "reason": reason,
         "sameContent": same,
     }))
+}
+
+/// The refusal stored for a request that was admitted while an earlier request of its task
+/// was in flight and found, when its turn came, that the task no longer accepts it: the
+/// earlier one ended uncertain (`TASK_BLOCKED`) or the task was closed (`TASK_CLOSED`).
+/// Nothing was sent; unlike a refusal at admission, this one is stored, so the same ID
+/// replays it.
+pub(super) fn queued_refusal(task: &Task, method: Method, code: ErrorCode, id: &str) -> ErrorBody {
+    let tid = &*task.id;
+    let base = admission_error(task, method, code);
+    let why = match (code, task.pending_outcome()) {
+        (ErrorCode::TaskBlocked, Some(p)) => format!(
+            "{method} (request {id}) was admitted while an earlier action of task {tid} was running and waited its turn; that action, {} (request {}), ended uncertain, so {method} was not sent. Its receipt keeps this answer: call task.verifyOutcome for task {tid}, then send {method} again under a fresh id if it is still wanted",
+            p.method, p.request_id
+        ),
+        _ => format!(
+            "{method} (request {id}) waited its turn behind an earlier action of task {tid}, and the task was {} by then, so {method} was not sent. Its receipt keeps this answer; task.status shows what the task did",
+            task.state().as_str()
+        ),
+    };
+    let mut details = base.details.clone().unwrap_or_else(|| json!({}));
+    details["queued"] = json!(true);
+    ErrorBody::new(code, why).with_details(details)
 }
 
 /// The refusal of a task that does not accept `method` in its state (blocked, finished, …).

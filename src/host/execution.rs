@@ -29,10 +29,12 @@ use crate::events::ReceiptFacts;
 use crate::executor::ActionOutcome;
 use crate::journal::{self, TaskEvent, Ticket};
 use crate::protocol::introspection::PendingCreatedEvent;
-use crate::protocol::results::{FieldResult, ObservedResult, TaskStartResult, TaskState};
+use crate::protocol::results::{
+    DialogSeen, FieldResult, ObservedResult, TaskStartResult, TaskState,
+};
 use crate::protocol::{
-    now_millis, ActCommand, CloseCommand, ErrorBody, ErrorCode, ExecutorCommand, Expect, Method,
-    Outcome, PageAction, ReceiptKind,
+    now_millis, ActCommand, CloseCommand, Delivery, ErrorBody, ErrorCode, ExecutorCommand, Expect,
+    Method, Outcome, PageAction, ReceiptKind,
 };
 use crate::tasks::{PendingOutcome, Task, TaskId};
 
@@ -66,6 +68,9 @@ pub(super) struct Execution<'a, C = Work<'a>> {
     pub(super) begun: Option<Ticket>,
     /// The receipt must be claimed in the fleet ledger before the executor acts (`--ledger`).
     pub(super) claim: bool,
+    /// No other request of its task was in flight when it was admitted (or the ones that
+    /// were have been stored since): it may execute without waiting its turn (SPEC §14).
+    pub(super) turn_now: bool,
 }
 
 impl<C> Execution<'_, C> {
@@ -80,6 +85,7 @@ impl<C> Execution<'_, C> {
             admitted_at: self.admitted_at,
             begun: self.begun,
             claim: self.claim,
+            turn_now: self.turn_now,
         }
     }
 }
@@ -151,6 +157,17 @@ impl Work<'_> {
         }
     }
 
+    /// Whether the caller sent a click or a key press as a local step (`local: true`).
+    fn is_local_step(&self) -> bool {
+        match self {
+            Work::Owned(ExecutorCommand::Act(ActCommand {
+                action: a @ (PageAction::Click { .. } | PageAction::Press { .. }),
+                ..
+            })) => a.is_local(),
+            _ => false,
+        }
+    }
+
     /// The same work owning its strings.
     pub(super) fn owned(self) -> Work<'static> {
         Work::Owned(self.into_owned())
@@ -205,7 +222,26 @@ impl<'a> Execution<'a, ()> {
             admitted_at: self.admitted_at,
             begun: self.begun,
             claim: self.claim,
+            turn_now: self.turn_now,
         }
+    }
+}
+
+/// What the host reads of any command an execution carries: the method it came from.
+pub(super) trait Commanded {
+    /// The method the command came from.
+    fn method(&self) -> Method;
+}
+
+impl Commanded for Work<'_> {
+    fn method(&self) -> Method {
+        Work::method(self)
+    }
+}
+
+impl Commanded for CloseCommand {
+    fn method(&self) -> Method {
+        CloseCommand::method(self)
     }
 }
 
@@ -249,6 +285,11 @@ impl Mutation for CloseCommand {
         host: &Host,
         execution: &Execution<'static, CloseCommand>,
     ) -> (Stored, Option<TaskId>) {
+        // A `task.finish` admitted behind running actions closes the task only once they
+        // ended; `close_claimed` checks the task again then.
+        if let Some(refused) = host.await_turn(execution).await {
+            return (host.store_refused_close(execution, refused), None);
+        }
         let closed = host.close_claimed(execution);
         if let CloseCommand::Stop(_) = execution.command {
             host.settle_stopped_task(execution.task_id.as_deref());
@@ -373,6 +414,18 @@ impl Completion {
             fill_took_effect: false,
         }
     }
+
+    /// The completion of an execution refused when its turn came: its task no longer accepts
+    /// it (an earlier action of the task ended uncertain, or the task was closed meanwhile).
+    /// Nothing was dispatched.
+    pub(super) fn refused(outcome: Arc<Outcome>) -> Completion {
+        Completion {
+            outcome,
+            effect: TaskEffect::None,
+            at: now_millis(),
+            fill_took_effect: false,
+        }
+    }
 }
 
 /// What an execution changed besides its reply. The rare effects are boxed: a completion is
@@ -380,7 +433,9 @@ impl Completion {
 enum TaskEffect {
     None,
     TaskStarted(Box<Task>),
-    Uncertain(Box<Expect>),
+    /// The outcome is uncertain: the task blocks on it, verified by this expectation (`None`
+    /// for a local step sent without one, which nothing on the page can confirm).
+    Uncertain(Box<Option<Expect>>),
 }
 
 /// How starting an execution went.
@@ -404,6 +459,9 @@ pub(super) enum Deferred {
     AfterBegin(Ticket),
     /// Started, and not answered at once: it finishes on its own task.
     Started(Started),
+    /// Admitted behind other requests of its task still in flight: it waits its turn on its
+    /// own task, then executes if the task still accepts it (SPEC §14).
+    AwaitTurn,
 }
 
 /// An execution the executor has started.
@@ -467,12 +525,19 @@ impl Started {
 struct Unfinished<'a> {
     host: &'a Host,
     key: Option<&'a RequestKey>,
+    /// The task whose queue the execution is in, when it acts on one.
+    task: Option<&'a str>,
 }
 
 impl Drop for Unfinished<'_> {
     fn drop(&mut self) {
         if let Some(key) = self.key {
-            self.host.lock().book.abandon_waiters(key);
+            let mut st = self.host.lock();
+            st.book.abandon_waiters(key);
+            // It will never be stored: the requests behind it must not wait for it.
+            if let Some(task) = self.task.and_then(|t| st.tasks.get_mut(t)) {
+                task.leave(key);
+            }
         }
     }
 }
@@ -500,6 +565,10 @@ impl Host {
         if let Some(begun) = execution.begun.take() {
             // With a journal the executor may act only once the receipt is durable.
             return Err(Deferred::AfterBegin(begun));
+        }
+        if !execution.turn_now {
+            // Another request of the task is still in flight: this one waits for it.
+            return Err(Deferred::AwaitTurn);
         }
         if let Some(filled) = self.fill_at_once(execution, None) {
             return Ok(filled);
@@ -533,7 +602,7 @@ impl Host {
         execution: &Execution<'_>,
         written: Option<Arc<Outcome>>,
     ) -> Option<Completion> {
-        if execution.claim || execution.begun.is_some() {
+        if execution.claim || execution.begun.is_some() || !execution.turn_now {
             return None;
         }
         let (outcome, effect) = match std::panic::catch_unwind(AssertUnwindSafe(|| {
@@ -559,7 +628,8 @@ impl Host {
     pub(super) fn defer(&self, execution: Execution<'_>, deferred: Deferred) -> Handled {
         match deferred {
             Deferred::Claim => self.spawn_claimed(execution.into_owned()),
-            Deferred::AfterBegin(begun) => self.spawn_after(execution.into_owned(), begun),
+            Deferred::AfterBegin(begun) => self.spawn_after(execution.into_owned(), Some(begun)),
+            Deferred::AwaitTurn => self.spawn_after(execution.into_owned(), None),
             Deferred::Started(started) => self.spawn(execution.into_owned(), started),
         }
     }
@@ -577,6 +647,7 @@ impl Host {
             let mut unfinished = Unfinished {
                 host: &host,
                 key: Some(&execution.key),
+                task: execution.task_id.as_deref(),
             };
             let (outcome, effect) = match AssertUnwindSafe(started.finish()).catch_unwind().await {
                 Ok(finished) => host.interpret(&execution, finished),
@@ -609,6 +680,9 @@ impl Host {
     /// Starts an execution on the executor and waits for its answer (a panic on the way is
     /// an `INTERNAL` outcome): the completion to store, and the task a `task.start` opened.
     async fn execute(&self, execution: &Execution<'_>) -> (Completion, Option<TaskId>) {
+        if let Some(refused) = self.await_turn(execution).await {
+            return (Completion::refused(refused), None);
+        }
         let started = std::panic::catch_unwind(AssertUnwindSafe(|| {
             self.fill_now(execution, None)
                 .ok_or_else(|| self.start(execution))
@@ -636,19 +710,25 @@ impl Host {
         (completion, opened)
     }
 
-    /// Runs an execution once its begin is durable, on its own task (detached, like
-    /// [`Host::spawn`]). A begin the journal could not keep is answered `INTERNAL` with
-    /// delivery `not_executed`: the executor was never asked to act.
-    fn spawn_after(&self, execution: Execution<'static>, begun: Ticket) -> Handled {
+    /// Runs an execution once its begin is durable (when `begun` names it) and its turn has
+    /// come, on its own task (detached, like [`Host::spawn`]). A begin the journal could not
+    /// keep is answered `INTERNAL` with delivery `not_executed`: the executor was never asked
+    /// to act.
+    fn spawn_after(&self, execution: Execution<'static>, begun: Option<Ticket>) -> Handled {
         let id = execution.request_id.to_string();
         let host = self.clone();
         let done = tokio::spawn(async move {
             let mut unfinished = Unfinished {
                 host: &host,
                 key: Some(&execution.key),
+                task: execution.task_id.as_deref(),
             };
             let mut begin_failed = false;
-            let completion = match begun.await {
+            let begun = match begun {
+                Some(ticket) => ticket.await,
+                None => Ok(()),
+            };
+            let completion = match begun {
                 Err(e) => {
                     host.journal_failed(&e);
                     begin_failed = true;
@@ -688,9 +768,11 @@ impl Host {
             let mut unfinished = Unfinished {
                 host: &host,
                 key: Some(&execution.key),
+                task: execution.task_id.as_deref(),
             };
             if let Err(line) = host.claim_in_ledger(&execution).await {
                 unfinished.key = None;
+                host.leave_queue(&execution);
                 return line;
             }
             let (stored, opened) = C::settle_claimed(&host, &execution).await;
@@ -707,6 +789,62 @@ impl Host {
                 Err(_) => host.vanished(&id),
             }
         }))
+    }
+
+    /// Waits until the execution is the first of its task's requests in flight (SPEC §14), then
+    /// checks the task again: `Some` is the refusal to store instead of executing, when the
+    /// task no longer accepts it (an earlier action ended uncertain, or the task was closed
+    /// while it waited). An execution admitted first in line, or with no task, does not wait;
+    /// one that waited for a journal's begin or a ledger's claim is checked again all the
+    /// same, since the task may have been stopped meanwhile.
+    pub(super) async fn await_turn<C: Commanded>(
+        &self,
+        execution: &Execution<'_, C>,
+    ) -> Option<Arc<Outcome>> {
+        let tid = execution.task_id.as_deref()?;
+        let method = execution.command.method();
+        let mut waited = false;
+        loop {
+            let turn = {
+                let st = self.lock();
+                let task = st.tasks.get(tid)?;
+                if task.is_turn(&execution.key) {
+                    if !waited
+                        && !execution.claim
+                        && execution.begun.is_none()
+                        && execution.turn_now
+                    {
+                        return None;
+                    }
+                    return match task.admit(method) {
+                        Ok(()) => None,
+                        Err(refusal) => Some(Outcome::err(&super::admission::queued_refusal(
+                            task,
+                            method,
+                            refusal.code(),
+                            &execution.request_id,
+                        ))),
+                    };
+                }
+                // Registered before the lock is let go, so the request ahead cannot leave
+                // unseen.
+                let mut notified = Box::pin(task.turn.clone().notified_owned());
+                notified.as_mut().enable();
+                notified
+            };
+            turn.await;
+            waited = true;
+        }
+    }
+
+    /// Takes an execution that will never be stored out of its task's queue (its receipt was
+    /// settled elsewhere, by the fleet ledger), so the requests behind it do not wait for it.
+    pub(super) fn leave_queue<C>(&self, execution: &Execution<'_, C>) {
+        if let Some(tid) = execution.task_id.as_deref() {
+            if let Some(task) = self.lock().tasks.get_mut(tid) {
+                task.leave(&execution.key);
+            }
+        }
     }
 
     /// The reply when an execution task vanished without storing a reply (the runtime is
@@ -733,7 +871,13 @@ impl Host {
         Some(Finished::Filled(match filled {
             // The reply says what was asked for, which is what the field now holds.
             Ok(()) => written.unwrap_or_else(|| FieldResult::filled(target, value)),
-            Err(reason) => action_failed(Method::PageFill, task, &execution.request_id, &reason),
+            Err(reason) => action_failed(
+                Method::PageFill,
+                task,
+                &execution.request_id,
+                &reason,
+                Vec::new(),
+            ),
         }))
     }
 
@@ -809,7 +953,7 @@ impl Host {
                 )),
                 TaskEffect::None,
             ),
-            Finished::Act(_, ActionOutcome::Applied(obs)) => {
+            Finished::Act(task, ActionOutcome::Applied(obs)) => {
                 let outcome = match cmd.fill() {
                     // The reply says what was asked for; the observation's strings are that
                     // (the fixture's always are), so they are moved, not copied, when equal.
@@ -826,36 +970,102 @@ impl Host {
                             }
                         })
                     }
-                    None => Outcome::ok(&ObservedResult { observation: obs }),
+                    None => Outcome::ok(&ObservedResult {
+                        dialogs: self.take_dialogs(execution, &task),
+                        local: cmd.is_local_step(),
+                        observation: Some(obs),
+                    }),
                 };
                 (outcome, TaskEffect::None)
             }
+            Finished::Act(task, ActionOutcome::LocalDone) => (
+                Outcome::ok(&ObservedResult {
+                    dialogs: self.take_dialogs(execution, &task),
+                    local: true,
+                    observation: None,
+                }),
+                TaskEffect::None,
+            ),
             Finished::Filled(outcome) => (outcome, TaskEffect::None),
             Finished::Act(task, ActionOutcome::Failed(reason)) => {
-                (action_failed(method, &task, id, &reason), TaskEffect::None)
+                let dialogs = self.take_dialogs(execution, &task);
+                (
+                    action_failed(method, &task, id, &reason, dialogs),
+                    TaskEffect::None,
+                )
+            }
+            Finished::Act(task, ActionOutcome::NotSent(cause, reason)) => {
+                let dialogs = self.take_dialogs(execution, &task);
+                let mut details = json!({
+                    "taskId": &*task,
+                    "requestId": id,
+                    "cause": cause.as_str(),
+                    "reason": reason,
+                });
+                if !dialogs.is_empty() {
+                    details["dialogs"] = json!(dialogs);
+                }
+                (
+                    Outcome::err(
+                        &ErrorBody::new(
+                            ErrorCode::ActionFailed,
+                            format!("{method} was not sent: {reason}. Task {task} is still running"),
+                        )
+                        .with_delivery(Delivery::NotSent)
+                        .with_details(details),
+                    ),
+                    TaskEffect::None,
+                )
             }
             Finished::Act(task, ActionOutcome::Uncertain(reason)) => {
-                // A page action always has one; only `task.start` has none, and opening a page
-                // is never uncertain.
+                // A page action has one unless it is a local step sent without one; only
+                // `task.start` has none, and opening a page is never uncertain.
                 let expect = cmd.expectation();
+                let dialogs = self.take_dialogs(execution, &task);
+                let mut details = json!({
+                    "taskId": &*task,
+                    "requestId": id,
+                    "expect": expect,
+                    "reason": reason,
+                    "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
+                });
+                if !dialogs.is_empty() {
+                    details["dialogs"] = json!(dialogs);
+                }
                 (
                     Outcome::err(
                         &ErrorBody::new(
                             ErrorCode::OutcomeUncertain,
                             format!("the outcome of {method} (request {id}) is uncertain: {reason}. Do not resend it: call task.verifyOutcome for task {task} before sending anything else"),
                         )
-                        .with_details(json!({
-                            "taskId": &*task,
-                            "requestId": id,
-                            "expect": expect,
-                            "reason": reason,
-                            "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
-                        })),
+                        .with_details(details),
                     ),
-                    expect.map_or(TaskEffect::None, |e| TaskEffect::Uncertain(Box::new(e))),
+                    TaskEffect::Uncertain(Box::new(expect)),
                 )
             }
         }
+    }
+
+    /// The dialogs the task's page opened during the action ([`crate::executor::Executor::take_dialogs`]),
+    /// recorded in the task's history as they were answered. Never called under the host's
+    /// lock (it takes it when there is something to record, which is rare).
+    fn take_dialogs(&self, execution: &Execution<'_>, task: &str) -> Vec<DialogSeen> {
+        let dialogs = self.inner.executor.take_dialogs(task);
+        if !dialogs.is_empty() {
+            let now = now_millis();
+            let method = execution.command.method();
+            if let Some(t) = self.lock().tasks.get_mut(task) {
+                for d in &dialogs {
+                    let answered = if d.answer == "accepted" {
+                        "dialog_accepted"
+                    } else {
+                        "dialog_dismissed"
+                    };
+                    t.record(&execution.key, method, now, answered);
+                }
+            }
+        }
+        dialogs
     }
 
     /// Stores an execution's outcome and applies its effect on the task, atomically, then wakes
@@ -938,6 +1148,7 @@ impl Host {
                     };
                     task.add_pending(pending);
                     task.record(key, method, now, result);
+                    task.leave(key);
                     if self.journal().is_some() {
                         task_record = Some(TaskRecordData::of(task, TaskEvent::Updated, now));
                     }
@@ -950,6 +1161,7 @@ impl Host {
             TaskEffect::None => {
                 if let Some(task) = task_id.and_then(|t| st.tasks.get_mut(t)) {
                     task.record(key, method, now, result);
+                    task.leave(key);
                 }
             }
         }
@@ -973,14 +1185,25 @@ impl Host {
     }
 }
 
-/// `ACTION_FAILED`: the executor says `method` on `task` failed with no effect.
-fn action_failed(method: Method, task: &str, id: &str, reason: &str) -> Arc<Outcome> {
+/// `ACTION_FAILED`: the executor says `method` on `task` failed with no effect (with the
+/// dialogs the page opened meanwhile, if any).
+fn action_failed(
+    method: Method,
+    task: &str,
+    id: &str,
+    reason: &str,
+    dialogs: Vec<DialogSeen>,
+) -> Arc<Outcome> {
+    let mut details = json!({"taskId": task, "requestId": id, "reason": reason});
+    if !dialogs.is_empty() {
+        details["dialogs"] = json!(dialogs);
+    }
     Outcome::err(
         &ErrorBody::new(
             ErrorCode::ActionFailed,
             format!("{method} failed with no effect: {reason}. Task {task} is still running; read the page (page.read) before deciding what to send next"),
         )
-        .with_details(json!({"taskId": task, "requestId": id, "reason": reason})),
+        .with_details(details),
     )
 }
 
@@ -1026,9 +1249,10 @@ fn panicked(
         .unwrap_or_else(|| "a panic".into());
     tracing::error!(request_id = %id, method = %method, "execution panicked: {what}");
     let error = internal_error(id, method, execution.task_id.as_deref(), &what);
-    let effect = match execution.command.expectation() {
-        Some(e) => TaskEffect::Uncertain(Box::new(e)),
-        None => TaskEffect::None,
+    // Every page action may have had an effect; only `task.start` (no task yet) has none.
+    let effect = match &execution.command {
+        Work::Owned(ExecutorCommand::Start(_)) => TaskEffect::None,
+        work => TaskEffect::Uncertain(Box::new(work.expectation())),
     };
     (Outcome::err(&error), effect)
 }

@@ -99,6 +99,7 @@ impl Host {
             Ok(Admitted::Read(cmd)) => self.read(id, cmd),
             Ok(Admitted::Replay(replay, durable)) => self.replayed(id, replay, durable),
             Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
+            Ok(Admitted::CloseQueued(closing)) => self.spawn_close_queued(closing.into_owned()),
             Ok(Admitted::Execute(execution)) => match self.launch(execution) {
                 Launched::Later(answer) => answer,
                 Launched::Inline(execution, completion) => Handled::Replay(Replay {
@@ -225,6 +226,14 @@ impl Host {
                     continue;
                 };
                 new_receipts += 1;
+                // Its turn may have come with the fills before it stored here (SPEC §14).
+                if !execution.turn_now {
+                    execution.turn_now = execution
+                        .task_id
+                        .as_deref()
+                        .and_then(|t| st.tasks.get(t))
+                        .is_some_and(|t| t.is_turn(&execution.key));
+                }
                 let reply = written.get_mut(i).and_then(Option::take);
                 let Some(completion) = self.fill_at_once(execution, reply) else {
                     continue;
@@ -269,6 +278,9 @@ impl Host {
                 Ok(Admitted::Read(cmd)) => self.read(id, cmd),
                 Ok(Admitted::Replay(replay, durable)) => self.replayed(id, replay, durable),
                 Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
+                Ok(Admitted::CloseQueued(closing)) => {
+                    self.spawn_close_queued(closing.into_owned())
+                }
                 Ok(Admitted::Execute(execution)) => match deferred {
                     // Spawned: claimed in the fleet ledger first, or not answered at once.
                     Some(why) => self.defer(execution, why),

@@ -395,6 +395,7 @@ impl Host {
                 admitted_at,
                 begun,
                 claim,
+                turn_now,
             } = execution;
             if let Some(t) = begun {
                 if last.as_ref().is_none_or(|l| t.seq() > l.seq()) {
@@ -426,6 +427,7 @@ impl Host {
                 admitted_at,
                 begun: None,
                 claim,
+                turn_now,
             });
         }
         let replies = if together {
@@ -485,9 +487,40 @@ impl Host {
             self.ring_idle(idle);
             return;
         }
-        let mut inline = Vec::with_capacity(batch.len());
+        // The fills the executor does at once are done and stored in one critical section, in
+        // order, each once its turn has come (SPEC §14: a task's requests one at a time), with
+        // their completions appended together: a batch of fills on one task is one batch.
+        let mut idle = false;
+        let mut stored = Vec::with_capacity(batch.len());
+        let mut rest = Vec::new();
+        {
+            let mut st = self.lock();
+            for (i, mut execution) in batch.into_iter().enumerate() {
+                if !execution.turn_now {
+                    execution.turn_now = execution
+                        .task_id
+                        .as_deref()
+                        .and_then(|t| st.tasks.get(t))
+                        .is_some_and(|t| t.is_turn(&execution.key));
+                }
+                match self.fill_at_once(&execution, None) {
+                    Some(completion) => {
+                        let done = self.store_locked(&mut st, &execution, completion);
+                        idle = done.stored.now_idle;
+                        stored.push((i, execution, done));
+                    }
+                    None => rest.push((i, execution)),
+                }
+            }
+            let mut done: Vec<_> = stored
+                .iter_mut()
+                .map(|(_, execution, done)| (&*execution, done))
+                .collect();
+            self.journal_completions(&mut st, &mut done);
+        }
+        let mut inline = Vec::with_capacity(rest.len());
         let mut later = Vec::new();
-        for (i, execution) in batch.into_iter().enumerate() {
+        for (i, execution) in rest {
             match self.launch(execution) {
                 Launched::Inline(execution, completion) => inline.push((i, execution, completion)),
                 Launched::Later(Handled::Later(reply)) => later.push((i, reply)),
@@ -502,10 +535,9 @@ impl Host {
             // The executor made this batch wait: the next batches answer frame by frame.
             self.inner.batches_together.store(false, Ordering::Relaxed);
         }
-        let mut idle = false;
-        let mut stored = Vec::with_capacity(inline.len());
         if !inline.is_empty() {
             let mut st = self.lock();
+            let first = stored.len();
             for (i, execution, completion) in inline {
                 let done = self.store_locked(&mut st, &execution, completion);
                 idle = done.stored.now_idle;
@@ -513,12 +545,13 @@ impl Host {
             }
             // The completions go to the journal as one append, in order: once the first is
             // durable all are, and the other waits return at once.
-            let mut done: Vec<_> = stored
+            let mut done: Vec<_> = stored[first..]
                 .iter_mut()
                 .map(|(_, execution, done)| (&*execution, done))
                 .collect();
             self.journal_completions(&mut st, &mut done);
         }
+        stored.sort_by_key(|(i, _, _)| *i);
         for (i, execution, done) in stored {
             let outcome = done.stored.wake_durable(self, &execution.request_id).await;
             replies.send(

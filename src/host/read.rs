@@ -148,7 +148,14 @@ impl Host {
                     .observe(task.clone(), p.target.clone(), deadline);
                 Handled::Later(Box::pin(async move {
                     let run_id = host.run_id();
-                    let outcome = match read.await {
+                    let read = match read.await {
+                        // A page opened again shows what it shows: a read gives it as it is.
+                        ReadOutcome::Reopened(inner) => *inner,
+                        other => other,
+                    };
+                    host.record_read_dialogs(&task, &request_id);
+                    let outcome = match read {
+                        ReadOutcome::Reopened(_) => unreachable!("unwrapped above"),
                         ReadOutcome::Value(value) => Outcome::ok(&FieldResult { target: p.target.clone(), value }),
                         ReadOutcome::TimedOut => Outcome::err(&ErrorBody::new(
                             ErrorCode::ReadTimeout,
@@ -174,6 +181,26 @@ impl Host {
                     }
                     Err(error) => reject(Some(&request_id), run_id, error),
                 }
+            }
+        }
+    }
+
+    /// Records in the task's history the dialogs its page opened during a read (dismissed:
+    /// no read answers a dialog any other way, and none waits on one).
+    fn record_read_dialogs(&self, task: &str, request_id: &str) {
+        let dialogs = self.inner.executor.take_dialogs(task);
+        if dialogs.is_empty() {
+            return;
+        }
+        let now = now_millis();
+        if let Some(t) = self.lock().tasks.get_mut(task) {
+            for d in &dialogs {
+                let answered = if d.answer == "accepted" {
+                    "dialog_accepted"
+                } else {
+                    "dialog_dismissed"
+                };
+                t.record(&RequestKey::new(request_id), Method::PageRead, now, answered);
             }
         }
     }
@@ -207,6 +234,7 @@ impl Host {
             let result = VerifyResult {
                 observation: None,
                 outcome: VerifyOutcome::Unknown,
+                note: Some("the task belongs to an earlier run of the host, whose page is gone: nothing can be read to confirm it. Settle it outside Polaris and acknowledge it (polaris acknowledge), or leave it recorded".into()),
                 pending_outcome: pending.map(|p| p.to_wire()),
                 resolved: None,
                 state: task.state(),
@@ -218,6 +246,7 @@ impl Host {
             let result = VerifyResult {
                 observation: None,
                 outcome: VerifyOutcome::None,
+                note: None,
                 pending_outcome: None,
                 resolved: None,
                 state: task.state(),
@@ -231,32 +260,31 @@ impl Host {
 
         let host = self.clone();
         let deadline = Instant::now() + self.inner.config.action_timeout;
-        let read =
-            self.inner
+        // A local step sent without an expectation has nothing to read: nothing on the page
+        // can confirm it.
+        let read = pending.expect.clone().map(|expect| {
+            let read = self
+                .inner
                 .executor
-                .observe(tid.clone(), pending.expect.target.clone(), deadline);
+                .observe(tid.clone(), expect.target.clone(), deadline);
+            (expect, read)
+        });
         tokio::spawn(async move {
-            let read = AssertUnwindSafe(read)
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|_| ReadOutcome::Failed("the read panicked".into()));
-            let (outcome, observation) = match read {
-                ReadOutcome::Value(value) => {
-                    let obs = Observation {
-                        target: pending.expect.target.clone(),
-                        value,
-                    };
-                    if pending.expect.holds(&obs.value) {
-                        (VerifyOutcome::Confirmed, Some(obs))
-                    } else {
-                        (VerifyOutcome::NotObserved, Some(obs))
-                    }
+            let (outcome, observation, note) = match read {
+                None => (
+                    VerifyOutcome::Unknown,
+                    None,
+                    Some("the step was sent as local with no expectation, so nothing on the page can confirm it; settle it outside Polaris and acknowledge it (outcome.acknowledge), or stop the task".to_owned()),
+                ),
+                Some((expect, read)) => {
+                    let read = AssertUnwindSafe(read)
+                        .catch_unwind()
+                        .await
+                        .unwrap_or_else(|_| ReadOutcome::Failed("the read panicked".into()));
+                    judge(&expect, read)
                 }
-                // The page was read and the expected element is not on it: the expectation
-                // does not hold (a submit that ended on an error page, say).
-                ReadOutcome::Absent(_) => (VerifyOutcome::NotObserved, None),
-                ReadOutcome::TimedOut | ReadOutcome::Failed(_) => (VerifyOutcome::Unknown, None),
             };
+            host.record_read_dialogs(&tid, &pending.request_id);
             let now = now_millis();
             let mut guard = host.lock();
             let st = &mut *guard;
@@ -270,6 +298,7 @@ impl Host {
             let result = VerifyResult {
                 observation,
                 outcome,
+                note,
                 pending_outcome: task.pending_outcome().map(|p| p.to_wire()),
                 resolved: (outcome == VerifyOutcome::Confirmed).then(|| pending.to_wire()),
                 state: task.state(),
@@ -395,5 +424,45 @@ impl Host {
             v.reason = Some(batch.reason.to_string());
         }
         v
+    }
+}
+
+/// What a verification's read says of the pending action's expectation (SPEC §4, §14):
+/// `confirmed` when it holds, `not_observed` when the page was read and it does not, `unknown`
+/// when the read failed. An expectation dispatched actions are checked against never held
+/// before them (the executor refuses the action otherwise), so a value that holds now is one
+/// the action could have made. A page that had to be opened again proves nothing by what it
+/// lacks: a missing expectation there is `unknown`, with a note saying why.
+fn judge(
+    expect: &crate::protocol::Expect,
+    read: ReadOutcome,
+) -> (VerifyOutcome, Option<Observation>, Option<String>) {
+    match read {
+        ReadOutcome::Value(value) => {
+            let obs = Observation {
+                target: expect.target.clone(),
+                value,
+            };
+            if expect.holds(&obs.value) {
+                (VerifyOutcome::Confirmed, Some(obs), None)
+            } else {
+                (VerifyOutcome::NotObserved, Some(obs), None)
+            }
+        }
+        // The page was read and the expected element is not on it: the expectation does not
+        // hold (a submit that ended on an error page, say).
+        ReadOutcome::Absent(_) => (VerifyOutcome::NotObserved, None, None),
+        ReadOutcome::TimedOut | ReadOutcome::Failed(_) => (VerifyOutcome::Unknown, None, None),
+        ReadOutcome::Reopened(inner) => {
+            let reopened = "the task's page had died and was opened again to read it: a reopened page shows what a plain load of its address shows, which may not show an effect that happened on the server, so its not showing the expectation proves nothing";
+            match judge(expect, *inner) {
+                (VerifyOutcome::Confirmed, obs, _) => (
+                    VerifyOutcome::Confirmed,
+                    obs,
+                    Some("read on the task's page opened again after it had died".to_owned()),
+                ),
+                (_, obs, _) => (VerifyOutcome::Unknown, obs, Some(reopened.to_owned())),
+            }
+        }
     }
 }

@@ -186,7 +186,11 @@ impl Session {
                                 .iter()
                                 .rev()
                                 .find(|h| h.request_id == a.request_id && h.method == a.method);
+                            let running = res.in_flight.iter().any(|f| f.request_id == a.request_id);
                             match last.map(|h| h.result.as_str()) {
+                                // Still in flight (SPEC §14): nothing about it is known yet.
+                                _ if running => keep.push(a),
+                                Some("running") => keep.push(a),
                                 Some(code) if is_uncertain_code(code) => {
                                     if pending.contains(&a.request_id.as_str()) {
                                         a.cause = AmbiguityCause::Uncertain;

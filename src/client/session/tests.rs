@@ -207,6 +207,15 @@ fn task_status_settles_from_the_history() {
         .unwrap()
         .settled
         .is_empty());
+    // Still in flight on the host (SPEC §14): listed as running, which settles nothing.
+    let running = json!({"taskId": "T", "state": "running",
+        "history": [{"requestId": "r1", "method": "page.press", "result": "running"}],
+        "inFlight": [{"requestId": "r1", "method": "page.press", "since": "2026-01-01T00:00:00.000Z"}]});
+    assert!(s
+        .observe("q", "task.status", &t, Ok(ok("A", running)))
+        .unwrap()
+        .settled
+        .is_empty());
     let blocked = json!({"taskId": "T", "state": "blocked", "pendingOutcome": {"requestId": "r1"},
         "history": [{"requestId": "r1", "method": "page.press", "result": "OUTCOME_UNCERTAIN"}]});
     assert!(s
