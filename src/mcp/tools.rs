@@ -50,6 +50,29 @@ pub(super) struct ExpectArgs {
     contains: Option<String>,
 }
 
+/// How to answer a JavaScript dialog (`alert`, `confirm`, `prompt`) the action opens. A
+/// dialog no action asked for is dismissed, which commits nothing.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DialogArgs {
+    /// true to accept (OK), false to dismiss (Cancel).
+    accept: bool,
+    /// The text to answer a `prompt` with, when accepting.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    prompt_text: Option<String>,
+    /// Answer only a dialog whose message contains this text; any other is dismissed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    message: Option<DialogMessageArgs>,
+}
+
+/// Which dialog an answer is for.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct DialogMessageArgs {
+    /// Text the dialog's message must contain.
+    contains: String,
+}
+
 pub(super) const REQUEST_ID_DOC: &str = "Omit for a new request (a fresh UUID is minted and returned). Pass the request_id of an earlier call, with the very same arguments, only to re-query it: the host answers from its receipt and executes nothing again.";
 
 macro_rules! mutating_args {
@@ -112,8 +135,17 @@ mutating_args!(
         task_id: String,
         /// What to click, e.g. `#submit`.
         target: String,
-        /// The observation that shows the click took effect.
-        expect: ExpectArgs,
+        /// The observation that shows the click took effect; it must not hold already (expect
+        /// what only the click makes true, e.g. the next count). Omit only with `local: true`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expect: Option<ExpectArgs>,
+        /// true for a step that commits nothing (focusing a field, opening a menu); one that
+        /// navigates or submits anyway ends uncertain and blocks the task.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        local: Option<bool>,
+        /// How to answer a dialog the click opens (e.g. a confirm() before a delete).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dialog: Option<DialogArgs>,
     }
 );
 
@@ -122,13 +154,23 @@ mutating_args!(
     PagePressArgs {
         /// The task_id returned by task_start.
         task_id: String,
-        /// The key, e.g. `Enter` (Enter in a field submits the form).
+        /// The key or chord, e.g. `Enter` (Enter in a field submits the form), `Tab`,
+        /// `Control+a`, `Shift+ArrowDown`.
         key: String,
         /// The focused field, e.g. `#title`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         target: Option<String>,
-        /// The observation that shows the key press took effect.
-        expect: ExpectArgs,
+        /// The observation that shows the key press took effect; it must not hold already.
+        /// Omit only with `local: true`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expect: Option<ExpectArgs>,
+        /// true for a key that commits nothing (Tab, arrows, selecting text); one that
+        /// navigates or submits anyway ends uncertain and blocks the task.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        local: Option<bool>,
+        /// How to answer a dialog the key press opens.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dialog: Option<DialogArgs>,
     }
 );
 
