@@ -510,6 +510,45 @@ async fn a_slow_action_answers_running_then_request_status_shows_it_completed() 
     client.cancel().await.unwrap();
 }
 
+/// An agent whose front restarted (a new `polaris mcp`, no memory of the call) reads
+/// `task_status` before it acts and sees the press still in flight: in `in_flight` and as
+/// `running` at the end of its history (SPEC §14). Had it pressed again anyway, the second press
+/// would wait its turn and never reach the page while the first is unsettled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconnecting_agent_sees_the_press_in_flight_before_it_acts() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &["--action-timeout-ms", "10000"]).await;
+    let first = mcp(dir.path(), 100).await;
+    let (task, _) = start_task(&first, json!({"submit_delay_ms": 1500})).await;
+    let running = body(&call(&first, "page_press", press_args(&task)).await);
+    assert_eq!(running["state"], "running");
+    let id = running["request_id"].as_str().unwrap().to_owned();
+    first.cancel().await.unwrap();
+
+    let again = mcp(dir.path(), 10_000).await;
+    let status = ok(&call(&again, "task_status", json!({"task_id": task})).await);
+    let in_flight = &status["result"]["in_flight"];
+    assert_eq!(in_flight.as_array().map(Vec::len), Some(1), "{status}");
+    assert_eq!(in_flight[0]["request_id"], id.as_str(), "{status}");
+    assert_eq!(in_flight[0]["method"], "page.press", "{status}");
+    let last = status["result"]["history"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["request_id"], id.as_str(), "{status}");
+    assert_eq!(last["result"], "running", "{status}");
+
+    // A second press sent regardless waits behind the first, which then takes effect: the
+    // second's expectation held by its turn, so it is refused with nothing sent.
+    let second = err(&call(&again, "page_press", press_args(&task)).await);
+    assert_eq!(second["code"], "ACTION_FAILED", "{second}");
+    assert_eq!(second["delivery"], "not_sent", "{second}");
+    assert_eq!(read(&again, &task, "#submissions").await, "1");
+    again.cancel().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_still_completes_once_on_the_host() {
     let dir = socket_dir();
