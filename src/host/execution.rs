@@ -808,6 +808,10 @@ impl Host {
             let turn = {
                 let st = self.lock();
                 let task = st.tasks.get(tid)?;
+                if !task.in_flight.iter().any(|f| f.request_id == execution.key) {
+                    // Not queued (a `task.stop`, which waits for nothing): nothing to wait for.
+                    return None;
+                }
                 if task.is_turn(&execution.key) {
                     if !waited
                         && !execution.claim
@@ -1009,7 +1013,9 @@ impl Host {
                     Outcome::err(
                         &ErrorBody::new(
                             ErrorCode::ActionFailed,
-                            format!("{method} was not sent: {reason}. Task {task} is still running"),
+                            format!(
+                                "{method} was not sent: {reason}. Task {task} is still running"
+                            ),
                         )
                         .with_delivery(Delivery::NotSent)
                         .with_details(details),
