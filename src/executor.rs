@@ -17,8 +17,8 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-pub use crate::protocol::PageAction;
 use crate::protocol::results::DialogSeen;
+pub use crate::protocol::PageAction;
 use crate::protocol::{Expect, FixtureOptions, KeyChord};
 use crate::tasks::{Observation, TaskId};
 

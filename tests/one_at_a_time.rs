@@ -45,7 +45,11 @@ async fn second_submit_is_refused_unsent(
     assert_eq!(e["delivery"], "not_executed", "{b}");
     assert_eq!(e["details"]["queued"], true, "{b}");
     assert_eq!(e["details"]["pendingOutcome"]["requestId"], first, "{b}");
-    assert_eq!(receipt(&b), "new", "the refusal is the execution's stored reply");
+    assert_eq!(
+        receipt(&b),
+        "new",
+        "the refusal is the execution's stored reply"
+    );
     let again = c.call_id(second, "page.click", click(task)).await;
     assert_eq!(receipt(&again), "replayed");
     assert_eq!(again["error"], b["error"], "replayed byte for byte");
@@ -103,11 +107,19 @@ async fn a_second_submit_from_another_connection_waits_and_is_never_sent() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["requestId"].as_str().unwrap(), f["method"].as_str().unwrap()))
+        .map(|f| {
+            (
+                f["requestId"].as_str().unwrap(),
+                f["method"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(
         in_flight,
-        [(first.as_str(), "page.press"), (second.as_str(), "page.click")],
+        [
+            (first.as_str(), "page.press"),
+            (second.as_str(), "page.click")
+        ],
         "{st}"
     );
     assert!(st["inFlight"][0]["since"].as_str().unwrap().ends_with('Z'));
@@ -134,7 +146,8 @@ async fn a_finish_queued_behind_an_uncertain_submit_finishes_nothing() {
     let task = start_task(&mut c, json!({"submitDelayMs": LATE_MS})).await;
     let (first, finish) = (new_id(), new_id());
     c.send(&first, "page.press", press(&task)).await;
-    c.send(&finish, "task.finish", json!({"taskId": task})).await;
+    c.send(&finish, "task.finish", json!({"taskId": task}))
+        .await;
     err(&c.wait(&first).await, "OUTCOME_UNCERTAIN");
     let f = c.wait(&finish).await;
     assert_eq!(err(&f, "TASK_BLOCKED")["delivery"], "not_executed");
@@ -146,7 +159,9 @@ async fn a_finish_queued_behind_an_uncertain_submit_finishes_nothing() {
     tokio::time::sleep(Duration::from_millis(LATE_MS)).await;
     let v = ok(&c.call("task.verifyOutcome", json!({"taskId": task})).await).clone();
     assert_eq!(v["outcome"], "confirmed", "{v}");
-    let again = c.call_id(&finish, "task.finish", json!({"taskId": task})).await;
+    let again = c
+        .call_id(&finish, "task.finish", json!({"taskId": task}))
+        .await;
     assert_eq!(receipt(&again), "replayed");
     assert_eq!(
         ok(&c.call("task.finish", json!({"taskId": task})).await)["state"],
@@ -270,5 +285,9 @@ async fn local_steps_and_chords() {
     let v = ok(&c.call("task.verifyOutcome", json!({"taskId": task})).await).clone();
     assert_eq!(v["outcome"], "unknown", "{v}");
     assert!(v["note"].as_str().unwrap().contains("local"), "{v}");
-    assert_eq!(submissions(&mut c, &task).await, 1, "the local Enter did submit");
+    assert_eq!(
+        submissions(&mut c, &task).await,
+        1,
+        "the local Enter did submit"
+    );
 }

@@ -117,7 +117,11 @@ impl Host {
                     };
                     let method = execution.command.method();
                     let outcome = Outcome::err(&not_recorded(id, method, &e));
-                    if let Some(task) = execution.task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
+                    if let Some(task) = execution
+                        .task_id
+                        .as_deref()
+                        .and_then(|t| st.tasks.get_mut(t))
+                    {
                         task.leave(&execution.key);
                     }
                     // Copies of the request later in the batch joined it: they get this too.
@@ -583,7 +587,10 @@ impl Host {
     /// A `task.finish` admitted behind requests of its task still in flight: on its own task
     /// (detached from the connection), it waits for them, then closes the task if it still
     /// accepts it, else stores the refusal in its receipt (SPEC §14).
-    pub(super) fn spawn_close_queued(&self, execution: Execution<'static, CloseCommand>) -> Handled {
+    pub(super) fn spawn_close_queued(
+        &self,
+        execution: Execution<'static, CloseCommand>,
+    ) -> Handled {
         let host = self.clone();
         let id = execution.request_id.to_string();
         let done = tokio::spawn(async move {
@@ -625,8 +632,17 @@ impl Host {
     ) -> Option<ReplyWaiters> {
         let now = now_millis();
         let method = execution.command.method();
-        if let Some(t) = execution.task_id.as_deref().and_then(|t| st.tasks.get_mut(t)) {
-            t.record(&execution.key, method, now, outcome.code.map_or("ok", ErrorCode::as_str));
+        if let Some(t) = execution
+            .task_id
+            .as_deref()
+            .and_then(|t| st.tasks.get_mut(t))
+        {
+            t.record(
+                &execution.key,
+                method,
+                now,
+                outcome.code.map_or("ok", ErrorCode::as_str),
+            );
             t.leave(&execution.key);
         }
         let waiters = st

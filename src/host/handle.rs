@@ -278,9 +278,7 @@ impl Host {
                 Ok(Admitted::Read(cmd)) => self.read(id, cmd),
                 Ok(Admitted::Replay(replay, durable)) => self.replayed(id, replay, durable),
                 Ok(Admitted::CloseClaimed(closing)) => self.spawn_claimed(closing.into_owned()),
-                Ok(Admitted::CloseQueued(closing)) => {
-                    self.spawn_close_queued(closing.into_owned())
-                }
+                Ok(Admitted::CloseQueued(closing)) => self.spawn_close_queued(closing.into_owned()),
                 Ok(Admitted::Execute(execution)) => match deferred {
                     // Spawned: claimed in the fleet ledger first, or not answered at once.
                     Some(why) => self.defer(execution, why),

@@ -200,7 +200,12 @@ impl Host {
                 } else {
                     "dialog_dismissed"
                 };
-                t.record(&RequestKey::new(request_id), Method::PageRead, now, answered);
+                t.record(
+                    &RequestKey::new(request_id),
+                    Method::PageRead,
+                    now,
+                    answered,
+                );
             }
         }
     }

@@ -107,14 +107,21 @@ mod tests {
         assert_eq!((c.modifiers.bits(), c.key), (8, "ArrowDown"));
         let c = KeyChord::parse("Control+Shift+Enter").unwrap();
         assert_eq!((c.modifiers.bits(), c.key), (10, "Enter"));
-        assert_eq!(KeyChord::parse("ControlOrMeta+c").unwrap().modifiers, Modifiers::CONTROL);
+        assert_eq!(
+            KeyChord::parse("ControlOrMeta+c").unwrap().modifiers,
+            Modifiers::CONTROL
+        );
         assert_eq!(KeyChord::parse("Enter").unwrap().key, "Enter");
         assert!(KeyChord::parse("Enter").unwrap().modifiers.is_empty());
         assert_eq!(KeyChord::parse("+").unwrap().key, "+");
         let c = KeyChord::parse("Shift++").unwrap();
         assert_eq!((c.modifiers, c.key), (Modifiers::SHIFT, "+"));
         assert_eq!(
-            KeyChord::parse("Meta+Enter").unwrap().modifiers.names().collect::<Vec<_>>(),
+            KeyChord::parse("Meta+Enter")
+                .unwrap()
+                .modifiers
+                .names()
+                .collect::<Vec<_>>(),
             ["Meta"]
         );
         for bad in ["", "Control+", "Ctrl+a", "Control+Control+a", "Hyper+x"] {

@@ -9,10 +9,10 @@
 
 use serde::de::DeserializeOwned;
 
+use super::chord::KeyChord;
 use super::id::validate_id;
 use super::limits::{EXPECTED_TEXT, KEY, REASON, SELECTOR, TITLE, URL, VALUE};
 use super::method::Method;
-use super::chord::KeyChord;
 use super::params::{DialogAnswer, Expect, ExpectCheck};
 use super::params::{
     NoParams, PageClickParams, PageFillParams, PagePressParams, PageReadParams, Params,
@@ -621,7 +621,11 @@ mod tests {
             panic!("page.press is a page action");
         };
         assert!(act.action.is_local() && act.action.expectation().is_none());
-        for (key, ok) in [("Control+a", true), ("Shift+ArrowDown", true), ("Ctrl+a", false)] {
+        for (key, ok) in [
+            ("Control+a", true),
+            ("Shift+ArrowDown", true),
+            ("Ctrl+a", false),
+        ] {
             local["key"] = json!(key);
             assert_eq!(parse(Method::PagePress, local.clone()).is_ok(), ok, "{key}");
         }
@@ -632,7 +636,11 @@ mod tests {
             panic!("page.click is a page action");
         };
         let answer = act.action.dialog().expect("the dialog answer");
-        assert!(answer.accept && answer.matches("Delete? This cannot be undone") && !answer.matches("Leave?"));
+        assert!(
+            answer.accept
+                && answer.matches("Delete? This cannot be undone")
+                && !answer.matches("Leave?")
+        );
         assert!(parse(
             Method::PageClick,
             json!({"taskId": "t1", "target": "#d", "expect": null, "local": true, "dialog": [true]})

@@ -63,9 +63,9 @@ pub use limits::MAX_URL_BYTES;
 pub use method::Method;
 pub use params::{optional_object, ObjectOnly};
 pub use params::{
-    DialogAnswer, DialogMessage, Expect, ExpectCheck, FixtureOptions, NoParams, PageClickParams, PageFillParams,
-    PagePressParams, PageReadParams, Params, ReceiptStatusParams, RunStatusParams, TaskParams,
-    TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS,
+    DialogAnswer, DialogMessage, Expect, ExpectCheck, FixtureOptions, NoParams, PageClickParams,
+    PageFillParams, PagePressParams, PageReadParams, Params, ReceiptStatusParams, RunStatusParams,
+    TaskParams, TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS,
 };
 pub use reply::{LineEnds, Meta, Outcome, ReceiptKind, Reply};
 pub use strict::{check_strict, StrictError, MAX_DEPTH};

@@ -186,7 +186,8 @@ impl Session {
                                 .iter()
                                 .rev()
                                 .find(|h| h.request_id == a.request_id && h.method == a.method);
-                            let running = res.in_flight.iter().any(|f| f.request_id == a.request_id);
+                            let running =
+                                res.in_flight.iter().any(|f| f.request_id == a.request_id);
                             match last.map(|h| h.result.as_str()) {
                                 // Still in flight (SPEC §14): nothing about it is known yet.
                                 _ if running => keep.push(a),
