@@ -10,13 +10,19 @@
 //! - Reads (and so `task.verifyOutcome`) never dispatch anything. When the task's page died
 //!   with its renderer or its browser, a fresh page is opened at the last URL the page
 //!   committed with a real response, in the task's context (a new one if the browser itself
-//!   was replaced), and read there.
+//!   was replaced), and read there; until an action runs on it, its reads say so
+//!   ([`ReadOutcome::Reopened`]): a fresh load is no witness of what an earlier action did.
+//! - JavaScript dialogs are answered the moment they open, as the running action asked, else
+//!   dismissed, and recorded per task for the host ([`dialogs`]); none is ever left open.
+//! - Clicks and key presses sent as local steps (SPEC §14) are watched briefly for a navigation
+//!   they should not have caused ([`page`]).
 //!
 //! The protocol client is hand-written and thin ([`cdp`]): one pipe, typed structs for the
 //! dozen methods used, events folded into per-page signals.
 
 pub mod browser;
 pub mod cdp;
+pub mod dialogs;
 pub mod page;
 mod script;
 
@@ -31,8 +37,10 @@ use tokio::time::{timeout_at, Instant};
 
 use self::browser::{Browser, LaunchOptions};
 use self::cdp::methods;
-use self::page::Page;
+use self::dialogs::Dialogs;
+use self::page::{Page, Step};
 use super::{ActionOutcome, Executor, PageAction, ReadOutcome};
+use crate::protocol::results::DialogSeen;
 use crate::protocol::FixtureOptions;
 use crate::tasks::TaskId;
 
@@ -115,7 +123,11 @@ struct TaskPage {
     /// One reopening at a time.
     reopening: tokio::sync::Mutex<()>,
     /// Actions on one page run one after the other (a fill must not interleave a click's focus).
+    /// The host already runs a task's mutating actions one at a time (SPEC §14); this is the
+    /// executor's own second line.
     acting: tokio::sync::Mutex<()>,
+    /// The task's dialogs, shared by every page it has had.
+    dialogs: Arc<Dialogs>,
 }
 
 struct Slot {
@@ -224,7 +236,8 @@ impl Inner {
         self.tasks.lock().expect("tasks lock").get(task).cloned()
     }
 
-    /// The task's page, opened again at its last URL if it died.
+    /// The task's page, opened again at its last URL if it died (the page is then marked
+    /// reopened, [`Page::is_reopened`]).
     async fn page_for_reading(
         &self,
         tp: &TaskPage,
@@ -262,9 +275,16 @@ impl Inner {
             Some(c) => c,
             None => new_context(&browser, deadline).await?,
         };
-        let page = Page::open(browser.clone(), &context, &url, deadline)
-            .await
-            .map_err(|e| format!("the page is gone ({dead}) and reopening {url} failed: {e}"))?;
+        let page = Page::open(
+            browser.clone(),
+            &context,
+            &url,
+            tp.dialogs.clone(),
+            deadline,
+        )
+        .await
+        .map_err(|e| format!("the page is gone ({dead}) and reopening {url} failed: {e}"))?;
+        page.mark_reopened();
         tracing::info!(url, reason = %dead, "reopened a task's page to read it");
         let page = Arc::new(page);
         let mut slot = tp.slot.lock().expect("task page lock");
@@ -386,7 +406,9 @@ impl Executor for ChromiumExecutor {
             // Starting the browser does not eat into the page's own time.
             let deadline = Instant::now() + budget;
             let context = new_context(&browser, deadline).await?;
-            let page = match Page::open(browser.clone(), &context, &url, deadline).await {
+            let dialogs = Dialogs::new();
+            let opened = Page::open(browser.clone(), &context, &url, dialogs.clone(), deadline);
+            let page = match opened.await {
                 Ok(p) => p,
                 Err(e) => {
                     dispose_context(browser, context);
@@ -402,6 +424,7 @@ impl Executor for ChromiumExecutor {
                 }),
                 reopening: tokio::sync::Mutex::new(()),
                 acting: tokio::sync::Mutex::new(()),
+                dialogs,
             });
             inner.tasks.lock().expect("tasks lock").insert(task, tp);
             Ok(())
@@ -435,18 +458,35 @@ impl Executor for ChromiumExecutor {
                     ))
                 }
             };
+            page.acting();
             match action {
                 PageAction::Fill { target, value } => page.fill(&target, &value, deadline).await,
-                PageAction::Click { target, expect } => {
-                    page.click(&target, &expect, deadline, &inner.mutations)
-                        .await
+                PageAction::Click {
+                    target,
+                    expect,
+                    local,
+                    dialog,
+                } => {
+                    let step = Step {
+                        expect: expect.as_ref(),
+                        local,
+                        dialog: dialog.as_ref(),
+                    };
+                    page.click(&target, step, deadline, &inner.mutations).await
                 }
                 PageAction::Press {
                     key,
                     target,
                     expect,
+                    local,
+                    dialog,
                 } => {
-                    page.press(&key, target.as_deref(), &expect, deadline, &inner.mutations)
+                    let step = Step {
+                        expect: expect.as_ref(),
+                        local,
+                        dialog: dialog.as_ref(),
+                    };
+                    page.press(&key, target.as_deref(), step, deadline, &inner.mutations)
                         .await
                 }
             }
@@ -467,7 +507,14 @@ impl Executor for ChromiumExecutor {
                 ));
             };
             match inner.page_for_reading(&tp, deadline).await {
-                Ok(page) => page.read(&target, deadline).await,
+                Ok(page) => {
+                    let read = page.read(&target, deadline).await;
+                    if page.is_reopened() {
+                        ReadOutcome::Reopened(Box::new(read))
+                    } else {
+                        read
+                    }
+                }
                 Err(why) if Instant::now() >= deadline => {
                     tracing::debug!(reason = %why, "reading a task's page timed out");
                     ReadOutcome::TimedOut
@@ -529,6 +576,13 @@ impl Executor for ChromiumExecutor {
 
     fn mutations(&self) -> u64 {
         self.inner.mutations.load(Ordering::SeqCst)
+    }
+
+    fn take_dialogs(&self, task: &str) -> Vec<DialogSeen> {
+        match self.inner.task(task) {
+            Some(tp) => tp.dialogs.take(),
+            None => Vec::new(),
+        }
     }
 }
 

@@ -4,7 +4,9 @@
 //! message is one JSON object followed by a NUL byte. One writer task owns the command pipe,
 //! one reader task owns the reply pipe: a reply wakes the call that waits for its `id`, and the
 //! few events the executor needs update a per-page [`PageSignals`] (a `watch`, so nothing
-//! queues up and a slow reader never holds the browser back).
+//! queues up and a slow reader never holds the browser back). A JavaScript dialog is answered
+//! by the reader itself, the moment it opens ([`super::dialogs`]): nothing the executor waits
+//! on can stand between a dialog and its answer.
 //!
 //! Only the methods the executor uses are typed (see [`methods`]); a call is
 //! `conn.call(session, &methods::PageNavigate { .. })`.
@@ -19,6 +21,8 @@ use serde_json::value::RawValue;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
+
+use super::dialogs::Dialogs;
 
 /// A typed CDP command.
 pub trait Method: Serialize {
@@ -79,6 +83,11 @@ impl CdpError {
 pub struct PageSignals {
     /// Main-frame navigations committed (a form submit's response, a redirect, an error page).
     pub navigations: u64,
+    /// Main-frame navigations to another document requested or started, committed or not (a
+    /// form submit shows here as soon as it is sent, long before a slow server answers it).
+    pub started_navigations: u64,
+    /// JavaScript dialogs the page opened (each answered at once; see [`super::dialogs`]).
+    pub dialogs: u64,
     /// Main-frame `load` events.
     pub loads: u64,
     /// Whether the current document fired `load` (reset by each navigation).
@@ -129,6 +138,8 @@ struct Session {
     /// The page's target, which is also its main frame's id.
     target_id: String,
     signals: watch::Sender<PageSignals>,
+    /// How the page's dialogs are answered, and their record.
+    dialogs: Arc<Dialogs>,
 }
 
 struct Shared {
@@ -167,6 +178,22 @@ impl Shared {
         self.closed.borrow().clone()
     }
 
+    /// Sends a command whose answer nobody waits for (the reader drops an answer with no
+    /// waiter). Used from the reader itself, which must never wait on the browser.
+    fn send_detached<M: Method>(&self, session: &str, params: &M) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut msg) = serde_json::to_vec(&Outgoing {
+            id,
+            method: M::NAME,
+            params,
+            session_id: Some(session),
+        }) else {
+            return;
+        };
+        msg.push(0);
+        let _ = self.outbox.send(msg);
+    }
+
     fn on_event(&self, method: &str, params: Option<&RawValue>, session: Option<&str>) {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -189,6 +216,22 @@ impl Shared {
         #[serde(rename_all = "camelCase")]
         struct Detached {
             session_id: String,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct FrameNavigating {
+            frame_id: String,
+            /// `frameStartedNavigating` only: `sameDocument`, `differentDocument`, `reload`, …
+            navigation_type: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct DialogOpening {
+            message: String,
+            #[serde(rename = "type")]
+            kind: String,
+            #[serde(default)]
+            default_prompt: String,
         }
         fn parse<T: DeserializeOwned>(params: Option<&RawValue>) -> Option<T> {
             serde_json::from_str(params?.get()).ok()
@@ -242,6 +285,45 @@ impl Shared {
                         s.signals.send_modify(|p| p.url = n.url);
                     }
                 }
+            }
+            // A navigation of the main frame to another document, as soon as it is asked for
+            // (`frameRequestedNavigation`: a form submit, a link, `location = …`) or started
+            // (`frameStartedNavigating`, newer browsers, any initiator). Either may come alone;
+            // counting both twice is harmless, since only growth is looked at.
+            "Page.frameRequestedNavigation" | "Page.frameStartedNavigating" => {
+                let Some(n) = parse::<FrameNavigating>(params) else {
+                    return;
+                };
+                let same_document = n
+                    .navigation_type
+                    .as_deref()
+                    .is_some_and(|t| t.contains("SameDocument") || t == "sameDocument");
+                if n.frame_id == s.target_id && !same_document {
+                    s.signals.send_modify(|p| p.started_navigations += 1);
+                }
+            }
+            "Page.javascriptDialogOpening" => {
+                let Some(d) = parse::<DialogOpening>(params) else {
+                    // Unreadable, yet open: dismiss it rather than leave the page stopped.
+                    self.send_detached(
+                        session,
+                        &methods::HandleJavaScriptDialog {
+                            accept: false,
+                            prompt_text: None,
+                        },
+                    );
+                    return;
+                };
+                let reply = s.dialogs.answer(&d.kind, &d.message, &d.default_prompt);
+                tracing::debug!(kind = %d.kind, accept = reply.accept, "answered a JavaScript dialog");
+                self.send_detached(
+                    session,
+                    &methods::HandleJavaScriptDialog {
+                        accept: reply.accept,
+                        prompt_text: reply.prompt_text,
+                    },
+                );
+                s.signals.send_modify(|p| p.dialogs += 1);
             }
             "Page.loadEventFired" => s.signals.send_modify(|p| {
                 p.loads += 1;
@@ -377,8 +459,21 @@ impl Connection {
         }
     }
 
-    /// Starts tracking the events of an attached page session.
+    /// Starts tracking the events of an attached page session. Its dialogs are dismissed (and
+    /// recorded where nobody reads them); [`Connection::track_answering`] gives them a task's
+    /// record and its actions' answers.
     pub fn track(&self, session_id: &str, target_id: &str) -> watch::Receiver<PageSignals> {
+        self.track_answering(session_id, target_id, Dialogs::new())
+    }
+
+    /// Starts tracking the events of an attached page session; its dialogs are answered as
+    /// `dialogs` decides, and recorded there.
+    pub fn track_answering(
+        &self,
+        session_id: &str,
+        target_id: &str,
+        dialogs: Arc<Dialogs>,
+    ) -> watch::Receiver<PageSignals> {
         let (tx, rx) = watch::channel(PageSignals::default());
         if let Some(why) = self.shared.closed_reason() {
             tx.send_modify(|p| p.gone = Some(format!("the browser went away ({why})")));
@@ -392,6 +487,7 @@ impl Connection {
                 Session {
                     target_id: target_id.to_owned(),
                     signals: tx,
+                    dialogs,
                 },
             );
         rx
@@ -563,11 +659,27 @@ pub mod methods {
         type Returns = Value;
     }
 
-    /// `Page.enable`: frame and load events.
+    /// `Page.enable`: frame, load and dialog events (a page with this domain enabled keeps a
+    /// dialog open until `Page.handleJavaScriptDialog` answers it).
     #[derive(Serialize)]
     pub struct PageEnable {}
     impl Method for PageEnable {
         const NAME: &'static str = "Page.enable";
+        type Returns = Empty;
+    }
+
+    /// `Page.handleJavaScriptDialog`: closes the open dialog with OK or Cancel.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct HandleJavaScriptDialog {
+        /// OK (`true`) or Cancel.
+        pub accept: bool,
+        /// What a `prompt` answers, when accepted.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub prompt_text: Option<String>,
+    }
+    impl Method for HandleJavaScriptDialog {
+        const NAME: &'static str = "Page.handleJavaScriptDialog";
         type Returns = Empty;
     }
 
@@ -683,6 +795,11 @@ pub mod methods {
         /// The same, unmodified.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub unmodified_text: Option<String>,
+        /// The modifiers held (Alt 1, Control 2, Meta 4, Shift 8), the modifier itself included
+        /// on its own key down, as Playwright sends them.
+        pub modifiers: u8,
+        /// 1 for a left modifier key, else 0 (the DOM `location`).
+        pub location: u8,
     }
     impl Method for KeyEvent {
         const NAME: &'static str = "Input.dispatchKeyEvent";

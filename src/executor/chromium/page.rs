@@ -6,8 +6,13 @@
 //! first dispatched event on, nothing is a failure any more: the action's expectation is watched
 //! until the deadline — across the navigations a form submit causes — and if it is not seen,
 //! the outcome is uncertain.
+//!
+//! A step the caller sends as local (`local: true`, SPEC §14: focus, Tab, opening a menu) is
+//! watched briefly after its dispatch for what it said it would not do: a navigation of the page
+//! (a form submit, a link) makes it uncertain like any unobserved action. Dialogs the page opens
+//! meanwhile are answered as the action asked, else dismissed ([`super::dialogs`]).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,10 +24,19 @@ use tokio::time::{timeout_at, Instant};
 
 use super::browser::Browser;
 use super::cdp::{methods, CdpError, PageSignals};
+use super::dialogs::Dialogs;
 use super::script;
-use crate::executor::{ActionOutcome, ReadOutcome};
-use crate::protocol::{Expect, ExpectCheck};
+use crate::executor::{expectation_already_holds, ActionOutcome, ReadOutcome};
+use crate::protocol::{DialogAnswer, Expect, ExpectCheck, KeyChord, Modifiers};
 use crate::tasks::Observation;
+
+/// How long a local step is watched after its input was answered, for a navigation it should
+/// not have caused. A click or key handler that submits a form or sets `location` asks for the
+/// navigation while the event is dispatched, before the input command is answered, so most show
+/// at once; this covers handlers that defer by a tick, an animation frame or a quick fetch, and
+/// a loaded machine, while a Tab or a focus click still answers in a fraction of a second. A
+/// step that navigates later than this is not seen; the caller said it commits nothing.
+const LOCAL_SETTLE: Duration = Duration::from_millis(150);
 
 /// Why an evaluation gave no value.
 #[derive(Debug)]
@@ -60,20 +74,25 @@ struct Answer {
 }
 
 /// A key `page.press` can send: what `Input.dispatchKeyEvent` needs for it.
+#[derive(Debug)]
 struct KeyDef {
     key: String,
     code: String,
     key_code: u32,
     text: Option<String>,
+    /// The DOM `location`: 1 for the (left) modifier keys, else 0.
+    location: u8,
 }
 
-/// The keys with names; any single character is accepted as well.
+/// The keys with names (DOM `key`, DOM `code`, Windows key code, text typed); any single
+/// character is accepted as well, and `F1`–`F12`.
 const NAMED_KEYS: &[(&str, &str, u32, Option<&str>)] = &[
     ("Enter", "Enter", 13, Some("\r")),
     ("Tab", "Tab", 9, None),
     ("Escape", "Escape", 27, None),
     ("Backspace", "Backspace", 8, None),
     ("Delete", "Delete", 46, None),
+    ("Insert", "Insert", 45, None),
     ("Space", "Space", 32, Some(" ")),
     ("ArrowUp", "ArrowUp", 38, None),
     ("ArrowDown", "ArrowDown", 40, None),
@@ -83,15 +102,56 @@ const NAMED_KEYS: &[(&str, &str, u32, Option<&str>)] = &[
     ("End", "End", 35, None),
     ("PageUp", "PageUp", 33, None),
     ("PageDown", "PageDown", 34, None),
+    ("Shift", "ShiftLeft", 16, None),
+    ("Control", "ControlLeft", 17, None),
+    ("Alt", "AltLeft", 18, None),
+    ("Meta", "MetaLeft", 91, None),
 ];
 
-fn key_def(key: &str) -> Option<KeyDef> {
+/// The US layout's punctuation keys: the character, the character with Shift, the DOM `code`
+/// and the Windows key code (what Playwright sends for them).
+const PUNCTUATION: &[(char, char, &str, u32)] = &[
+    ('`', '~', "Backquote", 192),
+    ('-', '_', "Minus", 189),
+    ('=', '+', "Equal", 187),
+    ('[', '{', "BracketLeft", 219),
+    (']', '}', "BracketRight", 221),
+    ('\\', '|', "Backslash", 220),
+    (';', ':', "Semicolon", 186),
+    ('\'', '"', "Quote", 222),
+    (',', '<', "Comma", 188),
+    ('.', '>', "Period", 190),
+    ('/', '?', "Slash", 191),
+];
+
+/// The digits with Shift on the US layout, `0` to `9`.
+const SHIFTED_DIGITS: [char; 10] = [')', '!', '@', '#', '$', '%', '^', '&', '*', '('];
+
+/// The key `key` names, as typed with Shift held when `shift` (a letter becomes upper case, a
+/// digit or punctuation its US-layout shifted character), or `None` for a name the executor
+/// does not know.
+fn key_def(key: &str, shift: bool) -> Option<KeyDef> {
     if let Some((name, code, key_code, text)) = NAMED_KEYS.iter().find(|k| k.0 == key) {
+        let modifier = ["Shift", "Control", "Alt", "Meta"].contains(name);
         return Some(KeyDef {
             key: if *name == "Space" { " " } else { name }.to_owned(),
             code: (*code).to_owned(),
             key_code: *key_code,
             text: text.map(str::to_owned),
+            location: u8::from(modifier),
+        });
+    }
+    if let Some(n) = key
+        .strip_prefix('F')
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|n| (1..=12).contains(n) && !key.starts_with("F0"))
+    {
+        return Some(KeyDef {
+            key: key.to_owned(),
+            code: key.to_owned(),
+            key_code: 111 + n,
+            text: None,
+            location: 0,
         });
     }
     let mut chars = key.chars();
@@ -101,28 +161,75 @@ fn key_def(key: &str) -> Option<KeyDef> {
     if c.is_control() {
         return None;
     }
-    let (code, key_code) = if c.is_ascii_alphabetic() {
-        (
-            format!("Key{}", c.to_ascii_uppercase()),
-            c.to_ascii_uppercase() as u32,
-        )
+    let digit_of = |c: char| SHIFTED_DIGITS.iter().position(|d| *d == c);
+    let (c, code, key_code) = if c.is_ascii_alphabetic() {
+        let upper = c.to_ascii_uppercase();
+        let typed = if shift { upper } else { c };
+        (typed, format!("Key{upper}"), upper as u32)
     } else if c.is_ascii_digit() {
-        (format!("Digit{c}"), c as u32)
+        let typed = if shift {
+            SHIFTED_DIGITS[c as usize - '0' as usize]
+        } else {
+            c
+        };
+        (typed, format!("Digit{c}"), c as u32)
+    } else if let Some(d) = digit_of(c) {
+        (c, format!("Digit{d}"), '0' as u32 + d as u32)
+    } else if c == ' ' {
+        (c, "Space".to_owned(), 32)
+    } else if let Some((plain, shifted, code, key_code)) =
+        PUNCTUATION.iter().find(|p| p.0 == c || p.1 == c)
+    {
+        let typed = if shift || c == *shifted {
+            *shifted
+        } else {
+            *plain
+        };
+        (typed, (*code).to_owned(), *key_code)
     } else {
-        (String::new(), 0)
+        (c, String::new(), 0)
     };
     Some(KeyDef {
         key: c.to_string(),
         code,
         key_code,
         text: Some(c.to_string()),
+        location: 0,
     })
 }
 
 /// The keys `page.press` knows, for error messages.
 pub fn known_keys() -> String {
     let names: Vec<&str> = NAMED_KEYS.iter().map(|k| k.0).collect();
-    format!("{} or a single character", names.join(", "))
+    format!(
+        "{}, F1 to F12 or a single character, after modifiers such as Control+ or Shift+",
+        names.join(", ")
+    )
+}
+
+/// What a click or a key press is asked for besides its input (SPEC §14).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Step<'a> {
+    /// What shows the step took effect; `None` only for a local step.
+    pub expect: Option<&'a Expect>,
+    /// The caller says the step commits nothing: a navigation after it makes it uncertain.
+    pub local: bool,
+    /// How to answer a dialog the step opens (others are dismissed).
+    pub dialog: Option<&'a DialogAnswer>,
+}
+
+/// Where the page's navigation counters stood when an action dispatched its first event.
+#[derive(Clone, Copy, Debug)]
+struct Marks {
+    navigations: u64,
+    started: u64,
+}
+
+impl Marks {
+    /// Whether the page has navigated to another document (or started to) since.
+    fn navigated(&self, p: &PageSignals) -> bool {
+        p.navigations > self.navigations || p.started_navigations > self.started
+    }
 }
 
 /// An attached page of one task.
@@ -133,16 +240,23 @@ pub struct Page {
     pub target_id: String,
     session_id: String,
     signals: watch::Receiver<PageSignals>,
+    /// The task's dialogs: how the running action wants them answered, and their record.
+    dialogs: Arc<Dialogs>,
+    /// Opened again after the task's page died, and nothing dispatched on it since: it shows
+    /// what a plain load shows, so what it lacks proves nothing about an earlier action.
+    reopened: AtomicBool,
 }
 
 impl Page {
     /// Opens a page in `context` at `url` and waits for its `load` event or the deadline. A
     /// navigation that fails, does not commit in time, or answers an HTTP error status is an
-    /// error (and the page is closed again).
+    /// error (and the page is closed again). Its dialogs are answered and recorded through
+    /// `dialogs`, the task's.
     pub async fn open(
         browser: Arc<Browser>,
         context: &str,
         url: &str,
+        dialogs: Arc<Dialogs>,
         deadline: Instant,
     ) -> Result<Page, String> {
         let cdp = browser.cdp.clone();
@@ -184,12 +298,14 @@ impl Page {
                 return Err(e);
             }
         };
-        let signals = cdp.track(&session_id, &target);
+        let signals = cdp.track_answering(&session_id, &target, dialogs.clone());
         let page = Page {
             browser,
             target_id: target,
             session_id,
             signals,
+            dialogs,
+            reopened: AtomicBool::new(false),
         };
         match page.navigate(url, deadline).await {
             Ok(()) => Ok(page),
@@ -279,6 +395,32 @@ impl Page {
         self.signals.borrow().url.clone()
     }
 
+    /// Marks the page as opened again in place of one that died (see [`Page::is_reopened`]).
+    pub fn mark_reopened(&self) {
+        self.reopened.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the page was opened again after the task's page died and nothing was done on it
+    /// since: a read there shows what a plain load shows, so a missing expectation proves
+    /// nothing (SPEC §14). An action on it ends that ([`Page::acting`]).
+    pub fn is_reopened(&self) -> bool {
+        self.reopened.load(Ordering::SeqCst)
+    }
+
+    /// An action is about to run on the page: whatever it leaves pending was done on this page,
+    /// so the page witnesses it.
+    pub fn acting(&self) {
+        self.reopened.store(false, Ordering::SeqCst);
+    }
+
+    fn marks(&self) -> Marks {
+        let p = self.signals.borrow();
+        Marks {
+            navigations: p.navigations,
+            started: p.started_navigations,
+        }
+    }
+
     /// Closes the page (best effort, bounded).
     pub async fn close(&self) {
         self.browser.cdp.untrack(&self.session_id);
@@ -346,9 +488,17 @@ impl Page {
         }
     }
 
-    /// Reads `expect`'s target before an action, so that a value that already held cannot be
-    /// taken as the action's effect. A selector the page cannot parse fails the action here.
-    async fn before(&self, expect: &Expect, deadline: Instant) -> Result<Option<String>, String> {
+    /// Reads `expect`'s target before an action: an expectation that already holds could never
+    /// show the action's effect, so the action is refused before anything is sent (SPEC §14). A
+    /// selector the page cannot parse fails the action here.
+    async fn before(
+        &self,
+        expect: Option<&Expect>,
+        deadline: Instant,
+    ) -> Result<(), ActionOutcome> {
+        let Some(expect) = expect else {
+            return Ok(());
+        };
         match self
             .eval::<Answer, _>(
                 script::READ,
@@ -360,10 +510,16 @@ impl Page {
         {
             Ok(Answer {
                 fail: Some(why), ..
-            }) => Err(format!("expect: {why}; nothing was dispatched")),
-            Ok(Answer { value: Some(v), .. }) if expect.holds(&v) => Ok(Some(v)),
-            Ok(_) => Ok(None),
-            Err(e) => Err(format!("{e}; nothing was dispatched")),
+            }) => Err(ActionOutcome::Failed(format!(
+                "expect: {why}; nothing was dispatched"
+            ))),
+            Ok(Answer { value: Some(v), .. }) if expect.holds(&v) => {
+                Err(expectation_already_holds(expect, &v))
+            }
+            Ok(_) => Ok(()),
+            Err(e) => Err(ActionOutcome::Failed(format!(
+                "{e}; nothing was dispatched"
+            ))),
         }
     }
 
@@ -378,7 +534,6 @@ impl Page {
             Ok(a) => a,
             Err(why) => return ActionOutcome::Failed(why),
         };
-        let nav = self.signals.borrow().navigations;
         let mode = prepared.mode.unwrap_or_default();
         let typed = match mode.as_str() {
             "set" => self
@@ -388,8 +543,8 @@ impl Page {
             _ => {
                 let sent = if value.is_empty() {
                     // Deleting the selection, as a user clearing a field would.
-                    self.key(&key_def("Backspace").expect("a named key"), deadline)
-                        .await
+                    let backspace = key_def("Backspace", false).expect("a named key");
+                    self.key(Modifiers::default(), &backspace, deadline).await
                 } else {
                     self.send(
                         &methods::InsertText {
@@ -425,22 +580,22 @@ impl Page {
             target: target.to_owned(),
             check: ExpectCheck::Equals(value.to_owned()),
         };
-        self.watch(&expect, None, nav, deadline, "the fill").await
+        self.watch(&expect, deadline, "the fill").await
     }
 
     /// `page.click`: scroll into view, then a real mouse move, press and release at the
-    /// element's centre; then watch `expect`.
+    /// element's centre; then watch the step's expectation (and, for a local step, for a
+    /// navigation).
     pub async fn click(
         &self,
         target: &str,
-        expect: &Expect,
+        step: Step<'_>,
         deadline: Instant,
         mutations: &AtomicU64,
     ) -> ActionOutcome {
-        let stale = match self.before(expect, deadline).await {
-            Ok(s) => s,
-            Err(why) => return ActionOutcome::Failed(why),
-        };
+        if let Err(refused) = self.before(step.expect, deadline).await {
+            return refused;
+        }
         let at = match self
             .prepare(script::PREPARE_CLICK, json!({"sel": target}), deadline)
             .await
@@ -457,7 +612,8 @@ impl Page {
             }
             Err(why) => return ActionOutcome::Failed(why),
         };
-        let nav = self.signals.borrow().navigations;
+        let _asked = self.dialogs.asked(step.dialog);
+        let marks = self.marks();
         mutations.fetch_add(1, Ordering::SeqCst);
         let event = |kind, button, buttons, click_count| methods::MouseEvent {
             kind,
@@ -486,28 +642,35 @@ impl Page {
             // The click may have been delivered: from here on only the page can tell.
             tracing::debug!(target, error = %e, "a mouse event got no answer");
         }
-        self.watch(expect, stale, nav, deadline, "the click").await
+        self.after_dispatch(step, marks, deadline, "the click")
+            .await
     }
 
-    /// `page.press`: focus `target` if given, then a real key down and up; then watch `expect`.
+    /// `page.press`: focus `target` if given, then the key or chord as Playwright presses it
+    /// (each modifier down, the key down and up, the modifiers up in reverse), then watch the
+    /// step's expectation (and, for a local step, for a navigation).
     pub async fn press(
         &self,
         key: &str,
         target: Option<&str>,
-        expect: &Expect,
+        step: Step<'_>,
         deadline: Instant,
         mutations: &AtomicU64,
     ) -> ActionOutcome {
-        let Some(def) = key_def(key) else {
+        let chord = match KeyChord::parse(key) {
+            Ok(c) => c,
+            Err(why) => return ActionOutcome::Failed(format!("{why}; nothing was dispatched")),
+        };
+        let Some(def) = key_def(chord.key, chord.modifiers.contains(Modifiers::SHIFT)) else {
             return ActionOutcome::Failed(format!(
-                "the key {key:?} is not one the executor can press ({}); nothing was dispatched",
+                "the key {:?} is not one the executor can press (it knows {}); nothing was dispatched",
+                chord.key,
                 known_keys()
             ));
         };
-        let stale = match self.before(expect, deadline).await {
-            Ok(s) => s,
-            Err(why) => return ActionOutcome::Failed(why),
-        };
+        if let Err(refused) = self.before(step.expect, deadline).await {
+            return refused;
+        }
         if let Some(t) = target {
             if let Err(why) = self
                 .prepare(script::PREPARE_KEY, json!({"sel": t}), deadline)
@@ -516,31 +679,137 @@ impl Page {
                 return ActionOutcome::Failed(why);
             }
         }
-        let nav = self.signals.borrow().navigations;
+        let _asked = self.dialogs.asked(step.dialog);
+        let marks = self.marks();
         mutations.fetch_add(1, Ordering::SeqCst);
-        if let Err(e) = self.key(&def, deadline).await {
+        if let Err(e) = self.key(chord.modifiers, &def, deadline).await {
             tracing::debug!(key, error = %e, "a key event got no answer");
         }
-        self.watch(expect, stale, nav, deadline, "the key press")
+        self.after_dispatch(step, marks, deadline, "the key press")
             .await
     }
 
-    async fn key(&self, def: &KeyDef, deadline: Instant) -> Result<(), EvalError> {
-        let event = |kind: &'static str, text: Option<String>| methods::KeyEvent {
-            kind,
-            key: def.key.clone(),
-            code: def.code.clone(),
-            windows_virtual_key_code: def.key_code,
-            native_virtual_key_code: def.key_code,
-            unmodified_text: text.clone(),
-            text,
+    /// Presses `def` with `modifiers` held, as Playwright does: each modifier key down (its
+    /// own bit included in the mask), the key down and up, then the modifiers up in reverse.
+    /// With Control, Alt or Meta held the key types no text (it is a shortcut). The modifiers
+    /// are released even after a failure.
+    async fn key(
+        &self,
+        modifiers: Modifiers,
+        def: &KeyDef,
+        deadline: Instant,
+    ) -> Result<(), EvalError> {
+        let event =
+            |kind: &'static str, def: &KeyDef, text: Option<String>, held: u8| methods::KeyEvent {
+                kind,
+                key: def.key.clone(),
+                code: def.code.clone(),
+                windows_virtual_key_code: def.key_code,
+                native_virtual_key_code: def.key_code,
+                unmodified_text: text.clone(),
+                text,
+                modifiers: held,
+                location: def.location,
+            };
+        let held_keys: Vec<(u8, KeyDef)> = [
+            (Modifiers::ALT, "Alt"),
+            (Modifiers::CONTROL, "Control"),
+            (Modifiers::META, "Meta"),
+            (Modifiers::SHIFT, "Shift"),
+        ]
+        .into_iter()
+        .filter(|(m, _)| modifiers.contains(*m))
+        .map(|(m, name)| (m.bits(), key_def(name, false).expect("a named key")))
+        .collect();
+        let mut held = 0u8;
+        let mut sent = Ok(());
+        for (bit, m) in &held_keys {
+            held |= bit;
+            sent = self
+                .send(&event("rawKeyDown", m, None, held), deadline)
+                .await;
+            if sent.is_err() {
+                break;
+            }
+        }
+        if sent.is_ok() {
+            let shortcut =
+                Modifiers::ALT.bits() | Modifiers::CONTROL.bits() | Modifiers::META.bits();
+            let text = def.text.clone().filter(|_| held & shortcut == 0);
+            let down = match text {
+                Some(t) => event("keyDown", def, Some(t), held),
+                None => event("rawKeyDown", def, None, held),
+            };
+            sent = self.send(&down, deadline).await;
+            if sent.is_ok() {
+                sent = self.send(&event("keyUp", def, None, held), deadline).await;
+            }
+        }
+        for (bit, m) in held_keys.iter().rev() {
+            held &= !bit;
+            let up = self.send(&event("keyUp", m, None, held), deadline).await;
+            sent = sent.and(up);
+        }
+        sent
+    }
+
+    /// After a click or a key press was dispatched: its expectation watched until the deadline
+    /// (a local step without one has nothing to watch), then, for a local step, a short watch
+    /// for what it said it would not do.
+    async fn after_dispatch(
+        &self,
+        step: Step<'_>,
+        marks: Marks,
+        deadline: Instant,
+        what: &str,
+    ) -> ActionOutcome {
+        let dispatched = Instant::now();
+        let outcome = match step.expect {
+            Some(expect) => self.watch(expect, deadline, what).await,
+            None => ActionOutcome::LocalDone,
         };
-        let down = match &def.text {
-            Some(t) => event("keyDown", Some(t.clone())),
-            None => event("rawKeyDown", None),
-        };
-        self.send(&down, deadline).await?;
-        self.send(&event("keyUp", None), deadline).await
+        if !step.local || matches!(outcome, ActionOutcome::Uncertain(_)) {
+            return outcome;
+        }
+        match self
+            .local_step_did_more(marks, dispatched, deadline, what)
+            .await
+        {
+            Some(why) => ActionOutcome::Uncertain(why),
+            None => outcome,
+        }
+    }
+
+    /// Whether a step sent as local did something beyond the page, watched until
+    /// [`LOCAL_SETTLE`] after its dispatch was answered (or the deadline): `Some(why)` when the
+    /// page navigated to another document (or started to), or went away.
+    async fn local_step_did_more(
+        &self,
+        marks: Marks,
+        dispatched: Instant,
+        deadline: Instant,
+        what: &str,
+    ) -> Option<String> {
+        let until = deadline.min(dispatched + LOCAL_SETTLE);
+        let mut rx = self.signals.clone();
+        let _ = timeout_at(
+            until,
+            rx.wait_for(|p| p.gone.is_some() || marks.navigated(p)),
+        )
+        .await;
+        if let Some(g) = self.gone() {
+            return Some(format!(
+                "{what} was sent as local, then {g}; whether it did anything beyond the page is unknown"
+            ));
+        }
+        if marks.navigated(&self.signals.borrow()) {
+            return Some(format!(
+                "{what} was sent as local (committing nothing), but the page navigated after it (a form submit, a link or a script), so it may have sent something to the server; whether it had an effect is unknown"
+            ));
+        }
+        // SPEC §16: once the page's network is watched, a request other than GET, HEAD or
+        // OPTIONS sent since `marks` makes a local step uncertain here too.
+        None
     }
 
     /// `page.read`: the value of a form field, else the element's text.
@@ -567,16 +836,9 @@ impl Page {
 
     /// Watches `expect` after something was dispatched, until it holds or the deadline passes.
     /// Every document the page commits meanwhile (a form submit's response, its redirect) is
-    /// watched in turn. `stale` is a value that already held before the dispatch: on the same
-    /// document it does not count.
-    async fn watch(
-        &self,
-        expect: &Expect,
-        stale: Option<String>,
-        nav_at_dispatch: u64,
-        deadline: Instant,
-        what: &str,
-    ) -> ActionOutcome {
+    /// watched in turn. The expectation did not hold before the dispatch (a click or a key press
+    /// is refused otherwise, [`Page::before`]), so holding now shows the effect.
+    async fn watch(&self, expect: &Expect, deadline: Instant, what: &str) -> ActionOutcome {
         let (op, want) = match &expect.check {
             ExpectCheck::Equals(w) => ("equals", w),
             ExpectCheck::Contains(w) => ("contains", w),
@@ -594,13 +856,10 @@ impl Page {
             }
             let mut changes = self.signals.clone();
             changes.borrow_and_update();
-            let navigated = self.signals.borrow().navigations > nav_at_dispatch;
-            let stale_now = if navigated { None } else { stale.as_deref() };
             let ms = (deadline - now)
                 .saturating_sub(Duration::from_millis(40))
                 .as_millis() as u64;
-            let arg =
-                json!({"sel": expect.target, "op": op, "want": want, "stale": stale_now, "ms": ms});
+            let arg = json!({"sel": expect.target, "op": op, "want": want, "ms": ms});
             match self
                 .eval::<Answer, _>(script::WATCH, &arg, true, deadline)
                 .await
@@ -653,12 +912,9 @@ impl Page {
                 expect.target
             ));
         }
-        let seen = match (&last, &stale) {
-            (Some(l), Some(s)) if *l == format!("{s:?}") => format!(
-                "last seen {l}, which already held before {what}, so it shows nothing about it"
-            ),
-            (Some(l), _) => format!("last seen {l}"),
-            (None, _) => "the page could not be read".to_owned(),
+        let seen = match &last {
+            Some(l) => format!("last seen {l}"),
+            None => "the page could not be read".to_owned(),
         };
         ActionOutcome::Uncertain(format!(
             "{} did not show the expected value before the deadline ({seen})",
@@ -697,13 +953,36 @@ mod tests {
 
     #[test]
     fn keys() {
-        let enter = key_def("Enter").unwrap();
+        let enter = key_def("Enter", false).unwrap();
         assert_eq!((enter.key_code, enter.text.as_deref()), (13, Some("\r")));
-        let a = key_def("a").unwrap();
+        let a = key_def("a", false).unwrap();
         assert_eq!((a.code.as_str(), a.key_code), ("KeyA", 65));
-        assert_eq!(key_def("Space").unwrap().key, " ");
-        assert!(key_def("Control+a").is_none());
-        assert!(key_def("").is_none());
-        assert!(key_def("\n").is_none());
+        assert_eq!(key_def("Space", false).unwrap().key, " ");
+        assert!(key_def("Control+a", false).is_none());
+        assert!(key_def("", false).is_none());
+        assert!(key_def("\n", false).is_none());
+        assert!(key_def("Frobnicate", false).is_none());
+        assert!(key_def("F13", false).is_none());
+        assert_eq!(key_def("F5", false).unwrap().key_code, 116);
+    }
+
+    #[test]
+    fn shift_types_what_the_us_layout_types() {
+        let a = key_def("a", true).unwrap();
+        assert_eq!(
+            (a.key.as_str(), a.text.as_deref(), a.key_code),
+            ("A", Some("A"), 65)
+        );
+        let one = key_def("1", true).unwrap();
+        assert_eq!(
+            (one.key.as_str(), one.code.as_str(), one.key_code),
+            ("!", "Digit1", 49)
+        );
+        let bang = key_def("!", false).unwrap();
+        assert_eq!((bang.code.as_str(), bang.key_code), ("Digit1", 49));
+        let slash = key_def("/", true).unwrap();
+        assert_eq!((slash.key.as_str(), slash.code.as_str()), ("?", "Slash"));
+        let shift = key_def("Shift", false).unwrap();
+        assert_eq!((shift.code.as_str(), shift.location), ("ShiftLeft", 1));
     }
 }

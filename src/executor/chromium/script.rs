@@ -58,7 +58,7 @@ pub const PREPARE_FILL: &str = concat!(
     const t = el.type;
     if (['text', 'search', 'url', 'tel', 'password', 'email'].includes(t)) mode = 'type';
     else if (['number', 'date', 'time', 'datetime-local', 'month', 'week', 'color', 'range'].includes(t)) mode = 'set';
-    else return { fail: `${a.sel} is an <input type=${t}>, which holds no typed text; use page.click` };
+    else return { fail: `${a.sel} is an <input type=${t}>, which holds no typed text: it cannot be filled. A checkbox or radio changes with a page.click whose expect reads its new checked state; Polaris cannot put files in a file input yet` };
   } else if (el instanceof HTMLSelectElement) {
     if (![...el.options].some((o) => o.value === a.value)) return { fail: `${a.sel} has no option with the value ${JSON.stringify(a.value)}` };
     mode = 'set';
@@ -156,9 +156,8 @@ pub const READ: &str = concat!(
 }"#
 );
 
-/// `{sel, op, want, stale, ms}` → a promise of `{holds, value}` | `{absent}` | `{fail}`: resolves as
-/// soon as the target's value `equals`/`contains` `want` (a value equal to `stale`, one that
-/// already held before the action, does not count), or after `ms` with what was last seen.
+/// `{sel, op, want, ms}` → a promise of `{holds, value}` | `{absent}` | `{fail}`: resolves as soon
+/// as the target's value `equals`/`contains` `want`, or after `ms` with what was last seen.
 /// Watches DOM mutations and input events, with a slow poll behind them for values set by script.
 pub const WATCH: &str = concat!(
     "(a) => new Promise((resolve) => {",
@@ -167,7 +166,7 @@ pub const WATCH: &str = concat!(
   const check = () => {
     const r = locate(a.sel); if (!r.el) return r;
     const value = valueOf(r.el);
-    const holds = (a.op === 'equals' ? value === a.want : value.includes(a.want)) && value !== a.stale;
+    const holds = a.op === 'equals' ? value === a.want : value.includes(a.want);
     return { holds, value };
   };
   const first = check();
