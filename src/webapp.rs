@@ -7,6 +7,16 @@
 //! - `POST /posts` — the submit (a plain form POST, so the page navigates). The server commits
 //!   the post and counts it, then answers `303 See Other` to `/posts/<n>`, whose `#status` reads
 //!   `Saved #<n>` and `#saved-title` the title.
+//! - `GET /items` — a list whose first item `#delete` deletes, guarded by a `confirm()`: the
+//!   form POSTs to `/items/delete` only when the dialog is accepted. The server counts the
+//!   deletes ([`WebApp::deletes`]) and answers `303` to `/items?deleted=<n>`, whose `#status`
+//!   reads `Deleted #<n>` (else `<k> items`). `#rename` asks a `prompt()` and shows the answer in
+//!   `#name`; `#notify` shows an `alert()` and then `Notified` in `#notified`. Query
+//!   `alertMs=N` opens an `alert()` by itself N ms after the page loads, then `#seen` reads
+//!   `Alerted`. (The JavaScript dialogs of SPEC §14.)
+//! - `GET /keys` — a text field `#field`; `#last-key` shows the last key pressed with the
+//!   modifiers held (`Control+a`), `#selection` the field's selection (`start-end`) after each
+//!   key. (Chords in `page.press`.)
 //! - Faults (the app-wide one from [`WebApp::set_fault`], or the form's own):
 //!   [`Fault::Late`] waits, then commits, then answers (after the action's deadline, a late
 //!   success); [`Fault::DropResponse`] commits, then closes the connection without an answer
@@ -67,6 +77,8 @@ struct AppState {
     committed: watch::Sender<u64>,
     /// POST requests received (committed or not).
     received: AtomicU64,
+    /// Deletes committed (`POST /items/delete`).
+    deletes: AtomicU64,
 }
 
 impl AppState {
@@ -105,6 +117,7 @@ impl WebApp {
             posts: Mutex::new(Vec::new()),
             committed: watch::channel(0).0,
             received: AtomicU64::new(0),
+            deletes: AtomicU64::new(0),
         });
         let accept = tokio::spawn(accept_loop(listener, state.clone()));
         Ok(WebApp {
@@ -117,6 +130,11 @@ impl WebApp {
     /// The form page's URL, `http://127.0.0.1:PORT/`.
     pub fn url(&self) -> String {
         format!("http://{}/", self.addr)
+    }
+
+    /// The URL of `path` on the app (`/items`, `/keys?…`).
+    pub fn url_of(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
     }
 
     /// The address served.
@@ -137,6 +155,11 @@ impl WebApp {
     /// POST requests received, committed or not.
     pub fn received(&self) -> u64 {
         self.state.received.load(Ordering::SeqCst)
+    }
+
+    /// Deletes committed on the items page: the side effect its `confirm()` guards.
+    pub fn deletes(&self) -> u64 {
+        self.state.deletes.load(Ordering::SeqCst)
     }
 
     /// The committed posts.
@@ -209,6 +232,17 @@ async fn handle(
             html(StatusCode::OK, form_page(&state, "Draft", "", "", &hidden))
         }
         (&Method::POST, "/posts") => submit(state, drop_conn, req).await,
+        (&Method::GET, "/items") => html(StatusCode::OK, items_page(&state, &parse_form(&query))),
+        (&Method::POST, "/items/delete") => {
+            let n = state.deletes.fetch_add(1, Ordering::SeqCst) + 1;
+            Response::builder()
+                .status(StatusCode::SEE_OTHER)
+                .header("location", format!("/items?deleted={n}"))
+                .header("cache-control", "no-store")
+                .body(Full::new(Bytes::new()))
+                .expect("a valid response")
+        }
+        (&Method::GET, "/keys") => html(StatusCode::OK, keys_page()),
         (&Method::GET, "/posts") => html(StatusCode::OK, saved_page(&state, None)),
         (&Method::GET, p) if p.starts_with("/posts/") => {
             match p["/posts/".len()..].parse::<u64>() {
@@ -413,6 +447,64 @@ fn form_page(
             esc(status),
             post_list(state)
         ),
+    )
+}
+
+/// The items a fresh app lists; each delete removes the first.
+const ITEMS: [&str; 3] = ["Milk", "Bread", "Eggs"];
+
+fn items_page(state: &AppState, query: &[(String, String)]) -> String {
+    let deleted = state.deletes.load(Ordering::SeqCst) as usize;
+    let left = &ITEMS[deleted.min(ITEMS.len())..];
+    let status = match field(query, "deleted").and_then(|n| n.parse::<u64>().ok()) {
+        Some(n) => format!("Deleted #{n}"),
+        None => format!("{} items", left.len()),
+    };
+    let items: String = left
+        .iter()
+        .map(|i| format!("<li>{}</li>", esc(i)))
+        .collect();
+    let timer = match field(query, "alertMs").and_then(|n| n.parse::<u64>().ok()) {
+        Some(ms) => format!(
+            "<script>setTimeout(() => {{ alert('Your session expires in 5 minutes'); \
+             document.getElementById('seen').textContent = 'Alerted'; }}, {ms});</script>"
+        ),
+        None => String::new(),
+    };
+    let body = format!(
+        r#"<h1>Items</h1><p id="status">{}</p><ul id="items">{items}</ul>
+<form id="remove" method="post" action="/items/delete"
+  onsubmit="return confirm('Delete the first item? This cannot be undone.')">
+<button id="delete" type="submit">Delete the first item</button></form>
+<p><button id="rename" type="button"
+  onclick="const t = prompt('A new name for the list?', 'Groceries'); document.getElementById('name').textContent = t === null ? 'Unnamed' : t;">Rename</button>
+<span id="name">Unnamed</span></p>
+<p><button id="notify" type="button"
+  onclick="alert('Nothing to undo'); document.getElementById('notified').textContent = 'Notified';">Notify</button>
+<span id="notified">Quiet</span></p>
+<p id="seen">Waiting</p>{timer}"#,
+        esc(&status)
+    );
+    page("Items", &body)
+}
+
+fn keys_page() -> String {
+    page(
+        "Keys",
+        r#"<h1>Keys</h1><input id="field" value=""><p id="last-key">none</p>
+<p id="selection">0-0</p>
+<script>
+const field = document.getElementById('field');
+document.addEventListener('keydown', (e) => {
+  if (['Alt', 'Control', 'Meta', 'Shift'].includes(e.key)) return;
+  const held = [['altKey', 'Alt'], ['ctrlKey', 'Control'], ['metaKey', 'Meta'], ['shiftKey', 'Shift']]
+    .filter(([flag]) => e[flag]).map(([, name]) => name);
+  document.getElementById('last-key').textContent = [...held, e.key].join('+');
+}, true);
+document.addEventListener('keyup', () => {
+  document.getElementById('selection').textContent = `${field.selectionStart}-${field.selectionEnd}`;
+}, true);
+</script>"#,
     )
 }
 

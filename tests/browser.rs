@@ -232,8 +232,12 @@ async fn a_dropped_response_stays_unverified_and_the_agent_stops() {
     assert_eq!(ok(&stopped)["state"], "stopped");
     let st = r.call("task.status", json!({"taskId": task})).await;
     assert!(ok(&st)["pendingOutcome"].is_object(), "{st}");
-    // Verification still works on the stopped task (its page is kept for it).
-    assert_eq!(verify(&mut r, &task).await["outcome"], "not_observed");
+    // Verification still works on the stopped task: its page was closed with the task, so it
+    // is opened again to read — and a freshly loaded form shows nothing of what the submit did
+    // (the server did save it), so that read proves nothing either way (SPEC §14).
+    let v = verify(&mut r, &task).await;
+    assert_eq!(v["outcome"], "unknown", "{v}");
+    assert!(v["note"].as_str().unwrap().contains("opened again"), "{v}");
     assert_eq!(r.app.commits(), 1, "one post, never a second");
     assert_eq!(r.app.received(), 1);
 }
@@ -415,13 +419,29 @@ async fn a_missing_hidden_or_disabled_target_fails_with_nothing_dispatched() {
         .as_str()
         .unwrap()
         .contains("page.click"));
+    // A chord with a modifier no keyboard has is refused with the request; a key name the
+    // executor does not know fails before anything is dispatched.
     let f = r
         .call(
             "page.press",
             json!({"taskId": page, "key": "Hyper+Q", "expect": saved()}),
         )
         .await;
-    err(&f, "ACTION_FAILED");
+    err(&f, "BAD_REQUEST");
+    let f = r
+        .call(
+            "page.press",
+            json!({"taskId": page, "key": "Control+Frobnicate", "expect": saved()}),
+        )
+        .await;
+    let e = err(&f, "ACTION_FAILED");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("not one the executor can press"),
+        "{e}"
+    );
     assert_eq!(mutations(&mut r.c).await, 0, "nothing was dispatched");
     assert_eq!(r.app.commits(), 0);
     assert_eq!(r.app.received(), 0);
@@ -550,4 +570,414 @@ async fn gone_soon(pgid: i32) -> bool {
 
 fn group_processes_count(pgid: i32) -> usize {
     polaris::executor::chromium::browser::group_processes(pgid).len()
+}
+
+/// Waits until the app has received `n` submits (a click's POST reached the server).
+async fn until_received(r: &Rig, n: u64) {
+    for _ in 0..250 {
+        if r.app.received() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the app never received {n} submits\n{}", r.host.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_submit_behind_a_pending_one_is_blocked_and_never_sent() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(1000).await else {
+        return;
+    };
+    let task = r.filled("Only once").await;
+    r.app.set_fault(Fault::Late(Duration::from_millis(2500)));
+    let mut other = r.host.conn().await;
+    // The first submit, a second pipelined right behind it on the same connection, and a
+    // third from another connection while the first is still pending.
+    let (first, second, third) = (new_id(), new_id(), new_id());
+    r.c.send(&first, "page.click", click(&task, saved())).await;
+    r.c.send(&second, "page.click", click(&task, saved())).await;
+    other
+        .send(&third, "page.click", click(&task, saved()))
+        .await;
+    let e = err(&r.c.wait(&first).await, "OUTCOME_UNCERTAIN").clone();
+    assert_eq!(e["delivery"], "uncertain");
+    let blocked = r.c.wait(&second).await;
+    let b = err(&blocked, "TASK_BLOCKED");
+    assert_eq!(b["delivery"], "not_executed", "{b}");
+    assert_eq!(b["details"]["pendingOutcome"]["requestId"], first.as_str());
+    let b3 = err(&other.wait(&third).await, "TASK_BLOCKED").clone();
+    assert_eq!(b3["delivery"], "not_executed", "{b3}");
+    // The refusal is stored in its receipt: the same ID replays it, nothing is dispatched.
+    let again =
+        r.c.call_id(&second, "page.click", click(&task, saved()))
+            .await;
+    assert_eq!(receipt(&again), "replayed", "{again}");
+    assert_eq!(again["error"], blocked["error"]);
+    assert_eq!(mutations(&mut r.c).await, 1, "one click dispatched");
+
+    // The late save lands, once; verification confirms the first submit and only it.
+    assert_eq!(r.app.wait_commits(1, Duration::from_secs(10)).await, 1);
+    let v = verify_until(&mut r, &task, "confirmed").await;
+    assert_eq!(v["resolved"]["requestId"], first.as_str(), "{v}");
+    assert_eq!(v["observation"]["value"], "Saved #1");
+    assert_eq!(v["state"], "running");
+    assert_eq!(verify(&mut r, &task).await["outcome"], "none");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(r.app.received(), 1, "one POST reached the server");
+    assert_eq!(r.app.commits(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expectation_that_already_holds_is_refused_before_anything_is_sent() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(3000).await else {
+        return;
+    };
+    let task = r.filled("Not yet").await;
+    // `Draft` is what the page shows before any click: it could never show the submit worked.
+    let draft = json!({"target": "#status", "equals": "Draft"});
+    let f = r.call("page.click", click(&task, draft)).await;
+    let e = err(&f, "ACTION_FAILED");
+    assert_eq!(e["delivery"], "not_sent", "{e}");
+    assert_eq!(e["details"]["cause"], "expectation_already_holds");
+    assert!(
+        e["message"].as_str().unwrap().contains("nothing was sent"),
+        "{e}"
+    );
+    let st = r.call("task.status", json!({"taskId": task})).await;
+    assert_eq!(ok(&st)["state"], "running", "{st}");
+    assert_eq!(mutations(&mut r.c).await, 0, "nothing was dispatched");
+    assert_eq!(r.app.received(), 0);
+    // An expectation only the submit makes true goes through.
+    let next = json!({"target": "#status", "equals": "Saved #1"});
+    let clicked = r.call("page.click", click(&task, next)).await;
+    assert_eq!(ok(&clicked)["observation"]["value"], "Saved #1");
+    assert_eq!(r.app.commits(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_step_is_done_and_one_that_submits_is_uncertain() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(2000).await else {
+        return;
+    };
+    let task = r.filled("Tabbing").await;
+    let begun = std::time::Instant::now();
+    let tab = r
+        .call(
+            "page.press",
+            json!({"taskId": task, "key": "Tab", "target": "#title", "expect": null, "local": true}),
+        )
+        .await;
+    // It answers after a short look for a navigation, not at the action deadline (2 s).
+    assert!(
+        begun.elapsed() < Duration::from_millis(1200),
+        "{:?}",
+        begun.elapsed()
+    );
+    let done = ok(&tab);
+    assert_eq!(done["local"], true, "{tab}");
+    assert!(done["observation"].is_null(), "{tab}");
+    // The focus moved to the next field; the page is otherwise untouched.
+    let focused = r
+        .call(
+            "page.read",
+            json!({"taskId": task, "target": "#body:focus"}),
+        )
+        .await;
+    assert_eq!(ok(&focused)["value"], "Written by an agent.");
+    let st = r.call("task.status", json!({"taskId": task})).await;
+    assert_eq!(ok(&st)["state"], "running");
+    assert_eq!(r.app.received(), 0);
+
+    // A "local" click on the submit button submits the form: the caller was wrong, and the
+    // task blocks as for any action whose effect is unknown. The server answers late, so the
+    // page has not even committed the next document when the step is judged: the navigation
+    // is seen as soon as the form asks for it.
+    r.app.set_fault(Fault::Late(Duration::from_millis(1500)));
+    let f = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#submit", "expect": null, "local": true}),
+        )
+        .await;
+    let e = err(&f, "OUTCOME_UNCERTAIN");
+    assert!(
+        e["message"].as_str().unwrap().contains("sent as local"),
+        "{e}"
+    );
+    assert_eq!(r.app.commits(), 0, "judged before the server answered");
+    let st = r.call("task.status", json!({"taskId": task})).await;
+    assert_eq!(ok(&st)["state"], "blocked", "{st}");
+    assert_eq!(r.app.wait_commits(1, Duration::from_secs(5)).await, 1);
+    r.app.set_fault(Fault::None);
+    let v = verify(&mut r, &task).await;
+    assert_eq!(
+        v["outcome"], "unknown",
+        "nothing can confirm a step with no expectation: {v}"
+    );
+    assert!(v["note"].is_string(), "{v}");
+
+    // Local with an expectation: observed, but the page navigated, so still uncertain.
+    let task = r.filled("Entered").await;
+    let f = r
+        .call(
+            "page.press",
+            json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved(), "local": true}),
+        )
+        .await;
+    let e = err(&f, "OUTCOME_UNCERTAIN");
+    assert!(e["message"].as_str().unwrap().contains("navigated"), "{e}");
+    assert_eq!(r.app.wait_commits(2, Duration::from_secs(5)).await, 2);
+    assert_eq!(r.app.received(), 2, "one POST per submit");
+}
+
+/// Starts a submit that the server answers late, kills the page's renderer (or the whole
+/// browser, with `browser`) once the POST has reached the server, and returns the task.
+async fn killed_mid_post(r: &mut Rig, title: &str, browser: bool) -> String {
+    let task = r.filled(title).await;
+    let old = browsers_of(r.pid());
+    assert_eq!(old.len(), 1, "one private browser");
+    r.app.set_fault(Fault::Late(Duration::from_millis(1500)));
+    let rid = new_id();
+    r.c.send(&rid, "page.click", click(&task, saved())).await;
+    until_received(r, 1).await;
+    if browser {
+        // SAFETY: the process group of the browser this test's host started.
+        unsafe { libc::killpg(old[0], libc::SIGKILL) };
+    } else {
+        assert!(kill_renderers(r.pid()) > 0, "a renderer to kill");
+    }
+    err(&r.c.wait(&rid).await, "OUTCOME_UNCERTAIN");
+    assert_eq!(r.app.wait_commits(1, Duration::from_secs(10)).await, 1);
+    r.app.set_fault(Fault::None);
+    task
+}
+
+/// Verification on a page opened again after the task's page died: the form a plain load
+/// shows says `Draft`, which proves nothing about the submit the server did save.
+async fn reopened_page_is_no_witness(r: &mut Rig, task: &str) {
+    for _ in 0..2 {
+        let v = verify(r, task).await;
+        assert_eq!(v["outcome"], "unknown", "never not_observed: {v}");
+        assert!(v["note"].as_str().unwrap().contains("opened again"), "{v}");
+        assert_eq!(v["state"], "blocked");
+    }
+    assert!(
+        r.host.log().contains("reopened a task's page"),
+        "{}",
+        r.host.log()
+    );
+    assert_eq!(r.app.commits(), 1);
+    assert_eq!(r.app.received(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renderer_killed_mid_post_leaves_verification_unknown_not_unobserved() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = killed_mid_post(&mut r, "Renderer gone", false).await;
+    reopened_page_is_no_witness(&mut r, &task).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_browser_killed_mid_post_leaves_verification_unknown_not_unobserved() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = killed_mid_post(&mut r, "Browser gone", true).await;
+    reopened_page_is_no_witness(&mut r, &task).await;
+}
+
+/// The one dialog a reply lists.
+fn one_dialog(details_or_result: &Value) -> &Value {
+    let d = details_or_result["dialogs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no dialogs in {details_or_result}"));
+    assert_eq!(d.len(), 1, "{details_or_result}");
+    &d[0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_confirm_is_accepted_only_when_the_action_asks() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(1500).await else {
+        return;
+    };
+    let items = r.app.url_of("/items");
+    let deleted = json!({"target": "#status", "equals": "Deleted #1"});
+
+    // No action asked how to answer it: the confirm is dismissed, nothing is deleted, and the
+    // expectation is never seen — uncertain, with the dialog saying why.
+    let task = r.task(&items).await;
+    let f = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#delete", "expect": deleted}),
+        )
+        .await;
+    let e = err(&f, "OUTCOME_UNCERTAIN");
+    let d = one_dialog(&e["details"]);
+    assert_eq!(d["type"], "confirm");
+    assert_eq!(d["answer"], "dismissed");
+    assert!(d["message"]
+        .as_str()
+        .unwrap()
+        .contains("Delete the first item"));
+    assert_eq!(r.app.deletes(), 0, "nothing was deleted");
+    let v = verify(&mut r, &task).await;
+    assert_eq!(v["outcome"], "not_observed", "{v}");
+    assert_eq!(v["observation"]["value"], "3 items");
+    let st = r.call("task.status", json!({"taskId": task})).await;
+    assert!(
+        history(ok(&st)).contains(&"page.click dialog_dismissed".to_owned()),
+        "{st}"
+    );
+
+    // Asked for, about this dialog: accepted, and the delete happens once.
+    let task = r.task(&items).await;
+    let dialog = json!({"accept": true, "message": {"contains": "Delete the first item"}});
+    let clicked = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#delete", "expect": deleted, "dialog": dialog}),
+        )
+        .await;
+    let done = ok(&clicked);
+    assert_eq!(done["observation"]["value"], "Deleted #1", "{clicked}");
+    let d = one_dialog(done);
+    assert_eq!(
+        (d["type"].as_str(), d["answer"].as_str()),
+        (Some("confirm"), Some("accepted"))
+    );
+    assert_eq!(r.app.deletes(), 1, "one delete");
+
+    // An answer for another dialog does not apply: this one is dismissed.
+    let other = json!({"accept": true, "message": {"contains": "Leave this page"}});
+    let f = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#delete", "expect": {"target": "#status", "equals": "Deleted #2"}, "dialog": other}),
+        )
+        .await;
+    let e = err(&f, "OUTCOME_UNCERTAIN");
+    assert_eq!(one_dialog(&e["details"])["answer"], "dismissed");
+    assert_eq!(r.app.deletes(), 1, "still one delete");
+
+    // A prompt gets the text asked for; an alert is closed (dismissed) and the page goes on.
+    let task = r.task(&items).await;
+    let renamed = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#rename", "local": true,
+                   "expect": {"target": "#name", "equals": "Chores"},
+                   "dialog": {"accept": true, "promptText": "Chores"}}),
+        )
+        .await;
+    let d = one_dialog(ok(&renamed)).clone();
+    assert_eq!(
+        (
+            d["type"].as_str(),
+            d["answer"].as_str(),
+            d["promptText"].as_str()
+        ),
+        (Some("prompt"), Some("accepted"), Some("Chores")),
+        "{renamed}"
+    );
+    let notified = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#notify", "expect": {"target": "#notified", "equals": "Notified"}}),
+        )
+        .await;
+    let d = one_dialog(ok(&notified));
+    assert_eq!(
+        (d["type"].as_str(), d["answer"].as_str()),
+        (Some("alert"), Some("dismissed"))
+    );
+    assert_eq!(d["message"], "Nothing to undo");
+    assert_eq!(r.app.deletes(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_alert_that_opens_by_itself_never_holds_up_a_read() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(1500).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/items?alertMs=300")).await;
+    // Nothing runs when the alert opens: it is dismissed at once, so the page goes on and the
+    // read answers instead of waiting on a dialog nobody would close.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let read = r
+        .call("page.read", json!({"taskId": task, "target": "#seen"}))
+        .await;
+    assert_eq!(ok(&read)["value"], "Alerted", "{read}\n{}", r.host.log());
+    let st = r.call("task.status", json!({"taskId": task})).await;
+    assert!(
+        history(ok(&st)).contains(&"page.read dialog_dismissed".to_owned()),
+        "{st}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chords_hold_their_modifiers_as_a_keyboard_would() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(3000).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/keys")).await;
+    let filled = r
+        .call(
+            "page.fill",
+            json!({"taskId": task, "target": "#field", "value": "hello world"}),
+        )
+        .await;
+    ok(&filled);
+    // Shift+ArrowLeft extends the selection over the last character.
+    let p = r
+        .call(
+            "page.press",
+            json!({"taskId": task, "key": "Shift+ArrowLeft", "target": "#field",
+                   "expect": {"target": "#selection", "equals": "10-11"}}),
+        )
+        .await;
+    assert_eq!(ok(&p)["observation"]["value"], "10-11", "{p}");
+    // Control+a selects the whole field, a local step.
+    let p = r
+        .call(
+            "page.press",
+            json!({"taskId": task, "key": "Control+a", "target": "#field", "expect": null, "local": true}),
+        )
+        .await;
+    assert_eq!(ok(&p)["local"], true, "{p}");
+    for (target, want) in [("#last-key", "Control+a"), ("#selection", "0-11")] {
+        let read = r
+            .call("page.read", json!({"taskId": task, "target": target}))
+            .await;
+        assert_eq!(ok(&read)["value"], want, "{target}");
+    }
+    // Typing now replaces everything; Shift types the capital.
+    let p = r
+        .call(
+            "page.press",
+            json!({"taskId": task, "key": "x", "expect": {"target": "#field", "equals": "x"}}),
+        )
+        .await;
+    assert_eq!(ok(&p)["observation"]["value"], "x", "{p}");
+    let p = r
+        .call(
+            "page.press",
+            json!({"taskId": task, "key": "Shift+b", "expect": {"target": "#field", "equals": "xB"}}),
+        )
+        .await;
+    assert_eq!(ok(&p)["observation"]["value"], "xB", "{p}");
+    let read = r
+        .call("page.read", json!({"taskId": task, "target": "#last-key"}))
+        .await;
+    assert_eq!(ok(&read)["value"], "Shift+B");
 }
