@@ -15,7 +15,7 @@ use serde_json::json;
 use tokio::sync::watch;
 
 use super::execution::{publish_completed, Execution, Stored, Work};
-use super::failures::not_durable;
+use super::failures::{admission_error, not_durable};
 use super::task_record::TaskRecordData;
 use super::to_data;
 use super::{reject, wait_outcome, Handled, Host, Replay, State};
@@ -28,7 +28,6 @@ use crate::protocol::{
     format_millis, now_millis, CloseCommand, Command, Delivery, DirectRequest, ErrorBody,
     ErrorCode, ExecutorCommand, FrameCommand, Method, Outcome, ReadCommand, ReceiptKind,
 };
-use crate::tasks::Task;
 
 /// What the receipt rules decided for a request that is not answered at once.
 pub(super) enum Admitted<'a> {
@@ -795,64 +794,6 @@ pub(super) fn cleared_error(id: &str, at: i64, reason: &str, same: bool) -> Erro
         "reason": reason,
         "sameContent": same,
     }))
-}
-
-/// The refusal stored for a request that was admitted while an earlier request of its task
-/// was in flight and found, when its turn came, that the task no longer accepts it: the
-/// earlier one ended uncertain (`TASK_BLOCKED`) or the task was closed (`TASK_CLOSED`).
-/// Nothing was sent; unlike a refusal at admission, this one is stored, so the same ID
-/// replays it.
-pub(super) fn queued_refusal(task: &Task, method: Method, code: ErrorCode, id: &str) -> ErrorBody {
-    let tid = &*task.id;
-    let base = admission_error(task, method, code);
-    let why = match (code, task.pending_outcome()) {
-        (ErrorCode::TaskBlocked, Some(p)) => format!(
-            "{method} (request {id}) was admitted while an earlier action of task {tid} was running and waited its turn; that action, {} (request {}), ended uncertain, so {method} was not sent. Its receipt keeps this answer: call task.verifyOutcome for task {tid}, then send {method} again under a fresh id if it is still wanted",
-            p.method, p.request_id
-        ),
-        _ => format!(
-            "{method} (request {id}) waited its turn behind an earlier action of task {tid}, and the task was {} by then, so {method} was not sent. Its receipt keeps this answer; task.status shows what the task did",
-            task.state().as_str()
-        ),
-    };
-    let mut details = base.details.clone().unwrap_or_else(|| json!({}));
-    details["queued"] = json!(true);
-    ErrorBody::new(code, why).with_details(details)
-}
-
-/// The refusal of a task that does not accept `method` in its state (blocked, finished, …).
-fn admission_error(task: &Task, method: Method, code: ErrorCode) -> ErrorBody {
-    let tid = &*task.id;
-    match code {
-        ErrorCode::TaskBlocked => {
-            let pending = task.pending_outcome().expect("a blocked task has a pending outcome");
-            ErrorBody::new(
-                code,
-                format!(
-                    "task {tid} is blocked: the outcome of {} (request {}) is uncertain, so {method} was not sent. Call task.verifyOutcome for task {tid}; once it is confirmed, send this request again under the same id",
-                    pending.method, pending.request_id
-                ),
-            )
-            .with_details(json!({"taskId": tid, "pendingOutcome": pending.to_wire()}))
-        }
-        _ => match task.earlier_run() {
-            Some(run) => ErrorBody::new(
-                code,
-                format!(
-                    "task {tid} is interrupted: it belongs to run {run}, which stopped while it was open, so its page is gone; {method} was not sent. Start a new task (task.start) for new work; task.status shows what this one did"
-                ),
-            )
-            .with_details(json!({"taskId": tid, "state": task.state().as_str(), "runId": run})),
-            None => ErrorBody::new(
-                code,
-                format!(
-                    "task {tid} is {}; {method} was not sent. Start a new task (task.start) for new work; task.status shows what this one did",
-                    task.state().as_str()
-                ),
-            )
-            .with_details(json!({"taskId": tid, "state": task.state().as_str()})),
-        },
-    }
 }
 
 /// The facts of a `request.rejected` event.

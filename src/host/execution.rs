@@ -822,7 +822,7 @@ impl Host {
                     }
                     return match task.admit(method) {
                         Ok(()) => None,
-                        Err(refusal) => Some(Outcome::err(&super::admission::queued_refusal(
+                        Err(refusal) => Some(Outcome::err(&super::failures::queued_refusal(
                             task,
                             method,
                             refusal.code(),
