@@ -143,6 +143,14 @@ pub trait Executor: Send + Sync + 'static {
         None
     }
 
+    /// Whether [`Executor::fill_now`] answers every fill (never `None`). The host then does a
+    /// fill that nothing of its task is waiting behind inside the critical section that
+    /// admitted it, so it need not queue it on its task (SPEC §14: one action at a time) —
+    /// the hottest path keeps no queue entry.
+    fn fills_at_once(&self) -> bool {
+        false
+    }
+
     /// The dialogs the page of `task` opened since the last call, and how each was answered
     /// (SPEC §14: answered as the action asked, else dismissed; never left open). The host
     /// takes them when an action or a read ends: a task runs one action at a time, so those
@@ -612,6 +620,10 @@ impl Executor for FixtureExecutor {
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome> {
         self.act_inner(Some(request_id), task, action, deadline)
+    }
+
+    fn fills_at_once(&self) -> bool {
+        true
     }
 
     fn fill_now(&self, task: &str, target: &str, value: &str) -> Option<Result<(), String>> {

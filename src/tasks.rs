@@ -166,8 +166,10 @@ pub struct Task {
     /// Its requests admitted and not yet stored, in admission order: the first is executing,
     /// the rest wait for it ([`Task::is_turn`]).
     pub in_flight: VecDeque<InFlight>,
-    /// Woken whenever a request leaves `in_flight`, so the next one can see its turn has come.
-    pub turn: std::sync::Arc<tokio::sync::Notify>,
+    /// What requests waiting their turn wait on; made by the first to wait
+    /// ([`Task::wait_turn`]) and woken (and dropped) when the first request in flight leaves,
+    /// so a task nobody waits on pays nothing for it.
+    turn: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Task {
@@ -184,7 +186,7 @@ impl Task {
             history: VecDeque::new(),
             receipts: 0,
             in_flight: VecDeque::new(),
-            turn: Default::default(),
+            turn: None,
         }
     }
 
@@ -208,18 +210,33 @@ impl Task {
 
     /// The request's reply is stored (or it will never run): it leaves the queue, and the
     /// requests waiting behind it are told.
+    #[inline]
     pub fn leave(&mut self, request_id: &RequestKey) {
-        let Some(i) = self
+        if self.in_flight.is_empty() {
+            // The hottest case: a fill done at once, never queued.
+            return;
+        }
+        if self.is_turn(request_id) {
+            // The usual case: the request executing leaves, and the next one's turn comes.
+            self.in_flight.pop_front();
+            if let Some(turn) = self.turn.take() {
+                turn.notify_waiters();
+            }
+        } else if let Some(i) = self
             .in_flight
             .iter()
             .position(|f| f.request_id == *request_id)
-        else {
-            return;
-        };
-        self.in_flight.remove(i);
-        if i == 0 && !self.in_flight.is_empty() {
-            self.turn.notify_waiters();
+        {
+            // One that will never run (its claim was settled elsewhere) leaves from the middle:
+            // nobody's turn changes.
+            self.in_flight.remove(i);
         }
+    }
+
+    /// What a request behind others waits on until the first request in flight leaves (call
+    /// it, and register the wait, before letting the host's lock go).
+    pub fn wait_turn(&mut self) -> std::sync::Arc<tokio::sync::Notify> {
+        self.turn.get_or_insert_with(Default::default).clone()
     }
 
     /// The derived state.

@@ -470,7 +470,7 @@ impl Executor for ChromiumExecutor {
                     let step = Step {
                         expect: expect.as_ref(),
                         local,
-                        dialog: dialog.as_ref(),
+                        dialog: dialog.as_deref(),
                     };
                     page.click(&target, step, deadline, &inner.mutations).await
                 }
@@ -484,7 +484,7 @@ impl Executor for ChromiumExecutor {
                     let step = Step {
                         expect: expect.as_ref(),
                         local,
-                        dialog: dialog.as_ref(),
+                        dialog: dialog.as_deref(),
                     };
                     page.press(&key, target.as_deref(), step, deadline, &inner.mutations)
                         .await

@@ -370,12 +370,25 @@ impl Host {
         st.counters.executions += 1;
         // A task's requests execute one at a time, in the order they were admitted (SPEC §14):
         // one admitted behind others still in flight waits for them. `task.stop` waits for
-        // nothing (it executes nothing, and is the way out of a task).
-        let stopping = matches!(&mutation, Err(CloseCommand::Stop(_)));
+        // nothing (it executes nothing, and is the way out of a task), and neither does a fill
+        // the executor does at once with nothing of its task in flight: it is done before this
+        // critical section ends (`Host::fill_at_once`), so nothing admitted after it can run
+        // first, and it takes no place in the queue.
         let mut turn_now = true;
         if let Some(task) = task {
             task.receipts += 1;
-            if !stopping && (mutation.is_ok() || !task.in_flight.is_empty()) {
+            let queued = match &mutation {
+                Err(CloseCommand::Stop(_)) => false,
+                Err(CloseCommand::Finish(_)) => !task.in_flight.is_empty(),
+                Ok(work) => {
+                    !(task.in_flight.is_empty()
+                        && work.is_fill()
+                        && !claim
+                        && self.journal().is_none()
+                        && self.inner.executor.fills_at_once())
+                }
+            };
+            if queued {
                 turn_now = task.enter(&key, method, now);
             }
         }
@@ -559,22 +572,7 @@ impl Host {
                 None => unknown_task_error(tid, self.run_id()),
             };
             let outcome = Outcome::err(&error);
-            let now = now_millis();
-            if let Some(t) = st.tasks.get_mut(tid) {
-                t.leave(&execution.key);
-            }
-            let waiters = st
-                .book
-                .finish_at(execution.slot, &execution.key, outcome.clone(), now)
-                .ok()
-                .flatten();
-            publish_completed(
-                &mut st,
-                &execution.request_id,
-                execution.command.method(),
-                &outcome,
-                now,
-            );
+            let waiters = self.refuse_closing(&mut st, execution, &outcome);
             let idle = st.book.running() == 0;
             return Stored::new(outcome, waiters, idle);
         }

@@ -90,6 +90,20 @@ impl<C> Execution<'_, C> {
     }
 }
 
+impl<C> Execution<'_, C> {
+    /// Notes that its turn has come when it is now the first of its task's requests in flight
+    /// (the ones before it were stored in this same critical section).
+    pub(super) fn check_turn(&mut self, st: &State) {
+        if !self.turn_now {
+            self.turn_now = self
+                .task_id
+                .as_deref()
+                .and_then(|t| st.tasks.get(t))
+                .is_some_and(|t| t.is_turn(&self.key));
+        }
+    }
+}
+
 impl Execution<'_> {
     /// The same execution owning its request ID and command, to outlive the frame it came
     /// from.
@@ -155,6 +169,11 @@ impl Work<'_> {
             })) => Some((task_id, target, value)),
             Work::Owned(_) => None,
         }
+    }
+
+    /// Whether this is a `page.fill`.
+    pub(super) fn is_fill(&self) -> bool {
+        self.fill().is_some()
     }
 
     /// Whether the caller sent a click or a key press as a local step (`local: true`).
@@ -794,50 +813,50 @@ impl Host {
     /// Waits until the execution is the first of its task's requests in flight (SPEC §14), then
     /// checks the task again: `Some` is the refusal to store instead of executing, when the
     /// task no longer accepts it (an earlier action ended uncertain, or the task was closed
-    /// while it waited). An execution admitted first in line, or with no task, does not wait;
-    /// one that waited for a journal's begin or a ledger's claim is checked again all the
-    /// same, since the task may have been stopped meanwhile.
+    /// while it waited for its turn, its journal begin or its ledger claim). A request that is
+    /// not queued (`task.stop`, or one with no task) does not wait.
     pub(super) async fn await_turn<C: Commanded>(
         &self,
         execution: &Execution<'_, C>,
     ) -> Option<Arc<Outcome>> {
         let tid = execution.task_id.as_deref()?;
+        self.turn_comes(tid, &execution.key).await;
+        let st = self.lock();
+        let task = st.tasks.get(tid)?;
+        if !task.is_turn(&execution.key) {
+            // Not queued (a `task.stop`, which waits for nothing).
+            return None;
+        }
         let method = execution.command.method();
-        let mut waited = false;
+        task.admit(method).err().map(|refusal| {
+            Outcome::err(&super::failures::queued_refusal(
+                task,
+                method,
+                refusal.code(),
+                &execution.request_id,
+            ))
+        })
+    }
+
+    /// Waits until request `key` is the first of task `tid`'s requests in flight, or is not
+    /// queued there at all.
+    pub(super) async fn turn_comes(&self, tid: &str, key: &RequestKey) {
         loop {
             let turn = {
-                let st = self.lock();
-                let task = st.tasks.get(tid)?;
-                if !task.in_flight.iter().any(|f| f.request_id == execution.key) {
-                    // Not queued (a `task.stop`, which waits for nothing): nothing to wait for.
-                    return None;
-                }
-                if task.is_turn(&execution.key) {
-                    if !waited
-                        && !execution.claim
-                        && execution.begun.is_none()
-                        && execution.turn_now
-                    {
-                        return None;
-                    }
-                    return match task.admit(method) {
-                        Ok(()) => None,
-                        Err(refusal) => Some(Outcome::err(&super::failures::queued_refusal(
-                            task,
-                            method,
-                            refusal.code(),
-                            &execution.request_id,
-                        ))),
-                    };
+                let mut st = self.lock();
+                let Some(task) = st.tasks.get_mut(tid) else {
+                    return;
+                };
+                if task.is_turn(key) || !task.in_flight.iter().any(|f| f.request_id == *key) {
+                    return;
                 }
                 // Registered before the lock is let go, so the request ahead cannot leave
                 // unseen.
-                let mut notified = Box::pin(task.turn.clone().notified_owned());
+                let mut notified = Box::pin(task.wait_turn().notified_owned());
                 notified.as_mut().enable();
                 notified
             };
             turn.await;
-            waited = true;
         }
     }
 
@@ -975,7 +994,7 @@ impl Host {
                         })
                     }
                     None => Outcome::ok(&ObservedResult {
-                        dialogs: self.take_dialogs(execution, &task),
+                        dialogs: self.take_dialogs(&task, &execution.key, method),
                         local: cmd.is_local_step(),
                         observation: Some(obs),
                     }),
@@ -984,7 +1003,7 @@ impl Host {
             }
             Finished::Act(task, ActionOutcome::LocalDone) => (
                 Outcome::ok(&ObservedResult {
-                    dialogs: self.take_dialogs(execution, &task),
+                    dialogs: self.take_dialogs(&task, &execution.key, method),
                     local: true,
                     observation: None,
                 }),
@@ -992,14 +1011,14 @@ impl Host {
             ),
             Finished::Filled(outcome) => (outcome, TaskEffect::None),
             Finished::Act(task, ActionOutcome::Failed(reason)) => {
-                let dialogs = self.take_dialogs(execution, &task);
+                let dialogs = self.take_dialogs(&task, &execution.key, method);
                 (
                     action_failed(method, &task, id, &reason, dialogs),
                     TaskEffect::None,
                 )
             }
             Finished::Act(task, ActionOutcome::NotSent(cause, reason)) => {
-                let dialogs = self.take_dialogs(execution, &task);
+                let dialogs = self.take_dialogs(&task, &execution.key, method);
                 let mut details = json!({
                     "taskId": &*task,
                     "requestId": id,
@@ -1027,7 +1046,7 @@ impl Host {
                 // A page action has one unless it is a local step sent without one; only
                 // `task.start` has none, and opening a page is never uncertain.
                 let expect = cmd.expectation();
-                let dialogs = self.take_dialogs(execution, &task);
+                let dialogs = self.take_dialogs(&task, &execution.key, method);
                 let mut details = json!({
                     "taskId": &*task,
                     "requestId": id,
@@ -1052,14 +1071,19 @@ impl Host {
         }
     }
 
-    /// The dialogs the task's page opened during the action ([`crate::executor::Executor::take_dialogs`]),
-    /// recorded in the task's history as they were answered. Never called under the host's
-    /// lock (it takes it when there is something to record, which is rare).
-    fn take_dialogs(&self, execution: &Execution<'_>, task: &str) -> Vec<DialogSeen> {
+    /// The dialogs the task's page opened during an action or a read
+    /// ([`crate::executor::Executor::take_dialogs`]), recorded in the task's history as they
+    /// were answered, under request `key` and `method`. Never called under the host's lock
+    /// (it takes it when there is something to record, which is rare).
+    pub(super) fn take_dialogs(
+        &self,
+        task: &str,
+        key: &RequestKey,
+        method: Method,
+    ) -> Vec<DialogSeen> {
         let dialogs = self.inner.executor.take_dialogs(task);
         if !dialogs.is_empty() {
             let now = now_millis();
-            let method = execution.command.method();
             if let Some(t) = self.lock().tasks.get_mut(task) {
                 for d in &dialogs {
                     let answered = if d.answer == "accepted" {
@@ -1067,7 +1091,7 @@ impl Host {
                     } else {
                         "dialog_dismissed"
                     };
-                    t.record(&execution.key, method, now, answered);
+                    t.record(key, method, now, answered);
                 }
             }
         }

@@ -83,16 +83,33 @@ impl Host {
         let now = now_millis();
         let id = req.request_id;
         let key = req.key();
+        // Copies to wake, and whether the host went idle, when a fill is done right here.
+        let (mut wake, mut idle) = (Vec::new(), None);
         let (admitted, fault_ahead) = {
             let mut st = self.lock();
             let fault_ahead = st.book.fault_ahead();
-            (
-                self.admit(&mut st, req, key, now, Begin::Append),
-                fault_ahead,
-            )
+            let mut admitted = self.admit(&mut st, req, key, now, Begin::Append);
+            // A fill the executor does at once is done in the critical section that admitted
+            // it: with nothing of its task in flight it took no place in the task's queue, so
+            // nothing admitted after it may run first.
+            if let Ok(Admitted::Execute(execution)) = &mut admitted {
+                if let Some(completion) = self.fill_at_once(execution, None) {
+                    let (answer, now_idle) =
+                        self.store_inline(&mut st, execution, completion, &mut wake);
+                    idle = Some(now_idle);
+                    admitted = Err(answer);
+                }
+            }
+            (admitted, fault_ahead)
         };
         if let Some(stretch) = fault_ahead {
             stretch.fault_in();
+        }
+        if let Some(idle) = idle {
+            for (waiters, outcome) in wake {
+                waiters.send_replace(Some(outcome));
+            }
+            self.ring_idle(idle);
         }
         match admitted {
             Err(answer) => answer,
@@ -227,13 +244,7 @@ impl Host {
                 };
                 new_receipts += 1;
                 // Its turn may have come with the fills before it stored here (SPEC §14).
-                if !execution.turn_now {
-                    execution.turn_now = execution
-                        .task_id
-                        .as_deref()
-                        .and_then(|t| st.tasks.get(t))
-                        .is_some_and(|t| t.is_turn(&execution.key));
-                }
+                execution.check_turn(&st);
                 let reply = written.get_mut(i).and_then(Option::take);
                 let Some(completion) = self.fill_at_once(execution, reply) else {
                     continue;

@@ -490,19 +490,23 @@ impl Host {
         // The fills the executor does at once are done and stored in one critical section, in
         // order, each once its turn has come (SPEC §14: a task's requests one at a time), with
         // their completions appended together: a batch of fills on one task is one batch.
+        // A batch's requests sit together in their task's queue (admitted under one taking of
+        // the lock): once the first has its turn, the others' come as each is stored below.
+        // Waiting for it here, rather than each on a task of its own, keeps the batch one
+        // batch when an earlier batch of the same task is still being answered.
+        // (Only the first request with a task: any other may be queued behind it.)
+        if let Some(first) = batch.iter().find(|e| e.task_id.is_some()) {
+            if let Some(tid) = first.task_id.as_deref() {
+                self.turn_comes(tid, &first.key).await;
+            }
+        }
         let mut idle = false;
         let mut stored = Vec::with_capacity(batch.len());
         let mut rest = Vec::new();
         {
             let mut st = self.lock();
             for (i, mut execution) in batch.into_iter().enumerate() {
-                if !execution.turn_now {
-                    execution.turn_now = execution
-                        .task_id
-                        .as_deref()
-                        .and_then(|t| st.tasks.get(t))
-                        .is_some_and(|t| t.is_turn(&execution.key));
-                }
+                execution.check_turn(&st);
                 match self.fill_at_once(&execution, None) {
                     Some(completion) => {
                         let done = self.store_locked(&mut st, &execution, completion);

@@ -153,7 +153,7 @@ impl Host {
                         ReadOutcome::Reopened(inner) => *inner,
                         other => other,
                     };
-                    host.record_read_dialogs(&task, &request_id);
+                    host.take_dialogs(&task, &RequestKey::new(&request_id), Method::PageRead);
                     let outcome = match read {
                         ReadOutcome::Reopened(_) => unreachable!("unwrapped above"),
                         ReadOutcome::Value(value) => Outcome::ok(&FieldResult { target: p.target.clone(), value }),
@@ -181,31 +181,6 @@ impl Host {
                     }
                     Err(error) => reject(Some(&request_id), run_id, error),
                 }
-            }
-        }
-    }
-
-    /// Records in the task's history the dialogs its page opened during a read (dismissed:
-    /// no read answers a dialog any other way, and none waits on one).
-    fn record_read_dialogs(&self, task: &str, request_id: &str) {
-        let dialogs = self.inner.executor.take_dialogs(task);
-        if dialogs.is_empty() {
-            return;
-        }
-        let now = now_millis();
-        if let Some(t) = self.lock().tasks.get_mut(task) {
-            for d in &dialogs {
-                let answered = if d.answer == "accepted" {
-                    "dialog_accepted"
-                } else {
-                    "dialog_dismissed"
-                };
-                t.record(
-                    &RequestKey::new(request_id),
-                    Method::PageRead,
-                    now,
-                    answered,
-                );
             }
         }
     }
@@ -289,7 +264,11 @@ impl Host {
                     judge(&expect, read)
                 }
             };
-            host.record_read_dialogs(&tid, &pending.request_id);
+            host.take_dialogs(
+                &tid,
+                &RequestKey::new(&pending.request_id),
+                Method::TaskVerifyOutcome,
+            );
             let now = now_millis();
             let mut guard = host.lock();
             let st = &mut *guard;

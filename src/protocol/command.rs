@@ -69,8 +69,9 @@ pub enum PageAction {
         expect: Option<Expect>,
         /// The caller says the click commits nothing (SPEC §14).
         local: bool,
-        /// How to answer a dialog the click opens.
-        dialog: Option<DialogAnswer>,
+        /// How to answer a dialog the click opens (boxed: rare, and every command is moved
+        /// several times on the hot path).
+        dialog: Option<Box<DialogAnswer>>,
     },
     /// Press a key (or a chord, [`KeyChord`]) on a target, then observe `expect`.
     Press {
@@ -82,8 +83,8 @@ pub enum PageAction {
         expect: Option<Expect>,
         /// The caller says the key press commits nothing (SPEC §14).
         local: bool,
-        /// How to answer a dialog the key press opens.
-        dialog: Option<DialogAnswer>,
+        /// How to answer a dialog the key press opens (boxed, as a click's).
+        dialog: Option<Box<DialogAnswer>>,
     },
 }
 
@@ -210,7 +211,7 @@ impl Command {
                 target,
                 expect,
                 local,
-                dialog,
+                dialog: dialog.map(Box::new),
             },
         )
     }
@@ -232,7 +233,7 @@ impl Command {
                 target,
                 expect,
                 local,
-                dialog,
+                dialog: dialog.map(Box::new),
             },
         )
     }
@@ -301,7 +302,7 @@ impl Command {
             sized(field, EXPECTED_TEXT, text)?;
             target_ok("expect.target", &expect.target)
         };
-        let dialog_ok = |dialog: &Option<DialogAnswer>| {
+        let dialog_ok = |dialog: &Option<Box<DialogAnswer>>| {
             let Some(d) = dialog else {
                 return Ok::<(), String>(());
             };
@@ -459,7 +460,9 @@ impl PageAction {
     pub fn dialog(&self) -> Option<&DialogAnswer> {
         match self {
             PageAction::Fill { .. } => None,
-            PageAction::Click { dialog, .. } | PageAction::Press { dialog, .. } => dialog.as_ref(),
+            PageAction::Click { dialog, .. } | PageAction::Press { dialog, .. } => {
+                dialog.as_deref()
+            }
         }
     }
 }
