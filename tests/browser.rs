@@ -586,11 +586,13 @@ async fn until_received(r: &Rig, n: u64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_submit_behind_a_pending_one_is_blocked_and_never_sent() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(1000).await else {
+    // A deadline long enough that the page answers the checks before dispatch on a loaded
+    // machine, and a save later still.
+    let Some(mut r) = Rig::start(2500).await else {
         return;
     };
     let task = r.filled("Only once").await;
-    r.app.set_fault(Fault::Late(Duration::from_millis(2500)));
+    r.app.set_fault(Fault::Late(Duration::from_millis(5000)));
     let mut other = r.host.conn().await;
     // The first submit, a second pipelined right behind it on the same connection, and a
     // third from another connection while the first is still pending.
