@@ -7,8 +7,10 @@
 //! [`chromium::ChromiumExecutor`] drives real pages in a headless Chromium.
 
 pub mod chromium;
+mod fixture_outline;
 
 use std::collections::HashMap;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
@@ -18,9 +20,14 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::protocol::results::DialogSeen;
-pub use crate::protocol::PageAction;
-use crate::protocol::{Expect, FixtureOptions, KeyChord};
+pub use crate::protocol::{NotSent, PageAction};
+use crate::protocol::{
+    Command, Expect, FixtureOptions, KeyChord, Method, SelectBy, SnapshotNode, Subject, Target,
+    WaitState,
+};
 use crate::tasks::{Observation, TaskId};
+
+use fixture_outline::{resolve, Element, Refs, CATEGORY, CATEGORY_OPTIONS, URGENT};
 
 /// How an action ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,22 +45,68 @@ pub enum ActionOutcome {
     Uncertain(String),
 }
 
-/// Why an action was refused before anything was dispatched (`details.cause` of its
-/// `ACTION_FAILED`, delivery `not_sent`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NotSent {
-    /// The expectation already held before the action: it could never show the action's
-    /// effect (SPEC §14).
-    ExpectationAlreadyHolds,
+/// A read of the page beyond one target's value (SPEC §15): answered every time, never
+/// stored, changing nothing.
+#[derive(Clone, Debug)]
+pub enum PageQuery {
+    /// The accessibility outline with refs; the host renders and bounds it.
+    Snapshot,
+    /// Wait until `target` (or `text`) reaches `state`, until `until` at most.
+    Wait {
+        /// The target waited for.
+        target: Option<Target>,
+        /// The text waited for.
+        text: Option<String>,
+        /// Shown or gone.
+        state: WaitState,
+        /// When to give up (`READ_TIMEOUT`).
+        until: Instant,
+    },
+    /// A PNG of the viewport, or of `target`.
+    Screenshot {
+        /// The element, when one.
+        target: Option<Target>,
+    },
+    /// The page's URL and title.
+    Url,
 }
 
-impl NotSent {
-    /// The wire spelling (`details.cause`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            NotSent::ExpectationAlreadyHolds => "expectation_already_holds",
-        }
-    }
+/// How a [`PageQuery`] ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QueryOutcome {
+    /// The outline: the page's URL and title and its nodes in document order.
+    Snapshot {
+        /// The page's URL.
+        url: String,
+        /// The page's title.
+        title: String,
+        /// The nodes, depth first.
+        nodes: Vec<SnapshotNode>,
+    },
+    /// The wait was satisfied.
+    Waited,
+    /// The PNG, base64-encoded (as CDP gives it and the reply carries it).
+    Screenshot(String),
+    /// The page's URL and title.
+    Url {
+        /// The URL.
+        url: String,
+        /// The title.
+        title: String,
+    },
+    /// The query did not finish in time.
+    TimedOut,
+    /// The query failed (no page, a target that matches nothing, …).
+    Failed(String),
+    /// Refused for `cause`, as an action's [`NotSent`] (a stale ref, an ambiguous locator).
+    Refused(NotSent, String),
+}
+
+/// What a method this executor does not offer answers (a `BAD_REQUEST`, nothing stored).
+pub fn unsupported(kind: &str, method: Method) -> String {
+    format!(
+        "{method} is not offered by the {kind} executor; run the host with the browser (polaris serve --browser) for the whole page vocabulary"
+    )
 }
 
 /// The refusal of an action whose expectation held before anything was dispatched: it could
@@ -63,7 +116,7 @@ pub fn expectation_already_holds(expect: &Expect, value: &str) -> ActionOutcome 
         NotSent::ExpectationAlreadyHolds,
         format!(
             "the expectation already holds before the action ({} is {value:?}), so it could not show the action's effect; nothing was sent. Expect something only this action's effect makes true (for a counter, the next value; for a status, the text it changes to)",
-            expect.target
+            expect.subject
         ),
     )
 }
@@ -92,6 +145,36 @@ pub trait Executor: Send + Sync + 'static {
 
     /// Checks a selector before anything is created, so a malformed one is a `BAD_REQUEST`.
     fn check_target(&self, target: &str) -> Result<(), String>;
+
+    /// Whether this executor offers `method` (`tools.list` lists only those). The default
+    /// offers the core methods only.
+    fn offers(&self, method: Method) -> bool {
+        method.is_core()
+    }
+
+    /// Checks a command this executor may not offer, or whose params only it can judge (an
+    /// upload's files against its upload directory), before anything is created: the refusal
+    /// is a `BAD_REQUEST`.
+    fn check_command(&self, command: &Command) -> Result<(), String> {
+        let method = command.method();
+        if self.offers(method) {
+            Ok(())
+        } else {
+            Err(unsupported(self.kind(), method))
+        }
+    }
+
+    /// Answers a [`PageQuery`] on the page of `task`, by `deadline`.
+    fn query(
+        &self,
+        task: TaskId,
+        query: PageQuery,
+        deadline: Instant,
+    ) -> BoxFuture<'static, QueryOutcome> {
+        let _ = (task, query, deadline);
+        let kind = self.kind();
+        Box::pin(async move { QueryOutcome::Failed(format!("the {kind} executor answers no page queries")) })
+    }
 
     /// Checks a `task.start`'s `url` before anything is created, so a request this executor
     /// could never open (no url where one is needed, a scheme it does not load) is a
@@ -160,11 +243,11 @@ pub trait Executor: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Reads a target without changing anything.
+    /// Reads a target's value, or the page's URL or text, without changing anything.
     fn observe(
         &self,
         task: TaskId,
-        target: String,
+        subject: Subject,
         deadline: Instant,
     ) -> BoxFuture<'static, ReadOutcome>;
 
@@ -255,7 +338,38 @@ struct PageState {
     fields: FastMap<String, String>,
     status: String,
     submissions: u64,
+    /// The value of the form's select ([`CATEGORY`]).
+    category: String,
+    /// The form's checkbox ([`URGENT`]).
+    urgent: bool,
+    /// The refs of the latest `page.snapshot`.
+    refs: Refs,
 }
+
+/// What a fixture read looks at, its target already resolved to a selector.
+enum Spot {
+    /// A target's value.
+    Css(String),
+    /// The page's URL.
+    Url,
+    /// The page's whole text.
+    Text,
+}
+
+impl fmt::Display for Spot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Spot::Css(css) => f.write_str(css),
+            Spot::Url => f.write_str("the page's URL"),
+            Spot::Text => f.write_str("the page's text"),
+        }
+    }
+}
+
+/// The fixture page's URL: it has no server, so it names itself.
+const FIXTURE_URL: &str = "about:polaris-fixture";
+/// The fixture page's title and heading.
+const FIXTURE_TITLE: &str = "Draft a post";
 
 /// Takes a fixture page's lock. Like the host's state, a page recovers from a panic while its
 /// lock was held (each critical section only reads or stores a field or two): the host has
@@ -272,7 +386,110 @@ impl FixturePage {
             STATUS => s.status.clone(),
             SUBMISSIONS => s.submissions.to_string(),
             SUBMIT => "Submit".to_owned(),
+            CATEGORY => s.category.clone(),
+            URGENT => s.urgent.to_string(),
             field => s.fields.get(field).cloned().unwrap_or_default(),
+        }
+    }
+
+    /// The page's elements as an agent sees them: the form, then any field a fill created.
+    fn elements(s: &PageState) -> Vec<Element> {
+        let field = |css: &str, name: &str| Element {
+            css: css.into(),
+            role: "textbox",
+            name: name.into(),
+            value: Some(s.fields.get(css).cloned().unwrap_or_default()),
+            states: vec![],
+        };
+        let label = CATEGORY_OPTIONS
+            .iter()
+            .find(|(v, _)| *v == s.category)
+            .map_or("", |(_, l)| l);
+        let mut out = vec![field("#title", "Title"), field("#body", "Body")];
+        out.push(Element {
+            css: CATEGORY.into(),
+            role: "combobox",
+            name: "Category".into(),
+            value: Some(label.into()),
+            states: vec![],
+        });
+        out.push(Element {
+            css: URGENT.into(),
+            role: "checkbox",
+            name: "Urgent".into(),
+            value: None,
+            states: if s.urgent { vec!["checked".into()] } else { vec![] },
+        });
+        let mut extra: Vec<&String> = s
+            .fields
+            .keys()
+            .filter(|k| !matches!(k.as_str(), "#title" | "#body"))
+            .collect();
+        extra.sort();
+        out.extend(extra.into_iter().map(|k| field(k, k.trim_start_matches('#'))));
+        out.push(Element {
+            css: SUBMIT.into(),
+            role: "button",
+            name: "Submit".into(),
+            value: None,
+            states: vec![],
+        });
+        out.push(Element {
+            css: STATUS.into(),
+            role: "status",
+            name: "Status".into(),
+            value: Some(s.status.clone()),
+            states: vec![],
+        });
+        out.push(Element {
+            css: SUBMISSIONS.into(),
+            role: "text",
+            name: "Submissions".into(),
+            value: Some(s.submissions.to_string()),
+            states: vec![],
+        });
+        out
+    }
+
+    /// The page's whole visible text, as `expect.text` and `page.wait`'s `text` read it.
+    fn text(&self) -> String {
+        let s = lock(&self.state);
+        let mut out = String::from(FIXTURE_TITLE);
+        for e in FixturePage::elements(&s) {
+            out.push('\n');
+            out.push_str(&e.name);
+            if let Some(v) = e.value {
+                out.push(' ');
+                out.push_str(&v);
+            }
+        }
+        out
+    }
+
+    /// The selector `target` names now, or why an action on it is not sent.
+    fn resolve(&self, target: &Target) -> Result<String, (NotSent, String)> {
+        if let Target::Css(css) = target {
+            return Ok(css.clone());
+        }
+        let s = lock(&self.state);
+        resolve(target, &FixturePage::elements(&s), &s.refs)
+    }
+
+    /// What `subject` reads, its target resolved.
+    fn spot(&self, subject: &Subject) -> Result<Spot, (NotSent, String)> {
+        Ok(match subject {
+            Subject::Target(t) => Spot::Css(self.resolve(t)?),
+            Subject::Url => Spot::Url,
+            Subject::Text => Spot::Text,
+        })
+    }
+
+    /// The value at `spot`.
+    fn read_spot(&self, spot: &Spot) -> String {
+        match spot {
+            Spot::Css(css) => self.read(css),
+            Spot::Url => FIXTURE_URL.to_owned(),
+            Spot::Text => self.text(),
         }
     }
 
@@ -306,7 +523,7 @@ impl FixturePage {
     }
 
     /// Reads with the page's read delay; `None` when the deadline comes first.
-    async fn read_by(&self, target: &str, deadline: Instant) -> Option<String> {
+    async fn read_by(&self, spot: &Spot, deadline: Instant) -> Option<String> {
         let delay = Duration::from_millis(self.options.read_delay_ms);
         if delay > Duration::ZERO {
             if Instant::now() + delay > deadline {
@@ -315,7 +532,7 @@ impl FixturePage {
             }
             tokio::time::sleep(delay).await;
         }
-        Some(self.read(target))
+        Some(self.read_spot(spot))
     }
 }
 
@@ -358,8 +575,60 @@ fn fill_observed(
     }
 }
 
+/// `page.select` on the fixture form's select.
+fn select(page: &FixturePage, target: String, by: SelectBy) -> ActionOutcome {
+    if target != CATEGORY {
+        return ActionOutcome::Failed(format!(
+            "{target} is not a select of the fixture page; its select is {CATEGORY} (Category)"
+        ));
+    }
+    let (wanted, by_label) = match &by {
+        SelectBy::Label(l) => (l, true),
+        SelectBy::Value(v) => (v, false),
+    };
+    let [one] = wanted.as_slice() else {
+        return ActionOutcome::Failed(format!(
+            "{CATEGORY} takes one option (it is not a multiple select)"
+        ));
+    };
+    let Some((value, _)) = CATEGORY_OPTIONS
+        .iter()
+        .find(|(v, l)| if by_label { l == one } else { v == one })
+    else {
+        let known: Vec<String> = CATEGORY_OPTIONS
+            .iter()
+            .map(|(v, l)| format!("{l:?} (value {v:?})"))
+            .collect();
+        return ActionOutcome::Failed(format!(
+            "{CATEGORY} has no option {one:?}; its options are {}",
+            known.join(", ")
+        ));
+    };
+    lock(&page.state).category = (*value).to_owned();
+    page.announce_change();
+    ActionOutcome::Applied(Observation {
+        target,
+        value: (*value).to_owned(),
+    })
+}
+
+/// `page.check` on the fixture form's checkbox.
+fn check(page: &FixturePage, target: String, checked: bool) -> ActionOutcome {
+    if target != URGENT {
+        return ActionOutcome::Failed(format!(
+            "{target} is not a checkbox of the fixture page; its checkbox is {URGENT} (Urgent)"
+        ));
+    }
+    lock(&page.state).urgent = checked;
+    page.announce_change();
+    ActionOutcome::Applied(Observation {
+        target,
+        value: checked.to_string(),
+    })
+}
+
 fn is_reserved(target: &str) -> bool {
-    matches!(target, STATUS | SUBMISSIONS | SUBMIT)
+    matches!(target, STATUS | SUBMISSIONS | SUBMIT | CATEGORY | URGENT)
 }
 
 impl FixtureExecutor {
@@ -389,7 +658,11 @@ impl FixtureExecutor {
             task: task.clone(),
         });
         let page = self.page(&task);
-        if let PageAction::Fill { target, value } = action {
+        if let PageAction::Fill {
+            target: Target::Css(target),
+            value,
+        } = action
+        {
             // A fill is a page-local change: applied right here, its future already answered.
             return Box::pin(std::future::ready(fill_observed(
                 page.as_deref(),
@@ -403,16 +676,25 @@ impl FixtureExecutor {
             let Some(page) = page else {
                 return ActionOutcome::Failed(format!("task {task} has no page"));
             };
+            // The target is found before anything is done: a stale ref or an ambiguous
+            // locator sends nothing.
+            let target = match action.target().map(|t| page.resolve(t)).transpose() {
+                Ok(css) => css.unwrap_or_default(),
+                Err((cause, why)) => return ActionOutcome::NotSent(cause, why),
+            };
             let (expect, local, submits) = match action {
-                PageAction::Fill { target, value } => {
+                PageAction::Fill { value, .. } => {
                     return fill_observed(Some(&page), &task, target, value);
                 }
-                PageAction::Click {
-                    target,
-                    expect,
-                    local,
-                    ..
-                } => {
+                PageAction::Select { by, .. } => return select(&page, target, by),
+                PageAction::Check { checked, .. } => return check(&page, target, checked),
+                other @ (PageAction::Navigate { .. }
+                | PageAction::Upload { .. }
+                | PageAction::Hover { .. }
+                | PageAction::Type { .. }) => {
+                    return ActionOutcome::Failed(unsupported("fixture", other.method()))
+                }
+                PageAction::Click { expect, local, .. } => {
                     let submits = match target.as_str() {
                         SUBMIT => true,
                         // Clicking a field focuses it: a step that commits nothing.
@@ -432,11 +714,12 @@ impl FixtureExecutor {
                 }
                 PageAction::Press {
                     key,
-                    target,
+                    target: pressed,
                     expect,
                     local,
                     ..
                 } => {
+                    let target = pressed.map(|_| target);
                     // The params check read the chord already.
                     let enter = KeyChord::parse(&key)
                         .is_ok_and(|c| c.key == "Enter" && c.modifiers.is_empty());
@@ -463,8 +746,15 @@ impl FixtureExecutor {
             };
             // An expectation that already holds could never show this action's effect: refused
             // before anything is dispatched.
-            if let Some(e) = &expect {
-                let before = page.read(&e.target);
+            let expect = match expect.map(|e| page.spot(&e.subject).map(|spot| (e, spot))) {
+                None => None,
+                Some(Ok(e)) => Some(e),
+                Some(Err((cause, why))) => {
+                    return ActionOutcome::NotSent(cause, format!("the expectation's {why}"))
+                }
+            };
+            if let Some((e, spot)) = &expect {
+                let before = page.read_spot(spot);
                 if e.holds(&before) {
                     return expectation_already_holds(e, &before);
                 }
@@ -472,7 +762,7 @@ impl FixtureExecutor {
             if !submits {
                 // A page-local step: focus moves, nothing is sent anywhere.
                 return match expect {
-                    Some(e) => observe_effect(page, e, deadline).await,
+                    Some((e, spot)) => observe_effect(page, e, spot, deadline).await,
                     None => ActionOutcome::LocalDone,
                 };
             }
@@ -505,7 +795,7 @@ impl FixtureExecutor {
                 );
             }
             match expect {
-                Some(e) => observe_effect(page, e, deadline).await,
+                Some((e, spot)) => observe_effect(page, e, spot, deadline).await,
                 // The params check refuses a step with no expectation that is not local.
                 None => ActionOutcome::Uncertain("no expectation to observe".into()),
             }
@@ -521,25 +811,64 @@ impl FixtureExecutor {
     }
 }
 
+/// `page.wait` on the fixture page: every element is visible, so a target is there once it
+/// resolves; a text shows once the page's text holds it.
+async fn wait(
+    page: &FixturePage,
+    target: Option<Target>,
+    text: Option<String>,
+    state: WaitState,
+    until: Instant,
+) -> QueryOutcome {
+    let mut changes = page.changed.subscribe();
+    loop {
+        changes.borrow_and_update();
+        let shown = match (&target, &text) {
+            (Some(t), _) => match page.resolve(t) {
+                Ok(css) => FixturePage::elements(&lock(&page.state))
+                    .iter()
+                    .any(|e| e.css == css),
+                Err((NotSent::StaleRef, why)) => {
+                    return QueryOutcome::Refused(NotSent::StaleRef, why)
+                }
+                Err((NotSent::Ambiguous(c), why)) => {
+                    return QueryOutcome::Refused(NotSent::Ambiguous(c), why)
+                }
+                Err(_) => false,
+            },
+            (None, Some(text)) => page.text().contains(text.as_str()),
+            (None, None) => true,
+        };
+        if shown == (state == WaitState::Visible) {
+            return QueryOutcome::Waited;
+        }
+        tokio::select! {
+            _ = changes.changed() => {}
+            _ = tokio::time::sleep_until(until) => return QueryOutcome::TimedOut,
+        }
+    }
+}
+
 /// Waits until `expect` holds on `page` or the deadline passes.
 async fn observe_effect(
     page: Arc<FixturePage>,
     expect: Expect,
+    spot: Spot,
     deadline: Instant,
 ) -> ActionOutcome {
     let mut changes = page.changed.subscribe();
     loop {
         changes.borrow_and_update();
-        match page.read_by(&expect.target, deadline).await {
+        match page.read_by(&spot, deadline).await {
             None => {
                 return ActionOutcome::Uncertain(format!(
                     "could not read {} before the deadline",
-                    expect.target
+                    expect.subject
                 ))
             }
             Some(value) if expect.holds(&value) => {
                 return ActionOutcome::Applied(Observation {
-                    target: expect.target,
+                    target: expect.subject.to_string(),
                     value,
                 })
             }
@@ -548,10 +877,10 @@ async fn observe_effect(
         tokio::select! {
             _ = changes.changed() => {}
             _ = tokio::time::sleep_until(deadline) => {
-                let last = page.read(&expect.target);
+                let last = page.read_spot(&spot);
                 return ActionOutcome::Uncertain(format!(
                     "{} did not show the expected value before the deadline (last seen {:?})",
-                    expect.target, last
+                    expect.subject, last
                 ));
             }
         }
@@ -593,6 +922,9 @@ impl Executor for FixtureExecutor {
                 fields: FastMap::default(),
                 status: "Draft".to_owned(),
                 submissions: 0,
+                category: CATEGORY_OPTIONS[0].0.to_owned(),
+                urgent: false,
+                refs: Refs::default(),
             }),
             changed,
         });
@@ -635,7 +967,7 @@ impl Executor for FixtureExecutor {
     fn observe(
         &self,
         task: TaskId,
-        target: String,
+        subject: Subject,
         deadline: Instant,
     ) -> BoxFuture<'static, ReadOutcome> {
         let page = self.page(&task);
@@ -643,9 +975,66 @@ impl Executor for FixtureExecutor {
             let Some(page) = page else {
                 return ReadOutcome::Failed(format!("task {task} has no page"));
             };
-            match page.read_by(&target, deadline).await {
+            let spot = match page.spot(&subject) {
+                Ok(spot) => spot,
+                Err((_, why)) => return ReadOutcome::Failed(why),
+            };
+            match page.read_by(&spot, deadline).await {
                 Some(v) => ReadOutcome::Value(v),
                 None => ReadOutcome::TimedOut,
+            }
+        })
+    }
+
+    fn offers(&self, method: Method) -> bool {
+        method.is_core()
+            || matches!(
+                method,
+                Method::PageSnapshot
+                    | Method::PageWait
+                    | Method::PageUrl
+                    | Method::PageSelect
+                    | Method::PageCheck
+            )
+    }
+
+    fn query(
+        &self,
+        task: TaskId,
+        query: PageQuery,
+        deadline: Instant,
+    ) -> BoxFuture<'static, QueryOutcome> {
+        let page = self.page(&task);
+        Box::pin(async move {
+            let Some(page) = page else {
+                return QueryOutcome::Failed(format!("task {task} has no page"));
+            };
+            match query {
+                PageQuery::Snapshot => {
+                    let nodes = {
+                        let mut s = lock(&page.state);
+                        let elements = FixturePage::elements(&s);
+                        s.refs.snapshot(FIXTURE_TITLE, &elements)
+                    };
+                    QueryOutcome::Snapshot {
+                        url: FIXTURE_URL.into(),
+                        title: FIXTURE_TITLE.into(),
+                        nodes,
+                    }
+                }
+                PageQuery::Url => QueryOutcome::Url {
+                    url: FIXTURE_URL.into(),
+                    title: FIXTURE_TITLE.into(),
+                },
+                PageQuery::Wait {
+                    target,
+                    text,
+                    state,
+                    until,
+                } => wait(&page, target, text, state, until.min(deadline.max(until))).await,
+                PageQuery::Screenshot { .. } => {
+                    QueryOutcome::Failed(unsupported("fixture", Method::PageScreenshot))
+                }
             }
         })
     }
@@ -661,10 +1050,7 @@ mod tests {
     use crate::protocol::ExpectCheck;
 
     fn saved() -> Expect {
-        Expect {
-            target: "#status".into(),
-            check: ExpectCheck::Contains("Saved".into()),
-        }
+        Expect::on("#status", ExpectCheck::Contains("Saved".into()))
     }
 
     fn soon(ms: u64) -> Instant {
@@ -922,10 +1308,7 @@ mod tests {
             local: false,
             dialog: None,
         };
-        let draft = Expect {
-            target: "#status".into(),
-            check: ExpectCheck::Contains("Draft".into()),
-        };
+        let draft = Expect::on("#status", ExpectCheck::Contains("Draft".into()));
         assert!(matches!(
             fx.act(t.clone(), click(draft), soon(100)).await,
             ActionOutcome::NotSent(NotSent::ExpectationAlreadyHolds, _)
@@ -939,10 +1322,7 @@ mod tests {
             fx.act(t.clone(), click(saved()), soon(500)).await,
             ActionOutcome::NotSent(NotSent::ExpectationAlreadyHolds, reason) if reason.contains("Saved #1")
         ));
-        let next = Expect {
-            target: "#status".into(),
-            check: ExpectCheck::Equals("Saved #2".into()),
-        };
+        let next = Expect::on("#status", ExpectCheck::Equals("Saved #2".into()));
         assert!(matches!(
             fx.act(t, click(next), soon(500)).await,
             ActionOutcome::Applied(_)

@@ -617,10 +617,7 @@ mod tests {
             request_id: id.into(),
             method: Method::PagePress,
             params: json!({}),
-            expect: Some(Expect {
-                target: "#status".into(),
-                check: ExpectCheck::Contains("Saved".into()),
-            }),
+            expect: Some(Expect::on("#status", ExpectCheck::Contains("Saved".into()))),
             since: 10,
             last_verify: None,
         }

@@ -291,10 +291,10 @@ impl Executor for PanickingExecutor {
     fn observe(
         &self,
         task: TaskId,
-        target: String,
+        subject: polaris::protocol::Subject,
         deadline: tokio::time::Instant,
     ) -> BoxFuture<'static, ReadOutcome> {
-        self.inner.observe(task, target, deadline)
+        self.inner.observe(task, subject, deadline)
     }
     fn mutations(&self) -> u64 {
         0

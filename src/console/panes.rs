@@ -82,16 +82,17 @@ fn action_of(p: &BlockedOutcome) -> String {
         Some(Command::Execute(ExecutorCommand::Act(a))) => Some(&a.action),
         _ => None,
     };
-    let (key, target) = match action {
-        Some(PageAction::Press { key, target, .. }) => (Some(key.as_str()), target.as_deref()),
-        Some(PageAction::Click { target, .. }) => (None, Some(target.as_str())),
-        _ => (None, None),
+    let key = match action {
+        Some(PageAction::Press { key, .. }) => format!(" {key}"),
+        _ => String::new(),
     };
-    let key = key.map(|k| format!(" {k}")).unwrap_or_default();
+    let target = action
+        .and_then(PageAction::target)
+        .map(ToString::to_string)
+        .unwrap_or_default();
     format!(
-        "{}{key} {}",
+        "{}{key} {target}",
         pending.method.trim_start_matches("page."),
-        target.unwrap_or("")
     )
 }
 
@@ -101,7 +102,7 @@ fn expectation(expect: &Option<Expect>) -> String {
     let Some(expect) = expect else {
         return "(local)".to_owned();
     };
-    let target = &expect.target;
+    let target = &expect.subject;
     match &expect.check {
         ExpectCheck::Equals(v) => format!("{target}={v}"),
         ExpectCheck::Contains(v) => format!("{target}~{v}"),

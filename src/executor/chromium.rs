@@ -41,7 +41,7 @@ use self::dialogs::Dialogs;
 use self::page::{Page, Step};
 use super::{ActionOutcome, Executor, PageAction, ReadOutcome};
 use crate::protocol::results::DialogSeen;
-use crate::protocol::FixtureOptions;
+use crate::protocol::{FixtureOptions, Subject};
 use crate::tasks::TaskId;
 
 pub use self::browser::find_chromium;
@@ -486,9 +486,13 @@ impl Executor for ChromiumExecutor {
                         local,
                         dialog: dialog.as_deref(),
                     };
-                    page.press(&key, target.as_deref(), step, deadline, &inner.mutations)
+                    page.press(&key, target.as_ref(), step, deadline, &inner.mutations)
                         .await
                 }
+                other => ActionOutcome::Failed(format!(
+                    "{} is not done by this executor yet; nothing was dispatched",
+                    other.method()
+                )),
             }
         })
     }
@@ -496,7 +500,7 @@ impl Executor for ChromiumExecutor {
     fn observe(
         &self,
         task: TaskId,
-        target: String,
+        subject: Subject,
         deadline: Instant,
     ) -> BoxFuture<'static, ReadOutcome> {
         let inner = self.inner.clone();
@@ -508,7 +512,7 @@ impl Executor for ChromiumExecutor {
             };
             match inner.page_for_reading(&tp, deadline).await {
                 Ok(page) => {
-                    let read = page.read(&target, deadline).await;
+                    let read = page.read(&subject, deadline).await;
                     if page.is_reopened() {
                         ReadOutcome::Reopened(Box::new(read))
                     } else {

@@ -34,7 +34,7 @@ use crate::protocol::results::{
 };
 use crate::protocol::{
     now_millis, ActCommand, CloseCommand, Delivery, ErrorBody, ErrorCode, ExecutorCommand, Expect,
-    Method, Outcome, PageAction, ReceiptKind,
+    Method, Outcome, PageAction, ReceiptKind, Target,
 };
 use crate::tasks::{PendingOutcome, Task, TaskId};
 
@@ -165,9 +165,21 @@ impl Work<'_> {
             } => Some((task_id, target, value)),
             Work::Owned(ExecutorCommand::Act(ActCommand {
                 task_id,
-                action: PageAction::Fill { target, value },
+                action:
+                    PageAction::Fill {
+                        target: Target::Css(target),
+                        value,
+                    },
             })) => Some((task_id, target, value)),
             Work::Owned(_) => None,
+        }
+    }
+
+    /// The page action, when the command is one (a borrowed fill is not: see [`Work::fill`]).
+    fn action(&self) -> Option<&PageAction> {
+        match self {
+            Work::Owned(ExecutorCommand::Act(a)) => Some(&a.action),
+            _ => None,
         }
     }
 
@@ -202,7 +214,7 @@ impl Work<'_> {
             } => ExecutorCommand::Act(ActCommand {
                 task_id: task_id.to_owned(),
                 action: PageAction::Fill {
-                    target: target.to_owned(),
+                    target: Target::Css(target.to_owned()),
                     value: value.to_owned(),
                 },
             }),
@@ -931,7 +943,7 @@ impl Host {
             } => (
                 *task_id,
                 PageAction::Fill {
-                    target: (*target).to_owned(),
+                    target: Target::Css((*target).to_owned()),
                     value: (*value).to_owned(),
                 },
             ),
@@ -983,16 +995,28 @@ impl Host {
                     Some((_, target, value)) => {
                         Outcome::ok(&if obs.target == target && obs.value == value {
                             FieldResult {
-                                target: obs.target,
+                                target: Target::Css(obs.target),
                                 value: obs.value,
                             }
                         } else {
                             FieldResult {
-                                target: target.to_owned(),
+                                target: Target::Css(target.to_owned()),
                                 value: value.to_owned(),
                             }
                         })
                     }
+                    // A fill by ref or locator says what was asked for the same way.
+                    None if method == Method::PageFill => match cmd.action() {
+                        Some(PageAction::Fill { target, value }) => Outcome::ok(&FieldResult {
+                            target: target.clone(),
+                            value: value.clone(),
+                        }),
+                        _ => Outcome::ok(&ObservedResult {
+                            dialogs: self.take_dialogs(&task, &execution.key, method),
+                            local: false,
+                            observation: Some(obs),
+                        }),
+                    },
                     None => Outcome::ok(&ObservedResult {
                         dialogs: self.take_dialogs(&task, &execution.key, method),
                         local: cmd.is_local_step(),

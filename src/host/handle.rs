@@ -61,7 +61,9 @@ impl Host {
             );
         };
         let executor = &self.inner.executor;
-        let command = match Command::parse(method, params, &|t| executor.check_target(t)) {
+        let command = match Command::parse(method, params, &|t| executor.check_target(t))
+            .and_then(|c| executor.check_command(&c).map(|()| c))
+        {
             Ok(c) => c,
             Err(msg) => {
                 return reject(Some(id), run_id, ErrorBody::new(ErrorCode::BadRequest, msg))

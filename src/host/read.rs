@@ -17,16 +17,19 @@ use tokio::time::Instant;
 use super::task_record::TaskRecordData;
 use super::{ready_ok, reject, to_data, wait_outcome, Handled, Host};
 use crate::book::RequestKey;
-use crate::executor::ReadOutcome;
+use std::time::Duration;
+
+use crate::executor::{PageQuery, QueryOutcome, ReadOutcome};
 use crate::journal::TaskEvent;
 use crate::protocol::introspection::PendingResolvedEvent;
 use crate::protocol::results::{
-    ExecutorStatus, FieldResult, HelloResult, ReceiptState, ReceiptStatusResult, RunStatusResult,
-    StoredReply, TaskResumeResult, ToolInfo, ToolKind, ToolsListResult, VerifyResult,
+    ExecutorStatus, FieldResult, HelloResult, PageUrlResult, ReceiptState, ReceiptStatusResult,
+    RunStatusResult, ScreenshotResult, StoredReply, TaskResumeResult, ToolInfo, ToolKind,
+    ToolsListResult, VerifyResult, WaitResult,
 };
 use crate::protocol::{
-    format_millis, now_millis, ErrorBody, ErrorCode, Method, Outcome, ReadCommand, ReceiptKind,
-    PROTOCOL_VERSION,
+    format_millis, now_millis, render_snapshot, Delivery, ErrorBody, ErrorCode, Method, Outcome,
+    ReadCommand, ReceiptKind, Subject, WaitState, PROTOCOL_VERSION, SNAPSHOT_DEFAULT_BYTES,
 };
 use crate::tasks::{Observation, VerifyOutcome, VerifyRecord};
 
@@ -48,6 +51,7 @@ impl Host {
                 ToolsListResult {
                     tools: Method::BRIDGE
                         .iter()
+                        .filter(|m| self.inner.executor.offers(**m))
                         .map(|m| ToolInfo {
                             description: m.description().to_owned(),
                             kind: if m.is_mutating() {
@@ -145,7 +149,7 @@ impl Host {
                 let read = self
                     .inner
                     .executor
-                    .observe(task.clone(), p.target.clone(), deadline);
+                    .observe(task.clone(), Subject::Target(p.target.clone()), deadline);
                 Handled::Later(Box::pin(async move {
                     let run_id = host.run_id();
                     let read = match read.await {
@@ -169,6 +173,10 @@ impl Host {
                     outcome.reply_line(Some(&request_id), run_id, ReceiptKind::None)
                 }))
             }
+            ReadCommand::PageSnapshot(_)
+            | ReadCommand::PageWait(_)
+            | ReadCommand::PageScreenshot(_)
+            | ReadCommand::PageUrl(_) => self.page_query(request_id, cmd),
             ReadCommand::TaskVerifyOutcome(p) => {
                 let request_id = request_id.to_owned();
                 match self.verify(&p.task_id) {
@@ -246,7 +254,7 @@ impl Host {
             let read = self
                 .inner
                 .executor
-                .observe(tid.clone(), expect.target.clone(), deadline);
+                .observe(tid.clone(), expect.subject.clone(), deadline);
             (expect, read)
         });
         tokio::spawn(async move {
@@ -319,6 +327,126 @@ impl Host {
                     "the verification ended without a result; call task.verifyOutcome again",
                 ))
             })
+        }))
+    }
+
+    /// `page.snapshot`, `page.wait`, `page.screenshot` and `page.url`: a [`PageQuery`] the
+    /// executor answers, bounded by the action deadline (a wait by its own `timeoutMs`, at most
+    /// five deadlines), written out here.
+    fn page_query(&self, request_id: &str, cmd: ReadCommand) -> Handled {
+        let run_id = self.run_id();
+        let method = cmd.method();
+        let task_id = cmd.task_id().unwrap_or_default().to_owned();
+        let Some(task) = self.lock().tasks.shared_id(&task_id) else {
+            return reject(Some(request_id), run_id, self.task_not_found(&task_id));
+        };
+        let action_timeout = self.inner.config.action_timeout;
+        let started = Instant::now();
+        let mut deadline = started + action_timeout;
+        let mut wait_state = WaitState::Visible;
+        let (query, snapshot) = match cmd {
+            ReadCommand::PageSnapshot(p) => (
+                PageQuery::Snapshot,
+                Some((
+                    p.format,
+                    p.max_bytes.unwrap_or(SNAPSHOT_DEFAULT_BYTES) as usize,
+                )),
+            ),
+            ReadCommand::PageWait(p) => {
+                let longest = action_timeout * 5;
+                let wanted = p
+                    .timeout_ms
+                    .map_or(action_timeout, Duration::from_millis);
+                if wanted > longest {
+                    return reject(
+                        Some(request_id),
+                        run_id,
+                        ErrorBody::new(
+                            ErrorCode::BadRequest,
+                            format!(
+                                "invalid params for page.wait: `timeoutMs` {} is past this host's limit of {} ms (five action deadlines); wait again after it ends",
+                                wanted.as_millis(),
+                                longest.as_millis()
+                            ),
+                        ),
+                    );
+                }
+                deadline = started + wanted;
+                wait_state = p.state;
+                (
+                    PageQuery::Wait {
+                        target: p.target,
+                        text: p.text,
+                        state: p.state,
+                        until: deadline,
+                    },
+                    None,
+                )
+            }
+            ReadCommand::PageScreenshot(p) => (PageQuery::Screenshot { target: p.target }, None),
+            _ => (PageQuery::Url, None),
+        };
+        let read = self.inner.executor.query(task.clone(), query, deadline);
+        let host = self.clone();
+        let request_id = request_id.to_owned();
+        Handled::Later(Box::pin(async move {
+            let run_id = host.run_id();
+            let outcome = read.await;
+            host.take_dialogs(&task, &RequestKey::new(&request_id), method);
+            let failed = |code: ErrorCode, why: String| {
+                Outcome::err(
+                    &ErrorBody::new(code, why).with_details(json!({"taskId": &*task})),
+                )
+            };
+            let outcome = match outcome {
+                QueryOutcome::Snapshot { url, title, nodes } => {
+                    let (format, max_bytes) = snapshot.unwrap_or_default();
+                    Outcome::ok(&render_snapshot(&task, url, title, nodes, format, max_bytes))
+                }
+                QueryOutcome::Waited => Outcome::ok(&WaitResult {
+                    task_id: task.to_string(),
+                    state: wait_state,
+                    waited_ms: started.elapsed().as_millis() as u64,
+                }),
+                QueryOutcome::Screenshot(data) => {
+                    let bytes = data.len() / 4 * 3;
+                    Outcome::ok(&ScreenshotResult {
+                        task_id: task.to_string(),
+                        mime_type: "image/png".into(),
+                        data,
+                        bytes,
+                    })
+                }
+                QueryOutcome::Url { url, title } => Outcome::ok(&PageUrlResult {
+                    task_id: task.to_string(),
+                    url,
+                    title,
+                }),
+                QueryOutcome::TimedOut => failed(
+                    ErrorCode::ReadTimeout,
+                    format!(
+                        "{method} on task {task} did not finish within {} ms; nothing changed — ask again",
+                        (Instant::now() - started).as_millis()
+                    ),
+                ),
+                QueryOutcome::Failed(why) => failed(
+                    ErrorCode::ActionFailed,
+                    format!("{method} on task {task} failed: {why}; nothing changed"),
+                ),
+                QueryOutcome::Refused(cause, why) => Outcome::err(
+                    &ErrorBody::new(
+                        ErrorCode::ActionFailed,
+                        format!("{method} on task {task} was not done: {why}"),
+                    )
+                    .with_delivery(Delivery::NotSent)
+                    .with_details(json!({
+                        "taskId": &*task,
+                        "cause": cause.as_str(),
+                        "candidates": cause.candidates(),
+                    })),
+                ),
+            };
+            outcome.reply_line(Some(&request_id), run_id, ReceiptKind::None)
         }))
     }
 
@@ -424,7 +552,7 @@ fn judge(
     match read {
         ReadOutcome::Value(value) => {
             let obs = Observation {
-                target: expect.target.clone(),
+                target: expect.subject.to_string(),
                 value,
             };
             if expect.holds(&obs.value) {

@@ -13,12 +13,15 @@ use super::chord::KeyChord;
 use super::id::validate_id;
 use super::limits::{EXPECTED_TEXT, KEY, REASON, SELECTOR, TITLE, URL, VALUE};
 use super::method::Method;
-use super::params::{DialogAnswer, Expect, ExpectCheck};
+use super::params::{DialogAnswer, Expect, ExpectCheck, Subject};
 use super::params::{
-    NoParams, PageClickParams, PageFillParams, PagePressParams, PageReadParams, Params,
-    ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams, TaskStartParams,
-    TaskStopParams, MAX_FIXTURE_DELAY_MS,
+    NoParams, PageCheckParams, PageClickParams, PageFillParams, PageHoverParams,
+    PageNavigateParams, PagePressParams, PageReadParams, PageScreenshotParams,
+    PageSelectParams, PageSnapshotParams, PageTypeParams, PageUploadParams, PageWaitParams,
+    Params, ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams,
+    TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS, SNAPSHOT_MAX_BYTES,
 };
+use super::target::Target;
 
 /// A bridge request after validation: the typed command the host acts on, so nothing past this
 /// point reads params out of JSON again.
@@ -57,14 +60,14 @@ pub enum PageAction {
     /// Set a field's value (a page-local change).
     Fill {
         /// The field.
-        target: String,
+        target: Target,
         /// The value.
         value: String,
     },
     /// Click a target, then observe `expect`.
     Click {
         /// What to click.
-        target: String,
+        target: Target,
         /// What shows the click took effect; `None` only for a local step.
         expect: Option<Expect>,
         /// The caller says the click commits nothing (SPEC §14).
@@ -78,7 +81,7 @@ pub enum PageAction {
         /// The key or chord.
         key: String,
         /// The focused target.
-        target: Option<String>,
+        target: Option<Target>,
         /// What shows the press took effect; `None` only for a local step.
         expect: Option<Expect>,
         /// The caller says the key press commits nothing (SPEC §14).
@@ -86,7 +89,94 @@ pub enum PageAction {
         /// How to answer a dialog the key press opens (boxed, as a click's).
         dialog: Option<Box<DialogAnswer>>,
     },
+    /// Go to a URL or through the history (SPEC §15).
+    Navigate {
+        /// Where to.
+        to: Navigation,
+        /// The caller lets the navigation re-send a form.
+        allow_resubmit: bool,
+        /// What shows the navigation took effect, beyond the new document's load.
+        expect: Option<Expect>,
+        /// How to answer a dialog (`beforeunload`) the navigation opens.
+        dialog: Option<Box<DialogAnswer>>,
+    },
+    /// Select options of a select (a page-local change).
+    Select {
+        /// The select.
+        target: Target,
+        /// Which options.
+        by: SelectBy,
+    },
+    /// Check or uncheck a checkbox or radio (a page-local change).
+    Check {
+        /// The checkbox or radio.
+        target: Target,
+        /// The state it must end in.
+        checked: bool,
+    },
+    /// Put files from the upload directory into a file input (a page-local change).
+    Upload {
+        /// The file input.
+        target: Target,
+        /// Names relative to `--upload-dir`, checked by the executor before anything is stored.
+        files: Vec<String>,
+    },
+    /// Move the pointer over a target (a page-local step).
+    Hover {
+        /// What the pointer moves over.
+        target: Target,
+    },
+    /// Type text key by key (a page-local change).
+    Type {
+        /// The field.
+        target: Target,
+        /// The text.
+        text: String,
+        /// What shows the typing took effect, when the caller gave one.
+        expect: Option<Expect>,
+    },
 }
+
+/// Where `page.navigate` goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Navigation {
+    /// A URL.
+    Url(String),
+    /// One step back in the page's history.
+    Back,
+    /// One step forward.
+    Forward,
+    /// The same document again.
+    Reload,
+}
+
+impl Navigation {
+    /// `back`, `forward` and `reload` by name, anything else as a URL.
+    pub fn parse(url: String) -> Navigation {
+        match url.as_str() {
+            "back" => Navigation::Back,
+            "forward" => Navigation::Forward,
+            "reload" => Navigation::Reload,
+            _ => Navigation::Url(url),
+        }
+    }
+}
+
+/// Which options `page.select` selects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SelectBy {
+    /// By visible label.
+    Label(Vec<String>),
+    /// By value.
+    Value(Vec<String>),
+}
+
+/// The most options one `page.select` names.
+pub const MAX_SELECTED: usize = 100;
+/// The most files one `page.upload` names.
+pub const MAX_UPLOAD_FILES: usize = 16;
+/// The smallest `maxBytes` a snapshot may ask for: room for its header and a few nodes.
+pub const MIN_SNAPSHOT_BYTES: u64 = 256;
 
 /// `task.finish` or `task.stop`: closes a task; no executor acts.
 #[derive(Clone, Debug)]
@@ -117,6 +207,14 @@ pub enum ReadCommand {
     TaskResume(TaskResumeParams),
     /// `task.verifyOutcome`
     TaskVerifyOutcome(TaskParams),
+    /// `page.snapshot`
+    PageSnapshot(PageSnapshotParams),
+    /// `page.wait`
+    PageWait(PageWaitParams),
+    /// `page.screenshot`
+    PageScreenshot(PageScreenshotParams),
+    /// `page.url`
+    PageUrl(TaskParams),
 }
 
 impl Command {
@@ -182,6 +280,72 @@ impl Command {
             Method::ReceiptStatus => {
                 Command::Read(ReadCommand::ReceiptStatus(typed(method, params)?))
             }
+            Method::PageSnapshot => Command::Read(ReadCommand::PageSnapshot(typed(method, params)?)),
+            Method::PageWait => Command::Read(ReadCommand::PageWait(typed(method, params)?)),
+            Method::PageScreenshot => {
+                Command::Read(ReadCommand::PageScreenshot(typed(method, params)?))
+            }
+            Method::PageUrl => Command::Read(ReadCommand::PageUrl(typed(method, params)?)),
+            Method::PageNavigate => {
+                let p: PageNavigateParams = typed(method, params)?;
+                Command::act(
+                    p.task_id,
+                    PageAction::Navigate {
+                        to: Navigation::parse(p.url),
+                        allow_resubmit: p.allow_resubmit,
+                        expect: p.expect,
+                        dialog: p.dialog.map(Box::new),
+                    },
+                )
+            }
+            Method::PageSelect => {
+                let p: PageSelectParams = typed(method, params)?;
+                let by = match (p.label, p.value) {
+                    (Some(l), None) => SelectBy::Label(l.into_vec()),
+                    (None, Some(v)) => SelectBy::Value(v.into_vec()),
+                    _ => {
+                        return Err(
+                            "invalid params for page.select: send exactly one of `label` or `value` (a string, or a list for a multiple select)".into(),
+                        )
+                    }
+                };
+                Command::act(p.task_id, PageAction::Select { target: p.target, by })
+            }
+            Method::PageCheck => {
+                let p: PageCheckParams = typed(method, params)?;
+                Command::act(
+                    p.task_id,
+                    PageAction::Check {
+                        target: p.target,
+                        checked: p.checked,
+                    },
+                )
+            }
+            Method::PageUpload => {
+                let p: PageUploadParams = typed(method, params)?;
+                Command::act(
+                    p.task_id,
+                    PageAction::Upload {
+                        target: p.target,
+                        files: p.files,
+                    },
+                )
+            }
+            Method::PageHover => {
+                let p: PageHoverParams = typed(method, params)?;
+                Command::act(p.task_id, PageAction::Hover { target: p.target })
+            }
+            Method::PageType => {
+                let p: PageTypeParams = typed(method, params)?;
+                Command::act(
+                    p.task_id,
+                    PageAction::Type {
+                        target: p.target,
+                        text: p.text,
+                        expect: p.expect,
+                    },
+                )
+            }
         };
         cmd.checked(check_target)
     }
@@ -193,7 +357,13 @@ impl Command {
             target,
             value,
         } = p;
-        Command::act(task_id, PageAction::Fill { target, value })
+        Command::act(
+            task_id,
+            PageAction::Fill {
+                target,
+                value,
+            },
+        )
     }
 
     /// `page.click` as the page action it asks for.
@@ -238,7 +408,7 @@ impl Command {
         )
     }
 
-    fn act(task_id: String, action: PageAction) -> Command {
+    pub(super) fn act(task_id: String, action: PageAction) -> Command {
         Command::Execute(ExecutorCommand::Act(ActCommand { task_id, action }))
     }
 
@@ -282,9 +452,14 @@ impl Command {
                 .check(field, text)
                 .map_err(|e| format!("invalid params for {method}: {e}"))
         };
-        let target_ok = |what: &str, target: &str| {
-            sized(what, SELECTOR, target)?;
-            check_target(target).map_err(|e| format!("invalid {what} for {method}: {e}"))
+        let target_ok = |what: &str, target: &Target| match target {
+            Target::Css(css) => {
+                sized(what, SELECTOR, css)?;
+                check_target(css).map_err(|e| format!("invalid {what} for {method}: {e}"))
+            }
+            other => other
+                .check(what, check_target)
+                .map_err(|e| format!("invalid params for {method}: {e}")),
         };
         let expect_ok = |expect: &Option<Expect>, local: bool| {
             let Some(expect) = expect else {
@@ -300,7 +475,10 @@ impl Command {
                 ExpectCheck::Contains(t) => ("expect.contains", t),
             };
             sized(field, EXPECTED_TEXT, text)?;
-            target_ok("expect.target", &expect.target)
+            match &expect.subject {
+                Subject::Target(t) => target_ok("expect.target", t),
+                Subject::Url | Subject::Text => Ok(()),
+            }
         };
         let dialog_ok = |dialog: &Option<Box<DialogAnswer>>| {
             let Some(d) = dialog else {
@@ -340,9 +518,13 @@ impl Command {
                 }
             }
             Command::Execute(ExecutorCommand::Act(act)) => match &act.action {
-                PageAction::Fill { target, value } => {
-                    Command::check_fill(target, value, check_target)?;
-                }
+                PageAction::Fill { target, value } => match target {
+                    Target::Css(css) => Command::check_fill(css, value, check_target)?,
+                    other => {
+                        sized("value", VALUE, value)?;
+                        target_ok("target", other)?;
+                    }
+                },
                 PageAction::Click {
                     target,
                     expect,
@@ -369,6 +551,62 @@ impl Command {
                     expect_ok(expect, *local)?;
                     dialog_ok(dialog)?;
                 }
+                PageAction::Navigate {
+                    to,
+                    expect,
+                    dialog,
+                    ..
+                } => {
+                    if let Navigation::Url(url) = to {
+                        sized("url", URL, url)?;
+                        if url.is_empty() {
+                            return Err("invalid params for page.navigate: `url` is empty; send an http(s) URL, or back, forward or reload".into());
+                        }
+                    }
+                    if expect.is_some() {
+                        expect_ok(expect, false)?;
+                    }
+                    dialog_ok(dialog)?;
+                }
+                PageAction::Select { target, by } => {
+                    target_ok("target", target)?;
+                    let (field, options) = match by {
+                        SelectBy::Label(o) => ("label", o),
+                        SelectBy::Value(o) => ("value", o),
+                    };
+                    if options.is_empty() || options.len() > MAX_SELECTED {
+                        return Err(format!("invalid params for page.select: `{field}` names 1 to {MAX_SELECTED} options"));
+                    }
+                    for o in options {
+                        sized(field, VALUE, o)?;
+                    }
+                }
+                PageAction::Check { target, .. } | PageAction::Hover { target } => {
+                    target_ok("target", target)?;
+                }
+                PageAction::Upload { target, files } => {
+                    target_ok("target", target)?;
+                    if files.is_empty() || files.len() > MAX_UPLOAD_FILES {
+                        return Err(format!("invalid params for page.upload: `files` names 1 to {MAX_UPLOAD_FILES} files of the host's upload directory"));
+                    }
+                    for f in files {
+                        sized("files", URL, f)?;
+                    }
+                }
+                PageAction::Type {
+                    target,
+                    text,
+                    expect,
+                } => {
+                    target_ok("target", target)?;
+                    if text.is_empty() {
+                        return Err("invalid params for page.type: `text` is empty".into());
+                    }
+                    sized("text", VALUE, text)?;
+                    if expect.is_some() {
+                        expect_ok(expect, true)?;
+                    }
+                }
             },
             Command::Close(CloseCommand::Stop(p)) => {
                 if p.reason.is_empty() {
@@ -381,11 +619,34 @@ impl Command {
             }
             Command::Close(CloseCommand::Finish(_)) => {}
             Command::Read(ReadCommand::PageRead(p)) => target_ok("target", &p.target)?,
+            Command::Read(ReadCommand::PageSnapshot(p)) => {
+                if let Some(n) = p.max_bytes {
+                    if !(MIN_SNAPSHOT_BYTES..=SNAPSHOT_MAX_BYTES).contains(&n) {
+                        return Err(format!("invalid params for page.snapshot: `maxBytes` must be {MIN_SNAPSHOT_BYTES} to {SNAPSHOT_MAX_BYTES} (got {n})"));
+                    }
+                }
+            }
+            Command::Read(ReadCommand::PageWait(p)) => {
+                match (&p.target, &p.text) {
+                    (Some(t), None) => target_ok("target", t)?,
+                    (None, Some(text)) if !text.is_empty() => sized("text", EXPECTED_TEXT, text)?,
+                    _ => return Err("invalid params for page.wait: send exactly one of `target` or a non-empty `text`".into()),
+                }
+                if p.timeout_ms == Some(0) {
+                    return Err("invalid params for page.wait: `timeoutMs` must be at least 1".into());
+                }
+            }
+            Command::Read(ReadCommand::PageScreenshot(p)) => {
+                if let Some(t) = &p.target {
+                    target_ok("target", t)?;
+                }
+            }
             Command::Read(ReadCommand::ReceiptStatus(p)) => validate_id(&p.request_id)
                 .map_err(|e| format!("invalid params for receipt.status: requestId: {e}"))?,
             Command::Read(
                 ReadCommand::HostHello
                 | ReadCommand::ToolsList
+                | ReadCommand::PageUrl(_)
                 | ReadCommand::TaskStatus(_)
                 | ReadCommand::TaskResume(_)
                 | ReadCommand::TaskVerifyOutcome(_)
@@ -431,6 +692,12 @@ impl PageAction {
             PageAction::Fill { .. } => Method::PageFill,
             PageAction::Click { .. } => Method::PageClick,
             PageAction::Press { .. } => Method::PagePress,
+            PageAction::Navigate { .. } => Method::PageNavigate,
+            PageAction::Select { .. } => Method::PageSelect,
+            PageAction::Check { .. } => Method::PageCheck,
+            PageAction::Upload { .. } => Method::PageUpload,
+            PageAction::Hover { .. } => Method::PageHover,
+            PageAction::Type { .. } => Method::PageType,
         }
     }
 
@@ -439,30 +706,69 @@ impl PageAction {
     /// local step sent without one).
     pub fn expectation(&self) -> Option<Expect> {
         match self {
-            PageAction::Fill { target, value } => Some(Expect {
-                target: target.clone(),
-                check: ExpectCheck::Equals(value.clone()),
-            }),
-            PageAction::Click { expect, .. } | PageAction::Press { expect, .. } => expect.clone(),
+            PageAction::Fill { target, value } => Some(Expect::on(
+                target.clone(),
+                ExpectCheck::Equals(value.clone()),
+            )),
+            PageAction::Click { expect, .. }
+            | PageAction::Press { expect, .. }
+            | PageAction::Navigate { expect, .. }
+            | PageAction::Type { expect, .. } => expect.clone(),
+            PageAction::Select {
+                target,
+                by: SelectBy::Value(values),
+            } => Some(Expect::on(
+                target.clone(),
+                ExpectCheck::Equals(values.join(",")),
+            )),
+            PageAction::Check { target, checked } => Some(Expect::on(
+                target.clone(),
+                ExpectCheck::Equals(checked.to_string()),
+            )),
+            PageAction::Select { .. } | PageAction::Upload { .. } | PageAction::Hover { .. } => {
+                None
+            }
         }
     }
 
-    /// Whether the caller said the action commits nothing: a fill always, a click or a key
-    /// press sent with `local: true`.
+    /// Whether the action commits nothing by what it is or what the caller said: a fill, a
+    /// select, a check, an upload (the form's submit sends the files), a hover and typing
+    /// always; a click or a key press sent with `local: true`; a navigation never.
     pub fn is_local(&self) -> bool {
         match self {
-            PageAction::Fill { .. } => true,
+            PageAction::Fill { .. }
+            | PageAction::Select { .. }
+            | PageAction::Check { .. }
+            | PageAction::Upload { .. }
+            | PageAction::Hover { .. }
+            | PageAction::Type { .. } => true,
             PageAction::Click { local, .. } | PageAction::Press { local, .. } => *local,
+            PageAction::Navigate { .. } => false,
+        }
+    }
+
+    /// The target acted on, when the action has one.
+    pub fn target(&self) -> Option<&Target> {
+        match self {
+            PageAction::Fill { target, .. }
+            | PageAction::Click { target, .. }
+            | PageAction::Select { target, .. }
+            | PageAction::Check { target, .. }
+            | PageAction::Upload { target, .. }
+            | PageAction::Hover { target }
+            | PageAction::Type { target, .. } => Some(target),
+            PageAction::Press { target, .. } => target.as_ref(),
+            PageAction::Navigate { .. } => None,
         }
     }
 
     /// How the caller asked a dialog this action opens to be answered.
     pub fn dialog(&self) -> Option<&DialogAnswer> {
         match self {
-            PageAction::Fill { .. } => None,
-            PageAction::Click { dialog, .. } | PageAction::Press { dialog, .. } => {
-                dialog.as_deref()
-            }
+            PageAction::Click { dialog, .. }
+            | PageAction::Press { dialog, .. }
+            | PageAction::Navigate { dialog, .. } => dialog.as_deref(),
+            _ => None,
         }
     }
 }
@@ -497,6 +803,10 @@ impl ReadCommand {
             ReadCommand::TaskStatus(_) => Method::TaskStatus,
             ReadCommand::TaskResume(_) => Method::TaskResume,
             ReadCommand::TaskVerifyOutcome(_) => Method::TaskVerifyOutcome,
+            ReadCommand::PageSnapshot(_) => Method::PageSnapshot,
+            ReadCommand::PageWait(_) => Method::PageWait,
+            ReadCommand::PageScreenshot(_) => Method::PageScreenshot,
+            ReadCommand::PageUrl(_) => Method::PageUrl,
         }
     }
 
@@ -510,6 +820,10 @@ impl ReadCommand {
             ReadCommand::PageRead(p) => Some(&p.task_id),
             ReadCommand::TaskStatus(p) | ReadCommand::TaskVerifyOutcome(p) => Some(&p.task_id),
             ReadCommand::TaskResume(p) => Some(&p.task_id),
+            ReadCommand::PageSnapshot(p) => Some(&p.task_id),
+            ReadCommand::PageWait(p) => Some(&p.task_id),
+            ReadCommand::PageScreenshot(p) => Some(&p.task_id),
+            ReadCommand::PageUrl(p) => Some(&p.task_id),
         }
     }
 }
@@ -536,6 +850,15 @@ mod tests {
             Method::TaskResume => json!({"taskId": "t1", "runId": "r1"}),
             Method::RunStatus | Method::HostHello | Method::ToolsList => json!({}),
             Method::ReceiptStatus => json!({"requestId": "req-1"}),
+            Method::PageSnapshot | Method::PageUrl => json!({"taskId": "t1"}),
+            Method::PageWait => json!({"taskId": "t1", "text": "Saved"}),
+            Method::PageScreenshot => json!({"taskId": "t1", "target": {"ref": "e3"}}),
+            Method::PageNavigate => json!({"taskId": "t1", "url": "back", "expect": {"url": {"contains": "/site"}}}),
+            Method::PageSelect => json!({"taskId": "t1", "target": {"role": "combobox", "name": "Category"}, "label": "News"}),
+            Method::PageCheck => json!({"taskId": "t1", "target": "#urgent", "checked": true}),
+            Method::PageUpload => json!({"taskId": "t1", "target": "#file", "files": ["a.txt"]}),
+            Method::PageHover => json!({"taskId": "t1", "target": {"text": "Help"}}),
+            Method::PageType => json!({"taskId": "t1", "target": "#q", "text": "ber"}),
         }
     }
 
@@ -548,11 +871,15 @@ mod tests {
             let takes_receipt = match &cmd {
                 Command::Execute(work) => {
                     assert_eq!(work.method(), method);
-                    // Only a page action has an observation to verify an uncertain outcome by.
-                    assert_eq!(
-                        work.expectation().is_some(),
-                        matches!(work, ExecutorCommand::Act(_))
-                    );
+                    // Only a page action has an observation to verify an uncertain outcome by;
+                    // one without is a page-local step.
+                    match work {
+                        ExecutorCommand::Start(_) => assert!(work.expectation().is_none()),
+                        ExecutorCommand::Act(a) => assert!(
+                            work.expectation().is_some() || a.action.is_local(),
+                            "{method}"
+                        ),
+                    }
                     true
                 }
                 Command::Close(close) => {
@@ -582,10 +909,7 @@ mod tests {
         };
         assert_eq!(
             act.action.expectation(),
-            Some(Expect {
-                target: "#title".into(),
-                check: ExpectCheck::Equals("Q3".into()),
-            })
+            Some(Expect::on("#title", ExpectCheck::Equals("Q3".into())))
         );
         let Command::Execute(ExecutorCommand::Act(act)) =
             Command::parse(Method::PageClick, &params(Method::PageClick), &|_| Ok(())).unwrap()
@@ -594,10 +918,7 @@ mod tests {
         };
         assert_eq!(
             act.action.expectation(),
-            Some(Expect {
-                target: "#status".into(),
-                check: ExpectCheck::Equals("Saved".into()),
-            })
+            Some(Expect::on("#status", ExpectCheck::Equals("Saved".into())))
         );
     }
 

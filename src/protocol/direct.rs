@@ -15,6 +15,7 @@ use super::fingerprint::{
     join_fingerprint, split_fingerprint, try_fingerprint, PlainFill, StoredRequest,
 };
 use super::method::Method;
+use super::target::Target;
 mod walk;
 
 use walk::{Field, Member, Val, Walk, MAX_MEMBERS, NO_MEMBER};
@@ -111,7 +112,7 @@ impl FrameCommand<'_> {
                 value,
             } => Command::page_fill(PageFillParams {
                 task_id: task_id.to_owned(),
-                target: target.to_owned(),
+                target: Target::Css(target.to_owned()),
                 value: value.to_owned(),
             }),
         }
@@ -528,7 +529,7 @@ impl<'a> Read<'a> {
                     fields(m, [Field::TaskId, Field::Target, Field::Value])?;
                 Command::page_fill(PageFillParams {
                     task_id: string(task_id)?,
-                    target: string(target)?,
+                    target: Target::Css(string(target)?),
                     value: string(value)?,
                 })
             }
@@ -537,7 +538,7 @@ impl<'a> Read<'a> {
                     fields(m, [Field::TaskId, Field::Target, Field::Expect])?;
                 Command::page_click(PageClickParams {
                     task_id: string(task_id)?,
-                    target: string(target)?,
+                    target: Target::Css(string(target)?),
                     expect: Some(self.expect(expect)?),
                     local: false,
                     dialog: None,
@@ -549,7 +550,7 @@ impl<'a> Read<'a> {
                 Command::page_press(PagePressParams {
                     task_id: string(task_id)?,
                     key: string(key)?,
-                    target: opt_string(target)?,
+                    target: opt_string(target)?.map(Target::Css),
                     expect: Some(self.expect(expect)?),
                     local: false,
                     dialog: None,
@@ -559,7 +560,7 @@ impl<'a> Read<'a> {
                 let [task_id, target] = fields(m, [Field::TaskId, Field::Target])?;
                 Command::Read(ReadCommand::PageRead(PageReadParams {
                     task_id: string(task_id)?,
-                    target: string(target)?,
+                    target: Target::Css(string(target)?),
                 }))
             }
             Method::TaskFinish | Method::TaskStatus | Method::TaskVerifyOutcome => {
@@ -599,6 +600,18 @@ impl<'a> Read<'a> {
                     request_id: string(request_id)?,
                 }))
             }
+            // The page vocabulary of SPEC §15 is read by the general path: its params hold
+            // the object forms (targets, `url` expectations) the walk does not type.
+            Method::PageSnapshot
+            | Method::PageWait
+            | Method::PageScreenshot
+            | Method::PageUrl
+            | Method::PageNavigate
+            | Method::PageSelect
+            | Method::PageCheck
+            | Method::PageUpload
+            | Method::PageHover
+            | Method::PageType => return Err(Untyped),
             Method::HostHello | Method::ToolsList => {
                 let [] = fields(m, [])?;
                 if self.method == Method::HostHello {
@@ -633,10 +646,7 @@ impl<'a> Read<'a> {
             (None, Some(c)) => ExpectCheck::Contains(c),
             _ => return Err(Untyped),
         };
-        Ok(Expect {
-            target: string(target)?,
-            check,
-        })
+        Ok(Expect::on(Target::Css(string(target)?), check))
     }
 
     /// `fixture`: the fixture page's options, each defaulted.

@@ -204,6 +204,44 @@ pub struct FrameTooLargeDetails {
     pub max_frame_bytes: usize,
 }
 
+/// Why an action was refused before anything was dispatched (`details.cause` of its
+/// `ACTION_FAILED`, delivery `not_sent`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotSent {
+    /// The expectation already held before the action: it could never show the action's
+    /// effect (SPEC §14).
+    ExpectationAlreadyHolds,
+    /// A `ref` from a snapshot older than the page's latest (or from before it navigated).
+    StaleRef,
+    /// The target matches no element.
+    NoMatch,
+    /// The target matches more than one element: these (SPEC §15: the candidates named).
+    Ambiguous(Vec<String>),
+    /// A navigation would re-send a form, and the caller did not allow it.
+    Resubmit,
+}
+
+impl NotSent {
+    /// The wire spelling (`details.cause`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            NotSent::ExpectationAlreadyHolds => "expectation_already_holds",
+            NotSent::StaleRef => "stale_ref",
+            NotSent::NoMatch => "no_match",
+            NotSent::Ambiguous(_) => "ambiguous_target",
+            NotSent::Resubmit => "would_resubmit",
+        }
+    }
+
+    /// The elements an ambiguous target matched (`details.candidates`).
+    pub fn candidates(&self) -> &[String] {
+        match self {
+            NotSent::Ambiguous(c) => c,
+            _ => &[],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,6 +36,26 @@ pub enum Method {
     RunStatus,
     /// `receipt.status`
     ReceiptStatus,
+    /// `page.snapshot`
+    PageSnapshot,
+    /// `page.wait`
+    PageWait,
+    /// `page.screenshot`
+    PageScreenshot,
+    /// `page.url`
+    PageUrl,
+    /// `page.navigate`
+    PageNavigate,
+    /// `page.select`
+    PageSelect,
+    /// `page.check`
+    PageCheck,
+    /// `page.upload`
+    PageUpload,
+    /// `page.hover`
+    PageHover,
+    /// `page.type`
+    PageType,
 }
 
 impl Method {
@@ -45,7 +65,17 @@ impl Method {
         Method::PageFill,
         Method::PageClick,
         Method::PagePress,
+        Method::PageNavigate,
+        Method::PageSelect,
+        Method::PageCheck,
+        Method::PageUpload,
+        Method::PageHover,
+        Method::PageType,
         Method::PageRead,
+        Method::PageSnapshot,
+        Method::PageWait,
+        Method::PageScreenshot,
+        Method::PageUrl,
         Method::TaskFinish,
         Method::TaskStop,
         Method::TaskStatus,
@@ -74,6 +104,16 @@ impl Method {
             Method::TaskVerifyOutcome => "task.verifyOutcome",
             Method::RunStatus => "run.status",
             Method::ReceiptStatus => "receipt.status",
+            Method::PageSnapshot => "page.snapshot",
+            Method::PageWait => "page.wait",
+            Method::PageScreenshot => "page.screenshot",
+            Method::PageUrl => "page.url",
+            Method::PageNavigate => "page.navigate",
+            Method::PageSelect => "page.select",
+            Method::PageCheck => "page.check",
+            Method::PageUpload => "page.upload",
+            Method::PageHover => "page.hover",
+            Method::PageType => "page.type",
         }
     }
 
@@ -85,6 +125,12 @@ impl Method {
                 | Method::PageFill
                 | Method::PageClick
                 | Method::PagePress
+                | Method::PageNavigate
+                | Method::PageSelect
+                | Method::PageCheck
+                | Method::PageUpload
+                | Method::PageHover
+                | Method::PageType
                 | Method::TaskFinish
                 | Method::TaskStop
         )
@@ -107,7 +153,37 @@ impl Method {
             Method::TaskVerifyOutcome => "Read-only check of a blocked task's pending action against its original expectation.",
             Method::RunStatus => "This run's receipts, tasks and executor mutation count.",
             Method::ReceiptStatus => "The current state and stored reply of a request ID: read this instead of resending.",
+            Method::PageSnapshot => "An outline of the task's page (roles, names, values, states) with a ref for each element to act on; refs last until the page navigates or is snapshotted again.",
+            Method::PageWait => "Wait until a target appears or disappears, or a text shows, on the task's page (read-only).",
+            Method::PageScreenshot => "A PNG of the task's page (the viewport) or of one element (read-only).",
+            Method::PageUrl => "The URL and title of the task's page (read-only).",
+            Method::PageNavigate => "Go to a URL, or back, forward or reload; a navigation that would re-send a form is refused unless allowResubmit.",
+            Method::PageSelect => "Select options of a select by label or value (a page-local change).",
+            Method::PageCheck => "Check or uncheck a checkbox or radio (a page-local change).",
+            Method::PageUpload => "Put files from the host's upload directory into a file input (a page-local change; the form's submit sends them).",
+            Method::PageHover => "Move the pointer over a target (a page-local step).",
+            Method::PageType => "Type text key by key into a field, for fields that react to typing (a page-local change).",
         }
+    }
+}
+
+impl Method {
+    /// Whether the method is one of the page vocabulary of SPEC §15, which an executor may not
+    /// offer ([`Method::is_core`] is its opposite).
+    pub fn is_core(self) -> bool {
+        !matches!(
+            self,
+            Method::PageSnapshot
+                | Method::PageWait
+                | Method::PageScreenshot
+                | Method::PageUrl
+                | Method::PageNavigate
+                | Method::PageSelect
+                | Method::PageCheck
+                | Method::PageUpload
+                | Method::PageHover
+                | Method::PageType
+        )
     }
 }
 

@@ -19,6 +19,8 @@
 //!   writes integers and strings;
 //! - `strict`: duplicate keys and nesting depth, refused where a frame becomes a JSON value;
 //! - `limits`: the longest each text field may be;
+//! - `target`: what an action acts on — CSS, a snapshot ref, a role or text locator;
+//! - `snapshot`: `page.snapshot`'s nodes and how they are written and bounded;
 //! - `chord`: key chords (`Control+a`) as `page.press` takes them;
 //! - `codec`: the line codec and its limits;
 //! - `time`: timestamps.
@@ -38,21 +40,27 @@ mod method;
 mod params;
 mod reply;
 pub mod results;
+mod snapshot;
 mod strict;
+mod target;
 mod time;
 
 #[cfg(test)]
 pub(crate) mod test_frames;
 
 pub use chord::{KeyChord, Modifiers};
+pub use target::{Locator, Target, MAX_FRAME_DEPTH};
 pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PER_CONNECTION};
-pub use command::{ActCommand, CloseCommand, Command, ExecutorCommand, PageAction, ReadCommand};
+pub use command::{
+    ActCommand, CloseCommand, Command, ExecutorCommand, Navigation, PageAction, ReadCommand,
+    SelectBy, MAX_SELECTED, MAX_UPLOAD_FILES, MIN_SNAPSHOT_BYTES,
+};
 pub use direct::{
     parse_frame, parse_request_direct, DirectRequest, Fingerprint, FrameCommand, ParsedFrame,
 };
 pub use envelope::{json_type, parse_envelope, Envelope, FrameError};
 pub use error::{
-    Delivery, ErrorBody, ErrorCode, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
+    Delivery, ErrorBody, ErrorCode, NotSent, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
     PeerRefusedDetails,
 };
 pub use fingerprint::{
@@ -63,11 +71,15 @@ pub use limits::MAX_URL_BYTES;
 pub use method::Method;
 pub use params::{optional_object, ObjectOnly};
 pub use params::{
-    DialogAnswer, DialogMessage, Expect, ExpectCheck, FixtureOptions, NoParams, PageClickParams,
-    PageFillParams, PagePressParams, PageReadParams, Params, ReceiptStatusParams, RunStatusParams,
-    TaskParams, TaskResumeParams, TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS,
+    DialogAnswer, DialogMessage, Expect, ExpectCheck, FixtureOptions, NoParams, OneOrMany,
+    PageCheckParams, PageClickParams, PageFillParams, PageHoverParams, PageNavigateParams,
+    PagePressParams, PageReadParams, PageScreenshotParams, PageSelectParams, PageSnapshotParams,
+    PageTypeParams, PageUploadParams, PageWaitParams, Params, ReceiptStatusParams,
+    RunStatusParams, SnapshotFormat, Subject, TaskParams, TaskResumeParams, TaskStartParams,
+    TaskStopParams, WaitState, MAX_FIXTURE_DELAY_MS, SNAPSHOT_DEFAULT_BYTES, SNAPSHOT_MAX_BYTES,
 };
 pub use reply::{LineEnds, Meta, Outcome, ReceiptKind, Reply};
+pub use snapshot::{render as render_snapshot, SnapshotNode, SnapshotResult};
 pub use strict::{check_strict, StrictError, MAX_DEPTH};
 pub use time::{format_millis, now_millis, now_rfc3339};
 

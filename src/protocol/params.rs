@@ -9,15 +9,44 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::target::Target;
+
 /// The observation that shows an action took effect: read after the action, and read again
 /// (instead of acting again) when its outcome was uncertain.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Expect {
-    /// The selector to read.
-    pub target: String,
-    /// What the target's value must be, or contain.
-    #[serde(flatten)]
+    /// What is read: an element, the page's URL or the page's whole text.
+    pub subject: Subject,
+    /// What the value read must be, or contain.
     pub check: ExpectCheck,
+}
+
+/// What an expectation reads (SPEC §15): a target's value, or the page itself.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Subject {
+    /// The value or text of a target (`{"target": …, "equals"|"contains": …}`).
+    Target(Target),
+    /// The page's URL (`{"url": {"equals"|"contains": …}}`).
+    Url,
+    /// The page's whole visible text (`{"text": {"contains": …}}`).
+    Text,
+}
+
+impl From<&str> for Subject {
+    /// A CSS selector's value, as tests and callers that only know selectors write it.
+    fn from(css: &str) -> Subject {
+        Subject::Target(Target::Css(css.to_owned()))
+    }
+}
+
+impl fmt::Display for Subject {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Subject::Target(t) => t.fmt(f),
+            Subject::Url => f.write_str("the page's URL"),
+            Subject::Text => f.write_str("the page's text"),
+        }
+    }
 }
 
 /// How an expectation compares the observed value: exactly one of `equals` or `contains`.
@@ -30,7 +59,24 @@ pub enum ExpectCheck {
     Contains(String),
 }
 
+impl ExpectCheck {
+    /// The text compared with.
+    pub fn text(&self) -> &str {
+        match self {
+            ExpectCheck::Equals(t) | ExpectCheck::Contains(t) => t,
+        }
+    }
+}
+
 impl Expect {
+    /// An expectation on a target's value.
+    pub fn on(target: impl Into<Target>, check: ExpectCheck) -> Expect {
+        Expect {
+            subject: Subject::Target(target.into()),
+            check,
+        }
+    }
+
     /// Whether an observed value satisfies the expectation.
     pub fn holds(&self, observed: &str) -> bool {
         match &self.check {
@@ -38,31 +84,124 @@ impl Expect {
             ExpectCheck::Contains(want) => observed.contains(want.as_str()),
         }
     }
+
+    /// The target read, when the expectation reads one.
+    pub fn target(&self) -> Option<&Target> {
+        match &self.subject {
+            Subject::Target(t) => Some(t),
+            Subject::Url | Subject::Text => None,
+        }
+    }
+}
+
+/// `{"equals"|"contains": …}` as `url` and `text` expectations nest it.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckWire {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    equals: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    contains: Option<String>,
+}
+
+impl CheckWire {
+    fn of(check: &ExpectCheck) -> CheckWire {
+        match check {
+            ExpectCheck::Equals(t) => CheckWire {
+                equals: Some(t.clone()),
+                contains: None,
+            },
+            ExpectCheck::Contains(t) => CheckWire {
+                equals: None,
+                contains: Some(t.clone()),
+            },
+        }
+    }
+
+    fn check<E: serde::de::Error>(self, what: &str) -> Result<ExpectCheck, E> {
+        match (self.equals, self.contains) {
+            (Some(e), None) => Ok(ExpectCheck::Equals(e)),
+            (None, Some(c)) => Ok(ExpectCheck::Contains(c)),
+            _ => Err(E::custom(format!(
+                "{what} needs exactly one of `equals` or `contains`"
+            ))),
+        }
+    }
+}
+
+impl Serialize for Expect {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match &self.subject {
+            Subject::Target(t) => {
+                m.serialize_entry("target", t)?;
+                match &self.check {
+                    ExpectCheck::Equals(v) => m.serialize_entry("equals", v)?,
+                    ExpectCheck::Contains(v) => m.serialize_entry("contains", v)?,
+                }
+            }
+            Subject::Url => m.serialize_entry("url", &CheckWire::of(&self.check))?,
+            Subject::Text => m.serialize_entry("text", &CheckWire::of(&self.check))?,
+        }
+        m.end()
+    }
 }
 
 impl<'de> Deserialize<'de> for Expect {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error as _;
         #[derive(Deserialize)]
         #[serde(deny_unknown_fields)]
         struct Raw {
-            target: String,
+            #[serde(default)]
+            target: Option<Target>,
             equals: Option<String>,
             contains: Option<String>,
+            #[serde(default, deserialize_with = "optional_object")]
+            url: Option<CheckWire>,
+            #[serde(default, deserialize_with = "optional_object")]
+            text: Option<CheckWire>,
         }
         let ObjectOnly(raw) = ObjectOnly::<Raw>::deserialize(d)?;
-        let check = match (raw.equals, raw.contains) {
-            (Some(e), None) => ExpectCheck::Equals(e),
-            (None, Some(c)) => ExpectCheck::Contains(c),
-            _ => {
-                return Err(serde::de::Error::custom(
-                    "expect needs exactly one of `equals` or `contains` beside `target`",
-                ))
+        match (raw.target, raw.url, raw.text) {
+            (Some(target), None, None) => {
+                let check = CheckWire {
+                    equals: raw.equals,
+                    contains: raw.contains,
+                }
+                .check::<D::Error>("expect")
+                .map_err(|_| {
+                    D::Error::custom(
+                        "expect needs exactly one of `equals` or `contains` beside `target`",
+                    )
+                })?;
+                Ok(Expect {
+                    subject: Subject::Target(target),
+                    check,
+                })
             }
-        };
-        Ok(Expect {
-            target: raw.target,
-            check,
-        })
+            (None, Some(url), None) if raw.equals.is_none() && raw.contains.is_none() => {
+                Ok(Expect {
+                    subject: Subject::Url,
+                    check: url.check("expect.url")?,
+                })
+            }
+            (None, None, Some(text)) if raw.equals.is_none() && raw.contains.is_none() => {
+                match text.check("expect.text")? {
+                    ExpectCheck::Contains(c) => Ok(Expect {
+                        subject: Subject::Text,
+                        check: ExpectCheck::Contains(c),
+                    }),
+                    ExpectCheck::Equals(_) => Err(D::Error::custom(
+                        "expect.text takes `contains` (a page's whole text is never compared whole)",
+                    )),
+                }
+            }
+            _ => Err(D::Error::custom(
+                "expect is {\"target\": …, \"equals\"|\"contains\": …}, {\"url\": {\"equals\"|\"contains\": …}} or {\"text\": {\"contains\": …}}",
+            )),
+        }
     }
 }
 
@@ -108,8 +247,8 @@ pub struct TaskStartParams {
 pub struct PageFillParams {
     /// The task whose page is filled.
     pub task_id: String,
-    /// The field selector.
-    pub target: String,
+    /// The field.
+    pub target: Target,
     /// The text to put in the field.
     pub value: String,
 }
@@ -174,7 +313,7 @@ pub struct PageClickParams {
     /// The task whose page is clicked.
     pub task_id: String,
     /// What to click.
-    pub target: String,
+    pub target: Target,
     /// The observation that shows the click took effect; `null` only with `local: true`.
     #[serde(default)]
     pub expect: Option<Expect>,
@@ -197,7 +336,7 @@ pub struct PagePressParams {
     pub key: String,
     /// The focused target.
     #[serde(default)]
-    pub target: Option<String>,
+    pub target: Option<Target>,
     /// The observation that shows the key press took effect; `null` only with `local: true`.
     #[serde(default)]
     pub expect: Option<Expect>,
@@ -216,8 +355,184 @@ pub struct PagePressParams {
 pub struct PageReadParams {
     /// The task whose page is read.
     pub task_id: String,
-    /// The selector to read.
-    pub target: String,
+    /// What to read.
+    pub target: Target,
+}
+
+/// `page.snapshot` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageSnapshotParams {
+    /// The task whose page is outlined.
+    pub task_id: String,
+    /// The most bytes of outline returned (default 64 KiB); what is cut is said.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+    /// `yaml` (the default: indented lines, as an LLM reads best) or `json` (a flat list).
+    #[serde(default)]
+    pub format: SnapshotFormat,
+}
+
+/// How `page.snapshot` writes its outline.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotFormat {
+    /// Indented lines: `- button "Publish" [ref=e7]`.
+    #[default]
+    Yaml,
+    /// A flat list of nodes, each with its depth.
+    Json,
+}
+
+/// The default and the largest `maxBytes` of `page.snapshot`.
+pub const SNAPSHOT_DEFAULT_BYTES: u64 = 64 * 1024;
+/// The largest `maxBytes` a snapshot may ask for.
+pub const SNAPSHOT_MAX_BYTES: u64 = 1024 * 1024;
+
+/// `page.wait` params: wait until a target appears (or disappears) or a text shows.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageWaitParams {
+    /// The task whose page is watched.
+    pub task_id: String,
+    /// The target waited for (exactly one of `target` or `text`).
+    #[serde(default)]
+    pub target: Option<Target>,
+    /// A text waited for anywhere on the page.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// `visible` (the default) or `hidden`.
+    #[serde(default)]
+    pub state: WaitState,
+    /// How long to wait, at most the action deadline × 5 (default: the action deadline).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// What `page.wait` waits for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WaitState {
+    /// The target is there and visible (the text shows).
+    #[default]
+    Visible,
+    /// The target is gone or hidden (the text no longer shows).
+    Hidden,
+}
+
+/// `page.screenshot` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageScreenshotParams {
+    /// The task whose page is captured.
+    pub task_id: String,
+    /// One element to capture; the viewport when absent.
+    #[serde(default)]
+    pub target: Option<Target>,
+}
+
+/// `page.navigate` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageNavigateParams {
+    /// The task whose page navigates.
+    pub task_id: String,
+    /// An `http(s)` URL, or `back`, `forward` or `reload`.
+    pub url: String,
+    /// Let a navigation re-send a form (a POST in the page's history); refused otherwise.
+    #[serde(default)]
+    pub allow_resubmit: bool,
+    /// What shows the navigation took effect, beyond the new document's load and URL.
+    #[serde(default)]
+    pub expect: Option<Expect>,
+    /// How to answer a dialog (`beforeunload`) the navigation opens.
+    #[serde(default, deserialize_with = "optional_object")]
+    pub dialog: Option<DialogAnswer>,
+}
+
+/// One string or several, as `page.select` takes its options.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// One option.
+    One(String),
+    /// Several, for a `<select multiple>`.
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    /// The strings, in order.
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
+}
+
+/// `page.select` params: exactly one of `label` or `value`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageSelectParams {
+    /// The task whose page holds the select.
+    pub task_id: String,
+    /// The `<select>` (or listbox).
+    pub target: Target,
+    /// The options to select by their visible label.
+    #[serde(default)]
+    pub label: Option<OneOrMany>,
+    /// The options to select by their value.
+    #[serde(default)]
+    pub value: Option<OneOrMany>,
+}
+
+/// `page.check` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageCheckParams {
+    /// The task whose page holds the checkbox or radio.
+    pub task_id: String,
+    /// The checkbox or radio.
+    pub target: Target,
+    /// The state it must end in.
+    pub checked: bool,
+}
+
+/// `page.upload` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageUploadParams {
+    /// The task whose page holds the file input.
+    pub task_id: String,
+    /// The `<input type=file>`.
+    pub target: Target,
+    /// File names relative to the host's `--upload-dir`.
+    pub files: Vec<String>,
+}
+
+/// `page.hover` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageHoverParams {
+    /// The task whose page is hovered.
+    pub task_id: String,
+    /// What the pointer moves over.
+    pub target: Target,
+}
+
+/// `page.type` params.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageTypeParams {
+    /// The task whose page is typed into.
+    pub task_id: String,
+    /// The field that gets the keys.
+    pub target: Target,
+    /// The text, typed key by key.
+    pub text: String,
+    /// What shows the typing took effect; without it the step is page-local, like a fill.
+    #[serde(default)]
+    pub expect: Option<Expect>,
 }
 
 /// Params of methods that only name a task (`task.finish`, `task.status`, `task.verifyOutcome`).

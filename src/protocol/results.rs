@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use super::reply::needs_escape;
-use super::{ErrorBody, Expect, Outcome, PlainFill, Reply};
+use super::{ErrorBody, Expect, Outcome, PlainFill, Reply, Target};
 
 /// Writes `value` with its object keys sorted, as a `serde_json::Value` would: for nested types
 /// whose own field order is not alphabetical, so a reply keeps the bytes it always had.
@@ -216,8 +216,8 @@ pub struct TaskStartResult {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct FieldResult {
-    /// The selector filled or read.
-    pub target: String,
+    /// The target filled or read, as the caller sent it.
+    pub target: Target,
     /// The value it holds.
     pub value: String,
 }
@@ -230,7 +230,7 @@ impl FieldResult {
     pub fn filled(target: &str, value: &str) -> Arc<Outcome> {
         if needs_escape(target.as_bytes()) || needs_escape(value.as_bytes()) {
             return Outcome::ok(&FieldResult {
-                target: target.to_owned(),
+                target: Target::Css(target.to_owned()),
                 value: value.to_owned(),
             });
         }
@@ -305,6 +305,44 @@ impl FieldResult {
 const FILLED_HEAD: &str = "\"ok\":true,\"result\":{\"target\":\"";
 const FILLED_MID: &str = "\",\"value\":\"";
 const FILLED_TAIL: &str = "\"}";
+
+/// `page.wait`: what was waited for, and how long it took.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitResult {
+    /// The task.
+    pub task_id: String,
+    /// `visible` or `hidden`: what now holds.
+    pub state: crate::protocol::WaitState,
+    /// How long the wait took, in milliseconds.
+    pub waited_ms: u64,
+}
+
+/// `page.screenshot`: a PNG, base64-encoded (the MCP front returns it as image content).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScreenshotResult {
+    /// The task.
+    pub task_id: String,
+    /// Always `image/png`.
+    pub mime_type: String,
+    /// The PNG's bytes, base64.
+    pub data: String,
+    /// The PNG's size in bytes.
+    pub bytes: usize,
+}
+
+/// `page.url`: where the task's page is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageUrlResult {
+    /// The task.
+    pub task_id: String,
+    /// The page's URL.
+    pub url: String,
+    /// The page's title.
+    pub title: String,
+}
 
 /// `page.click` and `page.press`: the observation that shows the action took effect.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -777,7 +815,7 @@ mod tests {
         for target in strings {
             for value in strings {
                 let typed = Outcome::ok(&FieldResult {
-                    target: target.to_owned(),
+                    target: Target::Css(target.to_owned()),
                     value: value.to_owned(),
                 });
                 assert_eq!(

@@ -27,7 +27,9 @@ use super::cdp::{methods, CdpError, PageSignals};
 use super::dialogs::Dialogs;
 use super::script;
 use crate::executor::{expectation_already_holds, ActionOutcome, ReadOutcome};
-use crate::protocol::{DialogAnswer, Expect, ExpectCheck, KeyChord, Modifiers};
+use crate::protocol::{
+    DialogAnswer, Expect, ExpectCheck, KeyChord, Modifiers, Subject, Target,
+};
 use crate::tasks::Observation;
 
 /// How long a local step is watched after its input was answered, for a navigation it should
@@ -502,7 +504,7 @@ impl Page {
         match self
             .eval::<Answer, _>(
                 script::READ,
-                &json!({"sel": expect.target}),
+                &json!({"sel": sel(&expect.subject)}),
                 false,
                 deadline,
             )
@@ -525,7 +527,7 @@ impl Page {
 
     /// `page.fill`: focus, select the old content, type the new one (trusted input events),
     /// announce `change`, then check that the field holds the value.
-    pub async fn fill(&self, target: &str, value: &str, deadline: Instant) -> ActionOutcome {
+    pub async fn fill(&self, target: &Target, value: &str, deadline: Instant) -> ActionOutcome {
         let arg = json!({"sel": target, "value": value});
         let prepared = match self
             .prepare(script::PREPARE_FILL, arg.clone(), deadline)
@@ -571,15 +573,12 @@ impl Page {
         if let Ok(Some(v)) = &typed {
             if v == value {
                 return ActionOutcome::Applied(Observation {
-                    target: target.to_owned(),
+                    target: target.to_string(),
                     value: v.clone(),
                 });
             }
         }
-        let expect = Expect {
-            target: target.to_owned(),
-            check: ExpectCheck::Equals(value.to_owned()),
-        };
+        let expect = Expect::on(target.clone(), ExpectCheck::Equals(value.to_owned()));
         self.watch(&expect, deadline, "the fill").await
     }
 
@@ -588,7 +587,7 @@ impl Page {
     /// navigation).
     pub async fn click(
         &self,
-        target: &str,
+        target: &Target,
         step: Step<'_>,
         deadline: Instant,
         mutations: &AtomicU64,
@@ -640,7 +639,7 @@ impl Page {
         };
         if let Err(e) = moved.and(released) {
             // The click may have been delivered: from here on only the page can tell.
-            tracing::debug!(target, error = %e, "a mouse event got no answer");
+            tracing::debug!(target = %target, error = %e, "a mouse event got no answer");
         }
         self.after_dispatch(step, marks, deadline, "the click")
             .await
@@ -652,7 +651,7 @@ impl Page {
     pub async fn press(
         &self,
         key: &str,
-        target: Option<&str>,
+        target: Option<&Target>,
         step: Step<'_>,
         deadline: Instant,
         mutations: &AtomicU64,
@@ -813,9 +812,9 @@ impl Page {
     }
 
     /// `page.read`: the value of a form field, else the element's text.
-    pub async fn read(&self, target: &str, deadline: Instant) -> ReadOutcome {
+    pub async fn read(&self, subject: &Subject, deadline: Instant) -> ReadOutcome {
         match self
-            .eval::<Answer, _>(script::READ, &json!({"sel": target}), false, deadline)
+            .eval::<Answer, _>(script::READ, &json!({"sel": sel(subject)}), false, deadline)
             .await
         {
             Ok(Answer { value: Some(v), .. }) => ReadOutcome::Value(v),
@@ -859,7 +858,7 @@ impl Page {
             let ms = (deadline - now)
                 .saturating_sub(Duration::from_millis(40))
                 .as_millis() as u64;
-            let arg = json!({"sel": expect.target, "op": op, "want": want, "ms": ms});
+            let arg = json!({"sel": sel(&expect.subject), "op": op, "want": want, "ms": ms});
             match self
                 .eval::<Answer, _>(script::WATCH, &arg, true, deadline)
                 .await
@@ -868,7 +867,7 @@ impl Page {
                     if let Some(v) = a.value {
                         if a.holds == Some(true) && expect.holds(&v) {
                             return ActionOutcome::Applied(Observation {
-                                target: expect.target.clone(),
+                                target: expect.subject.to_string(),
                                 value: v,
                             });
                         }
@@ -909,7 +908,7 @@ impl Page {
         if let Some(failed) = self.signals.borrow().error_page.clone() {
             return ActionOutcome::Uncertain(format!(
                 "{} did not show the expected value before the deadline: the page shows the browser's error page for {failed} (the request may have reached the server; its answer did not arrive)",
-                expect.target
+                expect.subject
             ));
         }
         let seen = match &last {
@@ -918,8 +917,18 @@ impl Page {
         };
         ActionOutcome::Uncertain(format!(
             "{} did not show the expected value before the deadline ({seen})",
-            expect.target
+            expect.subject
         ))
+    }
+}
+
+/// What the page's scripts take as `sel`: a target as it travels (a CSS string, or a ref or
+/// locator object), or `{"page": "url"|"text"}` for the page itself.
+fn sel(subject: &Subject) -> serde_json::Value {
+    match subject {
+        Subject::Target(t) => json!(t),
+        Subject::Url => json!({"page": "url"}),
+        Subject::Text => json!({"page": "text"}),
     }
 }
 
