@@ -339,6 +339,11 @@ struct ExecutorArgs {
     /// chromium-headless-shell, chromium, google-chrome found]
     #[arg(long, value_name = "PATH", env = "POLARIS_CHROMIUM")]
     chromium: Option<PathBuf>,
+    /// The only directory page.upload takes files from (Chromium executor): names are relative
+    /// to it, and anything resolving outside it (symlinks included) is refused. Without it,
+    /// uploads are refused.
+    #[arg(long, value_name = "DIR")]
+    upload_dir: Option<PathBuf>,
 }
 
 impl ExecutorArgs {
@@ -367,7 +372,16 @@ impl ExecutorArgs {
                     .filter(|p| !p.as_os_str().is_empty());
                 let binary = find_chromium(explicit)?;
                 tracing::info!(binary = %binary.display(), "the Chromium executor starts it on the first task");
-                std::sync::Arc::new(ChromiumExecutor::new(ChromiumConfig::new(binary)))
+                if let Some(dir) = &self.upload_dir {
+                    if !dir.is_dir() {
+                        return Err(format!(
+                            "--upload-dir {} is not a directory",
+                            dir.display()
+                        ));
+                    }
+                }
+                let config = ChromiumConfig::new(binary).with_upload_dir(self.upload_dir.clone());
+                std::sync::Arc::new(ChromiumExecutor::new(config))
             }
         })
     }

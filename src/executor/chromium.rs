@@ -27,7 +27,7 @@ pub mod page;
 mod script;
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -39,9 +39,9 @@ use self::browser::{Browser, LaunchOptions};
 use self::cdp::methods;
 use self::dialogs::Dialogs;
 use self::page::{Page, Step};
-use super::{ActionOutcome, Executor, PageAction, ReadOutcome};
+use super::{ActionOutcome, Executor, PageAction, PageQuery, QueryOutcome, ReadOutcome};
 use crate::protocol::results::DialogSeen;
-use crate::protocol::{FixtureOptions, Subject};
+use crate::protocol::{Command, ExecutorCommand, FixtureOptions, Method, Navigation, Subject};
 use crate::tasks::TaskId;
 
 pub use self::browser::find_chromium;
@@ -79,6 +79,66 @@ pub fn check_url(url: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Checks `page.navigate`'s URL: as a task's (`check_url`), and `http` or `https` only — a
+/// running page is never sent to a local file.
+pub fn check_navigation_url(url: &str) -> Result<(), String> {
+    check_url(url)?;
+    let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
+    if scheme.is_some_and(|s| s == "http" || s == "https") {
+        Ok(())
+    } else {
+        Err(format!(
+            "page.navigate goes to http or https URLs only (got {:?}); send \"back\", \"forward\" or \"reload\" to move through the history",
+            url.chars().take(60).collect::<String>()
+        ))
+    }
+}
+
+/// Resolves a `page.upload` file name inside the host's upload directory (SPEC §15): a
+/// relative name, resolved with every symlink followed, that stays inside the directory and
+/// is a regular file. Anything else is refused (a `BAD_REQUEST`), so an agent can never hand
+/// the page a file the operator did not put there.
+pub fn resolve_upload(dir: Option<&Path>, name: &str) -> Result<PathBuf, String> {
+    let Some(dir) = dir else {
+        return Err("page.upload takes files only from the host's upload directory, and this host has none: start it with --upload-dir DIR and put the files there".into());
+    };
+    let shown: String = name.chars().take(80).collect();
+    let path = Path::new(name);
+    if name.is_empty() || name.chars().any(char::is_control) {
+        return Err(format!(
+            "the file name {shown:?} is empty or holds control characters"
+        ));
+    }
+    if !path
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        return Err(format!(
+            "the file name {shown:?} must be relative to the upload directory, without `..`"
+        ));
+    }
+    let base = dir.canonicalize().map_err(|e| {
+        format!(
+            "the upload directory {} cannot be read ({e})",
+            dir.display()
+        )
+    })?;
+    let full = base
+        .join(path)
+        .canonicalize()
+        .map_err(|e| format!("{shown:?} is not a file of the upload directory ({e})"))?;
+    if !full.starts_with(&base) {
+        return Err(format!(
+            "{shown:?} resolves outside the upload directory (through a symlink); only files inside it can be uploaded"
+        ));
+    }
+    match std::fs::metadata(&full) {
+        Ok(m) if m.is_file() => Ok(full),
+        Ok(_) => Err(format!("{shown:?} is not a regular file")),
+        Err(e) => Err(format!("{shown:?} cannot be read ({e})")),
+    }
+}
+
 /// How the executor starts its browser.
 #[derive(Clone, Debug)]
 pub struct ChromiumConfig {
@@ -86,6 +146,9 @@ pub struct ChromiumConfig {
     pub binary: PathBuf,
     /// How long a start may take before it counts as failed.
     pub startup_timeout: Duration,
+    /// `--upload-dir`: the only directory `page.upload` takes files from (none: uploads are
+    /// refused).
+    pub upload_dir: Option<PathBuf>,
 }
 
 impl ChromiumConfig {
@@ -95,7 +158,14 @@ impl ChromiumConfig {
         ChromiumConfig {
             binary,
             startup_timeout: Duration::from_secs(30),
+            upload_dir: None,
         }
+    }
+
+    /// The same, taking uploads from `dir`.
+    pub fn with_upload_dir(mut self, dir: Option<PathBuf>) -> ChromiumConfig {
+        self.upload_dir = dir;
+        self
     }
 }
 
@@ -115,6 +185,7 @@ struct Inner {
     tasks: Mutex<HashMap<TaskId, Arc<TaskPage>>>,
     mutations: AtomicU64,
     stopped: AtomicBool,
+    upload_dir: Option<PathBuf>,
 }
 
 /// One task's page and what it takes to open it again.
@@ -128,6 +199,8 @@ struct TaskPage {
     acting: tokio::sync::Mutex<()>,
     /// The task's dialogs, shared by every page it has had.
     dialogs: Arc<Dialogs>,
+    /// The number of the task's next snapshot ref, shared by every page it has had.
+    refs: Arc<AtomicU64>,
 }
 
 struct Slot {
@@ -174,6 +247,7 @@ impl ChromiumExecutor {
                 tasks: Mutex::new(HashMap::new()),
                 mutations: AtomicU64::new(0),
                 stopped: AtomicBool::new(false),
+                upload_dir: config.upload_dir,
             }),
         }
     }
@@ -280,6 +354,7 @@ impl Inner {
             &context,
             &url,
             tp.dialogs.clone(),
+            tp.refs.clone(),
             deadline,
         )
         .await
@@ -407,7 +482,15 @@ impl Executor for ChromiumExecutor {
             let deadline = Instant::now() + budget;
             let context = new_context(&browser, deadline).await?;
             let dialogs = Dialogs::new();
-            let opened = Page::open(browser.clone(), &context, &url, dialogs.clone(), deadline);
+            let refs = Arc::new(AtomicU64::new(1));
+            let opened = Page::open(
+                browser.clone(),
+                &context,
+                &url,
+                dialogs.clone(),
+                refs.clone(),
+                deadline,
+            );
             let page = match opened.await {
                 Ok(p) => p,
                 Err(e) => {
@@ -425,6 +508,7 @@ impl Executor for ChromiumExecutor {
                 reopening: tokio::sync::Mutex::new(()),
                 acting: tokio::sync::Mutex::new(()),
                 dialogs,
+                refs,
             });
             inner.tasks.lock().expect("tasks lock").insert(task, tp);
             Ok(())
@@ -489,10 +573,115 @@ impl Executor for ChromiumExecutor {
                     page.press(&key, target.as_ref(), step, deadline, &inner.mutations)
                         .await
                 }
-                other => ActionOutcome::Failed(format!(
-                    "{} is not done by this executor yet; nothing was dispatched",
-                    other.method()
-                )),
+                PageAction::Navigate {
+                    to,
+                    allow_resubmit,
+                    expect,
+                    dialog,
+                } => {
+                    page.navigate_to(
+                        &to,
+                        allow_resubmit,
+                        expect.as_ref(),
+                        dialog.as_deref(),
+                        deadline,
+                        &inner.mutations,
+                    )
+                    .await
+                }
+                PageAction::Select { target, by } => page.select(&target, &by, deadline).await,
+                PageAction::Check { target, checked } => {
+                    page.check(&target, checked, deadline, &inner.mutations)
+                        .await
+                }
+                PageAction::Upload { target, files } => {
+                    let mut paths = Vec::with_capacity(files.len());
+                    for f in &files {
+                        match resolve_upload(inner.upload_dir.as_deref(), f) {
+                            Ok(p) => paths.push(p),
+                            Err(why) => {
+                                return ActionOutcome::Failed(format!(
+                                    "{why}; nothing was dispatched"
+                                ))
+                            }
+                        }
+                    }
+                    page.upload(&target, &paths, deadline).await
+                }
+                PageAction::Hover { target } => page.hover(&target, deadline).await,
+                PageAction::Type {
+                    target,
+                    text,
+                    expect,
+                } => {
+                    page.type_text(&target, &text, expect.as_ref(), deadline, &inner.mutations)
+                        .await
+                }
+            }
+        })
+    }
+
+    fn offers(&self, _method: Method) -> bool {
+        true
+    }
+
+    fn check_command(&self, command: &Command) -> Result<(), String> {
+        let Command::Execute(ExecutorCommand::Act(act)) = command else {
+            return Ok(());
+        };
+        match &act.action {
+            PageAction::Navigate {
+                to: Navigation::Url(url),
+                ..
+            } => check_navigation_url(url)
+                .map_err(|e| format!("invalid params for page.navigate: {e}")),
+            PageAction::Upload { files, .. } => {
+                for f in files {
+                    resolve_upload(self.inner.upload_dir.as_deref(), f)
+                        .map_err(|e| format!("invalid params for page.upload: {e}"))?;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn query(
+        &self,
+        task: TaskId,
+        query: PageQuery,
+        deadline: Instant,
+    ) -> BoxFuture<'static, QueryOutcome> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            let Some(tp) = inner.task(&task) else {
+                return QueryOutcome::Failed(format!(
+                    "task {task} has no page in this executor (its page is closed once the task ends)"
+                ));
+            };
+            let page = match inner.page_for_reading(&tp, deadline).await {
+                Ok(p) => p,
+                Err(why) if Instant::now() >= deadline => {
+                    tracing::debug!(reason = %why, "reading a task's page timed out");
+                    return QueryOutcome::TimedOut;
+                }
+                Err(why) => return QueryOutcome::Failed(why),
+            };
+            match query {
+                PageQuery::Snapshot => page.snapshot(deadline).await,
+                PageQuery::Wait {
+                    target,
+                    text,
+                    state,
+                    until,
+                } => {
+                    page.wait(target.as_ref(), text.as_deref(), state, until)
+                        .await
+                }
+                PageQuery::Screenshot { target } => {
+                    page.screenshot(target.as_ref(), deadline).await
+                }
+                PageQuery::Url => page.url_title(deadline).await,
             }
         })
     }

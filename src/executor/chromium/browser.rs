@@ -178,7 +178,15 @@ fn flags(profile: &Path) -> Vec<String> {
         "--disable-default-apps",
         "--disable-breakpad",
         "--disable-crash-reporter",
-        "--disable-features=Translate,MediaRouter,OptimizationHints,InterestFeedContentSuggestions",
+        // `IsolateOrigins,site-per-process` and `--disable-site-isolation-trials`: frames of
+        // other sites stay in their page's renderer process and session, so the executor's
+        // isolated world reaches into them (page.snapshot, refs and locators inside a payment
+        // frame) instead of their being out-of-process targets it would have to attach to one
+        // by one. Each task still has its own browser context, and contexts never share a
+        // renderer. `BackForwardCache`: back and forward load their page afresh, so each fires
+        // `load` and its server sees the request, as the page.navigate rules expect.
+        "--disable-features=Translate,MediaRouter,OptimizationHints,InterestFeedContentSuggestions,IsolateOrigins,site-per-process,BackForwardCache",
+        "--disable-site-isolation-trials",
         "--disable-background-timer-throttling",
         "--disable-renderer-backgrounding",
         "--disable-backgrounding-occluded-windows",

@@ -715,10 +715,18 @@ pub mod methods {
     pub struct Evaluate {
         /// The JavaScript expression.
         pub expression: String,
-        /// Always true: the executor only wants JSON back.
+        /// True when the executor wants JSON back; false for a handle on an element
+        /// (`page.upload` hands its `objectId` to `DOM.setFileInputFiles`).
         pub return_by_value: bool,
         /// Wait for a returned promise.
         pub await_promise: bool,
+        /// The execution context: the executor's isolated world of the page's current document
+        /// ([`CreateIsolatedWorld`]), so the page's own scripts neither see nor disturb it.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub context_id: Option<i64>,
+        /// The group a returned handle belongs to, released with [`ReleaseObjectGroup`].
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub object_group: Option<&'static str>,
     }
     /// Its answer.
     #[derive(Debug, Deserialize)]
@@ -731,12 +739,17 @@ pub mod methods {
     }
     /// A JavaScript value.
     #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
     pub struct RemoteObject {
         /// The value, when it is JSON.
         #[serde(default)]
         pub value: Value,
         /// A description (of an exception, say).
         pub description: Option<String>,
+        /// A handle on the object, when it was not returned by value.
+        pub object_id: Option<String>,
+        /// `node` for a DOM node.
+        pub subtype: Option<String>,
     }
     /// Why an expression threw.
     #[derive(Debug, Deserialize)]
@@ -816,5 +829,177 @@ pub mod methods {
     impl Method for InsertText {
         const NAME: &'static str = "Input.insertText";
         type Returns = Empty;
+    }
+
+    /// `Page.createIsolatedWorld`: the executor's own JavaScript world in a frame's current
+    /// document. Its globals (the snapshot's refs) are invisible to the page, and the page's
+    /// scripts cannot replace the built-ins the executor calls. Asking again for the same name
+    /// on the same document gives the same context.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct CreateIsolatedWorld {
+        /// The frame (the page's main frame: its target id).
+        pub frame_id: String,
+        /// The world's name.
+        pub world_name: &'static str,
+        /// Lets the world reach into frames of other origins that live in the page's process
+        /// (the protocol spells it this way).
+        pub grant_univeral_access: bool,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct IsolatedWorld {
+        /// The context to evaluate in.
+        pub execution_context_id: i64,
+    }
+    impl Method for CreateIsolatedWorld {
+        const NAME: &'static str = "Page.createIsolatedWorld";
+        type Returns = IsolatedWorld;
+    }
+
+    /// `Runtime.releaseObjectGroup`: lets the page forget the handles of a group.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct ReleaseObjectGroup {
+        /// The group.
+        pub object_group: &'static str,
+    }
+    impl Method for ReleaseObjectGroup {
+        const NAME: &'static str = "Runtime.releaseObjectGroup";
+        type Returns = Empty;
+    }
+
+    /// `DOM.setFileInputFiles`: puts files into a file input, as a person choosing them would
+    /// (the browser fires `input` and `change`).
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SetFileInputFiles {
+        /// Absolute paths.
+        pub files: Vec<String>,
+        /// The input, by handle.
+        pub object_id: String,
+    }
+    impl Method for SetFileInputFiles {
+        const NAME: &'static str = "DOM.setFileInputFiles";
+        type Returns = Empty;
+    }
+
+    /// `Page.captureScreenshot` as PNG, of the viewport or of a clip.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct CaptureScreenshot {
+        /// Always `png`.
+        pub format: &'static str,
+        /// The region, in CSS pixels of the document.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub clip: Option<Clip>,
+    }
+    /// A region of the page.
+    #[derive(Debug, Serialize)]
+    pub struct Clip {
+        /// Left, CSS pixels from the document's left.
+        pub x: f64,
+        /// Top, CSS pixels from the document's top.
+        pub y: f64,
+        /// Width.
+        pub width: f64,
+        /// Height.
+        pub height: f64,
+        /// Always 1.
+        pub scale: f64,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    pub struct Screenshot {
+        /// The PNG, base64.
+        pub data: String,
+    }
+    impl Method for CaptureScreenshot {
+        const NAME: &'static str = "Page.captureScreenshot";
+        type Returns = Screenshot;
+    }
+
+    /// `Page.getNavigationHistory`.
+    #[derive(Serialize)]
+    pub struct GetNavigationHistory {}
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NavigationHistory {
+        /// The current entry's index.
+        pub current_index: usize,
+        /// The entries, oldest first.
+        pub entries: Vec<NavigationEntry>,
+    }
+    /// One history entry.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NavigationEntry {
+        /// Its id, for [`NavigateToHistoryEntry`].
+        pub id: i64,
+        /// Its URL.
+        pub url: String,
+        /// How it was reached: `link`, `typed`, `form_submit`, `reload`, …
+        pub transition_type: String,
+    }
+    impl Method for GetNavigationHistory {
+        const NAME: &'static str = "Page.getNavigationHistory";
+        type Returns = NavigationHistory;
+    }
+
+    /// `Page.navigateToHistoryEntry`: back or forward.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NavigateToHistoryEntry {
+        /// The entry.
+        pub entry_id: i64,
+    }
+    impl Method for NavigateToHistoryEntry {
+        const NAME: &'static str = "Page.navigateToHistoryEntry";
+        type Returns = Empty;
+    }
+
+    /// `Page.reload`.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Reload {
+        /// Bypass the cache, as a user's reload of a changed page would.
+        pub ignore_cache: bool,
+    }
+    impl Method for Reload {
+        const NAME: &'static str = "Page.reload";
+        type Returns = Empty;
+    }
+
+    /// `Runtime.callFunctionOn` in an execution context: the executor's scripts, each called
+    /// with its one argument. The function's text is the same on every call, so the page
+    /// compiles each script once.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct CallFunctionOn<'a> {
+        /// The function, e.g. `(a) => …`.
+        pub function_declaration: &'a str,
+        /// Its argument.
+        pub arguments: [CallArgument<'a>; 1],
+        /// Where it runs.
+        pub execution_context_id: i64,
+        /// True when the executor wants JSON back; false for a handle on an element.
+        pub return_by_value: bool,
+        /// Wait for a returned promise.
+        pub await_promise: bool,
+        /// The group a returned handle belongs to.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub object_group: Option<&'static str>,
+    }
+    /// One argument, by value.
+    #[derive(Serialize)]
+    pub struct CallArgument<'a> {
+        /// The value.
+        pub value: &'a Value,
+    }
+    impl Method for CallFunctionOn<'_> {
+        const NAME: &'static str = "Runtime.callFunctionOn";
+        type Returns = Evaluated;
     }
 }

@@ -12,8 +12,9 @@
 //! (a form submit, a link) makes it uncertain like any unobserved action. Dialogs the page opens
 //! meanwhile are answered as the action asked, else dismissed ([`super::dialogs`]).
 
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::de::DeserializeOwned;
@@ -26,9 +27,10 @@ use super::browser::Browser;
 use super::cdp::{methods, CdpError, PageSignals};
 use super::dialogs::Dialogs;
 use super::script;
-use crate::executor::{expectation_already_holds, ActionOutcome, ReadOutcome};
+use crate::executor::{expectation_already_holds, ActionOutcome, QueryOutcome, ReadOutcome};
 use crate::protocol::{
-    DialogAnswer, Expect, ExpectCheck, KeyChord, Modifiers, Subject, Target,
+    DialogAnswer, Expect, ExpectCheck, KeyChord, Modifiers, Navigation, NotSent, SelectBy,
+    SnapshotNode, Subject, Target, WaitState,
 };
 use crate::tasks::Observation;
 
@@ -39,6 +41,15 @@ use crate::tasks::Observation;
 /// a loaded machine, while a Tab or a focus click still answers in a fraction of a second. A
 /// step that navigates later than this is not seen; the caller said it commits nothing.
 const LOCAL_SETTLE: Duration = Duration::from_millis(150);
+
+/// The name of the executor's isolated world in each document.
+const WORLD: &str = "polaris";
+
+/// The group of element handles an upload takes (released right after).
+const HANDLES: &str = "polaris-handles";
+
+/// The largest screenshot returned, as base64 text: 8 MiB of PNG.
+const MAX_SCREENSHOT_BASE64: usize = 8 * 1024 * 1024 / 3 * 4;
 
 /// Why an evaluation gave no value.
 #[derive(Debug)]
@@ -66,13 +77,46 @@ impl std::fmt::Display for EvalError {
 struct Answer {
     fail: Option<String>,
     absent: Option<String>,
+    /// A target the page could not name one element for: `stale_ref`, `no_match`,
+    /// `ambiguous` (with `why` and `candidates`).
+    #[serde(rename = "notSent")]
+    not_sent: Option<String>,
+    why: Option<String>,
+    candidates: Option<Vec<String>>,
     mode: Option<String>,
     value: Option<String>,
     holds: Option<bool>,
+    done: Option<bool>,
+    already: Option<bool>,
     x: Option<f64>,
     y: Option<f64>,
+    w: Option<f64>,
+    h: Option<f64>,
     url: Option<String>,
+    title: Option<String>,
     status: Option<u16>,
+}
+
+impl Answer {
+    /// Why the target named no one element, when it did not: a stale ref, no match, or
+    /// several.
+    fn refusal(&self) -> Option<(NotSent, String)> {
+        let cause = match self.not_sent.as_deref()? {
+            "stale_ref" => NotSent::StaleRef,
+            "ambiguous" => NotSent::Ambiguous(self.candidates.clone().unwrap_or_default()),
+            _ => NotSent::NoMatch,
+        };
+        Some((cause, self.why.clone().unwrap_or_default()))
+    }
+}
+
+/// `page.snapshot`'s script answer.
+#[derive(Debug, Deserialize)]
+struct Outline {
+    url: String,
+    title: String,
+    nodes: Vec<SnapshotNode>,
+    refs: u64,
 }
 
 /// A key `page.press` can send: what `Input.dispatchKeyEvent` needs for it.
@@ -247,6 +291,14 @@ pub struct Page {
     /// Opened again after the task's page died, and nothing dispatched on it since: it shows
     /// what a plain load shows, so what it lacks proves nothing about an earlier action.
     reopened: AtomicBool,
+    /// The executor's isolated world in the current document: its context and the count of
+    /// navigations when it was made (a new document needs a new one).
+    world: Mutex<Option<(i64, u64)>>,
+    /// The number of the next snapshot ref, shared by every page the task has had, so a ref of
+    /// an older snapshot (or an older page) never names an element of a newer one.
+    refs: Arc<AtomicU64>,
+    /// One snapshot at a time: each numbers its refs on from the last.
+    snapshotting: tokio::sync::Mutex<()>,
 }
 
 impl Page {
@@ -259,6 +311,7 @@ impl Page {
         context: &str,
         url: &str,
         dialogs: Arc<Dialogs>,
+        refs: Arc<AtomicU64>,
         deadline: Instant,
     ) -> Result<Page, String> {
         let cdp = browser.cdp.clone();
@@ -308,6 +361,9 @@ impl Page {
             signals,
             dialogs,
             reopened: AtomicBool::new(false),
+            world: Mutex::new(None),
+            refs,
+            snapshotting: tokio::sync::Mutex::new(()),
         };
         match page.navigate(url, deadline).await {
             Ok(()) => Ok(page),
@@ -431,6 +487,87 @@ impl Page {
         }
     }
 
+    /// The executor's isolated world in the page's current document, made when the document
+    /// is new (asking again on the same document gives the same world).
+    async fn world(&self, deadline: Instant) -> Result<i64, EvalError> {
+        let navigations = self.signals.borrow().navigations;
+        if let Some((id, n)) = *self.world.lock().expect("world lock") {
+            if n == navigations {
+                return Ok(id);
+            }
+        }
+        let made = timeout_at(
+            deadline,
+            self.browser.cdp.call(
+                Some(&self.session_id),
+                &methods::CreateIsolatedWorld {
+                    frame_id: self.target_id.clone(),
+                    world_name: WORLD,
+                    grant_univeral_access: true,
+                },
+            ),
+        )
+        .await
+        .map_err(|_| EvalError::Deadline)?
+        .map_err(EvalError::Cdp)?;
+        let id = made.execution_context_id;
+        *self.world.lock().expect("world lock") = Some((id, navigations));
+        Ok(id)
+    }
+
+    fn forget_world(&self, id: i64) {
+        let mut w = self.world.lock().expect("world lock");
+        if w.is_some_and(|(current, _)| current == id) {
+            *w = None;
+        }
+    }
+
+    /// Calls one of the [`script`] functions with `arg` in the executor's world and returns
+    /// its result (a document replaced under the call is tried again on the new one, twice at
+    /// most).
+    async fn call_script(
+        &self,
+        function: &str,
+        arg: &serde_json::Value,
+        await_promise: bool,
+        by_value: bool,
+        deadline: Instant,
+    ) -> Result<methods::RemoteObject, EvalError> {
+        let mut tries = 0;
+        loop {
+            let context = self.world(deadline).await?;
+            let params = methods::CallFunctionOn {
+                function_declaration: function,
+                arguments: [methods::CallArgument { value: arg }],
+                execution_context_id: context,
+                return_by_value: by_value,
+                await_promise,
+                object_group: (!by_value).then_some(HANDLES),
+            };
+            let call = self.browser.cdp.call(Some(&self.session_id), &params);
+            let answer = timeout_at(deadline, call)
+                .await
+                .map_err(|_| EvalError::Deadline)?;
+            match answer {
+                Err(e) if e.is_context_gone() => {
+                    self.forget_world(context);
+                    if tries >= 2 {
+                        return Err(EvalError::Cdp(e));
+                    }
+                    tries += 1;
+                }
+                Err(e) => return Err(EvalError::Cdp(e)),
+                Ok(answer) => {
+                    if let Some(x) = answer.exception_details {
+                        let what = x.exception.and_then(|e| e.description).unwrap_or(x.text);
+                        return Err(EvalError::Threw(what));
+                    }
+                    return Ok(answer.result);
+                }
+            }
+        }
+    }
+
     async fn eval<T: DeserializeOwned, A: Serialize>(
         &self,
         function: &str,
@@ -438,22 +575,11 @@ impl Page {
         await_promise: bool,
         deadline: Instant,
     ) -> Result<T, EvalError> {
-        let arg = serde_json::to_string(arg).map_err(|e| EvalError::Threw(e.to_string()))?;
-        let params = methods::Evaluate {
-            expression: format!("({function})({arg})"),
-            return_by_value: true,
-            await_promise,
-        };
-        let call = self.browser.cdp.call(Some(&self.session_id), &params);
-        let answer = timeout_at(deadline, call)
-            .await
-            .map_err(|_| EvalError::Deadline)?
-            .map_err(EvalError::Cdp)?;
-        if let Some(x) = answer.exception_details {
-            let what = x.exception.and_then(|e| e.description).unwrap_or(x.text);
-            return Err(EvalError::Threw(what));
-        }
-        serde_json::from_value(answer.result.value).map_err(|e| EvalError::Threw(e.to_string()))
+        let arg = serde_json::to_value(arg).map_err(|e| EvalError::Threw(e.to_string()))?;
+        let result = self
+            .call_script(function, &arg, await_promise, true, deadline)
+            .await?;
+        serde_json::from_value(result.value).map_err(|e| EvalError::Threw(e.to_string()))
     }
 
     async fn send<M: methods_ext::Input>(
@@ -471,22 +597,35 @@ impl Page {
         .map_err(EvalError::Cdp)
     }
 
-    /// The checks before dispatch: a definite failure when the page refuses them.
+    /// The checks before dispatch: a definite failure when the page refuses them, and a
+    /// refusal (nothing sent) when the target names no one element.
     async fn prepare(
         &self,
         function: &str,
         arg: serde_json::Value,
         deadline: Instant,
-    ) -> Result<Answer, String> {
+    ) -> Result<Answer, ActionOutcome> {
         match self
             .eval::<Answer, _>(function, &arg, false, deadline)
             .await
         {
-            Ok(a) => match (a.fail.clone(), a.absent.clone()) {
-                (Some(why), _) | (None, Some(why)) => Err(format!("{why}; nothing was dispatched")),
-                _ => Ok(a),
-            },
-            Err(e) => Err(format!("{e}; nothing was dispatched")),
+            Ok(a) => {
+                if let Some((cause, why)) = a.refusal() {
+                    return Err(ActionOutcome::NotSent(
+                        cause,
+                        format!("{why}; nothing was sent"),
+                    ));
+                }
+                match (a.fail.clone(), a.absent.clone()) {
+                    (Some(why), _) | (None, Some(why)) => Err(ActionOutcome::Failed(format!(
+                        "{why}; nothing was dispatched"
+                    ))),
+                    _ => Ok(a),
+                }
+            }
+            Err(e) => Err(ActionOutcome::Failed(format!(
+                "{e}; nothing was dispatched"
+            ))),
         }
     }
 
@@ -502,14 +641,16 @@ impl Page {
             return Ok(());
         };
         match self
-            .eval::<Answer, _>(
-                script::READ,
-                &json!({"sel": sel(&expect.subject)}),
-                false,
-                deadline,
-            )
+            .eval::<Answer, _>(script::READ, &subject_arg(&expect.subject), false, deadline)
             .await
         {
+            Ok(a) if a.not_sent.is_some() => match a.refusal() {
+                Some((NotSent::NoMatch, _)) | None => Ok(()),
+                Some((cause, why)) => Err(ActionOutcome::NotSent(
+                    cause,
+                    format!("the expectation's {why}; nothing was sent"),
+                )),
+            },
             Ok(Answer {
                 fail: Some(why), ..
             }) => Err(ActionOutcome::Failed(format!(
@@ -528,13 +669,14 @@ impl Page {
     /// `page.fill`: focus, select the old content, type the new one (trusted input events),
     /// announce `change`, then check that the field holds the value.
     pub async fn fill(&self, target: &Target, value: &str, deadline: Instant) -> ActionOutcome {
-        let arg = json!({"sel": target, "value": value});
+        let mut arg = target_arg(target);
+        arg["value"] = json!(value);
         let prepared = match self
             .prepare(script::PREPARE_FILL, arg.clone(), deadline)
             .await
         {
             Ok(a) => a,
-            Err(why) => return ActionOutcome::Failed(why),
+            Err(refused) => return refused,
         };
         let mode = prepared.mode.unwrap_or_default();
         let typed = match mode.as_str() {
@@ -560,7 +702,7 @@ impl Page {
                     Ok(()) => self
                         .eval::<Answer, _>(
                             script::FINISH_FILL,
-                            &json!({"sel": target}),
+                            &target_arg(target),
                             false,
                             deadline,
                         )
@@ -595,25 +737,38 @@ impl Page {
         if let Err(refused) = self.before(step.expect, deadline).await {
             return refused;
         }
-        let at = match self
-            .prepare(script::PREPARE_CLICK, json!({"sel": target}), deadline)
-            .await
-        {
-            Ok(Answer {
-                x: Some(x),
-                y: Some(y),
-                ..
-            }) => (x, y),
-            Ok(_) => {
-                return ActionOutcome::Failed(format!(
-                    "{target} has no point to click; nothing was dispatched"
-                ))
-            }
-            Err(why) => return ActionOutcome::Failed(why),
+        let at = match self.point(target, deadline).await {
+            Ok(at) => at,
+            Err(refused) => return refused,
         };
         let _asked = self.dialogs.asked(step.dialog);
         let marks = self.marks();
         mutations.fetch_add(1, Ordering::SeqCst);
+        self.mouse_click(at, target, deadline).await;
+        self.after_dispatch(step, marks, deadline, "the click")
+            .await
+    }
+
+    /// The viewport point a click on `target` hits, after the checks before dispatch.
+    async fn point(&self, target: &Target, deadline: Instant) -> Result<(f64, f64), ActionOutcome> {
+        match self
+            .prepare(script::PREPARE_CLICK, target_arg(target), deadline)
+            .await?
+        {
+            Answer {
+                x: Some(x),
+                y: Some(y),
+                ..
+            } => Ok((x, y)),
+            _ => Err(ActionOutcome::Failed(format!(
+                "{target} has no point to click; nothing was dispatched"
+            ))),
+        }
+    }
+
+    /// A real mouse move, press and release at `at`. Errors are only logged: the click may
+    /// have been delivered, and from here on only the page can tell.
+    async fn mouse_click(&self, at: (f64, f64), target: &Target, deadline: Instant) {
         let event = |kind, button, buttons, click_count| methods::MouseEvent {
             kind,
             x: at.0,
@@ -641,8 +796,6 @@ impl Page {
             // The click may have been delivered: from here on only the page can tell.
             tracing::debug!(target = %target, error = %e, "a mouse event got no answer");
         }
-        self.after_dispatch(step, marks, deadline, "the click")
-            .await
     }
 
     /// `page.press`: focus `target` if given, then the key or chord as Playwright presses it
@@ -671,11 +824,11 @@ impl Page {
             return refused;
         }
         if let Some(t) = target {
-            if let Err(why) = self
-                .prepare(script::PREPARE_KEY, json!({"sel": t}), deadline)
+            if let Err(refused) = self
+                .prepare(script::PREPARE_KEY, target_arg(t), deadline)
                 .await
             {
-                return ActionOutcome::Failed(why);
+                return refused;
             }
         }
         let _asked = self.dialogs.asked(step.dialog);
@@ -814,9 +967,14 @@ impl Page {
     /// `page.read`: the value of a form field, else the element's text.
     pub async fn read(&self, subject: &Subject, deadline: Instant) -> ReadOutcome {
         match self
-            .eval::<Answer, _>(script::READ, &json!({"sel": sel(subject)}), false, deadline)
+            .eval::<Answer, _>(script::READ, &subject_arg(subject), false, deadline)
             .await
         {
+            Ok(a) if a.not_sent.is_some() => match a.refusal() {
+                Some((NotSent::NoMatch, why)) => ReadOutcome::Absent(why),
+                Some((_, why)) => ReadOutcome::Failed(why),
+                None => ReadOutcome::Failed("the page gave no value".into()),
+            },
             Ok(Answer { value: Some(v), .. }) => ReadOutcome::Value(v),
             Ok(Answer {
                 absent: Some(why), ..
@@ -858,7 +1016,10 @@ impl Page {
             let ms = (deadline - now)
                 .saturating_sub(Duration::from_millis(40))
                 .as_millis() as u64;
-            let arg = json!({"sel": sel(&expect.subject), "op": op, "want": want, "ms": ms});
+            let mut arg = subject_arg(&expect.subject);
+            arg["op"] = json!(op);
+            arg["want"] = json!(want);
+            arg["ms"] = json!(ms);
             match self
                 .eval::<Answer, _>(script::WATCH, &arg, true, deadline)
                 .await
@@ -872,7 +1033,7 @@ impl Page {
                             });
                         }
                         last = Some(format!("{v:?}"));
-                    } else if let Some(why) = a.absent.or(a.fail) {
+                    } else if let Some(why) = a.absent.or(a.fail).or(a.why) {
                         last = Some(why);
                     }
                     if Instant::now() + Duration::from_millis(20) < deadline {
@@ -922,6 +1083,683 @@ impl Page {
     }
 }
 
+/// The SPEC §15 vocabulary: the actions beyond fill, click and press, and the page queries.
+impl Page {
+    /// After a page-local action did its work: watched for [`LOCAL_SETTLE`] for what it must
+    /// not do (navigate the page), as a local click or key press is.
+    async fn settle_local(
+        &self,
+        marks: Marks,
+        outcome: ActionOutcome,
+        deadline: Instant,
+        what: &str,
+    ) -> ActionOutcome {
+        if matches!(outcome, ActionOutcome::Uncertain(_)) {
+            return outcome;
+        }
+        match self
+            .local_step_did_more(marks, Instant::now(), deadline, what)
+            .await
+        {
+            Some(why) => ActionOutcome::Uncertain(why),
+            None => outcome,
+        }
+    }
+
+    /// `page.select`: the options named by label or value are selected (all of them for a
+    /// multiple select), `input` and `change` fire, and the selected values are read back.
+    pub async fn select(&self, target: &Target, by: &SelectBy, deadline: Instant) -> ActionOutcome {
+        let (by_what, values) = match by {
+            SelectBy::Label(v) => ("label", v),
+            SelectBy::Value(v) => ("value", v),
+        };
+        let mut arg = target_arg(target);
+        arg["by"] = json!(by_what);
+        arg["values"] = json!(values);
+        let marks = self.marks();
+        let answer = match self
+            .eval::<Answer, _>(script::SELECT, &arg, false, deadline)
+            .await
+        {
+            Ok(a) => a,
+            Err(e) => {
+                return ActionOutcome::Uncertain(format!(
+                    "the select was sent to the page, then {e}; whether it took effect is unknown"
+                ))
+            }
+        };
+        if let Some((cause, why)) = answer.refusal() {
+            return ActionOutcome::NotSent(cause, format!("{why}; nothing was sent"));
+        }
+        if let Some(why) = answer.fail.or(answer.absent) {
+            return ActionOutcome::Failed(format!("{why}; nothing was changed"));
+        }
+        let value = answer.value.unwrap_or_default();
+        let outcome = match by {
+            SelectBy::Value(v) if value != v.join(",") => {
+                let expect = Expect::on(target.clone(), ExpectCheck::Equals(v.join(",")));
+                self.watch(&expect, deadline, "the select").await
+            }
+            _ => ActionOutcome::Applied(Observation {
+                target: target.to_string(),
+                value,
+            }),
+        };
+        self.settle_local(marks, outcome, deadline, "the select")
+            .await
+    }
+
+    /// `page.check`: a real click on the checkbox or radio (its label's, when the box itself is
+    /// styled away) if its state differs from `checked`, then its state is confirmed.
+    pub async fn check(
+        &self,
+        target: &Target,
+        checked: bool,
+        deadline: Instant,
+        mutations: &AtomicU64,
+    ) -> ActionOutcome {
+        let mut arg = target_arg(target);
+        arg["checked"] = json!(checked);
+        let prepared = match self.prepare(script::PREPARE_CHECK, arg, deadline).await {
+            Ok(a) => a,
+            Err(refused) => return refused,
+        };
+        if prepared.already == Some(true) {
+            return ActionOutcome::Applied(Observation {
+                target: target.to_string(),
+                value: prepared.value.unwrap_or_else(|| checked.to_string()),
+            });
+        }
+        let (Some(x), Some(y)) = (prepared.x, prepared.y) else {
+            return ActionOutcome::Failed(format!(
+                "{target} has no point to click; nothing was dispatched"
+            ));
+        };
+        let marks = self.marks();
+        mutations.fetch_add(1, Ordering::SeqCst);
+        self.mouse_click((x, y), target, deadline).await;
+        let expect = Expect::on(target.clone(), ExpectCheck::Equals(checked.to_string()));
+        let outcome = self.watch(&expect, deadline, "the check").await;
+        self.settle_local(marks, outcome, deadline, "the check")
+            .await
+    }
+
+    /// `page.hover`: the pointer moves to the target's centre (a real mouse move).
+    pub async fn hover(&self, target: &Target, deadline: Instant) -> ActionOutcome {
+        let at = match self.point(target, deadline).await {
+            Ok(at) => at,
+            Err(refused) => return refused,
+        };
+        let moved = methods::MouseEvent {
+            kind: "mouseMoved",
+            x: at.0,
+            y: at.1,
+            button: "none",
+            buttons: 0,
+            click_count: 0,
+        };
+        match self.send(&moved, deadline).await {
+            Ok(()) => ActionOutcome::LocalDone,
+            Err(e) => ActionOutcome::Uncertain(format!(
+                "the pointer move was sent, then {e}; whether the page saw it is unknown"
+            )),
+        }
+    }
+
+    /// `page.upload`: puts `files` (absolute paths inside the host's upload directory, checked
+    /// before anything was stored) into a file input, as choosing them would (the browser fires
+    /// `input` and `change`), and reads back the names the input holds.
+    pub async fn upload(
+        &self,
+        target: &Target,
+        files: &[PathBuf],
+        deadline: Instant,
+    ) -> ActionOutcome {
+        let mut paths = Vec::with_capacity(files.len());
+        for f in files {
+            match f.to_str() {
+                Some(p) => paths.push(p.to_owned()),
+                None => {
+                    return ActionOutcome::Failed(format!(
+                        "{} is not a UTF-8 path; nothing was dispatched",
+                        f.display()
+                    ))
+                }
+            }
+        }
+        let mut arg = target_arg(target);
+        arg["multiple"] = json!(files.len() > 1);
+        if let Err(refused) = self.prepare(script::PREPARE_UPLOAD, arg, deadline).await {
+            return refused;
+        }
+        let handle = match self
+            .call_script(script::ELEMENT, &target_arg(target), false, false, deadline)
+            .await
+        {
+            Ok(o) if o.subtype.as_deref() == Some("node") && o.object_id.is_some() => {
+                o.object_id.unwrap_or_default()
+            }
+            Ok(_) => {
+                return ActionOutcome::Failed(format!(
+                    "{target} left the page before the files were put in; nothing was dispatched"
+                ))
+            }
+            Err(e) => return ActionOutcome::Failed(format!("{e}; nothing was dispatched")),
+        };
+        let marks = self.marks();
+        let set = timeout_at(
+            deadline,
+            self.browser.cdp.call(
+                Some(&self.session_id),
+                &methods::SetFileInputFiles {
+                    files: paths,
+                    object_id: handle,
+                },
+            ),
+        )
+        .await;
+        let _ = timeout_at(
+            deadline,
+            self.browser.cdp.call(
+                Some(&self.session_id),
+                &methods::ReleaseObjectGroup {
+                    object_group: HANDLES,
+                },
+            ),
+        )
+        .await;
+        match set {
+            Err(_) => {
+                return ActionOutcome::Uncertain(
+                    "the files were sent to the page, which did not answer before the deadline"
+                        .into(),
+                )
+            }
+            Ok(Err(e @ CdpError::Protocol { .. })) => {
+                return ActionOutcome::Failed(format!(
+                    "the browser refused the files ({e}); nothing was dispatched"
+                ))
+            }
+            Ok(Err(e)) => {
+                return ActionOutcome::Uncertain(format!(
+                    "the files were sent to the page, then {e}; whether the input holds them is unknown"
+                ))
+            }
+            Ok(Ok(_)) => {}
+        }
+        let names: Vec<String> = files
+            .iter()
+            .map(|f| {
+                f.file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            })
+            .collect();
+        let expect = Expect::on(target.clone(), ExpectCheck::Equals(names.join(",")));
+        let outcome = match self
+            .eval::<Answer, _>(script::FILES, &target_arg(target), false, deadline)
+            .await
+        {
+            Ok(Answer { value: Some(v), .. }) if v == names.join(",") => {
+                ActionOutcome::Applied(Observation {
+                    target: target.to_string(),
+                    value: v,
+                })
+            }
+            _ => self.watch_files(&expect, deadline).await,
+        };
+        self.settle_local(marks, outcome, deadline, "the upload")
+            .await
+    }
+
+    /// Watches a file input until it holds the files (its value as [`script::FILES`] reads it).
+    async fn watch_files(&self, expect: &Expect, deadline: Instant) -> ActionOutcome {
+        let Subject::Target(target) = &expect.subject else {
+            return ActionOutcome::Uncertain("no file input to read".into());
+        };
+        let mut last = String::new();
+        while Instant::now() < deadline {
+            if let Ok(Answer { value: Some(v), .. }) = self
+                .eval::<Answer, _>(script::FILES, &target_arg(target), false, deadline)
+                .await
+            {
+                if expect.holds(&v) {
+                    return ActionOutcome::Applied(Observation {
+                        target: target.to_string(),
+                        value: v,
+                    });
+                }
+                last = v;
+            }
+            tokio::time::sleep(Duration::from_millis(25).min(deadline - Instant::now())).await;
+        }
+        ActionOutcome::Uncertain(format!(
+            "{target} did not show the files before the deadline (last seen {last:?})"
+        ))
+    }
+
+    /// `page.type`: focuses the target with the caret at its end and types `text` key by key
+    /// (real key events; characters no key types are inserted as an input method would), then
+    /// watches `expect` if given, else reads the target back.
+    pub async fn type_text(
+        &self,
+        target: &Target,
+        text: &str,
+        expect: Option<&Expect>,
+        deadline: Instant,
+        mutations: &AtomicU64,
+    ) -> ActionOutcome {
+        if let Err(refused) = self.before(expect, deadline).await {
+            return refused;
+        }
+        let mut arg = target_arg(target);
+        arg["caretAtEnd"] = json!(true);
+        if let Err(refused) = self.prepare(script::PREPARE_KEY, arg, deadline).await {
+            return refused;
+        }
+        let marks = self.marks();
+        mutations.fetch_add(1, Ordering::SeqCst);
+        let mut buf = [0u8; 4];
+        for c in text.chars() {
+            let named = match c {
+                '\n' | '\r' => key_def("Enter", false),
+                '\t' => key_def("Tab", false),
+                c if c.is_control() => None,
+                c => key_def(c.encode_utf8(&mut buf), false).filter(|d| !d.code.is_empty()),
+            };
+            let sent = match named {
+                Some(def) => self.key(Modifiers::default(), &def, deadline).await,
+                None if c.is_control() => Ok(()),
+                None => {
+                    self.send(
+                        &methods::InsertText {
+                            text: c.to_string(),
+                        },
+                        deadline,
+                    )
+                    .await
+                }
+            };
+            if let Err(e) = sent {
+                return ActionOutcome::Uncertain(format!(
+                    "typing into {target} was under way, then {e}; how much of it the page took is unknown"
+                ));
+            }
+        }
+        let outcome = match expect {
+            Some(e) => self.watch(e, deadline, "the typing").await,
+            None => match self
+                .eval::<Answer, _>(script::READ, &target_arg(target), false, deadline)
+                .await
+            {
+                Ok(Answer { value: Some(v), .. }) => ActionOutcome::Applied(Observation {
+                    target: target.to_string(),
+                    value: v,
+                }),
+                _ => ActionOutcome::LocalDone,
+            },
+        };
+        self.settle_local(marks, outcome, deadline, "the typing")
+            .await
+    }
+
+    /// `page.navigate`: to a URL, or back, forward or reload through the tab's history. A
+    /// history entry reached by submitting a form (and a reload of one) is refused before
+    /// anything is sent unless `allow_resubmit`: going there may send the form again. Waits
+    /// for the new document's `load`; then `expect` if given, else the URL it ended on.
+    pub async fn navigate_to(
+        &self,
+        to: &Navigation,
+        allow_resubmit: bool,
+        expect: Option<&Expect>,
+        dialog: Option<&DialogAnswer>,
+        deadline: Instant,
+        mutations: &AtomicU64,
+    ) -> ActionOutcome {
+        enum How {
+            Url(String),
+            Entry(i64),
+            Reload,
+        }
+        if let Err(refused) = self.before(expect, deadline).await {
+            return refused;
+        }
+        let s = Some(self.session_id.as_str());
+        let how = match to {
+            Navigation::Url(u) => How::Url(u.clone()),
+            other => {
+                let history = match timeout_at(
+                    deadline,
+                    self.browser.cdp.call(s, &methods::GetNavigationHistory {}),
+                )
+                .await
+                {
+                    Ok(Ok(h)) => h,
+                    Ok(Err(e)) => {
+                        return ActionOutcome::Failed(format!(
+                            "reading the tab's history failed ({e}); nothing was sent"
+                        ))
+                    }
+                    Err(_) => return ActionOutcome::Failed(
+                        "the tab's history could not be read before the deadline; nothing was sent"
+                            .into(),
+                    ),
+                };
+                let (index, word) = match other {
+                    Navigation::Back => (history.current_index.checked_sub(1), "back"),
+                    Navigation::Forward => (history.current_index.checked_add(1), "forward"),
+                    _ => (Some(history.current_index), "reload"),
+                };
+                let entry = index
+                    .and_then(|i| history.entries.get(i))
+                    .filter(|e| !(word == "back" && e.url == "about:blank"));
+                let Some(entry) = entry else {
+                    return ActionOutcome::Failed(format!(
+                        "there is no page to go {word} to in this tab's history; nothing was sent"
+                    ));
+                };
+                if entry.transition_type == "form_submit" && !allow_resubmit {
+                    let what = if word == "reload" {
+                        format!("reloading {}", entry.url)
+                    } else {
+                        format!("going {word} to {}", entry.url)
+                    };
+                    return ActionOutcome::NotSent(
+                        NotSent::Resubmit,
+                        format!(
+                            "{what} may send a form again: that page was reached by submitting one; nothing was sent. Navigate to a URL instead, or pass \"allowResubmit\": true to send the form again"
+                        ),
+                    );
+                }
+                if word == "reload" {
+                    How::Reload
+                } else {
+                    How::Entry(entry.id)
+                }
+            }
+        };
+        let _asked = self.dialogs.asked(dialog);
+        let before_url = self.signals.borrow().url.clone();
+        let marks = self.marks();
+        mutations.fetch_add(1, Ordering::SeqCst);
+        let sent = match &how {
+            How::Url(url) => timeout_at(
+                deadline,
+                self.browser
+                    .cdp
+                    .call(s, &methods::Navigate { url: url.clone() }),
+            )
+            .await
+            .map(|r| r.map(|n| n.error_text)),
+            How::Entry(id) => timeout_at(
+                deadline,
+                self.browser
+                    .cdp
+                    .call(s, &methods::NavigateToHistoryEntry { entry_id: *id }),
+            )
+            .await
+            .map(|r| r.map(|_| None)),
+            How::Reload => timeout_at(
+                deadline,
+                self.browser.cdp.call(
+                    s,
+                    &methods::Reload {
+                        ignore_cache: false,
+                    },
+                ),
+            )
+            .await
+            .map(|r| r.map(|_| None)),
+        };
+        match sent {
+            Err(_) => {
+                return ActionOutcome::Uncertain(
+                    "the navigation was sent; the browser did not answer before the deadline"
+                        .into(),
+                )
+            }
+            Ok(Err(e @ CdpError::Protocol { .. })) => {
+                return ActionOutcome::Failed(format!(
+                    "the browser refused the navigation ({e}); nothing was sent"
+                ))
+            }
+            Ok(Err(e)) => {
+                return ActionOutcome::Uncertain(format!(
+                    "the navigation was sent, then {e}; whether it reached the server is unknown"
+                ))
+            }
+            Ok(Ok(Some(error))) => {
+                let unreached = [
+                    "ERR_CONNECTION_REFUSED",
+                    "ERR_NAME_NOT_RESOLVED",
+                    "ERR_ADDRESS_UNREACHABLE",
+                    "ERR_INVALID_URL",
+                    "ERR_BLOCKED",
+                    "ERR_UNSAFE_PORT",
+                ];
+                if unreached.iter().any(|u| error.contains(u)) {
+                    return ActionOutcome::Failed(format!(
+                        "the page did not load: {error} (the server was not reached)"
+                    ));
+                }
+                return ActionOutcome::Uncertain(format!(
+                    "the navigation was sent and failed with {error}; whether the server received it is unknown"
+                ));
+            }
+            Ok(Ok(None)) => {}
+        }
+        let mut rx = self.signals.clone();
+        let arrived = timeout_at(deadline, async {
+            rx.wait_for(|p| {
+                p.gone.is_some()
+                    || (p.navigations > marks.navigations && p.loaded)
+                    || (p.navigations == marks.navigations && p.url != before_url)
+            })
+            .await
+            .is_ok()
+        })
+        .await;
+        if let Some(g) = self.gone() {
+            return ActionOutcome::Uncertain(format!(
+                "the navigation was sent, then {g}; whether it took effect is unknown"
+            ));
+        }
+        let (navigations, error_page) = {
+            let p = self.signals.borrow();
+            (p.navigations, p.error_page.clone())
+        };
+        if arrived.is_err() && navigations == marks.navigations {
+            return ActionOutcome::Uncertain(
+                "the navigation was sent, and no new page arrived before the deadline".into(),
+            );
+        }
+        if let Some(failed) = error_page {
+            return ActionOutcome::Uncertain(format!(
+                "the navigation was sent, and the browser shows its error page for {failed}: the request may have reached the server; its answer did not arrive"
+            ));
+        }
+        match expect {
+            Some(e) => self.watch(e, deadline, "the navigation").await,
+            None => {
+                let url = match self
+                    .eval::<Answer, _>(script::LOADED, &json!({}), false, deadline)
+                    .await
+                {
+                    Ok(Answer { url: Some(u), .. }) => u,
+                    _ => self.url(),
+                };
+                ActionOutcome::Applied(Observation {
+                    target: Subject::Url.to_string(),
+                    value: url,
+                })
+            }
+        }
+    }
+
+    /// `page.snapshot`: the page's outline with refs numbered on from the task's last
+    /// snapshot; the refs stay in the executor's world of this document.
+    pub async fn snapshot(&self, deadline: Instant) -> QueryOutcome {
+        let Ok(_one) = timeout_at(deadline, self.snapshotting.lock()).await else {
+            return QueryOutcome::TimedOut;
+        };
+        let first = self.refs.load(Ordering::SeqCst).max(1);
+        match self
+            .eval::<Outline, _>(
+                script::SNAPSHOT,
+                &json!({ "first": first }),
+                false,
+                deadline,
+            )
+            .await
+        {
+            Ok(o) => {
+                self.refs.store(first + o.refs, Ordering::SeqCst);
+                QueryOutcome::Snapshot {
+                    url: o.url,
+                    title: o.title,
+                    nodes: o.nodes,
+                }
+            }
+            Err(EvalError::Deadline) => QueryOutcome::TimedOut,
+            Err(e) => QueryOutcome::Failed(self.gone().unwrap_or_else(|| e.to_string())),
+        }
+    }
+
+    /// `page.wait`: until the target is shown (or gone), or the page's text holds `text`,
+    /// watched across navigations until `until`.
+    pub async fn wait(
+        &self,
+        target: Option<&Target>,
+        text: Option<&str>,
+        state: WaitState,
+        until: Instant,
+    ) -> QueryOutcome {
+        let mut arg = match target {
+            Some(t) => target_arg(t),
+            None => json!({"text": text.unwrap_or_default(), "label": "the page's text"}),
+        };
+        arg["visible"] = json!(state == WaitState::Visible);
+        loop {
+            if let Some(g) = self.gone() {
+                return QueryOutcome::Failed(g);
+            }
+            let now = Instant::now();
+            if now >= until {
+                return QueryOutcome::TimedOut;
+            }
+            let mut changes = self.signals.clone();
+            changes.borrow_and_update();
+            let ms = (until - now)
+                .saturating_sub(Duration::from_millis(40))
+                .as_millis() as u64;
+            arg["ms"] = json!(ms);
+            match self
+                .eval::<Answer, _>(script::WAIT, &arg, true, until)
+                .await
+            {
+                Ok(a) => {
+                    if a.done == Some(true) {
+                        return QueryOutcome::Waited;
+                    }
+                    if let Some((cause, why)) = a.refusal() {
+                        return QueryOutcome::Refused(cause, why);
+                    }
+                    if let Some(why) = a.fail {
+                        return QueryOutcome::Failed(why);
+                    }
+                    let _ = timeout_at(
+                        until.min(Instant::now() + Duration::from_millis(25)),
+                        changes.changed(),
+                    )
+                    .await;
+                }
+                Err(EvalError::Deadline) => return QueryOutcome::TimedOut,
+                Err(EvalError::Cdp(e)) if e.is_context_gone() => {
+                    let _ = timeout_at(
+                        until.min(Instant::now() + Duration::from_millis(10)),
+                        changes.changed(),
+                    )
+                    .await;
+                }
+                Err(e) => {
+                    return QueryOutcome::Failed(self.gone().unwrap_or_else(|| e.to_string()))
+                }
+            }
+        }
+    }
+
+    /// `page.screenshot`: a PNG of the viewport, or of the target's box (scrolled into view),
+    /// refused above 8 MiB.
+    pub async fn screenshot(&self, target: Option<&Target>, deadline: Instant) -> QueryOutcome {
+        let clip = match target {
+            None => None,
+            Some(t) => match self
+                .eval::<Answer, _>(script::RECT, &target_arg(t), false, deadline)
+                .await
+            {
+                Ok(a) => {
+                    if let Some((cause, why)) = a.refusal() {
+                        return match cause {
+                            NotSent::NoMatch => QueryOutcome::Failed(why),
+                            cause => QueryOutcome::Refused(cause, why),
+                        };
+                    }
+                    if let Some(why) = a.fail.or(a.absent) {
+                        return QueryOutcome::Failed(why);
+                    }
+                    match (a.x, a.y, a.w, a.h) {
+                        (Some(x), Some(y), Some(width), Some(height)) => Some(methods::Clip {
+                            x,
+                            y,
+                            width,
+                            height,
+                            scale: 1.0,
+                        }),
+                        _ => return QueryOutcome::Failed(format!("{t} has no box to capture")),
+                    }
+                }
+                Err(EvalError::Deadline) => return QueryOutcome::TimedOut,
+                Err(e) => return QueryOutcome::Failed(e.to_string()),
+            },
+        };
+        let shot = timeout_at(
+            deadline,
+            self.browser.cdp.call(
+                Some(&self.session_id),
+                &methods::CaptureScreenshot {
+                    format: "png",
+                    clip,
+                },
+            ),
+        )
+        .await;
+        match shot {
+            Err(_) => QueryOutcome::TimedOut,
+            Ok(Err(e)) => QueryOutcome::Failed(format!("capturing the page failed: {e}")),
+            Ok(Ok(s)) if s.data.len() > MAX_SCREENSHOT_BASE64 => QueryOutcome::Failed(format!(
+                "the screenshot is {} bytes of PNG, above the 8 MiB limit; capture one element (target) instead",
+                s.data.len() / 4 * 3
+            )),
+            Ok(Ok(s)) => QueryOutcome::Screenshot(s.data),
+        }
+    }
+
+    /// `page.url`: the document's URL and title.
+    pub async fn url_title(&self, deadline: Instant) -> QueryOutcome {
+        match self
+            .eval::<Answer, _>(script::LOADED, &json!({}), false, deadline)
+            .await
+        {
+            Ok(a) => QueryOutcome::Url {
+                url: a.url.unwrap_or_else(|| self.url()),
+                title: a.title.unwrap_or_default(),
+            },
+            Err(EvalError::Deadline) => QueryOutcome::TimedOut,
+            Err(e) => QueryOutcome::Failed(self.gone().unwrap_or_else(|| e.to_string())),
+        }
+    }
+}
+
 /// What the page's scripts take as `sel`: a target as it travels (a CSS string, or a ref or
 /// locator object), or `{"page": "url"|"text"}` for the page itself.
 fn sel(subject: &Subject) -> serde_json::Value {
@@ -930,6 +1768,16 @@ fn sel(subject: &Subject) -> serde_json::Value {
         Subject::Url => json!({"page": "url"}),
         Subject::Text => json!({"page": "text"}),
     }
+}
+
+/// A script's argument for `subject`: its `sel`, and its `label` for messages.
+fn subject_arg(subject: &Subject) -> serde_json::Value {
+    json!({"sel": sel(subject), "label": subject.to_string()})
+}
+
+/// A script's argument for `target`: its `sel`, and its `label` for messages.
+fn target_arg(target: &Target) -> serde_json::Value {
+    json!({"sel": target, "label": target.to_string()})
 }
 
 async fn close_target(browser: &Browser, target: &str) {
