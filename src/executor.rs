@@ -20,11 +20,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::protocol::results::DialogSeen;
-pub use crate::protocol::{NotSent, PageAction};
 use crate::protocol::{
     Command, Expect, FixtureOptions, KeyChord, Method, SelectBy, SnapshotNode, Subject, Target,
     WaitState,
 };
+pub use crate::protocol::{NotSent, PageAction};
 use crate::tasks::{Observation, TaskId};
 
 use fixture_outline::{resolve, Element, Refs, CATEGORY, CATEGORY_OPTIONS, URGENT};
@@ -173,7 +173,9 @@ pub trait Executor: Send + Sync + 'static {
     ) -> BoxFuture<'static, QueryOutcome> {
         let _ = (task, query, deadline);
         let kind = self.kind();
-        Box::pin(async move { QueryOutcome::Failed(format!("the {kind} executor answers no page queries")) })
+        Box::pin(async move {
+            QueryOutcome::Failed(format!("the {kind} executor answers no page queries"))
+        })
     }
 
     /// Checks a `task.start`'s `url` before anything is created, so a request this executor
@@ -418,7 +420,11 @@ impl FixturePage {
             role: "checkbox",
             name: "Urgent".into(),
             value: None,
-            states: if s.urgent { vec!["checked".into()] } else { vec![] },
+            states: if s.urgent {
+                vec!["checked".into()]
+            } else {
+                vec![]
+            },
         });
         let mut extra: Vec<&String> = s
             .fields
@@ -426,7 +432,11 @@ impl FixturePage {
             .filter(|k| !matches!(k.as_str(), "#title" | "#body"))
             .collect();
         extra.sort();
-        out.extend(extra.into_iter().map(|k| field(k, k.trim_start_matches('#'))));
+        out.extend(
+            extra
+                .into_iter()
+                .map(|k| field(k, k.trim_start_matches('#'))),
+        );
         out.push(Element {
             css: SUBMIT.into(),
             role: "button",

@@ -109,7 +109,17 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
             "page_fill",
             "page_click",
             "page_press",
+            "page_navigate",
+            "page_select",
+            "page_check",
+            "page_upload",
+            "page_hover",
+            "page_type",
             "page_read",
+            "page_snapshot",
+            "page_wait",
+            "page_screenshot",
+            "page_url",
             "task_finish",
             "task_stop",
             "task_status",
@@ -121,6 +131,10 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
     );
     let reads = [
         "page_read",
+        "page_snapshot",
+        "page_wait",
+        "page_screenshot",
+        "page_url",
         "task_status",
         "task_resume",
         "verify_outcome",
@@ -176,6 +190,17 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
             .destructive_hint
     };
     assert_eq!(destructive("page_press"), Some(true));
+    assert_eq!(destructive("page_navigate"), Some(true));
+    assert_eq!(destructive("page_check"), Some(false));
+    // A target is a CSS string or a locator object, in every tool that takes one.
+    let click = tools.iter().find(|t| t.name == "page_click").unwrap();
+    let click = serde_json::to_value(click.input_schema.as_ref())
+        .unwrap()
+        .to_string();
+    assert!(
+        click.contains("\"ref\"") && click.contains("\"role\""),
+        "{click}"
+    );
     assert_eq!(destructive("task_start"), Some(false));
     let press = serde_json::to_value(
         tools
@@ -239,10 +264,79 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
         modern.peer_info().unwrap().protocol_version,
         ProtocolVersion::V_2026_07_28
     );
-    assert_eq!(modern.list_all_tools().await.unwrap().len(), 12);
+    assert_eq!(modern.list_all_tools().await.unwrap().len(), 22);
     let (task, _) = start_task(&modern, json!({})).await;
     assert_eq!(read(&modern, &task, "#status").await, "Draft");
     modern.cancel().await.unwrap();
+}
+
+/// SPEC §15 through MCP on the fixture page: the agent sees the page, then acts only on
+/// what the snapshot named (refs and role locators), with no CSS of its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_acts_on_what_the_snapshot_shows() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &[]).await;
+    let client = mcp(dir.path(), 20_000).await;
+    let (task, _) = start_task(&client, json!({})).await;
+    let snap = ok(&call(&client, "page_snapshot", json!({"task_id": task})).await);
+    let outline = snap["result"]["snapshot"]
+        .as_str()
+        .expect("a yaml outline")
+        .to_owned();
+    let title_ref = outline
+        .lines()
+        .find(|l| l.contains("textbox \"Title\""))
+        .and_then(|l| l.split("[ref=").nth(1))
+        .and_then(|r| r.split(']').next())
+        .expect("the title's ref")
+        .to_owned();
+    ok(&call(
+        &client,
+        "page_fill",
+        json!({"task_id": task, "target": {"ref": title_ref}, "value": "Q3"}),
+    )
+    .await);
+    ok(&call(
+        &client,
+        "page_select",
+        json!({"task_id": task, "target": {"role": "combobox", "name": "Category"}, "value": "notes"}),
+    )
+    .await);
+    ok(&call(
+        &client,
+        "page_check",
+        json!({"task_id": task, "target": {"role": "checkbox", "name": "Urgent"}, "checked": true}),
+    )
+    .await);
+    let clicked = ok(&call(
+        &client,
+        "page_click",
+        json!({"task_id": task, "target": {"role": "button", "name": "Submit"},
+               "expect": {"target": {"role": "status"}, "equals": "Saved #1"}}),
+    )
+    .await);
+    assert_eq!(
+        clicked["result"]["observation"]["value"], "Saved #1",
+        "{clicked}"
+    );
+    let waited = ok(&call(
+        &client,
+        "page_wait",
+        json!({"task_id": task, "text": "Saved #1"}),
+    )
+    .await);
+    assert_eq!(waited["result"]["state"], "visible");
+    // Refused before anything is stored: the fixture has no browser history.
+    let refused = err(&call(
+        &client,
+        "page_navigate",
+        json!({"task_id": task, "url": "back"}),
+    )
+    .await);
+    assert_eq!(refused["code"], "BAD_REQUEST", "{refused}");
+    let status = bridge(dir.path(), "run.status", json!({})).await;
+    assert_eq!(status["result"]["executor"]["mutations"], 1, "{status}");
+    client.cancel().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -161,16 +161,25 @@ mod tests {
 
     #[test]
     fn refs_of_an_older_snapshot_are_stale() {
-        let els = [el("#title", "textbox", "Title"), el("#submit", "button", "Submit")];
+        let els = [
+            el("#title", "textbox", "Title"),
+            el("#submit", "button", "Submit"),
+        ];
         let mut refs = Refs::default();
         let first = refs.snapshot("Form", &els);
         assert_eq!(first[1].ref_.as_deref(), Some("e1"));
-        assert_eq!(resolve(&Target::Ref("e2".into()), &els, &refs).unwrap(), "#submit");
+        assert_eq!(
+            resolve(&Target::Ref("e2".into()), &els, &refs).unwrap(),
+            "#submit"
+        );
         let second = refs.snapshot("Form", &els);
         assert_eq!(second[1].ref_.as_deref(), Some("e3"));
         let (cause, why) = resolve(&Target::Ref("e2".into()), &els, &refs).unwrap_err();
         assert_eq!(cause, NotSent::StaleRef, "{why}");
-        assert_eq!(resolve(&Target::Ref("e4".into()), &els, &refs).unwrap(), "#submit");
+        assert_eq!(
+            resolve(&Target::Ref("e4".into()), &els, &refs).unwrap(),
+            "#submit"
+        );
     }
 
     #[test]
@@ -190,8 +199,14 @@ mod tests {
             })
         };
         let (cause, why) = resolve(&role("title", false), &els, &refs).unwrap_err();
-        assert!(cause.candidates().len() == 2 && why.contains("#subtitle"), "{why}");
-        assert_eq!(resolve(&role("Title", true), &els, &refs).unwrap(), "#title");
+        assert!(
+            cause.candidates().len() == 2 && why.contains("#subtitle"),
+            "{why}"
+        );
+        assert_eq!(
+            resolve(&role("Title", true), &els, &refs).unwrap(),
+            "#title"
+        );
         let text = Target::Text(Locator {
             what: "submit".into(),
             name: None,

@@ -1049,6 +1049,9 @@ impl Host {
                     "cause": cause.as_str(),
                     "reason": reason,
                 });
+                if !cause.candidates().is_empty() {
+                    details["candidates"] = json!(cause.candidates());
+                }
                 if !dialogs.is_empty() {
                     details["dialogs"] = json!(dialogs);
                 }

@@ -146,10 +146,11 @@ impl Host {
                 let host = self.clone();
                 let request_id = request_id.to_owned();
                 let deadline = Instant::now() + self.inner.config.action_timeout;
-                let read = self
-                    .inner
-                    .executor
-                    .observe(task.clone(), Subject::Target(p.target.clone()), deadline);
+                let read = self.inner.executor.observe(
+                    task.clone(),
+                    Subject::Target(p.target.clone()),
+                    deadline,
+                );
                 Handled::Later(Box::pin(async move {
                     let run_id = host.run_id();
                     let read = match read.await {
@@ -354,9 +355,7 @@ impl Host {
             ),
             ReadCommand::PageWait(p) => {
                 let longest = action_timeout * 5;
-                let wanted = p
-                    .timeout_ms
-                    .map_or(action_timeout, Duration::from_millis);
+                let wanted = p.timeout_ms.map_or(action_timeout, Duration::from_millis);
                 if wanted > longest {
                     return reject(
                         Some(request_id),
@@ -394,9 +393,7 @@ impl Host {
             let outcome = read.await;
             host.take_dialogs(&task, &RequestKey::new(&request_id), method);
             let failed = |code: ErrorCode, why: String| {
-                Outcome::err(
-                    &ErrorBody::new(code, why).with_details(json!({"taskId": &*task})),
-                )
+                Outcome::err(&ErrorBody::new(code, why).with_details(json!({"taskId": &*task})))
             };
             let outcome = match outcome {
                 QueryOutcome::Snapshot { url, title, nodes } => {
@@ -439,11 +436,11 @@ impl Host {
                         format!("{method} on task {task} was not done: {why}"),
                     )
                     .with_delivery(Delivery::NotSent)
-                    .with_details(json!({
-                        "taskId": &*task,
-                        "cause": cause.as_str(),
-                        "candidates": cause.candidates(),
-                    })),
+                    .with_details(if cause.candidates().is_empty() {
+                        json!({"taskId": &*task, "cause": cause.as_str()})
+                    } else {
+                        json!({"taskId": &*task, "cause": cause.as_str(), "candidates": cause.candidates()})
+                    }),
                 ),
             };
             outcome.reply_line(Some(&request_id), run_id, ReceiptKind::None)

@@ -182,7 +182,26 @@ pub(super) fn reply_result(
                 obj.extend(extra);
             }
             body["result"] = snake_keys(reply.result.unwrap_or(Value::Null));
-            CallToolResult::structured(body)
+            // A screenshot travels as image content (SPEC §15); the structured result keeps
+            // everything but the bytes.
+            let mime = body["result"]
+                .get("mime_type")
+                .and_then(Value::as_str)
+                .filter(|m| m.starts_with("image/"))
+                .map(str::to_owned);
+            let image = mime.and_then(|mime| {
+                body["result"]
+                    .as_object_mut()
+                    .and_then(|r| r.remove("data"))
+                    .and_then(|d| d.as_str().map(|d| (d.to_owned(), mime)))
+            });
+            let mut result = CallToolResult::structured(body);
+            if let Some((data, mime)) = image {
+                result
+                    .content
+                    .insert(0, rmcp::model::ContentBlock::image(data, mime));
+            }
+            result
         }
     }
 }

@@ -35,19 +35,86 @@ pub(super) struct FixtureArgs {
     read_delay_ms: Option<u64>,
 }
 
+/// What to act on or read: a ref from page_snapshot (best), a role and name, a visible text,
+/// or a CSS selector.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(super) enum TargetArg {
+    /// A CSS selector, e.g. `#title`.
+    Css(String),
+    /// `{"ref": "e12"}` from the latest page_snapshot, `{"role": "button", "name":
+    /// "Publish"}` or `{"text": "Delete"}`; add `"frame"` (a target naming an iframe) to look
+    /// inside one.
+    Locator(LocatorArg),
+}
+
+/// A target by ref, role and name, or text.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LocatorArg {
+    /// A ref from the latest page_snapshot, e.g. `e12` (alone).
+    #[serde(rename = "ref", default, skip_serializing_if = "Option::is_none")]
+    ref_: Option<String>,
+    /// An ARIA role: button, link, textbox, checkbox, radio, combobox, heading, …
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    role: Option<String>,
+    /// With `role`: the accessible name (its label), matched as a substring ignoring case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    name: Option<String>,
+    /// Visible text, matched as a substring ignoring case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    /// Match `name` or `text` exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    exact: Option<bool>,
+    /// The iframe to look inside (itself a target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    frame: Option<Box<TargetArg>>,
+}
+
+/// `equals` or `contains`, for an expectation on the page's URL or text.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CheckArgs {
+    /// Must equal this exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    equals: Option<String>,
+    /// Must contain this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    contains: Option<String>,
+}
+
 /// The observation that shows an action took effect: `target` plus exactly one of `equals`
-/// or `contains`.
+/// or `contains`; or `url` (`{"contains": "/posts/"}`); or `text` (`{"contains": "Saved"}`)
+/// on the whole page.
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ExpectArgs {
-    /// The selector to read, e.g. `#status`.
-    target: String,
+    /// What to read, e.g. `#status` or `{"role": "status"}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    target: Option<TargetArg>,
     /// The value must equal this exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     equals: Option<String>,
     /// The value must contain this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     contains: Option<String>,
+    /// The page's URL must equal or contain this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    url: Option<CheckArgs>,
+    /// The page's whole text must contain this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    text: Option<CheckArgs>,
+}
+
+/// One option or several.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub(super) enum OneOrManyArg {
+    /// One.
+    One(String),
+    /// Several (a multiple select).
+    Many(Vec<String>),
 }
 
 /// How to answer a JavaScript dialog (`alert`, `confirm`, `prompt`) the action opens. A
@@ -121,8 +188,8 @@ mutating_args!(
     PageFillArgs {
         /// The task_id returned by task_start.
         task_id: String,
-        /// The field selector, e.g. `#title`.
-        target: String,
+        /// The field: a ref from page_snapshot, a role and name, or a CSS selector.
+        target: TargetArg,
         /// The text to put in the field.
         value: String,
     }
@@ -133,8 +200,8 @@ mutating_args!(
     PageClickArgs {
         /// The task_id returned by task_start.
         task_id: String,
-        /// What to click, e.g. `#submit`.
-        target: String,
+        /// What to click: a ref from page_snapshot, a role and name, a text, or a CSS selector.
+        target: TargetArg,
         /// The observation that shows the click took effect; it must not hold already (expect
         /// what only the click makes true, e.g. the next count). Omit only with `local: true`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -157,9 +224,9 @@ mutating_args!(
         /// The key or chord, e.g. `Enter` (Enter in a field submits the form), `Tab`,
         /// `Control+a`, `Shift+ArrowDown`.
         key: String,
-        /// The focused field, e.g. `#title`.
+        /// The focused field (a ref, a role and name, or a CSS selector).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        target: Option<String>,
+        target: Option<TargetArg>,
         /// The observation that shows the key press took effect; it must not hold already.
         /// Omit only with `local: true`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -171,6 +238,91 @@ mutating_args!(
         /// How to answer a dialog the key press opens.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         dialog: Option<DialogArgs>,
+    }
+);
+
+mutating_args!(
+    /// `page_navigate` arguments.
+    PageNavigateArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// An http(s) URL, or `back`, `forward` or `reload`.
+        url: String,
+        /// true to let the navigation re-send a form (a POST in the history); refused otherwise.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        allow_resubmit: Option<bool>,
+        /// What shows the navigation took effect beyond the new page's load, e.g.
+        /// `{"text": {"contains": "Drafts"}}`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expect: Option<ExpectArgs>,
+        /// How to answer a dialog (beforeunload) the navigation opens.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dialog: Option<DialogArgs>,
+    }
+);
+
+mutating_args!(
+    /// `page_select` arguments.
+    PageSelectArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// The select (a ref, a role and name such as combobox "Category", or CSS).
+        target: TargetArg,
+        /// The option(s) to select by visible label (exactly one of label or value).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        label: Option<OneOrManyArg>,
+        /// The option(s) to select by value.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        value: Option<OneOrManyArg>,
+    }
+);
+
+mutating_args!(
+    /// `page_check` arguments.
+    PageCheckArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// The checkbox or radio.
+        target: TargetArg,
+        /// The state it must end in.
+        checked: bool,
+    }
+);
+
+mutating_args!(
+    /// `page_upload` arguments.
+    PageUploadArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// The file input.
+        target: TargetArg,
+        /// File names relative to the host's --upload-dir.
+        files: Vec<String>,
+    }
+);
+
+mutating_args!(
+    /// `page_hover` arguments.
+    PageHoverArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// What the pointer moves over.
+        target: TargetArg,
+    }
+);
+
+mutating_args!(
+    /// `page_type` arguments.
+    PageTypeArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// The field that gets the keys.
+        target: TargetArg,
+        /// The text, typed key by key.
+        text: String,
+        /// What shows the typing took effect (e.g. a suggestion list); optional.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expect: Option<ExpectArgs>,
     }
 );
 
@@ -207,10 +359,58 @@ impl ToolArgs for TaskArgs {}
 pub(super) struct PageReadArgs {
     /// The task_id returned by task_start.
     task_id: String,
-    /// The selector to read, e.g. `#status`.
-    target: String,
+    /// What to read: a ref, a role and name, a text, or a CSS selector.
+    target: TargetArg,
 }
 impl ToolArgs for PageReadArgs {}
+
+/// `page_snapshot` arguments.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PageSnapshotArgs {
+    /// The task_id returned by task_start.
+    task_id: String,
+    /// The most bytes of outline (default 65536, at most 1048576); what is cut is said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    max_bytes: Option<u64>,
+    /// `yaml` (default) or `json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    format: Option<String>,
+}
+impl ToolArgs for PageSnapshotArgs {}
+
+/// `page_wait` arguments.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PageWaitArgs {
+    /// The task_id returned by task_start.
+    task_id: String,
+    /// The element to wait for (exactly one of target or text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    target: Option<TargetArg>,
+    /// A text to wait for anywhere on the page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    /// `visible` (default) or `hidden`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    state: Option<String>,
+    /// How long to wait in milliseconds (default: the host's action deadline; at most five).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    timeout_ms: Option<u64>,
+}
+impl ToolArgs for PageWaitArgs {}
+
+/// `page_screenshot` arguments.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PageScreenshotArgs {
+    /// The task_id returned by task_start.
+    task_id: String,
+    /// One element to capture; the viewport when omitted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    target: Option<TargetArg>,
+}
+impl ToolArgs for PageScreenshotArgs {}
 
 /// `task_resume` arguments.
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
@@ -306,7 +506,59 @@ pub(super) static TOOLS: &[ToolSpec] = &[
         true,
         PagePressArgs
     ),
+    tool!(
+        "page_navigate",
+        "Navigate the page",
+        PageNavigate,
+        true,
+        PageNavigateArgs
+    ),
+    tool!(
+        "page_select",
+        "Select options",
+        PageSelect,
+        false,
+        PageSelectArgs
+    ),
+    tool!(
+        "page_check",
+        "Check or uncheck",
+        PageCheck,
+        false,
+        PageCheckArgs
+    ),
+    tool!(
+        "page_upload",
+        "Choose files to upload",
+        PageUpload,
+        false,
+        PageUploadArgs
+    ),
+    tool!("page_hover", "Hover", PageHover, false, PageHoverArgs),
+    tool!("page_type", "Type text", PageType, false, PageTypeArgs),
     tool!("page_read", "Read a target", PageRead, false, PageReadArgs),
+    tool!(
+        "page_snapshot",
+        "See the page",
+        PageSnapshot,
+        false,
+        PageSnapshotArgs
+    ),
+    tool!(
+        "page_wait",
+        "Wait for the page",
+        PageWait,
+        false,
+        PageWaitArgs
+    ),
+    tool!(
+        "page_screenshot",
+        "Screenshot",
+        PageScreenshot,
+        false,
+        PageScreenshotArgs
+    ),
+    tool!("page_url", "Page URL", PageUrl, false, TaskArgs),
     tool!(
         "task_finish",
         "Finish a task",

@@ -16,10 +16,10 @@ use super::method::Method;
 use super::params::{DialogAnswer, Expect, ExpectCheck, Subject};
 use super::params::{
     NoParams, PageCheckParams, PageClickParams, PageFillParams, PageHoverParams,
-    PageNavigateParams, PagePressParams, PageReadParams, PageScreenshotParams,
-    PageSelectParams, PageSnapshotParams, PageTypeParams, PageUploadParams, PageWaitParams,
-    Params, ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams,
-    TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS, SNAPSHOT_MAX_BYTES,
+    PageNavigateParams, PagePressParams, PageReadParams, PageScreenshotParams, PageSelectParams,
+    PageSnapshotParams, PageTypeParams, PageUploadParams, PageWaitParams, Params,
+    ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams, TaskStartParams,
+    TaskStopParams, MAX_FIXTURE_DELAY_MS, SNAPSHOT_MAX_BYTES,
 };
 use super::target::Target;
 
@@ -280,7 +280,9 @@ impl Command {
             Method::ReceiptStatus => {
                 Command::Read(ReadCommand::ReceiptStatus(typed(method, params)?))
             }
-            Method::PageSnapshot => Command::Read(ReadCommand::PageSnapshot(typed(method, params)?)),
+            Method::PageSnapshot => {
+                Command::Read(ReadCommand::PageSnapshot(typed(method, params)?))
+            }
             Method::PageWait => Command::Read(ReadCommand::PageWait(typed(method, params)?)),
             Method::PageScreenshot => {
                 Command::Read(ReadCommand::PageScreenshot(typed(method, params)?))
@@ -309,7 +311,13 @@ impl Command {
                         )
                     }
                 };
-                Command::act(p.task_id, PageAction::Select { target: p.target, by })
+                Command::act(
+                    p.task_id,
+                    PageAction::Select {
+                        target: p.target,
+                        by,
+                    },
+                )
             }
             Method::PageCheck => {
                 let p: PageCheckParams = typed(method, params)?;
@@ -357,13 +365,7 @@ impl Command {
             target,
             value,
         } = p;
-        Command::act(
-            task_id,
-            PageAction::Fill {
-                target,
-                value,
-            },
-        )
+        Command::act(task_id, PageAction::Fill { target, value })
     }
 
     /// `page.click` as the page action it asks for.
@@ -552,10 +554,7 @@ impl Command {
                     dialog_ok(dialog)?;
                 }
                 PageAction::Navigate {
-                    to,
-                    expect,
-                    dialog,
-                    ..
+                    to, expect, dialog, ..
                 } => {
                     if let Navigation::Url(url) = to {
                         sized("url", URL, url)?;
@@ -633,7 +632,9 @@ impl Command {
                     _ => return Err("invalid params for page.wait: send exactly one of `target` or a non-empty `text`".into()),
                 }
                 if p.timeout_ms == Some(0) {
-                    return Err("invalid params for page.wait: `timeoutMs` must be at least 1".into());
+                    return Err(
+                        "invalid params for page.wait: `timeoutMs` must be at least 1".into(),
+                    );
                 }
             }
             Command::Read(ReadCommand::PageScreenshot(p)) => {
@@ -853,8 +854,12 @@ mod tests {
             Method::PageSnapshot | Method::PageUrl => json!({"taskId": "t1"}),
             Method::PageWait => json!({"taskId": "t1", "text": "Saved"}),
             Method::PageScreenshot => json!({"taskId": "t1", "target": {"ref": "e3"}}),
-            Method::PageNavigate => json!({"taskId": "t1", "url": "back", "expect": {"url": {"contains": "/site"}}}),
-            Method::PageSelect => json!({"taskId": "t1", "target": {"role": "combobox", "name": "Category"}, "label": "News"}),
+            Method::PageNavigate => {
+                json!({"taskId": "t1", "url": "back", "expect": {"url": {"contains": "/site"}}})
+            }
+            Method::PageSelect => {
+                json!({"taskId": "t1", "target": {"role": "combobox", "name": "Category"}, "label": "News"})
+            }
             Method::PageCheck => json!({"taskId": "t1", "target": "#urgent", "checked": true}),
             Method::PageUpload => json!({"taskId": "t1", "target": "#file", "files": ["a.txt"]}),
             Method::PageHover => json!({"taskId": "t1", "target": {"text": "Help"}}),

@@ -49,7 +49,6 @@ mod time;
 pub(crate) mod test_frames;
 
 pub use chord::{KeyChord, Modifiers};
-pub use target::{Locator, Target, MAX_FRAME_DEPTH};
 pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PER_CONNECTION};
 pub use command::{
     ActCommand, CloseCommand, Command, ExecutorCommand, Navigation, PageAction, ReadCommand,
@@ -60,8 +59,8 @@ pub use direct::{
 };
 pub use envelope::{json_type, parse_envelope, Envelope, FrameError};
 pub use error::{
-    Delivery, ErrorBody, ErrorCode, NotSent, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
-    PeerRefusedDetails,
+    Delivery, ErrorBody, ErrorCode, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
+    NotSent, PeerRefusedDetails,
 };
 pub use fingerprint::{
     fingerprint, split_fingerprint, try_fingerprint, PlainFill, StoredRequest, REQUEST_PIECES,
@@ -74,13 +73,14 @@ pub use params::{
     DialogAnswer, DialogMessage, Expect, ExpectCheck, FixtureOptions, NoParams, OneOrMany,
     PageCheckParams, PageClickParams, PageFillParams, PageHoverParams, PageNavigateParams,
     PagePressParams, PageReadParams, PageScreenshotParams, PageSelectParams, PageSnapshotParams,
-    PageTypeParams, PageUploadParams, PageWaitParams, Params, ReceiptStatusParams,
-    RunStatusParams, SnapshotFormat, Subject, TaskParams, TaskResumeParams, TaskStartParams,
-    TaskStopParams, WaitState, MAX_FIXTURE_DELAY_MS, SNAPSHOT_DEFAULT_BYTES, SNAPSHOT_MAX_BYTES,
+    PageTypeParams, PageUploadParams, PageWaitParams, Params, ReceiptStatusParams, RunStatusParams,
+    SnapshotFormat, Subject, TaskParams, TaskResumeParams, TaskStartParams, TaskStopParams,
+    WaitState, MAX_FIXTURE_DELAY_MS, SNAPSHOT_DEFAULT_BYTES, SNAPSHOT_MAX_BYTES,
 };
 pub use reply::{LineEnds, Meta, Outcome, ReceiptKind, Reply};
 pub use snapshot::{render as render_snapshot, SnapshotNode, SnapshotResult};
 pub use strict::{check_strict, StrictError, MAX_DEPTH};
+pub use target::{Locator, Target, MAX_FRAME_DEPTH};
 pub use time::{format_millis, now_millis, now_rfc3339};
 
 /// The protocol version `host.hello` reports, so a client can tell a host that speaks another

@@ -200,13 +200,27 @@ mod tests {
             .map(|i| node(0, "button", Some("Press me"), Some(&format!("e{i}"))))
             .collect();
         for format in [SnapshotFormat::Yaml, SnapshotFormat::Json] {
-            let r = render("t1", "http://x/".into(), "T".into(), nodes.clone(), format, 4096);
+            let r = render(
+                "t1",
+                "http://x/".into(),
+                "T".into(),
+                nodes.clone(),
+                format,
+                4096,
+            );
             assert!(r.truncated && r.shown > 0 && r.shown < 1000, "{format:?}");
             assert_eq!(r.node_count, 1000);
             assert!(r.note.contains("maxBytes"), "{}", r.note);
             let bytes = serde_json::to_string(&r).unwrap().len();
             assert!(bytes <= 4096, "{format:?}: {bytes}");
-            let all = render("t1", "u".into(), "T".into(), nodes[..3].to_vec(), format, 4096);
+            let all = render(
+                "t1",
+                "u".into(),
+                "T".into(),
+                nodes[..3].to_vec(),
+                format,
+                4096,
+            );
             assert!(!all.truncated && all.shown == 3);
         }
     }

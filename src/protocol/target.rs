@@ -115,7 +115,9 @@ impl Target {
                     SELECTOR.check(&format!("{field}.name"), name)?;
                 }
                 match &l.frame {
-                    Some(frame) => frame.check_depth(&format!("{field}.frame"), check_css, depth + 1),
+                    Some(frame) => {
+                        frame.check_depth(&format!("{field}.frame"), check_css, depth + 1)
+                    }
                     None => Ok(()),
                 }
             }
@@ -278,7 +280,10 @@ mod tests {
             json!(["#a"]),
             json!(3),
         ] {
-            assert!(serde_json::from_value::<Target>(bad.clone()).is_err(), "{bad}");
+            assert!(
+                serde_json::from_value::<Target>(bad.clone()).is_err(),
+                "{bad}"
+            );
         }
     }
 
@@ -289,7 +294,9 @@ mod tests {
         assert!(t(json!({"ref": "e12"})).check("target", &ok).is_ok());
         let e = t(json!({"ref": "12"})).check("target", &ok).unwrap_err();
         assert!(e.contains("page.snapshot"), "{e}");
-        let e = t(json!({"role": "Button"})).check("target", &ok).unwrap_err();
+        let e = t(json!({"role": "Button"}))
+            .check("target", &ok)
+            .unwrap_err();
         assert!(e.contains("ARIA role"), "{e}");
         assert!(t(json!({"text": ""})).check("target", &ok).is_err());
         let refuse = |_: &str| Err("no".to_owned());
