@@ -374,10 +374,7 @@ impl ExecutorArgs {
                 tracing::info!(binary = %binary.display(), "the Chromium executor starts it on the first task");
                 if let Some(dir) = &self.upload_dir {
                     if !dir.is_dir() {
-                        return Err(format!(
-                            "--upload-dir {} is not a directory",
-                            dir.display()
-                        ));
+                        return Err(format!("--upload-dir {} is not a directory", dir.display()));
                     }
                 }
                 let config = ChromiumConfig::new(binary).with_upload_dir(self.upload_dir.clone());

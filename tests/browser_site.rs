@@ -213,3 +213,453 @@ async fn snapshot_shows_refs_across_shadow_root_and_frames() {
     ok(&c);
     assert!(eventually(|| r.app.site_frame_confirms() == 1).await);
 }
+
+/// Asserts an `ACTION_FAILED` refusal with nothing sent, for `cause`; returns its details.
+fn not_sent<'a>(r: &'a Value, cause: &str) -> &'a Value {
+    let e = err(r, "ACTION_FAILED");
+    assert_eq!(e["delivery"], "not_sent", "{r}");
+    assert_eq!(e["details"]["cause"], cause, "{r}");
+    &e["details"]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locators_act_and_stale_or_ambiguous_targets_send_nothing() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = r.site().await;
+    for (name, value) in [("Title", "By role"), ("Body", "Typed by an agent.")] {
+        let f = r
+            .call(
+                "page.fill",
+                json!({"taskId": task, "target": {"role": "textbox", "name": name, "exact": true}, "value": value}),
+            )
+            .await;
+        assert_eq!(ok(&f)["value"], value, "{f}");
+    }
+    let publish = json!({"url": {"contains": "/site/posts/"}});
+
+    // A ref of an older snapshot is stale: refused, nothing sent.
+    let first = r.nodes(&task).await;
+    let old = ref_of(&first, "button", "Publish");
+    let second = r.nodes(&task).await;
+    let new = ref_of(&second, "button", "Publish");
+    assert_ne!(old, new, "refs are numbered on across snapshots");
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"ref": old}, "expect": publish}),
+        )
+        .await;
+    not_sent(&c, "stale_ref");
+
+    // A locator matching several elements names them, and sends nothing.
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"role": "button"}, "expect": publish}),
+        )
+        .await;
+    let details = not_sent(&c, "ambiguous_target");
+    let candidates = details["candidates"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        (2..=10).contains(&candidates.len())
+            && candidates
+                .iter()
+                .any(|c| c == "button \"Publish\" (#publish)"),
+        "{c}"
+    );
+    // One matching nothing.
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"role": "button", "name": "Publish now"}, "expect": publish}),
+        )
+        .await;
+    not_sent(&c, "no_match");
+    assert_eq!(r.app.site_posts(), 0, "nothing reached the server");
+    assert_eq!(
+        r.app
+            .requests()
+            .iter()
+            .filter(|q| q.method == "POST")
+            .count(),
+        0
+    );
+
+    // The current ref works; the page reads the saved post.
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"text": "Publish", "exact": true}, "expect": publish}),
+        )
+        .await;
+    assert_eq!(
+        ok(&c)["observation"]["value"]
+            .as_str()
+            .map(|u| u.contains("/site/posts/1")),
+        Some(true),
+        "{c}"
+    );
+    assert_eq!(r.app.site_posts(), 1);
+    let post = r.app.site_last_post().unwrap();
+    assert_eq!(
+        (post.title.as_str(), post.body.as_str()),
+        ("By role", "Typed by an agent.")
+    );
+    // The page navigated: the refs of its last snapshot are gone with it.
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"ref": new}, "expect": {"target": "#status", "equals": "Published #2"}}),
+        )
+        .await;
+    not_sent(&c, "stale_ref");
+    let v = r.read(&task, json!({"role": "status"})).await;
+    assert_eq!(ok(&v)["value"], "Published #1", "{v}");
+    assert_eq!(r.app.site_posts(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn select_check_and_upload_then_submit_send_the_values_once() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = r.site().await;
+    let f = r
+        .call(
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "Chosen"}),
+        )
+        .await;
+    ok(&f);
+    let s = r
+        .call(
+            "page.select",
+            json!({"taskId": task, "target": {"role": "combobox", "name": "Category"}, "label": "How-to guide"}),
+        )
+        .await;
+    assert_eq!(ok(&s)["observation"]["value"], "guide", "{s}");
+    let s = r
+        .call(
+            "page.select",
+            json!({"taskId": task, "target": "#category", "value": "op-ed"}),
+        )
+        .await;
+    assert_eq!(ok(&s)["observation"]["value"], "op-ed", "{s}");
+    let s = r
+        .call(
+            "page.select",
+            json!({"taskId": task, "target": "#category", "label": "Sports"}),
+        )
+        .await;
+    let e = err(&s, "ACTION_FAILED");
+    assert!(
+        e["message"].as_str().unwrap().contains("How-to guide"),
+        "{s}"
+    );
+    let c = r
+        .call(
+            "page.check",
+            json!({"taskId": task, "target": {"role": "checkbox", "name": "Urgent"}, "checked": true}),
+        )
+        .await;
+    assert_eq!(ok(&c)["observation"]["value"], "true", "{c}");
+    let c = r
+        .call(
+            "page.check",
+            json!({"taskId": task, "target": {"role": "radio", "name": "Private"}, "checked": true}),
+        )
+        .await;
+    assert_eq!(ok(&c)["observation"]["value"], "true", "{c}");
+    // Reads say what a check and a select expect.
+    assert_eq!(ok(&r.read(&task, json!("#urgent")).await)["value"], "true");
+    assert_eq!(
+        ok(&r.read(&task, json!("#visibility-public")).await)["value"],
+        "false"
+    );
+    assert_eq!(
+        ok(&r.read(&task, json!("#category")).await)["value"],
+        "op-ed"
+    );
+    // Checking what is checked already sends nothing more.
+    let c = r
+        .call(
+            "page.check",
+            json!({"taskId": task, "target": "#urgent", "checked": true}),
+        )
+        .await;
+    assert_eq!(ok(&c)["observation"]["value"], "true", "{c}");
+    assert_eq!(
+        r.app.requests().len(),
+        3,
+        "the page, its frame and nothing else yet: {:?}",
+        r.app.requests()
+    );
+
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#publish", "expect": {"target": "#status", "equals": "Published #1"}}),
+        )
+        .await;
+    ok(&c);
+    assert_eq!(r.app.site_posts(), 1);
+    let post = r.app.site_last_post().unwrap();
+    assert_eq!(post.category, "op-ed");
+    assert!(post.urgent);
+    assert_eq!(post.visibility, "private");
+
+    // An upload from the upload directory, then its form's submit.
+    std::fs::write(r.uploads.path().join("report.txt"), b"twelve bytes").unwrap();
+    let n = r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": r.app.url_of("/site")}),
+        )
+        .await;
+    ok(&n);
+    let u = r
+        .call(
+            "page.upload",
+            json!({"taskId": task, "target": {"role": "button", "name": "Attachment"}, "files": ["report.txt"]}),
+        )
+        .await;
+    assert_eq!(ok(&u)["observation"]["value"], "report.txt", "{u}");
+    assert!(r.app.site_uploads().is_empty());
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#upload-button", "expect": {"text": {"contains": "Uploaded report.txt"}}}),
+        )
+        .await;
+    ok(&c);
+    let uploads = r.app.site_uploads();
+    assert_eq!(uploads.len(), 1, "{uploads:?}");
+    assert_eq!(
+        (uploads[0].name.as_str(), uploads[0].size),
+        ("report.txt", 12)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn uploads_outside_the_upload_dir_are_bad_requests() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = r.site().await;
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), b"secret").unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        r.uploads.path().join("link.txt"),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path(), r.uploads.path().join("dir")).unwrap();
+    std::fs::create_dir(r.uploads.path().join("sub")).unwrap();
+    let secret = outside.path().join("secret.txt").display().to_string();
+    for (file, says) in [
+        (secret.as_str(), "relative"),
+        ("../secret.txt", "relative"),
+        ("link.txt", "outside"),
+        ("dir/secret.txt", "outside"),
+        ("missing.txt", "not a file"),
+        ("sub", "regular file"),
+    ] {
+        let u = r
+            .call(
+                "page.upload",
+                json!({"taskId": task, "target": "#attachment", "files": [file]}),
+            )
+            .await;
+        let e = err(&u, "BAD_REQUEST");
+        assert!(e["message"].as_str().unwrap().contains(says), "{file}: {u}");
+    }
+    let read = r.read(&task, json!("#attachment")).await;
+    assert_eq!(ok(&read)["value"], "", "the input got nothing");
+    assert!(r.app.site_uploads().is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn navigate_follows_links_and_history_and_refuses_to_resend_a_form() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = r.site().await;
+    // A link, by role, with an expectation on the URL.
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"role": "link", "name": "Drafts"}, "expect": {"url": {"contains": "/site/drafts"}}}),
+        )
+        .await;
+    ok(&c);
+    let back = r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": "back", "expect": {"text": {"contains": "New post"}}}),
+        )
+        .await;
+    ok(&back);
+    let fwd = r
+        .call("page.navigate", json!({"taskId": task, "url": "forward"}))
+        .await;
+    assert!(
+        ok(&fwd)["observation"]["value"]
+            .as_str()
+            .unwrap()
+            .ends_with("/site/drafts"),
+        "{fwd}"
+    );
+    let u = r.call("page.url", json!({"taskId": task})).await;
+    assert_eq!(ok(&u)["title"], "Drafts", "{u}");
+    let bad = r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": "file:///etc/passwd"}),
+        )
+        .await;
+    err(&bad, "BAD_REQUEST");
+
+    // A page that is the answer to a POST: reloading it, or going back to it, re-sends it.
+    std::fs::write(r.uploads.path().join("a.txt"), b"a").unwrap();
+    ok(&r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": r.app.url_of("/site")}),
+        )
+        .await);
+    ok(&r
+        .call(
+            "page.upload",
+            json!({"taskId": task, "target": "#attachment", "files": ["a.txt"]}),
+        )
+        .await);
+    ok(&r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#upload-button", "expect": {"text": {"contains": "Uploaded a.txt"}}}),
+        )
+        .await);
+    assert_eq!(r.app.site_uploads().len(), 1);
+    let reload = r
+        .call("page.navigate", json!({"taskId": task, "url": "reload"}))
+        .await;
+    not_sent(&reload, "would_resubmit");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(r.app.site_uploads().len(), 1, "nothing was sent again");
+    let reload = r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": "reload", "allowResubmit": true}),
+        )
+        .await;
+    ok(&reload);
+    assert!(
+        eventually(|| r.app.site_uploads().len() == 2).await,
+        "the form was sent again, as allowed"
+    );
+    ok(&r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": r.app.url_of("/site/help")}),
+        )
+        .await);
+    let back = r
+        .call("page.navigate", json!({"taskId": task, "url": "back"}))
+        .await;
+    not_sent(&back, "would_resubmit");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(r.app.site_uploads().len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_sees_the_late_button_and_screenshots_are_png() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(3000).await else {
+        return;
+    };
+    let task = r.site().await;
+    let w = r
+        .call(
+            "page.wait",
+            json!({"taskId": task, "target": {"role": "button", "name": "Load more"}, "timeoutMs": 5000}),
+        )
+        .await;
+    ok(&w);
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"role": "button", "name": "Load more"}, "expect": {"text": {"contains": "More loaded #1"}}}),
+        )
+        .await;
+    ok(&c);
+    assert_eq!(r.app.site_more(), 1);
+    let w = r
+        .call(
+            "page.wait",
+            json!({"taskId": task, "text": "Never shown", "timeoutMs": 300}),
+        )
+        .await;
+    err(&w, "READ_TIMEOUT");
+    let w = r
+        .call(
+            "page.wait",
+            json!({"taskId": task, "text": "Never shown", "state": "hidden"}),
+        )
+        .await;
+    ok(&w);
+
+    const PNG: &str = "iVBORw0KGgo"; // base64 of the PNG signature
+    let s = r.call("page.screenshot", json!({"taskId": task})).await;
+    assert!(
+        ok(&s)["data"].as_str().unwrap().starts_with(PNG),
+        "{}",
+        &s.to_string()[..200.min(s.to_string().len())]
+    );
+    let whole = ok(&s)["data"].as_str().unwrap().len();
+    let s = r
+        .call(
+            "page.screenshot",
+            json!({"taskId": task, "target": {"role": "button", "name": "Publish"}}),
+        )
+        .await;
+    let part = ok(&s)["data"].as_str().unwrap();
+    assert!(
+        part.starts_with(PNG) && part.len() < whole,
+        "an element is smaller than the page"
+    );
+
+    // Typing key by key, and a hover.
+    let t = r
+        .call(
+            "page.type",
+            json!({"taskId": task, "target": "#title", "text": "Hi there!"}),
+        )
+        .await;
+    assert_eq!(ok(&t)["observation"]["value"], "Hi there!", "{t}");
+    let h = r
+        .call(
+            "page.hover",
+            json!({"taskId": task, "target": {"text": "Open help"}}),
+        )
+        .await;
+    ok(&h);
+    // A confirmed delete: the dialog answered as asked.
+    let d = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"role": "button", "name": "Delete draft"},
+                   "dialog": {"accept": true}, "expect": {"url": {"contains": "deleted=1"}}}),
+        )
+        .await;
+    ok(&d);
+    assert_eq!(r.app.site_deletes(), 1);
+}

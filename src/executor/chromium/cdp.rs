@@ -101,6 +101,24 @@ pub struct PageSignals {
     /// Set once the page cannot be used any more: its renderer crashed, it was closed, or the
     /// browser went away.
     pub gone: Option<String>,
+    /// The URL a form is being POSTed to, from the request of a main-frame form submission
+    /// until the next main-frame document commits.
+    pub post_pending: Option<String>,
+    /// URLs of main-frame documents that are a POST's own answer (the form's URL committed
+    /// with no redirect): going back to one, or reloading it, sends the form again. At most
+    /// [`MAX_POSTED`] are kept.
+    pub posted: Vec<String>,
+    /// URLs of documents a POST redirected to (post/redirect/get): loading one again is a GET.
+    pub after_post: Vec<String>,
+}
+
+/// The most URLs [`PageSignals::posted`] and [`PageSignals::after_post`] keep each.
+pub const MAX_POSTED: usize = 256;
+
+fn remember(list: &mut Vec<String>, url: String) {
+    if !list.contains(&url) && list.len() < MAX_POSTED {
+        list.push(url);
+    }
 }
 
 #[derive(Deserialize)]
@@ -223,6 +241,10 @@ impl Shared {
             frame_id: String,
             /// `frameStartedNavigating` only: `sameDocument`, `differentDocument`, `reload`, …
             navigation_type: Option<String>,
+            /// `frameRequestedNavigation` only: `formSubmissionPost`, `anchorClick`, …
+            reason: Option<String>,
+            /// `frameRequestedNavigation`: where to.
+            url: Option<String>,
         }
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
@@ -270,6 +292,14 @@ impl Shared {
                 s.signals.send_modify(|p| {
                     p.navigations += 1;
                     p.loaded = false;
+                    if let (Some(posted), None) = (p.post_pending.take(), &n.frame.unreachable_url)
+                    {
+                        if posted == n.frame.url {
+                            remember(&mut p.posted, posted);
+                        } else {
+                            remember(&mut p.after_post, n.frame.url.clone());
+                        }
+                    }
                     match n.frame.unreachable_url {
                         None => {
                             p.url = n.frame.url;
@@ -299,7 +329,15 @@ impl Shared {
                     .as_deref()
                     .is_some_and(|t| t.contains("SameDocument") || t == "sameDocument");
                 if n.frame_id == s.target_id && !same_document {
-                    s.signals.send_modify(|p| p.started_navigations += 1);
+                    let post = n
+                        .url
+                        .filter(|_| n.reason.as_deref() == Some("formSubmissionPost"));
+                    s.signals.send_modify(|p| {
+                        p.started_navigations += 1;
+                        if post.is_some() {
+                            p.post_pending = post;
+                        }
+                    });
                 }
             }
             "Page.javascriptDialogOpening" => {

@@ -1404,9 +1404,11 @@ impl Page {
     }
 
     /// `page.navigate`: to a URL, or back, forward or reload through the tab's history. A
-    /// history entry reached by submitting a form (and a reload of one) is refused before
-    /// anything is sent unless `allow_resubmit`: going there may send the form again. Waits
-    /// for the new document's `load`; then `expect` if given, else the URL it ended on.
+    /// history entry that is a POST's own answer (seen committing at the form's URL, reloads
+    /// included), or that was reached by a form submit the executor did not see, is refused
+    /// before anything is sent unless `allow_resubmit`: going there may send the form again.
+    /// The page a POST redirected to (post/redirect/get) is a plain GET and goes. Waits for the
+    /// new document's `load`; then `expect` if given, else the URL it ended on.
     pub async fn navigate_to(
         &self,
         to: &Navigation,
@@ -1458,7 +1460,13 @@ impl Page {
                         "there is no page to go {word} to in this tab's history; nothing was sent"
                     ));
                 };
-                if entry.transition_type == "form_submit" && !allow_resubmit {
+                let resends = {
+                    let p = self.signals.borrow();
+                    p.posted.contains(&entry.url)
+                        || (entry.transition_type == "form_submit"
+                            && !p.after_post.contains(&entry.url))
+                };
+                if resends && !allow_resubmit {
                     let what = if word == "reload" {
                         format!("reloading {}", entry.url)
                     } else {
