@@ -169,6 +169,7 @@ const describe = (el) => {
   if (el.id) d += ` (#${el.id})`;
   return d;
 };
+const tagOf = (el) => `<${el.localName}${el.id ? '#' + el.id : ''}${typeof el.className === 'string' && el.className ? '.' + el.className.trim().split(/\s+/).join('.') : ''}>`;
 const matchName = (have, want, exact) => (exact ? have === want : have.toLowerCase().includes(want.toLowerCase()));
 const visibleEl = (el) => { const st = styleOf(el); return !hiddenEl(el, st); };
 const byRole = (root, sel) => {
@@ -301,7 +302,7 @@ const clickPoint = (el, label) => {
     if (hit && (hit === el || el.contains(hit))) { const p = toTop(el, x, y); if (p.x >= 0 && p.y >= 0 && p.x < W.innerWidth && p.y < W.innerHeight) return p; continue; }
     if (hit) covered = hit;
   }
-  if (covered) return { fail: `${label} is covered by ${describe(covered)} at its centre` };
+  if (covered) return { fail: `${label} is covered by ${tagOf(covered)} at its centre` };
   return { fail: `${label} has no visible point inside the viewport` };
 };
 "#
@@ -327,7 +328,7 @@ pub const PREPARE_FILL: &str = concat!(
     const ty = el.type;
     if (['text', 'search', 'url', 'tel', 'password', 'email'].includes(ty)) mode = 'type';
     else if (['number', 'date', 'time', 'datetime-local', 'month', 'week', 'color', 'range'].includes(ty)) mode = 'set';
-    else return { fail: `${a.label} is an <input type=${ty}>, which holds no typed text: it cannot be filled. A checkbox or radio takes page.check; a file input takes page.upload` };
+    else return { fail: `${a.label} is an <input type=${ty}>, which holds no typed text: it cannot be filled. A checkbox or radio takes page.check (or a page.click whose expect reads its new checked state); a file input takes page.upload` };
   } else if (t === 'select') {
     if (![...el.options].some((o) => o.value === a.value)) return { fail: `${a.label} has no option with the value ${JSON.stringify(a.value)}` };
     mode = 'set';
