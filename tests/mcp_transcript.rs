@@ -233,3 +233,71 @@ async fn a_2026_07_28_client_needs_no_initialize() {
     assert_eq!(started["result"]["isError"], false);
     assert_eq!(structured(&started)["result"]["state"], "running");
 }
+
+/// `tasks.running` of the host's `run.status`: the tasks started and not closed.
+async fn mutations(dir: &Path) -> u64 {
+    let status = bridge(dir, "run.status", json!({})).await;
+    status["result"]["tasks"]["running"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("run.status has tasks.running: {status}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_jsonrpc_id_still_in_flight_is_refused_on_its_line_and_never_runs() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &[]).await;
+    let mut t = Transcript::start(dir.path());
+    t.request(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "transcript", "version": "0"}}}),
+    )
+    .await;
+    t.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let before = mutations(dir.path()).await;
+
+    // Three task_start lines with one id, in one write: the second and third arrive while
+    // the first is in flight.
+    let mut lines = Vec::new();
+    for title in ["one", "two", "three"] {
+        let call = json!({"jsonrpc": "2.0", "id": 30, "method": "tools/call",
+            "params": {"name": "task_start", "arguments": {"title": title}}});
+        lines.extend(serde_json::to_vec(&call).unwrap());
+        lines.push(b'\n');
+    }
+    t.stdin.write_all(&lines).await.unwrap();
+    t.stdin.flush().await.unwrap();
+    let mut answers = Vec::new();
+    while answers.len() < 3 {
+        let v = t.next().await;
+        if v.get("id").is_some() {
+            assert_eq!(v["id"], 30, "{v}");
+            answers.push(v);
+        }
+    }
+    let started = answers
+        .iter()
+        .filter(|a| a["result"]["isError"] == false)
+        .count();
+    for refused in answers.iter().filter(|a| a.get("error").is_some()) {
+        assert_eq!(refused["error"]["code"], -32600, "{refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("in flight"),
+            "{refused}"
+        );
+    }
+    // Every line one answer, and exactly as many tasks started as answers said so.
+    assert!(started >= 1, "{answers:?}");
+    assert_eq!(mutations(dir.path()).await - before, started as u64);
+
+    // Answered, the id is free again: reusing it runs a new call.
+    let again = t
+        .tool(json!(30), "task_start", json!({"title": "four"}))
+        .await;
+    assert_eq!(again["result"]["isError"], false, "{again}");
+    assert_eq!(mutations(dir.path()).await - before, started as u64 + 1);
+}

@@ -22,6 +22,8 @@
 //!   answer without the request's id — invalid UTF-8, an empty line or malformed JSON get
 //!   `-32700` with `id: null`, a `tools/call` without `name` or with non-object `arguments`
 //!   `-32602`.
+//! - A request whose JSON-RPC id is still in flight (a request with that id read and not yet
+//!   answered) is answered `-32600` and never run; an answered id may be reused.
 //! - A host refusal keeps its own code and delivery: a `FRAME_TOO_LARGE` is `not_executed`
 //!   and leaves the task open to the next call.
 //!
@@ -43,7 +45,7 @@ use rmcp::ServiceExt;
 
 use front::Front;
 pub use screen::MAX_MCP_LINE_BYTES;
-use screen::{read_stdin, write_stdout, PIPE_BYTES};
+use screen::{read_stdin, write_stdout, InFlight, PIPE_BYTES};
 
 /// Default `--call-wait-ms`: how long a mutating tool call waits before it answers "running".
 pub const DEFAULT_CALL_WAIT_MS: u64 = 20_000;
@@ -69,8 +71,9 @@ pub async fn run(options: McpOptions) -> Result<(), String> {
     let (to_rmcp, rmcp_in) = tokio::io::duplex(PIPE_BYTES);
     let (rmcp_out, from_rmcp) = tokio::io::duplex(PIPE_BYTES);
     let (answers, answered) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
-    let writer = tokio::spawn(write_stdout(from_rmcp, answered));
-    let reader = tokio::spawn(read_stdin(to_rmcp, answers));
+    let in_flight = InFlight::default();
+    let writer = tokio::spawn(write_stdout(from_rmcp, answered, in_flight.clone()));
+    let reader = tokio::spawn(read_stdin(to_rmcp, answers, in_flight));
     let served = async {
         let service = front
             .serve((rmcp_in, rmcp_out))

@@ -3,6 +3,9 @@
 //! answered here with the JSON-RPC error and never reaches rmcp; and the stdout writer that
 //! merges both answer streams a whole line at a time.
 
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
 use serde_json::{json, Value};
 
 /// Room in each in-process pipe between the line screen and rmcp.
@@ -18,6 +21,69 @@ pub(super) enum Screened {
     Forward,
     /// Answered here with this JSON-RPC error line; rmcp never sees it.
     Answer(Value),
+}
+
+/// What a forwarded line means for the ids in flight.
+#[derive(Debug, PartialEq)]
+pub(super) enum Track {
+    /// Nothing: a notification, a response, or a line answered here.
+    Nothing,
+    /// A request with this id: in flight until rmcp answers it.
+    Request(Value),
+    /// `notifications/cancelled` for this id: rmcp answers that request no more.
+    Cancelled(Value),
+}
+
+/// The JSON-RPC ids of the requests rmcp has read and not yet answered. rmcp keeps one entry
+/// per id, so a second request with an id still in flight would run and its answer (or the
+/// first one's) be dropped: three `tools/call`s with one id executed three times and got one
+/// answer. A line reusing such an id is answered here with an error instead and never runs;
+/// an id is free again once its answer is on its way to the client (MCP allows reusing it).
+#[derive(Clone, Debug, Default)]
+pub(super) struct InFlight(Arc<Mutex<HashSet<String>>>);
+
+impl InFlight {
+    fn ids(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks `id` in flight; `false` when it already is.
+    pub(super) fn begin(&self, id: &Value) -> bool {
+        self.ids().insert(id.to_string())
+    }
+
+    /// `id` is answered (or cancelled): free for another request.
+    pub(super) fn end(&self, id: &Value) {
+        self.ids().remove(&id.to_string());
+    }
+
+    /// The answer to a request whose id is in flight: nothing of it was done.
+    fn refusal(id: Value) -> Value {
+        rpc_error(
+            id.clone(),
+            INVALID_REQUEST,
+            format!(
+                "Invalid Request: id {id} belongs to a request still in flight, so this line was not run (nothing was executed for it). Give each request an id of its own; an id may be reused once its answer has arrived"
+            ),
+        )
+    }
+
+    /// Frees the id of an rmcp line that answers a request, before the line is written (so a
+    /// client that reuses the id after reading the answer is never refused).
+    fn answered(&self, line: &[u8]) {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            id: Option<Value>,
+            method: Option<serde::de::IgnoredAny>,
+        }
+        if let Ok(Head {
+            id: Some(id),
+            method: None,
+        }) = serde_json::from_slice::<Head>(line)
+        {
+            self.end(&id);
+        }
+    }
 }
 
 /// A JSON-RPC error response.
@@ -37,37 +103,44 @@ pub(super) const INVALID_PARAMS: i64 = -32602;
 /// `tools/call` without a string `name` or with non-object `arguments`; everything else goes
 /// to rmcp, which answers every request it reads (its handshake, the methods it knows, and
 /// -32601 for the rest).
+#[cfg_attr(not(test), allow(dead_code))]
 pub(super) fn screen_line(line: &[u8]) -> Screened {
+    screen(line).0
+}
+
+/// [`screen_line`], and what the line means for the ids in flight.
+pub(super) fn screen(line: &[u8]) -> (Screened, Track) {
+    let screened = |s: Screened| (s, Track::Nothing);
     let Ok(text) = std::str::from_utf8(line) else {
-        return Screened::Answer(rpc_error(
+        return screened(Screened::Answer(rpc_error(
             Value::Null,
             PARSE_ERROR,
             "Parse error: the line is not valid UTF-8; send one JSON-RPC message per line",
-        ));
+        )));
     };
     if text.trim().is_empty() {
-        return Screened::Answer(rpc_error(
+        return screened(Screened::Answer(rpc_error(
             Value::Null,
             PARSE_ERROR,
             "Parse error: empty line; send one JSON-RPC message per line",
-        ));
+        )));
     }
     let message: Value = match serde_json::from_str(text) {
         Ok(v) => v,
         Err(e) => {
-            return Screened::Answer(rpc_error(
+            return screened(Screened::Answer(rpc_error(
                 Value::Null,
                 PARSE_ERROR,
                 format!("Parse error: {e}; send one JSON-RPC message per line"),
-            ))
+            )))
         }
     };
     let Value::Object(fields) = &message else {
-        return Screened::Answer(rpc_error(
+        return screened(Screened::Answer(rpc_error(
             Value::Null,
             INVALID_REQUEST,
             "Invalid Request: a message must be a JSON object (batches are not supported)",
-        ));
+        )));
     };
     // An id this front can echo: a string or an integer; anything else is answered with null.
     let id = fields.get("id").cloned();
@@ -84,26 +157,31 @@ pub(super) fn screen_line(line: &[u8]) -> Screened {
         ))
     };
     if fields.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return invalid("\"jsonrpc\" must be \"2.0\"");
+        return screened(invalid("\"jsonrpc\" must be \"2.0\""));
     }
     if id.is_some() && echo.is_null() {
-        return invalid("\"id\" must be a string or an integer");
+        return screened(invalid("\"id\" must be a string or an integer"));
     }
     let Some(method) = fields.get("method") else {
         // A response to a request of ours, which rmcp matches; anything else is no message.
         if id.is_some() && (fields.contains_key("result") || fields.contains_key("error")) {
-            return Screened::Forward;
+            return screened(Screened::Forward);
         }
-        return invalid(
+        return screened(invalid(
             "a message needs a \"method\" (or, as a response, \"result\" or \"error\")",
-        );
+        ));
     };
     let Some(method) = method.as_str() else {
-        return invalid("\"method\" must be a string");
+        return screened(invalid("\"method\" must be a string"));
     };
     if id.is_none() {
         // A notification: never answered, whatever it says.
-        return Screened::Forward;
+        if method == "notifications/cancelled" {
+            if let Some(cancelled) = fields.get("params").and_then(|p| p.get("requestId")) {
+                return (Screened::Forward, Track::Cancelled(cancelled.clone()));
+            }
+        }
+        return screened(Screened::Forward);
     }
     if method == "tools/call" {
         let problem = match fields.get("params") {
@@ -118,21 +196,23 @@ pub(super) fn screen_line(line: &[u8]) -> Screened {
             _ => Some("tools/call needs params {\"name\", \"arguments\"}"),
         };
         if let Some(problem) = problem {
-            return Screened::Answer(rpc_error(
+            return screened(Screened::Answer(rpc_error(
                 echo,
                 INVALID_PARAMS,
                 format!("Invalid params: {problem}"),
-            ));
+            )));
         }
     }
-    Screened::Forward
+    (Screened::Forward, Track::Request(echo))
 }
 
 /// Reads stdin a line at a time: forwards well-formed messages to rmcp and sends the answer
-/// of every other line to the stdout writer. Ends at the client's EOF, which rmcp then sees.
+/// of every other line (and of a request whose id is still in flight) to the stdout writer.
+/// Ends at the client's EOF, which rmcp then sees.
 pub(super) async fn read_stdin(
     mut to_rmcp: tokio::io::DuplexStream,
     answers: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    in_flight: InFlight,
 ) {
     use tokio::io::AsyncWriteExt;
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
@@ -142,7 +222,16 @@ pub(super) async fn read_stdin(
         let screened =
             match crate::protocol::read_frame(&mut stdin, &mut line, MAX_MCP_LINE_BYTES).await {
                 Ok(crate::protocol::FrameRead::Frame | crate::protocol::FrameRead::Partial) => {
-                    screen_line(&line)
+                    match screen(&line) {
+                        (Screened::Forward, Track::Request(id)) if !in_flight.begin(&id) => {
+                            Screened::Answer(InFlight::refusal(id))
+                        }
+                        (Screened::Forward, Track::Cancelled(id)) => {
+                            in_flight.end(&id);
+                            Screened::Forward
+                        }
+                        (screened, _) => screened,
+                    }
                 }
                 Ok(crate::protocol::FrameRead::TooLarge) => Screened::Answer(rpc_error(
                     Value::Null,
@@ -174,10 +263,12 @@ pub(super) async fn read_stdin(
     let _ = to_rmcp.shutdown().await;
 }
 
-/// Writes rmcp's lines and the screen's answers to stdout, each line whole, until both end.
+/// Writes rmcp's lines and the screen's answers to stdout, each line whole, until both end;
+/// frees the id of each answer of rmcp's before writing it.
 pub(super) async fn write_stdout(
     from_rmcp: tokio::io::DuplexStream,
     mut answers: tokio::sync::mpsc::UnboundedReceiver<Vec<u8>>,
+    in_flight: InFlight,
 ) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let mut stdout = tokio::io::stdout();
@@ -203,6 +294,7 @@ pub(super) async fn write_stdout(
                 if !matches!(read, Ok(n) if n > 0) {
                     rmcp_open = false;
                 }
+                in_flight.answered(&rmcp_line);
                 std::mem::take(&mut rmcp_line)
             }
         };
