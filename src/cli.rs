@@ -429,6 +429,7 @@ fn journal_check(args: JournalCheckArgs) -> ExitCode {
                     "runs": r.runs,
                     "tornTail": r.tail.as_ref().map(|t| serde_json::json!({"offset": t.offset, "bytes": t.bytes, "why": t.why.to_string()})),
                     "hostPid": r.host_pid,
+                    "recordedEnd": r.recorded_end,
                 });
                 println!("{v}");
             } else {
@@ -447,6 +448,14 @@ fn journal_check(args: JournalCheckArgs) -> ExitCode {
                         "  a torn tail of {} bytes at byte offset {} ({}): the next start cuts it",
                         t.bytes, t.offset, t.why
                     );
+                }
+                match r.recorded_end {
+                    Some(end) => {
+                        println!("  durable to at least byte {end}, as journal.end records")
+                    }
+                    None => {
+                        println!("  no recorded end (journal.end): a shortened log cannot be told")
+                    }
                 }
                 match r.host_pid {
                     Some(pid) => println!("  in use by a host (pid {pid})"),

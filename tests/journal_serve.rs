@@ -765,3 +765,137 @@ async fn after_a_batch_waited_for_a_slow_action_pipelined_replies_come_frame_by_
         assert_eq!(n, 1, "{id} was applied {n} times");
     }
 }
+
+/// `polaris serve` on `root`'s sockets and journal, run to its exit (for a start that must be
+/// refused): its exit status and stderr.
+fn serve_refused(root: &Path, sockets: &Path) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(polaris_bin())
+        .arg("serve")
+        .arg("--socket-dir")
+        .arg(sockets)
+        .arg("--audit-log")
+        .arg(sockets.with_extension("audit.jsonl"))
+        .args(journal_args(root))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "a host that should have been refused started: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_lock_file_never_lets_a_second_host_open_a_journal_in_use() {
+    let root = short_tempdir();
+    let extra = journal_args(root.path());
+    let host = Served::start(root.path(), &args(&extra));
+    let pid = host.child.as_ref().unwrap().id();
+    std::fs::remove_file(root.path().join("j").join("journal.lock")).unwrap();
+    let other = short_tempdir();
+    let (status, stderr) = serve_refused(root.path(), &other.path().join("s"));
+    assert!(!status.success());
+    assert!(
+        stderr.contains("in use") && stderr.contains(&format!("pid {pid}")),
+        "the refusal names the live host: {stderr}"
+    );
+    assert!(stderr.contains("stop it"), "and says what to do: {stderr}");
+    // `journal check` names the live host too.
+    let out = Command::new(polaris_bin())
+        .args(["journal", "check", "--json", "--journal"])
+        .arg(root.path().join("j"))
+        .output()
+        .unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["hostPid"], pid, "{report}");
+}
+
+/// The offsets where the log's blocks start, and where the last one ends.
+fn block_starts(log: &Path) -> (Vec<u64>, u64) {
+    let bytes = std::fs::read(log).unwrap();
+    let mut at = 20usize;
+    let mut starts = Vec::new();
+    while bytes.len() >= at + 12 && &bytes[at..at + 4] == b"PJB1" {
+        starts.push(at as u64);
+        let field = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().unwrap());
+        at += 12 + (field & !(1 << 31)) as usize;
+    }
+    (starts, at as u64)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_shortened_at_a_block_boundary_or_missing_is_refused_never_an_empty_book() {
+    let root = short_tempdir();
+    let extra = journal_args(root.path());
+    let mut host = Served::start(root.path(), &args(&extra));
+    let mut c = host.conn().await;
+    for i in 0..5 {
+        ok(&c
+            .call_id(&format!("cut{i}"), "task.start", json!({"title": "t"}))
+            .await);
+    }
+    // A crash a while after the last answer: its end was recorded meanwhile.
+    std::thread::sleep(Duration::from_secs(2));
+    host.kill9();
+    let log = root.path().join("j/journal.log");
+    let whole = std::fs::read(&log).unwrap();
+    let (starts, _) = block_starts(&log);
+    let check = || {
+        Command::new(polaris_bin())
+            .args(["journal", "check", "--journal"])
+            .arg(root.path().join("j"))
+            .output()
+            .unwrap()
+    };
+    // Cut at the start of the last block: the file reads as a whole, shorter journal.
+    let cut = *starts.last().unwrap();
+    std::fs::write(&log, &whole[..cut as usize]).unwrap();
+    let out = check();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("bytes are missing"), "{stderr}");
+    let sockets = Served::sockets(root.path());
+    let (status, stderr) = serve_refused(root.path(), &sockets);
+    assert!(!status.success());
+    assert!(
+        stderr.contains("bytes are missing") && stderr.contains("journal.end"),
+        "{stderr}"
+    );
+    // Restored whole, it serves and replays.
+    std::fs::write(&log, &whole).unwrap();
+    host.restart(&args(&extra));
+    let mut c = host.conn().await;
+    let again = c.call_id("cut4", "task.start", json!({"title": "t"})).await;
+    assert_eq!(receipt(&again), "replayed");
+    assert!(host.terminate().success());
+
+    // The log deleted, the lock file left: no empty book.
+    std::fs::remove_file(&log).unwrap();
+    assert!(root.path().join("j/journal.lock").exists());
+    let (status, stderr) = serve_refused(root.path(), &sockets);
+    assert!(!status.success());
+    assert!(stderr.contains("missing"), "{stderr}");
+    let out = check();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+
+    // The way out the message gives: accept the loss by removing journal.end.
+    std::fs::remove_file(root.path().join("j/journal.end")).unwrap();
+    host.restart(&args(&extra));
+    let mut c = host.conn().await;
+    let fresh = c.call_id("cut4", "task.start", json!({"title": "t"})).await;
+    assert_eq!(receipt(&fresh), "new");
+}

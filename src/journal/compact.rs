@@ -5,8 +5,9 @@
 //! 2. Write the folded state to `journal.compact` (runs, tasks, tombstones, live receipts,
 //!    acknowledgements) and `fsync` it.
 //! 3. Pause the flusher (take the file's lock), copy the blocks written since `e1` (re-sealed
-//!    at their new offsets), `fsync`, rename the copy over `journal.log`, `fsync` the
-//!    directory, and let the flusher go on in the new file.
+//!    at their new offsets), `fsync`, record the copy's end beside the old log's in
+//!    `journal.end`, rename the copy over `journal.log`, `fsync` the directory, and let the
+//!    flusher go on in the new file; the old log's recorded end is dropped at the next record.
 //!
 //! A crash before the rename leaves the old log whole (the copy is removed at the next open);
 //! after it, the new log is whole because it was synced before the rename.
@@ -130,7 +131,8 @@ impl Journal {
         let copy_path = dir.join(files::COMPACT_FILE);
         let _ = std::fs::remove_file(&copy_path);
         let mut file = files::open_file(&copy_path, true, true)?;
-        file.write_all(&format::header(FORMAT_VERSION))
+        let log = format::new_log_name();
+        file.write_all(&format::header_of_log(FORMAT_VERSION, log))
             .map_err(|source| Error::Io {
                 path: copy_path.clone(),
                 op: "writing the compacted copy",
@@ -280,6 +282,7 @@ impl Journal {
             return Err(out.io()(e));
         }
         out.file.sync_all().map_err(out.io())?;
+        self.inner.ends.switching(log, out.end)?;
         std::fs::rename(&copy_path, path).map_err(|source| Error::Io {
             path: path.clone(),
             op: "renaming the compacted copy over the journal",
@@ -293,12 +296,14 @@ impl Journal {
         fs.allocated = bytes_after;
         fs.generation += 1;
         fs.growth.switched(fs.generation, bytes_after);
+        self.inner.ends.switched(fs.generation, log, bytes_after);
         shared.reset_after_compaction(out.acct, out.records, bytes_after);
         if crash == Some(Stage::Renamed) {
             return Err(Error::Closed);
         }
         drop(fs);
         files::sync_dir(dir)?;
+        self.inner.ends.settled();
         Ok(Compacted {
             bytes_before: e2,
             bytes_after,

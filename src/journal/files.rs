@@ -168,8 +168,16 @@ pub fn sync_dir(dir: &Path) -> Result<(), Error> {
 }
 
 /// The exclusive lock on a journal directory, held while the value lives.
+///
+/// The lock is on the directory itself (an `flock` on a descriptor of it), which nobody can
+/// delete from under a live host while the journal is in it: a lock on `journal.lock` alone
+/// was lost when that file was deleted (it holds a process ID, which invites deleting it as
+/// stale), and a second host then opened the same journal and ran its IDs again. The lock
+/// file is still locked too (older releases lock only it) and still holds the holder's
+/// process ID, for the message a second host gets.
 #[derive(Debug)]
 pub struct DirLock {
+    _dir: File,
     file: File,
 }
 
@@ -180,29 +188,61 @@ impl Drop for DirLock {
     }
 }
 
-/// Takes the directory's lock without waiting, or says who holds it. The holder's process ID
-/// is written into the lock file for that message.
-pub fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
-    let path = dir.join(LOCK_FILE);
-    let mut file = open_file(&path, true, true)?;
+/// `flock(LOCK_EX | LOCK_NB)`: `Ok(false)` when another descriptor holds it.
+fn try_flock(file: &File) -> std::io::Result<bool> {
     // SAFETY: flock on a file descriptor we own; no memory is involved.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.kind() == std::io::ErrorKind::WouldBlock {
-            return Err(Error::Locked {
-                dir: dir.to_owned(),
-                pid: holder(&mut file),
-            });
-        }
-        return Err(io(&path, "locking")(e));
+    if rc == 0 {
+        return Ok(true);
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        return Ok(false);
+    }
+    Err(e)
+}
+
+/// Takes the directory's lock without waiting, or says who holds it: first the directory
+/// itself, then (for older releases, which lock only it) `journal.lock`, whose content
+/// becomes this process's ID.
+pub fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
+    let handle = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .open(dir)
+        .map_err(io(dir, "opening the journal directory"))?;
+    if !try_flock(&handle).map_err(io(dir, "locking the journal directory"))? {
+        return Err(Error::Locked {
+            dir: dir.to_owned(),
+            pid: lock_holder(dir),
+        });
+    }
+    // The directory locked must be the one at this path (not one renamed away meanwhile).
+    let held = handle
+        .metadata()
+        .map_err(io(dir, "reading the journal directory"))?;
+    let named = std::fs::symlink_metadata(dir).map_err(io(dir, "reading the journal directory"))?;
+    if (held.dev(), held.ino()) != (named.dev(), named.ino()) {
+        return Err(Error::Insecure {
+            path: dir.to_owned(),
+            why: "the directory was replaced while it was being locked; start the host again"
+                .into(),
+        });
+    }
+    let path = dir.join(LOCK_FILE);
+    let mut file = open_file(&path, true, true)?;
+    if !try_flock(&file).map_err(io(&path, "locking"))? {
+        return Err(Error::Locked {
+            dir: dir.to_owned(),
+            pid: holder(&mut file),
+        });
     }
     let pid = std::process::id().to_string();
     file.set_len(0)
         .and_then(|_| file.seek(SeekFrom::Start(0)))
         .and_then(|_| file.write_all(pid.as_bytes()))
         .map_err(io(&path, "writing"))?;
-    Ok(DirLock { file })
+    Ok(DirLock { _dir: handle, file })
 }
 
 fn holder(file: &mut File) -> Option<u32> {
@@ -212,10 +252,40 @@ fn holder(file: &mut File) -> Option<u32> {
     s.trim().parse().ok()
 }
 
-/// The process ID in a directory's lock file, if that process is alive — read without touching
-/// the lock, so a running or starting host is never disturbed. (A host that stopped cleanly
-/// leaves no ID; one that crashed leaves one that is usually dead, or rarely reused.)
+/// The process holding an `flock` on the directory, as `/proc/locks` lists it (Linux): found
+/// even when `journal.lock` was deleted or emptied.
+fn flock_holder(dir: &Path) -> Option<u32> {
+    let meta = std::fs::symlink_metadata(dir).ok()?;
+    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    for line in locks.lines() {
+        // `1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF`; waiters' lines carry `->`.
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if fields.len() < 6 || fields[1] != "FLOCK" {
+            continue;
+        }
+        let mut at = fields[5].split(':');
+        let (Some(ma), Some(mi), Some(ino)) = (at.next(), at.next(), at.next()) else {
+            continue;
+        };
+        if u32::from_str_radix(ma, 16).ok() == Some(major)
+            && u32::from_str_radix(mi, 16).ok() == Some(minor)
+            && ino.parse::<u64>().ok() == Some(meta.ino())
+        {
+            return fields[4].parse().ok();
+        }
+    }
+    None
+}
+
+/// The process that holds a directory's lock, if one is alive: the holder of the directory's
+/// `flock`, else the process ID in its lock file — read without touching the lock, so a
+/// running or starting host is never disturbed. (A host that stopped cleanly leaves no ID;
+/// one that crashed leaves one that is usually dead, or rarely reused.)
 pub fn lock_holder(dir: &Path) -> Option<u32> {
+    if let Some(pid) = flock_holder(dir) {
+        return Some(pid);
+    }
     let mut file = open_file(&dir.join(LOCK_FILE), false, false).ok()?;
     let pid = holder(&mut file)?;
     // SAFETY: signal 0 only checks that the process exists.
@@ -309,6 +379,10 @@ mod tests {
         let e = lock_dir(tmp.path()).unwrap_err();
         let msg = e.to_string();
         assert!(msg.contains(&tmp.path().display().to_string()), "{msg}");
+        assert!(msg.contains(&std::process::id().to_string()), "{msg}");
+        // Deleting the lock file changes nothing: the directory itself is locked.
+        std::fs::remove_file(tmp.path().join(LOCK_FILE)).unwrap();
+        let msg = lock_dir(tmp.path()).unwrap_err().to_string();
         assert!(msg.contains(&std::process::id().to_string()), "{msg}");
         drop(held);
         assert_eq!(lock_holder(tmp.path()), None);

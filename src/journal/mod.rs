@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 mod compact;
+mod end;
 mod files;
 pub mod format;
 mod grow;
@@ -32,6 +33,7 @@ mod writer;
 mod tests;
 
 pub use compact::Compacted;
+pub use end::{END_FILE, RECORD_EVERY};
 pub use files::{default_dir, default_dir_from, key as dir_key, LOCK_FILE, LOG_FILE};
 pub use format::{
     Acknowledged, Begun, Cleared, ClearedId, Completed, Record, RequestPieces, TaskEvent,
@@ -99,6 +101,15 @@ pub enum Error {
         /// Where the damage starts.
         offset: u64,
         /// What is wrong there.
+        what: String,
+    },
+    /// A log shorter than its recorded end, another file in its place, or none at all, where
+    /// `journal.end` says the journal held more: its lost receipts would otherwise run again.
+    #[error("journal {} cannot be trusted: {what}. Nothing was changed. Restore the whole journal.log from a backup if there is one; if not, and you accept that the request IDs in the lost part may run again, remove journal.end from the journal directory and start the host again (`polaris journal check` then shows what is left)", path.display())]
+    Shortened {
+        /// The log (or `journal.end`, when that is what is unreadable).
+        path: PathBuf,
+        /// What was found against what was recorded.
         what: String,
     },
     /// Records whose checksums are right but that contradict each other.
@@ -221,6 +232,9 @@ struct Inner {
     shared: Arc<Shared>,
     flushers: Mutex<Vec<std::thread::JoinHandle<()>>>,
     compacting: Mutex<()>,
+    /// The recorded end (`journal.end`) and its recorder thread.
+    ends: Arc<end::Ends>,
+    recorder: Mutex<Option<std::thread::JoinHandle<()>>>,
     _lock: files::DirLock,
 }
 
@@ -228,6 +242,58 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.shared.close();
         join_all(&self.flushers);
+        self.record_final_end();
+    }
+}
+
+impl Inner {
+    /// After the flushers stopped: stops the recorder and records the end, if everything
+    /// appended is durable (a failed journal keeps the end recorded last).
+    fn record_final_end(&self) {
+        self.ends.close();
+        if let Some(t) = self
+            .recorder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+        {
+            let _ = t.join();
+        }
+        let seq = self.shared.barrier().seq();
+        if self.shared.durable_seq() >= seq && self.shared.stats().failed.is_none() {
+            let (generation, end) = {
+                let f = self.shared.file.lock().unwrap_or_else(|p| p.into_inner());
+                (f.generation, f.end)
+            };
+            self.ends.record(generation, end);
+        }
+    }
+}
+
+/// The recorder thread: about once a [`RECORD_EVERY`], records the journal's durable end when
+/// it moved — off the path of every append: it never waits for a flush (a write not yet
+/// durable is recorded at a later tick), and a flush never waits for it.
+fn record_ends(shared: Arc<Shared>, ends: Arc<end::Ends>) {
+    let mut pending: Option<(u64, u64, u64)> = None;
+    while ends.wait_tick() {
+        if pending.is_none() {
+            let (generation, end) = {
+                let f = shared.file.lock().unwrap_or_else(|p| p.into_inner());
+                (f.generation, f.end)
+            };
+            if ends.moved(generation, end) {
+                // Every write placed before `end` carries appends up to this sequence number.
+                pending = Some((generation, end, shared.barrier().seq()));
+            }
+        }
+        if let Some((generation, end, seq)) = pending {
+            if shared.durable_seq() >= seq {
+                ends.record(generation, end);
+                pending = None;
+            } else if shared.stats().failed.is_some() {
+                return;
+            }
+        }
     }
 }
 
@@ -254,7 +320,7 @@ impl Journal {
         files::prepare_dir(dir)?;
         let lock = files::lock_dir(dir)?;
         let path = dir.join(files::LOG_FILE);
-        for leftover in [files::COMPACT_FILE, files::NEW_FILE] {
+        for leftover in [files::COMPACT_FILE, files::NEW_FILE, end::END_NEW_FILE] {
             // An unfinished compaction or creation: the log itself is still the whole journal.
             match std::fs::remove_file(dir.join(leftover)) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
@@ -267,16 +333,31 @@ impl Journal {
                 _ => {}
             }
         }
-        if !path.exists() && std::fs::symlink_metadata(&path).is_err() {
+        let marks = end::read(dir)?;
+        if std::fs::symlink_metadata(&path).is_err() {
+            // No log: a new journal — unless the recorded end says there was one.
+            if let Some(marks) = &marks {
+                end::verify_missing(&path, marks)?;
+            }
             create_log(dir, &path)?;
         }
         let file = Arc::new(files::open_file(&path, true, false)?);
-        let (len, version) = read_header(&path, &file)?;
+        let (len, version, named) = read_header(&path, &file)?;
         let recover::Read {
             end,
             fold,
             recovered,
         } = recover::read(&path, &file, len, true)?;
+        match &marks {
+            // A log written by an older release (unnamed) cannot be matched with a recorded end.
+            Some(marks) if named != 0 => end::verify(&path, marks, named, end.end)?,
+            _ if named != 0 || marks.is_some() => tracing::warn!(
+                "journal {}: {}, so whether the log was shortened cannot be checked this once; its end is recorded from now on",
+                path.display(),
+                if named == 0 { "the log was written by an older polaris" } else { "there is no journal.end beside it" },
+            ),
+            _ => {}
+        }
         if let Some(tail) = &end.tail {
             tracing::warn!(
                 "journal {}: cut a torn tail of {} bytes at byte offset {} ({}): the last write was unfinished when the host stopped",
@@ -293,22 +374,34 @@ impl Journal {
                     source,
                 })?;
         }
-        if version != FORMAT_VERSION {
+        let log = if named == 0 {
+            format::new_log_name()
+        } else {
+            named
+        };
+        if version != FORMAT_VERSION || named == 0 {
             // Version 1's blocks are valid version 2 blocks (none marked overlapped); from
             // here on blocks may be marked, which version 1 cannot read: say so in the header.
+            // A log from before `journal.end` gets its name.
             use std::os::unix::fs::FileExt;
-            file.write_all_at(&format::header(FORMAT_VERSION), 0)
+            file.write_all_at(&format::header_of_log(FORMAT_VERSION, log), 0)
                 .and_then(|_| file.sync_data())
                 .map_err(|source| Error::Io {
                     path: path.clone(),
-                    op: "upgrading the header to format version 2",
+                    op: "upgrading the header",
                     source,
                 })?;
-            tracing::info!(
-                "journal {}: format version {version} read and its header upgraded to version {FORMAT_VERSION} (older polaris releases cannot open it any more)",
-                path.display()
-            );
+            if version != FORMAT_VERSION {
+                tracing::info!(
+                    "journal {}: format version {version} read and its header upgraded to version {FORMAT_VERSION} (older polaris releases cannot open it any more)",
+                    path.display()
+                );
+            }
         }
+        // What this open found is durable (a cut tail is gone): record it before serving.
+        let start = end::Mark { log, end: end.end };
+        end::write(dir, &[start])?;
+        let ends = Arc::new(end::Ends::new(dir, start));
         let allocated = if end.tail.is_some() { end.end } else { len };
         let growth = grow::Growth::new(allocated);
         if options.preallocate > 0 {
@@ -360,16 +453,35 @@ impl Journal {
                 }
             }
         }
+        let recorder = {
+            let (s, e) = (shared.clone(), ends.clone());
+            std::thread::Builder::new()
+                .name("polaris-journal-end".into())
+                .spawn(move || record_ends(s, e))
+        };
+        let inner = Inner {
+            dir: dir.to_owned(),
+            path,
+            shared,
+            flushers,
+            compacting: Mutex::new(()),
+            ends,
+            recorder: Mutex::new(None),
+            _lock: lock,
+        };
+        match recorder {
+            Ok(t) => *inner.recorder.lock().unwrap_or_else(|p| p.into_inner()) = Some(t),
+            Err(source) => {
+                return Err(Error::Io {
+                    path: inner.path.clone(),
+                    op: "starting the thread that records the journal's end",
+                    source,
+                })
+            }
+        }
         Ok((
             Journal {
-                inner: Arc::new(Inner {
-                    dir: dir.to_owned(),
-                    path,
-                    shared,
-                    flushers,
-                    compacting: Mutex::new(()),
-                    _lock: lock,
-                }),
+                inner: Arc::new(inner),
             },
             recovered,
         ))
@@ -448,6 +560,7 @@ impl Journal {
         let barrier = self.barrier();
         self.inner.shared.close();
         join_all(&self.inner.flushers);
+        self.inner.record_final_end();
         match self.inner.shared.stats().failed {
             Some(f) => Err(Error::Failed(f)),
             None => {
@@ -466,18 +579,27 @@ fn join_all(flushers: &Mutex<Vec<std::thread::JoinHandle<()>>>) {
     }
 }
 
-/// Writes a new, empty log (header only) and renames it into place, durably.
+/// Writes a new, empty log (header only) and renames it into place, durably. Its end is
+/// recorded first, so a crash before the rename leaves a recorded end of an empty journal.
 fn create_log(dir: &Path, path: &Path) -> Result<(), Error> {
     use std::io::Write;
     let tmp = dir.join(files::NEW_FILE);
+    let log = format::new_log_name();
     let mut f = files::open_file(&tmp, true, true)?;
-    f.write_all(&format::header(FORMAT_VERSION))
+    f.write_all(&format::header_of_log(FORMAT_VERSION, log))
         .and_then(|_| f.sync_all())
         .map_err(|source| Error::Io {
             path: tmp.clone(),
             op: "writing",
             source,
         })?;
+    end::write(
+        dir,
+        &[end::Mark {
+            log,
+            end: format::HEADER_LEN as u64,
+        }],
+    )?;
     std::fs::rename(&tmp, path).map_err(|source| Error::Io {
         path: path.to_owned(),
         op: "creating",
@@ -486,9 +608,9 @@ fn create_log(dir: &Path, path: &Path) -> Result<(), Error> {
     files::sync_dir(dir)
 }
 
-/// Checks the header; returns the file's length and its format version (this one, or
-/// version 1, whose blocks this version reads as they are).
-fn read_header(path: &Path, file: &std::fs::File) -> Result<(u64, u32), Error> {
+/// Checks the header; returns the file's length, its format version (this one, or
+/// version 1, whose blocks this version reads as they are) and the log's name (0: none yet).
+fn read_header(path: &Path, file: &std::fs::File) -> Result<(u64, u32, u32), Error> {
     use std::os::unix::fs::FileExt;
     let io = |source| Error::Io {
         path: path.to_owned(),
@@ -504,8 +626,10 @@ fn read_header(path: &Path, file: &std::fs::File) -> Result<(u64, u32), Error> {
     }
     file.read_exact_at(&mut h, 0).map_err(io)?;
     match format::check_header(&h) {
-        format::HeaderCheck::Ok => Ok((len, FORMAT_VERSION)),
-        format::HeaderCheck::Version(format::READS_VERSION) => Ok((len, format::READS_VERSION)),
+        format::HeaderCheck::Ok => Ok((len, FORMAT_VERSION, format::header_log(&h))),
+        format::HeaderCheck::Version(format::READS_VERSION) => {
+            Ok((len, format::READS_VERSION, format::header_log(&h)))
+        }
         format::HeaderCheck::Version(found) => Err(Error::Version {
             path: path.to_owned(),
             found,
@@ -545,6 +669,9 @@ pub struct CheckReport {
     pub tail: Option<CutTail>,
     /// The process that holds the journal, when one appears to.
     pub host_pid: Option<u32>,
+    /// The durable end recorded for this log in `journal.end` (`None`: no such file, a journal
+    /// from an older release); the log is never shorter, or `check` fails.
+    pub recorded_end: Option<u64>,
 }
 
 /// Reads the journal in `dir` without taking its lock or changing anything, so a running host
@@ -553,13 +680,36 @@ pub struct CheckReport {
 pub fn check(dir: &Path) -> Result<CheckReport, Error> {
     files::check_dir(dir)?;
     let path = dir.join(files::LOG_FILE);
-    let file = files::open_file(&path, false, false)?;
-    let (len, _) = read_header(&path, &file)?;
+    // The log first, then its recorded end: compaction records a new log before renaming it
+    // into place, so the end read second always knows the log opened first.
+    let file = match files::open_file(&path, false, false) {
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(marks) = end::read(dir)? {
+                end::verify_missing(&path, &marks)?;
+            }
+            return Err(Error::Io {
+                path,
+                op: "opening",
+                source,
+            });
+        }
+        other => other?,
+    };
+    let (len, _, named) = read_header(&path, &file)?;
+    let marks = end::read(dir)?;
     let recover::Read {
         end,
         fold,
         recovered: r,
     } = recover::read(&path, &file, len, true)?;
+    if let (Some(marks), true) = (&marks, named != 0) {
+        end::verify(&path, marks, named, end.end)?;
+    }
+    let recorded_end = marks
+        .iter()
+        .flatten()
+        .find(|m| m.log == named)
+        .map(|m| m.end);
     let records = fold.records;
     Ok(CheckReport {
         path,
@@ -575,5 +725,6 @@ pub fn check(dir: &Path) -> Result<CheckReport, Error> {
         runs: r.runs.len() as u64,
         tail: end.tail,
         host_pid: files::lock_holder(dir),
+        recorded_end,
     })
 }

@@ -28,11 +28,21 @@ pub const MAX_BLOCK_PAYLOAD: usize = 32 << 20;
 /// The largest block payload a reader accepts: one append batch is at most this big.
 pub const MAX_APPEND_BYTES: usize = 1 << 30;
 
-/// The file header for `version`.
+/// The file header for `version`, naming no log (see [`header_of_log`]).
 pub fn header(version: u32) -> [u8; HEADER_LEN] {
+    header_of_log(version, 0)
+}
+
+/// The file header for `version` of the log named `log`: a random nonzero number given to each
+/// log file when it is written (created or compacted), which `journal.end` names beside the
+/// log's recorded end, so a log replaced by another file is told apart from the one recorded.
+/// Stored in what version 2 first left reserved (written as zero, never read), so releases
+/// that do not know it still read the file. 0: a log from before, named at its next open.
+pub fn header_of_log(version: u32, log: u32) -> [u8; HEADER_LEN] {
     let mut h = [0u8; HEADER_LEN];
     h[..8].copy_from_slice(&MAGIC);
     h[8..12].copy_from_slice(&version.to_le_bytes());
+    h[12..16].copy_from_slice(&log.to_le_bytes());
     let crc = crc32c::crc32c(&h[..16]);
     h[16..20].copy_from_slice(&crc.to_le_bytes());
     h
@@ -61,6 +71,21 @@ pub fn check_header(h: &[u8]) -> HeaderCheck {
     match u32::from_le_bytes(h[8..12].try_into().expect("4 bytes")) {
         FORMAT_VERSION => HeaderCheck::Ok,
         other => HeaderCheck::Version(other),
+    }
+}
+
+/// The log named in a header that [`check_header`] accepted (0: none yet).
+pub fn header_log(h: &[u8]) -> u32 {
+    u32::from_le_bytes(h[12..16].try_into().expect("4 bytes"))
+}
+
+/// A fresh random name for a log file: nonzero.
+pub fn new_log_name() -> u32 {
+    loop {
+        let n = uuid::Uuid::new_v4().as_u128() as u32;
+        if n != 0 {
+            return n;
+        }
     }
 }
 

@@ -30,9 +30,9 @@ mod tests;
 pub use decode::{cleared_ids, BadRecord, Decoded, DecodedBegun, DecodedTask, IdRef, Reader};
 pub use encode::{encode, put_varint, UnknownRun};
 pub use framing::{
-    block_crc, block_len, check_header, header, seal_block, BlockHead, HeaderCheck,
-    BLOCK_HEADER_LEN, BLOCK_MAGIC, FORMAT_VERSION, HEADER_LEN, MAGIC, MAX_APPEND_BYTES,
-    MAX_BLOCK_PAYLOAD, MAX_UNFINISHED_WRITES, OVERLAPPED, READS_VERSION,
+    block_crc, block_len, check_header, header, header_log, header_of_log, new_log_name,
+    seal_block, BlockHead, HeaderCheck, BLOCK_HEADER_LEN, BLOCK_MAGIC, FORMAT_VERSION, HEADER_LEN,
+    MAGIC, MAX_APPEND_BYTES, MAX_BLOCK_PAYLOAD, MAX_UNFINISHED_WRITES, OVERLAPPED, READS_VERSION,
 };
 pub use records::{
     Acknowledged, Begun, Cleared, ClearedId, Completed, Kind, Record, RequestPieces, TaskEvent,
