@@ -228,3 +228,81 @@ fn journal_bytes_per_live_receipt_stay_within_request_plus_reply_plus_128() {
     assert!(grown <= limit + 2.0 * 128.0, "{grown}");
     assert!(compacted <= limit + 128.0, "{compacted}");
 }
+
+/// The log's name and its recorded end, as `journal.end` has them.
+fn recorded(dir: &Path) -> Vec<(u32, u64)> {
+    super::end::read(dir)
+        .unwrap()
+        .expect("journal.end exists")
+        .iter()
+        .map(|m| (m.log, m.end))
+        .collect()
+}
+
+fn log_name(dir: &Path) -> u32 {
+    let bytes = std::fs::read(dir.join(LOG_FILE)).unwrap();
+    format::header_log(&bytes[..format::HEADER_LEN])
+}
+
+#[test]
+fn the_recorded_end_follows_the_log_while_open_through_compaction_and_at_close() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("j");
+    let j = cleared_mostly(&dir, 200);
+    let before = log_name(&dir);
+    assert_ne!(before, 0, "a new log is named");
+    // While open, the recorder thread catches up with the durable end within a tick or two.
+    let deadline = std::time::Instant::now() + 3 * super::RECORD_EVERY;
+    while recorded(&dir) != [(before, j.stats().bytes)] {
+        assert!(std::time::Instant::now() < deadline, "{:?}", recorded(&dir));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let uncompacted = std::fs::read(dir.join(LOG_FILE)).unwrap();
+    j.compact().unwrap();
+    let after = log_name(&dir);
+    assert_ne!(after, before, "the compacted copy is a log of its own");
+    assert_eq!(recorded(&dir)[0], (after, j.stats().bytes));
+    receipts(&j, 1000..1003);
+    let end = j.stats().bytes;
+    j.close().unwrap();
+    assert_eq!(
+        recorded(&dir),
+        [(after, end)],
+        "the old log is no longer accepted"
+    );
+    drop(j);
+
+    // Cut at the start of the last block: refused, naming what is missing, nothing changed.
+    let whole = std::fs::read(dir.join(LOG_FILE)).unwrap();
+    let last = blocks_of(&dir.join(LOG_FILE)).last().unwrap().0;
+    std::fs::write(dir.join(LOG_FILE), &whole[..last as usize]).unwrap();
+    for e in [
+        check(&dir).unwrap_err(),
+        reopen(&dir, Options::default()).map(drop).unwrap_err(),
+    ] {
+        match e {
+            Error::Shortened { what, .. } => {
+                assert!(
+                    what.contains(&format!("{} bytes are missing", end - last)),
+                    "{what}"
+                )
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(
+        std::fs::read(dir.join(LOG_FILE)).unwrap(),
+        whole[..last as usize]
+    );
+    // The old, uncompacted log put back in its place: another log, refused.
+    std::fs::write(dir.join(LOG_FILE), &uncompacted).unwrap();
+    match check(&dir).unwrap_err() {
+        Error::Shortened { what, .. } => assert!(what.contains("replaced"), "{what}"),
+        other => panic!("{other}"),
+    }
+    // The whole log restored: it opens and keeps everything.
+    std::fs::write(dir.join(LOG_FILE), &whole).unwrap();
+    let (j, r) = reopen(&dir, Options::default()).unwrap();
+    assert_eq!(r.receipts.len(), 200 / 5 + 1 + 3);
+    drop(j);
+}
