@@ -212,6 +212,28 @@ async fn snapshot_shows_refs_across_shadow_root_and_frames() {
         .await;
     ok(&c);
     assert!(eventually(|| r.app.site_frame_confirms() == 1).await);
+
+    // The payment frame's content, read through its own world: refs and frame locators act
+    // there, and the pointer lands inside the frame.
+    let number = ref_of(&nodes, "textbox", "Card number");
+    let f = r
+        .call(
+            "page.fill",
+            json!({"taskId": task, "target": {"ref": number}, "value": "4242 4242"}),
+        )
+        .await;
+    assert_eq!(ok(&f)["value"], "4242 4242", "{f}");
+    let pay = r
+        .call(
+            "page.click",
+            json!({"taskId": task,
+                   "target": {"role": "button", "name": "Pay", "exact": true, "frame": "#card-frame"},
+                   "expect": {"target": {"role": "status", "frame": "#card-frame"}, "equals": "Paid #1"}}),
+        )
+        .await;
+    ok(&pay);
+    assert!(eventually(|| r.app.card_payments() == 1).await);
+    assert_eq!(r.app.last_card_number().as_deref(), Some("4242 4242"));
 }
 
 /// Asserts an `ACTION_FAILED` refusal with nothing sent, for `cause`; returns its details.

@@ -1040,4 +1040,29 @@ pub mod methods {
         const NAME: &'static str = "Runtime.callFunctionOn";
         type Returns = Evaluated;
     }
+
+    /// `DOM.describeNode` of a handle: for an iframe, the frame it holds.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct DescribeNode {
+        /// The node, by handle.
+        pub object_id: String,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    pub struct Described {
+        /// The node.
+        pub node: DescribedNode,
+    }
+    /// The part of a node the executor reads.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct DescribedNode {
+        /// For a frame owner (an iframe), the frame it holds.
+        pub frame_id: Option<String>,
+    }
+    impl Method for DescribeNode {
+        const NAME: &'static str = "DOM.describeNode";
+        type Returns = Described;
+    }
 }

@@ -112,11 +112,39 @@ impl Answer {
 
 /// `page.snapshot`'s script answer.
 #[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct Outline {
     url: String,
     title: String,
     nodes: Vec<SnapshotNode>,
     refs: u64,
+    /// Where the iframes this world cannot reach (other origins) sit among `nodes`.
+    #[serde(default)]
+    far_at: Vec<usize>,
+}
+
+/// The most frames of other origins a snapshot reads through their own worlds.
+const MAX_FAR_FRAMES: usize = 16;
+
+/// A frame of another origin, which the executor's world of the page cannot reach into: it is
+/// read and acted in through a world of its own, in the same renderer (the browser runs without
+/// site isolation, see `browser.rs`).
+#[derive(Clone, Debug)]
+struct FarFrame {
+    /// The frame's id, for its own world.
+    frame_id: String,
+    /// Its iframe in the page's world: the `i`th out-of-reach frame of the latest snapshot, or
+    /// (`None`) the one a locator's `frame` named last.
+    owner: Option<usize>,
+}
+
+/// The refs of the latest snapshot that live in frames of other origins.
+#[derive(Debug, Default)]
+struct FarRefs {
+    /// The page's navigation count when they were made: a new document drops them.
+    navigations: u64,
+    /// (first ref, how many, the frame).
+    ranges: Vec<(u64, u64, FarFrame)>,
 }
 
 /// A key `page.press` can send: what `Input.dispatchKeyEvent` needs for it.
@@ -299,6 +327,10 @@ pub struct Page {
     refs: Arc<AtomicU64>,
     /// One snapshot at a time: each numbers its refs on from the last.
     snapshotting: tokio::sync::Mutex<()>,
+    /// The refs of the latest snapshot inside frames of other origins.
+    far_refs: Mutex<FarRefs>,
+    /// The executor's worlds in frames of other origins, by frame id.
+    far_worlds: Mutex<std::collections::HashMap<String, i64>>,
 }
 
 impl Page {
@@ -364,6 +396,8 @@ impl Page {
             world: Mutex::new(None),
             refs,
             snapshotting: tokio::sync::Mutex::new(()),
+            far_refs: Mutex::new(FarRefs::default()),
+            far_worlds: Mutex::new(std::collections::HashMap::new()),
         };
         match page.navigate(url, deadline).await {
             Ok(()) => Ok(page),
@@ -487,13 +521,23 @@ impl Page {
         }
     }
 
-    /// The executor's isolated world in the page's current document, made when the document
-    /// is new (asking again on the same document gives the same world).
-    async fn world(&self, deadline: Instant) -> Result<i64, EvalError> {
+    /// The executor's isolated world in the page's current document (or in the current
+    /// document of `frame`, a frame of another origin), made when the document is new (asking
+    /// again on the same document gives the same world).
+    async fn world(&self, frame: Option<&str>, deadline: Instant) -> Result<i64, EvalError> {
         let navigations = self.signals.borrow().navigations;
-        if let Some((id, n)) = *self.world.lock().expect("world lock") {
-            if n == navigations {
-                return Ok(id);
+        match frame {
+            None => {
+                if let Some((id, n)) = *self.world.lock().expect("world lock") {
+                    if n == navigations {
+                        return Ok(id);
+                    }
+                }
+            }
+            Some(f) => {
+                if let Some(id) = self.far_worlds.lock().expect("far worlds lock").get(f) {
+                    return Ok(*id);
+                }
             }
         }
         let made = timeout_at(
@@ -501,7 +545,7 @@ impl Page {
             self.browser.cdp.call(
                 Some(&self.session_id),
                 &methods::CreateIsolatedWorld {
-                    frame_id: self.target_id.clone(),
+                    frame_id: frame.unwrap_or(&self.target_id).to_owned(),
                     world_name: WORLD,
                     grant_univeral_access: true,
                 },
@@ -511,7 +555,16 @@ impl Page {
         .map_err(|_| EvalError::Deadline)?
         .map_err(EvalError::Cdp)?;
         let id = made.execution_context_id;
-        *self.world.lock().expect("world lock") = Some((id, navigations));
+        match frame {
+            None => *self.world.lock().expect("world lock") = Some((id, navigations)),
+            Some(f) => {
+                let mut worlds = self.far_worlds.lock().expect("far worlds lock");
+                if worlds.len() >= 4 * MAX_FAR_FRAMES {
+                    worlds.clear();
+                }
+                worlds.insert(f.to_owned(), id);
+            }
+        }
         Ok(id)
     }
 
@@ -519,6 +572,141 @@ impl Page {
         let mut w = self.world.lock().expect("world lock");
         if w.is_some_and(|(current, _)| current == id) {
             *w = None;
+        }
+        drop(w);
+        self.far_worlds
+            .lock()
+            .expect("far worlds lock")
+            .retain(|_, v| *v != id);
+    }
+
+    /// Where a script's `sel` must be resolved: `None` for the page's own world (which
+    /// reaches its same-origin frames and open shadow roots), or a frame of another origin —
+    /// for a ref the latest snapshot made there, or a locator whose `frame` names such a frame
+    /// (its `frame` is then taken off `arg`: the locator is resolved inside that frame).
+    async fn route(
+        &self,
+        arg: &mut serde_json::Value,
+        deadline: Instant,
+    ) -> Result<Option<FarFrame>, EvalError> {
+        let Some(sel) = arg.get("sel") else {
+            return Ok(None);
+        };
+        if let Some(r) = sel.get("ref").and_then(serde_json::Value::as_str) {
+            let Some(n) = r.strip_prefix('e').and_then(|n| n.parse::<u64>().ok()) else {
+                return Ok(None);
+            };
+            let navigations = self.signals.borrow().navigations;
+            let far = self.far_refs.lock().expect("far refs lock");
+            if far.navigations != navigations {
+                return Ok(None);
+            }
+            return Ok(far
+                .ranges
+                .iter()
+                .find(|(first, count, _)| n >= *first && n < first + count)
+                .map(|(_, _, f)| f.clone()));
+        }
+        let Some(frame) = sel.get("frame").cloned() else {
+            return Ok(None);
+        };
+        let probe = self
+            .call_script(
+                script::FRAME_PROBE,
+                &json!({ "sel": frame }),
+                false,
+                true,
+                None,
+                deadline,
+            )
+            .await?;
+        if probe.value.get("far") != Some(&json!(true)) {
+            return Ok(None);
+        }
+        let Some(frame_id) = self.frame_id(None, deadline).await? else {
+            return Ok(None);
+        };
+        if let Some(sel) = arg
+            .get_mut("sel")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            sel.remove("frame");
+        }
+        Ok(Some(FarFrame {
+            frame_id,
+            owner: None,
+        }))
+    }
+
+    /// The frame id held by an iframe of the page's world: the one a locator's `frame` named
+    /// last (`owner` `None`), or the `i`th out-of-reach frame of the latest snapshot.
+    async fn frame_id(
+        &self,
+        owner: Option<usize>,
+        deadline: Instant,
+    ) -> Result<Option<String>, EvalError> {
+        let handle = self
+            .call_script(
+                script::FRAME_ELEMENT,
+                &json!({ "i": owner }),
+                false,
+                false,
+                None,
+                deadline,
+            )
+            .await?;
+        let Some(object_id) = handle.object_id else {
+            return Ok(None);
+        };
+        let described = timeout_at(
+            deadline,
+            self.browser
+                .cdp
+                .call(Some(&self.session_id), &methods::DescribeNode { object_id }),
+        )
+        .await
+        .map_err(|_| EvalError::Deadline)?;
+        self.release_handles(deadline).await;
+        Ok(described.ok().and_then(|d| d.node.frame_id))
+    }
+
+    async fn release_handles(&self, deadline: Instant) {
+        let _ = timeout_at(
+            deadline,
+            self.browser.cdp.call(
+                Some(&self.session_id),
+                &methods::ReleaseObjectGroup {
+                    object_group: HANDLES,
+                },
+            ),
+        )
+        .await;
+    }
+
+    /// Where the content of `far`'s iframe starts in the top viewport, to place a point found
+    /// inside the frame.
+    async fn far_offset(&self, far: &FarFrame, deadline: Instant) -> Result<(f64, f64), String> {
+        match self
+            .call_script(
+                script::FRAME_OFFSET,
+                &json!({ "i": far.owner }),
+                false,
+                true,
+                None,
+                deadline,
+            )
+            .await
+        {
+            Ok(v) => match serde_json::from_value::<Answer>(v.value) {
+                Ok(Answer {
+                    x: Some(x),
+                    y: Some(y),
+                    ..
+                }) => Ok((x, y)),
+                Ok(a) => Err(a.fail.unwrap_or_else(|| "the frame has no box".into())),
+                Err(e) => Err(e.to_string()),
+            },
+            Err(e) => Err(e.to_string()),
         }
     }
 
@@ -531,11 +719,12 @@ impl Page {
         arg: &serde_json::Value,
         await_promise: bool,
         by_value: bool,
+        frame: Option<&str>,
         deadline: Instant,
     ) -> Result<methods::RemoteObject, EvalError> {
         let mut tries = 0;
         loop {
-            let context = self.world(deadline).await?;
+            let context = self.world(frame, deadline).await?;
             let params = methods::CallFunctionOn {
                 function_declaration: function,
                 arguments: [methods::CallArgument { value: arg }],
@@ -575,11 +764,29 @@ impl Page {
         await_promise: bool,
         deadline: Instant,
     ) -> Result<T, EvalError> {
-        let arg = serde_json::to_value(arg).map_err(|e| EvalError::Threw(e.to_string()))?;
+        self.eval_routed(function, arg, await_promise, deadline)
+            .await
+            .map(|(t, _)| t)
+    }
+
+    /// [`Page::eval`], saying which frame of another origin the script ran in (its points are
+    /// then relative to that frame).
+    async fn eval_routed<T: DeserializeOwned, A: Serialize>(
+        &self,
+        function: &str,
+        arg: &A,
+        await_promise: bool,
+        deadline: Instant,
+    ) -> Result<(T, Option<FarFrame>), EvalError> {
+        let mut arg = serde_json::to_value(arg).map_err(|e| EvalError::Threw(e.to_string()))?;
+        let far = self.route(&mut arg, deadline).await?;
+        let frame = far.as_ref().map(|f| f.frame_id.as_str());
         let result = self
-            .call_script(function, &arg, await_promise, true, deadline)
+            .call_script(function, &arg, await_promise, true, frame, deadline)
             .await?;
-        serde_json::from_value(result.value).map_err(|e| EvalError::Threw(e.to_string()))
+        let t =
+            serde_json::from_value(result.value).map_err(|e| EvalError::Threw(e.to_string()))?;
+        Ok((t, far))
     }
 
     async fn send<M: methods_ext::Input>(
@@ -605,23 +812,49 @@ impl Page {
         arg: serde_json::Value,
         deadline: Instant,
     ) -> Result<Answer, ActionOutcome> {
+        self.prepare_routed(function, arg, deadline)
+            .await
+            .map(|(a, _)| a)
+    }
+
+    /// [`Page::prepare`]; a point it answers is moved into the top viewport when the target
+    /// lives in a frame of another origin.
+    async fn prepare_routed(
+        &self,
+        function: &str,
+        arg: serde_json::Value,
+        deadline: Instant,
+    ) -> Result<(Answer, Option<FarFrame>), ActionOutcome> {
         match self
-            .eval::<Answer, _>(function, &arg, false, deadline)
+            .eval_routed::<Answer, _>(function, &arg, false, deadline)
             .await
         {
-            Ok(a) => {
+            Ok((mut a, far)) => {
                 if let Some((cause, why)) = a.refusal() {
                     return Err(ActionOutcome::NotSent(
                         cause,
                         format!("{why}; nothing was sent"),
                     ));
                 }
-                match (a.fail.clone(), a.absent.clone()) {
-                    (Some(why), _) | (None, Some(why)) => Err(ActionOutcome::Failed(format!(
+                if let Some(why) = a.fail.clone().or_else(|| a.absent.clone()) {
+                    return Err(ActionOutcome::Failed(format!(
                         "{why}; nothing was dispatched"
-                    ))),
-                    _ => Ok(a),
+                    )));
                 }
+                if let (Some(far), Some(x), Some(y)) = (&far, a.x, a.y) {
+                    match self.far_offset(far, deadline).await {
+                        Ok((ox, oy)) => {
+                            a.x = Some(x + ox);
+                            a.y = Some(y + oy);
+                        }
+                        Err(why) => {
+                            return Err(ActionOutcome::Failed(format!(
+                                "the frame of the target could not be placed ({why}); nothing was dispatched"
+                            )))
+                        }
+                    }
+                }
+                Ok((a, far))
             }
             Err(e) => Err(ActionOutcome::Failed(format!(
                 "{e}; nothing was dispatched"
@@ -1232,8 +1465,20 @@ impl Page {
         if let Err(refused) = self.prepare(script::PREPARE_UPLOAD, arg, deadline).await {
             return refused;
         }
+        let mut element_arg = target_arg(target);
+        let far = match self.route(&mut element_arg, deadline).await {
+            Ok(f) => f,
+            Err(e) => return ActionOutcome::Failed(format!("{e}; nothing was dispatched")),
+        };
         let handle = match self
-            .call_script(script::ELEMENT, &target_arg(target), false, false, deadline)
+            .call_script(
+                script::ELEMENT,
+                &element_arg,
+                false,
+                false,
+                far.as_ref().map(|f| f.frame_id.as_str()),
+                deadline,
+            )
             .await
         {
             Ok(o) if o.subtype.as_deref() == Some("node") && o.object_id.is_some() => {
@@ -1258,16 +1503,7 @@ impl Page {
             ),
         )
         .await;
-        let _ = timeout_at(
-            deadline,
-            self.browser.cdp.call(
-                Some(&self.session_id),
-                &methods::ReleaseObjectGroup {
-                    object_group: HANDLES,
-                },
-            ),
-        )
-        .await;
+        self.release_handles(deadline).await;
         match set {
             Err(_) => {
                 return ActionOutcome::Uncertain(
@@ -1611,7 +1847,8 @@ impl Page {
             return QueryOutcome::TimedOut;
         };
         let first = self.refs.load(Ordering::SeqCst).max(1);
-        match self
+        let navigations = self.signals.borrow().navigations;
+        let mut o = match self
             .eval::<Outline, _>(
                 script::SNAPSHOT,
                 &json!({ "first": first }),
@@ -1620,16 +1857,62 @@ impl Page {
             )
             .await
         {
-            Ok(o) => {
-                self.refs.store(first + o.refs, Ordering::SeqCst);
-                QueryOutcome::Snapshot {
-                    url: o.url,
-                    title: o.title,
-                    nodes: o.nodes,
+            Ok(o) => o,
+            Err(EvalError::Deadline) => return QueryOutcome::TimedOut,
+            Err(e) => return QueryOutcome::Failed(self.gone().unwrap_or_else(|| e.to_string())),
+        };
+        let mut next = first + o.refs;
+        let mut ranges = Vec::new();
+        // Frames of other origins, each read through its own world; spliced in from the last
+        // so the earlier positions hold.
+        let mut inside: Vec<(usize, Vec<SnapshotNode>)> = Vec::new();
+        for (i, at) in o.far_at.iter().copied().enumerate().take(MAX_FAR_FRAMES) {
+            let Some(owner) = o.nodes.get(at) else { break };
+            let depth = owner.depth.saturating_add(1);
+            let Ok(Some(frame_id)) = self.frame_id(Some(i), deadline).await else {
+                continue;
+            };
+            let far = FarFrame {
+                frame_id,
+                owner: Some(i),
+            };
+            let read = self
+                .call_script(
+                    script::SNAPSHOT,
+                    &json!({ "first": next }),
+                    false,
+                    true,
+                    Some(&far.frame_id),
+                    deadline,
+                )
+                .await
+                .ok()
+                .and_then(|v| serde_json::from_value::<Outline>(v.value).ok());
+            let Some(mut inner) = read else { continue };
+            for n in &mut inner.nodes {
+                n.depth = n.depth.saturating_add(depth);
+            }
+            ranges.push((next, inner.refs, far));
+            next += inner.refs;
+            inside.push((at, inner.nodes));
+        }
+        for (at, nodes) in inside.into_iter().rev() {
+            if let Some(owner) = o.nodes.get_mut(at) {
+                if let Some(d) = &mut owner.detail {
+                    *d = d.replace(" (content out of reach)", "");
                 }
             }
-            Err(EvalError::Deadline) => QueryOutcome::TimedOut,
-            Err(e) => QueryOutcome::Failed(self.gone().unwrap_or_else(|| e.to_string())),
+            o.nodes.splice(at + 1..at + 1, nodes);
+        }
+        self.refs.store(next, Ordering::SeqCst);
+        *self.far_refs.lock().expect("far refs lock") = FarRefs {
+            navigations,
+            ranges,
+        };
+        QueryOutcome::Snapshot {
+            url: o.url,
+            title: o.title,
+            nodes: o.nodes,
         }
     }
 
@@ -1702,10 +1985,19 @@ impl Page {
         let clip = match target {
             None => None,
             Some(t) => match self
-                .eval::<Answer, _>(script::RECT, &target_arg(t), false, deadline)
+                .eval_routed::<Answer, _>(script::RECT, &target_arg(t), false, deadline)
                 .await
             {
-                Ok(a) => {
+                Ok((mut a, far)) => {
+                    if let (Some(far), Some(x), Some(y)) = (&far, a.x, a.y) {
+                        match self.far_offset(far, deadline).await {
+                            Ok((ox, oy)) => {
+                                a.x = Some(x + ox);
+                                a.y = Some(y + oy);
+                            }
+                            Err(why) => return QueryOutcome::Failed(why),
+                        }
+                    }
                     if let Some((cause, why)) = a.refusal() {
                         return match cause {
                             NotSent::NoMatch => QueryOutcome::Failed(why),

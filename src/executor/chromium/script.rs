@@ -600,7 +600,7 @@ pub const SNAPSHOT: &str = concat!(
     prelude!(),
     r#"
   const MAX_NODES = 20000;
-  const nodes = [], els = [];
+  const nodes = [], els = [], far = [], farAt = [];
   let walked = 0, cut = false;
   const push = (n) => { if (nodes.length >= MAX_NODES) { cut = true; return false; } nodes.push(n); return true; };
   const states = (el, role) => {
@@ -658,6 +658,7 @@ pub const SNAPSHOT: &str = concat!(
       try { origin = new URL(n.src, location.href).origin; } catch (e) { origin = ''; }
       const reach = frameDoc(n);
       node.detail = `origin=${origin || 'unknown'}${reach ? '' : ' (content out of reach)'}`;
+      if (!reach) { farAt.push(nodes.length); far.push(n); }
     }
     els.push(n);
     if (!push(node)) return;
@@ -673,7 +674,8 @@ pub const SNAPSHOT: &str = concat!(
   visit(document, 0, false);
   if (cut) nodes.push({ depth: 0, role: 'text', name: `(the outline stops here: the page has more than ${MAX_WALK} elements or ${MAX_NODES} nodes)` });
   W.__polarisRefs = { first: a.first, els };
-  return { url: location.href, title: document.title, nodes, refs: els.length, walked, cut };
+  W.__polarisFar = far;
+  return { url: location.href, title: document.title, nodes, refs: els.length, walked, cut, farAt };
 }"#
 );
 
@@ -683,3 +685,34 @@ pub const LOADED: &str = r#"(a) => {
   const nav = performance.getEntriesByType('navigation')[0];
   return { url: location.href, status: nav && typeof nav.responseStatus === 'number' ? nav.responseStatus : 0, title: document.title };
 }"#;
+
+/// `{sel}` → `{far: true}` when `sel` names an iframe whose document this world cannot reach
+/// (another origin), kept for [`PROBED`] and [`FRAME_OFFSET`]; else `{}` (the locator is
+/// resolved here, or fails here with its reason).
+pub const FRAME_PROBE: &str = concat!(
+    "(a) => {",
+    prelude!(),
+    r#"
+  const r = locate(a.sel); if (!r.el) return {};
+  if ((tag(r.el) === 'iframe' || tag(r.el) === 'frame') && !frameDoc(r.el)) { W.__polarisProbe = r.el; return { far: true }; }
+  return {};
+}"#
+);
+
+/// `{i?}` → the iframe [`FRAME_PROBE`] found (or the `i`th out-of-reach frame of the latest
+/// snapshot), as a handle.
+pub const FRAME_ELEMENT: &str = r#"(a) => (a.i == null ? globalThis.__polarisProbe : (globalThis.__polarisFar || [])[a.i]) || null"#;
+
+/// `{i?}` → `{x, y}` | `{fail}`: where the content of that iframe starts in the top viewport
+/// (its box, border and padding), to place a point found inside it.
+pub const FRAME_OFFSET: &str = concat!(
+    "(a) => {",
+    prelude!(),
+    r#"
+  const el = a.i == null ? W.__polarisProbe : (W.__polarisFar || [])[a.i];
+  if (!el || !el.isConnected) return { fail: 'the frame left the page' };
+  const r = el.getBoundingClientRect();
+  const st = styleOf(el);
+  return toTop(el, r.left + el.clientLeft + (st ? parseFloat(st.paddingLeft) || 0 : 0), r.top + el.clientTop + (st ? parseFloat(st.paddingTop) || 0 : 0));
+}"#
+);
