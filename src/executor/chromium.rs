@@ -807,6 +807,44 @@ mod tests {
     }
 
     #[test]
+    fn navigations_go_to_http_only() {
+        assert!(check_navigation_url("https://example.org/a").is_ok());
+        assert!(check_navigation_url("HTTP://127.0.0.1:8080/").is_ok());
+        assert!(check_navigation_url("file:///etc/passwd").is_err());
+        assert!(check_navigation_url("javascript:alert(1)").is_err());
+    }
+
+    #[test]
+    fn uploads_stay_inside_their_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), b"a").unwrap();
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/b.txt"), b"b").unwrap();
+        std::fs::write(outside.path().join("secret"), b"s").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("link")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("a.txt"), dir.path().join("inner")).unwrap();
+        let d = Some(dir.path());
+        assert!(resolve_upload(d, "a.txt").unwrap().ends_with("a.txt"));
+        assert!(resolve_upload(d, "./sub/b.txt").is_ok());
+        assert!(resolve_upload(d, "inner").unwrap().ends_with("a.txt"));
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../a.txt",
+            "sub/../a.txt",
+            "link",
+            "sub",
+            "nope",
+            "a\0b",
+        ] {
+            assert!(resolve_upload(d, bad).is_err(), "{bad:?}");
+        }
+        let e = resolve_upload(None, "a.txt").unwrap_err();
+        assert!(e.contains("--upload-dir"), "{e}");
+    }
+
+    #[test]
     fn selectors() {
         let x = ChromiumExecutor::new(ChromiumConfig::new("/nonexistent".into()));
         assert!(x.check_target("form#post button[type=submit]").is_ok());
