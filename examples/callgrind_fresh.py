@@ -16,7 +16,8 @@ fills sent; `callgrind_annotate --inclusive=yes CALLGRIND_FILE` ranks the functi
 With MODE=replay the measured windows are replays instead: MEASURE windows of fresh fills are
 sent first (after the WARM ones), the counters are zeroed, and the very same frames are sent
 again; every reply must say `"receipt":"replayed"`. It prints instructions per replay.
-Knobs: WARM (50), MEASURE (100) and MODE (`fresh` or `replay`) in the environment.
+Knobs: WARM (50), MEASURE (100), MODE (`fresh` or `replay`) and JOURNAL (`1`: with the journal,
+its writer thread counted too) in the environment.
 """
 import glob
 import json
@@ -82,7 +83,9 @@ def measure(binary, warm, measure, mode):
     p = subprocess.Popen(
         ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out + ".%p",
          binary, "serve", "--socket-dir", os.path.join(d, "s"), "--audit-log",
-         os.path.join(d, "audit.jsonl"), "--capacity", "1000000", "--no-journal"],
+         os.path.join(d, "audit.jsonl"), "--capacity", "1000000"]
+        + (["--journal", os.path.join(d, "journal")] if os.environ.get("JOURNAL") == "1"
+           else ["--no-journal"]),
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     sock = os.path.join(d, "s", "bridge.sock")
     for _ in range(300):

@@ -178,6 +178,7 @@ impl Receipt {
 
     /// What a `page.fill` receipt's reply is written again from; `None` for any other method
     /// (or a request kept whole, which no fill is).
+    #[inline]
     fn fill_source(&self) -> Option<FillSource<'_>> {
         if self.method != Method::PageFill {
             return None;

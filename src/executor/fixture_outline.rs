@@ -191,12 +191,12 @@ mod tests {
         ];
         let refs = Refs::default();
         let role = |name: &str, exact| {
-            Target::Role(Locator {
+            Target::Role(Box::new(Locator {
                 what: "textbox".into(),
                 name: Some(name.into()),
                 exact,
                 frame: None,
-            })
+            }))
         };
         let (cause, why) = resolve(&role("title", false), &els, &refs).unwrap_err();
         assert!(
@@ -207,12 +207,12 @@ mod tests {
             resolve(&role("Title", true), &els, &refs).unwrap(),
             "#title"
         );
-        let text = Target::Text(Locator {
+        let text = Target::Text(Box::new(Locator {
             what: "submit".into(),
             name: None,
             exact: false,
             frame: None,
-        });
+        }));
         assert_eq!(resolve(&text, &els, &refs).unwrap(), "#submit");
         assert_eq!(
             resolve(&role("Nope", false), &els, &refs).unwrap_err().0,

@@ -505,15 +505,26 @@ impl Host {
         let mut rest = Vec::new();
         {
             let mut st = self.lock();
+            // The task of the request stored just before: a batch's requests of one task are
+            // next to each other in its queue, so the one after a request stored here has its
+            // turn now, with no need to look the task up again.
+            let mut after_stored: Option<crate::tasks::TaskId> = None;
             for (i, mut execution) in batch.into_iter().enumerate() {
-                execution.check_turn(&st);
+                match (&after_stored, &execution.task_id) {
+                    (Some(prev), Some(tid)) if Arc::ptr_eq(prev, tid) => execution.turn_now = true,
+                    _ => execution.check_turn(&st),
+                }
                 match self.fill_at_once(&execution, None) {
                     Some(completion) => {
                         let done = self.store_locked(&mut st, &execution, completion);
                         idle = done.stored.now_idle;
+                        after_stored = execution.task_id.clone();
                         stored.push((i, execution, done));
                     }
-                    None => rest.push((i, execution)),
+                    None => {
+                        after_stored = None;
+                        rest.push((i, execution));
+                    }
                 }
             }
             let mut done: Vec<_> = stored

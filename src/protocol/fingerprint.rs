@@ -200,9 +200,15 @@ impl StoredRequest {
         (!self.0.starts_with([' ', '"'])).then_some(&*self.0)
     }
 
-    /// The target and value of a plain fill kept short.
+    /// The target and value of a plain fill kept short. Read on every fill's storing and
+    /// replay: a byte scan for the closing quote (the target is a short selector), which the
+    /// compiler keeps inline, where `split_once` became a call to the generic char searcher.
+    #[inline]
     pub fn plain_fill(&self) -> Option<(&str, &str)> {
-        self.0.strip_prefix('"')?.split_once('"')
+        let rest = self.0.strip_prefix('"')?;
+        let at = rest.bytes().position(|b| b == b'"')?;
+        // `"` is ASCII: both sides of it are char boundaries.
+        Some((rest.get(..at)?, rest.get(at + 1..)?))
     }
 
     /// The pieces of the fingerprint's whole text for a receipt of `method` whose task is

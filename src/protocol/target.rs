@@ -25,11 +25,12 @@ pub enum Target {
     /// or is snapshotted again.
     Ref(String),
     /// The element whose ARIA role is `role` and, when given, whose accessible name matches
-    /// `name` (contains it, ignoring case; equals it with `exact`).
-    Role(Locator),
+    /// `name` (contains it, ignoring case; equals it with `exact`). Boxed, as the text form:
+    /// rare, and a target sits in every command the hot path moves.
+    Role(Box<Locator>),
     /// The element whose visible text matches `text` (contains it, ignoring case; equals it
     /// with `exact`).
-    Text(Locator),
+    Text(Box<Locator>),
 }
 
 /// A locator's terms: by role (`what` is the role, `name` the accessible name) or by text
@@ -240,11 +241,11 @@ impl<'de> Deserialize<'de> for Target {
             }
             (false, true, false) => {
                 let role = w.role.clone().unwrap_or_default();
-                Ok(Target::Role(locator(role, w)))
+                Ok(Target::Role(Box::new(locator(role, w))))
             }
             (false, false, true) if w.name.is_none() => {
                 let text = w.text.clone().unwrap_or_default();
-                Ok(Target::Text(locator(text, w)))
+                Ok(Target::Text(Box::new(locator(text, w))))
             }
             _ => Err(D::Error::custom(format!(
                 "{SHAPES}: exactly one of `ref`, `role` or `text` (`name` goes with `role`; a ref stands alone)"
