@@ -753,18 +753,10 @@ pub mod methods {
     pub struct Evaluate {
         /// The JavaScript expression.
         pub expression: String,
-        /// True when the executor wants JSON back; false for a handle on an element
-        /// (`page.upload` hands its `objectId` to `DOM.setFileInputFiles`).
+        /// Always true: the caller only wants JSON back.
         pub return_by_value: bool,
         /// Wait for a returned promise.
         pub await_promise: bool,
-        /// The execution context: the executor's isolated world of the page's current document
-        /// ([`CreateIsolatedWorld`]), so the page's own scripts neither see nor disturb it.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub context_id: Option<i64>,
-        /// The group a returned handle belongs to, released with [`ReleaseObjectGroup`].
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub object_group: Option<&'static str>,
     }
     /// Its answer.
     #[derive(Debug, Deserialize)]
