@@ -600,6 +600,40 @@ async fn navigate_follows_links_and_history_and_refuses_to_resend_a_form() {
     not_sent(&back, "would_resubmit");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(r.app.site_uploads().len(), 2);
+
+    // The page a POST redirected to (post/redirect/get) loads again with a GET: back to it goes.
+    ok(&r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": r.app.url_of("/site")}),
+        )
+        .await);
+    ok(&r
+        .call(
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "Once"}),
+        )
+        .await);
+    ok(&r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#publish", "expect": {"target": "#status", "equals": "Published #1"}}),
+        )
+        .await);
+    ok(&r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": r.app.url_of("/site/help")}),
+        )
+        .await);
+    let back = r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": "back", "expect": {"target": "#saved-title", "equals": "Once"}}),
+        )
+        .await;
+    ok(&back);
+    assert_eq!(r.app.site_posts(), 1, "the post was not sent again");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -684,4 +718,67 @@ async fn wait_sees_the_late_button_and_screenshots_are_png() {
         .await;
     ok(&d);
     assert_eq!(r.app.site_deletes(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_page_is_outlined_within_its_bounds() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(10_000).await else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let page = |n: usize| {
+        let items: String = (0..n)
+            .map(|i| format!("<li><button type=button>Item {i}</button></li>"))
+            .collect();
+        format!("<!doctype html><title>Many</title><ul>{items}</ul>")
+    };
+    for (name, rows) in [("five.html", 2_500), ("many.html", 15_000)] {
+        std::fs::write(dir.path().join(name), page(rows)).unwrap();
+    }
+    let open = |name: &str| format!("file://{}", dir.path().join(name).display());
+    // About 5,000 nodes: what an outline costs, printed for the record.
+    let url = open("five.html");
+    let t = r
+        .call(
+            "task.start",
+            json!({"title": "read a long list", "url": url}),
+        )
+        .await;
+    let task = ok(&t)["taskId"].as_str().unwrap().to_owned();
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        let began = std::time::Instant::now();
+        let s = r.call("page.snapshot", json!({"taskId": task})).await;
+        took.push(began.elapsed());
+        assert!(ok(&s)["nodeCount"].as_u64().unwrap() >= 5_000, "{s}");
+    }
+    took.sort();
+    println!(
+        "page.snapshot of a 5,000-node page: p50 {:?} (debug build, through the host)",
+        took[2]
+    );
+    // 30,000 elements: the walk stops at its bound and says so.
+    let url = open("many.html");
+    let t = r
+        .call(
+            "task.start",
+            json!({"title": "read a longer list", "url": url}),
+        )
+        .await;
+    let task = ok(&t)["taskId"].as_str().unwrap().to_owned();
+    let s = r
+        .call("page.snapshot", json!({"taskId": task, "format": "json"}))
+        .await;
+    let count = ok(&s)["nodeCount"].as_u64().unwrap();
+    assert!((10_000..=20_001).contains(&count), "{count}");
+    assert_eq!(ok(&s)["truncated"], true);
+    // Refs past the part shown still act.
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"role": "button", "name": "Item 9000", "exact": true}, "local": true, "expect": null}),
+        )
+        .await;
+    ok(&c);
 }

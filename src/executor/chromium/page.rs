@@ -1848,8 +1848,8 @@ impl Page {
         };
         let first = self.refs.load(Ordering::SeqCst).max(1);
         let navigations = self.signals.borrow().navigations;
-        let mut o = match self
-            .eval::<Outline, _>(
+        let text = match self
+            .eval::<String, _>(
                 script::SNAPSHOT,
                 &json!({ "first": first }),
                 false,
@@ -1857,9 +1857,15 @@ impl Page {
             )
             .await
         {
-            Ok(o) => o,
+            Ok(t) => t,
             Err(EvalError::Deadline) => return QueryOutcome::TimedOut,
             Err(e) => return QueryOutcome::Failed(self.gone().unwrap_or_else(|| e.to_string())),
+        };
+        let mut o = match serde_json::from_str::<Outline>(&text) {
+            Ok(o) => o,
+            Err(e) => {
+                return QueryOutcome::Failed(format!("the page's outline was unreadable: {e}"))
+            }
         };
         let mut next = first + o.refs;
         let mut ranges = Vec::new();
@@ -1887,7 +1893,7 @@ impl Page {
                 )
                 .await
                 .ok()
-                .and_then(|v| serde_json::from_value::<Outline>(v.value).ok());
+                .and_then(|v| serde_json::from_str::<Outline>(v.value.as_str()?).ok());
             let Some(mut inner) = read else { continue };
             for n in &mut inner.nodes {
                 n.depth = n.depth.saturating_add(depth);

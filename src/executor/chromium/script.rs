@@ -73,6 +73,8 @@ const textOf = (node, skip) => {
     if (n.nodeType === 3) { out += n.data; return; }
     if (n.nodeType === 11) { for (const k of kids(n)) walk(k, depth + 1); return; }
     if (!isEl(n) || n === skip) return;
+    // The element asked about was judged by its caller; only its content is looked at here.
+    if (depth === 0 && !['img', 'area', 'input', 'select', 'textarea', 'iframe', 'frame', 'br'].includes(tag(n))) { for (const k of kids(n)) walk(k, 1); return; }
     const st = styleOf(n);
     if (hiddenEl(n, st)) return;
     const t = tag(n);
@@ -590,7 +592,7 @@ pub const RECT: &str = concat!(
 }"#
 );
 
-/// `{first}` → `{url, title, nodes, refs, walked, cut}`: the page's outline, depth first, across
+/// `{first}` → the JSON text of `{url, title, nodes, refs, walked, cut, farAt}`: the page's outline, depth first, across
 /// open shadow roots and reachable frames; every node with a role gets a ref numbered on from
 /// `first`, and the refs are kept in this world (invisible to the page) for `locate`. A frame
 /// the world cannot reach shows as an `iframe` node with its origin. The walk stops after
@@ -675,7 +677,8 @@ pub const SNAPSHOT: &str = concat!(
   if (cut) nodes.push({ depth: 0, role: 'text', name: `(the outline stops here: the page has more than ${MAX_WALK} elements or ${MAX_NODES} nodes)` });
   W.__polarisRefs = { first: a.first, els };
   W.__polarisFar = far;
-  return { url: location.href, title: document.title, nodes, refs: els.length, walked, cut, farAt };
+  // One string: the protocol carries it far faster than the same nodes as objects.
+  return JSON.stringify({ url: location.href, title: document.title, nodes, refs: els.length, walked, cut, farAt });
 }"#
 );
 
