@@ -600,6 +600,17 @@ async fn navigate_follows_links_and_history_and_refuses_to_resend_a_form() {
     not_sent(&back, "would_resubmit");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(r.app.site_uploads().len(), 2);
+    let back = r
+        .call(
+            "page.navigate",
+            json!({"taskId": task, "url": "back", "allowResubmit": true}),
+        )
+        .await;
+    ok(&back);
+    assert!(
+        eventually(|| r.app.site_uploads().len() == 3).await,
+        "going back sent the form again, as allowed"
+    );
 
     // The page a POST redirected to (post/redirect/get) loads again with a GET: back to it goes.
     ok(&r

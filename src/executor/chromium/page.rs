@@ -1318,6 +1318,42 @@ impl Page {
 
 /// The SPEC §15 vocabulary: the actions beyond fill, click and press, and the page queries.
 impl Page {
+    /// Waits for a navigation dispatched after `marks` to arrive: a new document that fired
+    /// `load` (or committed, by the deadline), or a move within the document. `Err` when none
+    /// arrived or it failed: `Some(url)` when the browser shows its error page for `url`.
+    async fn arrival(
+        &self,
+        marks: Marks,
+        before_url: &str,
+        deadline: Instant,
+    ) -> Result<(), Option<String>> {
+        let mut rx = self.signals.clone();
+        let arrived = timeout_at(deadline, async {
+            rx.wait_for(|p| {
+                p.gone.is_some()
+                    || (p.navigations > marks.navigations && p.loaded)
+                    || (p.navigations == marks.navigations && p.url != before_url)
+            })
+            .await
+            .is_ok()
+        })
+        .await;
+        if self.gone().is_some() {
+            return Err(None);
+        }
+        let (navigations, error_page) = {
+            let p = self.signals.borrow();
+            (p.navigations, p.error_page.clone())
+        };
+        if arrived.is_err() && navigations == marks.navigations {
+            return Err(None);
+        }
+        match error_page {
+            Some(failed) => Err(Some(failed)),
+            None => Ok(()),
+        }
+    }
+
     /// After a page-local action did its work: watched for [`LOCAL_SETTLE`] for what it must
     /// not do (navigate the page), as a local click or key press is.
     async fn settle_local(
@@ -1656,7 +1692,8 @@ impl Page {
     ) -> ActionOutcome {
         enum How {
             Url(String),
-            Entry(i64),
+            /// A history entry, and its URL when it is a POST's answer the caller lets go again.
+            Entry(i64, Option<String>),
             Reload,
         }
         if let Err(refused) = self.before(expect, deadline).await {
@@ -1718,7 +1755,7 @@ impl Page {
                 if word == "reload" {
                     How::Reload
                 } else {
-                    How::Entry(entry.id)
+                    How::Entry(entry.id, resends.then(|| entry.url.clone()))
                 }
             }
         };
@@ -1735,7 +1772,7 @@ impl Page {
             )
             .await
             .map(|r| r.map(|n| n.error_text)),
-            How::Entry(id) => timeout_at(
+            How::Entry(id, _) => timeout_at(
                 deadline,
                 self.browser
                     .cdp
@@ -1792,35 +1829,51 @@ impl Page {
             }
             Ok(Ok(None)) => {}
         }
-        let mut rx = self.signals.clone();
-        let arrived = timeout_at(deadline, async {
-            rx.wait_for(|p| {
-                p.gone.is_some()
-                    || (p.navigations > marks.navigations && p.loaded)
-                    || (p.navigations == marks.navigations && p.url != before_url)
-            })
-            .await
-            .is_ok()
-        })
-        .await;
-        if let Some(g) = self.gone() {
-            return ActionOutcome::Uncertain(format!(
-                "the navigation was sent, then {g}; whether it took effect is unknown"
-            ));
-        }
-        let (navigations, error_page) = {
-            let p = self.signals.borrow();
-            (p.navigations, p.error_page.clone())
-        };
-        if arrived.is_err() && navigations == marks.navigations {
-            return ActionOutcome::Uncertain(
-                "the navigation was sent, and no new page arrived before the deadline".into(),
-            );
-        }
-        if let Some(failed) = error_page {
-            return ActionOutcome::Uncertain(format!(
-                "the navigation was sent, and the browser shows its error page for {failed}: the request may have reached the server; its answer did not arrive"
-            ));
+        if let Err(unseen) = self.arrival(marks, &before_url, deadline).await {
+            // Going back or forward to a POST's answer, the browser asks before sending the
+            // form again and shows its error page instead; the caller allowed it, so it is
+            // sent as a person would: by reloading that page.
+            let again = match &how {
+                How::Entry(_, Some(url)) if unseen.as_deref() == Some(url.as_str()) => true,
+                _ => false,
+            };
+            if !again {
+                return ActionOutcome::Uncertain(match unseen {
+                    Some(failed) => format!(
+                        "the navigation was sent, and the browser shows its error page for {failed}: the request may have reached the server; its answer did not arrive"
+                    ),
+                    None => self.gone().map_or_else(
+                        || "the navigation was sent, and no new page arrived before the deadline".to_owned(),
+                        |g| format!("the navigation was sent, then {g}; whether it took effect is unknown"),
+                    ),
+                });
+            }
+            let marks = self.marks();
+            let before_url = self.signals.borrow().url.clone();
+            let reload = timeout_at(
+                deadline,
+                self.browser.cdp.call(
+                    s,
+                    &methods::Reload {
+                        ignore_cache: false,
+                    },
+                ),
+            )
+            .await;
+            if !matches!(reload, Ok(Ok(_))) {
+                return ActionOutcome::Uncertain(
+                    "the form was being sent again (a reload of the page it answered); the browser did not confirm it".into(),
+                );
+            }
+            if let Err(unseen) = self.arrival(marks, &before_url, deadline).await {
+                return ActionOutcome::Uncertain(format!(
+                    "the form was sent again, and {}",
+                    unseen.map_or_else(
+                        || "no new page arrived before the deadline".to_owned(),
+                        |f| format!("the browser shows its error page for {f}")
+                    )
+                ));
+            }
         }
         match expect {
             Some(e) => self.watch(e, deadline, "the navigation").await,
