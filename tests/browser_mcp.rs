@@ -174,3 +174,212 @@ async fn a_missing_selector_through_mcp_fails_and_nothing_is_dispatched() {
     assert_eq!(r.app.commits(), 1);
     r.client.cancel().await.unwrap();
 }
+
+/// The ref of the first outline line that names `name` (any role): what an agent reads off a
+/// `page_snapshot` before acting.
+fn ref_named(outline: &str, name: &str) -> Value {
+    let quoted = format!("\"{name}\"");
+    let line = outline
+        .lines()
+        .find(|l| l.contains(&quoted) && l.contains("[ref="))
+        .unwrap_or_else(|| panic!("no {quoted} with a ref in the outline:\n{outline}"));
+    let r = line
+        .split("[ref=")
+        .nth(1)
+        .and_then(|r| r.split(']').next())
+        .unwrap();
+    json!({"ref": r})
+}
+
+/// SPEC §15 through `polaris mcp`: an agent works the realistic site by what its snapshots show,
+/// with no CSS of its own — logs in, fills every control, publishes once, follows a link and
+/// comes back, presses buttons in a same-origin frame, a frame of another origin and a shadow
+/// root, accepts a confirm, waits for a late button, uploads a file from the upload directory.
+/// Every POST is counted exactly once at the app's server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_works_the_site_by_what_it_sees() {
+    let _one = one_at_a_time().await;
+    let Some(chromium) = chromium_or_skip() else {
+        return;
+    };
+    let app = WebApp::start().await.expect("the web app starts");
+    let uploads = tempfile::tempdir().unwrap();
+    std::fs::write(uploads.path().join("report.txt"), "quarterly numbers\n").unwrap();
+    let dir = socket_dir();
+    let mut args = serve_args(&chromium, 5000);
+    args.extend(["--upload-dir".into(), uploads.path().display().to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let host = HostProcess::start(dir.path(), &args).await;
+    let _reaper = Reaper {
+        host_pid: host.child.id(),
+    };
+    let _host = StopGently(host);
+    let client = connect(dir.path(), None).await;
+    let c = &client;
+    let see = |task: String| async move {
+        let s = ok(&call(c, "page_snapshot", json!({"task_id": task})).await);
+        s["result"]["snapshot"].as_str().unwrap().to_owned()
+    };
+    let act = |tool: &'static str, args: Value| async move {
+        let r = call(c, tool, args.clone()).await;
+        assert_eq!(
+            r.is_error,
+            Some(false),
+            "{tool} {args}: {:?}",
+            r.structured_content
+        );
+        r.structured_content.unwrap()
+    };
+
+    let started = act(
+        "task_start",
+        json!({"title": "work the site", "url": app.url_of("/site/login")}),
+    )
+    .await;
+    let task = started["result"]["task_id"].as_str().unwrap().to_owned();
+
+    // Log in.
+    let outline = see(task.clone()).await;
+    act(
+        "page_fill",
+        json!({"task_id": task, "target": ref_named(&outline, "Username"), "value": "ada"}),
+    )
+    .await;
+    act(
+        "page_fill",
+        json!({"task_id": task, "target": ref_named(&outline, "Password"), "value": "secret"}),
+    )
+    .await;
+    act(
+        "page_click",
+        json!({"task_id": task, "target": {"role": "button", "name": "Log in"},
+        "expect": {"text": {"contains": "Logged in as ada"}}}),
+    )
+    .await;
+    assert_eq!(app.site_logins(), 1);
+
+    // Every control of the form, then one publish.
+    let outline = see(task.clone()).await;
+    act(
+        "page_fill",
+        json!({"task_id": task, "target": ref_named(&outline, "Title"), "value": "Launch notes"}),
+    )
+    .await;
+    act(
+        "page_fill",
+        json!({"task_id": task, "target": ref_named(&outline, "Body"), "value": "What shipped."}),
+    )
+    .await;
+    act("page_select", json!({"task_id": task, "target": ref_named(&outline, "Category"), "label": "How-to guide"})).await;
+    act(
+        "page_check",
+        json!({"task_id": task, "target": ref_named(&outline, "Urgent"), "checked": true}),
+    )
+    .await;
+    act(
+        "page_check",
+        json!({"task_id": task, "target": ref_named(&outline, "Private"), "checked": true}),
+    )
+    .await;
+    act(
+        "page_click",
+        json!({"task_id": task, "target": {"role": "button", "name": "Publish"},
+        "expect": {"text": {"contains": "Published #1"}}}),
+    )
+    .await;
+    let post = app.site_last_post().expect("a post");
+    assert_eq!(
+        (
+            app.site_posts(),
+            post.title.as_str(),
+            post.category.as_str(),
+            post.urgent
+        ),
+        (1, "Launch notes", "guide", true)
+    );
+    assert_eq!(post.visibility.to_lowercase(), "private");
+
+    // Back to the form by URL, to the drafts by link, and back through the history.
+    act(
+        "page_navigate",
+        json!({"task_id": task, "url": app.url_of("/site")}),
+    )
+    .await;
+    act(
+        "page_click",
+        json!({"task_id": task, "target": {"role": "link", "name": "Drafts"},
+        "expect": {"url": {"contains": "/site/drafts"}}}),
+    )
+    .await;
+    act("page_navigate", json!({"task_id": task, "url": "back"})).await;
+    let url = act("page_url", json!({"task_id": task})).await;
+    assert!(
+        url["result"]["url"].as_str().unwrap().ends_with("/site"),
+        "{url}"
+    );
+
+    // A same-origin frame, a frame of another origin, a shadow root.
+    act(
+        "page_click",
+        json!({"task_id": task, "target": {"role": "button", "name": "Confirm in frame"},
+        "expect": {"target": {"text": "Frame confirmed"}, "contains": "#1"}}),
+    )
+    .await;
+    assert_eq!(app.site_frame_confirms(), 1);
+    let outline = see(task.clone()).await;
+    act("page_fill", json!({"task_id": task, "target": ref_named(&outline, "Card number"), "value": "4242424242424242"})).await;
+    act("page_click", json!({"task_id": task, "target": ref_named(&outline, "Pay"),
+        "expect": {"target": {"text": "Paid", "frame": {"role": "iframe", "name": "Payment"}}, "contains": "#1"}})).await;
+    assert_eq!(app.card_payments(), 1);
+    act("page_fill", json!({"task_id": task, "target": {"role": "textbox", "name": "Note"}, "value": "call the printer"})).await;
+    act(
+        "page_click",
+        json!({"task_id": task, "target": {"role": "button", "name": "Save note"},
+        "expect": {"target": {"text": "Note saved"}, "contains": "#1"}}),
+    )
+    .await;
+    assert_eq!(app.site_notes(), 1);
+
+    // The late button: waited for, then pressed.
+    act("page_wait", json!({"task_id": task, "target": {"role": "button", "name": "Load more"}, "timeout_ms": 5000})).await;
+    act(
+        "page_click",
+        json!({"task_id": task, "target": {"role": "button", "name": "Load more"},
+        "expect": {"target": {"text": "More loaded"}, "contains": "#1"}}),
+    )
+    .await;
+    assert_eq!(app.site_more(), 1);
+
+    // A confirm() the agent asked to accept.
+    let deleted = act(
+        "page_click",
+        json!({"task_id": task, "target": {"role": "button", "name": "Delete draft"},
+        "dialog": {"accept": true, "message": {"contains": "Delete the draft"}},
+        "expect": {"text": {"contains": "Draft deleted #1"}}}),
+    )
+    .await;
+    assert_eq!(
+        deleted["result"]["dialogs"][0]["type"], "confirm",
+        "{deleted}"
+    );
+    assert_eq!(app.site_deletes(), 1);
+
+    // A file from the upload directory, then its form's submit.
+    let outline = see(task.clone()).await;
+    act("page_upload", json!({"task_id": task, "target": ref_named(&outline, "Attachment"), "files": ["report.txt"]})).await;
+    act(
+        "page_click",
+        json!({"task_id": task, "target": {"role": "button", "name": "Upload"},
+        "expect": {"text": {"contains": "Uploaded report.txt"}}}),
+    )
+    .await;
+    let files = app.site_uploads();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert_eq!((files[0].name.as_str(), files[0].size), ("report.txt", 18));
+
+    // Each POST once: nothing was sent twice.
+    let posts = app.requests().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 8, "{:?}", app.requests());
+    ok(&call(c, "task_finish", json!({"task_id": task})).await);
+    client.cancel().await.unwrap();
+}

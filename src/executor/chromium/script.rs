@@ -189,11 +189,19 @@ const byText = (root, sel) => {
   const has = (t) => (exact ? t.includes(want) : t.toLowerCase().includes(want.toLowerCase()));
   const found = [];
   let visited = 0;
+  // An element's text leaves out what its frames and shadow roots show: a subtree holding
+  // one is searched even when its own text does not match.
+  const holdsMore = new Set();
+  const doc = root.nodeType === 9 ? root : root.ownerDocument || root;
+  for (const e of doc.querySelectorAll('*')) {
+    if (!(e.shadowRoot || tag(e) === 'iframe' || tag(e) === 'frame')) continue;
+    for (let a = e.parentElement; a && !holdsMore.has(a); a = a.parentElement) holdsMore.add(a);
+  }
   const descend = (el) => {
     if (++visited > MAX_WALK || !isEl(el) || !visibleEl(el)) return false;
     if (tag(el) === 'iframe' || tag(el) === 'frame') return kids(el).map((k) => descend(k)).includes(true);
     const t = tag(el) === 'input' ? (['button', 'submit', 'reset'].includes(el.type) ? norm(el.value) : '') : textOf(el);
-    if (!has(t)) return false;
+    if (!has(t) && !holdsMore.has(el) && !el.shadowRoot) return false;
     let hit = false;
     const stack = [...kids(el)];
     while (stack.length) {
@@ -202,7 +210,7 @@ const byText = (root, sel) => {
       if (isEl(k) && descend(k)) hit = true;
     }
     if (hit) return true;
-    if (exact ? t === want : true) { found.push(el); return true; }
+    if (has(t) && (exact ? t === want : true)) { found.push(el); return true; }
     return false;
   };
   const start = root.nodeType === 9 ? (root.body || root.documentElement) : root;
