@@ -12,6 +12,11 @@
 //! - **Memory per task page**: the memory of the browser's whole process group with pages open,
 //!   against none: summed PSS (shared pages divided among their sharers: what the browser
 //!   really holds) and summed RSS (shared pages counted once per process: an overstatement).
+//! - **`page.snapshot` of a 5,000-element page** (SPEC §15 budget: ≤ 50 ms p50): a generated
+//!   page of 1,000 rows (a label, a text field, a button, a link and a checkbox each), the whole
+//!   outline (`maxBytes` 1 MiB) through Polaris.
+//! - **20 tasks at once in one browser** against one alone (budget: p50 click-until-saved ≤ 2×):
+//!   20 tasks started together, each doing the whole sequence above, three times.
 //!
 //! `cargo run --release --example browser_bench [ITERATIONS_PER_ROUND]` (default 25, 4 rounds).
 //! Needs Chromium (`apt-get install chromium-headless-shell`, or `POLARIS_CHROMIUM`).
@@ -103,6 +108,19 @@ async fn through_polaris(client: &BridgeClient, url: &str, i: usize) -> [f64; 4]
         .await
         .unwrap());
     [fill, fill2, read, click]
+}
+
+/// A page of `rows` rows of five elements each: a label, a text field, a button, a link and
+/// a checkbox.
+fn big_page(rows: usize) -> String {
+    let mut html = String::from("<!doctype html><title>Big</title><h1>Rows</h1><main>");
+    for i in 0..rows {
+        html.push_str(&format!(
+            "<div class=row><label for=f{i}>Field {i}</label><input id=f{i} value='v{i}'><button>Save {i}</button><a href='#r{i}'>Row {i}</a><input type=checkbox aria-label='Pick {i}'></div>"
+        ));
+    }
+    html.push_str("</main>");
+    html
 }
 
 /// A bare page for the direct sequence.
@@ -309,6 +327,50 @@ async fn main() {
     }
     direct_browser.kill();
 
+    // 20 tasks at once, each the whole sequence, against the one-at-a-time clicks above.
+    let mut together = Vec::new();
+    for round in 0..3 {
+        let runs: Vec<_> = (0..20)
+            .map(|k| {
+                let (client, url) = (client.clone(), url.clone());
+                tokio::spawn(async move {
+                    through_polaris(&client, &url, 100_000 + round * 20 + k).await[3]
+                })
+            })
+            .collect();
+        for run in runs {
+            together.push(run.await.unwrap());
+        }
+    }
+
+    // The outline of a page of 5,000 elements.
+    let big = dir.join("big.html");
+    std::fs::write(&big, big_page(1000)).unwrap();
+    let t = ok(&client
+        .call(
+            "task.start",
+            json!({"title": "big", "url": format!("file://{}", big.display())}),
+        )
+        .await
+        .unwrap());
+    let big_task = t["taskId"].as_str().unwrap().to_owned();
+    let (mut snapshot, mut outline) = (Vec::new(), (0, 0));
+    for _ in 0..20 {
+        let t0 = Instant::now();
+        let r = ok(&client
+            .call(
+                "page.snapshot",
+                json!({"taskId": big_task, "maxBytes": 1024 * 1024}),
+            )
+            .await
+            .unwrap());
+        snapshot.push(ms(t0.elapsed()));
+        outline = (
+            r["nodeCount"].as_u64().unwrap_or(0),
+            r["snapshot"].as_str().map_or(0, str::len),
+        );
+    }
+
     // Memory: the host's browser with pages open, against none open.
     for _ in 0..20 {
         if executor
@@ -338,7 +400,14 @@ async fn main() {
     line("page.fill through Polaris, fresh page", &mut fill);
     line("page.fill through Polaris, second field", &mut fill2);
     line("page.read through Polaris", &mut read);
+    line("click-until-saved, 20 tasks at once", &mut together);
+    line("page.snapshot, 5,000-element page", &mut snapshot);
+    println!("  its outline: {} nodes, {} bytes", outline.0, outline.1);
     let (b50, c50) = (pct(&mut bare, 0.5), pct(&mut click, 0.5));
+    println!(
+        "20 at once / one alone at p50: {:.2}x",
+        pct(&mut together, 0.5) / c50
+    );
     println!(
         "Polaris / bare at p50: {:.2}x ({:+.2} ms)",
         c50 / b50,
