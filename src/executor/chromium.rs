@@ -15,7 +15,17 @@
 //! - JavaScript dialogs are answered the moment they open, as the running action asked, else
 //!   dismissed, and recorded per task for the host ([`dialogs`]); none is ever left open.
 //! - Clicks and key presses sent as local steps (SPEC §14) are watched briefly for a navigation
-//!   they should not have caused ([`page`]).
+//!   they should not have caused ([`page`]); so are the page-local actions of SPEC §15 (select,
+//!   check, upload, type).
+//! - Targets (SPEC §15) are resolved by one resolver in the executor's isolated world of the
+//!   page (`script`): a CSS selector, a ref of the task's latest `page.snapshot`, or a locator by
+//!   role and name or by text, across open shadow roots and frames. Frames of other origins are
+//!   read and acted in through worlds of their own (the browser runs without site isolation, so
+//!   they share the page's renderer and session). A stale ref, or a locator matching none or
+//!   several elements, sends nothing (`ActionOutcome::NotSent`).
+//! - `page.navigate` refuses, before anything is sent, to go back, forward or reload to a page
+//!   that answered a form's POST unless the caller allows it; `page.upload` takes files only
+//!   from the host's `--upload-dir` ([`resolve_upload`]).
 //!
 //! The protocol client is hand-written and thin ([`cdp`]): one pipe, typed structs for the
 //! dozen methods used, events folded into per-page signals.

@@ -1,4 +1,6 @@
-//! One task's page: opening it, the four operations, and the watch for an action's effect.
+//! One task's page: opening it, its actions (fill, click, press, and SPEC §15's navigate,
+//! select, check, upload, hover, type), its reads and queries (snapshot, wait, screenshot,
+//! URL), and the watch for an action's effect.
 //!
 //! The line the executor never blurs: everything before the first input event is dispatched
 //! (finding the element, checking it is visible and enabled, focusing it, scrolling it into
@@ -1603,7 +1605,10 @@ impl Page {
                 }
                 last = v;
             }
-            tokio::time::sleep(Duration::from_millis(25).min(deadline - Instant::now())).await;
+            tokio::time::sleep(
+                Duration::from_millis(25).min(deadline.saturating_duration_since(Instant::now())),
+            )
+            .await;
         }
         ActionOutcome::Uncertain(format!(
             "{target} did not show the files before the deadline (last seen {last:?})"
@@ -1833,10 +1838,8 @@ impl Page {
             // Going back or forward to a POST's answer, the browser asks before sending the
             // form again and shows its error page instead; the caller allowed it, so it is
             // sent as a person would: by reloading that page.
-            let again = match &how {
-                How::Entry(_, Some(url)) if unseen.as_deref() == Some(url.as_str()) => true,
-                _ => false,
-            };
+            let again =
+                matches!(&how, How::Entry(_, Some(url)) if unseen.as_deref() == Some(url.as_str()));
             if !again {
                 return ActionOutcome::Uncertain(match unseen {
                     Some(failed) => format!(
