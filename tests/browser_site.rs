@@ -793,3 +793,66 @@ async fn a_large_page_is_outlined_within_its_bounds() {
         .await;
     ok(&c);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_login_by_roles_and_typing_keeps_the_password_out_of_the_outline() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = r.site().await;
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"role": "link", "name": "Sign in"}, "expect": {"url": {"contains": "/site/login"}}}),
+        )
+        .await;
+    ok(&c);
+    ok(&r
+        .call(
+            "page.fill",
+            json!({"taskId": task, "target": {"role": "textbox", "name": "Username"}, "value": "ada"}),
+        )
+        .await);
+    let t = r
+        .call(
+            "page.type",
+            json!({"taskId": task, "target": {"role": "textbox", "name": "Password"}, "text": "s3cret!"}),
+        )
+        .await;
+    assert_eq!(ok(&t)["observation"]["value"], "s3cret!");
+    let nodes = r.nodes(&task).await;
+    let password = nodes
+        .iter()
+        .find(|n| n["name"] == "Password")
+        .unwrap_or_else(|| panic!("{}", outline(&nodes)));
+    assert_eq!(password["value"], "••••", "{}", outline(&nodes));
+    assert!(!outline(&nodes).contains("s3cret"));
+    assert_eq!(r.app.site_logins(), 0);
+    let p = r
+        .call(
+            "page.press",
+            json!({"taskId": task, "key": "Enter", "target": {"role": "textbox", "name": "Password"},
+                   "expect": {"text": {"contains": "Logged in as ada"}}}),
+        )
+        .await;
+    ok(&p);
+    assert_eq!(r.app.site_logins(), 1);
+    // The refs of the login page went with it; the expectation's stale ref sends nothing.
+    let old = ref_of(&nodes, "button", "Log in");
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#publish", "expect": {"target": {"ref": old}, "equals": "x"}}),
+        )
+        .await;
+    not_sent(&c, "stale_ref");
+    let w = r
+        .call(
+            "page.wait",
+            json!({"taskId": task, "target": {"role": "link", "name": "Sign in"}, "state": "hidden", "timeoutMs": 1000}),
+        )
+        .await;
+    ok(&w);
+    assert_eq!(r.app.site_posts(), 0);
+}
