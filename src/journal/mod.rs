@@ -400,7 +400,7 @@ impl Journal {
         }
         // What this open found is durable (a cut tail is gone): record it before serving.
         let start = end::Mark { log, end: end.end };
-        end::write(dir, &[start])?;
+        end::write(dir, &[start], true)?;
         let ends = Arc::new(end::Ends::new(dir, start));
         let allocated = if end.tail.is_some() { end.end } else { len };
         let growth = grow::Growth::new(allocated);
@@ -599,6 +599,7 @@ fn create_log(dir: &Path, path: &Path) -> Result<(), Error> {
             log,
             end: format::HEADER_LEN as u64,
         }],
+        true,
     )?;
     std::fs::rename(&tmp, path).map_err(|source| Error::Io {
         path: path.to_owned(),
