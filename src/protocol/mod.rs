@@ -19,6 +19,7 @@
 //!   writes integers and strings;
 //! - `strict`: duplicate keys and nesting depth, refused where a frame becomes a JSON value;
 //! - `limits`: the longest each text field may be;
+//! - `object`: structs read only from JSON objects, never arrays;
 //! - `target`: what an action acts on — CSS, a snapshot ref, a role or text locator;
 //! - `snapshot`: `page.snapshot`'s nodes and how they are written and bounded;
 //! - `chord`: key chords (`Control+a`) as `page.press` takes them;
@@ -37,6 +38,7 @@ mod id;
 pub mod introspection;
 pub mod limits;
 mod method;
+mod object;
 mod params;
 mod reply;
 pub mod results;
@@ -68,7 +70,7 @@ pub use fingerprint::{
 pub use id::{validate_id, MAX_ID_LEN};
 pub use limits::MAX_URL_BYTES;
 pub use method::Method;
-pub use params::{optional_object, ObjectOnly};
+pub use object::{optional_object, ObjectOnly};
 pub use params::{
     DialogAnswer, DialogMessage, Expect, ExpectCheck, FixtureOptions, NoParams, OneOrMany,
     PageCheckParams, PageClickParams, PageFillParams, PageHoverParams, PageNavigateParams,

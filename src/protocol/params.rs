@@ -1,14 +1,13 @@
 //! The params of each method, as typed structs, and where they are read from.
 
 use std::fmt;
-use std::marker::PhantomData;
 
-use serde::de::value::MapAccessDeserializer;
-use serde::de::{DeserializeOwned, MapAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::object::{optional_object, ObjectOnly};
 use super::target::Target;
 
 /// The observation that shows an action took effect: read after the action, and read again
@@ -585,34 +584,6 @@ pub struct ReceiptStatusParams {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
-
-/// A struct read only from a JSON object: serde's derived parsers also take an array of the
-/// fields in order (`"fixture":[3000]`), which the wire format never means (SPEC §10).
-pub struct ObjectOnly<T>(pub T);
-
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Fields<T>(PhantomData<T>);
-        impl<'de, T: Deserialize<'de>> Visitor<'de> for Fields<T> {
-            type Value = T;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an object")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<T, A::Error> {
-                T::deserialize(MapAccessDeserializer::new(map))
-            }
-        }
-        d.deserialize_map(Fields(PhantomData)).map(ObjectOnly)
-    }
-}
-
-/// `deserialize_with` for an optional struct field: absent or `null` is `None`, an object is
-/// the struct, anything else (an array above all) is refused.
-pub fn optional_object<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
-    d: D,
-) -> Result<Option<T>, D::Error> {
-    Ok(Option::<ObjectOnly<T>>::deserialize(d)?.map(|o| o.0))
-}
 
 /// Where a command's params are read from: a parsed [`Value`], or the raw params text of a
 /// frame, so that a well-formed request becomes a [`Command`](super::Command) without building

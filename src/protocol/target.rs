@@ -11,7 +11,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::limits::SELECTOR;
-use super::params::ObjectOnly;
+use super::object::ObjectOnly;
 
 /// The deepest chain of `frame` targets a locator may name (a frame in a frame in …).
 pub const MAX_FRAME_DEPTH: usize = 4;
