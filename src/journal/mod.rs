@@ -333,13 +333,13 @@ impl Journal {
                 _ => {}
             }
         }
-        let marks = end::read(dir)?;
+        let mut marks = end::read(dir)?;
         if std::fs::symlink_metadata(&path).is_err() {
             // No log: a new journal — unless the recorded end says there was one.
             if let Some(marks) = &marks {
                 end::verify_missing(&path, marks)?;
             }
-            create_log(dir, &path)?;
+            marks = Some(vec![create_log(dir, &path)?]);
         }
         let file = Arc::new(files::open_file(&path, true, false)?);
         let (len, version, named) = read_header(&path, &file)?;
@@ -581,7 +581,8 @@ fn join_all(flushers: &Mutex<Vec<std::thread::JoinHandle<()>>>) {
 
 /// Writes a new, empty log (header only) and renames it into place, durably. Its end is
 /// recorded first, so a crash before the rename leaves a recorded end of an empty journal.
-fn create_log(dir: &Path, path: &Path) -> Result<(), Error> {
+/// Returns what it recorded.
+fn create_log(dir: &Path, path: &Path) -> Result<end::Mark, Error> {
     use std::io::Write;
     let tmp = dir.join(files::NEW_FILE);
     let log = format::new_log_name();
@@ -593,20 +594,18 @@ fn create_log(dir: &Path, path: &Path) -> Result<(), Error> {
             op: "writing",
             source,
         })?;
-    end::write(
-        dir,
-        &[end::Mark {
-            log,
-            end: format::HEADER_LEN as u64,
-        }],
-        true,
-    )?;
+    let mark = end::Mark {
+        log,
+        end: format::HEADER_LEN as u64,
+    };
+    end::write(dir, &[mark], true)?;
     std::fs::rename(&tmp, path).map_err(|source| Error::Io {
         path: path.to_owned(),
         op: "creating",
         source,
     })?;
-    files::sync_dir(dir)
+    files::sync_dir(dir)?;
+    Ok(mark)
 }
 
 /// Checks the header; returns the file's length, its format version (this one, or
