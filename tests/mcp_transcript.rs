@@ -231,7 +231,12 @@ async fn a_2026_07_28_client_needs_no_initialize() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert!(names.len() >= 22, "{names:?}");
-    for tool in ["task_start", "page_click", "page_snapshot", "request_status"] {
+    for tool in [
+        "task_start",
+        "page_click",
+        "page_snapshot",
+        "request_status",
+    ] {
         assert!(names.contains(&tool), "{tool} in {names:?}");
     }
     let started = t
