@@ -344,6 +344,11 @@ struct ExecutorArgs {
     /// uploads are refused.
     #[arg(long, value_name = "DIR")]
     upload_dir: Option<PathBuf>,
+    /// The only directory saved logins (profiles) are kept in (Chromium executor): task.start
+    /// takes a `profile` name from it, task.saveProfile writes one to it. Without it, both
+    /// are refused.
+    #[arg(long, value_name = "DIR")]
+    profile_dir: Option<PathBuf>,
 }
 
 impl ExecutorArgs {
@@ -353,6 +358,9 @@ impl ExecutorArgs {
     ) -> Result<std::sync::Arc<dyn crate::executor::Executor>, String> {
         use crate::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor};
         use crate::executor::{EffectsFile, FixtureExecutor};
+        if self.profile_dir.is_some() && self.executor != ExecutorKind::Chromium {
+            return Err("--profile-dir works with --executor chromium only".into());
+        }
         if effects.is_some() && self.executor != ExecutorKind::Fixture {
             return Err("--fixture-effects works with the fixture executor only".into());
         }
@@ -377,7 +385,15 @@ impl ExecutorArgs {
                         return Err(format!("--upload-dir {} is not a directory", dir.display()));
                     }
                 }
-                let config = ChromiumConfig::new(binary).with_upload_dir(self.upload_dir.clone());
+                let profile_dir = match &self.profile_dir {
+                    None => None,
+                    Some(dir) => Some(std::fs::canonicalize(dir).ok().filter(|d| d.is_dir()).ok_or_else(|| {
+                        format!("--profile-dir {} is not a directory; create it (mode 0700) first", dir.display())
+                    })?),
+                };
+                let config = ChromiumConfig::new(binary)
+                    .with_upload_dir(self.upload_dir.clone())
+                    .with_profile_dir(profile_dir);
                 std::sync::Arc::new(ChromiumExecutor::new(config))
             }
         })

@@ -19,7 +19,7 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::protocol::results::DialogSeen;
+use crate::protocol::results::{DialogSeen, Tab};
 use crate::protocol::{
     Command, Expect, FixtureOptions, KeyChord, Method, SelectBy, SnapshotNode, Subject, Target,
     WaitState,
@@ -69,6 +69,8 @@ pub enum PageQuery {
     },
     /// The page's URL and title.
     Url,
+    /// The task's open tabs (SPEC §15).
+    Tabs,
 }
 
 /// How a [`PageQuery`] ended.
@@ -94,12 +96,28 @@ pub enum QueryOutcome {
         /// The title.
         title: String,
     },
+    /// The task's open tabs, tab 0 first.
+    Tabs(Vec<Tab>),
     /// The query did not finish in time.
     TimedOut,
     /// The query failed (no page, a target that matches nothing, …).
     Failed(String),
     /// Refused for `cause`, as an action's [`NotSent`] (a stale ref, an ambiguous locator).
     Refused(NotSent, String),
+}
+
+/// Why an action or read naming a tab the task does not have sends nothing.
+pub fn no_tab(task: &str, tab: u32) -> String {
+    format!("task {task} has no open tab {tab}; nothing was sent. Call page.tabs for its open tabs (0 is its first page)")
+}
+
+/// What the fixture answers a method it does not offer: `task.saveProfile` names the
+/// executor and flags that have profiles.
+fn fixture_unsupported(method: Method) -> String {
+    match method {
+        Method::TaskSaveProfile => "task.saveProfile is not offered by the fixture executor: profiles (saved logins) are the Chromium executor's; run polaris serve --executor chromium --profile-dir DIR".into(),
+        _ => unsupported("fixture", method),
+    }
 }
 
 /// What a method this executor does not offer answers (a `BAD_REQUEST`, nothing stored).
@@ -178,6 +196,58 @@ pub trait Executor: Send + Sync + 'static {
         })
     }
 
+    /// [`Executor::query`] on tab `tab` of the task (SPEC §15). The default knows only tab 0,
+    /// the task's first page.
+    fn query_in(
+        &self,
+        task: TaskId,
+        tab: u32,
+        query: PageQuery,
+        deadline: Instant,
+    ) -> BoxFuture<'static, QueryOutcome> {
+        if tab == 0 || matches!(query, PageQuery::Tabs) {
+            return self.query(task, query, deadline);
+        }
+        Box::pin(async move { QueryOutcome::Refused(NotSent::NoTab, no_tab(&task, tab)) })
+    }
+
+    /// [`Executor::observe`] on tab `tab` of the task (SPEC §15). The default knows only tab 0.
+    fn observe_in(
+        &self,
+        task: TaskId,
+        tab: u32,
+        subject: Subject,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ReadOutcome> {
+        if tab == 0 {
+            return self.observe(task, subject, deadline);
+        }
+        Box::pin(async move { ReadOutcome::Failed(no_tab(&task, tab)) })
+    }
+
+    /// [`Executor::act_for`] on tab `tab` of the task (SPEC §15). The default knows only tab
+    /// 0; any other is refused with nothing sent.
+    fn act_in(
+        &self,
+        request_id: &str,
+        task: TaskId,
+        tab: u32,
+        action: PageAction,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ActionOutcome> {
+        if tab == 0 {
+            return self.act_for(request_id, task, action, deadline);
+        }
+        Box::pin(async move { ActionOutcome::NotSent(NotSent::NoTab, no_tab(&task, tab)) })
+    }
+
+    /// The tabs the task's pages opened since the last call (`window.open`, `target=_blank`;
+    /// SPEC §15), for the reply of the action that opened them.
+    fn take_opened(&self, task: &str) -> Vec<Tab> {
+        let _ = task;
+        Vec::new()
+    }
+
     /// Checks a `task.start`'s `url` before anything is created, so a request this executor
     /// could never open (no url where one is needed, a scheme it does not load) is a
     /// `BAD_REQUEST` and stores no receipt.
@@ -194,6 +264,21 @@ pub trait Executor: Send + Sync + 'static {
         options: FixtureOptions,
         deadline: Instant,
     ) -> BoxFuture<'static, Result<(), String>>;
+
+    /// [`Executor::open`] with the task's browser state first loaded from the saved login
+    /// `profile` (SPEC §15), when it names one. The default has no profiles and opens the page
+    /// as [`Executor::open`] does; [`Executor::check_command`] refuses a `profile` before.
+    fn open_with(
+        &self,
+        task: TaskId,
+        url: Option<String>,
+        profile: Option<String>,
+        options: FixtureOptions,
+        deadline: Instant,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        let _ = profile;
+        self.open(task, url, options, deadline)
+    }
 
     /// Performs an action and waits, until `deadline` at most, for its effect.
     fn act(
@@ -701,7 +786,8 @@ impl FixtureExecutor {
                 other @ (PageAction::Navigate { .. }
                 | PageAction::Upload { .. }
                 | PageAction::Hover { .. }
-                | PageAction::Type { .. }) => {
+                | PageAction::Type { .. }
+                | PageAction::SaveProfile { .. }) => {
                     return ActionOutcome::Failed(unsupported("fixture", other.method()))
                 }
                 PageAction::Click { expect, local, .. } => {
@@ -1003,9 +1089,33 @@ impl Executor for FixtureExecutor {
                 Method::PageSnapshot
                     | Method::PageWait
                     | Method::PageUrl
+                    | Method::PageTabs
                     | Method::PageSelect
                     | Method::PageCheck
             )
+    }
+
+    fn check_command(&self, command: &Command) -> Result<(), String> {
+        let method = command.method();
+        if !self.offers(method) {
+            return Err(fixture_unsupported(method));
+        }
+        // The fixture page never opens another: one tab, 0. Known before anything is stored,
+        // so a request naming another is malformed here, not a failed action.
+        let tab = command.tab();
+        if tab != 0 {
+            return Err(format!(
+                "invalid params for {method}: the fixture executor has one tab per task, 0 (got tab {tab}); tabs a page opens are the Chromium executor's (polaris serve --executor chromium)"
+            ));
+        }
+        if let Command::Execute(crate::protocol::ExecutorCommand::Start(p)) = command {
+            if p.profile.is_some() {
+                return Err(
+                    "invalid params for task.start: profiles (saved logins) are offered by the Chromium executor only; run polaris serve --executor chromium --profile-dir DIR, or start the task without `profile`".into(),
+                );
+            }
+        }
+        Ok(())
     }
 
     fn query(
@@ -1036,6 +1146,11 @@ impl Executor for FixtureExecutor {
                     url: FIXTURE_URL.into(),
                     title: FIXTURE_TITLE.into(),
                 },
+                PageQuery::Tabs => QueryOutcome::Tabs(vec![Tab {
+                    tab: 0,
+                    url: FIXTURE_URL.into(),
+                    title: FIXTURE_TITLE.into(),
+                }]),
                 PageQuery::Wait {
                     target,
                     text,

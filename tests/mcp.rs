@@ -120,6 +120,8 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
             "page_wait",
             "page_screenshot",
             "page_url",
+            "page_tabs",
+            "task_save_profile",
             "task_finish",
             "task_stop",
             "task_status",
@@ -135,6 +137,7 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
         "page_wait",
         "page_screenshot",
         "page_url",
+        "page_tabs",
         "task_status",
         "task_resume",
         "verify_outcome",
@@ -264,7 +267,7 @@ async fn tools_carry_annotations_and_schemas_on_both_protocols() {
         modern.peer_info().unwrap().protocol_version,
         ProtocolVersion::V_2026_07_28
     );
-    assert_eq!(modern.list_all_tools().await.unwrap().len(), 22);
+    assert_eq!(modern.list_all_tools().await.unwrap().len(), 24);
     let (task, _) = start_task(&modern, json!({})).await;
     assert_eq!(read(&modern, &task, "#status").await, "Draft");
     modern.cancel().await.unwrap();

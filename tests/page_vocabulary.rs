@@ -274,3 +274,63 @@ async fn a_snapshot_past_max_bytes_says_what_it_cut() {
     assert!(s["note"].as_str().unwrap().contains("maxBytes"));
     assert!(serde_json::to_string(s).unwrap().len() <= 1024, "{r}");
 }
+
+/// SPEC §15's tabs and logins on the fixture: its page opens nothing, so `page.tabs` lists tab
+/// 0 and any other `tab` is malformed; profiles are the Chromium executor's. Each refusal is a
+/// `BAD_REQUEST` that stores nothing.
+#[tokio::test]
+async fn the_fixture_has_one_tab_and_no_profiles() {
+    let host = TestHost::start(&[]);
+    let mut c = host.conn().await;
+    let task = start_task(&mut c, json!({})).await;
+    let tabs = ok(&c.call("page.tabs", json!({"taskId": task})).await).clone();
+    assert_eq!(tabs["tabs"].as_array().unwrap().len(), 1, "{tabs}");
+    assert_eq!(tabs["tabs"][0]["tab"], 0, "{tabs}");
+    let read = c
+        .call(
+            "page.read",
+            json!({"taskId": task, "target": "#status", "tab": 0}),
+        )
+        .await;
+    assert_eq!(ok(&read)["value"], "Draft");
+    let before = used(&mut c).await;
+    for (method, params, says) in [
+        (
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "x", "tab": 1}),
+            "one tab",
+        ),
+        (
+            "page.read",
+            json!({"taskId": task, "target": "#title", "tab": 1}),
+            "one tab",
+        ),
+        (
+            "task.saveProfile",
+            json!({"taskId": task, "profile": "shop"}),
+            "--executor chromium",
+        ),
+        (
+            "task.start",
+            json!({"title": "t", "profile": "shop"}),
+            "--executor chromium",
+        ),
+        (
+            "task.start",
+            json!({"title": "t", "profile": "../shop"}),
+            "profile",
+        ),
+    ] {
+        let r = c.call(method, params).await;
+        let e = err(&r, "BAD_REQUEST");
+        assert!(
+            e["message"].as_str().unwrap().contains(says),
+            "{method}: {r}"
+        );
+    }
+    assert_eq!(
+        used(&mut c).await,
+        before,
+        "no receipt for a refused request"
+    );
+}

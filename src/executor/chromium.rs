@@ -27,6 +27,14 @@
 //!   that answered a form's POST unless the caller allows it; `page.upload` takes files only
 //!   from the host's `--upload-dir` ([`resolve_upload`]).
 //!
+//! - Tabs (SPEC §15): a page an action opens is found among the page targets of the task's
+//!   browser context right after the action (and on `page.tabs`), numbered on from 1 and
+//!   reported on the action's reply; it is attached on first use by `tab`. The task's actions
+//!   stay one at a time across its tabs (one `acting` lock per task).
+//! - Logins (SPEC §15): a `profile` of `--profile-dir` is loaded into the task's new context
+//!   before its page opens, and `task.saveProfile` writes the context's cookies back
+//!   ([`profiles`]).
+//!
 //! The protocol client is hand-written and thin ([`cdp`]): one pipe, typed structs for the
 //! dozen methods used, events folded into per-page signals.
 
@@ -34,6 +42,7 @@ pub mod browser;
 pub mod cdp;
 pub mod dialogs;
 pub mod page;
+pub mod profiles;
 mod script;
 
 use std::collections::HashMap;
@@ -50,7 +59,8 @@ use self::cdp::methods;
 use self::dialogs::Dialogs;
 use self::page::{Page, Step};
 use super::{ActionOutcome, Executor, PageAction, PageQuery, QueryOutcome, ReadOutcome};
-use crate::protocol::results::DialogSeen;
+use crate::protocol::results::{DialogSeen, Tab};
+use crate::protocol::NotSent;
 use crate::protocol::{Command, ExecutorCommand, FixtureOptions, Method, Navigation, Subject};
 use crate::tasks::TaskId;
 
@@ -159,6 +169,9 @@ pub struct ChromiumConfig {
     /// `--upload-dir`: the only directory `page.upload` takes files from (none: uploads are
     /// refused).
     pub upload_dir: Option<PathBuf>,
+    /// `--profile-dir`: the only directory saved logins are read from and written to (none:
+    /// `profile` and `task.saveProfile` are refused).
+    pub profile_dir: Option<PathBuf>,
 }
 
 impl ChromiumConfig {
@@ -169,7 +182,14 @@ impl ChromiumConfig {
             binary,
             startup_timeout: Duration::from_secs(30),
             upload_dir: None,
+            profile_dir: None,
         }
+    }
+
+    /// The same, keeping saved logins in `dir` (SPEC §15).
+    pub fn with_profile_dir(mut self, dir: Option<PathBuf>) -> ChromiumConfig {
+        self.profile_dir = dir;
+        self
     }
 
     /// The same, taking uploads from `dir`.
@@ -196,6 +216,7 @@ struct Inner {
     mutations: AtomicU64,
     stopped: AtomicBool,
     upload_dir: Option<PathBuf>,
+    profile_dir: Option<PathBuf>,
 }
 
 /// One task's page and what it takes to open it again.
@@ -211,6 +232,23 @@ struct TaskPage {
     dialogs: Arc<Dialogs>,
     /// The number of the task's next snapshot ref, shared by every page it has had.
     refs: Arc<AtomicU64>,
+    /// The tabs the task's pages opened (SPEC §15): tab `n` is `tabs.opened[n - 1]`.
+    tabs: Mutex<Tabs>,
+}
+
+/// The tabs a task's pages opened, and those no reply has reported yet.
+#[derive(Default)]
+struct Tabs {
+    opened: Vec<OpenedTab>,
+    unreported: Vec<Tab>,
+}
+
+/// One tab a task's page opened: its target, and the page attached to it once it is used.
+struct OpenedTab {
+    target_id: String,
+    url: String,
+    page: Option<Arc<Page>>,
+    closed: bool,
 }
 
 struct Slot {
@@ -258,6 +296,7 @@ impl ChromiumExecutor {
                 mutations: AtomicU64::new(0),
                 stopped: AtomicBool::new(false),
                 upload_dir: config.upload_dir,
+                profile_dir: config.profile_dir,
             }),
         }
     }
@@ -380,6 +419,337 @@ impl Inner {
     }
 }
 
+impl Inner {
+    /// Lists the task's page targets in its browser context and records the tabs its pages
+    /// opened since the last look (`window.open`, `target=_blank`; a `noopener` link's tab has
+    /// no opener, so the context, which is the task's alone, is what ties a tab to the task).
+    /// Tabs no longer listed are marked closed. Returns every open tab, tab 0 first.
+    async fn discover_tabs(&self, tp: &TaskPage, deadline: Instant) -> Result<Vec<Tab>, String> {
+        let (browser, context, first) = {
+            let slot = tp.slot.lock().expect("task page lock");
+            let Some((browser, context)) = slot.context.clone() else {
+                return Err("the task's browser context is gone".into());
+            };
+            let first = slot.page.as_ref().map(|p| p.target_id.clone());
+            (browser, context, first)
+        };
+        let listed =
+            match timeout_at(deadline, browser.cdp.call(None, &methods::GetTargets {})).await {
+                Ok(Ok(t)) => t.target_infos,
+                Ok(Err(e)) => return Err(format!("listing the task's tabs failed: {e}")),
+                Err(_) => {
+                    return Err("listing the task's tabs did not finish before the deadline".into())
+                }
+            };
+        let mine: Vec<_> = listed
+            .into_iter()
+            .filter(|t| t.kind == "page" && t.browser_context_id.as_deref() == Some(&context))
+            .collect();
+        let mut tabs = tp.tabs.lock().expect("task tabs lock");
+        let mut all = Vec::with_capacity(mine.len());
+        if let Some(t) = mine.iter().find(|t| Some(&t.target_id) == first.as_ref()) {
+            all.push(Tab {
+                tab: 0,
+                url: t.url.clone(),
+                title: t.title.clone(),
+            });
+        }
+        for o in tabs.opened.iter_mut() {
+            if !o.closed && !mine.iter().any(|t| t.target_id == o.target_id) {
+                o.closed = true;
+            }
+        }
+        for t in &mine {
+            if Some(&t.target_id) == first.as_ref() {
+                continue;
+            }
+            let known = tabs.opened.iter().position(|o| o.target_id == t.target_id);
+            let n = match known {
+                Some(i) => i,
+                None => {
+                    tabs.opened.push(OpenedTab {
+                        target_id: t.target_id.clone(),
+                        url: t.url.clone(),
+                        page: None,
+                        closed: false,
+                    });
+                    let n = tabs.opened.len() - 1;
+                    tabs.unreported.push(Tab {
+                        tab: n as u32 + 1,
+                        url: t.url.clone(),
+                        title: t.title.clone(),
+                    });
+                    n
+                }
+            };
+            tabs.opened[n].url = t.url.clone();
+            all.push(Tab {
+                tab: n as u32 + 1,
+                url: t.url.clone(),
+                title: t.title.clone(),
+            });
+        }
+        all.sort_by_key(|t| t.tab);
+        Ok(all)
+    }
+
+    /// The page of tab `tab` (not 0) of the task, attached on first use; a tab the task never
+    /// had, or one that was closed, is refused with why.
+    async fn tab_page(
+        &self,
+        tp: &TaskPage,
+        tab: u32,
+        deadline: Instant,
+    ) -> Result<Arc<Page>, String> {
+        let known = tp.tabs.lock().expect("task tabs lock").opened.len() >= tab as usize;
+        if !known {
+            // A tab opened since the last look is found now.
+            let _ = self.discover_tabs(tp, deadline).await;
+        }
+        let (target, url) = {
+            let tabs = tp.tabs.lock().expect("task tabs lock");
+            let Some(o) = tab.checked_sub(1).and_then(|i| tabs.opened.get(i as usize)) else {
+                return Err(format!(
+                    "the task has no tab {tab} (its pages opened {} tabs); call page.tabs for its open tabs",
+                    tabs.opened.len()
+                ));
+            };
+            if o.closed {
+                return Err(format!(
+                    "tab {tab} was closed; call page.tabs for the task's open tabs"
+                ));
+            }
+            if let Some(p) = &o.page {
+                match p.gone() {
+                    None => return Ok(p.clone()),
+                    Some(why) => {
+                        return Err(format!(
+                            "tab {tab} was closed ({why}); call page.tabs for the task's open tabs"
+                        ))
+                    }
+                }
+            }
+            (o.target_id.clone(), o.url.clone())
+        };
+        let browser = {
+            let slot = tp.slot.lock().expect("task page lock");
+            match &slot.context {
+                Some((b, _)) => b.clone(),
+                None => return Err("the task's browser context is gone".into()),
+            }
+        };
+        let page = Arc::new(
+            Page::attach(
+                browser,
+                &target,
+                &url,
+                tp.dialogs.clone(),
+                tp.refs.clone(),
+                deadline,
+            )
+            .await
+            .map_err(|e| format!("tab {tab} could not be used: {e}"))?,
+        );
+        let earlier = {
+            let mut tabs = tp.tabs.lock().expect("task tabs lock");
+            let o = &mut tabs.opened[tab as usize - 1];
+            match &o.page {
+                Some(p) => Some(p.clone()),
+                None => {
+                    o.page = Some(page.clone());
+                    None
+                }
+            }
+        };
+        match earlier {
+            // Another call attached it meanwhile: use that one.
+            Some(p) => {
+                page.close().await;
+                Ok(p)
+            }
+            None => Ok(page),
+        }
+    }
+}
+
+/// Loads saved login `name` into browser context `context` (SPEC §15).
+async fn load_profile(
+    inner: &Inner,
+    browser: &Browser,
+    context: &str,
+    name: &str,
+    deadline: Instant,
+) -> Result<(), String> {
+    let profile = profiles::load(inner.profile_dir.as_deref(), name)?;
+    let cookies = profile
+        .cookies
+        .into_iter()
+        .map(|mut c| {
+            // A session cookie is given back as one.
+            c.expires = c.expires.filter(|e| *e > 0.0);
+            c
+        })
+        .collect();
+    match timeout_at(
+        deadline,
+        browser.cdp.call(
+            None,
+            &methods::SetCookies {
+                cookies,
+                browser_context_id: context.to_owned(),
+            },
+        ),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(format!(
+            "loading profile {name:?} into the task's browser failed: {e}"
+        )),
+        Err(_) => Err(format!(
+            "loading profile {name:?} did not finish before the deadline"
+        )),
+    }
+}
+
+/// `task.saveProfile`: writes the cookies of the task's browser context as profile `name`.
+async fn save_profile(
+    inner: &Inner,
+    tp: &TaskPage,
+    name: &str,
+    deadline: Instant,
+) -> ActionOutcome {
+    let context = tp.slot.lock().expect("task page lock").context.clone();
+    let Some((browser, context)) = context else {
+        return ActionOutcome::Failed(
+            "the task's browser context is gone; nothing was saved".into(),
+        );
+    };
+    let cookies =
+        match timeout_at(
+            deadline,
+            browser.cdp.call(
+                None,
+                &methods::GetCookies {
+                    browser_context_id: context,
+                },
+            ),
+        )
+        .await
+        {
+            Ok(Ok(c)) => c.cookies,
+            Ok(Err(e)) => {
+                return ActionOutcome::Failed(format!(
+                    "reading the task's cookies failed: {e}; nothing was saved"
+                ))
+            }
+            Err(_) => return ActionOutcome::Failed(
+                "reading the task's cookies did not finish before the deadline; nothing was saved"
+                    .into(),
+            ),
+        };
+    let count = cookies.len();
+    let profile = profiles::Profile {
+        version: 1,
+        cookies,
+    };
+    match profiles::save(inner.profile_dir.as_deref(), name, &profile) {
+        Ok(()) => ActionOutcome::Applied(crate::tasks::Observation {
+            target: format!("profile {name}"),
+            value: format!("{count} cookies saved"),
+        }),
+        Err(e) => ActionOutcome::Failed(e),
+    }
+}
+
+/// How long an action's reply waits for the list of tabs it may have opened, at most.
+const TAB_LOOK: Duration = Duration::from_millis(1000);
+
+/// Does `action` on `page` (one of the task's tabs), by `deadline`.
+async fn perform(
+    inner: &Inner,
+    page: &Page,
+    action: PageAction,
+    deadline: Instant,
+) -> ActionOutcome {
+    match action {
+        PageAction::Fill { target, value } => page.fill(&target, &value, deadline).await,
+        PageAction::Click {
+            target,
+            expect,
+            local,
+            dialog,
+        } => {
+            let step = Step {
+                expect: expect.as_ref(),
+                local,
+                dialog: dialog.as_deref(),
+            };
+            page.click(&target, step, deadline, &inner.mutations).await
+        }
+        PageAction::Press {
+            key,
+            target,
+            expect,
+            local,
+            dialog,
+        } => {
+            let step = Step {
+                expect: expect.as_ref(),
+                local,
+                dialog: dialog.as_deref(),
+            };
+            page.press(&key, target.as_ref(), step, deadline, &inner.mutations)
+                .await
+        }
+        PageAction::Navigate {
+            to,
+            allow_resubmit,
+            expect,
+            dialog,
+        } => {
+            page.navigate_to(
+                &to,
+                allow_resubmit,
+                expect.as_ref(),
+                dialog.as_deref(),
+                deadline,
+                &inner.mutations,
+            )
+            .await
+        }
+        PageAction::Select { target, by } => page.select(&target, &by, deadline).await,
+        PageAction::Check { target, checked } => {
+            page.check(&target, checked, deadline, &inner.mutations)
+                .await
+        }
+        PageAction::Upload { target, files } => {
+            let mut paths = Vec::with_capacity(files.len());
+            for f in &files {
+                match resolve_upload(inner.upload_dir.as_deref(), f) {
+                    Ok(p) => paths.push(p),
+                    Err(why) => {
+                        return ActionOutcome::Failed(format!("{why}; nothing was dispatched"))
+                    }
+                }
+            }
+            page.upload(&target, &paths, deadline).await
+        }
+        PageAction::Hover { target } => page.hover(&target, deadline).await,
+        PageAction::Type {
+            target,
+            text,
+            expect,
+        } => {
+            page.type_text(&target, &text, expect.as_ref(), deadline, &inner.mutations)
+                .await
+        }
+        PageAction::SaveProfile { .. } => ActionOutcome::Failed(
+            "task.saveProfile is not a page action; nothing was dispatched".into(),
+        ),
+    }
+}
+
 /// Kills what is left of the browser's group as soon as its pipe closes (a crash leaves
 /// helpers behind), and says so.
 fn watch_browser(b: &Arc<Browser>) {
@@ -477,6 +847,17 @@ impl Executor for ChromiumExecutor {
         &self,
         task: TaskId,
         url: Option<String>,
+        fixture: FixtureOptions,
+        deadline: Instant,
+    ) -> BoxFuture<'static, Result<(), String>> {
+        self.open_with(task, url, None, fixture, deadline)
+    }
+
+    fn open_with(
+        &self,
+        task: TaskId,
+        url: Option<String>,
+        profile: Option<String>,
         _fixture: FixtureOptions,
         deadline: Instant,
     ) -> BoxFuture<'static, Result<(), String>> {
@@ -491,6 +872,13 @@ impl Executor for ChromiumExecutor {
             // Starting the browser does not eat into the page's own time.
             let deadline = Instant::now() + budget;
             let context = new_context(&browser, deadline).await?;
+            if let Some(name) = profile {
+                // The saved login goes into the context before its page asks for anything.
+                if let Err(e) = load_profile(&inner, &browser, &context, &name, deadline).await {
+                    dispose_context(browser, context);
+                    return Err(e);
+                }
+            }
             let dialogs = Dialogs::new();
             let refs = Arc::new(AtomicU64::new(1));
             let opened = Page::open(
@@ -519,6 +907,7 @@ impl Executor for ChromiumExecutor {
                 acting: tokio::sync::Mutex::new(()),
                 dialogs,
                 refs,
+                tabs: Mutex::new(Tabs::default()),
             });
             inner.tasks.lock().expect("tasks lock").insert(task, tp);
             Ok(())
@@ -531,6 +920,17 @@ impl Executor for ChromiumExecutor {
         action: PageAction,
         deadline: Instant,
     ) -> BoxFuture<'static, ActionOutcome> {
+        self.act_in("", task, 0, action, deadline)
+    }
+
+    fn act_in(
+        &self,
+        _request_id: &str,
+        task: TaskId,
+        tab: u32,
+        action: PageAction,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ActionOutcome> {
         let inner = self.inner.clone();
         Box::pin(async move {
             let Some(tp) = inner.task(&task) else {
@@ -538,96 +938,43 @@ impl Executor for ChromiumExecutor {
                     "task {task} has no page in this executor; nothing was dispatched"
                 ));
             };
+            // One action at a time per task, whichever of its tabs it acts on (SPEC §14).
             let Ok(_turn) = timeout_at(deadline, tp.acting.lock()).await else {
                 return ActionOutcome::Failed(
                     "another action on this task's page was still running at the deadline; nothing was dispatched".into(),
                 );
             };
-            let page = match tp.live_page() {
-                Ok(p) => p,
-                Err(why) => {
-                    return ActionOutcome::Failed(format!(
-                        "the task's page is gone ({why}), and what was filled in went with it; nothing was dispatched. page.read opens it again at {}; fill it in again before submitting",
-                        tp.last_url()
-                    ))
+            let page = if tab == 0 {
+                match tp.live_page() {
+                    Ok(p) => p,
+                    Err(why) => {
+                        return ActionOutcome::Failed(format!(
+                            "the task's page is gone ({why}), and what was filled in went with it; nothing was dispatched. page.read opens it again at {}; fill it in again before submitting",
+                            tp.last_url()
+                        ))
+                    }
+                }
+            } else {
+                match inner.tab_page(&tp, tab, deadline).await {
+                    Ok(p) => p,
+                    Err(why) => {
+                        return ActionOutcome::NotSent(
+                            NotSent::NoTab,
+                            format!("{why}; nothing was sent"),
+                        )
+                    }
                 }
             };
-            page.acting();
-            match action {
-                PageAction::Fill { target, value } => page.fill(&target, &value, deadline).await,
-                PageAction::Click {
-                    target,
-                    expect,
-                    local,
-                    dialog,
-                } => {
-                    let step = Step {
-                        expect: expect.as_ref(),
-                        local,
-                        dialog: dialog.as_deref(),
-                    };
-                    page.click(&target, step, deadline, &inner.mutations).await
-                }
-                PageAction::Press {
-                    key,
-                    target,
-                    expect,
-                    local,
-                    dialog,
-                } => {
-                    let step = Step {
-                        expect: expect.as_ref(),
-                        local,
-                        dialog: dialog.as_deref(),
-                    };
-                    page.press(&key, target.as_ref(), step, deadline, &inner.mutations)
-                        .await
-                }
-                PageAction::Navigate {
-                    to,
-                    allow_resubmit,
-                    expect,
-                    dialog,
-                } => {
-                    page.navigate_to(
-                        &to,
-                        allow_resubmit,
-                        expect.as_ref(),
-                        dialog.as_deref(),
-                        deadline,
-                        &inner.mutations,
-                    )
-                    .await
-                }
-                PageAction::Select { target, by } => page.select(&target, &by, deadline).await,
-                PageAction::Check { target, checked } => {
-                    page.check(&target, checked, deadline, &inner.mutations)
-                        .await
-                }
-                PageAction::Upload { target, files } => {
-                    let mut paths = Vec::with_capacity(files.len());
-                    for f in &files {
-                        match resolve_upload(inner.upload_dir.as_deref(), f) {
-                            Ok(p) => paths.push(p),
-                            Err(why) => {
-                                return ActionOutcome::Failed(format!(
-                                    "{why}; nothing was dispatched"
-                                ))
-                            }
-                        }
-                    }
-                    page.upload(&target, &paths, deadline).await
-                }
-                PageAction::Hover { target } => page.hover(&target, deadline).await,
-                PageAction::Type {
-                    target,
-                    text,
-                    expect,
-                } => {
-                    page.type_text(&target, &text, expect.as_ref(), deadline, &inner.mutations)
-                        .await
-                }
+            if let PageAction::SaveProfile { profile } = &action {
+                return save_profile(&inner, &tp, profile, deadline).await;
             }
+            page.acting();
+            let outcome = perform(&inner, &page, action, deadline).await;
+            // The tabs the action opened, for its reply.
+            if let Err(why) = inner.discover_tabs(&tp, Instant::now() + TAB_LOOK).await {
+                tracing::debug!(reason = %why, "looking for the tabs an action opened failed");
+            }
+            outcome
         })
     }
 
@@ -636,10 +983,23 @@ impl Executor for ChromiumExecutor {
     }
 
     fn check_command(&self, command: &Command) -> Result<(), String> {
-        let Command::Execute(ExecutorCommand::Act(act)) = command else {
-            return Ok(());
+        let act = match command {
+            Command::Execute(ExecutorCommand::Act(act)) => act,
+            Command::Execute(ExecutorCommand::Start(p)) => {
+                if let Some(name) = &p.profile {
+                    profiles::check_existing(self.inner.profile_dir.as_deref(), name)
+                        .map_err(|e| format!("invalid params for task.start: {e}"))?;
+                }
+                return Ok(());
+            }
+            _ => return Ok(()),
         };
         match &act.action {
+            PageAction::SaveProfile { profile } => {
+                profiles::profile_path(self.inner.profile_dir.as_deref(), profile)
+                    .map_err(|e| format!("invalid params for task.saveProfile: {e}"))?;
+                Ok(())
+            }
             PageAction::Navigate {
                 to: Navigation::Url(url),
                 ..
@@ -662,6 +1022,16 @@ impl Executor for ChromiumExecutor {
         query: PageQuery,
         deadline: Instant,
     ) -> BoxFuture<'static, QueryOutcome> {
+        self.query_in(task, 0, query, deadline)
+    }
+
+    fn query_in(
+        &self,
+        task: TaskId,
+        tab: u32,
+        query: PageQuery,
+        deadline: Instant,
+    ) -> BoxFuture<'static, QueryOutcome> {
         let inner = self.inner.clone();
         Box::pin(async move {
             let Some(tp) = inner.task(&task) else {
@@ -669,7 +1039,22 @@ impl Executor for ChromiumExecutor {
                     "task {task} has no page in this executor (its page is closed once the task ends)"
                 ));
             };
-            let page = match inner.page_for_reading(&tp, deadline).await {
+            if let PageQuery::Tabs = query {
+                return match inner.discover_tabs(&tp, deadline).await {
+                    Ok(tabs) => QueryOutcome::Tabs(tabs),
+                    Err(_) if Instant::now() >= deadline => QueryOutcome::TimedOut,
+                    Err(why) => QueryOutcome::Failed(why),
+                };
+            }
+            let page = if tab == 0 {
+                inner.page_for_reading(&tp, deadline).await
+            } else {
+                match inner.tab_page(&tp, tab, deadline).await {
+                    Ok(p) => Ok(p),
+                    Err(why) => return QueryOutcome::Refused(NotSent::NoTab, why),
+                }
+            };
+            let page = match page {
                 Ok(p) => p,
                 Err(why) if Instant::now() >= deadline => {
                     tracing::debug!(reason = %why, "reading a task's page timed out");
@@ -692,6 +1077,7 @@ impl Executor for ChromiumExecutor {
                     page.screenshot(target.as_ref(), deadline).await
                 }
                 PageQuery::Url => page.url_title(deadline).await,
+                PageQuery::Tabs => QueryOutcome::Failed("page.tabs is answered above".into()),
             }
         })
     }
@@ -702,6 +1088,16 @@ impl Executor for ChromiumExecutor {
         subject: Subject,
         deadline: Instant,
     ) -> BoxFuture<'static, ReadOutcome> {
+        self.observe_in(task, 0, subject, deadline)
+    }
+
+    fn observe_in(
+        &self,
+        task: TaskId,
+        tab: u32,
+        subject: Subject,
+        deadline: Instant,
+    ) -> BoxFuture<'static, ReadOutcome> {
         let inner = self.inner.clone();
         Box::pin(async move {
             let Some(tp) = inner.task(&task) else {
@@ -709,6 +1105,12 @@ impl Executor for ChromiumExecutor {
                     "task {task} has no page in this executor (its page is closed once the task ends)"
                 ));
             };
+            if tab != 0 {
+                return match inner.tab_page(&tp, tab, deadline).await {
+                    Ok(page) => page.read(&subject, deadline).await,
+                    Err(why) => ReadOutcome::Failed(why),
+                };
+            }
             match inner.page_for_reading(&tp, deadline).await {
                 Ok(page) => {
                     let read = page.read(&subject, deadline).await;
@@ -754,8 +1156,20 @@ impl Executor for ChromiumExecutor {
             };
             (slot.page.take(), context)
         };
+        let tabs: Vec<Arc<Page>> = if keep_for_verification {
+            Vec::new()
+        } else {
+            let mut tabs = tp.tabs.lock().expect("task tabs lock");
+            tabs.opened
+                .iter_mut()
+                .filter_map(|o| o.page.take())
+                .collect()
+        };
         rt.spawn(async move {
             if let Some(p) = page {
+                p.close().await;
+            }
+            for p in tabs {
                 p.close().await;
             }
             if let Some((browser, id)) = context {
@@ -779,6 +1193,13 @@ impl Executor for ChromiumExecutor {
 
     fn mutations(&self) -> u64 {
         self.inner.mutations.load(Ordering::SeqCst)
+    }
+
+    fn take_opened(&self, task: &str) -> Vec<Tab> {
+        match self.inner.task(task) {
+            Some(tp) => std::mem::take(&mut tp.tabs.lock().expect("task tabs lock").unreported),
+            None => Vec::new(),
+        }
     }
 
     fn take_dialogs(&self, task: &str) -> Vec<DialogSeen> {

@@ -163,8 +163,11 @@ impl Work<'_> {
                 target,
                 value,
             } => Some((task_id, target, value)),
+            // A fill of another tab than the first is no fast-path fill: the executor's
+            // `act_in` addresses the tab.
             Work::Owned(ExecutorCommand::Act(ActCommand {
                 task_id,
+                tab: 0,
                 action:
                     PageAction::Fill {
                         target: Target::Css(target),
@@ -213,6 +216,7 @@ impl Work<'_> {
                 value,
             } => ExecutorCommand::Act(ActCommand {
                 task_id: task_id.to_owned(),
+                tab: 0,
                 action: PageAction::Fill {
                     target: Target::Css(target.to_owned()),
                     value: value.to_owned(),
@@ -920,28 +924,30 @@ impl Host {
     fn start(&self, execution: &Execution<'_>) -> Started {
         let executor = &self.inner.executor;
         let deadline = Instant::now() + self.inner.config.action_timeout;
-        let (task_id, action) = match &execution.command {
+        let (task_id, tab, action) = match &execution.command {
             Work::Owned(ExecutorCommand::Start(p)) => {
                 let task = NewTask {
                     id: uuid::Uuid::new_v4().to_string().into(),
                     title: p.title.clone(),
                     url: p.url.clone(),
                 };
-                let opening = executor.open(
+                let opening = executor.open_with(
                     task.id.clone(),
                     p.url.clone(),
+                    p.profile.clone(),
                     p.fixture.clone().unwrap_or_default(),
                     deadline,
                 );
                 return Started::Open(task, opening);
             }
-            Work::Owned(ExecutorCommand::Act(a)) => (a.task_id.as_str(), a.action.clone()),
+            Work::Owned(ExecutorCommand::Act(a)) => (a.task_id.as_str(), a.tab, a.action.clone()),
             Work::Fill {
                 task_id,
                 target,
                 value,
             } => (
                 *task_id,
+                0,
                 PageAction::Fill {
                     target: Target::Css((*target).to_owned()),
                     value: (*value).to_owned(),
@@ -953,7 +959,7 @@ impl Host {
         let task = execution.task_id.clone().unwrap_or_else(|| task_id.into());
         Started::Act(
             task.clone(),
-            executor.act_for(&execution.request_id, task, action, deadline),
+            executor.act_in(&execution.request_id, task, tab, action, deadline),
         )
     }
 
@@ -1015,12 +1021,14 @@ impl Host {
                             dialogs: self.take_dialogs(&task, &execution.key, method),
                             local: false,
                             observation: Some(obs),
+                            opened: self.inner.executor.take_opened(&task),
                         }),
                     },
                     None => Outcome::ok(&ObservedResult {
                         dialogs: self.take_dialogs(&task, &execution.key, method),
                         local: cmd.is_local_step(),
                         observation: Some(obs),
+                        opened: self.inner.executor.take_opened(&task),
                     }),
                 };
                 (outcome, TaskEffect::None)
@@ -1030,6 +1038,7 @@ impl Host {
                     dialogs: self.take_dialogs(&task, &execution.key, method),
                     local: true,
                     observation: None,
+                    opened: self.inner.executor.take_opened(&task),
                 }),
                 TaskEffect::None,
             ),

@@ -23,9 +23,9 @@ use crate::executor::{PageQuery, QueryOutcome, ReadOutcome};
 use crate::journal::TaskEvent;
 use crate::protocol::introspection::PendingResolvedEvent;
 use crate::protocol::results::{
-    ExecutorStatus, FieldResult, HelloResult, PageUrlResult, ReceiptState, ReceiptStatusResult,
-    RunStatusResult, ScreenshotResult, StoredReply, TaskResumeResult, ToolInfo, ToolKind,
-    ToolsListResult, VerifyResult, WaitResult,
+    ExecutorStatus, FieldResult, HelloResult, PageTabsResult, PageUrlResult, ReceiptState,
+    ReceiptStatusResult, RunStatusResult, ScreenshotResult, StoredReply, TaskResumeResult,
+    ToolInfo, ToolKind, ToolsListResult, VerifyResult, WaitResult,
 };
 use crate::protocol::{
     format_millis, now_millis, render_snapshot, Delivery, ErrorBody, ErrorCode, Method, Outcome,
@@ -146,8 +146,9 @@ impl Host {
                 let host = self.clone();
                 let request_id = request_id.to_owned();
                 let deadline = Instant::now() + self.inner.config.action_timeout;
-                let read = self.inner.executor.observe(
+                let read = self.inner.executor.observe_in(
                     task.clone(),
+                    p.tab.unwrap_or(0),
                     Subject::Target(p.target.clone()),
                     deadline,
                 );
@@ -177,7 +178,8 @@ impl Host {
             ReadCommand::PageSnapshot(_)
             | ReadCommand::PageWait(_)
             | ReadCommand::PageScreenshot(_)
-            | ReadCommand::PageUrl(_) => self.page_query(request_id, cmd),
+            | ReadCommand::PageUrl(_)
+            | ReadCommand::PageTabs(_) => self.page_query(request_id, cmd),
             ReadCommand::TaskVerifyOutcome(p) => {
                 let request_id = request_id.to_owned();
                 match self.verify(&p.task_id) {
@@ -251,11 +253,18 @@ impl Host {
         let deadline = Instant::now() + self.inner.config.action_timeout;
         // A local step sent without an expectation has nothing to read: nothing on the page
         // can confirm it.
+        // The expectation is read on the tab the action acted on (SPEC §15), as it was sent.
+        let tab = pending
+            .params
+            .get("tab")
+            .and_then(serde_json::Value::as_u64)
+            .and_then(|t| u32::try_from(t).ok())
+            .unwrap_or(0);
         let read = pending.expect.clone().map(|expect| {
-            let read = self
-                .inner
-                .executor
-                .observe(tid.clone(), expect.subject.clone(), deadline);
+            let read =
+                self.inner
+                    .executor
+                    .observe_in(tid.clone(), tab, expect.subject.clone(), deadline);
             (expect, read)
         });
         tokio::spawn(async move {
@@ -338,6 +347,7 @@ impl Host {
         let run_id = self.run_id();
         let method = cmd.method();
         let task_id = cmd.task_id().unwrap_or_default().to_owned();
+        let tab = cmd.tab();
         let Some(task) = self.lock().tasks.shared_id(&task_id) else {
             return reject(Some(request_id), run_id, self.task_not_found(&task_id));
         };
@@ -383,9 +393,13 @@ impl Host {
                 )
             }
             ReadCommand::PageScreenshot(p) => (PageQuery::Screenshot { target: p.target }, None),
+            ReadCommand::PageTabs(_) => (PageQuery::Tabs, None),
             _ => (PageQuery::Url, None),
         };
-        let read = self.inner.executor.query(task.clone(), query, deadline);
+        let read = self
+            .inner
+            .executor
+            .query_in(task.clone(), tab, query, deadline);
         let host = self.clone();
         let request_id = request_id.to_owned();
         Handled::Later(Box::pin(async move {
@@ -414,6 +428,10 @@ impl Host {
                         bytes,
                     })
                 }
+                QueryOutcome::Tabs(tabs) => Outcome::ok(&PageTabsResult {
+                    task_id: task.to_string(),
+                    tabs,
+                }),
                 QueryOutcome::Url { url, title } => Outcome::ok(&PageUrlResult {
                     task_id: task.to_string(),
                     url,

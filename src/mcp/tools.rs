@@ -180,6 +180,20 @@ mutating_args!(
         /// Fixture page behaviour (the embedded executor only).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         fixture: Option<FixtureArgs>,
+        /// A saved login: the name of a profile of the host's --profile-dir (written by
+        /// task_save_profile), whose cookies the task's browser starts with.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        profile: Option<String>,
+    }
+);
+
+mutating_args!(
+    /// `task_save_profile` arguments.
+    TaskSaveProfileArgs {
+        /// The task_id returned by task_start.
+        task_id: String,
+        /// The profile's name: letters, digits, '.', '_' and '-', at most 64 bytes.
+        profile: String,
     }
 );
 
@@ -188,6 +202,9 @@ mutating_args!(
     PageFillArgs {
         /// The task_id returned by task_start.
         task_id: String,
+        /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tab: Option<u32>,
         /// The field: a ref from page_snapshot, a role and name, or a CSS selector.
         target: TargetArg,
         /// The text to put in the field.
@@ -200,6 +217,9 @@ mutating_args!(
     PageClickArgs {
         /// The task_id returned by task_start.
         task_id: String,
+        /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tab: Option<u32>,
         /// What to click: a ref from page_snapshot, a role and name, a text, or a CSS selector.
         target: TargetArg,
         /// The observation that shows the click took effect; it must not hold already (expect
@@ -221,6 +241,9 @@ mutating_args!(
     PagePressArgs {
         /// The task_id returned by task_start.
         task_id: String,
+        /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tab: Option<u32>,
         /// The key or chord, e.g. `Enter` (Enter in a field submits the form), `Tab`,
         /// `Control+a`, `Shift+ArrowDown`.
         key: String,
@@ -246,6 +269,9 @@ mutating_args!(
     PageNavigateArgs {
         /// The task_id returned by task_start.
         task_id: String,
+        /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tab: Option<u32>,
         /// An http(s) URL, or `back`, `forward` or `reload`.
         url: String,
         /// true to let the navigation re-send a form (a POST in the history); refused otherwise.
@@ -266,6 +292,9 @@ mutating_args!(
     PageSelectArgs {
         /// The task_id returned by task_start.
         task_id: String,
+        /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tab: Option<u32>,
         /// The select (a ref, a role and name such as combobox "Category", or CSS).
         target: TargetArg,
         /// The option(s) to select by visible label (exactly one of label or value).
@@ -282,6 +311,9 @@ mutating_args!(
     PageCheckArgs {
         /// The task_id returned by task_start.
         task_id: String,
+        /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tab: Option<u32>,
         /// The checkbox or radio.
         target: TargetArg,
         /// The state it must end in.
@@ -294,6 +326,9 @@ mutating_args!(
     PageUploadArgs {
         /// The task_id returned by task_start.
         task_id: String,
+        /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tab: Option<u32>,
         /// The file input.
         target: TargetArg,
         /// File names relative to the host's --upload-dir.
@@ -306,6 +341,9 @@ mutating_args!(
     PageHoverArgs {
         /// The task_id returned by task_start.
         task_id: String,
+        /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tab: Option<u32>,
         /// What the pointer moves over.
         target: TargetArg,
     }
@@ -316,6 +354,9 @@ mutating_args!(
     PageTypeArgs {
         /// The task_id returned by task_start.
         task_id: String,
+        /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tab: Option<u32>,
         /// The field that gets the keys.
         target: TargetArg,
         /// The text, typed key by key.
@@ -353,12 +394,27 @@ pub(super) struct TaskArgs {
 }
 impl ToolArgs for TaskArgs {}
 
+/// `page_url` arguments.
+#[derive(Debug, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PageUrlArgs {
+    /// The task_id returned by task_start.
+    task_id: String,
+    /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tab: Option<u32>,
+}
+impl ToolArgs for PageUrlArgs {}
+
 /// `page_read` arguments.
 #[derive(Debug, Deserialize, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct PageReadArgs {
     /// The task_id returned by task_start.
     task_id: String,
+    /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tab: Option<u32>,
     /// What to read: a ref, a role and name, a text, or a CSS selector.
     target: TargetArg,
 }
@@ -370,6 +426,9 @@ impl ToolArgs for PageReadArgs {}
 pub(super) struct PageSnapshotArgs {
     /// The task_id returned by task_start.
     task_id: String,
+    /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tab: Option<u32>,
     /// The most bytes of outline (default 65536, at most 1048576); what is cut is said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     max_bytes: Option<u64>,
@@ -385,6 +444,9 @@ impl ToolArgs for PageSnapshotArgs {}
 pub(super) struct PageWaitArgs {
     /// The task_id returned by task_start.
     task_id: String,
+    /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tab: Option<u32>,
     /// The element to wait for (exactly one of target or text).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     target: Option<TargetArg>,
@@ -406,6 +468,9 @@ impl ToolArgs for PageWaitArgs {}
 pub(super) struct PageScreenshotArgs {
     /// The task_id returned by task_start.
     task_id: String,
+    /// Which of the task's tabs (page_tabs lists them); 0, the default, is its first page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    tab: Option<u32>,
     /// One element to capture; the viewport when omitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     target: Option<TargetArg>,
@@ -558,7 +623,15 @@ pub(super) static TOOLS: &[ToolSpec] = &[
         false,
         PageScreenshotArgs
     ),
-    tool!("page_url", "Page URL", PageUrl, false, TaskArgs),
+    tool!("page_url", "Page URL", PageUrl, false, PageUrlArgs),
+    tool!("page_tabs", "List the tabs", PageTabs, false, TaskArgs),
+    tool!(
+        "task_save_profile",
+        "Save the login",
+        TaskSaveProfile,
+        false,
+        TaskSaveProfileArgs
+    ),
     tool!(
         "task_finish",
         "Finish a task",

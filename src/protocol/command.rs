@@ -17,9 +17,9 @@ use super::params::{DialogAnswer, Expect, ExpectCheck, Subject};
 use super::params::{
     NoParams, PageCheckParams, PageClickParams, PageFillParams, PageHoverParams,
     PageNavigateParams, PagePressParams, PageReadParams, PageScreenshotParams, PageSelectParams,
-    PageSnapshotParams, PageTypeParams, PageUploadParams, PageWaitParams, Params,
-    ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams, TaskStartParams,
-    TaskStopParams, MAX_FIXTURE_DELAY_MS, SNAPSHOT_MAX_BYTES,
+    PageSnapshotParams, PageTypeParams, PageUploadParams, PageUrlParams, PageWaitParams, Params,
+    ReceiptStatusParams, RunStatusParams, TaskParams, TaskResumeParams, TaskSaveProfileParams,
+    TaskStartParams, TaskStopParams, MAX_FIXTURE_DELAY_MS, SNAPSHOT_MAX_BYTES,
 };
 use super::target::Target;
 
@@ -50,6 +50,8 @@ pub enum ExecutorCommand {
 pub struct ActCommand {
     /// The task whose page is acted on.
     pub task_id: String,
+    /// Which of the task's tabs (SPEC §15): 0 is its first page.
+    pub tab: u32,
     /// What to do on the page; which one it is names the method.
     pub action: PageAction,
 }
@@ -78,8 +80,9 @@ pub enum PageAction {
     },
     /// Press a key (or a chord, [`KeyChord`]) on a target, then observe `expect`.
     Press {
-        /// The key or chord.
-        key: String,
+        /// The key or chord (boxed: a short text, and the largest variant sets the size of
+        /// every command).
+        key: Box<str>,
         /// The focused target.
         target: Option<Target>,
         /// What shows the press took effect; `None` only for a local step.
@@ -135,6 +138,42 @@ pub enum PageAction {
         /// What shows the typing took effect, when the caller gave one.
         expect: Option<Expect>,
     },
+    /// `task.saveProfile`: write the task's browser state (its logins) to a profile of the
+    /// host's `--profile-dir` (SPEC §15). It acts on the task, so it runs in the task's turn.
+    SaveProfile {
+        /// The profile's name, checked by [`check_profile_name`].
+        profile: String,
+    },
+}
+
+/// The longest profile name `task.start` and `task.saveProfile` accept.
+pub const MAX_PROFILE_NAME: usize = 64;
+
+/// Checks a profile name (SPEC §15): one path component of ASCII letters, digits, `.`, `_`
+/// and `-`, at most [`MAX_PROFILE_NAME`] bytes, and not `.` or `..`, so it can only ever name
+/// a file directly inside the host's `--profile-dir`.
+pub fn check_profile_name(name: &str) -> Result<(), String> {
+    let shown: String = name.chars().take(80).collect();
+    if name.is_empty() || name.len() > MAX_PROFILE_NAME {
+        return Err(format!(
+            "a profile name is 1 to {MAX_PROFILE_NAME} bytes (got {} for {shown:?})",
+            name.len()
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err(format!(
+            "{shown:?} is not a profile name; name a profile like \"shop-admin\""
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+    {
+        return Err(format!(
+            "the profile name {shown:?} may hold only letters, digits, '.', '_' and '-' (one name inside --profile-dir, no path)"
+        ));
+    }
+    Ok(())
 }
 
 /// Where `page.navigate` goes.
@@ -214,7 +253,9 @@ pub enum ReadCommand {
     /// `page.screenshot`
     PageScreenshot(PageScreenshotParams),
     /// `page.url`
-    PageUrl(TaskParams),
+    PageUrl(PageUrlParams),
+    /// `page.tabs`
+    PageTabs(TaskParams),
 }
 
 impl Command {
@@ -224,6 +265,16 @@ impl Command {
             Command::Execute(c) => c.method(),
             Command::Close(c) => c.method(),
             Command::Read(c) => c.method(),
+        }
+    }
+
+    /// The tab a page action or page read addresses (SPEC §15): 0, the task's first page,
+    /// unless the request names another.
+    pub fn tab(&self) -> u32 {
+        match self {
+            Command::Execute(ExecutorCommand::Act(a)) => a.tab,
+            Command::Read(r) => r.tab(),
+            _ => 0,
         }
     }
 
@@ -288,10 +339,20 @@ impl Command {
                 Command::Read(ReadCommand::PageScreenshot(typed(method, params)?))
             }
             Method::PageUrl => Command::Read(ReadCommand::PageUrl(typed(method, params)?)),
+            Method::PageTabs => Command::Read(ReadCommand::PageTabs(typed(method, params)?)),
+            Method::TaskSaveProfile => {
+                let p: TaskSaveProfileParams = typed(method, params)?;
+                Command::act(
+                    p.task_id,
+                    None,
+                    PageAction::SaveProfile { profile: p.profile },
+                )
+            }
             Method::PageNavigate => {
                 let p: PageNavigateParams = typed(method, params)?;
                 Command::act(
                     p.task_id,
+                    p.tab,
                     PageAction::Navigate {
                         to: Navigation::parse(p.url),
                         allow_resubmit: p.allow_resubmit,
@@ -313,6 +374,7 @@ impl Command {
                 };
                 Command::act(
                     p.task_id,
+                    p.tab,
                     PageAction::Select {
                         target: p.target,
                         by,
@@ -323,6 +385,7 @@ impl Command {
                 let p: PageCheckParams = typed(method, params)?;
                 Command::act(
                     p.task_id,
+                    p.tab,
                     PageAction::Check {
                         target: p.target,
                         checked: p.checked,
@@ -333,6 +396,7 @@ impl Command {
                 let p: PageUploadParams = typed(method, params)?;
                 Command::act(
                     p.task_id,
+                    p.tab,
                     PageAction::Upload {
                         target: p.target,
                         files: p.files,
@@ -341,12 +405,13 @@ impl Command {
             }
             Method::PageHover => {
                 let p: PageHoverParams = typed(method, params)?;
-                Command::act(p.task_id, PageAction::Hover { target: p.target })
+                Command::act(p.task_id, p.tab, PageAction::Hover { target: p.target })
             }
             Method::PageType => {
                 let p: PageTypeParams = typed(method, params)?;
                 Command::act(
                     p.task_id,
+                    p.tab,
                     PageAction::Type {
                         target: p.target,
                         text: p.text,
@@ -364,8 +429,9 @@ impl Command {
             task_id,
             target,
             value,
+            tab,
         } = p;
-        Command::act(task_id, PageAction::Fill { target, value })
+        Command::act(task_id, tab, PageAction::Fill { target, value })
     }
 
     /// `page.click` as the page action it asks for.
@@ -376,9 +442,11 @@ impl Command {
             expect,
             local,
             dialog,
+            tab,
         } = p;
         Command::act(
             task_id,
+            tab,
             PageAction::Click {
                 target,
                 expect,
@@ -397,11 +465,13 @@ impl Command {
             expect,
             local,
             dialog,
+            tab,
         } = p;
         Command::act(
             task_id,
+            tab,
             PageAction::Press {
-                key,
+                key: key.into_boxed_str(),
                 target,
                 expect,
                 local,
@@ -410,8 +480,12 @@ impl Command {
         )
     }
 
-    pub(super) fn act(task_id: String, action: PageAction) -> Command {
-        Command::Execute(ExecutorCommand::Act(ActCommand { task_id, action }))
+    pub(super) fn act(task_id: String, tab: Option<u32>, action: PageAction) -> Command {
+        Command::Execute(ExecutorCommand::Act(ActCommand {
+            task_id,
+            tab: tab.unwrap_or(0),
+            action,
+        }))
     }
 
     /// The checks of a `page.fill`'s params (part of [`Command::checked`]), for the one-pass
@@ -505,6 +579,10 @@ impl Command {
                 sized("title", TITLE, &p.title)?;
                 if let Some(url) = &p.url {
                     sized("url", URL, url)?;
+                }
+                if let Some(name) = &p.profile {
+                    check_profile_name(name)
+                        .map_err(|e| format!("invalid params for task.start: profile: {e}"))?;
                 }
                 if let Some(f) = &p.fixture {
                     for (name, v) in [
@@ -606,6 +684,8 @@ impl Command {
                         expect_ok(expect, true)?;
                     }
                 }
+                PageAction::SaveProfile { profile } => check_profile_name(profile)
+                    .map_err(|e| format!("invalid params for task.saveProfile: profile: {e}"))?,
             },
             Command::Close(CloseCommand::Stop(p)) => {
                 if p.reason.is_empty() {
@@ -648,6 +728,7 @@ impl Command {
                 ReadCommand::HostHello
                 | ReadCommand::ToolsList
                 | ReadCommand::PageUrl(_)
+                | ReadCommand::PageTabs(_)
                 | ReadCommand::TaskStatus(_)
                 | ReadCommand::TaskResume(_)
                 | ReadCommand::TaskVerifyOutcome(_)
@@ -699,6 +780,7 @@ impl PageAction {
             PageAction::Upload { .. } => Method::PageUpload,
             PageAction::Hover { .. } => Method::PageHover,
             PageAction::Type { .. } => Method::PageType,
+            PageAction::SaveProfile { .. } => Method::TaskSaveProfile,
         }
     }
 
@@ -726,9 +808,10 @@ impl PageAction {
                 target.clone(),
                 ExpectCheck::Equals(checked.to_string()),
             )),
-            PageAction::Select { .. } | PageAction::Upload { .. } | PageAction::Hover { .. } => {
-                None
-            }
+            PageAction::Select { .. }
+            | PageAction::Upload { .. }
+            | PageAction::Hover { .. }
+            | PageAction::SaveProfile { .. } => None,
         }
     }
 
@@ -744,6 +827,8 @@ impl PageAction {
             | PageAction::Hover { .. }
             | PageAction::Type { .. } => true,
             PageAction::Click { local, .. } | PageAction::Press { local, .. } => *local,
+            // Saving a profile writes a file of the host, nothing on the site.
+            PageAction::SaveProfile { .. } => true,
             PageAction::Navigate { .. } => false,
         }
     }
@@ -759,7 +844,7 @@ impl PageAction {
             | PageAction::Hover { target }
             | PageAction::Type { target, .. } => Some(target),
             PageAction::Press { target, .. } => target.as_ref(),
-            PageAction::Navigate { .. } => None,
+            PageAction::Navigate { .. } | PageAction::SaveProfile { .. } => None,
         }
     }
 
@@ -808,6 +893,7 @@ impl ReadCommand {
             ReadCommand::PageWait(_) => Method::PageWait,
             ReadCommand::PageScreenshot(_) => Method::PageScreenshot,
             ReadCommand::PageUrl(_) => Method::PageUrl,
+            ReadCommand::PageTabs(_) => Method::PageTabs,
         }
     }
 
@@ -825,7 +911,22 @@ impl ReadCommand {
             ReadCommand::PageWait(p) => Some(&p.task_id),
             ReadCommand::PageScreenshot(p) => Some(&p.task_id),
             ReadCommand::PageUrl(p) => Some(&p.task_id),
+            ReadCommand::PageTabs(p) => Some(&p.task_id),
         }
+    }
+
+    /// The tab a page read addresses (SPEC §15): 0, the task's first page, unless it names
+    /// another.
+    pub fn tab(&self) -> u32 {
+        match self {
+            ReadCommand::PageRead(p) => p.tab,
+            ReadCommand::PageSnapshot(p) => p.tab,
+            ReadCommand::PageWait(p) => p.tab,
+            ReadCommand::PageScreenshot(p) => p.tab,
+            ReadCommand::PageUrl(p) => p.tab,
+            _ => None,
+        }
+        .unwrap_or(0)
     }
 }
 
@@ -851,7 +952,8 @@ mod tests {
             Method::TaskResume => json!({"taskId": "t1", "runId": "r1"}),
             Method::RunStatus | Method::HostHello | Method::ToolsList => json!({}),
             Method::ReceiptStatus => json!({"requestId": "req-1"}),
-            Method::PageSnapshot | Method::PageUrl => json!({"taskId": "t1"}),
+            Method::PageSnapshot | Method::PageUrl | Method::PageTabs => json!({"taskId": "t1"}),
+            Method::TaskSaveProfile => json!({"taskId": "t1", "profile": "shop-admin"}),
             Method::PageWait => json!({"taskId": "t1", "text": "Saved"}),
             Method::PageScreenshot => json!({"taskId": "t1", "target": {"ref": "e3"}}),
             Method::PageNavigate => {
@@ -865,6 +967,56 @@ mod tests {
             Method::PageHover => json!({"taskId": "t1", "target": {"text": "Help"}}),
             Method::PageType => json!({"taskId": "t1", "target": "#q", "text": "ber"}),
         }
+    }
+
+    /// A profile name is one path component inside `--profile-dir`, nothing else; `tab`
+    /// reaches the command of every page action and page read.
+    #[test]
+    fn profile_names_and_tabs() {
+        for ok in [
+            "shop",
+            "shop-admin_2.v1",
+            "A",
+            &"x".repeat(MAX_PROFILE_NAME),
+        ] {
+            assert!(check_profile_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "../etc",
+            "/abs",
+            "a b",
+            "naïve",
+            "a\\b",
+            "x\u{0}",
+            &"x".repeat(MAX_PROFILE_NAME + 1),
+        ] {
+            assert!(check_profile_name(bad).is_err(), "{bad:?}");
+        }
+        let parse = |method, p: Value| Command::parse(method, &p, &|_| Ok(()));
+        for bad in ["../x", "a/b", ""] {
+            let e = parse(Method::TaskStart, json!({"title": "t", "profile": bad})).unwrap_err();
+            assert!(e.contains("profile"), "{e}");
+            let e = parse(
+                Method::TaskSaveProfile,
+                json!({"taskId": "t1", "profile": bad}),
+            )
+            .unwrap_err();
+            assert!(e.contains("profile"), "{e}");
+        }
+        let mut click = params(Method::PageClick);
+        assert_eq!(parse(Method::PageClick, click.clone()).unwrap().tab(), 0);
+        click["tab"] = json!(1);
+        assert_eq!(parse(Method::PageClick, click.clone()).unwrap().tab(), 1);
+        click["tab"] = json!(-1);
+        assert!(parse(Method::PageClick, click).is_err());
+        let read = json!({"taskId": "t1", "target": "#who", "tab": 2});
+        assert_eq!(parse(Method::PageRead, read).unwrap().tab(), 2);
+        let url = json!({"taskId": "t1", "tab": 3});
+        assert_eq!(parse(Method::PageUrl, url).unwrap().tab(), 3);
     }
 
     #[test]

@@ -114,6 +114,7 @@ impl FrameCommand<'_> {
                 task_id: task_id.to_owned(),
                 target: Target::Css(target.to_owned()),
                 value: value.to_owned(),
+                tab: None,
             }),
         }
     }
@@ -522,6 +523,7 @@ impl<'a> Read<'a> {
                         Some(Val::Object { start, len }) => Some(self.fixture(start, len)?),
                         Some(_) => return Err(Untyped),
                     },
+                    profile: None,
                 }))
             }
             Method::PageFill => {
@@ -531,6 +533,7 @@ impl<'a> Read<'a> {
                     task_id: string(task_id)?,
                     target: Target::Css(string(target)?),
                     value: string(value)?,
+                    tab: None,
                 })
             }
             Method::PageClick => {
@@ -542,6 +545,7 @@ impl<'a> Read<'a> {
                     expect: Some(self.expect(expect)?),
                     local: false,
                     dialog: None,
+                    tab: None,
                 })
             }
             Method::PagePress => {
@@ -554,6 +558,7 @@ impl<'a> Read<'a> {
                     expect: Some(self.expect(expect)?),
                     local: false,
                     dialog: None,
+                    tab: None,
                 })
             }
             Method::PageRead => {
@@ -561,6 +566,7 @@ impl<'a> Read<'a> {
                 Command::Read(ReadCommand::PageRead(PageReadParams {
                     task_id: string(task_id)?,
                     target: Target::Css(string(target)?),
+                    tab: None,
                 }))
             }
             Method::TaskFinish | Method::TaskStatus | Method::TaskVerifyOutcome => {
@@ -606,6 +612,8 @@ impl<'a> Read<'a> {
             | Method::PageWait
             | Method::PageScreenshot
             | Method::PageUrl
+            | Method::PageTabs
+            | Method::TaskSaveProfile
             | Method::PageNavigate
             | Method::PageSelect
             | Method::PageCheck

@@ -219,6 +219,8 @@ pub enum NotSent {
     Ambiguous(Vec<String>),
     /// A navigation would re-send a form, and the caller did not allow it.
     Resubmit,
+    /// The action named a tab the task does not have, or one that was closed (SPEC §15).
+    NoTab,
 }
 
 impl NotSent {
@@ -230,6 +232,7 @@ impl NotSent {
             NotSent::NoMatch => "no_match",
             NotSent::Ambiguous(_) => "ambiguous_target",
             NotSent::Resubmit => "would_resubmit",
+            NotSent::NoTab => "no_tab",
         }
     }
 

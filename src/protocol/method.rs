@@ -56,6 +56,10 @@ pub enum Method {
     PageHover,
     /// `page.type`
     PageType,
+    /// `page.tabs`
+    PageTabs,
+    /// `task.saveProfile`
+    TaskSaveProfile,
 }
 
 impl Method {
@@ -76,6 +80,8 @@ impl Method {
         Method::PageWait,
         Method::PageScreenshot,
         Method::PageUrl,
+        Method::PageTabs,
+        Method::TaskSaveProfile,
         Method::TaskFinish,
         Method::TaskStop,
         Method::TaskStatus,
@@ -114,6 +120,8 @@ impl Method {
             Method::PageUpload => "page.upload",
             Method::PageHover => "page.hover",
             Method::PageType => "page.type",
+            Method::PageTabs => "page.tabs",
+            Method::TaskSaveProfile => "task.saveProfile",
         }
     }
 
@@ -131,6 +139,7 @@ impl Method {
                 | Method::PageUpload
                 | Method::PageHover
                 | Method::PageType
+                | Method::TaskSaveProfile
                 | Method::TaskFinish
                 | Method::TaskStop
         )
@@ -163,6 +172,8 @@ impl Method {
             Method::PageUpload => "Put files from the host's upload directory into a file input (a page-local change; the form's submit sends them).",
             Method::PageHover => "Move the pointer over a target (a page-local step).",
             Method::PageType => "Type text key by key into a field, for fields that react to typing (a page-local change).",
+            Method::PageTabs => "The task's tabs (tab 0 is its first page; pages its actions opened follow) with their URL and title (read-only); page methods take `tab` to address one.",
+            Method::TaskSaveProfile => "Save the task's browser state (cookies, so its logins) as a named profile of the host's --profile-dir, for task.start's `profile`.",
         }
     }
 }
@@ -183,6 +194,8 @@ impl Method {
                 | Method::PageUpload
                 | Method::PageHover
                 | Method::PageType
+                | Method::PageTabs
+                | Method::TaskSaveProfile
         )
     }
 }

@@ -52,6 +52,7 @@ pub(crate) mod test_frames;
 
 pub use chord::{KeyChord, Modifiers};
 pub use codec::{read_frame, FrameRead, DEFAULT_MAX_FRAME_BYTES, MAX_IN_FLIGHT_PER_CONNECTION};
+pub use command::{check_profile_name, MAX_PROFILE_NAME};
 pub use command::{
     ActCommand, CloseCommand, Command, ExecutorCommand, Navigation, PageAction, ReadCommand,
     SelectBy, MAX_SELECTED, MAX_UPLOAD_FILES, MIN_SNAPSHOT_BYTES,
@@ -75,9 +76,10 @@ pub use params::{
     DialogAnswer, DialogMessage, Expect, ExpectCheck, FixtureOptions, NoParams, OneOrMany,
     PageCheckParams, PageClickParams, PageFillParams, PageHoverParams, PageNavigateParams,
     PagePressParams, PageReadParams, PageScreenshotParams, PageSelectParams, PageSnapshotParams,
-    PageTypeParams, PageUploadParams, PageWaitParams, Params, ReceiptStatusParams, RunStatusParams,
-    SnapshotFormat, Subject, TaskParams, TaskResumeParams, TaskStartParams, TaskStopParams,
-    WaitState, MAX_FIXTURE_DELAY_MS, SNAPSHOT_DEFAULT_BYTES, SNAPSHOT_MAX_BYTES,
+    PageTypeParams, PageUploadParams, PageUrlParams, PageWaitParams, Params, ReceiptStatusParams,
+    RunStatusParams, SnapshotFormat, Subject, TaskParams, TaskResumeParams, TaskSaveProfileParams,
+    TaskStartParams, TaskStopParams, WaitState, MAX_FIXTURE_DELAY_MS, SNAPSHOT_DEFAULT_BYTES,
+    SNAPSHOT_MAX_BYTES,
 };
 pub use reply::{LineEnds, Meta, Outcome, ReceiptKind, Reply};
 pub use snapshot::{render as render_snapshot, SnapshotNode, SnapshotResult};

@@ -238,6 +238,10 @@ pub struct TaskStartParams {
     /// Fixture behaviour for this task's page.
     #[serde(default, deserialize_with = "optional_object")]
     pub fixture: Option<FixtureOptions>,
+    /// A saved login (SPEC §15): the name of a profile under the host's `--profile-dir`,
+    /// whose cookies are loaded into the task's browser context before its page opens.
+    #[serde(default)]
+    pub profile: Option<String>,
 }
 
 /// `page.fill` params.
@@ -250,6 +254,10 @@ pub struct PageFillParams {
     pub target: Target,
     /// The text to put in the field.
     pub value: String,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// How an action answers a JavaScript dialog (`alert`, `confirm`, `prompt`, `beforeunload`)
@@ -323,6 +331,10 @@ pub struct PageClickParams {
     /// How to answer a dialog the click opens.
     #[serde(default, deserialize_with = "optional_object")]
     pub dialog: Option<DialogAnswer>,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// `page.press` params.
@@ -346,6 +358,10 @@ pub struct PagePressParams {
     /// How to answer a dialog the key press opens.
     #[serde(default, deserialize_with = "optional_object")]
     pub dialog: Option<DialogAnswer>,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// `page.read` params.
@@ -356,6 +372,10 @@ pub struct PageReadParams {
     pub task_id: String,
     /// What to read.
     pub target: Target,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// `page.snapshot` params.
@@ -370,6 +390,10 @@ pub struct PageSnapshotParams {
     /// `yaml` (the default: indented lines, as an LLM reads best) or `json` (a flat list).
     #[serde(default)]
     pub format: SnapshotFormat,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// How `page.snapshot` writes its outline.
@@ -406,6 +430,10 @@ pub struct PageWaitParams {
     /// How long to wait, at most the action deadline × 5 (default: the action deadline).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// What `page.wait` waits for.
@@ -428,6 +456,10 @@ pub struct PageScreenshotParams {
     /// One element to capture; the viewport when absent.
     #[serde(default)]
     pub target: Option<Target>,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// `page.navigate` params.
@@ -447,6 +479,10 @@ pub struct PageNavigateParams {
     /// How to answer a dialog (`beforeunload`) the navigation opens.
     #[serde(default, deserialize_with = "optional_object")]
     pub dialog: Option<DialogAnswer>,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// One string or several, as `page.select` takes its options.
@@ -483,6 +519,10 @@ pub struct PageSelectParams {
     /// The options to select by their value.
     #[serde(default)]
     pub value: Option<OneOrMany>,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// `page.check` params.
@@ -495,6 +535,10 @@ pub struct PageCheckParams {
     pub target: Target,
     /// The state it must end in.
     pub checked: bool,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// `page.upload` params.
@@ -507,6 +551,10 @@ pub struct PageUploadParams {
     pub target: Target,
     /// File names relative to the host's `--upload-dir`.
     pub files: Vec<String>,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// `page.hover` params.
@@ -517,6 +565,10 @@ pub struct PageHoverParams {
     pub task_id: String,
     /// What the pointer moves over.
     pub target: Target,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// `page.type` params.
@@ -532,6 +584,10 @@ pub struct PageTypeParams {
     /// What shows the typing took effect; without it the step is page-local, like a fill.
     #[serde(default)]
     pub expect: Option<Expect>,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// Params of methods that only name a task (`task.finish`, `task.status`, `task.verifyOutcome`).
@@ -540,6 +596,28 @@ pub struct PageTypeParams {
 pub struct TaskParams {
     /// The task.
     pub task_id: String,
+}
+
+/// `task.saveProfile` params: the task whose browser state is saved, and the profile name.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskSaveProfileParams {
+    /// The task.
+    pub task_id: String,
+    /// The profile's name: one path component of `[A-Za-z0-9._-]`, at most 64 bytes.
+    pub profile: String,
+}
+
+/// `page.url` params: a task and, optionally, one of its tabs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PageUrlParams {
+    /// The task.
+    pub task_id: String,
+    /// Which of the task's tabs (SPEC §15; `page.tabs` lists them): 0, the default, is the
+    /// task's first page.
+    #[serde(default)]
+    pub tab: Option<u32>,
 }
 
 /// `task.stop` params.

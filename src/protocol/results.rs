@@ -357,6 +357,34 @@ pub struct ObservedResult {
     /// The expectation's target and the value read there; `null` for a local step sent
     /// without an expectation.
     pub observation: Option<Observation>,
+    /// The tabs the action opened (`window.open`, `target=_blank`; SPEC §15), to address with
+    /// `tab`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub opened: Vec<Tab>,
+}
+
+/// One of a task's tabs (SPEC §15): its number, for the `tab` param of page methods, and
+/// where it is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tab {
+    /// 0 for the task's first page; the pages its actions opened count on from 1.
+    pub tab: u32,
+    /// The tab's URL.
+    pub url: String,
+    /// The tab's title (empty while it loads).
+    #[serde(default)]
+    pub title: String,
+}
+
+/// `page.tabs`: the task's open tabs.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PageTabsResult {
+    /// The task.
+    pub task_id: String,
+    /// Its open tabs, tab 0 first.
+    pub tabs: Vec<Tab>,
 }
 
 /// A JavaScript dialog (`alert`, `confirm`, `prompt`, `beforeunload`) a page opened, and how

@@ -497,6 +497,24 @@ impl Connection {
         }
     }
 
+    /// Sets the URL a tracked session reports before its first navigation is seen (a tab
+    /// attached after it loaded).
+    pub fn seed_url(&self, session_id: &str, url: &str) {
+        if let Some(s) = self
+            .shared
+            .sessions
+            .lock()
+            .expect("cdp sessions lock")
+            .get(session_id)
+        {
+            s.signals.send_modify(|p| {
+                if p.url.is_empty() {
+                    p.url = url.to_owned();
+                }
+            });
+        }
+    }
+
     /// Starts tracking the events of an attached page session. Its dialogs are dismissed (and
     /// recorded where nobody reads them); [`Connection::track_answering`] gives them a task's
     /// record and its actions' answers.
@@ -683,6 +701,100 @@ pub mod methods {
     impl Method for AttachToTarget {
         const NAME: &'static str = "Target.attachToTarget";
         type Returns = Attached;
+    }
+
+    /// `Target.getTargets`: every target of the browser, to find the tabs a task's pages
+    /// opened (SPEC §15).
+    #[derive(Serialize)]
+    pub struct GetTargets {}
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct TargetInfos {
+        /// The targets.
+        pub target_infos: Vec<TargetInfo>,
+    }
+    /// One target.
+    #[derive(Debug, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct TargetInfo {
+        /// Its id (a page's is also its main frame's).
+        pub target_id: String,
+        /// `page`, `iframe`, `worker`, …
+        #[serde(rename = "type")]
+        pub kind: String,
+        /// Its title.
+        #[serde(default)]
+        pub title: String,
+        /// Its URL.
+        #[serde(default)]
+        pub url: String,
+        /// The browser context it lives in.
+        #[serde(default)]
+        pub browser_context_id: Option<String>,
+    }
+    impl Method for GetTargets {
+        const NAME: &'static str = "Target.getTargets";
+        type Returns = TargetInfos;
+    }
+
+    /// One cookie as a profile keeps it (SPEC §15): what `Storage.getCookies` gives and
+    /// `Storage.setCookies` takes back, without the fields the browser derives.
+    #[derive(Clone, Debug, Serialize, Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct Cookie {
+        /// Its name.
+        pub name: String,
+        /// Its value.
+        pub value: String,
+        /// Its domain.
+        pub domain: String,
+        /// Its path.
+        pub path: String,
+        /// When it expires (seconds since the epoch); absent or negative for a session cookie.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub expires: Option<f64>,
+        /// `HttpOnly`.
+        #[serde(default)]
+        pub http_only: bool,
+        /// `Secure`.
+        #[serde(default)]
+        pub secure: bool,
+        /// `SameSite` (`Strict`, `Lax`, `None`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub same_site: Option<String>,
+    }
+
+    /// `Storage.getCookies` of one browser context.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct GetCookies {
+        /// The context.
+        pub browser_context_id: String,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    pub struct Cookies {
+        /// The context's cookies.
+        pub cookies: Vec<Cookie>,
+    }
+    impl Method for GetCookies {
+        const NAME: &'static str = "Storage.getCookies";
+        type Returns = Cookies;
+    }
+
+    /// `Storage.setCookies` into one browser context.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SetCookies {
+        /// The cookies.
+        pub cookies: Vec<Cookie>,
+        /// The context.
+        pub browser_context_id: String,
+    }
+    impl Method for SetCookies {
+        const NAME: &'static str = "Storage.setCookies";
+        type Returns = Empty;
     }
 
     /// `Target.closeTarget`.

@@ -410,6 +410,71 @@ impl Page {
         }
     }
 
+    /// Attaches to a page target that is already open (a tab the task's page opened, SPEC
+    /// §15) and enables its events; its dialogs and snapshot refs are the task's.
+    pub async fn attach(
+        browser: Arc<Browser>,
+        target: &str,
+        url: &str,
+        dialogs: Arc<Dialogs>,
+        refs: Arc<AtomicU64>,
+        deadline: Instant,
+    ) -> Result<Page, String> {
+        let cdp = browser.cdp.clone();
+        let session_id = match timeout_at(
+            deadline,
+            cdp.call(
+                None,
+                &methods::AttachToTarget {
+                    target_id: target.to_owned(),
+                    flatten: true,
+                },
+            ),
+        )
+        .await
+        {
+            Ok(Ok(a)) => a.session_id,
+            Ok(Err(e)) => return Err(format!("attaching to the tab failed: {e}")),
+            Err(_) => return Err("attaching to the tab did not finish before the deadline".into()),
+        };
+        let signals = cdp.track_answering(&session_id, target, dialogs.clone());
+        // Until its next navigation, the tab's URL is the one the browser listed.
+        cdp.seed_url(&session_id, url);
+        let page = Page {
+            browser,
+            target_id: target.to_owned(),
+            session_id,
+            signals,
+            dialogs,
+            reopened: AtomicBool::new(false),
+            world: Mutex::new(None),
+            refs,
+            snapshotting: tokio::sync::Mutex::new(()),
+            far_refs: Mutex::new(FarRefs::default()),
+            far_worlds: Mutex::new(std::collections::HashMap::new()),
+        };
+        let s = Some(page.session_id.as_str());
+        let enabled = timeout_at(
+            deadline,
+            futures::future::try_join(
+                cdp.call(s, &methods::PageEnable {}),
+                cdp.call(s, &methods::InspectorEnable {}),
+            ),
+        )
+        .await;
+        match enabled {
+            Ok(Ok(_)) => Ok(page),
+            Ok(Err(e)) => {
+                page.close().await;
+                Err(format!("the tab failed: {e}"))
+            }
+            Err(_) => {
+                page.close().await;
+                Err("the tab did not answer before the deadline".into())
+            }
+        }
+    }
+
     async fn navigate(&self, url: &str, deadline: Instant) -> Result<(), String> {
         let cdp = &self.browser.cdp;
         let s = Some(self.session_id.as_str());
