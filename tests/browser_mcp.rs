@@ -318,6 +318,26 @@ async fn an_agent_works_the_site_by_what_it_sees() {
         "{url}"
     );
 
+    // A tab the help link opens: on the click's result, in page_tabs, and read with `tab`.
+    let opened = act(
+        "page_click",
+        json!({"task_id": task, "target": {"role": "link", "name": "Open help"}, "expect": null, "local": true}),
+    )
+    .await;
+    assert_eq!(opened["result"]["opened"][0]["tab"], 1, "{opened}");
+    let tabs = act("page_tabs", json!({"task_id": task})).await;
+    assert_eq!(
+        tabs["result"]["tabs"].as_array().unwrap().len(),
+        2,
+        "{tabs}"
+    );
+    let help = act(
+        "page_read",
+        json!({"task_id": task, "tab": 1, "target": "h1"}),
+    )
+    .await;
+    assert_eq!(help["result"]["value"], "Help", "{help}");
+
     // A same-origin frame, a frame of another origin, a shadow root.
     act(
         "page_click",

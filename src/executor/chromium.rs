@@ -27,9 +27,9 @@
 //!   that answered a form's POST unless the caller allows it; `page.upload` takes files only
 //!   from the host's `--upload-dir` ([`resolve_upload`]).
 //!
-//! - Tabs (SPEC §15): a page an action opens is found among the page targets of the task's
-//!   browser context right after the action (and on `page.tabs`), numbered on from 1 and
-//!   reported on the action's reply; it is attached on first use by `tab`. The task's actions
+//! - Tabs (SPEC §15): a page an action opens (its page fires `Page.windowOpen`) is found
+//!   among the page targets of the task's browser context right after the action (and on
+//!   `page.tabs`), numbered on from 1 and reported on the action's reply; it is attached on first use by `tab`. The task's actions
 //!   stay one at a time across its tabs (one `acting` lock per task).
 //! - Logins (SPEC §15): a `profile` of `--profile-dir` is loaded into the task's new context
 //!   before its page opens, and `task.saveProfile` writes the context's cookies back
@@ -423,8 +423,15 @@ impl Inner {
     /// Lists the task's page targets in its browser context and records the tabs its pages
     /// opened since the last look (`window.open`, `target=_blank`; a `noopener` link's tab has
     /// no opener, so the context, which is the task's alone, is what ties a tab to the task).
-    /// Tabs no longer listed are marked closed. Returns every open tab, tab 0 first.
-    async fn discover_tabs(&self, tp: &TaskPage, deadline: Instant) -> Result<Vec<Tab>, String> {
+    /// Tabs no longer listed are marked closed. New tabs are kept for the next action's reply
+    /// when `report` (an action's own look), else only listed. Returns every open tab, tab 0
+    /// first.
+    async fn discover_tabs(
+        &self,
+        tp: &TaskPage,
+        report: bool,
+        deadline: Instant,
+    ) -> Result<Vec<Tab>, String> {
         let (browser, context, first) = {
             let slot = tp.slot.lock().expect("task page lock");
             let Some((browser, context)) = slot.context.clone() else {
@@ -474,11 +481,13 @@ impl Inner {
                         closed: false,
                     });
                     let n = tabs.opened.len() - 1;
-                    tabs.unreported.push(Tab {
-                        tab: n as u32 + 1,
-                        url: t.url.clone(),
-                        title: t.title.clone(),
-                    });
+                    if report {
+                        tabs.unreported.push(Tab {
+                            tab: n as u32 + 1,
+                            url: t.url.clone(),
+                            title: t.title.clone(),
+                        });
+                    }
                     n
                 }
             };
@@ -504,7 +513,7 @@ impl Inner {
         let known = tp.tabs.lock().expect("task tabs lock").opened.len() >= tab as usize;
         if !known {
             // A tab opened since the last look is found now.
-            let _ = self.discover_tabs(tp, deadline).await;
+            let _ = self.discover_tabs(tp, false, deadline).await;
         }
         let (target, url) = {
             let tabs = tp.tabs.lock().expect("task tabs lock");
@@ -659,6 +668,28 @@ async fn save_profile(
             value: format!("{count} cookies saved"),
         }),
         Err(e) => ActionOutcome::Failed(e),
+    }
+}
+
+/// Records, for the reply of the action that asked for them, the tabs its page opened: the
+/// page said it opens a window, and its target shows in the task's context a moment later, so
+/// the look is repeated briefly ([`TAB_LOOK`] at most).
+async fn report_opened(inner: &Inner, tp: &TaskPage) {
+    let until = Instant::now() + TAB_LOOK;
+    let known = tp.tabs.lock().expect("task tabs lock").opened.len();
+    loop {
+        match inner.discover_tabs(tp, true, until).await {
+            Ok(_) if tp.tabs.lock().expect("task tabs lock").opened.len() > known => return,
+            Ok(_) => {}
+            Err(why) => {
+                tracing::debug!(reason = %why, "looking for the tabs an action opened failed");
+                return;
+            }
+        }
+        if Instant::now() + Duration::from_millis(25) >= until {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 
@@ -969,10 +1000,10 @@ impl Executor for ChromiumExecutor {
                 return save_profile(&inner, &tp, profile, deadline).await;
             }
             page.acting();
+            let windows = page.windows_opened();
             let outcome = perform(&inner, &page, action, deadline).await;
-            // The tabs the action opened, for its reply.
-            if let Err(why) = inner.discover_tabs(&tp, Instant::now() + TAB_LOOK).await {
-                tracing::debug!(reason = %why, "looking for the tabs an action opened failed");
+            if page.windows_opened() > windows {
+                report_opened(&inner, &tp).await;
             }
             outcome
         })
@@ -1040,7 +1071,7 @@ impl Executor for ChromiumExecutor {
                 ));
             };
             if let PageQuery::Tabs = query {
-                return match inner.discover_tabs(&tp, deadline).await {
+                return match inner.discover_tabs(&tp, false, deadline).await {
                     Ok(tabs) => QueryOutcome::Tabs(tabs),
                     Err(_) if Instant::now() >= deadline => QueryOutcome::TimedOut,
                     Err(why) => QueryOutcome::Failed(why),

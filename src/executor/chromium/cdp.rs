@@ -88,6 +88,9 @@ pub struct PageSignals {
     pub started_navigations: u64,
     /// JavaScript dialogs the page opened (each answered at once; see [`super::dialogs`]).
     pub dialogs: u64,
+    /// New windows the page asked for (`Page.windowOpen`: `window.open`, a `target=_blank`
+    /// link), so an action's reply looks for the tabs it opened only when there are some.
+    pub windows_opened: u64,
     /// Main-frame `load` events.
     pub loads: u64,
     /// Whether the current document fired `load` (reset by each navigation).
@@ -363,6 +366,7 @@ impl Shared {
                 );
                 s.signals.send_modify(|p| p.dialogs += 1);
             }
+            "Page.windowOpen" => s.signals.send_modify(|p| p.windows_opened += 1),
             "Page.loadEventFired" => s.signals.send_modify(|p| {
                 p.loads += 1;
                 p.loaded = true;

@@ -554,6 +554,11 @@ impl Page {
         self.signals.borrow().url.clone()
     }
 
+    /// How many new windows (tabs) the page has asked for so far (SPEC §15).
+    pub fn windows_opened(&self) -> u64 {
+        self.signals.borrow().windows_opened
+    }
+
     /// Marks the page as opened again in place of one that died (see [`Page::is_reopened`]).
     pub fn mark_reopened(&self) {
         self.reopened.store(true, Ordering::SeqCst);
