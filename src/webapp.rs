@@ -25,7 +25,8 @@
 //!     "How-to guide", `op-ed` "Opinion"), Urgent (checkbox), Visibility (radios Public/Private),
 //!     "Publish" (form POST to `/site/posts`); `#status` (role=status) reads `Ready`, or
 //!     `Draft deleted #<n>` after a delete. Also: links "Drafts" (`/site/drafts`, which links
-//!     "Back to the form") and "Open help" (`target=_blank`, `/site/help`, heading "Help"); a
+//!     "Back to the form") and "Open help" (`target=_blank`, `/site/help`, heading "Help",
+//!     a "Close help" button that closes its tab); a
 //!     same-origin iframe `/site/frame` ("Confirm in frame" → `POST /site/frame/confirm` → `Frame
 //!     confirmed #<n>`); a cross-origin iframe, [`WebApp::card_url`]; an open shadow root in
 //!     `<polaris-widget>` (input "Note", "Save note" → `fetch` `POST /site/notes` → `Note saved
@@ -1037,7 +1038,8 @@ async fn site(state: &AppState, req: Request<Incoming>, path: &str, query: &str)
                 "Help",
                 who,
                 "<h1>Help</h1><p>Fill in the form and press Publish. \
-                 Urgent posts go to the top of the front page.</p>",
+                 Urgent posts go to the top of the front page.</p>\
+                 <p><button id=\"close\" type=\"button\" onclick=\"window.close()\">Close help</button></p>",
             ),
         ),
         _ => not_found(),

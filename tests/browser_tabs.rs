@@ -184,6 +184,39 @@ async fn a_tab_the_page_opens_is_recorded_listed_and_addressed() {
         )
         .await;
     err(&none, "ACTION_FAILED");
+    // A second help tab closes itself: it is then refused, and no longer listed.
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": {"role": "link", "name": "Open help"}, "expect": null, "local": true}),
+        )
+        .await;
+    assert_eq!(ok(&c)["opened"][0]["tab"], 2, "{c}");
+    let close = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "tab": 2, "target": {"role": "button", "name": "Close help"}, "expect": null, "local": true}),
+        )
+        .await;
+    // A page that closes under a local step may have done anything on its way out: the
+    // click is uncertain, as any local step whose page went away (SPEC §14).
+    err(&close, "OUTCOME_UNCERTAIN");
+    let t = r.call("page.tabs", json!({"taskId": task})).await;
+    let listed: Vec<&Value> = ok(&t)["tabs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["tab"])
+        .collect();
+    assert_eq!(listed, [0, 1], "{t}");
+    let gone = r
+        .call(
+            "page.read",
+            json!({"taskId": task, "tab": 2, "target": "h1"}),
+        )
+        .await;
+    let e = err(&gone, "ACTION_FAILED");
+    assert!(e["message"].as_str().unwrap().contains("closed"), "{gone}");
     assert_eq!(r.app.site_posts(), 0);
 }
 
