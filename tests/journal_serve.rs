@@ -881,7 +881,8 @@ async fn a_log_shortened_at_a_block_boundary_or_missing_is_refused_never_an_empt
     let mut c = host.conn().await;
     let again = c.call_id("cut4", "task.start", json!({"title": "t"})).await;
     assert_eq!(receipt(&again), "replayed");
-    assert!(host.terminate().success());
+    let status = host.terminate();
+    assert!(status.success(), "{status:?}\n{}", host.log());
 
     // The log deleted, the lock file left: no empty book.
     std::fs::remove_file(&log).unwrap();
