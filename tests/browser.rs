@@ -599,6 +599,19 @@ async fn a_second_submit_behind_a_pending_one_is_blocked_and_never_sent() {
     let (first, second, third) = (new_id(), new_id(), new_id());
     r.c.send(&first, "page.click", click(&task, saved())).await;
     r.c.send(&second, "page.click", click(&task, saved())).await;
+    // The third is sent once the host shows the first in flight: two connections race to
+    // admission otherwise, and whichever is admitted first is the one dispatched.
+    for _ in 0..200 {
+        let s = other.call("task.status", json!({"taskId": task})).await;
+        let in_flight = s["result"]["inFlight"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        if in_flight.iter().any(|f| f["requestId"] == first.as_str()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     other
         .send(&third, "page.click", click(&task, saved()))
         .await;

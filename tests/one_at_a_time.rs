@@ -291,3 +291,35 @@ async fn local_steps_and_chords() {
         "the local Enter did submit"
     );
 }
+
+/// A pipelined batch admitted behind another connection's submit that then ends uncertain:
+/// when the batch's turn comes, each of its requests is checked again, and none is sent. With
+/// the journal, the batch waits for its turn as one; before this check it went straight to the
+/// executor once its turn came, on a task already blocked.
+#[tokio::test]
+async fn a_batch_whose_turn_comes_after_an_uncertain_submit_is_never_sent() {
+    for book in BOOKS {
+        let host = TestHost::start(&[&["--action-timeout-ms", DEADLINE], book].concat());
+        let mut c = host.conn().await;
+        let mut other = host.conn().await;
+        let task = start_task(&mut c, json!({"submitDelayMs": LATE_MS})).await;
+        let ahead = new_id();
+        other.send(&ahead, "page.press", press(&task)).await;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let (first, second) = (new_id(), new_id());
+        let frames = format!(
+            "{}\n{}\n",
+            json!({"id": first, "method": "page.click", "params": click(&task)}),
+            json!({"id": second, "method": "page.click", "params": click(&task)}),
+        );
+        c.send_raw(frames.as_bytes()).await;
+        err(&other.wait(&ahead).await, "OUTCOME_UNCERTAIN");
+        for id in [&first, &second] {
+            let r = c.wait(id).await;
+            let e = err(&r, "TASK_BLOCKED");
+            assert_eq!(e["delivery"], "not_executed", "{book:?}: {r}");
+            assert_eq!(e["details"]["queued"], true, "{book:?}: {r}");
+        }
+        one_submit_applied(&mut c, &task).await;
+    }
+}

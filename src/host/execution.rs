@@ -838,11 +838,22 @@ impl Host {
         let tid = execution.task_id.as_deref()?;
         self.turn_comes(tid, &execution.key).await;
         let st = self.lock();
-        let task = st.tasks.get(tid)?;
-        if !task.is_turn(&execution.key) {
+        if !st.tasks.get(tid)?.is_turn(&execution.key) {
             // Not queued (a `task.stop`, which waits for nothing).
             return None;
         }
+        self.refusal_at_turn(&st, execution)
+    }
+
+    /// The refusal to store instead of executing, for a request whose turn has just come
+    /// after it waited: `Some` when its task no longer accepts it (an action ahead of it
+    /// ended uncertain, or the task was closed meanwhile).
+    pub(super) fn refusal_at_turn<C: Commanded>(
+        &self,
+        st: &State,
+        execution: &Execution<'_, C>,
+    ) -> Option<Arc<Outcome>> {
+        let task = st.tasks.get(execution.task_id.as_deref()?)?;
         let method = execution.command.method();
         task.admit(method).err().map(|refusal| {
             Outcome::err(&super::failures::queued_refusal(

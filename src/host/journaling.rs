@@ -505,26 +505,28 @@ impl Host {
         let mut rest = Vec::new();
         {
             let mut st = self.lock();
-            // The task of the request stored just before: a batch's requests of one task are
-            // next to each other in its queue, so the one after a request stored here has its
-            // turn now, with no need to look the task up again.
-            let mut after_stored: Option<crate::tasks::TaskId> = None;
             for (i, mut execution) in batch.into_iter().enumerate() {
-                match (&after_stored, &execution.task_id) {
-                    (Some(prev), Some(tid)) if Arc::ptr_eq(prev, tid) => execution.turn_now = true,
-                    _ => execution.check_turn(&st),
+                // A request that waited for its turn is checked again now it has come (SPEC
+                // §14): a request ahead of it, from this batch or any other connection, may
+                // have ended uncertain or closed the task meanwhile.
+                let waited = !execution.turn_now;
+                execution.check_turn(&st);
+                if waited && execution.turn_now {
+                    if let Some(refused) = self.refusal_at_turn(&st, &execution) {
+                        let done =
+                            self.store_locked(&mut st, &execution, Completion::refused(refused));
+                        idle = done.stored.now_idle;
+                        stored.push((i, execution, done));
+                        continue;
+                    }
                 }
                 match self.fill_at_once(&execution, None) {
                     Some(completion) => {
                         let done = self.store_locked(&mut st, &execution, completion);
                         idle = done.stored.now_idle;
-                        after_stored = execution.task_id.clone();
                         stored.push((i, execution, done));
                     }
-                    None => {
-                        after_stored = None;
-                        rest.push((i, execution));
-                    }
+                    None => rest.push((i, execution)),
                 }
             }
             let mut done: Vec<_> = stored
