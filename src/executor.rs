@@ -123,7 +123,7 @@ fn fixture_unsupported(method: Method) -> String {
 /// What a method this executor does not offer answers (a `BAD_REQUEST`, nothing stored).
 pub fn unsupported(kind: &str, method: Method) -> String {
     format!(
-        "{method} is not offered by the {kind} executor; run the host with the browser (polaris serve --browser) for the whole page vocabulary"
+        "{method} is not offered by the {kind} executor; run the host with the browser (polaris serve --executor chromium) for the whole page vocabulary"
     )
 }
 

@@ -189,7 +189,10 @@ async fn what_the_fixture_cannot_do_is_refused_before_anything_is_stored() {
         let r = c.call(method, params).await;
         let e = err(&r, "BAD_REQUEST");
         assert!(
-            e["message"].as_str().unwrap().contains("--browser"),
+            e["message"]
+                .as_str()
+                .unwrap()
+                .contains("--executor chromium"),
             "{method}: {r}"
         );
     }
