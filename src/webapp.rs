@@ -1196,6 +1196,12 @@ fn login_page(who: Option<&str>, status: &str) -> String {
 
 /// The widget with an open shadow root, and the "Load more" button a second after load.
 const SITE_SCRIPT: &str = r##"<script>
+const theme = document.getElementById('theme');
+theme.textContent = 'Theme: ' + (localStorage.getItem('theme') || 'light');
+document.getElementById('dark').addEventListener('click', () => {
+  localStorage.setItem('theme', 'dark');
+  theme.textContent = 'Theme: dark';
+});
 customElements.define('polaris-widget', class extends HTMLElement {
   connectedCallback() {
     if (this.shadowRoot) return;
@@ -1269,6 +1275,8 @@ fn site_form_page(s: &SiteState, who: Option<&str>, query: &str) -> String {
          <input type=\"file\" id=\"attachment\" name=\"attachment\">\
          <button id=\"upload-button\" type=\"submit\">Upload</button></form>\
          <h2>Note</h2><polaris-widget id=\"widget\"></polaris-widget>\
+         <p id=\"theme\">Theme: unknown</p>\
+         <button id=\"dark\" type=\"button\">Use dark theme</button>\
          <div id=\"more\"><p id=\"more-status\">Nothing more yet</p></div>\
          <iframe id=\"confirm-frame\" title=\"Confirmation\" src=\"/site/frame\"></iframe>\
          <iframe id=\"card-frame\" title=\"Payment\" src=\"http://{}/card\"></iframe>",

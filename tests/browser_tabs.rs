@@ -247,6 +247,14 @@ async fn a_saved_login_starts_a_later_task_logged_in() {
         )
         .await);
     assert_eq!(r.app.site_logins(), 1);
+    // A preference the site keeps in local storage, set without sending anything.
+    ok(&r
+        .call(
+            "page.click",
+            json!({"taskId": a, "target": {"role": "button", "name": "Use dark theme"},
+                   "local": true, "expect": {"target": "#theme", "contains": "dark"}}),
+        )
+        .await);
     let saved = r
         .call("task.saveProfile", json!({"taskId": a, "profile": "ada"}))
         .await;
@@ -262,12 +270,21 @@ async fn a_saved_login_starts_a_later_task_logged_in() {
         .await;
     assert_eq!(ok(&who)["value"], "Logged in as ada", "{who}");
     assert_eq!(r.app.site_logins(), 1, "task B did not log in again");
+    // Its local storage came back before the page's own script read it.
+    let theme = r
+        .call("page.read", json!({"taskId": b, "target": "#theme"}))
+        .await;
+    assert_eq!(ok(&theme)["value"], "Theme: dark", "{theme}");
     // A task without the profile starts logged out: contexts stay separate.
     let c = r.task("/site", json!({})).await;
     let who = r
         .call("page.read", json!({"taskId": c, "target": "#who"}))
         .await;
     assert_eq!(ok(&who)["value"], "Not logged in", "{who}");
+    let theme = r
+        .call("page.read", json!({"taskId": c, "target": "#theme"}))
+        .await;
+    assert_eq!(ok(&theme)["value"], "Theme: light", "{theme}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -402,6 +402,7 @@ impl Inner {
             browser.clone(),
             &context,
             &url,
+            None,
             tp.dialogs.clone(),
             tp.refs.clone(),
             deadline,
@@ -581,15 +582,19 @@ impl Inner {
     }
 }
 
-/// Loads saved login `name` into browser context `context` (SPEC §15).
+/// Loads saved login `name` into browser context `context` (SPEC §15): its cookies now, and
+/// its local storage as the script the task's first page runs before its own
+/// ([`script::seed_local_storage`]), or `None` when it keeps none.
 async fn load_profile(
     inner: &Inner,
     browser: &Browser,
     context: &str,
     name: &str,
     deadline: Instant,
-) -> Result<(), String> {
+) -> Result<Option<String>, String> {
     let profile = profiles::load(inner.profile_dir.as_deref(), name)?;
+    let seed = (!profile.local_storage.is_empty())
+        .then(|| script::seed_local_storage(&profile.local_storage));
     let cookies = profile
         .cookies
         .into_iter()
@@ -611,7 +616,7 @@ async fn load_profile(
     )
     .await
     {
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(_)) => Ok(seed),
         Ok(Err(e)) => Err(format!(
             "loading profile {name:?} into the task's browser failed: {e}"
         )),
@@ -657,18 +662,57 @@ async fn save_profile(
                     .into(),
             ),
         };
-    let count = cookies.len();
+    let local_storage = match task_storage(tp, deadline).await {
+        Ok(s) => s,
+        Err(e) => return ActionOutcome::Failed(format!("{e}; nothing was saved")),
+    };
+    let (count, origins) = (cookies.len(), local_storage.len());
     let profile = profiles::Profile {
         version: 1,
         cookies,
+        local_storage,
     };
     match profiles::save(inner.profile_dir.as_deref(), name, &profile) {
         Ok(()) => ActionOutcome::Applied(crate::tasks::Observation {
             target: format!("profile {name}"),
-            value: format!("{count} cookies saved"),
+            value: format!("{count} cookies and the local storage of {origins} origins saved"),
         }),
         Err(e) => ActionOutcome::Failed(e),
     }
+}
+
+/// The local storage of the origins the task's open tabs show (its page and the tabs it
+/// opened that an action has used), one entry per origin.
+async fn task_storage(
+    tp: &TaskPage,
+    deadline: Instant,
+) -> Result<Vec<profiles::OriginStorage>, String> {
+    let mut pages: Vec<Arc<Page>> = tp
+        .slot
+        .lock()
+        .expect("task page lock")
+        .page
+        .iter()
+        .cloned()
+        .collect();
+    pages.extend(
+        tp.tabs
+            .lock()
+            .expect("task tabs lock")
+            .opened
+            .iter()
+            .filter(|o| !o.closed)
+            .filter_map(|o| o.page.clone()),
+    );
+    let mut kept: Vec<profiles::OriginStorage> = Vec::new();
+    for page in pages.iter().filter(|p| p.gone().is_none()) {
+        if let Some(o) = page.local_storage(deadline).await? {
+            if !kept.iter().any(|k| k.origin == o.origin) {
+                kept.push(o);
+            }
+        }
+    }
+    Ok(kept)
 }
 
 /// Records, for the reply of the action that asked for them, the tabs its page opened: the
@@ -903,11 +947,15 @@ impl Executor for ChromiumExecutor {
             // Starting the browser does not eat into the page's own time.
             let deadline = Instant::now() + budget;
             let context = new_context(&browser, deadline).await?;
+            let mut seed = None;
             if let Some(name) = profile {
                 // The saved login goes into the context before its page asks for anything.
-                if let Err(e) = load_profile(&inner, &browser, &context, &name, deadline).await {
-                    dispose_context(browser, context);
-                    return Err(e);
+                match load_profile(&inner, &browser, &context, &name, deadline).await {
+                    Ok(storage) => seed = storage,
+                    Err(e) => {
+                        dispose_context(browser, context);
+                        return Err(e);
+                    }
                 }
             }
             let dialogs = Dialogs::new();
@@ -916,6 +964,7 @@ impl Executor for ChromiumExecutor {
                 browser.clone(),
                 &context,
                 &url,
+                seed.as_deref(),
                 dialogs.clone(),
                 refs.clone(),
                 deadline,

@@ -801,6 +801,36 @@ pub mod methods {
         type Returns = Empty;
     }
 
+    /// `Page.addScriptToEvaluateOnNewDocument`: a script every new document of the page runs
+    /// before its own (a saved profile's local storage, SPEC §15).
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct AddScriptToEvaluateOnNewDocument {
+        /// The script.
+        pub source: String,
+    }
+    /// Its answer.
+    #[derive(Debug, Deserialize)]
+    pub struct ScriptIdentifier {
+        /// What removes it again.
+        pub identifier: String,
+    }
+    impl Method for AddScriptToEvaluateOnNewDocument {
+        const NAME: &'static str = "Page.addScriptToEvaluateOnNewDocument";
+        type Returns = ScriptIdentifier;
+    }
+
+    /// `Page.removeScriptToEvaluateOnNewDocument`.
+    #[derive(Serialize)]
+    pub struct RemoveScriptToEvaluateOnNewDocument {
+        /// What [`AddScriptToEvaluateOnNewDocument`] answered.
+        pub identifier: String,
+    }
+    impl Method for RemoveScriptToEvaluateOnNewDocument {
+        const NAME: &'static str = "Page.removeScriptToEvaluateOnNewDocument";
+        type Returns = Empty;
+    }
+
     /// `Target.closeTarget`.
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]

@@ -339,11 +339,13 @@ impl Page {
     /// Opens a page in `context` at `url` and waits for its `load` event or the deadline. A
     /// navigation that fails, does not commit in time, or answers an HTTP error status is an
     /// error (and the page is closed again). Its dialogs are answered and recorded through
-    /// `dialogs`, the task's.
+    /// `dialogs`, the task's. `seed`, when given, runs in the first documents before their own
+    /// scripts (a profile's local storage).
     pub async fn open(
         browser: Arc<Browser>,
         context: &str,
         url: &str,
+        seed: Option<&str>,
         dialogs: Arc<Dialogs>,
         refs: Arc<AtomicU64>,
         deadline: Instant,
@@ -401,12 +403,59 @@ impl Page {
             far_refs: Mutex::new(FarRefs::default()),
             far_worlds: Mutex::new(std::collections::HashMap::new()),
         };
-        match page.navigate(url, deadline).await {
+        let seeded = match seed {
+            Some(source) => match page.seed_first_document(source, deadline).await {
+                Ok(id) => Some(id),
+                Err(e) => {
+                    page.close().await;
+                    return Err(e);
+                }
+            },
+            None => None,
+        };
+        let loaded = page.navigate(url, deadline).await;
+        let unseeded = match seeded {
+            Some(identifier) => timeout_at(
+                deadline,
+                cdp.call(
+                    Some(page.session_id.as_str()),
+                    &methods::RemoveScriptToEvaluateOnNewDocument { identifier },
+                ),
+            )
+            .await
+            .map_err(|_| "the new page did not answer before the deadline".to_owned())
+            .and_then(|r| {
+                r.map(|_| ())
+                    .map_err(|e| format!("the new page failed: {e}"))
+            }),
+            None => Ok(()),
+        };
+        match loaded.and(unseeded) {
             Ok(()) => Ok(page),
             Err(e) => {
                 page.close().await;
                 Err(e)
             }
+        }
+    }
+
+    /// Has the page's next documents run `source` before their own scripts; the caller removes
+    /// it (by the identifier returned) once the first document has loaded.
+    async fn seed_first_document(&self, source: &str, deadline: Instant) -> Result<String, String> {
+        match timeout_at(
+            deadline,
+            self.browser.cdp.call(
+                Some(self.session_id.as_str()),
+                &methods::AddScriptToEvaluateOnNewDocument {
+                    source: source.to_owned(),
+                },
+            ),
+        )
+        .await
+        {
+            Ok(Ok(a)) => Ok(a.identifier),
+            Ok(Err(e)) => Err(format!("preparing the new page failed: {e}")),
+            Err(_) => Err("the new page did not answer before the deadline".into()),
         }
     }
 
@@ -2173,6 +2222,33 @@ impl Page {
                 s.data.len() / 4 * 3
             )),
             Ok(Ok(s)) => QueryOutcome::Screenshot(s.data),
+        }
+    }
+
+    /// The local storage of the document's origin, for `task.saveProfile`; `None` for an
+    /// opaque origin (`file:`, `about:blank`), which keeps nothing a profile could give back.
+    pub async fn local_storage(
+        &self,
+        deadline: Instant,
+    ) -> Result<Option<super::profiles::OriginStorage>, String> {
+        match self
+            .eval::<super::profiles::OriginStorage, _>(
+                script::LOCAL_STORAGE,
+                &json!({}),
+                false,
+                deadline,
+            )
+            .await
+        {
+            Ok(o) if o.origin == "null" || o.origin.is_empty() => Ok(None),
+            Ok(o) => Ok(Some(o)),
+            Err(EvalError::Deadline) => {
+                Err("reading the page's local storage did not finish before the deadline".into())
+            }
+            Err(e) => Err(format!(
+                "reading the page's local storage failed: {}",
+                self.gone().unwrap_or_else(|| e.to_string())
+            )),
         }
     }
 

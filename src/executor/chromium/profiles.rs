@@ -5,8 +5,9 @@
 //! is read without following a symlink, and written as a new temporary file (mode 0600) that is
 //! renamed over the old, so nothing is ever read from or written to outside the directory.
 //!
-//! Local storage is not kept: cookies carry the logins of the sites Polaris is used on, and
-//! reading an origin's storage needs a page of that origin open.
+//! Local storage is kept for the origins of the task's open tabs when the profile is saved
+//! (reading an origin's storage needs a document of that origin); it is given back to the
+//! first documents of a task that starts with the profile, before their own scripts run.
 
 use std::fs::{File, OpenOptions};
 use std::io::{ErrorKind, Read, Write};
@@ -28,6 +29,19 @@ pub struct Profile {
     pub version: u32,
     /// The context's cookies.
     pub cookies: Vec<Cookie>,
+    /// The local storage of the origins the task's tabs showed when it was saved (absent in
+    /// profiles written before it was kept).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub local_storage: Vec<OriginStorage>,
+}
+
+/// One origin's local storage, as a profile keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginStorage {
+    /// The origin (`https://shop.example`).
+    pub origin: String,
+    /// Its keys and values, in the order the page listed them.
+    pub items: Vec<(String, String)>,
 }
 
 /// The file of profile `name` inside `dir`: the name checked, the directory configured.
@@ -140,6 +154,7 @@ mod tests {
         let p = Profile {
             version: 1,
             cookies: Vec::new(),
+            local_storage: Vec::new(),
         };
         save(Some(&dir), "saved", &p).unwrap();
         let mode = std::os::unix::fs::PermissionsExt::mode(

@@ -690,6 +690,33 @@ pub const SNAPSHOT: &str = concat!(
 }"#
 );
 
+/// `{}` → `{origin, items}`: the document's origin and its local storage as `[key, value]`
+/// pairs (none where the page may not use storage), for `task.saveProfile`.
+pub const LOCAL_STORAGE: &str = r#"(a) => {
+  let items = [];
+  try { items = Object.entries(localStorage); } catch (e) { /* storage refused to this document */ }
+  return { origin: location.origin, items };
+}"#;
+
+/// The script a task started with a profile runs in its first documents before their own
+/// (SPEC §15): each origin the profile keeps gets its saved local storage back, a key the
+/// document already holds left as it is.
+pub fn seed_local_storage(storage: &[super::profiles::OriginStorage]) -> String {
+    let saved: serde_json::Map<String, serde_json::Value> = storage
+        .iter()
+        .map(|o| (o.origin.clone(), serde_json::json!(o.items)))
+        .collect();
+    format!(
+        r#"(() => {{
+  const saved = {};
+  const items = Object.prototype.hasOwnProperty.call(saved, location.origin) ? saved[location.origin] : null;
+  if (!items) return;
+  try {{ for (const [k, v] of items) if (localStorage.getItem(k) === null) localStorage.setItem(k, v); }} catch (e) {{ /* storage refused */ }}
+}})()"#,
+        serde_json::Value::Object(saved)
+    )
+}
+
 /// `{}` → `{url, status, title}`: what the page loaded, for `task.start`, `page.navigate` and
 /// `page.url`.
 pub const LOADED: &str = r#"(a) => {
