@@ -6,6 +6,8 @@ mod browser_common;
 #[path = "support/mcp_client.rs"]
 mod mcp_client;
 mod mcp_common;
+#[path = "support/python_sdk.rs"]
+mod python_sdk;
 
 use std::time::Duration;
 
@@ -206,10 +208,8 @@ async fn an_agent_works_the_site_by_what_it_sees() {
     let uploads = tempfile::tempdir().unwrap();
     std::fs::write(uploads.path().join("report.txt"), "quarterly numbers\n").unwrap();
     let dir = socket_dir();
-    let mut args = serve_args(&chromium, 5000);
-    args.extend(["--upload-dir".into(), uploads.path().display().to_string()]);
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let host = HostProcess::start(dir.path(), &args).await;
+    let profiles = tempfile::tempdir().unwrap();
+    let host = site_host(&chromium, &dir, uploads.path(), profiles.path()).await;
     let _reaper = Reaper {
         host_pid: host.child.id(),
     };
@@ -400,6 +400,108 @@ async fn an_agent_works_the_site_by_what_it_sees() {
     // Each POST once: nothing was sent twice.
     let posts = app.requests().iter().filter(|r| r.method == "POST").count();
     assert_eq!(posts, 8, "{:?}", app.requests());
+
+    // The login, saved, and a second task that starts with it: logged in, with no new login.
+    act(
+        "task_save_profile",
+        json!({"task_id": task, "profile": "ada"}),
+    )
+    .await;
     ok(&call(c, "task_finish", json!({"task_id": task})).await);
+    let second = act(
+        "task_start",
+        json!({"title": "logged in already", "url": app.url_of("/site"), "profile": "ada"}),
+    )
+    .await;
+    let other = second["result"]["task_id"].as_str().unwrap().to_owned();
+    let who = act(
+        "page_read",
+        json!({"task_id": other, "target": {"text": "Logged in as ada"}}),
+    )
+    .await;
+    assert_eq!(who["result"]["value"], "Logged in as ada", "{who}");
+    assert_eq!(app.site_logins(), 1);
+    ok(&call(c, "task_finish", json!({"task_id": other})).await);
     client.cancel().await.unwrap();
+}
+
+/// A host for the site walks: the Chromium executor with an upload and a profile directory.
+async fn site_host(
+    chromium: &std::path::Path,
+    dir: &tempfile::TempDir,
+    uploads: &std::path::Path,
+    profiles: &std::path::Path,
+) -> HostProcess {
+    let mut args = serve_args(chromium, 5000);
+    args.extend([
+        "--upload-dir".into(),
+        uploads.display().to_string(),
+        "--profile-dir".into(),
+        profiles.display().to_string(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    HostProcess::start(dir.path(), &args).await
+}
+
+/// SPEC §15 through the official Python MCP SDK (`tests/python/site_walk.py`): the same walk of
+/// the site by what the snapshots show, with a stale ref and an upload from outside the upload
+/// directory refused on the way and a saved login used by a second task. Every POST is counted
+/// exactly once at the app's server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_sdk_works_the_site_by_what_it_sees() {
+    let _one = one_at_a_time().await;
+    let Some(chromium) = chromium_or_skip() else {
+        return;
+    };
+    if !python_sdk::python_mcp_or_skip() {
+        return;
+    }
+    let app = WebApp::start().await.expect("the web app starts");
+    let uploads = tempfile::tempdir().unwrap();
+    std::fs::write(uploads.path().join("report.txt"), "quarterly numbers\n").unwrap();
+    let profiles = tempfile::tempdir().unwrap();
+    let dir = socket_dir();
+    let host = site_host(&chromium, &dir, uploads.path(), profiles.path()).await;
+    let _reaper = Reaper {
+        host_pid: host.child.id(),
+    };
+    let _host = StopGently(host);
+    python_sdk::run(
+        "site_walk.py",
+        vec![
+            (
+                "POLARIS_SOCKET_DIR".into(),
+                dir.path().display().to_string(),
+            ),
+            ("SITE".into(), app.url_of("")),
+        ],
+    )
+    .await;
+    let count = |path: &str| {
+        app.requests()
+            .iter()
+            .filter(|r| r.method == "POST" && r.path.starts_with(path))
+            .count()
+    };
+    assert_eq!(
+        (
+            app.site_logins(),
+            app.site_posts(),
+            app.site_frame_confirms()
+        ),
+        (1, 1, 1)
+    );
+    assert_eq!(
+        (
+            app.card_payments(),
+            app.site_notes(),
+            app.site_more(),
+            app.site_deletes()
+        ),
+        (1, 1, 1, 1)
+    );
+    assert_eq!(app.site_uploads().len(), 1);
+    let posts = app.requests().iter().filter(|r| r.method == "POST").count();
+    assert_eq!(posts, 8, "{:?}", app.requests());
+    assert_eq!(count("/site/upload"), 1);
 }
