@@ -192,6 +192,15 @@ async fn a_slow_press_becomes_a_task_whose_result_is_the_stored_reply() {
         assert_eq!(created.task.status, TaskStatus::Working);
         assert_eq!(created.task.ttl_ms, None, "receipts live until cleared");
         assert!(created.task.poll_interval_ms.is_some());
+        assert!(
+            created
+                .task
+                .status_message
+                .as_deref()
+                .unwrap()
+                .contains("page_press is running"),
+            "{created:?}"
+        );
 
         let working = get(&client, &id).await;
         assert_eq!(working.task.status(), TaskStatus::Working, "{lifecycle:?}");

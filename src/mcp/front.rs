@@ -111,7 +111,7 @@ impl Front {
                     self.session.mark_unsettled(&request_id, method, t, AmbiguityCause::StillRunning);
                 }
                 if as_task {
-                    return Ok(tasks::created(&request_id, &received_at));
+                    return Ok(tasks::created(spec.name, &request_id, &received_at));
                 }
                 return Ok(still_running(spec.name, &request_id, task_id.as_deref(), self.call_wait).into());
             }

@@ -45,10 +45,10 @@ pub(super) fn client_takes_tasks(context: &RequestContext<RoleServer>) -> bool {
 
 /// The answer to a mutating call still running after `--call-wait-ms`, for a client that takes
 /// tasks: a `working` task named by the request ID.
-pub(super) fn created(request_id: &str, created_at: &str) -> CallToolResponse {
+pub(super) fn created(tool: &str, request_id: &str, created_at: &str) -> CallToolResponse {
     let task = Task::new(request_id, TaskStatus::Working, created_at, now_rfc3339())
         .with_poll_interval_ms(millis(POLL_INTERVAL))
-        .with_status_message(running_message(None, false));
+        .with_status_message(running_message(tool, false));
     CallToolResponse::Task(CreateTaskResult::new(task))
 }
 
@@ -56,8 +56,9 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
-fn running_message(method: Option<&str>, cancel_asked: bool) -> String {
-    let what = method.map_or("the call", tool_word);
+/// What a working task says: `tool` runs on, and is not to be resent.
+fn running_message(tool: &str, cancel_asked: bool) -> String {
+    let what = tool;
     let mut m = format!(
         "{what} is running on the host, which finishes it whatever happens here; poll tasks/get until it is completed, and do not resend it"
     );
@@ -243,7 +244,10 @@ pub(super) async fn get(
         }
         // Running (or completed without a reply to show, which the host never answers).
         _ => DetailedTask::new(
-            task.with_status_message(running_message(status.method.as_deref(), cancel_asked)),
+            task.with_status_message(running_message(
+                status.method.as_deref().map_or("the call", tool_word),
+                cancel_asked,
+            )),
             TaskPayload::Working,
         ),
     };
