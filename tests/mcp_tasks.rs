@@ -392,3 +392,61 @@ async fn tasks_cancel_is_acknowledged_and_never_applied_to_the_press() {
     client.cancel().await.unwrap();
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
+
+/// One request on the host's introspection socket (the operator's channel).
+fn operator(dir: &Path, method: &str, params: Value) -> Value {
+    use std::io::{BufRead, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(dir.join("introspect.sock")).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let frame = json!({"id": fresh_id(), "method": method, "params": params});
+    s.write_all(format!("{frame}\n").as_bytes()).unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(s).read_line(&mut line).unwrap();
+    let reply: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(reply["ok"], true, "{method}: {reply}");
+    reply["result"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_outlives_its_front_and_a_cleared_one_says_so() {
+    let dir = socket_dir();
+    let _host = host(dir.path(), 10_000).await;
+    let first = connect(dir.path(), 100, true, Lifecycle::Initialize).await;
+    let task = slow_task(&first, 800).await;
+    let id = fresh_id();
+    let CallToolResponse::Task(_) = tool(&first, "page_press", press(&task, &id)).await else {
+        panic!("the press is a task");
+    };
+    first.cancel().await.unwrap();
+
+    // Another front, with no memory of the call, answers the task from the receipt.
+    let second = connect(dir.path(), 100, true, Lifecycle::Discover).await;
+    let result = completed(&second, &id).await;
+    assert_eq!(
+        result["structuredContent"]["result"]["observation"]["value"], "Saved #1",
+        "{result}"
+    );
+
+    // An operator clears the receipt: the task is still answered, and says it was cleared.
+    let prepared = operator(
+        dir.path(),
+        "receipts.clearPrepare",
+        json!({"requestIds": [id]}),
+    );
+    operator(
+        dir.path(),
+        "receipts.clearCommit",
+        json!({"token": prepared["token"], "reason": "tidy up"}),
+    );
+    let cleared = completed(&second, &id).await;
+    assert_eq!(cleared["isError"], true, "{cleared}");
+    let body = &cleared["structuredContent"];
+    assert_eq!(body["code"], "RECEIPT_CLEARED", "{body}");
+    assert_eq!(body["delivery"], "cleared", "{body}");
+    assert_eq!(
+        body["next"],
+        json!({"tool": "request_status", "arguments": {"request_id": id}})
+    );
+    assert_eq!(effects_of(dir.path(), &id), 1);
+    second.cancel().await.unwrap();
+}

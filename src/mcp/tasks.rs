@@ -217,7 +217,7 @@ pub(super) async fn get(
         }
         (ReceiptState::Cleared, _) => {
             let message = format!(
-                "the stored reply of {task_id} was cleared by an operator{}; it ran once and never runs again. Read task_status for its task to see where the work stands",
+                "the stored reply of {task_id} was cleared by an operator{}; it ran once and never runs again. request_status shows when it was cleared, and task_status of its task where the work stands; do not resend it",
                 status
                     .reason
                     .as_deref()
