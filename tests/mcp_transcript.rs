@@ -317,3 +317,179 @@ async fn a_jsonrpc_id_still_in_flight_is_refused_on_its_line_and_never_runs() {
     assert_eq!(again["result"]["isError"], false, "{again}");
     assert_eq!(mutations(dir.path()).await - before, started as u64 + 1);
 }
+
+/// `initialize` asking for 2026-07-28 (which has no handshake) is answered with the newest
+/// version that has one; `server/discover` offers 2026-07-28 and declares the Tasks extension.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_protocol_versions_and_the_tasks_extension_are_offered() {
+    let dir = socket_dir();
+    let mut t = Transcript::start(dir.path());
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "transcript", "version": "0"},
+    });
+    let discovered = t
+        .request(json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta}}))
+        .await;
+    let result = &discovered["result"];
+    assert!(
+        result["supportedVersions"]
+            .to_string()
+            .contains("2026-07-28"),
+        "{discovered}"
+    );
+    assert!(
+        result["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{discovered}"
+    );
+    let init = t
+        .request(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+            "protocolVersion": "2026-07-28", "capabilities": {},
+            "clientInfo": {"name": "transcript", "version": "0"}}}),
+        )
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    assert!(
+        init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{init}"
+    );
+}
+
+/// On 2026-07-28 a JSON-RPC id need only differ from the ids in flight: a client reusing the
+/// id of an answered press sends a new call, with a new request ID, and it presses again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_finished_jsonrpc_id_reused_on_2026_07_28_is_a_new_call() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &[]).await;
+    let mut t = Transcript::start(dir.path());
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "transcript", "version": "0"},
+    });
+    let call = |id: u64, name: &str, arguments: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"_meta": meta, "name": name, "arguments": arguments}})
+    };
+    let started = t
+        .request(call(1, "task_start", json!({"title": "Post"})))
+        .await;
+    let task = structured(&started)["result"]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut request_ids = Vec::new();
+    for n in 1..=2 {
+        let press = json!({"task_id": task, "key": "Enter", "target": "#title",
+                           "expect": {"target": "#submissions", "equals": n.to_string()}});
+        let answer = t.request(call(7, "page_press", press)).await;
+        assert_eq!(answer["result"]["isError"], false, "{answer}");
+        assert_eq!(structured(&answer)["receipt"], "new", "{answer}");
+        request_ids.push(structured(&answer)["request_id"].clone());
+    }
+    assert_ne!(
+        request_ids[0], request_ids[1],
+        "each call its own request ID"
+    );
+    let status = bridge(dir.path(), "run.status", json!({})).await;
+    assert_eq!(
+        status["result"]["executor"]["mutations"], 2,
+        "two calls, two presses: {status}"
+    );
+}
+
+/// A request before `initialize` (and without 2026-07-28's `_meta`) is answered with an
+/// error that says to initialize, never run; a notification there is dropped, and the
+/// session that follows works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_before_initialize_is_told_to_initialize_and_never_runs() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &[]).await;
+    let mut t = Transcript::start(dir.path());
+    t.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let early = t
+        .tool(json!(1), "task_start", json!({"title": "Too early"}))
+        .await;
+    assert_eq!(early["error"]["code"], -32600, "{early}");
+    let message = early["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("before initialize") && message.contains("nothing was executed"),
+        "{early}"
+    );
+    assert_eq!(mutations(dir.path()).await, 0, "nothing ran");
+
+    let init = t
+        .request(
+            json!({"jsonrpc": "2.0", "id": 2, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "transcript", "version": "0"}}}),
+        )
+        .await;
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    t.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    // The id of the refused call is free: it runs now.
+    let started = t
+        .tool(json!(1), "task_start", json!({"title": "In time"}))
+        .await;
+    assert_eq!(started["result"]["isError"], false, "{started}");
+    assert_eq!(mutations(dir.path()).await, 1);
+}
+
+/// A stdin line longer than 8 MiB gets exactly one answer (`-32700`, id null) however long it
+/// is, and the call written right after it, in the same write, is served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_line_over_8_mib_gets_one_answer_and_the_next_call_is_served() {
+    let dir = socket_dir();
+    let _host = HostProcess::start(dir.path(), &[]).await;
+    let mut t = Transcript::start(dir.path());
+    t.request(
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "transcript", "version": "0"}}}),
+    )
+    .await;
+    t.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    // Just over the limit, and more than twice it: each is one line, one answer.
+    for (n, size) in [(0u64, 8 * 1024 * 1024 + 1), (1, 17 * 1024 * 1024 + 5)] {
+        let title = "x".repeat(size);
+        let mut bytes = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": 100 + n,
+            "method": "tools/call", "params": {"name": "task_start", "arguments": {"title": title}}}))
+        .unwrap();
+        bytes.push(b'\n');
+        let after = json!({"jsonrpc": "2.0", "id": 200 + n, "method": "tools/call",
+            "params": {"name": "task_start", "arguments": {"title": format!("after {n}")}}});
+        bytes.extend(serde_json::to_vec(&after).unwrap());
+        bytes.push(b'\n');
+        let ping = json!({"jsonrpc": "2.0", "id": 300 + n, "method": "ping"});
+        bytes.extend(serde_json::to_vec(&ping).unwrap());
+        bytes.push(b'\n');
+        // The front reads stdin as it comes and answers in a few short lines, so the whole
+        // write goes through before anything is read back.
+        t.stdin.write_all(&bytes).await.unwrap();
+        t.stdin.flush().await.unwrap();
+        let mut answers = Vec::new();
+        while answers.len() < 3 {
+            answers.push(t.next().await);
+        }
+        let too_long: Vec<&Value> = answers.iter().filter(|a| a["id"].is_null()).collect();
+        assert_eq!(
+            too_long.len(),
+            1,
+            "one answer to the long line: {answers:?}"
+        );
+        assert_eq!(too_long[0]["error"]["code"], -32700);
+        let served = answers
+            .iter()
+            .find(|a| a["id"] == 200 + n)
+            .unwrap_or_else(|| panic!("the call after the cut is answered: {answers:?}"));
+        assert_eq!(served["result"]["isError"], false, "{served}");
+        assert!(answers.iter().any(|a| a["id"] == 300 + n), "{answers:?}");
+    }
+    // Exactly the two calls after the cuts started tasks; the long lines ran nothing.
+    assert_eq!(mutations(dir.path()).await, 2);
+}

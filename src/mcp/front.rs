@@ -6,19 +6,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, JsonObject,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, GetTaskParams,
+    GetTaskResult, Implementation, JsonObject, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{json, Value};
 
 use super::results::{bad_arguments, call, client_error_result, reply_result};
+use super::tasks::{self, client_takes_tasks, Cancels};
 use super::tools::{build_tools, spec_named, TOOLS};
 use super::McpOptions;
 use crate::client::session::{AmbiguityCause, Session};
 use crate::client::{BridgeClient, ClientError, DEFAULT_CALL_TIMEOUT};
-use crate::protocol::{validate_id, ErrorCode};
+use crate::protocol::{now_rfc3339, validate_id, ErrorCode};
 
 // ---------------------------------------------------------------------------------------------
 // The server.
@@ -29,6 +31,8 @@ pub(super) struct Front {
     session: Session,
     call_wait: Duration,
     tools: Arc<Vec<Tool>>,
+    /// The tasks whose cancellation a client asked for (SPEC §17: never applied).
+    cancels: Cancels,
 }
 
 impl Front {
@@ -42,6 +46,7 @@ impl Front {
             session: Session::new(client),
             call_wait: options.call_wait,
             tools: Arc::new(build_tools()),
+            cancels: Cancels::default(),
         }
     }
 
@@ -50,7 +55,8 @@ impl Front {
         name: &str,
         arguments: JsonObject,
         context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
+        let received_at = now_rfc3339();
         let Some(spec) = spec_named(name) else {
             let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
             return Err(McpError::invalid_params(
@@ -64,16 +70,14 @@ impl Front {
         let fresh = uuid::Uuid::new_v4().to_string();
         let (params, given) = match (spec.parse)(arguments) {
             Ok(p) => p,
-            Err(problem) => return Ok(bad_arguments(spec.name, &fresh, &problem)),
+            Err(problem) => return Ok(bad_arguments(spec.name, &fresh, &problem).into()),
         };
         let request_id = match given {
             Some(id) => {
                 if let Err(problem) = validate_id(&id) {
-                    return Ok(bad_arguments(
-                        spec.name,
-                        &fresh,
-                        &format!("request_id: {problem}"),
-                    ));
+                    return Ok(
+                        bad_arguments(spec.name, &fresh, &format!("request_id: {problem}")).into(),
+                    );
                 }
                 id
             }
@@ -85,7 +89,7 @@ impl Front {
             .and_then(Value::as_str)
             .map(str::to_owned);
         if let Err(refused) = self.session.check(&request_id, method, &params) {
-            return Ok(client_error_result(&refused, task_id.as_deref()));
+            return Ok(client_error_result(&refused, task_id.as_deref()).into());
         }
 
         // The bridge call runs detached: neither the --call-wait-ms answer nor an MCP
@@ -97,6 +101,7 @@ impl Front {
             session.observe(&rid, method, &p, result)
         });
         let mutating = spec.method.is_mutating();
+        let as_task = mutating && client_takes_tasks(&context);
         let wait = tokio::time::sleep(self.call_wait);
         tokio::pin!(wait);
         let answer = tokio::select! {
@@ -105,7 +110,10 @@ impl Front {
                 if let Some(t) = &task_id {
                     self.session.mark_unsettled(&request_id, method, t, AmbiguityCause::StillRunning);
                 }
-                return Ok(still_running(spec.name, &request_id, task_id.as_deref(), self.call_wait));
+                if as_task {
+                    return Ok(tasks::created(spec.name, &request_id, &received_at));
+                }
+                return Ok(still_running(spec.name, &request_id, task_id.as_deref(), self.call_wait).into());
             }
             _ = context.ct.cancelled() => {
                 if let (true, Some(t)) = (mutating, &task_id) {
@@ -113,11 +121,11 @@ impl Front {
                 }
                 tracing::info!(request_id = %request_id, tool = spec.name, "the MCP client cancelled the call; the host keeps working on it");
                 // rmcp drops whatever answers a cancelled request; answer as if still running.
-                return Ok(still_running(spec.name, &request_id, task_id.as_deref(), self.call_wait));
+                return Ok(still_running(spec.name, &request_id, task_id.as_deref(), self.call_wait).into());
             }
         };
         Ok(match answer {
-            Ok(Ok(reply)) => reply_result(&request_id, task_id.as_deref(), reply),
+            Ok(Ok(reply)) => reply_result(&request_id, task_id.as_deref(), reply, Default::default()),
             Ok(Err(e)) => client_error_result(&e, task_id.as_deref()),
             Err(join) => {
                 if let (true, Some(t)) = (mutating, &task_id) {
@@ -135,7 +143,8 @@ impl Front {
                 );
                 client_error_result(&e, task_id.as_deref())
             }
-        })
+        }
+        .into())
     }
 }
 
@@ -164,7 +173,9 @@ pub(super) fn still_running(
 
 impl ServerHandler for Front {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        // SPEC §17: the Tasks extension is declared; only a client that declares it too is
+        // ever answered with a task (rmcp refuses a task to any other).
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("polaris", env!("CARGO_PKG_VERSION")).with_title("Polaris"))
             .with_instructions(
                 "Polaris runs page actions at most once per request_id. Keep task_id and run_id from task_start. \
@@ -193,8 +204,22 @@ impl ServerHandler for Front {
     ) -> Result<CallToolResponse, McpError> {
         let name: Cow<'static, str> = request.name.clone();
         let arguments = request.arguments.unwrap_or_default();
-        self.run_tool(&name, arguments, context)
-            .await
-            .map(Into::into)
+        self.run_tool(&name, arguments, context).await
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        tasks::get(&self.session, &self.cancels, &request.task_id).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        tasks::cancel(&self.session, &self.cancels, &request.task_id).await
     }
 }

@@ -16,6 +16,11 @@
 //!   until `request_status` shows how it ended.
 //! - An MCP cancellation never cancels host work: bridge calls run detached from the MCP
 //!   request. A cancelled mutation leaves its task gated like an in-progress one.
+//! - MCP Tasks (SPEC §17, `tasks.rs`): the `io.modelcontextprotocol/tasks` extension is
+//!   declared; to a client that declares it too, a mutation still running after
+//!   `--call-wait-ms` is a task whose `taskId` is its request ID. `tasks/get` reads the
+//!   receipt (so a task survives restarts of the host and of this front); `tasks/cancel` is
+//!   acknowledged and never applied, and the task's final result says so.
 //! - Logs go to stderr; stdout carries only MCP messages.
 //! - Every line read gets exactly one answer (a notification or response none, as JSON-RPC
 //!   says): a thin line screen in front of rmcp answers what rmcp would skip in silence or
@@ -24,6 +29,8 @@
 //!   `-32602`.
 //! - A request whose JSON-RPC id is still in flight (a request with that id read and not yet
 //!   answered) is answered `-32600` and never run; an answered id may be reused.
+//! - A line over 8 MiB is skipped to its end and answered once; a request before `initialize`
+//!   (without 2026-07-28's `_meta`) is answered `-32600` saying to initialize, never run.
 //! - A host refusal keeps its own code and delivery: a `FRAME_TOO_LARGE` is `not_executed`
 //!   and leaves the task open to the next call.
 //!
@@ -34,6 +41,7 @@ mod front;
 mod keys;
 mod results;
 mod screen;
+mod tasks;
 #[cfg(test)]
 mod tests;
 mod tools;

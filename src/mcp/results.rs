@@ -129,17 +129,20 @@ pub(super) fn bad_arguments(tool: &str, request_id: &str, problem: &str) -> Call
     CallToolResult::structured_error(body)
 }
 
+/// The tool result of a session's answer; `more` adds fields beside `request_id` (a task's
+/// final result says there whether a cancellation was applied).
 pub(super) fn reply_result(
     request_id: &str,
     task_id: Option<&str>,
     answer: SessionReply,
+    more: Map<String, Value>,
 ) -> CallToolResult {
     let SessionReply {
         reply,
         run_change,
         settled,
     } = answer;
-    let mut extra = Map::new();
+    let mut extra = more;
     if let Some(meta) = &reply.meta {
         extra.insert("run_id".into(), json!(meta.run_id));
         extra.insert("receipt".into(), json!(meta.receipt.as_str()));

@@ -21,6 +21,9 @@ pub(super) enum Screened {
     Forward,
     /// Answered here with this JSON-RPC error line; rmcp never sees it.
     Answer(Value),
+    /// A notification or response before the lifecycle opened: no answer is owed, and rmcp
+    /// would end the whole session on it, so it is logged and dropped.
+    Drop,
 }
 
 /// What a forwarded line means for the ids in flight.
@@ -206,6 +209,120 @@ pub(super) fn screen(line: &[u8]) -> (Screened, Track) {
     (Screened::Forward, Track::Request(echo))
 }
 
+/// Whether the MCP lifecycle has opened: an `initialize` was read, or a request carrying
+/// its own `_meta` (the self-contained requests of protocol 2026-07-28). Before that, rmcp
+/// answers a plain request with an invalid-params error about `_meta` fields the client never
+/// heard of, and ends the session on a notification; the screen answers and drops those
+/// instead.
+#[derive(Debug, Default)]
+pub(super) struct Lifecycle {
+    open: bool,
+}
+
+impl Lifecycle {
+    /// What a line that [`screen`] would forward gets before the lifecycle opens (it opens on
+    /// the way); `screened` unchanged once it is open.
+    pub(super) fn admit(&mut self, line: &[u8], screened: Screened) -> Screened {
+        if self.open || screened != Screened::Forward {
+            return screened;
+        }
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "_meta")]
+            meta: Option<serde::de::IgnoredAny>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Head {
+            id: Option<Value>,
+            method: Option<String>,
+            params: Option<Params>,
+        }
+        let Ok(head) = serde_json::from_slice::<Head>(line) else {
+            // A request whose params are not an object: rmcp answers it as it would later.
+            return screened;
+        };
+        let (Some(id), Some(method)) = (head.id, head.method) else {
+            tracing::warn!("dropped a notification or response that came before initialize");
+            return Screened::Drop;
+        };
+        let inline = head.params.is_some_and(|p| p.meta.is_some());
+        match method.as_str() {
+            "initialize" => self.open = true,
+            "ping" | "server/discover" => {}
+            _ if inline => self.open = true,
+            _ => {
+                return Screened::Answer(rpc_error(
+                    id,
+                    INVALID_REQUEST,
+                    format!(
+                        "Invalid Request: {method} came before initialize, so it was not run (nothing was executed). Send initialize first (protocol 2025-11-25 and older), then notifications/initialized; or, on protocol 2026-07-28, give every request its params._meta with the protocol version and the client's capabilities (server/discover lists the versions)"
+                    ),
+                ))
+            }
+        }
+        Screened::Forward
+    }
+}
+
+/// What reading one line from the client gave.
+#[derive(Debug, PartialEq)]
+pub(super) enum LineRead {
+    /// A whole line (its `\n`, and a `\r` before it, removed) or the last, unterminated one.
+    Line,
+    /// A line longer than the limit, skipped to its end: it gets one answer, and the line after
+    /// it is read whole.
+    TooLong,
+    /// The client closed stdin.
+    Eof,
+}
+
+/// Reads one line of at most `max` bytes into `buf` (cleared first). A longer line is skipped
+/// through its `\n` without being buffered, so the next read starts at the next line: one
+/// answer for the long line, and the call sent after it is not lost.
+pub(super) async fn read_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<LineRead> {
+    use tokio::io::AsyncBufReadExt;
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (too_long, buf.is_empty()) {
+                (true, _) => LineRead::TooLong,
+                (false, true) => LineRead::Eof,
+                (false, false) => LineRead::Line,
+            });
+        }
+        let (piece, ended) = match memchr::memchr(b'\n', available) {
+            Some(pos) => (&available[..pos], pos + 1),
+            None => (available, 0),
+        };
+        let taken = if ended > 0 { ended } else { piece.len() };
+        // One byte past `max` may still be the `\r` of a CRLF line.
+        if !too_long && buf.len() + piece.len() > max.saturating_add(1) {
+            too_long = true;
+            buf.clear();
+        }
+        if !too_long {
+            buf.extend_from_slice(piece);
+        }
+        reader.consume(taken);
+        if ended > 0 {
+            if buf.last() == Some(&b'\r') {
+                buf.pop();
+            }
+            if too_long || buf.len() > max {
+                buf.clear();
+                return Ok(LineRead::TooLong);
+            }
+            return Ok(LineRead::Line);
+        }
+    }
+}
+
 /// Reads stdin a line at a time: forwards well-formed messages to rmcp and sends the answer
 /// of every other line (and of a request whose id is still in flight) to the stdout writer.
 /// Ends at the client's EOF, which rmcp then sees.
@@ -217,34 +334,39 @@ pub(super) async fn read_stdin(
     use tokio::io::AsyncWriteExt;
     let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
     let mut line = Vec::new();
+    let mut lifecycle = Lifecycle::default();
     loop {
-        line.clear();
-        let screened =
-            match crate::protocol::read_frame(&mut stdin, &mut line, MAX_MCP_LINE_BYTES).await {
-                Ok(crate::protocol::FrameRead::Frame | crate::protocol::FrameRead::Partial) => {
-                    match screen(&line) {
-                        (Screened::Forward, Track::Request(id)) if !in_flight.begin(&id) => {
-                            Screened::Answer(InFlight::refusal(id))
-                        }
-                        (Screened::Forward, Track::Cancelled(id)) => {
-                            in_flight.end(&id);
-                            Screened::Forward
-                        }
-                        (screened, _) => screened,
+        let screened = match read_line(&mut stdin, &mut line, MAX_MCP_LINE_BYTES).await {
+            Ok(LineRead::Line) => match screen(&line) {
+                (Screened::Forward, Track::Request(id)) if !in_flight.begin(&id) => {
+                    Screened::Answer(InFlight::refusal(id))
+                }
+                (Screened::Forward, Track::Request(id)) => {
+                    let admitted = lifecycle.admit(&line, Screened::Forward);
+                    if admitted != Screened::Forward {
+                        in_flight.end(&id);
                     }
+                    admitted
                 }
-                Ok(crate::protocol::FrameRead::TooLarge) => Screened::Answer(rpc_error(
-                    Value::Null,
-                    PARSE_ERROR,
-                    format!("Parse error: the line is longer than {MAX_MCP_LINE_BYTES} bytes"),
-                )),
-                Ok(crate::protocol::FrameRead::Eof) => break,
-                Err(e) => {
-                    tracing::warn!("reading stdin failed: {e}");
-                    break;
+                (Screened::Forward, Track::Cancelled(id)) => {
+                    in_flight.end(&id);
+                    lifecycle.admit(&line, Screened::Forward)
                 }
-            };
+                (screened, _) => lifecycle.admit(&line, screened),
+            },
+            Ok(LineRead::TooLong) => Screened::Answer(rpc_error(
+                Value::Null,
+                PARSE_ERROR,
+                format!("Parse error: the line is longer than {MAX_MCP_LINE_BYTES} bytes, so it was skipped (nothing of it was run); send one JSON-RPC message per line, each shorter"),
+            )),
+            Ok(LineRead::Eof) => break,
+            Err(e) => {
+                tracing::warn!("reading stdin failed: {e}");
+                break;
+            }
+        };
         match screened {
+            Screened::Drop => {}
             Screened::Forward => {
                 line.push(b'\n');
                 if to_rmcp.write_all(&line).await.is_err() {

@@ -10,7 +10,9 @@ use serde_json::{json, Value};
 fn answer(line: &[u8]) -> Value {
     match screen_line(line) {
         Screened::Answer(v) => v,
-        Screened::Forward => panic!("forwarded: {}", String::from_utf8_lossy(line)),
+        Screened::Forward | Screened::Drop => {
+            panic!("not answered: {}", String::from_utf8_lossy(line))
+        }
     }
 }
 
@@ -192,4 +194,51 @@ fn next_reads_follow_the_delivery() {
         ),
         json!({"tool": "run_status", "arguments": {}})
     );
+}
+
+#[tokio::test]
+async fn a_line_over_the_limit_is_skipped_whole_in_any_piece_size() {
+    let data = b"0123456789\nabcdefghijklmnopqrstuvwxyz\nshort\r\nxy";
+    // Read in pieces that cut the long line anywhere, and through a CR of a CRLF line.
+    for cap in [1, 3, 7, 11, 64] {
+        let mut r = tokio::io::BufReader::with_capacity(cap, &data[..]);
+        let mut buf = Vec::new();
+        let mut got = Vec::new();
+        loop {
+            match read_line(&mut r, &mut buf, 10).await.unwrap() {
+                LineRead::Eof => break,
+                LineRead::Line => got.push(String::from_utf8(buf.clone()).unwrap()),
+                LineRead::TooLong => got.push("<too long>".into()),
+            }
+        }
+        assert_eq!(
+            got,
+            ["0123456789", "<too long>", "short", "xy"],
+            "capacity {cap}"
+        );
+    }
+}
+
+#[test]
+fn before_initialize_a_request_is_told_to_initialize_and_a_notification_is_dropped() {
+    let mut life = Lifecycle::default();
+    let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"run_status"}}"#;
+    let Screened::Answer(a) = life.admit(call, Screened::Forward) else {
+        panic!("answered")
+    };
+    assert_eq!(a["error"]["code"], -32600);
+    assert_eq!(a["id"], 1);
+    let note = br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(life.admit(note, Screened::Forward), Screened::Drop);
+    for early in [
+        &br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#[..],
+        br#"{"jsonrpc":"2.0","id":3,"method":"server/discover","params":{"_meta":{}}}"#,
+    ] {
+        assert_eq!(life.admit(early, Screened::Forward), Screened::Forward);
+    }
+    // A request with its own _meta (2026-07-28) opens the lifecycle, as initialize does.
+    let inline = br#"{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{"_meta":{}}}"#;
+    assert_eq!(life.admit(inline, Screened::Forward), Screened::Forward);
+    assert_eq!(life.admit(call, Screened::Forward), Screened::Forward);
+    assert_eq!(life.admit(note, Screened::Forward), Screened::Forward);
 }
