@@ -349,6 +349,11 @@ struct ExecutorArgs {
     /// are refused.
     #[arg(long, value_name = "DIR")]
     profile_dir: Option<PathBuf>,
+    /// Let tasks open local files (file: URLs) from DIR only (Chromium executor): a path that
+    /// leaves it, through `..` or a symlink, is refused. Without it, file: URLs are refused:
+    /// an agent that opens local files reads whatever this host's user can read.
+    #[arg(long, value_name = "DIR")]
+    allow_file_urls: Option<PathBuf>,
 }
 
 impl ExecutorArgs {
@@ -356,8 +361,13 @@ impl ExecutorArgs {
         &self,
         effects: Option<&std::path::Path>,
     ) -> Result<std::sync::Arc<dyn crate::executor::Executor>, String> {
-        use crate::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor};
+        use crate::executor::chromium::{
+            find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls,
+        };
         use crate::executor::{EffectsFile, FixtureExecutor};
+        if self.allow_file_urls.is_some() && self.executor != ExecutorKind::Chromium {
+            return Err("--allow-file-urls works with --executor chromium only".into());
+        }
         if self.profile_dir.is_some() && self.executor != ExecutorKind::Chromium {
             return Err("--profile-dir works with --executor chromium only".into());
         }
@@ -391,9 +401,14 @@ impl ExecutorArgs {
                         format!("--profile-dir {} is not a directory; create it (mode 0700) first", dir.display())
                     })?),
                 };
+                let file_urls = match &self.allow_file_urls {
+                    None => FileUrls::refused(),
+                    Some(dir) => FileUrls::inside(dir)?,
+                };
                 let config = ChromiumConfig::new(binary)
                     .with_upload_dir(self.upload_dir.clone())
-                    .with_profile_dir(profile_dir);
+                    .with_profile_dir(profile_dir)
+                    .with_file_urls(file_urls);
                 std::sync::Arc::new(ChromiumExecutor::new(config))
             }
         })
