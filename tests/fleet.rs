@@ -5,8 +5,9 @@
 //!
 //! - the same request ID sent to all three hosts at once, 1,000 IDs from 32 clients: exactly
 //!   one execution per ID fleet-wide, every other copy joined or replayed with the same reply;
-//! - a host killed with SIGKILL mid-action: once its lease lapses, the other hosts answer its
-//!   running receipt `INTERRUPTED`, and nothing runs it again;
+//! - a host killed with SIGKILL mid-action: a copy sent to another host meanwhile waits for
+//!   the fleet's decision; once the lease lapses, the other hosts answer its running receipt
+//!   `INTERRUPTED`, and nothing runs it again;
 //! - PostgreSQL stopped, or killed as in a crash, under load: new IDs answer
 //!   `LEDGER_UNAVAILABLE` (`not_executed`) while it is down; started again, the same IDs execute
 //!   exactly once;
@@ -231,6 +232,12 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
     }
     fleet.hosts[0].kill9();
 
+    // A copy sent to another host while alpha is dead and its row still `running`: the ID
+    // ran, so the copy waits for the fleet's decision (it is joined), however long alpha's
+    // lease takes to lapse — never TASK_NOT_FOUND / not_executed because the task was alpha's.
+    let mut early = fleet.host("charlie").conn().await;
+    early.send(id, "page.press", press.clone()).await;
+
     // Another host, asked about the ID, sees it running until alpha's lease lapses, then
     // INTERRUPTED — decided by the fleet, never run again.
     let mut b = fleet.host("bravo").conn().await;
@@ -273,6 +280,13 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
         assert!(Instant::now() < deadline, "alpha never shown dead: {s}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // The early copy was answered with that decision, as a joined copy.
+    let r = early.wait(id).await;
+    let e = err(&r, "INTERRUPTED");
+    assert_eq!(e["delivery"], "uncertain", "{r}");
+    assert_eq!(receipt(&r), "joined", "{r}");
+    assert_eq!(e["details"]["runId"], alpha_run.as_str(), "{r}");
 
     // The third host reads the same stored reply.
     let mut ch = fleet.host("charlie").conn().await;
