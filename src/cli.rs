@@ -303,9 +303,14 @@ struct ServeArgs {
     /// `host=/run/postgresql dbname=polaris` or `postgres://user@db/polaris` (docs/fleet.md).
     #[arg(long, value_name = "CONNSTR", conflicts_with_all = ["journal", "no_journal"])]
     ledger: Option<String>,
-    /// This host's name in the fleet [default: the machine's hostname].
+    /// This host's name in the fleet [default: the machine's hostname]. Each host needs its
+    /// own: a start under a name that a live host holds is refused.
     #[arg(long, value_name = "NAME", requires = "ledger")]
     host_id: Option<String>,
+    /// Start even though a live host holds this host ID: that host is superseded (its running
+    /// requests become INTERRUPTED, and it stops). For replacing a host on purpose.
+    #[arg(long, requires = "ledger")]
+    take_over_host_id: bool,
     /// How long this host's hold on its running receipts lasts unrenewed (renewed every third
     /// of it); when it lapses, the other hosts declare its running receipts INTERRUPTED.
     #[arg(long, default_value_t = crate::ledger::DEFAULT_LEASE.as_millis() as u64, value_name = "MS")]
@@ -572,19 +577,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("the tokio runtime starts")
 }
 
-/// This machine's hostname: a fleet host's default name.
-fn machine_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
-    // truncates, and the length is taken up to the first NUL.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    match (rc, std::str::from_utf8(&buf[..end])) {
-        (0, Ok(name)) if !name.is_empty() => name.to_owned(),
-        _ => "polaris-host".to_owned(),
-    }
-}
-
 /// Runs the command line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -630,9 +622,13 @@ pub fn main() -> ExitCode {
                     }
                     crate::serve::Store::Ledger(crate::serve::FleetOptions {
                         conninfo: conninfo.clone(),
-                        host_id: args.host_id.clone().unwrap_or_else(machine_name),
+                        host_id: args
+                            .host_id
+                            .clone()
+                            .unwrap_or_else(crate::ledger::machine_name),
                         lease: Duration::from_millis(args.lease_ms),
                         connections: args.ledger_connections.max(1),
+                        take_over: args.take_over_host_id,
                     })
                 }
                 None => match crate::serve::journal_dir(

@@ -978,3 +978,99 @@ async fn uncertain_outcomes_settled_on_their_host_or_acknowledged_elsewhere_clea
     let r = a.call_id("u-late", "page.press", submit(&late)).await;
     err(&r, "RECEIPT_CLEARED");
 }
+
+/// Starts `polaris serve --ledger` in `dir` with `args` (after the ledger), its stderr in
+/// `dir/serve.log`.
+fn spawn_serve(dir: &std::path::Path, conninfo: &str, args: &[&str]) -> std::process::Child {
+    std::fs::create_dir_all(dir).unwrap();
+    std::process::Command::new(common::polaris_bin())
+        .arg("serve")
+        .arg("--socket-dir")
+        .arg(dir.join("s"))
+        .arg("--audit-log")
+        .arg(dir.join("audit.jsonl"))
+        .args(["--ledger", conninfo])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
+        .spawn()
+        .expect("polaris serve starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_host_under_a_live_hosts_name_is_refused_unless_told_to_take_over() {
+    let Some(mut fleet) = Fleet::start("tests/fleet.rs", &["alpha"], &[]) else {
+        return;
+    };
+    let alpha_pid = fleet.hosts[0].child.as_ref().unwrap().id();
+    let conninfo = fleet.pg.conninfo();
+    let mut a = fleet.hosts[0].conn().await;
+    let task = start_task(&mut a, json!({})).await;
+
+    // Same name, same machine, alpha alive: the newcomer exits at once, saying who holds the
+    // name and how to choose another; alpha keeps its run.
+    let twin = fleet.root.path().join("twin");
+    let mut child = spawn_serve(&twin, &conninfo, &["--host-id", "alpha"]);
+    let deadline = Instant::now() + fleet::PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a second host named alpha kept running; alpha: {}",
+            fleet.hosts[0].log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let log = std::fs::read_to_string(twin.join("serve.log")).unwrap();
+    assert!(!status.success(), "{log}");
+    for needle in [
+        "\"alpha\"",
+        &format!("pid {alpha_pid}"),
+        "--host-id NAME",
+        "--take-over-host-id",
+    ] {
+        assert!(log.contains(needle), "{needle:?} not in: {log}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        fleet.hosts[0].running(),
+        "alpha stopped: {}",
+        fleet.hosts[0].log()
+    );
+    let r = a
+        .call_id("after-refusal", "page.press", submit(&task))
+        .await;
+    ok(&r);
+    let s = fleet.hosts[0].status().await;
+    assert_eq!(s["runId"], fleet.hosts[0].run_id.as_str(), "{s}");
+
+    // Told to take the name over, it starts, and alpha learns it was superseded and stops.
+    let successor = fleet.root.path().join("successor");
+    let mut child = spawn_serve(
+        &successor,
+        &conninfo,
+        &["--host-id", "alpha", "--take-over-host-id"],
+    );
+    let bridge = successor.join("s/bridge.sock");
+    let deadline = Instant::now() + fleet::PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the successor exited ({status}): {}",
+                std::fs::read_to_string(successor.join("serve.log")).unwrap()
+            );
+        }
+        if common::sync_call(&bridge, "host.hello", json!({})).is_ok_and(|r| r["ok"] == true) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the successor never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let gone = fleet.hosts[0].wait_exit();
+    assert!(!gone.success(), "alpha stops when superseded");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(fleet.effects()["after-refusal"], ["alpha"]);
+}
