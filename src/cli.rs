@@ -315,6 +315,11 @@ struct ServeArgs {
     /// of it); when it lapses, the other hosts declare its running receipts INTERRUPTED.
     #[arg(long, default_value_t = crate::ledger::DEFAULT_LEASE.as_millis() as u64, value_name = "MS")]
     lease_ms: u64,
+    /// Read the ledger's database password from FILE (its first line; the file must be
+    /// yours and not readable by group or others) instead of writing it in --ledger, where
+    /// anyone who can list processes sees it.
+    #[arg(long, value_name = "FILE", requires = "ledger")]
+    ledger_password_file: Option<PathBuf>,
     /// Connections this host keeps to the ledger's PostgreSQL.
     #[arg(long, default_value_t = crate::ledger::DEFAULT_CONNECTIONS, value_name = "N")]
     ledger_connections: usize,
@@ -577,6 +582,43 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("the tokio runtime starts")
 }
 
+/// The ledger password in `path` (`--ledger-password-file`): its first line, from a regular
+/// file opened without following symlinks that is not readable by group or others.
+fn read_password_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("cannot read --ledger-password-file {shown} ({e}); name the file itself, not a symlink"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read --ledger-password-file {shown} ({e})"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "--ledger-password-file {shown} is not a regular file"
+        ));
+    }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "--ledger-password-file {shown} is readable or writable by group or others; run chmod 600 {shown}"
+        ));
+    }
+    let mut text = String::new();
+    file.take(64 * 1024)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read --ledger-password-file {shown} ({e})"))?;
+    let password = text.lines().next().unwrap_or("").to_owned();
+    if password.is_empty() {
+        return Err(format!(
+            "--ledger-password-file {shown} is empty; put the password on its first line"
+        ));
+    }
+    Ok(password)
+}
+
 /// Runs the command line.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -620,7 +662,17 @@ pub fn main() -> ExitCode {
                         );
                         return ExitCode::from(2);
                     }
+                    let password =
+                        match args.ledger_password_file.as_deref().map(read_password_file) {
+                            None => None,
+                            Some(Ok(p)) => Some(p),
+                            Some(Err(e)) => {
+                                eprintln!("polaris serve: {e}");
+                                return ExitCode::from(2);
+                            }
+                        };
                     crate::serve::Store::Ledger(crate::serve::FleetOptions {
+                        password,
                         conninfo: conninfo.clone(),
                         host_id: args
                             .host_id

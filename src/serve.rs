@@ -169,6 +169,8 @@ pub struct FleetOptions {
     pub connections: usize,
     /// Supersede a live run holding `host_id` (`--take-over-host-id`) instead of refusing.
     pub take_over: bool,
+    /// The database password read from `--ledger-password-file`.
+    pub password: Option<String>,
 }
 
 /// Where `polaris serve` keeps its receipts.
@@ -196,6 +198,7 @@ pub async fn start_fleet(
         host_id: fleet.host_id.clone(),
         run_id: run_id.clone(),
         take_over: fleet.take_over,
+        password: fleet.password.clone(),
         socket: bridge_path.display().to_string(),
         lease: fleet.lease,
         connections: fleet.connections.max(1),

@@ -1074,3 +1074,85 @@ async fn a_second_host_under_a_live_hosts_name_is_refused_unless_told_to_take_ov
     let _ = child.wait();
     assert_eq!(fleet.effects()["after-refusal"], ["alpha"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_password_is_read_from_a_private_file_not_the_command_line() {
+    let Some(fleet) = Fleet::start("tests/fleet.rs", &[], &[]) else {
+        return;
+    };
+    // A role that must give its password (scram) over the server's unix socket.
+    let (db, conn) = tokio_postgres::connect(&fleet.pg.conninfo(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    db.batch_execute("CREATE ROLE keeper LOGIN SUPERUSER PASSWORD 'kept-out-of-ps-1'")
+        .await
+        .unwrap();
+    let hba: String = db.query_one("SHOW hba_file", &[]).await.unwrap().get(0);
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(&hba, format!("local all keeper scram-sha-256\n{rules}")).unwrap();
+    db.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    let conninfo = fleet.pg.conninfo().replace("user=postgres", "user=keeper");
+    assert_ne!(conninfo, fleet.pg.conninfo());
+
+    let root = fleet.root.path();
+    let write = |name: &str, text: &str, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = root.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.display().to_string()
+    };
+    let exits = |dir: &str, file: &str| {
+        let mut child = spawn_serve(
+            &root.join(dir),
+            &conninfo,
+            &["--host-id", dir, "--ledger-password-file", file],
+        );
+        let deadline = Instant::now() + fleet::PATIENCE;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let log = std::fs::read_to_string(root.join(dir).join("serve.log")).unwrap();
+                return (status, log);
+            }
+            assert!(Instant::now() < deadline, "{dir} kept running");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // A wrong password: the database refuses it.
+    let wrong = write("wrong.pw", "not-it\n", 0o600);
+    let (status, log) = exits("wrong", &wrong);
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("password authentication failed"), "{log}");
+    // A file others may read is refused before anything is sent.
+    let open = write("open.pw", "kept-out-of-ps-1\n", 0o644);
+    let (status, log) = exits("open", &open);
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(log.contains("chmod 600"), "{log}");
+
+    // The right one, from a private file: the host joins the fleet.
+    let right = write("right.pw", "kept-out-of-ps-1\n", 0o600);
+    let dir = root.join("right");
+    let mut child = spawn_serve(
+        &dir,
+        &conninfo,
+        &["--host-id", "right", "--ledger-password-file", &right],
+    );
+    let deadline = Instant::now() + fleet::PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the host exited ({status}): {}",
+                std::fs::read_to_string(dir.join("serve.log")).unwrap()
+            );
+        }
+        if let Ok(r) = common::sync_call(&dir.join("s/bridge.sock"), "run.status", json!({})) {
+            assert_eq!(r["result"]["ledger"]["hostId"], "right", "{r}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the host never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -75,6 +75,9 @@ impl Ledger {
                  `host=/run/postgresql dbname=polaris` or `postgres://user@host/dbname`"
             ))
         })?;
+        if let Some(password) = &config.password {
+            pg.password(password.as_bytes());
+        }
         if pg.get_connect_timeout().is_none() {
             pg.connect_timeout(Duration::from_secs(5));
         }
