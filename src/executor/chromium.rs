@@ -162,6 +162,21 @@ pub fn resolve_upload(dir: Option<&Path>, name: &str) -> Result<PathBuf, String>
     }
 }
 
+/// Checks, after a read of `page`, the address of the document the page shows now (read from
+/// the page itself, not from the navigation events, which can arrive after the new document
+/// already answers): a read that raced a link to a local file outside `--allow-file-urls` is
+/// refused, never returned. Without local files allowed no page can reach one (Chromium does
+/// not let a web page open a `file:` URL), so nothing is asked.
+async fn shown_after(inner: &Inner, page: &Page, deadline: Instant) -> Result<(), String> {
+    if !inner.file_urls.allowed() {
+        return Ok(());
+    }
+    match page.url_title(deadline).await {
+        QueryOutcome::Url { url, .. } => inner.file_urls.check_shown(&url),
+        _ => Err("the page's address could not be read after the read, so what was read is not returned; read again".into()),
+    }
+}
+
 /// How the executor starts its browser.
 #[derive(Clone, Debug)]
 pub struct ChromiumConfig {
@@ -1112,7 +1127,7 @@ impl Executor for ChromiumExecutor {
             if let Err(why) = inner.file_urls.check_shown(&page.url()) {
                 return QueryOutcome::Failed(why);
             }
-            match query {
+            let outcome = match query {
                 PageQuery::Snapshot => page.snapshot(deadline).await,
                 PageQuery::Wait {
                     target,
@@ -1128,6 +1143,10 @@ impl Executor for ChromiumExecutor {
                 }
                 PageQuery::Url => page.url_title(deadline).await,
                 PageQuery::Tabs => QueryOutcome::Failed("page.tabs is answered above".into()),
+            };
+            match shown_after(&inner, &page, deadline).await {
+                Ok(()) => outcome,
+                Err(why) => QueryOutcome::Failed(why),
             }
         })
     }
@@ -1158,7 +1177,13 @@ impl Executor for ChromiumExecutor {
             if tab != 0 {
                 return match inner.tab_page(&tp, tab, deadline).await {
                     Ok(page) => match inner.file_urls.check_shown(&page.url()) {
-                        Ok(()) => page.read(&subject, deadline).await,
+                        Ok(()) => {
+                            let read = page.read(&subject, deadline).await;
+                            match shown_after(&inner, &page, deadline).await {
+                                Ok(()) => read,
+                                Err(why) => ReadOutcome::Failed(why),
+                            }
+                        }
                         Err(why) => ReadOutcome::Failed(why),
                     },
                     Err(why) => ReadOutcome::Failed(why),
@@ -1170,6 +1195,9 @@ impl Executor for ChromiumExecutor {
                         return ReadOutcome::Failed(why);
                     }
                     let read = page.read(&subject, deadline).await;
+                    if let Err(why) = shown_after(&inner, &page, deadline).await {
+                        return ReadOutcome::Failed(why);
+                    }
                     if page.is_reopened() {
                         ReadOutcome::Reopened(Box::new(read))
                     } else {

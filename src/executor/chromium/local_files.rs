@@ -12,8 +12,8 @@
 //!   be inside the directory, and the page opens at that resolved path, not at the text sent
 //!   ([`FileUrls::resolve`]): a symlink pointing out is refused and nothing opens;
 //! - a page that later shows a local file outside the directory (a link on an allowed page
-//!   followed by a click) is not read: every read of the task's page checks its URL again
-//!   ([`FileUrls::check_shown`]).
+//!   followed by a click) is not read: every read of the task's page checks its URL again,
+//!   before and after reading ([`FileUrls::check_shown`]).
 
 use std::path::{Component, Path, PathBuf};
 
@@ -47,6 +47,11 @@ impl FileUrls {
         Ok(FileUrls {
             dir: Some((given, canonical)),
         })
+    }
+
+    /// Whether any local file may open (`--allow-file-urls` was given).
+    pub fn allowed(&self) -> bool {
+        self.dir.is_some()
     }
 
     /// Checks a URL before anything is stored: anything but `file:` passes; a `file:` URL
