@@ -171,6 +171,8 @@ async fn shown_after(inner: &Inner, page: &Page, deadline: Instant) -> Result<()
     if !inner.file_urls.allowed() {
         return Ok(());
     }
+    // A read that ends at its deadline still gets its address checked.
+    let deadline = deadline.max(Instant::now() + Duration::from_secs(1));
     match page.url_title(deadline).await {
         QueryOutcome::Url { url, .. } => inner.file_urls.check_shown(&url),
         _ => Err("the page's address could not be read after the read, so what was read is not returned; read again".into()),
@@ -1144,6 +1146,12 @@ impl Executor for ChromiumExecutor {
                 PageQuery::Url => page.url_title(deadline).await,
                 PageQuery::Tabs => QueryOutcome::Failed("page.tabs is answered above".into()),
             };
+            if matches!(
+                outcome,
+                QueryOutcome::TimedOut | QueryOutcome::Failed(_) | QueryOutcome::Refused(..)
+            ) {
+                return outcome;
+            }
             match shown_after(&inner, &page, deadline).await {
                 Ok(()) => outcome,
                 Err(why) => QueryOutcome::Failed(why),
@@ -1179,6 +1187,9 @@ impl Executor for ChromiumExecutor {
                     Ok(page) => match inner.file_urls.check_shown(&page.url()) {
                         Ok(()) => {
                             let read = page.read(&subject, deadline).await;
+                            if matches!(read, ReadOutcome::TimedOut | ReadOutcome::Failed(_)) {
+                                return read;
+                            }
                             match shown_after(&inner, &page, deadline).await {
                                 Ok(()) => read,
                                 Err(why) => ReadOutcome::Failed(why),
@@ -1195,8 +1206,11 @@ impl Executor for ChromiumExecutor {
                         return ReadOutcome::Failed(why);
                     }
                     let read = page.read(&subject, deadline).await;
-                    if let Err(why) = shown_after(&inner, &page, deadline).await {
-                        return ReadOutcome::Failed(why);
+                    let carries = !matches!(read, ReadOutcome::TimedOut | ReadOutcome::Failed(_));
+                    if carries {
+                        if let Err(why) = shown_after(&inner, &page, deadline).await {
+                            return ReadOutcome::Failed(why);
+                        }
                     }
                     if page.is_reopened() {
                         ReadOutcome::Reopened(Box::new(read))
