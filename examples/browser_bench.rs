@@ -27,7 +27,7 @@ use std::time::Duration;
 use polaris::client::BridgeClient;
 use polaris::executor::chromium::browser::{Browser, LaunchOptions};
 use polaris::executor::chromium::cdp::{methods, Connection};
-use polaris::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor};
+use polaris::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls};
 use polaris::executor::Executor;
 use polaris::webapp::WebApp;
 use serde_json::{json, Value};
@@ -294,7 +294,12 @@ async fn main() {
     let dir = std::env::temp_dir().join(format!("pl-bench-{}", std::process::id()));
     let mut options = polaris::console::demo::host_options(dir.clone(), 1_000_000);
     options.host.action_timeout = Duration::from_secs(5);
-    let executor = ChromiumExecutor::new(ChromiumConfig::new(binary.clone()));
+    // The large page below is a local file, in a directory of its own.
+    let local_pages = std::env::temp_dir().join(format!("pl-bench-pages-{}", std::process::id()));
+    std::fs::create_dir_all(&local_pages).unwrap();
+    let executor = ChromiumExecutor::new(
+        ChromiumConfig::new(binary.clone()).with_file_urls(FileUrls::inside(&local_pages).unwrap()),
+    );
     let running = polaris::serve::start(&options, Arc::new(executor.clone())).unwrap();
     let client = BridgeClient::new(&dir);
     through_polaris(&client, &url, 0).await; // starts the browser, warms up
@@ -344,7 +349,7 @@ async fn main() {
     }
 
     // The outline of a page of 5,000 elements.
-    let big = dir.join("big.html");
+    let big = local_pages.join("big.html");
     std::fs::write(&big, big_page(1000)).unwrap();
     let t = ok(&client
         .call(
@@ -430,4 +435,5 @@ async fn main() {
     running.stop().await;
     executor.shutdown();
     let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&local_pages);
 }

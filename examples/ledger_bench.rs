@@ -75,6 +75,8 @@ fn config(pg: &PrivatePostgres, host: usize, connections: usize) -> LedgerConfig
         conninfo: pg.conninfo(),
         host_id: format!("bench-{host}"),
         run_id: uuid::Uuid::new_v4().to_string(),
+        password: None,
+        take_over: false,
         socket: String::new(),
         lease: Duration::from_secs(10),
         connections,

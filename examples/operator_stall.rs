@@ -1,7 +1,10 @@
 //! Whether an operator's scan of a full book stalls agents (SPEC §10): a real `polaris serve`
 //! is filled with 1,000,000 receipts, then a bridge client measures `host.hello` round trips,
 //! first with no operator load and then while another client runs `receipts.clearPrepare`
-//! with `{"filter":{}}` over the whole book in a loop on the introspection socket.
+//! with `{"filter":{}}` over the whole book in a loop on the introspection socket, and while
+//! it commits one clear of the whole book. The operator runs in a process of its own (this
+//! example started again with `--operator`): its replies are hundreds of megabytes, and
+//! reading them in the measuring process would stall the bridge client there, not the host.
 //!
 //! `cargo build --release && cargo run --release --example operator_stall [RECEIPTS] [SAMPLES]`
 //! (defaults 1000000 and 2000). It prints p50/p99/max of both phases and how many prepares ran.
@@ -13,7 +16,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -167,11 +170,128 @@ fn summary(name: &str, mut us: Vec<u64>) {
     );
 }
 
+/// The operator's side, run as a process of its own (`operator_stall --operator SOCKET`), so
+/// that reading its replies of hundreds of megabytes (allocating and unmapping them holds that
+/// process's memory map lock) never delays the bridge client's round trips in the measuring
+/// process. It reads commands on stdin, one per line:
+///
+/// - `loop`: `clearPrepare {"filter":{}}` over and over until stdin's next line arrives; then it
+///   prints `prepares N mean_ms M`;
+/// - `prepare`: one prepare; prints `prepared`;
+/// - `commit`: commits that prepare; prints `committed MS`.
+fn operator(introspect: &Path) {
+    let mut c = Line::connect(introspect).unwrap();
+    let mut out = std::io::stdout().lock();
+    let mut command = String::new();
+    let mut token = String::new();
+    let mut i = 0;
+    loop {
+        command.clear();
+        if std::io::stdin().read_line(&mut command).unwrap() == 0 {
+            return;
+        }
+        match command.trim() {
+            "loop" => {
+                // Another line on stdin ends the loop: a reader thread says when it came.
+                let stop = Arc::new(AtomicBool::new(false));
+                let watcher = {
+                    let stop = stop.clone();
+                    std::thread::spawn(move || {
+                        let mut line = String::new();
+                        let _ = std::io::stdin().lock().read_line(&mut line);
+                        stop.store(true, Ordering::Relaxed);
+                    })
+                };
+                let (mut n, mut ms) = (0u64, 0u128);
+                while !stop.load(Ordering::Relaxed) {
+                    let t = Instant::now();
+                    c.send(&format!(
+                        "{{\"id\":\"prep-{i}\",\"method\":\"receipts.clearPrepare\",\"params\":{{\"filter\":{{}}}}}}\n"
+                    ));
+                    let line = c.read();
+                    assert!(
+                        line.contains("\"token\""),
+                        "{}",
+                        &line[..line.len().min(300)]
+                    );
+                    ms += t.elapsed().as_millis();
+                    n += 1;
+                    i += 1;
+                }
+                watcher.join().unwrap();
+                writeln!(out, "prepares {n} mean_ms {}", ms / u128::from(n.max(1))).unwrap();
+            }
+            "prepare" => {
+                c.send("{\"id\":\"last-prepare\",\"method\":\"receipts.clearPrepare\",\"params\":{\"filter\":{}}}\n");
+                let line = c.read();
+                token = line
+                    .split("\"token\":\"")
+                    .nth(1)
+                    .and_then(|s| s.split('"').next())
+                    .expect("the prepare answers a token")
+                    .to_owned();
+                writeln!(out, "prepared").unwrap();
+            }
+            "commit" => {
+                let t = Instant::now();
+                c.send(&format!(
+                    "{{\"id\":\"commit\",\"method\":\"receipts.clearCommit\",\"params\":{{\"token\":\"{token}\",\"reason\":\"measure\"}}}}\n"
+                ));
+                let line = c.read();
+                assert!(
+                    line.contains("\"ok\":true"),
+                    "{}",
+                    &line[..line.len().min(300)]
+                );
+                writeln!(out, "committed {}", t.elapsed().as_millis()).unwrap();
+            }
+            other => panic!("unknown operator command {other:?}"),
+        }
+        out.flush().unwrap();
+    }
+}
+
+/// The operator process: commands on its stdin, answers on its stdout.
+struct Operator {
+    child: Child,
+    answers: BufReader<std::process::ChildStdout>,
+}
+
+impl Operator {
+    fn start(introspect: &Path) -> Operator {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .arg("--operator")
+            .arg(introspect)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("the operator process starts");
+        let answers = BufReader::new(child.stdout.take().unwrap());
+        Operator { child, answers }
+    }
+
+    fn tell(&mut self, command: &str) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(format!("{command}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn answer(&mut self) -> String {
+        let mut line = String::new();
+        self.answers.read_line(&mut line).unwrap();
+        assert!(!line.is_empty(), "the operator process stopped");
+        line.trim().to_owned()
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
-    let receipts: usize = args
-        .next()
-        .map_or(1_000_000, |a| a.parse().expect("RECEIPTS"));
+    let first = args.next();
+    if first.as_deref() == Some("--operator") {
+        operator(Path::new(&args.next().expect("--operator SOCKET")));
+        return;
+    }
+    let receipts: usize = first.map_or(1_000_000, |a| a.parse().expect("RECEIPTS"));
     let samples: usize = args.next().map_or(2000, |a| a.parse().expect("SAMPLES"));
     let host = start_host(receipts + 10);
     let t = Instant::now();
@@ -183,49 +303,18 @@ fn main() {
 
     let idle = hellos(&host, samples);
 
-    let stop = Arc::new(AtomicBool::new(false));
-    let prepares = Arc::new(AtomicU64::new(0));
-    let prepare_ms = Arc::new(AtomicU64::new(0));
-    let operator = {
-        let (stop, prepares, prepare_ms) = (stop.clone(), prepares.clone(), prepare_ms.clone());
-        let path = host.introspect.clone();
-        std::thread::spawn(move || {
-            let mut c = Line::connect(&path).unwrap();
-            let mut i = 0;
-            while !stop.load(Ordering::Relaxed) {
-                let t = Instant::now();
-                c.send(&format!(
-                    "{{\"id\":\"prep-{i}\",\"method\":\"receipts.clearPrepare\",\"params\":{{\"filter\":{{}}}}}}\n"
-                ));
-                let line = c.read();
-                assert!(
-                    line.contains("\"token\""),
-                    "{}",
-                    &line[..line.len().min(300)]
-                );
-                prepare_ms.fetch_add(t.elapsed().as_millis() as u64, Ordering::Relaxed);
-                prepares.fetch_add(1, Ordering::Relaxed);
-                i += 1;
-            }
-        })
-    };
+    // The operator, in its own process, prepares in a loop while hellos are sampled.
+    let mut op = Operator::start(&host.introspect);
+    op.tell("loop");
     // The first prepare is under way before measuring.
     std::thread::sleep(Duration::from_millis(200));
     let loaded = hellos(&host, samples);
-    stop.store(true, Ordering::Relaxed);
-    operator.join().expect("operator");
+    op.tell("stop");
+    let prepares = op.answer();
 
     // One more prepare over the whole book, then its commit, while hellos are sampled.
-    let mut op = Line::connect(&host.introspect).unwrap();
-    op.send("{\"id\":\"last-prepare\",\"method\":\"receipts.clearPrepare\",\"params\":{\"filter\":{}}}\n");
-    let prepared = op.read().to_owned();
-    let token = prepared
-        .split("\"token\":\"")
-        .nth(1)
-        .and_then(|s| s.split('"').next())
-        .expect("the prepare answers a token")
-        .to_owned();
-    drop(prepared);
+    op.tell("prepare");
+    assert_eq!(op.answer(), "prepared");
     let committing = Arc::new(AtomicBool::new(true));
     let sampler = {
         let committing = committing.clone();
@@ -247,29 +336,16 @@ fn main() {
             out
         })
     };
-    let t = Instant::now();
-    op.send(&format!(
-        "{{\"id\":\"commit\",\"method\":\"receipts.clearCommit\",\"params\":{{\"token\":\"{token}\",\"reason\":\"measure\"}}}}\n"
-    ));
-    let committed = op.read().to_owned();
-    let commit_ms = t.elapsed().as_secs_f64() * 1000.0;
+    op.tell("commit");
+    let committed = op.answer();
     committing.store(false, Ordering::Relaxed);
     let during_commit = sampler.join().expect("sampler");
-    assert!(
-        committed.contains("\"ok\":true"),
-        "{}",
-        &committed[..committed.len().min(300)]
-    );
+    drop(op.child.stdin.take());
+    let _ = op.child.wait();
 
-    println!("bridge host.hello over a book of {receipts} receipts:");
+    println!("bridge host.hello over a book of {receipts} receipts (operator in its own process):");
     summary("  no operator load", idle);
     summary("  clearPrepare {filter:{}} loop", loaded);
     summary("  clearCommit of the whole book", during_commit);
-    println!("  the commit took {commit_ms:.0} ms (reply included)");
-    let n = prepares.load(Ordering::Relaxed).max(1);
-    println!(
-        "  prepares completed during the loaded phase: {} (mean {:.0} ms each, reply included)",
-        prepares.load(Ordering::Relaxed),
-        prepare_ms.load(Ordering::Relaxed) as f64 / n as f64
-    );
+    println!("  operator: {prepares} (reply included); {committed} ms for the commit");
 }

@@ -303,13 +303,23 @@ struct ServeArgs {
     /// `host=/run/postgresql dbname=polaris` or `postgres://user@db/polaris` (docs/fleet.md).
     #[arg(long, value_name = "CONNSTR", conflicts_with_all = ["journal", "no_journal"])]
     ledger: Option<String>,
-    /// This host's name in the fleet [default: the machine's hostname].
+    /// This host's name in the fleet [default: the machine's hostname]. Each host needs its
+    /// own: a start under a name that a live host holds is refused.
     #[arg(long, value_name = "NAME", requires = "ledger")]
     host_id: Option<String>,
+    /// Start even though a live host holds this host ID: that host is superseded (its running
+    /// requests become INTERRUPTED, and it stops). For replacing a host on purpose.
+    #[arg(long, requires = "ledger")]
+    take_over_host_id: bool,
     /// How long this host's hold on its running receipts lasts unrenewed (renewed every third
     /// of it); when it lapses, the other hosts declare its running receipts INTERRUPTED.
     #[arg(long, default_value_t = crate::ledger::DEFAULT_LEASE.as_millis() as u64, value_name = "MS")]
     lease_ms: u64,
+    /// Read the ledger's database password from FILE (its first line; the file must be
+    /// yours and not readable by group or others) instead of writing it in --ledger, where
+    /// anyone who can list processes sees it.
+    #[arg(long, value_name = "FILE", requires = "ledger")]
+    ledger_password_file: Option<PathBuf>,
     /// Connections this host keeps to the ledger's PostgreSQL.
     #[arg(long, default_value_t = crate::ledger::DEFAULT_CONNECTIONS, value_name = "N")]
     ledger_connections: usize,
@@ -349,6 +359,11 @@ struct ExecutorArgs {
     /// are refused.
     #[arg(long, value_name = "DIR")]
     profile_dir: Option<PathBuf>,
+    /// Let tasks open local files (file: URLs) from DIR only (Chromium executor): a path that
+    /// leaves it, through `..` or a symlink, is refused. Without it, file: URLs are refused:
+    /// an agent that opens local files reads whatever this host's user can read.
+    #[arg(long, value_name = "DIR")]
+    allow_file_urls: Option<PathBuf>,
 }
 
 impl ExecutorArgs {
@@ -356,8 +371,13 @@ impl ExecutorArgs {
         &self,
         effects: Option<&std::path::Path>,
     ) -> Result<std::sync::Arc<dyn crate::executor::Executor>, String> {
-        use crate::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor};
+        use crate::executor::chromium::{
+            find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls,
+        };
         use crate::executor::{EffectsFile, FixtureExecutor};
+        if self.allow_file_urls.is_some() && self.executor != ExecutorKind::Chromium {
+            return Err("--allow-file-urls works with --executor chromium only".into());
+        }
         if self.profile_dir.is_some() && self.executor != ExecutorKind::Chromium {
             return Err("--profile-dir works with --executor chromium only".into());
         }
@@ -391,9 +411,14 @@ impl ExecutorArgs {
                         format!("--profile-dir {} is not a directory; create it (mode 0700) first", dir.display())
                     })?),
                 };
+                let file_urls = match &self.allow_file_urls {
+                    None => FileUrls::refused(),
+                    Some(dir) => FileUrls::inside(dir)?,
+                };
                 let config = ChromiumConfig::new(binary)
                     .with_upload_dir(self.upload_dir.clone())
-                    .with_profile_dir(profile_dir);
+                    .with_profile_dir(profile_dir)
+                    .with_file_urls(file_urls);
                 std::sync::Arc::new(ChromiumExecutor::new(config))
             }
         })
@@ -557,17 +582,41 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("the tokio runtime starts")
 }
 
-/// This machine's hostname: a fleet host's default name.
-fn machine_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
-    // truncates, and the length is taken up to the first NUL.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    match (rc, std::str::from_utf8(&buf[..end])) {
-        (0, Ok(name)) if !name.is_empty() => name.to_owned(),
-        _ => "polaris-host".to_owned(),
+/// The ledger password in `path` (`--ledger-password-file`): its first line, from a regular
+/// file opened without following symlinks that is not readable by group or others.
+fn read_password_file(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let shown = path.display();
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| format!("cannot read --ledger-password-file {shown} ({e}); name the file itself, not a symlink"))?;
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read --ledger-password-file {shown} ({e})"))?;
+    if !meta.is_file() {
+        return Err(format!(
+            "--ledger-password-file {shown} is not a regular file"
+        ));
     }
+    if meta.permissions().mode() & 0o077 != 0 {
+        return Err(format!(
+            "--ledger-password-file {shown} is readable or writable by group or others; run chmod 600 {shown}"
+        ));
+    }
+    let mut text = String::new();
+    file.take(64 * 1024)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot read --ledger-password-file {shown} ({e})"))?;
+    let password = text.lines().next().unwrap_or("").to_owned();
+    if password.is_empty() {
+        return Err(format!(
+            "--ledger-password-file {shown} is empty; put the password on its first line"
+        ));
+    }
+    Ok(password)
 }
 
 /// Runs the command line.
@@ -613,11 +662,25 @@ pub fn main() -> ExitCode {
                         );
                         return ExitCode::from(2);
                     }
+                    let password =
+                        match args.ledger_password_file.as_deref().map(read_password_file) {
+                            None => None,
+                            Some(Ok(p)) => Some(p),
+                            Some(Err(e)) => {
+                                eprintln!("polaris serve: {e}");
+                                return ExitCode::from(2);
+                            }
+                        };
                     crate::serve::Store::Ledger(crate::serve::FleetOptions {
+                        password,
                         conninfo: conninfo.clone(),
-                        host_id: args.host_id.clone().unwrap_or_else(machine_name),
+                        host_id: args
+                            .host_id
+                            .clone()
+                            .unwrap_or_else(crate::ledger::machine_name),
                         lease: Duration::from_millis(args.lease_ms),
                         connections: args.ledger_connections.max(1),
+                        take_over: args.take_over_host_id,
                     })
                 }
                 None => match crate::serve::journal_dir(

@@ -381,7 +381,18 @@ impl EffectsFile {
             .create(true)
             .append(true)
             .mode(0o600)
-            .open(path)?;
+            // Never written through a symlink (SPEC §10: files the host opens by name).
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .map_err(|e| {
+                if e.raw_os_error() == Some(libc::ELOOP) {
+                    std::io::Error::other(
+                        "it is a symlink, which is never followed; name the file itself",
+                    )
+                } else {
+                    e
+                }
+            })?;
         Ok(EffectsFile {
             path: path.to_owned(),
             file: Mutex::new(file),

@@ -167,6 +167,10 @@ pub struct FleetOptions {
     pub lease: Duration,
     /// Connections to PostgreSQL (`--ledger-connections`).
     pub connections: usize,
+    /// Supersede a live run holding `host_id` (`--take-over-host-id`) instead of refusing.
+    pub take_over: bool,
+    /// The database password read from `--ledger-password-file`.
+    pub password: Option<String>,
 }
 
 /// Where `polaris serve` keeps its receipts.
@@ -193,6 +197,8 @@ pub async fn start_fleet(
         conninfo: fleet.conninfo.clone(),
         host_id: fleet.host_id.clone(),
         run_id: run_id.clone(),
+        take_over: fleet.take_over,
+        password: fleet.password.clone(),
         socket: bridge_path.display().to_string(),
         lease: fleet.lease,
         connections: fleet.connections.max(1),

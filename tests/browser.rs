@@ -19,6 +19,8 @@ use serde_json::{json, Value};
 /// reaper kills the private browser while the host is still its parent, then the host goes.
 struct Rig {
     app: WebApp,
+    /// The directory local pages open from (`--allow-file-urls`).
+    files: tempfile::TempDir,
     _reaper: Reaper,
     host: TestHost,
     c: Conn,
@@ -28,7 +30,10 @@ impl Rig {
     async fn start(action_timeout_ms: u64) -> Option<Rig> {
         let chromium = chromium_or_skip()?;
         let app = WebApp::start().await.expect("the web app starts");
-        let args = serve_args(&chromium, action_timeout_ms);
+        let files = tempfile::tempdir().expect("a directory for local pages");
+        let mut args = serve_args(&chromium, action_timeout_ms);
+        args.push("--allow-file-urls".into());
+        args.push(files.path().display().to_string());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let host = TestHost::start(&args);
         let reaper = Reaper {
@@ -37,6 +42,7 @@ impl Rig {
         let c = host.conn().await;
         Some(Rig {
             app,
+            files,
             _reaper: reaper,
             host,
             c,
@@ -378,8 +384,7 @@ async fn a_missing_hidden_or_disabled_target_fails_with_nothing_dispatched() {
     assert_eq!(ok(&st)["state"], "running", "a failure does not block");
 
     // A page of our own, from a file: a disabled button, a hidden one, a covered one.
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("form.html");
+    let file = r.files.path().join("form.html");
     std::fs::write(
         &file,
         r#"<!doctype html><button id="off" disabled>Off</button>

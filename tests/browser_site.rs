@@ -35,6 +35,9 @@ impl Rig {
         let mut args = serve_args(&chromium, action_timeout_ms);
         args.push("--upload-dir".into());
         args.push(uploads.path().display().to_string());
+        // The large pages of one test are local files, kept beside the uploads.
+        args.push("--allow-file-urls".into());
+        args.push(uploads.path().display().to_string());
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let host = TestHost::start(&args);
         let reaper = Reaper {
@@ -738,7 +741,7 @@ async fn a_large_page_is_outlined_within_its_bounds() {
     let Some(mut r) = Rig::start(10_000).await else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
+    let dir = r.uploads.path().to_path_buf();
     let page = |n: usize| {
         let items: String = (0..n)
             .map(|i| format!("<li><button type=button>Item {i}</button></li>"))
@@ -746,9 +749,9 @@ async fn a_large_page_is_outlined_within_its_bounds() {
         format!("<!doctype html><title>Many</title><ul>{items}</ul>")
     };
     for (name, rows) in [("five.html", 2_500), ("many.html", 15_000)] {
-        std::fs::write(dir.path().join(name), page(rows)).unwrap();
+        std::fs::write(dir.join(name), page(rows)).unwrap();
     }
-    let open = |name: &str| format!("file://{}", dir.path().join(name).display());
+    let open = |name: &str| format!("file://{}", dir.join(name).display());
     // About 5,000 nodes: what an outline costs, printed for the record.
     let url = open("five.html");
     let t = r

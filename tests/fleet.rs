@@ -5,8 +5,9 @@
 //!
 //! - the same request ID sent to all three hosts at once, 1,000 IDs from 32 clients: exactly
 //!   one execution per ID fleet-wide, every other copy joined or replayed with the same reply;
-//! - a host killed with SIGKILL mid-action: once its lease lapses, the other hosts answer its
-//!   running receipt `INTERRUPTED`, and nothing runs it again;
+//! - a host killed with SIGKILL mid-action: a copy sent to another host meanwhile waits for
+//!   the fleet's decision; once the lease lapses, the other hosts answer its running receipt
+//!   `INTERRUPTED`, and nothing runs it again;
 //! - PostgreSQL stopped, or killed as in a crash, under load: new IDs answer
 //!   `LEDGER_UNAVAILABLE` (`not_executed`) while it is down; started again, the same IDs execute
 //!   exactly once;
@@ -231,6 +232,12 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
     }
     fleet.hosts[0].kill9();
 
+    // A copy sent to another host while alpha is dead and its row still `running`: the ID
+    // ran, so the copy waits for the fleet's decision (it is joined), however long alpha's
+    // lease takes to lapse — never TASK_NOT_FOUND / not_executed because the task was alpha's.
+    let mut early = fleet.host("charlie").conn().await;
+    early.send(id, "page.press", press.clone()).await;
+
     // Another host, asked about the ID, sees it running until alpha's lease lapses, then
     // INTERRUPTED — decided by the fleet, never run again.
     let mut b = fleet.host("bravo").conn().await;
@@ -273,6 +280,13 @@ async fn a_host_killed_mid_action_is_interrupted_by_the_others_after_its_lease()
         assert!(Instant::now() < deadline, "alpha never shown dead: {s}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // The early copy was answered with that decision, as a joined copy.
+    let r = early.wait(id).await;
+    let e = err(&r, "INTERRUPTED");
+    assert_eq!(e["delivery"], "uncertain", "{r}");
+    assert_eq!(receipt(&r), "joined", "{r}");
+    assert_eq!(e["details"]["runId"], alpha_run.as_str(), "{r}");
 
     // The third host reads the same stored reply.
     let mut ch = fleet.host("charlie").conn().await;
@@ -963,4 +977,182 @@ async fn uncertain_outcomes_settled_on_their_host_or_acknowledged_elsewhere_clea
     assert_eq!(ok(&done)["cleared"], 3, "{done}");
     let r = a.call_id("u-late", "page.press", submit(&late)).await;
     err(&r, "RECEIPT_CLEARED");
+}
+
+/// Starts `polaris serve --ledger` in `dir` with `args` (after the ledger), its stderr in
+/// `dir/serve.log`.
+fn spawn_serve(dir: &std::path::Path, conninfo: &str, args: &[&str]) -> std::process::Child {
+    std::fs::create_dir_all(dir).unwrap();
+    std::process::Command::new(common::polaris_bin())
+        .arg("serve")
+        .arg("--socket-dir")
+        .arg(dir.join("s"))
+        .arg("--audit-log")
+        .arg(dir.join("audit.jsonl"))
+        .args(["--ledger", conninfo])
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
+        .spawn()
+        .expect("polaris serve starts")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_host_under_a_live_hosts_name_is_refused_unless_told_to_take_over() {
+    let Some(mut fleet) = Fleet::start("tests/fleet.rs", &["alpha"], &[]) else {
+        return;
+    };
+    let alpha_pid = fleet.hosts[0].child.as_ref().unwrap().id();
+    let conninfo = fleet.pg.conninfo();
+    let mut a = fleet.hosts[0].conn().await;
+    let task = start_task(&mut a, json!({})).await;
+
+    // Same name, same machine, alpha alive: the newcomer exits at once, saying who holds the
+    // name and how to choose another; alpha keeps its run.
+    let twin = fleet.root.path().join("twin");
+    let mut child = spawn_serve(&twin, &conninfo, &["--host-id", "alpha"]);
+    let deadline = Instant::now() + fleet::PATIENCE;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "a second host named alpha kept running; alpha: {}",
+            fleet.hosts[0].log()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let log = std::fs::read_to_string(twin.join("serve.log")).unwrap();
+    assert!(!status.success(), "{log}");
+    for needle in [
+        "\"alpha\"",
+        &format!("pid {alpha_pid}"),
+        "--host-id NAME",
+        "--take-over-host-id",
+    ] {
+        assert!(log.contains(needle), "{needle:?} not in: {log}");
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        fleet.hosts[0].running(),
+        "alpha stopped: {}",
+        fleet.hosts[0].log()
+    );
+    let r = a
+        .call_id("after-refusal", "page.press", submit(&task))
+        .await;
+    ok(&r);
+    let s = fleet.hosts[0].status().await;
+    assert_eq!(s["runId"], fleet.hosts[0].run_id.as_str(), "{s}");
+
+    // Told to take the name over, it starts, and alpha learns it was superseded and stops.
+    let successor = fleet.root.path().join("successor");
+    let mut child = spawn_serve(
+        &successor,
+        &conninfo,
+        &["--host-id", "alpha", "--take-over-host-id"],
+    );
+    let bridge = successor.join("s/bridge.sock");
+    let deadline = Instant::now() + fleet::PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the successor exited ({status}): {}",
+                std::fs::read_to_string(successor.join("serve.log")).unwrap()
+            );
+        }
+        if common::sync_call(&bridge, "host.hello", json!({})).is_ok_and(|r| r["ok"] == true) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the successor never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let gone = fleet.hosts[0].wait_exit();
+    assert!(!gone.success(), "alpha stops when superseded");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(fleet.effects()["after-refusal"], ["alpha"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ledger_password_is_read_from_a_private_file_not_the_command_line() {
+    let Some(fleet) = Fleet::start("tests/fleet.rs", &[], &[]) else {
+        return;
+    };
+    // A role that must give its password (scram) over the server's unix socket.
+    let (db, conn) = tokio_postgres::connect(&fleet.pg.conninfo(), tokio_postgres::NoTls)
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    db.batch_execute("CREATE ROLE keeper LOGIN SUPERUSER PASSWORD 'kept-out-of-ps-1'")
+        .await
+        .unwrap();
+    let hba: String = db.query_one("SHOW hba_file", &[]).await.unwrap().get(0);
+    let rules = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(&hba, format!("local all keeper scram-sha-256\n{rules}")).unwrap();
+    db.batch_execute("SELECT pg_reload_conf()").await.unwrap();
+    let conninfo = fleet.pg.conninfo().replace("user=postgres", "user=keeper");
+    assert_ne!(conninfo, fleet.pg.conninfo());
+
+    let root = fleet.root.path();
+    let write = |name: &str, text: &str, mode: u32| {
+        use std::os::unix::fs::PermissionsExt;
+        let path = root.join(name);
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.display().to_string()
+    };
+    let exits = |dir: &str, file: &str| {
+        let mut child = spawn_serve(
+            &root.join(dir),
+            &conninfo,
+            &["--host-id", dir, "--ledger-password-file", file],
+        );
+        let deadline = Instant::now() + fleet::PATIENCE;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                let log = std::fs::read_to_string(root.join(dir).join("serve.log")).unwrap();
+                return (status, log);
+            }
+            assert!(Instant::now() < deadline, "{dir} kept running");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    // A wrong password: the database refuses it.
+    let wrong = write("wrong.pw", "not-it\n", 0o600);
+    let (status, log) = exits("wrong", &wrong);
+    assert!(!status.success(), "{log}");
+    assert!(log.contains("password authentication failed"), "{log}");
+    // A file others may read is refused before anything is sent.
+    let open = write("open.pw", "kept-out-of-ps-1\n", 0o644);
+    let (status, log) = exits("open", &open);
+    assert_eq!(status.code(), Some(2), "{log}");
+    assert!(log.contains("chmod 600"), "{log}");
+
+    // The right one, from a private file: the host joins the fleet.
+    let right = write("right.pw", "kept-out-of-ps-1\n", 0o600);
+    let dir = root.join("right");
+    let mut child = spawn_serve(
+        &dir,
+        &conninfo,
+        &["--host-id", "right", "--ledger-password-file", &right],
+    );
+    let deadline = Instant::now() + fleet::PATIENCE;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the host exited ({status}): {}",
+                std::fs::read_to_string(dir.join("serve.log")).unwrap()
+            );
+        }
+        if let Ok(r) = common::sync_call(&dir.join("s/bridge.sock"), "run.status", json!({})) {
+            assert_eq!(r["result"]["ledger"]["hostId"], "right", "{r}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the host never answered");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }

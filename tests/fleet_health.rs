@@ -296,6 +296,8 @@ fn config(pg: &polaris::ledger::private::PrivatePostgres, host: &str) -> LedgerC
         conninfo: pg.conninfo(),
         host_id: host.to_owned(),
         run_id: format!("run-{host}"),
+        password: None,
+        take_over: false,
         socket: format!("/tmp/{host}.sock"),
         // Long: no reaping pass (every 20 s) runs during the test.
         lease: Duration::from_secs(60),

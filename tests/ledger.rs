@@ -25,6 +25,8 @@ fn config(pg: &PrivatePostgres, host: &str, lease: Duration, capacity: usize) ->
         conninfo: pg.conninfo(),
         host_id: host.to_string(),
         run_id: format!("run-{host}-{}", uuid::Uuid::new_v4().simple()),
+        password: None,
+        take_over: false,
         socket: format!("/tmp/{host}.sock"),
         lease,
         connections: 4,
@@ -108,6 +110,8 @@ async fn a_malformed_connection_string_is_a_setup_error_that_names_the_fix() {
         conninfo: "host=/tmp port=notaport".to_string(),
         host_id: "h".to_string(),
         run_id: "r".to_string(),
+        password: None,
+        take_over: false,
         socket: String::new(),
         lease: DEFAULT_LEASE,
         connections: 1,
@@ -371,7 +375,26 @@ async fn a_newer_run_of_the_same_host_supersedes_the_older_one_at_once() {
     let mut lost = old.lost();
     assert!(lost.borrow().is_none());
     assert!(matches!(old.claim(claim("x")).await.unwrap(), Claimed::New));
-    let new = open(&pg, "same", Duration::from_millis(300), 1000).await;
+    // A second run under a name a live run holds is refused, naming the holder and the way
+    // out; nothing of the live run changes.
+    let Err(LedgerError::Setup(why)) =
+        Ledger::open(config(&pg, "same", Duration::from_millis(300), 1000)).await
+    else {
+        panic!("a second live run under the same host ID was let in");
+    };
+    assert!(
+        why.contains(&format!("pid {}", std::process::id())),
+        "{why}"
+    );
+    assert!(
+        why.contains("--host-id") && why.contains("--take-over-host-id"),
+        "{why}"
+    );
+    assert!(lost.borrow().is_none());
+    // Told to take the name over, it does so at once.
+    let mut take_over = config(&pg, "same", Duration::from_millis(300), 1000);
+    take_over.take_over = true;
+    let new = Ledger::open(take_over).await.unwrap();
     // Registration interrupted the older run's receipt before returning.
     let x = new.receipt("x").await.unwrap().unwrap();
     assert_eq!(x.state, RowState::Completed);

@@ -281,3 +281,127 @@ fn the_receipt_index_is_resident_at_the_start_unless_it_would_take_a_quarter_of_
     assert_eq!(reply["ok"], true, "{reply}");
     assert_eq!(reply["meta"]["receipt"], "new", "{reply}");
 }
+
+/// One wave of `fills` fresh fills, 64 in flight on each of 4 connections; returns the peak RSS
+/// of the host seen meanwhile.
+async fn fill_wave(host: &TestHost, task: &str, wave: usize, fills: usize) -> u64 {
+    let pid = host.child.as_ref().unwrap().id();
+    let mut agents = Vec::new();
+    for a in 0..4 {
+        let mut conn = host.conn().await;
+        let task = task.to_owned();
+        agents.push(tokio::spawn(async move {
+            let mut sent = 0;
+            while sent < fills / 4 {
+                let ids: Vec<String> = (0..64)
+                    .map(|i| format!("w{wave}-{a}-{}", sent + i))
+                    .collect();
+                let burst: String = ids
+                    .iter()
+                    .map(|id| {
+                        let frame = json!({"id": id, "method": "page.fill", "params": {"taskId": task, "target": "#title", "value": "x"}});
+                        format!("{frame}\n")
+                    })
+                    .collect();
+                conn.send_raw(burst.as_bytes()).await;
+                for id in &ids {
+                    ok(&conn.wait(id).await);
+                }
+                sent += ids.len();
+            }
+        }));
+    }
+    let mut peak = 0;
+    while agents.iter().any(|a| !a.is_finished()) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        peak = peak.max(rss_bytes(pid));
+    }
+    for a in agents {
+        a.await.unwrap();
+    }
+    peak_rss(pid, peak, 500).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribers_that_never_read_cost_their_own_small_budget_and_go_when_closed() {
+    // At the default reply-byte bound (8 MiB per connection), connections of eight
+    // subscriptions each that never read: each subscription may hold only its own budget of
+    // unwritten event bytes, and closing them gives it back — a second wave of as many costs
+    // no more than the first.
+    const CONNECTIONS: u64 = 32;
+    const SUBSCRIPTIONS: u64 = 8;
+    const FILLS: usize = 12_000;
+    let host = TestHost::start(&["--no-journal", "--capacity", "40000"]);
+    let pid = host.child.as_ref().unwrap().id();
+    let mut c = host.conn().await;
+    let task = start_task(&mut c, json!({})).await;
+    // What one event line weighs, from a subscriber that reads.
+    let mut reader = Conn::connect(&host.introspect()).await;
+    ok(&reader.call_id("probe-sub", "subscribe", json!({})).await);
+    ok(&c
+        .call_id(
+            &new_id(),
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "x"}),
+        )
+        .await);
+    let mut line_bytes = 0u64;
+    for _ in 0..2 {
+        line_bytes += reader.read_line().await.expect("an event line").len() as u64 + 1;
+    }
+    line_bytes /= 2;
+    drop(reader);
+    let before = peak_rss(pid, rss_bytes(pid), 200).await;
+
+    let budget = 128 * 1024;
+    let allowed = CONNECTIONS * SUBSCRIPTIONS * budget + OVERHEAD;
+    // What they could hold before: 4,096 lines each (the events of these fills fill it).
+    let before_fix = CONNECTIONS * SUBSCRIPTIONS * 4096 * line_bytes;
+    assert!(
+        allowed * 2 < before_fix,
+        "the test must be able to fail: {allowed} vs {before_fix}"
+    );
+    let mut peaks = Vec::new();
+    for wave in 0..2 {
+        let mut subscribers = Vec::new();
+        for n in 0..CONNECTIONS {
+            let mut s = Conn::connect(&host.introspect()).await;
+            for i in 0..SUBSCRIPTIONS {
+                let r = s
+                    .call_id(&format!("sub-{wave}-{n}-{i}"), "subscribe", json!({}))
+                    .await;
+                assert_eq!(ok(&r)["subscribed"], true);
+            }
+            subscribers.push(s);
+        }
+        let peak = fill_wave(&host, &task, wave, FILLS).await;
+        let grew = peak.saturating_sub(before);
+        eprintln!(
+            "wave {wave}: RSS grew {} KiB over the start with {CONNECTIONS}x{SUBSCRIPTIONS} non-reading subscriptions during {FILLS} fills (event lines ~{line_bytes} B; allowed {} KiB; 4,096 lines each would be {} KiB)",
+            grew / 1024,
+            allowed / 1024,
+            before_fix / 1024
+        );
+        assert!(
+            grew <= allowed,
+            "wave {wave}: RSS grew {grew} bytes, more than {allowed}"
+        );
+        peaks.push(grew);
+        for s in subscribers {
+            s.close();
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // The host still answers, and the closed subscribers are gone from it: the bridge's
+    // events reach a new reader at once.
+    let mut reader = Conn::connect(&host.introspect()).await;
+    ok(&reader.call_id("last-sub", "subscribe", json!({})).await);
+    ok(&c
+        .call_id(
+            &new_id(),
+            "page.fill",
+            json!({"taskId": task, "target": "#title", "value": "x"}),
+        )
+        .await);
+    assert!(reader.read_line().await.is_some());
+}

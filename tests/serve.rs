@@ -457,3 +457,26 @@ fn a_ledger_that_takes_the_connection_and_never_answers_fails_the_start_within_i
         "nothing was served"
     );
 }
+
+#[test]
+fn a_fixture_effects_file_that_is_a_symlink_is_refused_and_not_written_through() {
+    let root = short_tempdir();
+    let target = root.path().join("elsewhere.txt");
+    std::fs::write(&target, "untouched\n").unwrap();
+    let link = root.path().join("effects.jsonl");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let out = Command::new(polaris_bin())
+        .args(["serve", "--no-journal", "--socket-dir"])
+        .arg(root.path().join("s"))
+        .arg("--fixture-effects")
+        .arg(&link)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("--fixture-effects"), "{stderr}");
+    assert!(stderr.contains("symlink"), "{stderr}");
+    // Nothing was written through the link, and no host ran.
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched\n");
+    assert!(!root.path().join("s/bridge.sock").exists());
+}

@@ -41,6 +41,7 @@
 pub mod browser;
 pub mod cdp;
 pub mod dialogs;
+pub mod local_files;
 pub mod page;
 pub mod profiles;
 mod script;
@@ -65,6 +66,7 @@ use crate::protocol::{Command, ExecutorCommand, FixtureOptions, Method, Navigati
 use crate::tasks::TaskId;
 
 pub use self::browser::find_chromium;
+pub use self::local_files::FileUrls;
 
 /// The longest selector accepted (SPEC §10).
 pub const MAX_SELECTOR_BYTES: usize = 1024;
@@ -100,7 +102,8 @@ pub fn check_url(url: &str) -> Result<(), String> {
 }
 
 /// Checks `page.navigate`'s URL: as a task's (`check_url`), and `http` or `https` only — a
-/// running page is never sent to a local file.
+/// running page is never sent to a local file (a task opens one only as its start URL, with
+/// `--allow-file-urls`).
 pub fn check_navigation_url(url: &str) -> Result<(), String> {
     check_url(url)?;
     let scheme = url.split_once(':').map(|(s, _)| s.to_ascii_lowercase());
@@ -108,7 +111,7 @@ pub fn check_navigation_url(url: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "page.navigate goes to http or https URLs only (got {:?}); send \"back\", \"forward\" or \"reload\" to move through the history",
+            "page.navigate goes to http or https URLs only (got {:?}); send \"back\", \"forward\" or \"reload\" to move through the history. A local file opens only as a task.start url, on a host started with --allow-file-urls DIR",
             url.chars().take(60).collect::<String>()
         ))
     }
@@ -159,6 +162,23 @@ pub fn resolve_upload(dir: Option<&Path>, name: &str) -> Result<PathBuf, String>
     }
 }
 
+/// Checks, after a read of `page`, the address of the document the page shows now (read from
+/// the page itself, not from the navigation events, which can arrive after the new document
+/// already answers): a read that raced a link to a local file outside `--allow-file-urls` is
+/// refused, never returned. Without local files allowed no page can reach one (Chromium does
+/// not let a web page open a `file:` URL), so nothing is asked.
+async fn shown_after(inner: &Inner, page: &Page, deadline: Instant) -> Result<(), String> {
+    if !inner.file_urls.allowed() {
+        return Ok(());
+    }
+    // A read that ends at its deadline still gets its address checked.
+    let deadline = deadline.max(Instant::now() + Duration::from_secs(1));
+    match page.url_title(deadline).await {
+        QueryOutcome::Url { url, .. } => inner.file_urls.check_shown(&url),
+        _ => Err("the page's address could not be read after the read, so what was read is not returned; read again".into()),
+    }
+}
+
 /// How the executor starts its browser.
 #[derive(Clone, Debug)]
 pub struct ChromiumConfig {
@@ -172,6 +192,8 @@ pub struct ChromiumConfig {
     /// `--profile-dir`: the only directory saved logins are read from and written to (none:
     /// `profile` and `task.saveProfile` are refused).
     pub profile_dir: Option<PathBuf>,
+    /// `--allow-file-urls`: the only directory local pages open from (none by default).
+    pub file_urls: FileUrls,
 }
 
 impl ChromiumConfig {
@@ -183,7 +205,14 @@ impl ChromiumConfig {
             startup_timeout: Duration::from_secs(30),
             upload_dir: None,
             profile_dir: None,
+            file_urls: FileUrls::refused(),
         }
+    }
+
+    /// The same, opening local files from `file_urls` only.
+    pub fn with_file_urls(mut self, file_urls: FileUrls) -> ChromiumConfig {
+        self.file_urls = file_urls;
+        self
     }
 
     /// The same, keeping saved logins in `dir` (SPEC §15).
@@ -217,6 +246,7 @@ struct Inner {
     stopped: AtomicBool,
     upload_dir: Option<PathBuf>,
     profile_dir: Option<PathBuf>,
+    file_urls: FileUrls,
 }
 
 /// One task's page and what it takes to open it again.
@@ -297,6 +327,7 @@ impl ChromiumExecutor {
                 stopped: AtomicBool::new(false),
                 upload_dir: config.upload_dir,
                 profile_dir: config.profile_dir,
+                file_urls: config.file_urls,
             }),
         }
     }
@@ -914,7 +945,7 @@ impl Executor for ChromiumExecutor {
     fn check_start(&self, url: Option<&str>) -> Result<(), String> {
         match url {
             None => Err(MISSING_URL.into()),
-            Some(url) => check_url(url),
+            Some(url) => check_url(url).and_then(|()| self.inner.file_urls.check(url)),
         }
     }
 
@@ -942,6 +973,8 @@ impl Executor for ChromiumExecutor {
                 return Err(MISSING_URL.into());
             };
             check_url(&url)?;
+            // A local file opens at its resolved path, and only inside the allowed directory.
+            let url = inner.file_urls.resolve(&url)?;
             let budget = deadline.saturating_duration_since(Instant::now());
             let browser = inner.browser().await?;
             // Starting the browser does not eat into the page's own time.
@@ -1142,7 +1175,10 @@ impl Executor for ChromiumExecutor {
                 }
                 Err(why) => return QueryOutcome::Failed(why),
             };
-            match query {
+            if let Err(why) = inner.file_urls.check_shown(&page.url()) {
+                return QueryOutcome::Failed(why);
+            }
+            let outcome = match query {
                 PageQuery::Snapshot => page.snapshot(deadline).await,
                 PageQuery::Wait {
                     target,
@@ -1158,6 +1194,16 @@ impl Executor for ChromiumExecutor {
                 }
                 PageQuery::Url => page.url_title(deadline).await,
                 PageQuery::Tabs => QueryOutcome::Failed("page.tabs is answered above".into()),
+            };
+            if matches!(
+                outcome,
+                QueryOutcome::TimedOut | QueryOutcome::Failed(_) | QueryOutcome::Refused(..)
+            ) {
+                return outcome;
+            }
+            match shown_after(&inner, &page, deadline).await {
+                Ok(()) => outcome,
+                Err(why) => QueryOutcome::Failed(why),
             }
         })
     }
@@ -1187,13 +1233,34 @@ impl Executor for ChromiumExecutor {
             };
             if tab != 0 {
                 return match inner.tab_page(&tp, tab, deadline).await {
-                    Ok(page) => page.read(&subject, deadline).await,
+                    Ok(page) => match inner.file_urls.check_shown(&page.url()) {
+                        Ok(()) => {
+                            let read = page.read(&subject, deadline).await;
+                            if matches!(read, ReadOutcome::TimedOut | ReadOutcome::Failed(_)) {
+                                return read;
+                            }
+                            match shown_after(&inner, &page, deadline).await {
+                                Ok(()) => read,
+                                Err(why) => ReadOutcome::Failed(why),
+                            }
+                        }
+                        Err(why) => ReadOutcome::Failed(why),
+                    },
                     Err(why) => ReadOutcome::Failed(why),
                 };
             }
             match inner.page_for_reading(&tp, deadline).await {
                 Ok(page) => {
+                    if let Err(why) = inner.file_urls.check_shown(&page.url()) {
+                        return ReadOutcome::Failed(why);
+                    }
                     let read = page.read(&subject, deadline).await;
+                    let carries = !matches!(read, ReadOutcome::TimedOut | ReadOutcome::Failed(_));
+                    if carries {
+                        if let Err(why) = shown_after(&inner, &page, deadline).await {
+                            return ReadOutcome::Failed(why);
+                        }
+                    }
                     if page.is_reopened() {
                         ReadOutcome::Reopened(Box::new(read))
                     } else {

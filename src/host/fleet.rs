@@ -537,8 +537,13 @@ impl Host {
     /// The answer for a copy whose ID the fleet's ledger holds, read from its row without
     /// keeping a copy here (its task lives elsewhere): replayed (counted on the row, so a clear
     /// prepared before it goes stale), joined once the row is decided, reused or cleared.
-    /// `None` when the ledger does not hold the ID, or cannot be read (the caller's refusal
-    /// stands).
+    /// `None` when the ledger does not hold the ID, or cannot be read before anything about
+    /// the ID is known (the caller's refusal stands).
+    ///
+    /// A row that stays `running` is waited on until it is decided — completed by the host
+    /// that claimed it, or `INTERRUPTED` once that host's lease lapsed if it died — exactly as
+    /// a copy on the task's own host waits: the ID ran, so this copy is never answered as if
+    /// nothing had (`TASK_NOT_FOUND`, `not_executed`).
     async fn answer_from_row(
         &self,
         ledger: &Ledger,
@@ -548,13 +553,16 @@ impl Host {
     ) -> Option<Vec<u8>> {
         let mut row = ledger.receipt(id).await.ok()??;
         let mut kind = ReceiptKind::Replayed;
-        if row.state == RowState::Running {
+        while row.state == RowState::Running && row.request == request {
             kind = ReceiptKind::Joined;
             let wait = self.inner.config.action_timeout + LEASE_MARGIN;
-            row = ledger
-                .wait_decided(id, Instant::now() + wait)
-                .await
-                .ok()??;
+            match ledger.wait_decided(id, Instant::now() + wait).await {
+                Ok(Some(next)) => row = next,
+                // A claim withdrawn before anything ran: the caller's refusal stands.
+                Ok(None) if ledger.receipt(id).await.is_ok_and(|r| r.is_none()) => return None,
+                Ok(None) => {}
+                Err(e) => return Some(self.running_elsewhere(id, &row, &e.to_string())),
+            }
         }
         let error = if row.request != request {
             let stored = row.method.parse().unwrap_or(method);
@@ -579,6 +587,22 @@ impl Host {
             }
         };
         Some(Outcome::err(&error).reply_line(Some(id), self.run_id(), ReceiptKind::None))
+    }
+
+    /// The answer for a copy of an ID another host claimed and, as far as the fleet ledger
+    /// last said, still runs, when the ledger can no longer be read: its effect is uncertain
+    /// (it may have run there), never `not_executed`.
+    fn running_elsewhere(&self, id: &str, row: &LedgerReceipt, why: &str) -> Vec<u8> {
+        let error = ErrorBody::new(
+            ErrorCode::LedgerUnavailable,
+            format!(
+                "request {id} was claimed by host {} and was still running there when the fleet ledger stopped answering ({why}); whether it took effect is unknown. Do not resend it: read receipt.status for {id} on any host once the ledger is reachable (INTERRUPTED once that host's lease lapses, if it died)",
+                row.host_id
+            ),
+        )
+        .with_delivery(Delivery::Uncertain)
+        .with_details(json!({"requestId": id, "hostId": row.host_id, "runId": row.run_id, "state": "running"}));
+        Outcome::err(&error).reply_line(Some(id), self.run_id(), ReceiptKind::None)
     }
 
     /// `receipt.status` for an ID this host's book does not hold, read from the fleet ledger

@@ -93,7 +93,7 @@ fn lagged_line(seq: u64, missed: u64) -> Vec<u8> {
 }
 
 /// Moves one subscriber's events from the host's bus to its connection's writer, within
-/// [`SUBSCRIBER_BUDGET`] unwritten lines and the connection's reply-byte bound (SPEC §10):
+/// [`SUBSCRIBER_BUDGET`] unwritten bytes and the connection's reply-byte bound (SPEC §10):
 /// at the bound it waits for the peer to read while the bus moves on, and what it missed is
 /// told as `lagged`. Never blocks the publisher: broadcast sends do not wait, and this task
 /// only ever drops what the subscriber cannot take.
@@ -192,16 +192,20 @@ impl Feed {
                     self.missed = 1;
                     return false;
                 }
-                match self.budget.clone().try_acquire_owned() {
-                    Ok(p) => {
-                        match &mut self.permit {
-                            Some(held) => held.merge(p),
-                            None => self.permit = Some(p),
-                        }
-                        let at = self.at.format(event.at);
-                        event.write_line(&mut self.batch, at);
+                let before = self.batch.len();
+                let at = self.at.format(event.at);
+                event.write_line(&mut self.batch, at);
+                // A line larger than the whole budget takes all of it (it goes out alone).
+                let bytes = (self.batch.len() - before).min(SUBSCRIBER_BUDGET) as u32;
+                match self.budget.clone().try_acquire_many_owned(bytes) {
+                    Ok(p) => match &mut self.permit {
+                        Some(held) => held.merge(p),
+                        None => self.permit = Some(p),
+                    },
+                    Err(_) => {
+                        self.batch.truncate(before);
+                        self.missed = 1;
                     }
-                    Err(_) => self.missed = 1,
                 }
                 false
             }

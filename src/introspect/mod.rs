@@ -27,9 +27,11 @@ use crate::protocol::{
 };
 use crate::server::{Connection, Outbound, Service};
 
-/// Event lines a subscriber may have queued and unwritten before its events are dropped (and
-/// it is told `lagged`).
-pub const SUBSCRIBER_BUDGET: usize = 4096;
+/// Event bytes a subscriber may have queued and unwritten before its events are dropped (and
+/// it is told `lagged`). Far below the connection's reply-byte bound: a subscriber that stops
+/// reading would otherwise hold that whole bound (8 MiB by default) in the host, per
+/// subscription, for as long as its connection stays open.
+pub const SUBSCRIBER_BUDGET: usize = 128 * 1024;
 /// Subscriptions one connection may hold; each costs the host a forwarding task.
 pub const MAX_SUBSCRIPTIONS_PER_CONNECTION: usize = 8;
 /// Default `limit` of `receipts.list`.

@@ -22,6 +22,7 @@ mod lease;
 mod operator;
 pub mod private;
 mod receipt_row;
+mod registration;
 mod rows;
 pub mod schema;
 
@@ -38,6 +39,7 @@ pub use operator::{
     CensusPhase, CensusRequest, Change, Cleared, RowFilter, RowOrder, RowStateFilter, MAX_LISTED,
 };
 use receipt_row::{receipt_from_row, RECEIPT_COLUMNS};
+pub use registration::{machine_name, TAKE_OVER_FLAG};
 pub use rows::*;
 
 /// A host's connection to the fleet ledger: cheap to clone, shared by every execution.
@@ -73,6 +75,9 @@ impl Ledger {
                  `host=/run/postgresql dbname=polaris` or `postgres://user@host/dbname`"
             ))
         })?;
+        if let Some(password) = &config.password {
+            pg.password(password.as_bytes());
+        }
         if pg.get_connect_timeout().is_none() {
             pg.connect_timeout(Duration::from_secs(5));
         }
@@ -127,24 +132,7 @@ impl Ledger {
         };
         let (capacity, tombstone_capacity) = (stored(0)?, stored(1)?);
         let sent = Instant::now();
-        let epoch: i64 = client
-            .query_one(
-                "INSERT INTO hosts (host_id, run_id, socket, lease_until, state, renewed_at,
-                                    contact_since)
-                 VALUES ($1, $2, $3, now() + $4::float8 * interval '1 millisecond', 'alive',
-                         now(), now())
-                 RETURNING epoch",
-                &[
-                    &config.host_id,
-                    &config.run_id,
-                    &config.socket,
-                    &(config.lease.as_millis() as f64),
-                ],
-            )
-            .await
-            .map_err(unavailable)?
-            .try_get(0)
-            .map_err(unavailable)?;
+        let epoch = registration::register(&mut client, &config).await?;
         let (lost_tx, _) = watch::channel(None);
         let (decided, _) = broadcast::channel(4096);
         let shared = Arc::new(Shared {

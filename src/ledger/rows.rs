@@ -18,6 +18,13 @@ pub struct LedgerConfig {
     pub host_id: String,
     /// This host run's ID, stored with its epoch so an `INTERRUPTED` reply can name it.
     pub run_id: String,
+    /// The password for the database, when it is not in `conninfo`
+    /// (`--ledger-password-file`): a connection string is seen by anyone who can list the
+    /// host's processes.
+    pub password: Option<String>,
+    /// Register even when a live run holds `host_id` (`--take-over-host-id`): that run is
+    /// superseded. Without it such a start is refused (see `registration`).
+    pub take_over: bool,
     /// Where this host's bridge socket is, for the operator's hosts pane.
     pub socket: String,
     /// The lease; renewed every lease/3.

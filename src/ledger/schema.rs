@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 use super::LedgerError;
 
 /// The schema version this binary writes and reads.
-pub const SCHEMA_VERSION: i32 = 3;
+pub const SCHEMA_VERSION: i32 = 4;
 
 /// The advisory lock key that makes migrations one host at a time ("Polaris" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0050_6f6c_6172_6973;
@@ -22,7 +22,7 @@ pub const FENCED_SQLSTATE: &str = "PXF01";
 pub const CHANNEL: &str = "polaris_receipts";
 
 /// Migrations in order: each brings the schema from `version - 1` to `version`.
-const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3_HOSTS)];
+const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3_HOSTS), (4, V4_HOLDER)];
 
 /// The advisory lock that orders the fleet's receipt changes (clears, acknowledgements): each
 /// takes it before drawing its `change_seq`, so change numbers commit in increasing order and a
@@ -473,6 +473,15 @@ ALTER TABLE hosts
     ADD COLUMN contact_since timestamptz,
     ADD COLUMN ended_at      timestamptz;
 CREATE INDEX hosts_ended ON hosts (coalesce(ended_at, lease_until)) WHERE state <> 'alive';
+"#;
+
+/// Version 4: the machine and process of each run, so a host starting under a name that a
+/// live run holds can say which one, and a restart after a crash on the same machine can tell
+/// that the holder is gone.
+const V4_HOLDER: &str = r#"
+ALTER TABLE hosts
+    ADD COLUMN machine text,
+    ADD COLUMN pid     bigint;
 "#;
 
 /// Brings the database's schema to [`SCHEMA_VERSION`], one host at a time; refuses a schema
