@@ -53,6 +53,15 @@ const hiddenEl = (el, st) => {
   if (!st) return false;
   return st.display === 'none' || st.visibility === 'hidden' || st.visibility === 'collapse';
 };
+// `checkVisibility` answers "shown" without building a computed style; anything it does not
+// call shown (no box of its own: `display: contents`, an `<option>`, a hidden one) is judged
+// by the computed style as before, so the two agree on every element.
+const hiddenQuick = (el) => {
+  if (SKIP_TAGS.has(tag(el)) || el.getAttribute('aria-hidden') === 'true') return true;
+  if (tag(el) === 'input' && el.type === 'hidden') return true;
+  if (typeof el.checkVisibility === 'function' && el.checkVisibility({ visibilityProperty: true })) return false;
+  return hiddenEl(el, styleOf(el));
+};
 const each = (root, fn) => {
   const stack = [root]; let n = 0;
   while (stack.length) {
@@ -635,16 +644,19 @@ pub const SNAPSHOT: &str = concat!(
       if (t) push({ depth, role: 'text', name: clip(t, 300) });
       return;
     }
-    if (n.nodeType === 9 || n.nodeType === 11) { for (const k of kids(n)) visit(k, depth, quiet); return; }
+    if (n.nodeType === 9 || n.nodeType === 11) { for (let k = n.firstChild; k; k = k.nextSibling) visit(k, depth, quiet); return; }
     if (!isEl(n)) return;
     if (++walked > MAX_WALK) { cut = true; return; }
-    const st = styleOf(n);
-    if (hiddenEl(n, st)) return;
+    if (hiddenQuick(n)) return;
     const t = tag(n);
     if (t === 'legend' && n.parentElement && tag(n.parentElement) === 'fieldset') return;
     if (t === 'label' && n.control) { for (const k of kids(n)) visit(k, depth, true); return; }
     const role = roleOf(n);
-    if (!role) { for (const k of kids(n)) visit(k, depth, quiet); return; }
+    if (!role) {
+      if (n.shadowRoot || t === 'slot') for (const k of kids(n)) visit(k, depth, quiet);
+      else for (let k = n.firstChild; k; k = k.nextSibling) visit(k, depth, quiet);
+      return;
+    }
     const node = { depth, role };
     const name = nameOf(n, role);
     if (name) node.name = clip(name, 300);
@@ -673,13 +685,18 @@ pub const SNAPSHOT: &str = concat!(
     els.push(n);
     if (!push(node)) return;
     if (NAME_FROM_CONTENT.has(role) || t === 'input' || t === 'textarea' || (role === 'textbox' && n.isContentEditable)) return;
-    const ks = kids(n);
-    if (role !== 'iframe' && !FIELD_ROLES.has(role) && ks.length && ks.every((k) => k.nodeType !== 1)) {
+    // Most elements' children are their own; only a shadow host, a slot and a frame need
+    // `kids` (and its array) to find what they show.
+    const own = !(n.shadowRoot || t === 'slot' || role === 'iframe');
+    const ks = own ? null : kids(n);
+    const leaf = own ? n.firstChild && !n.firstElementChild : role !== 'iframe' && ks.length && ks.every((k) => k.nodeType !== 1);
+    if (leaf && !FIELD_ROLES.has(role)) {
       const text = textOf(n);
       if (text && text !== node.name) node.value = clip(text, 300);
       return;
     }
-    for (const k of ks) visit(k, depth + 1, false);
+    if (own) for (let k = n.firstChild; k; k = k.nextSibling) visit(k, depth + 1, false);
+    else for (const k of ks) visit(k, depth + 1, false);
   };
   visit(document, 0, false);
   if (cut) nodes.push({ depth: 0, role: 'text', name: `(the outline stops here: the page has more than ${MAX_WALK} elements or ${MAX_NODES} nodes)` });
