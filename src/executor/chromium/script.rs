@@ -43,6 +43,11 @@ const kids = (n) => {
   }
   return n.childNodes ? [...n.childNodes] : [];
 };
+// `kids` without the array, for walks that only go through them once.
+const eachKid = (n, fn) => {
+  if (isEl(n) && (n.shadowRoot || tag(n) === 'slot' || tag(n) === 'iframe' || tag(n) === 'frame')) { for (const k of kids(n)) fn(k); return; }
+  for (let k = n.firstChild; k; k = k.nextSibling) fn(k);
+};
 const styleOf = (el) => {
   try { const v = el.ownerDocument.defaultView; return (v || W).getComputedStyle(el); } catch (e) { return null; }
 };
@@ -80,10 +85,10 @@ const textOf = (node, skip) => {
   const walk = (n, depth) => {
     if (depth > 200 || out.length > 4000) return;
     if (n.nodeType === 3) { out += n.data; return; }
-    if (n.nodeType === 11) { for (const k of kids(n)) walk(k, depth + 1); return; }
+    if (n.nodeType === 11) { eachKid(n, (k) => walk(k, depth + 1)); return; }
     if (!isEl(n) || n === skip) return;
     // The element asked about was judged by its caller; only its content is looked at here.
-    if (depth === 0 && !['img', 'area', 'input', 'select', 'textarea', 'iframe', 'frame', 'br'].includes(tag(n))) { for (const k of kids(n)) walk(k, 1); return; }
+    if (depth === 0 && !['img', 'area', 'input', 'select', 'textarea', 'iframe', 'frame', 'br'].includes(tag(n))) { eachKid(n, (k) => walk(k, 1)); return; }
     const st = styleOf(n);
     if (hiddenEl(n, st)) return;
     const t = tag(n);
@@ -93,7 +98,7 @@ const textOf = (node, skip) => {
     if (t === 'br') { out += ' '; return; }
     const block = !st || !String(st.display).startsWith('inline');
     if (block) out += ' ';
-    for (const k of kids(n)) walk(k, depth + 1);
+    eachKid(n, (k) => walk(k, depth + 1));
     if (block) out += ' ';
   };
   walk(node, 0);
