@@ -118,11 +118,56 @@ impl Answer {
 struct Outline {
     url: String,
     title: String,
-    nodes: Vec<SnapshotNode>,
+    nodes: Vec<OutlineNode>,
     refs: u64,
     /// Where the iframes this world cannot reach (other origins) sit among `nodes`.
     #[serde(default)]
     far_at: Vec<usize>,
+}
+
+/// One node of [`Outline`] in the short form the script sends (`script::SNAPSHOT`): every
+/// node but text has a ref, numbered in order from the script's `first`, so none is sent.
+#[derive(Debug, Deserialize)]
+struct OutlineNode {
+    #[serde(rename = "d")]
+    depth: u16,
+    #[serde(rename = "r")]
+    role: String,
+    #[serde(rename = "n", default)]
+    name: Option<String>,
+    #[serde(rename = "v", default)]
+    value: Option<String>,
+    #[serde(rename = "s", default)]
+    states: Vec<String>,
+    #[serde(rename = "x", default)]
+    detail: Option<String>,
+}
+
+impl OutlineNode {
+    /// The nodes as the protocol shows them, refs numbered from `first` as the script
+    /// numbered the elements it kept, `depth` levels deeper (a frame's content under its
+    /// iframe).
+    fn numbered(nodes: Vec<OutlineNode>, first: u64, depth: u16) -> Vec<SnapshotNode> {
+        let mut next = first;
+        nodes
+            .into_iter()
+            .map(|n| {
+                let ref_ = (n.role != "text").then(|| {
+                    next += 1;
+                    format!("e{}", next - 1)
+                });
+                SnapshotNode {
+                    depth: n.depth.saturating_add(depth),
+                    role: n.role,
+                    name: n.name,
+                    ref_,
+                    value: n.value,
+                    states: n.states,
+                    detail: n.detail,
+                }
+            })
+            .collect()
+    }
 }
 
 /// The most frames of other origins a snapshot reads through their own worlds.
@@ -2036,19 +2081,27 @@ impl Page {
             Err(EvalError::Deadline) => return QueryOutcome::TimedOut,
             Err(e) => return QueryOutcome::Failed(self.gone().unwrap_or_else(|| e.to_string())),
         };
-        let mut o = match serde_json::from_str::<Outline>(&text) {
+        let Outline {
+            url,
+            title,
+            nodes,
+            refs,
+            far_at,
+        } = match serde_json::from_str::<Outline>(&text) {
             Ok(o) => o,
             Err(e) => {
                 return QueryOutcome::Failed(format!("the page's outline was unreadable: {e}"))
             }
         };
-        let mut next = first + o.refs;
+        drop(text);
+        let mut next = first + refs;
+        let mut nodes = OutlineNode::numbered(nodes, first, 0);
         let mut ranges = Vec::new();
         // Frames of other origins, each read through its own world; spliced in from the last
         // so the earlier positions hold.
         let mut inside: Vec<(usize, Vec<SnapshotNode>)> = Vec::new();
-        for (i, at) in o.far_at.iter().copied().enumerate().take(MAX_FAR_FRAMES) {
-            let Some(owner) = o.nodes.get(at) else { break };
+        for (i, at) in far_at.iter().copied().enumerate().take(MAX_FAR_FRAMES) {
+            let Some(owner) = nodes.get(at) else { break };
             let depth = owner.depth.saturating_add(1);
             let Ok(Some(frame_id)) = self.frame_id(Some(i), deadline).await else {
                 continue;
@@ -2069,32 +2122,26 @@ impl Page {
                 .await
                 .ok()
                 .and_then(|v| serde_json::from_str::<Outline>(v.value.as_str()?).ok());
-            let Some(mut inner) = read else { continue };
-            for n in &mut inner.nodes {
-                n.depth = n.depth.saturating_add(depth);
-            }
-            ranges.push((next, inner.refs, far));
-            next += inner.refs;
-            inside.push((at, inner.nodes));
+            let Some(inner) = read else { continue };
+            let refs = inner.refs;
+            ranges.push((next, refs, far));
+            inside.push((at, OutlineNode::numbered(inner.nodes, next, depth)));
+            next += refs;
         }
-        for (at, nodes) in inside.into_iter().rev() {
-            if let Some(owner) = o.nodes.get_mut(at) {
+        for (at, inner) in inside.into_iter().rev() {
+            if let Some(owner) = nodes.get_mut(at) {
                 if let Some(d) = &mut owner.detail {
                     *d = d.replace(" (content out of reach)", "");
                 }
             }
-            o.nodes.splice(at + 1..at + 1, nodes);
+            nodes.splice(at + 1..at + 1, inner);
         }
         self.refs.store(next, Ordering::SeqCst);
         *self.far_refs.lock().expect("far refs lock") = FarRefs {
             navigations,
             ranges,
         };
-        QueryOutcome::Snapshot {
-            url: o.url,
-            title: o.title,
-            nodes: o.nodes,
-        }
+        QueryOutcome::Snapshot { url, title, nodes }
     }
 
     /// `page.wait`: until the target is shown (or gone), or the page's text holds `text`,
