@@ -42,6 +42,7 @@ pub mod browser;
 pub mod cdp;
 pub mod dialogs;
 pub mod local_files;
+pub mod network;
 pub mod page;
 pub mod profiles;
 mod script;
@@ -58,11 +59,12 @@ use tokio::time::{timeout_at, Instant};
 use self::browser::{Browser, LaunchOptions};
 use self::cdp::methods;
 use self::dialogs::Dialogs;
+use self::network::NetworkLog;
 use self::page::{Page, Step};
 use super::{ActionOutcome, Executor, PageAction, PageQuery, QueryOutcome, ReadOutcome};
 use crate::protocol::results::{DialogSeen, Tab};
-use crate::protocol::NotSent;
 use crate::protocol::{Command, ExecutorCommand, FixtureOptions, Method, Navigation, Subject};
+use crate::protocol::{NetworkEvidence, NotSent};
 use crate::tasks::TaskId;
 
 pub use self::browser::find_chromium;
@@ -260,6 +262,8 @@ struct TaskPage {
     acting: tokio::sync::Mutex<()>,
     /// The task's dialogs, shared by every page it has had.
     dialogs: Arc<Dialogs>,
+    /// What the task's pages sent, per action (SPEC §16), shared by every page it has had.
+    network: Arc<NetworkLog>,
     /// The number of the task's next snapshot ref, shared by every page it has had.
     refs: Arc<AtomicU64>,
     /// The tabs the task's pages opened (SPEC §15): tab `n` is `tabs.opened[n - 1]`.
@@ -435,6 +439,7 @@ impl Inner {
             &url,
             None,
             tp.dialogs.clone(),
+            tp.network.clone(),
             tp.refs.clone(),
             deadline,
         )
@@ -585,6 +590,7 @@ impl Inner {
                 &target,
                 &url,
                 tp.dialogs.clone(),
+                tp.network.clone(),
                 tp.refs.clone(),
                 deadline,
             )
@@ -992,6 +998,7 @@ impl Executor for ChromiumExecutor {
                 }
             }
             let dialogs = Dialogs::new();
+            let network = NetworkLog::new();
             let refs = Arc::new(AtomicU64::new(1));
             let opened = Page::open(
                 browser.clone(),
@@ -999,6 +1006,7 @@ impl Executor for ChromiumExecutor {
                 &url,
                 seed.as_deref(),
                 dialogs.clone(),
+                network.clone(),
                 refs.clone(),
                 deadline,
             );
@@ -1019,6 +1027,7 @@ impl Executor for ChromiumExecutor {
                 reopening: tokio::sync::Mutex::new(()),
                 acting: tokio::sync::Mutex::new(()),
                 dialogs,
+                network,
                 refs,
                 tabs: Mutex::new(Tabs::default()),
             });
@@ -1288,6 +1297,8 @@ impl Executor for ChromiumExecutor {
         let Some(tp) = tp else {
             return;
         };
+        // A closed task's pages send nothing more for its actions (SPEC §16).
+        tp.network.end();
         let (page, context) = {
             let mut slot = tp.slot.lock().expect("task page lock");
             if let Some(p) = &slot.page {
@@ -1347,6 +1358,10 @@ impl Executor for ChromiumExecutor {
             Some(tp) => std::mem::take(&mut tp.tabs.lock().expect("task tabs lock").unreported),
             None => Vec::new(),
         }
+    }
+
+    fn evidence(&self, task: &str, watching: bool) -> Option<NetworkEvidence> {
+        self.inner.task(task)?.network.take(watching)
     }
 
     fn take_dialogs(&self, task: &str) -> Vec<DialogSeen> {

@@ -233,7 +233,7 @@ impl Host {
             };
             return Ok(Box::pin(std::future::ready(Outcome::ok(&result))));
         }
-        let Some(pending) = pending else {
+        let Some(mut pending) = pending else {
             let result = VerifyResult {
                 observation: None,
                 outcome: VerifyOutcome::None,
@@ -287,11 +287,28 @@ impl Host {
                 &RequestKey::new(&pending.request_id),
                 Method::TaskVerifyOutcome,
             );
+            // What the page sent for the action, late answers included (SPEC §16); a
+            // confirmation ends the watch. `None` (no watch, or it ended when the task closed)
+            // keeps what the pending outcome already holds.
+            let evidence = host
+                .inner
+                .executor
+                .evidence(&tid, outcome != VerifyOutcome::Confirmed);
             let now = now_millis();
             let mut guard = host.lock();
             let st = &mut *guard;
             st.verifying.remove(&tid);
             let task = st.tasks.get_mut(&tid).expect("tasks are never removed");
+            if let Some(evidence) = evidence {
+                if let Some(p) = task
+                    .pending
+                    .front_mut()
+                    .filter(|p| p.request_id == pending.request_id)
+                {
+                    p.evidence = Some(evidence.clone());
+                }
+                pending.evidence = Some(evidence);
+            }
             task.apply_verification(VerifyRecord {
                 at: now,
                 outcome,

@@ -37,6 +37,7 @@ impl TaskRecordData {
                     "params": p.params,
                     "expect": p.expect,
                     "since": p.since,
+                    "evidence": p.evidence,
                 })
             })
             .collect();
@@ -93,5 +94,7 @@ pub(super) fn pending_of(v: &Value) -> Option<PendingOutcome> {
         },
         since: v["since"].as_i64()?,
         last_verify: None,
+        // Written since SPEC §16; a record without it reads as no evidence.
+        evidence: serde_json::from_value(v["evidence"].clone()).ok().flatten(),
     })
 }

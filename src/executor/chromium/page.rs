@@ -28,6 +28,7 @@ use tokio::time::{timeout_at, Instant};
 use super::browser::Browser;
 use super::cdp::{methods, CdpError, PageSignals};
 use super::dialogs::Dialogs;
+use super::network::NetworkLog;
 use super::script;
 use crate::executor::{expectation_already_holds, ActionOutcome, QueryOutcome, ReadOutcome};
 use crate::protocol::{
@@ -318,6 +319,8 @@ pub struct Page {
     signals: watch::Receiver<PageSignals>,
     /// The task's dialogs: how the running action wants them answered, and their record.
     dialogs: Arc<Dialogs>,
+    /// What the task's pages sent, per action (SPEC §16).
+    network: Arc<NetworkLog>,
     /// Opened again after the task's page died, and nothing dispatched on it since: it shows
     /// what a plain load shows, so what it lacks proves nothing about an earlier action.
     reopened: AtomicBool,
@@ -347,6 +350,7 @@ impl Page {
         url: &str,
         seed: Option<&str>,
         dialogs: Arc<Dialogs>,
+        network: Arc<NetworkLog>,
         refs: Arc<AtomicU64>,
         deadline: Instant,
     ) -> Result<Page, String> {
@@ -389,13 +393,14 @@ impl Page {
                 return Err(e);
             }
         };
-        let signals = cdp.track_answering(&session_id, &target, dialogs.clone());
+        let signals = cdp.track_answering(&session_id, &target, dialogs.clone(), network.clone());
         let page = Page {
             browser,
             target_id: target,
             session_id,
             signals,
             dialogs,
+            network,
             reopened: AtomicBool::new(false),
             world: Mutex::new(None),
             refs,
@@ -466,6 +471,7 @@ impl Page {
         target: &str,
         url: &str,
         dialogs: Arc<Dialogs>,
+        network: Arc<NetworkLog>,
         refs: Arc<AtomicU64>,
         deadline: Instant,
     ) -> Result<Page, String> {
@@ -486,7 +492,7 @@ impl Page {
             Ok(Err(e)) => return Err(format!("attaching to the tab failed: {e}")),
             Err(_) => return Err("attaching to the tab did not finish before the deadline".into()),
         };
-        let signals = cdp.track_answering(&session_id, target, dialogs.clone());
+        let signals = cdp.track_answering(&session_id, target, dialogs.clone(), network.clone());
         // Until its next navigation, the tab's URL is the one the browser listed.
         cdp.seed_url(&session_id, url);
         let page = Page {
@@ -495,6 +501,7 @@ impl Page {
             session_id,
             signals,
             dialogs,
+            network,
             reopened: AtomicBool::new(false),
             world: Mutex::new(None),
             refs,
@@ -505,9 +512,11 @@ impl Page {
         let s = Some(page.session_id.as_str());
         let enabled = timeout_at(
             deadline,
-            futures::future::try_join(
+            futures::future::try_join4(
                 cdp.call(s, &methods::PageEnable {}),
                 cdp.call(s, &methods::InspectorEnable {}),
+                cdp.call(s, &methods::NetworkEnable::default()),
+                cdp.call(s, &methods::SetAutoAttach::workers()),
             ),
         )
         .await;
@@ -529,9 +538,11 @@ impl Page {
         let s = Some(self.session_id.as_str());
         let enabled = timeout_at(
             deadline,
-            futures::future::try_join(
+            futures::future::try_join4(
                 cdp.call(s, &methods::PageEnable {}),
                 cdp.call(s, &methods::InspectorEnable {}),
+                cdp.call(s, &methods::NetworkEnable::default()),
+                cdp.call(s, &methods::SetAutoAttach::workers()),
             ),
         )
         .await;
@@ -626,7 +637,15 @@ impl Page {
         self.reopened.store(false, Ordering::SeqCst);
     }
 
+    /// Where the page stands as an action dispatches its first input event: from here on what
+    /// the page sends is the action's evidence (SPEC §16).
     fn marks(&self) -> Marks {
+        self.network.begin();
+        self.position()
+    }
+
+    /// Where the page's navigation counters stand now (a second dispatch of the same action).
+    fn position(&self) -> Marks {
         let p = self.signals.borrow();
         Marks {
             navigations: p.navigations,
@@ -1033,6 +1052,7 @@ impl Page {
             Err(refused) => return refused,
         };
         let mode = prepared.mode.unwrap_or_default();
+        self.network.begin();
         let typed = match mode.as_str() {
             "set" => self
                 .eval::<Answer, _>(script::SET_VALUE, &arg, false, deadline)
@@ -1313,9 +1333,13 @@ impl Page {
                 "{what} was sent as local (committing nothing), but the page navigated after it (a form submit, a link or a script), so it may have sent something to the server; whether it had an effect is unknown"
             ));
         }
-        // SPEC §16: once the page's network is watched, a request other than GET, HEAD or
-        // OPTIONS sent since `marks` makes a local step uncertain here too.
-        None
+        // SPEC §16: a request other than GET, HEAD or OPTIONS sent since the dispatch makes
+        // a local step uncertain too (the evidence with the reply names it).
+        self.network.first_sent().map(|sent| {
+            format!(
+                "{what} was sent as local (committing nothing), but the page sent {sent} after it, so it may have changed something on the server; whether it had an effect is unknown"
+            )
+        })
     }
 
     /// `page.read`: the value of a form field, else the element's text.
@@ -1970,7 +1994,7 @@ impl Page {
                     ),
                 });
             }
-            let marks = self.marks();
+            let marks = self.position();
             let before_url = self.signals.borrow().url.clone();
             let reload = timeout_at(
                 deadline,
