@@ -196,6 +196,9 @@ pub struct ChromiumConfig {
     pub profile_dir: Option<PathBuf>,
     /// `--allow-file-urls`: the only directory local pages open from (none by default).
     pub file_urls: FileUrls,
+    /// Whether each task's network is watched for evidence (SPEC §16; on unless
+    /// `--no-network-evidence`).
+    pub network_evidence: bool,
 }
 
 impl ChromiumConfig {
@@ -208,7 +211,16 @@ impl ChromiumConfig {
             upload_dir: None,
             profile_dir: None,
             file_urls: FileUrls::refused(),
+            network_evidence: true,
         }
+    }
+
+    /// The same, watching each task's network for evidence (`true`, the default) or not
+    /// (`--no-network-evidence`: replies carry no `evidence`, and the browser sends no
+    /// network events at all).
+    pub fn with_network_evidence(mut self, on: bool) -> ChromiumConfig {
+        self.network_evidence = on;
+        self
     }
 
     /// The same, opening local files from `file_urls` only.
@@ -249,6 +261,7 @@ struct Inner {
     upload_dir: Option<PathBuf>,
     profile_dir: Option<PathBuf>,
     file_urls: FileUrls,
+    network_evidence: bool,
 }
 
 /// One task's page and what it takes to open it again.
@@ -332,6 +345,7 @@ impl ChromiumExecutor {
                 upload_dir: config.upload_dir,
                 profile_dir: config.profile_dir,
                 file_urls: config.file_urls,
+                network_evidence: config.network_evidence,
             }),
         }
     }
@@ -998,7 +1012,11 @@ impl Executor for ChromiumExecutor {
                 }
             }
             let dialogs = Dialogs::new();
-            let network = NetworkLog::new();
+            let network = if inner.network_evidence {
+                NetworkLog::new()
+            } else {
+                NetworkLog::off()
+            };
             let refs = Arc::new(AtomicU64::new(1));
             let opened = Page::open(
                 browser.clone(),

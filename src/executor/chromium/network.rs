@@ -23,9 +23,11 @@ use crate::protocol::evidence::{body_sha256, is_safe_method, redact_url, MAX_EVI
 use crate::protocol::{now_rfc3339, NetworkEvidence, RequestStatus, SentRequest};
 
 /// The requests of one task's pages, per action.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NetworkLog {
     window: Mutex<Option<Window>>,
+    /// Whether the task's pages are watched at all (`--no-network-evidence` turns it off).
+    on: bool,
 }
 
 /// The requests recorded since an action dispatched its first event.
@@ -106,13 +108,32 @@ struct LoadingFailed {
 impl NetworkLog {
     /// A log with no window open.
     pub fn new() -> Arc<NetworkLog> {
-        Arc::new(NetworkLog::default())
+        Arc::new(NetworkLog {
+            window: Mutex::new(None),
+            on: true,
+        })
+    }
+
+    /// A log that records nothing: the pages it belongs to do not enable the `Network` domain
+    /// (`--no-network-evidence`).
+    pub fn off() -> Arc<NetworkLog> {
+        Arc::new(NetworkLog {
+            window: Mutex::new(None),
+            on: false,
+        })
+    }
+
+    /// Whether pages should enable the `Network` domain for this log.
+    pub fn is_on(&self) -> bool {
+        self.on
     }
 
     /// An action is dispatching its first input event: a fresh window (whatever an earlier one
     /// held was taken with its reply, or belonged to an outcome since settled).
     pub fn begin(&self) {
-        *lock(&self.window) = Some(Window::default());
+        if self.on {
+            *lock(&self.window) = Some(Window::default());
+        }
     }
 
     /// The evidence so far, or `None` when no action dispatched anything since the last

@@ -512,11 +512,10 @@ impl Page {
         let s = Some(page.session_id.as_str());
         let enabled = timeout_at(
             deadline,
-            futures::future::try_join4(
+            futures::future::try_join3(
                 cdp.call(s, &methods::PageEnable {}),
                 cdp.call(s, &methods::InspectorEnable {}),
-                cdp.call(s, &methods::NetworkEnable::default()),
-                cdp.call(s, &methods::SetAutoAttach::workers()),
+                page.watch_network(),
             ),
         )
         .await;
@@ -538,11 +537,10 @@ impl Page {
         let s = Some(self.session_id.as_str());
         let enabled = timeout_at(
             deadline,
-            futures::future::try_join4(
+            futures::future::try_join3(
                 cdp.call(s, &methods::PageEnable {}),
                 cdp.call(s, &methods::InspectorEnable {}),
-                cdp.call(s, &methods::NetworkEnable::default()),
-                cdp.call(s, &methods::SetAutoAttach::workers()),
+                self.watch_network(),
             ),
         )
         .await;
@@ -598,6 +596,22 @@ impl Page {
             )),
             _ => Ok(()),
         }
+    }
+
+    /// Enables the page's `Network` domain and attaches its workers, unless the task's network
+    /// is not watched (`--no-network-evidence`).
+    async fn watch_network(&self) -> Result<(), CdpError> {
+        if !self.network.is_on() {
+            return Ok(());
+        }
+        let cdp = &self.browser.cdp;
+        let s = Some(self.session_id.as_str());
+        futures::future::try_join(
+            cdp.call(s, &methods::NetworkEnable::default()),
+            cdp.call(s, &methods::SetAutoAttach::workers()),
+        )
+        .await
+        .map(|_| ())
     }
 
     /// Why the page cannot be used any more, if it cannot.
