@@ -482,6 +482,19 @@ async fn a_local_step_that_posts_is_uncertain_with_the_post_as_evidence() {
     assert_eq!(done["evidence"]["requests"], json!([]), "{done}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_watch_replies_carry_no_evidence() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start_with(5000, &["--no-network-evidence"]).await else {
+        return;
+    };
+    let task = r.filled("Not watched").await;
+    let reply = r.call("page.click", submit(&task, saved())).await;
+    let result = ok(&reply);
+    assert!(result.get("evidence").is_none(), "{result}");
+    assert_eq!(r.received("POST", "/posts"), 1);
+}
+
 /// `polaris receipts --json` against a host's socket directory.
 fn receipts_json(dir: &Path) -> Value {
     let out = std::process::Command::new(polaris_bin())

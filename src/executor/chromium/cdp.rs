@@ -997,17 +997,24 @@ pub mod methods {
     }
 
     /// `Network.enable`: every request's events (SPEC §16). Bodies up to `max_post_data_size`
-    /// bytes come with `requestWillBeSent`; longer ones are asked for.
+    /// bytes come with `requestWillBeSent`; longer ones are asked for. The executor never reads
+    /// a response body, so the renderer keeps little of them (its default is 100 MB a page).
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
     pub struct NetworkEnable {
         /// The longest body sent with its event.
         pub max_post_data_size: u32,
+        /// The most response bytes the renderer keeps for the page.
+        pub max_total_buffer_size: u32,
+        /// The most it keeps of one response.
+        pub max_resource_buffer_size: u32,
     }
     impl Default for NetworkEnable {
         fn default() -> NetworkEnable {
             NetworkEnable {
                 max_post_data_size: 64 * 1024,
+                max_total_buffer_size: 1024 * 1024,
+                max_resource_buffer_size: 64 * 1024,
             }
         }
     }
