@@ -60,7 +60,7 @@ use self::browser::{Browser, LaunchOptions};
 use self::cdp::methods;
 use self::dialogs::Dialogs;
 use self::network::NetworkLog;
-use self::page::{Page, Step};
+use self::page::{Page, PageWatch, Step};
 use super::{ActionOutcome, Executor, PageAction, PageQuery, QueryOutcome, ReadOutcome};
 use crate::protocol::results::{DialogSeen, Tab};
 use crate::protocol::{Command, ExecutorCommand, FixtureOptions, Method, Navigation, Subject};
@@ -307,6 +307,14 @@ struct Slot {
 }
 
 impl TaskPage {
+    /// What each of the task's pages answers dialogs with and records its network into.
+    fn watch(&self) -> PageWatch {
+        PageWatch {
+            dialogs: self.dialogs.clone(),
+            network: self.network.clone(),
+        }
+    }
+
     fn live_page(&self) -> Result<Arc<Page>, String> {
         let slot = self.slot.lock().expect("task page lock");
         match &slot.page {
@@ -452,8 +460,7 @@ impl Inner {
             &context,
             &url,
             None,
-            tp.dialogs.clone(),
-            tp.network.clone(),
+            tp.watch(),
             tp.refs.clone(),
             deadline,
         )
@@ -603,8 +610,7 @@ impl Inner {
                 browser,
                 &target,
                 &url,
-                tp.dialogs.clone(),
-                tp.network.clone(),
+                tp.watch(),
                 tp.refs.clone(),
                 deadline,
             )
@@ -1023,8 +1029,10 @@ impl Executor for ChromiumExecutor {
                 &context,
                 &url,
                 seed.as_deref(),
-                dialogs.clone(),
-                network.clone(),
+                PageWatch {
+                    dialogs: dialogs.clone(),
+                    network: network.clone(),
+                },
                 refs.clone(),
                 deadline,
             );

@@ -309,6 +309,16 @@ impl Marks {
     }
 }
 
+/// What every page a task has had answers and records into: its dialogs (SPEC §14) and its
+/// network evidence (SPEC §16).
+#[derive(Clone)]
+pub struct PageWatch {
+    /// How the running action wants dialogs answered, and their record.
+    pub dialogs: Arc<Dialogs>,
+    /// What the task's pages sent, per action.
+    pub network: Arc<NetworkLog>,
+}
+
 /// An attached page of one task.
 pub struct Page {
     /// The browser it lives in.
@@ -349,11 +359,11 @@ impl Page {
         context: &str,
         url: &str,
         seed: Option<&str>,
-        dialogs: Arc<Dialogs>,
-        network: Arc<NetworkLog>,
+        watch: PageWatch,
         refs: Arc<AtomicU64>,
         deadline: Instant,
     ) -> Result<Page, String> {
+        let PageWatch { dialogs, network } = watch;
         let cdp = browser.cdp.clone();
         let late = |what: &str| format!("{what} did not finish before the deadline");
         let target = timeout_at(
@@ -470,11 +480,11 @@ impl Page {
         browser: Arc<Browser>,
         target: &str,
         url: &str,
-        dialogs: Arc<Dialogs>,
-        network: Arc<NetworkLog>,
+        watch: PageWatch,
         refs: Arc<AtomicU64>,
         deadline: Instant,
     ) -> Result<Page, String> {
+        let PageWatch { dialogs, network } = watch;
         let cdp = browser.cdp.clone();
         let session_id = match timeout_at(
             deadline,
