@@ -31,14 +31,17 @@ impl TaskRecordData {
             .pending
             .iter()
             .map(|p| {
-                json!({
+                let mut v = json!({
                     "requestId": p.request_id,
                     "method": p.method.as_str(),
                     "params": p.params,
                     "expect": p.expect,
                     "since": p.since,
-                    "evidence": p.evidence,
-                })
+                });
+                if let Some(e) = &p.evidence {
+                    v["evidence"] = json!(e);
+                }
+                v
             })
             .collect();
         let stop_reason = match &task.closed {
