@@ -43,7 +43,7 @@
 //!   `GET /ev` shows `#status` (`Ready`) and buttons `#save` (one `fetch` `POST
 //!   /ev/save?status=<S>&token=secret` with a JSON body; `#status` then reads `Answered <S>`,
 //!   where `S` is the page's own `status` query, default `201`), `#double` (a handler that fires
-//!   the same save twice), `#beacon` (`navigator.sendBeacon` to `POST /ev/beacon`; `#status`
+//!   the same save twice), `#again` (the save, then the same save again 1.5 s later), `#beacon` (`navigator.sendBeacon` to `POST /ev/beacon`; `#status`
 //!   reads `Beacon queued`) and `#worker` (a dedicated worker, `GET /ev/worker.js`, does the
 //!   save; `#status` reads `Worker answered <S>`). `POST /ev/save` answers the status its
 //!   query asks for (`?delayMs=N` first waits); every request shows in [`WebApp::requests`].
@@ -453,6 +453,7 @@ function save() {
 }
 document.getElementById('save').onclick = () => { save(); };
 document.getElementById('double').onclick = () => { save(); save(); };
+document.getElementById('again').onclick = () => { save(); setTimeout(save, 1500); };
 document.getElementById('beacon').onclick = () => {
   navigator.sendBeacon('/ev/beacon', 'seen=1');
   st.textContent = 'Beacon queued';
@@ -483,6 +484,7 @@ async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Rep
                     "<p id=\"status\">Ready</p>\
                      <button id=\"save\" type=\"button\">Save</button>\
                      <button id=\"double\" type=\"button\">Save twice</button>\
+                     <button id=\"again\" type=\"button\">Save, and again later</button>\
                      <button id=\"beacon\" type=\"button\">Send beacon</button>\
                      <button id=\"worker\" type=\"button\">Save in a worker</button>\
                      <script>{EV_SCRIPT}</script>"

@@ -326,6 +326,40 @@ async fn a_handler_that_fires_twice_is_flagged_as_a_duplicate_send() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_send_after_an_uncertain_reply_shows_when_verified_and_is_flagged() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(1000).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/ev")).await;
+    let mut feed = Conn::connect(&r.host.introspect()).await;
+    ok(&feed.call("subscribe", json!({})).await);
+    // An expectation nothing shows: the action ends uncertain, its page still watched.
+    let reply = r
+        .call("page.click", click(&task, "#again", "Never shown"))
+        .await;
+    let e = err(&reply, "OUTCOME_UNCERTAIN");
+    assert_eq!(e["details"]["evidence"]["watching"], true, "{e}");
+    // The handler's second save reaches the server after a while; verification then lists it
+    // with the first and flags the pair.
+    assert_eq!(r.until_received("POST", "/ev/save", 2).await, 2);
+    let v = verify(&mut r, &task).await;
+    assert_eq!(v["outcome"], "not_observed", "{v}");
+    let evidence = &v["pendingOutcome"]["evidence"];
+    assert_eq!(sent(evidence, "POST", "/ev/save").len(), 2, "{v}");
+    assert_eq!(evidence["duplicateSends"][0]["times"], 2, "{v}");
+    loop {
+        let frame = tokio::time::timeout(Duration::from_secs(10), feed.read_frame())
+            .await
+            .expect("the feed flags the duplicate send");
+        if frame["event"] == "network.duplicateSends" {
+            assert_eq!(frame["data"]["taskId"], task.as_str(), "{frame}");
+            break;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keep_alive_resend_by_the_browser_reaches_the_server_but_not_the_evidence() {
     let _one = one_at_a_time().await;
     let Some(mut r) = Rig::start(3000).await else {

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crate::executor::{PageQuery, QueryOutcome, ReadOutcome};
 use crate::journal::TaskEvent;
-use crate::protocol::introspection::PendingResolvedEvent;
+use crate::protocol::introspection::{DuplicateSendsEvent, PendingResolvedEvent};
 use crate::protocol::results::{
     ExecutorStatus, FieldResult, HelloResult, PageTabsResult, PageUrlResult, ReceiptState,
     ReceiptStatusResult, RunStatusResult, ScreenshotResult, StoredReply, TaskResumeResult,
@@ -300,6 +300,21 @@ impl Host {
             st.verifying.remove(&tid);
             let task = st.tasks.get_mut(&tid).expect("tasks are never removed");
             if let Some(evidence) = evidence {
+                let flagged_before = pending
+                    .evidence
+                    .as_ref()
+                    .map_or(0, |e| e.duplicate_sends.len());
+                if evidence.duplicate_sends.len() > flagged_before {
+                    // A duplicate send that arrived after the reply: the feed hears of it now.
+                    let event = DuplicateSendsEvent {
+                        duplicate_sends: evidence.duplicate_sends.clone(),
+                        method: pending.method.as_str().to_owned(),
+                        request_id: pending.request_id.clone(),
+                        task_id: tid.to_string(),
+                    };
+                    st.events
+                        .publish("network.duplicateSends", now, || to_data(&event));
+                }
                 if let Some(p) = task
                     .pending
                     .front_mut()
