@@ -43,10 +43,11 @@
 //!   `GET /ev` shows `#status` (`Ready`) and buttons `#save` (one `fetch` `POST
 //!   /ev/save?status=<S>&token=secret` with a JSON body; `#status` then reads `Answered <S>`,
 //!   where `S` is the page's own `status` query, default `201`), `#double` (a handler that fires
-//!   the same save twice), `#again` (the save, then the same save again 1.5 s later), `#beacon` (`navigator.sendBeacon` to `POST /ev/beacon`; `#status`
+//!   the same save twice), `#again` (the save, then the same save again 1.5 s later), `#large`
+//!   (a `POST /ev/save` of 100,000 bytes; `#status` reads `Large answered <S>`), `#beacon` (`navigator.sendBeacon` to `POST /ev/beacon`; `#status`
 //!   reads `Beacon queued`) and `#worker` (a dedicated worker, `GET /ev/worker.js`, does the
-//!   save; `#status` reads `Worker answered <S>`). `POST /ev/save` answers the status its
-//!   query asks for (`?delayMs=N` first waits); every request shows in [`WebApp::requests`].
+//!   save; `#status` reads `Worker answered <S>`). `POST /ev/save` (bodies up to 256 KiB)
+//!   answers the status its query asks for (`?delayMs=N` first waits); every request shows in [`WebApp::requests`].
 //! - [`WebApp::set_keep_alive`] keeps connections open between requests (by default each is
 //!   closed after one answer), so a browser may send a request on a reused connection — and
 //!   send it again on a new one when the server closes the reused one without answering.
@@ -453,6 +454,10 @@ function save() {
 }
 document.getElementById('save').onclick = () => { save(); };
 document.getElementById('double').onclick = () => { save(); save(); };
+document.getElementById('large').onclick = () => {
+  fetch('/ev/save', {method: 'POST', body: 'x'.repeat(100000)})
+    .then(r => { st.textContent = 'Large answered ' + r.status; });
+};
 document.getElementById('again').onclick = () => { save(); setTimeout(save, 1500); };
 document.getElementById('beacon').onclick = () => {
   navigator.sendBeacon('/ev/beacon', 'seen=1');
@@ -485,6 +490,7 @@ async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Rep
                      <button id=\"save\" type=\"button\">Save</button>\
                      <button id=\"double\" type=\"button\">Save twice</button>\
                      <button id=\"again\" type=\"button\">Save, and again later</button>\
+                     <button id=\"large\" type=\"button\">Save a large body</button>\
                      <button id=\"beacon\" type=\"button\">Send beacon</button>\
                      <button id=\"worker\" type=\"button\">Save in a worker</button>\
                      <script>{EV_SCRIPT}</script>"
@@ -502,7 +508,7 @@ async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Rep
             if let Some(ms) = field(&q, "delayMs").and_then(|d| d.parse::<u64>().ok()) {
                 tokio::time::sleep(Duration::from_millis(ms)).await;
             }
-            if let Err(e) = read_body(req, FORM_LIMIT).await {
+            if let Err(e) = read_body(req, 256 * 1024).await {
                 return e.reply();
             }
             let status = field(&q, "status")

@@ -467,6 +467,28 @@ async fn a_beacon_shows_in_the_evidence() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_too_large_for_its_event_is_asked_for_and_digested() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/ev")).await;
+    let reply = r
+        .call("page.click", click(&task, "#large", "Large answered 201"))
+        .await;
+    let e = &ok(&reply)["evidence"];
+    let post = one(e, "POST", "/ev/save");
+    // Beyond the 64 KiB the event carries: the body was asked for, hashed and dropped.
+    let body = vec![b'x'; 100_000];
+    assert_eq!(post["bodyBytes"], body.len(), "{post}");
+    assert_eq!(
+        digest(post),
+        polaris::protocol::evidence::body_sha256(&body)
+    );
+    assert_eq!(r.received("POST", "/ev/save"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workers_fetch_shows_in_the_evidence() {
     let _one = one_at_a_time().await;
     let Some(mut r) = Rig::start(5000).await else {

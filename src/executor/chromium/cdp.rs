@@ -238,6 +238,7 @@ impl Shared {
             #[serde(default)]
             base64_encoded: bool,
         }
+        tracing::debug!(request_id, "asking for a request's body");
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let Ok(mut msg) = serde_json::to_vec(&Outgoing {
             id,
@@ -254,11 +255,30 @@ impl Shared {
             self.calls.lock().expect("cdp calls lock").remove(&id);
             return;
         }
+        /// Marks the body answered however the task below ends.
+        struct Done(Arc<NetworkLog>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.fetch_done();
+            }
+        }
+        log.fetch_started();
+        let done = Done(log.clone());
         tokio::spawn(async move {
-            let Ok(Ok(raw)) = rx.await else {
-                return;
+            let _done = done;
+            let raw = match rx.await {
+                Ok(Ok(raw)) => raw,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "a request's body could not be read for its digest");
+                    return;
+                }
+                Err(_) => return,
             };
             let Ok(p) = serde_json::from_str::<PostData>(raw.get()) else {
+                tracing::debug!(
+                    answer = raw.get().len(),
+                    "a request's body came in an unexpected shape"
+                );
                 return;
             };
             let body = if p.base64_encoded {
@@ -1013,8 +1033,8 @@ pub mod methods {
         fn default() -> NetworkEnable {
             NetworkEnable {
                 max_post_data_size: 64 * 1024,
-                max_total_buffer_size: 1024 * 1024,
-                max_resource_buffer_size: 64 * 1024,
+                max_total_buffer_size: 8 * 1024 * 1024,
+                max_resource_buffer_size: 1024 * 1024,
             }
         }
     }

@@ -26,6 +26,8 @@ use crate::protocol::{now_rfc3339, NetworkEvidence, RequestStatus, SentRequest};
 #[derive(Debug)]
 pub struct NetworkLog {
     window: Mutex<Option<Window>>,
+    /// Bodies asked for and not yet answered ([`NetworkLog::bodies_read`]).
+    fetching: tokio::sync::watch::Sender<u32>,
     /// Whether the task's pages are watched at all (`--no-network-evidence` turns it off).
     on: bool,
 }
@@ -110,6 +112,7 @@ impl NetworkLog {
     pub fn new() -> Arc<NetworkLog> {
         Arc::new(NetworkLog {
             window: Mutex::new(None),
+            fetching: tokio::sync::watch::channel(0).0,
             on: true,
         })
     }
@@ -119,6 +122,7 @@ impl NetworkLog {
     pub fn off() -> Arc<NetworkLog> {
         Arc::new(NetworkLog {
             window: Mutex::new(None),
+            fetching: tokio::sync::watch::channel(0).0,
             on: false,
         })
     }
@@ -254,6 +258,24 @@ impl NetworkLog {
             }
             _ => None,
         }
+    }
+
+    /// A body is being asked for (`Network.getRequestPostData`); [`NetworkLog::fetch_done`]
+    /// follows whatever the answer.
+    pub fn fetch_started(&self) {
+        self.fetching.send_modify(|n| *n += 1);
+    }
+
+    /// The body asked for was answered (or will not be).
+    pub fn fetch_done(&self) {
+        self.fetching.send_modify(|n| *n = n.saturating_sub(1));
+    }
+
+    /// Waits, until `until` at most, for the bodies asked for to arrive, so an action's
+    /// evidence is taken with their digests.
+    pub async fn bodies_read(&self, until: tokio::time::Instant) {
+        let mut rx = self.fetching.subscribe();
+        let _ = tokio::time::timeout_at(until, rx.wait_for(|n| *n == 0)).await;
     }
 
     /// The body of a request that its `requestWillBeSent` did not carry, as
