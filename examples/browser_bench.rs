@@ -15,6 +15,10 @@
 //! - **`page.snapshot` of a 5,000-element page** (SPEC §15 budget: ≤ 50 ms p50): a generated
 //!   page of 1,000 rows (a label, a text field, a button, a link and a checkbox each), the whole
 //!   outline (`maxBytes` 1 MiB) through Polaris.
+//! - **Network evidence** (SPEC §16): click-until-saved through a second host whose executor
+//!   runs with `--no-network-evidence` (its `ChromiumConfig::with_network_evidence(false)`),
+//!   alternated in the same rounds with the one that watches the network, p50 of each; and the
+//!   bytes the evidence adds to each click's stored reply.
 //! - **20 tasks at once in one browser** against one alone (budget: p50 click-until-saved ≤ 2×):
 //!   20 tasks started together, each doing the whole sequence above, three times.
 //!
@@ -59,8 +63,9 @@ fn ok(reply: &polaris::protocol::Reply) -> Value {
 }
 
 /// One Polaris task: start on the form, fill the title (timed: the page's first script) and the
-/// body (timed), read the title back (timed), click until saved (timed), finish.
-async fn through_polaris(client: &BridgeClient, url: &str, i: usize) -> [f64; 4] {
+/// body (timed), read the title back (timed), click until saved (timed), finish; last, the bytes
+/// of the click reply's network evidence.
+async fn through_polaris(client: &BridgeClient, url: &str, i: usize) -> [f64; 5] {
     let t = ok(&client
         .call("task.start", json!({"title": "bench", "url": url}))
         .await
@@ -99,6 +104,9 @@ async fn through_polaris(client: &BridgeClient, url: &str, i: usize) -> [f64; 4]
         .await
         .unwrap());
     let click = ms(t0.elapsed());
+    let evidence_bytes = r
+        .get("evidence")
+        .map_or(0, |e| serde_json::to_string(e).unwrap().len());
     assert!(r["observation"]["value"]
         .as_str()
         .unwrap()
@@ -107,7 +115,7 @@ async fn through_polaris(client: &BridgeClient, url: &str, i: usize) -> [f64; 4]
         .call("task.finish", json!({"taskId": task}))
         .await
         .unwrap());
-    [fill, fill2, read, click]
+    [fill, fill2, read, click, evidence_bytes as f64]
 }
 
 /// A page of `rows` rows of five elements each: a label, a text field, a button, a link and
@@ -304,6 +312,19 @@ async fn main() {
     let client = BridgeClient::new(&dir);
     through_polaris(&client, &url, 0).await; // starts the browser, warms up
 
+    // The same host without network evidence: its own browser, the same app.
+    let dir_off = std::env::temp_dir().join(format!("pl-bench-off-{}", std::process::id()));
+    let options_off = {
+        let mut o = polaris::console::demo::host_options(dir_off.clone(), 1_000_000);
+        o.host.action_timeout = Duration::from_secs(5);
+        o
+    };
+    let executor_off =
+        ChromiumExecutor::new(ChromiumConfig::new(binary.clone()).with_network_evidence(false));
+    let running_off = polaris::serve::start(&options_off, Arc::new(executor_off.clone())).unwrap();
+    let client_off = BridgeClient::new(&dir_off);
+    through_polaris(&client_off, &url, 0).await;
+
     // Direct: its own browser and page, the same app.
     let direct_browser = Browser::launch(&LaunchOptions {
         binary: binary.clone(),
@@ -317,13 +338,20 @@ async fn main() {
 
     let (mut fill, mut fill2, mut read, mut click, mut bare) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut click_off, mut evidence_bytes) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         for i in 0..per_round {
-            let [f, f2, r, c] = through_polaris(&client, &url, round * per_round + i).await;
+            let [f, f2, r, c, e] = through_polaris(&client, &url, round * per_round + i).await;
             fill.push(f);
             fill2.push(f2);
             read.push(r);
             click.push(c);
+            evidence_bytes.push(e);
+        }
+        for i in 0..per_round {
+            let [.., c, e] = through_polaris(&client_off, &url, round * per_round + i).await;
+            assert_eq!(e, 0.0, "no evidence without the watch");
+            click_off.push(c);
         }
         for i in 0..per_round {
             direct.load(&url).await;
@@ -402,6 +430,7 @@ async fn main() {
     line("browser cold start (launch → first answer)", &mut cold);
     line("click-until-saved, bare CDP sequence", &mut bare);
     line("click-until-saved, through Polaris", &mut click);
+    line("click-until-saved, --no-network-evidence", &mut click_off);
     line("page.fill through Polaris, fresh page", &mut fill);
     line("page.fill through Polaris, second field", &mut fill2);
     line("page.read through Polaris", &mut read);
@@ -417,6 +446,13 @@ async fn main() {
         "Polaris / bare at p50: {:.2}x ({:+.2} ms)",
         c50 / b50,
         c50 - b50
+    );
+    let off50 = pct(&mut click_off, 0.5);
+    println!(
+        "network evidence on / off at p50: {:.3}x ({:+.2} ms); evidence per click's stored reply: {:.0} bytes (p50)",
+        c50 / off50,
+        c50 - off50,
+        pct(&mut evidence_bytes, 0.5)
     );
     println!(
         "browser group, no task page: {} processes, RSS {:.0} MiB, PSS {:.0} MiB",
@@ -434,6 +470,9 @@ async fn main() {
 
     running.stop().await;
     executor.shutdown();
+    running_off.stop().await;
+    executor_off.shutdown();
+    let _ = std::fs::remove_dir_all(&dir_off);
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&local_pages);
 }

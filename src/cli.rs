@@ -364,6 +364,10 @@ struct ExecutorArgs {
     /// an agent that opens local files reads whatever this host's user can read.
     #[arg(long, value_name = "DIR")]
     allow_file_urls: Option<PathBuf>,
+    /// Do not watch each task's network (Chromium executor): replies carry no `evidence` of
+    /// what the page sent (SPEC §16), and the browser sends no network events to the host.
+    #[arg(long)]
+    no_network_evidence: bool,
 }
 
 impl ExecutorArgs {
@@ -418,7 +422,8 @@ impl ExecutorArgs {
                 let config = ChromiumConfig::new(binary)
                     .with_upload_dir(self.upload_dir.clone())
                     .with_profile_dir(profile_dir)
-                    .with_file_urls(file_urls);
+                    .with_file_urls(file_urls)
+                    .with_network_evidence(!self.no_network_evidence);
                 std::sync::Arc::new(ChromiumExecutor::new(config))
             }
         })

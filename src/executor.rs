@@ -21,8 +21,8 @@ use tokio::time::Instant;
 
 use crate::protocol::results::{DialogSeen, Tab};
 use crate::protocol::{
-    Command, Expect, FixtureOptions, KeyChord, Method, SelectBy, SnapshotNode, Subject, Target,
-    WaitState,
+    Command, Expect, FixtureOptions, KeyChord, Method, NetworkEvidence, SelectBy, SnapshotNode,
+    Subject, Target, WaitState,
 };
 pub use crate::protocol::{NotSent, PageAction};
 use crate::tasks::{Observation, TaskId};
@@ -328,6 +328,18 @@ pub trait Executor: Send + Sync + 'static {
     fn take_dialogs(&self, task: &str) -> Vec<DialogSeen> {
         let _ = task;
         Vec::new()
+    }
+
+    /// What the page of `task` sent since its latest action dispatched its first input event
+    /// (SPEC §16: requests other than `GET`/`HEAD`/`OPTIONS`, and navigations, with their
+    /// answers), or `None` when this executor does not watch the network or nothing was
+    /// dispatched. `watching` keeps watching for this action (its outcome is uncertain: a late
+    /// answer shows in the next call); otherwise the watch ends. The host calls it when an
+    /// action ends, when its pending outcome is verified, and to end the watch when the
+    /// outcome is acknowledged or the task closes.
+    fn evidence(&self, task: &str, watching: bool) -> Option<NetworkEvidence> {
+        let _ = (task, watching);
+        None
     }
 
     /// Reads a target's value, or the page's URL or text, without changing anything.

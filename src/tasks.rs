@@ -17,7 +17,7 @@ pub use crate::ids::TaskId;
 use crate::protocol::introspection::TaskSummary;
 use crate::protocol::results::{self, HistoryItem, InFlightItem, LastVerify, TaskStatusResult};
 pub use crate::protocol::results::{Observation, TaskCounts, TaskState, VerifyOutcome};
-use crate::protocol::{format_millis, ErrorCode, Expect, Method};
+use crate::protocol::{format_millis, ErrorCode, Expect, Method, NetworkEvidence};
 
 /// How many history entries a task keeps.
 pub const HISTORY_LIMIT: usize = 100;
@@ -50,6 +50,8 @@ pub struct PendingOutcome {
     pub since: i64,
     /// The last verification, if any.
     pub last_verify: Option<VerifyRecord>,
+    /// What the page sent for the action (SPEC §16), as last read from the executor.
+    pub evidence: Option<NetworkEvidence>,
 }
 
 impl VerifyRecord {
@@ -67,6 +69,7 @@ impl PendingOutcome {
     /// The wire form, as every reply and event that carries a pending outcome writes it.
     pub fn to_wire(&self) -> results::PendingOutcome {
         results::PendingOutcome {
+            evidence: self.evidence.clone(),
             expect: self.expect.clone(),
             last_verify: self.last_verify.as_ref().map(VerifyRecord::to_wire),
             method: self.method.as_str().to_owned(),
@@ -620,6 +623,7 @@ mod tests {
             expect: Some(Expect::on("#status", ExpectCheck::Contains("Saved".into()))),
             since: 10,
             last_verify: None,
+            evidence: None,
         }
     }
 

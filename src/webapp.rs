@@ -39,6 +39,18 @@
 //!     `/site/posts/<n>`: `#status` `Published #<n>`, `#saved-title`, `#saved-body`,
 //!     `#saved-category` (the value), `#saved-urgent` (`yes`/`no`), `#saved-visibility`,
 //!     `#saved-author`.
+//! - `/ev…` — a page for network evidence (SPEC §16), saving with `fetch` rather than a form:
+//!   `GET /ev` shows `#status` (`Ready`) and buttons `#save` (one `fetch` `POST
+//!   /ev/save?status=<S>&token=secret` with a JSON body; `#status` then reads `Answered <S>`,
+//!   where `S` is the page's own `status` query, default `201`), `#double` (a handler that fires
+//!   the same save twice), `#again` (the save, then the same save again 1.5 s later), `#large`
+//!   (a `POST /ev/save` of 100,000 bytes; `#status` reads `Large answered <S>`), `#beacon` (`navigator.sendBeacon` to `POST /ev/beacon`; `#status`
+//!   reads `Beacon queued`) and `#worker` (a dedicated worker, `GET /ev/worker.js`, does the
+//!   save; `#status` reads `Worker answered <S>`). `POST /ev/save` (bodies up to 256 KiB)
+//!   answers the status its query asks for (`?delayMs=N` first waits); every request shows in [`WebApp::requests`].
+//! - [`WebApp::set_keep_alive`] keeps connections open between requests (by default each is
+//!   closed after one answer), so a browser may send a request on a reused connection — and
+//!   send it again on a new one when the server closes the reused one without answering.
 //! - The second origin, another port of 127.0.0.1 ([`WebApp::card_url`]): `GET /card` — a
 //!   payment field, "Card number" and "Pay" (form POST to `/card/pay`, `303` to `/card?paid=<n>`,
 //!   `#status` `Paid #<n>`). Nothing else is served there.
@@ -111,6 +123,8 @@ struct AppState {
     deletes: AtomicU64,
     /// The `/site` pages and the card origin.
     site: SiteState,
+    /// Whether connections stay open between requests ([`WebApp::set_keep_alive`]).
+    keep_alive: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
@@ -156,6 +170,7 @@ impl WebApp {
             received: AtomicU64::new(0),
             deletes: AtomicU64::new(0),
             site: SiteState::new(card_addr),
+            keep_alive: std::sync::atomic::AtomicBool::new(false),
         });
         let accept = tokio::spawn(accept_loop(listener, state.clone(), Origin::Main));
         let card_accept = tokio::spawn(accept_loop(card_listener, state.clone(), Origin::Card));
@@ -181,6 +196,13 @@ impl WebApp {
     /// The address served.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// Keeps connections open between requests from now on (`true`), or closes each after one
+    /// answer (the default): a test of what a browser does with a reused connection that the
+    /// server closes without answering turns it on.
+    pub fn set_keep_alive(&self, on: bool) {
+        self.state.keep_alive.store(on, Ordering::SeqCst);
     }
 
     /// Sets what the server does with submits from now on (forms with their own fault keep it).
@@ -334,15 +356,17 @@ async fn accept_loop(listener: TcpListener, state: Arc<AppState>, origin: Origin
             // A handler that must lose its response notifies this; the connection is then
             // dropped without a byte of answer.
             let drop_conn = Arc::new(Notify::new());
+            let keep_alive = state.keep_alive.load(Ordering::SeqCst);
             let svc = {
                 let drop_conn = drop_conn.clone();
                 service_fn(move |req| handle(state.clone(), drop_conn.clone(), origin, port, req))
             };
-            // One request per connection: a browser resends a request that a reused
-            // keep-alive connection closed without answering, even a POST, which would make
-            // the dropped-response fault commit twice for reasons of its own.
+            // One request per connection unless a test asks otherwise: a browser resends a
+            // request that a reused keep-alive connection closed without answering, even a
+            // POST, which would make the dropped-response fault commit twice for reasons of
+            // its own.
             let conn = http1::Builder::new()
-                .keep_alive(false)
+                .keep_alive(keep_alive)
                 .serve_connection(TokioIo::new(stream), svc);
             tokio::select! {
                 _ = conn => {}
@@ -397,6 +421,7 @@ async fn handle(
                 .expect("a valid response")
         }
         (_, p) if p == "/site" || p.starts_with("/site/") => site(&state, req, p, &query).await,
+        (_, p) if p == "/ev" || p.starts_with("/ev/") => evidence_routes(req, p, &query).await,
         (&Method::GET, "/keys") => html(StatusCode::OK, keys_page()),
         (&Method::GET, "/posts") => html(StatusCode::OK, saved_page(&state, None)),
         (&Method::GET, p) if p.starts_with("/posts/") => {
@@ -415,6 +440,91 @@ async fn handle(
             page("Not found", "<p id=\"status\">Not found</p>"),
         ),
     })
+}
+
+/// The `/ev` page's script: each button's request, and what `#status` says after it.
+const EV_SCRIPT: &str = r#"
+const st = document.getElementById('status');
+const code = new URLSearchParams(location.search).get('status') || '201';
+const url = '/ev/save?status=' + code + '&token=secret';
+const body = JSON.stringify({title: 'Hello', n: 1});
+function save() {
+  return fetch(url, {method: 'POST', headers: {'content-type': 'application/json'}, body})
+    .then(r => { st.textContent = 'Answered ' + r.status; }, () => { st.textContent = 'Failed'; });
+}
+document.getElementById('save').onclick = () => { save(); };
+document.getElementById('double').onclick = () => { save(); save(); };
+document.getElementById('large').onclick = () => {
+  fetch('/ev/save', {method: 'POST', body: 'x'.repeat(100000)})
+    .then(r => { st.textContent = 'Large answered ' + r.status; });
+};
+document.getElementById('again').onclick = () => { save(); setTimeout(save, 1500); };
+document.getElementById('beacon').onclick = () => {
+  navigator.sendBeacon('/ev/beacon', 'seen=1');
+  st.textContent = 'Beacon queued';
+};
+document.getElementById('worker').onclick = () => {
+  const w = new Worker('/ev/worker.js');
+  w.onmessage = (m) => { st.textContent = 'Worker answered ' + m.data; };
+  w.postMessage(url);
+};
+"#;
+
+/// The dedicated worker of the `/ev` page: saves the URL it is sent, answers the status.
+const EV_WORKER: &str = r#"
+onmessage = (m) => {
+  fetch(m.data, {method: 'POST', body: 'from-worker'})
+    .then(r => postMessage(String(r.status)), () => postMessage('failed'));
+};
+"#;
+
+/// `/ev…`: the page that saves with `fetch`, `sendBeacon` and a worker (SPEC §16's tests).
+async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Reply {
+    match (req.method().clone(), path) {
+        (Method::GET, "/ev") => html(
+            StatusCode::OK,
+            page(
+                "Evidence",
+                &format!(
+                    "<p id=\"status\">Ready</p>\
+                     <button id=\"save\" type=\"button\">Save</button>\
+                     <button id=\"double\" type=\"button\">Save twice</button>\
+                     <button id=\"again\" type=\"button\">Save, and again later</button>\
+                     <button id=\"large\" type=\"button\">Save a large body</button>\
+                     <button id=\"beacon\" type=\"button\">Send beacon</button>\
+                     <button id=\"worker\" type=\"button\">Save in a worker</button>\
+                     <script>{EV_SCRIPT}</script>"
+                ),
+            ),
+        ),
+        (Method::GET, "/ev/worker.js") => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/javascript")
+            .header("cache-control", "no-store")
+            .body(Full::new(Bytes::from_static(EV_WORKER.as_bytes())))
+            .expect("a valid response"),
+        (Method::POST, "/ev/save") => {
+            let q = parse_form(query);
+            if let Some(ms) = field(&q, "delayMs").and_then(|d| d.parse::<u64>().ok()) {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            if let Err(e) = read_body(req, 256 * 1024).await {
+                return e.reply();
+            }
+            let status = field(&q, "status")
+                .and_then(|s| s.parse::<u16>().ok())
+                .and_then(|s| StatusCode::from_u16(s).ok())
+                .unwrap_or(StatusCode::CREATED);
+            text(status, status.as_u16().to_string())
+        }
+        (Method::POST, "/ev/beacon") => {
+            if let Err(e) = read_body(req, FORM_LIMIT).await {
+                return e.reply();
+            }
+            text(StatusCode::NO_CONTENT, String::new())
+        }
+        _ => not_found(),
+    }
 }
 
 async fn submit(state: Arc<AppState>, drop_conn: Arc<Notify>, req: Request<Incoming>) -> Reply {

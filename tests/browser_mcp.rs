@@ -100,6 +100,15 @@ async fn an_agent_publishes_once_through_mcp() {
     let clicked = ok(&call(&r.client, "page_click", args.clone()).await);
     assert_eq!(clicked["receipt"], "new");
     assert_eq!(clicked["result"]["observation"]["value"], "Saved #1");
+    // What the page sent (SPEC §16), in the tool's structured result with snake_case keys.
+    let sent = &clicked["result"]["evidence"]["requests"][0];
+    assert_eq!(sent["method"], "POST", "{clicked}");
+    assert_eq!(sent["status"], 303, "{clicked}");
+    assert_eq!(
+        sent["body_sha256"].as_str().map(str::len),
+        Some(64),
+        "{clicked}"
+    );
     // The agent's framework retries the call with the same request_id: a replay, no click.
     let again = ok(&call(&r.client, "page_click", args).await);
     assert_eq!(again["receipt"], "replayed");
@@ -121,6 +130,10 @@ async fn a_late_save_through_mcp_is_gated_until_verify_outcome_confirms_it() {
     let uncertain = err(&call(&r.client, "page_click", click(&task)).await);
     assert_eq!(uncertain["code"], "OUTCOME_UNCERTAIN");
     assert_eq!(uncertain["delivery"], "uncertain");
+    assert_eq!(
+        uncertain["details"]["evidence"]["requests"][0]["status"], "no response",
+        "{uncertain}"
+    );
     assert_eq!(
         uncertain["next"],
         json!({"tool": "verify_outcome", "arguments": {"task_id": task}})

@@ -14,6 +14,7 @@ use super::layout::centered;
 use super::text::{age, clock, fit, plural, result_text, ID, SHORT_ID};
 use super::theme::Theme;
 use crate::protocol::introspection::{AuditEntry, ClearPrepared};
+use crate::protocol::NetworkEvidence;
 
 /// Cuts every line longer than `width` into lines of `width` characters (keeping the first
 /// span's style), so the number of rows on screen is known and the end is always reachable.
@@ -166,6 +167,9 @@ pub(super) fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &
             lines.push(Line::styled("request (canonical)", t.bold()));
             let req = serde_json::to_string(&r.request).unwrap_or_default();
             lines.push(Line::raw(req));
+            if let Some(e) = r.reply.as_ref().and_then(|reply| reply.evidence()) {
+                evidence_lines(t, &e, &mut lines);
+            }
             lines.push(Line::styled("stored reply", t.bold()));
             match &r.reply {
                 None => lines.push(Line::styled(
@@ -213,6 +217,57 @@ pub(super) fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &
         }
     };
     scrolled(lines, title, app.overlay_scroll, r, buf);
+}
+
+/// A receipt's network evidence (SPEC §16), one request a line: what the page sent and how the
+/// server answered, the duplicate sends first, flagged. A 2xx is the server's word, not the
+/// business outcome; the operator reads it before acknowledging.
+fn evidence_lines<'a>(t: &Theme, e: &NetworkEvidence, lines: &mut Vec<Line<'a>>) {
+    lines.push(Line::styled(
+        format!(
+            "network evidence ({} sent{})",
+            e.requests.len() as u64 + e.unlisted,
+            if e.watching { ", still watched" } else { "" }
+        ),
+        t.bold(),
+    ));
+    for d in &e.duplicate_sends {
+        lines.push(Line::styled(
+            format!(
+                "DUPLICATE SEND: {} {} sent {} times",
+                d.method, d.url, d.times
+            ),
+            t.alert(),
+        ));
+    }
+    if e.requests.is_empty() {
+        lines.push(Line::styled("nothing sent", t.dim()));
+    }
+    for q in &e.requests {
+        let body = match (&q.body_bytes, &q.body_sha256) {
+            (Some(n), Some(h)) => format!("  body {n} B sha256 {}", &h[..h.len().min(12)]),
+            (Some(n), None) => format!("  body {n} B"),
+            _ => String::new(),
+        };
+        lines.push(Line::raw(format!(
+            "{} {}  {}  sent {}{}{}",
+            q.method,
+            q.url,
+            q.status,
+            q.sent_at,
+            q.answered_at
+                .as_deref()
+                .map(|a| format!("  answered {a}"))
+                .unwrap_or_default(),
+            body
+        )));
+    }
+    if e.unlisted > 0 {
+        lines.push(Line::styled(
+            format!("and {} more, not listed", e.unlisted),
+            t.dim(),
+        ));
+    }
 }
 
 /// The stop / acknowledge dialog: what it does, the reason, then `y`.

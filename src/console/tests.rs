@@ -281,6 +281,37 @@ fn snapshot_detail() {
 }
 
 #[test]
+fn a_receipts_network_evidence_is_listed_with_duplicates_first() {
+    let mut app = connected(140, 30, 5, 60, 5, false);
+    update(&mut app, code(KeyCode::Enter));
+    let sent = json!({"method": "POST", "url": "http://shop.example/api/orders", "status": "no response",
+                      "sentAt": ts(9), "bodyBytes": 23, "bodySha256": "ab".repeat(32)});
+    let detail = json!({
+        "requestId": id(0), "method": "page.click", "state": "completed", "ok": false, "firstSeenAt": ts(10),
+        "completedAt": ts(9), "joins": 0, "replays": 0, "clearable": false,
+        "request": {"method": "page.click", "params": {"target": "#buy", "taskId": "9b2d0f00-2222-4000-8000-000000000002"}},
+        "reply": {"ok": false, "error": {"code": "OUTCOME_UNCERTAIN", "message": "uncertain", "delivery": "uncertain",
+                  "automaticReplay": false, "details": {"evidence": {"requests": [sent, sent],
+                  "duplicateSends": [{"method": "POST", "url": "http://shop.example/api/orders", "bodySha256": "ab".repeat(32), "times": 2}],
+                  "watching": true}}}}
+    });
+    update(&mut app, Action::ReceiptDetail(Ok(detail)));
+    let text = screen(&app, 140, 30);
+    assert!(
+        text.contains("network evidence (2 sent, still watched)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("DUPLICATE SEND: POST http://shop.example/api/orders sent 2 times"),
+        "{text}"
+    );
+    assert!(
+        text.contains("POST http://shop.example/api/orders  no response"),
+        "{text}"
+    );
+}
+
+#[test]
 fn snapshot_confirm_dialog() {
     let mut app = connected(100, 30, 60, 60, 60, true);
     update(&mut app, key('a'));

@@ -42,6 +42,7 @@ pub mod browser;
 pub mod cdp;
 pub mod dialogs;
 pub mod local_files;
+pub mod network;
 pub mod page;
 pub mod profiles;
 mod script;
@@ -58,11 +59,12 @@ use tokio::time::{timeout_at, Instant};
 use self::browser::{Browser, LaunchOptions};
 use self::cdp::methods;
 use self::dialogs::Dialogs;
-use self::page::{Page, Step};
+use self::network::NetworkLog;
+use self::page::{Page, PageWatch, Step};
 use super::{ActionOutcome, Executor, PageAction, PageQuery, QueryOutcome, ReadOutcome};
 use crate::protocol::results::{DialogSeen, Tab};
-use crate::protocol::NotSent;
 use crate::protocol::{Command, ExecutorCommand, FixtureOptions, Method, Navigation, Subject};
+use crate::protocol::{NetworkEvidence, NotSent};
 use crate::tasks::TaskId;
 
 pub use self::browser::find_chromium;
@@ -194,6 +196,9 @@ pub struct ChromiumConfig {
     pub profile_dir: Option<PathBuf>,
     /// `--allow-file-urls`: the only directory local pages open from (none by default).
     pub file_urls: FileUrls,
+    /// Whether each task's network is watched for evidence (SPEC §16; on unless
+    /// `--no-network-evidence`).
+    pub network_evidence: bool,
 }
 
 impl ChromiumConfig {
@@ -206,7 +211,16 @@ impl ChromiumConfig {
             upload_dir: None,
             profile_dir: None,
             file_urls: FileUrls::refused(),
+            network_evidence: true,
         }
+    }
+
+    /// The same, watching each task's network for evidence (`true`, the default) or not
+    /// (`--no-network-evidence`: replies carry no `evidence`, and the browser sends no
+    /// network events at all).
+    pub fn with_network_evidence(mut self, on: bool) -> ChromiumConfig {
+        self.network_evidence = on;
+        self
     }
 
     /// The same, opening local files from `file_urls` only.
@@ -247,6 +261,7 @@ struct Inner {
     upload_dir: Option<PathBuf>,
     profile_dir: Option<PathBuf>,
     file_urls: FileUrls,
+    network_evidence: bool,
 }
 
 /// One task's page and what it takes to open it again.
@@ -260,6 +275,8 @@ struct TaskPage {
     acting: tokio::sync::Mutex<()>,
     /// The task's dialogs, shared by every page it has had.
     dialogs: Arc<Dialogs>,
+    /// What the task's pages sent, per action (SPEC §16), shared by every page it has had.
+    network: Arc<NetworkLog>,
     /// The number of the task's next snapshot ref, shared by every page it has had.
     refs: Arc<AtomicU64>,
     /// The tabs the task's pages opened (SPEC §15): tab `n` is `tabs.opened[n - 1]`.
@@ -290,6 +307,14 @@ struct Slot {
 }
 
 impl TaskPage {
+    /// What each of the task's pages answers dialogs with and records its network into.
+    fn watch(&self) -> PageWatch {
+        PageWatch {
+            dialogs: self.dialogs.clone(),
+            network: self.network.clone(),
+        }
+    }
+
     fn live_page(&self) -> Result<Arc<Page>, String> {
         let slot = self.slot.lock().expect("task page lock");
         match &slot.page {
@@ -328,6 +353,7 @@ impl ChromiumExecutor {
                 upload_dir: config.upload_dir,
                 profile_dir: config.profile_dir,
                 file_urls: config.file_urls,
+                network_evidence: config.network_evidence,
             }),
         }
     }
@@ -434,7 +460,7 @@ impl Inner {
             &context,
             &url,
             None,
-            tp.dialogs.clone(),
+            tp.watch(),
             tp.refs.clone(),
             deadline,
         )
@@ -584,7 +610,7 @@ impl Inner {
                 browser,
                 &target,
                 &url,
-                tp.dialogs.clone(),
+                tp.watch(),
                 tp.refs.clone(),
                 deadline,
             )
@@ -992,13 +1018,21 @@ impl Executor for ChromiumExecutor {
                 }
             }
             let dialogs = Dialogs::new();
+            let network = if inner.network_evidence {
+                NetworkLog::new()
+            } else {
+                NetworkLog::off()
+            };
             let refs = Arc::new(AtomicU64::new(1));
             let opened = Page::open(
                 browser.clone(),
                 &context,
                 &url,
                 seed.as_deref(),
-                dialogs.clone(),
+                PageWatch {
+                    dialogs: dialogs.clone(),
+                    network: network.clone(),
+                },
                 refs.clone(),
                 deadline,
             );
@@ -1019,6 +1053,7 @@ impl Executor for ChromiumExecutor {
                 reopening: tokio::sync::Mutex::new(()),
                 acting: tokio::sync::Mutex::new(()),
                 dialogs,
+                network,
                 refs,
                 tabs: Mutex::new(Tabs::default()),
             });
@@ -1084,6 +1119,11 @@ impl Executor for ChromiumExecutor {
             page.acting();
             let windows = page.windows_opened();
             let outcome = perform(&inner, &page, action, deadline).await;
+            // A body too large for its event was asked for: its digest belongs in the reply
+            // (bounded: a browser that does not answer leaves the digest out).
+            tp.network
+                .bodies_read(Instant::now() + std::time::Duration::from_millis(500))
+                .await;
             if page.windows_opened() > windows {
                 report_opened(&inner, &tp).await;
             }
@@ -1288,6 +1328,8 @@ impl Executor for ChromiumExecutor {
         let Some(tp) = tp else {
             return;
         };
+        // A closed task's pages send nothing more for its actions (SPEC §16).
+        tp.network.end();
         let (page, context) = {
             let mut slot = tp.slot.lock().expect("task page lock");
             if let Some(p) = &slot.page {
@@ -1347,6 +1389,10 @@ impl Executor for ChromiumExecutor {
             Some(tp) => std::mem::take(&mut tp.tabs.lock().expect("task tabs lock").unreported),
             None => Vec::new(),
         }
+    }
+
+    fn evidence(&self, task: &str, watching: bool) -> Option<NetworkEvidence> {
+        self.inner.task(task)?.network.take(watching)
     }
 
     fn take_dialogs(&self, task: &str) -> Vec<DialogSeen> {

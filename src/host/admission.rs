@@ -532,6 +532,13 @@ impl Host {
         }
         task.record(key, method, now, "ok");
         task.leave(key);
+        // The watch of a pending action's network ends with the task (SPEC §16): what it saw
+        // last stays with the pending outcome.
+        if let Some(evidence) = self.inner.executor.evidence(tid, false) {
+            if let Some(p) = task.pending.front_mut() {
+                p.evidence = Some(evidence);
+            }
+        }
         self.inner
             .executor
             .close(tid.clone(), task.pending_outcome().is_some());

@@ -28,13 +28,13 @@ use crate::book::{ReplyWaiters, RequestKey};
 use crate::events::ReceiptFacts;
 use crate::executor::ActionOutcome;
 use crate::journal::{self, TaskEvent, Ticket};
-use crate::protocol::introspection::PendingCreatedEvent;
+use crate::protocol::introspection::{DuplicateSendsEvent, PendingCreatedEvent};
 use crate::protocol::results::{
     DialogSeen, FieldResult, ObservedResult, TaskStartResult, TaskState,
 };
 use crate::protocol::{
     now_millis, ActCommand, CloseCommand, Delivery, ErrorBody, ErrorCode, ExecutorCommand, Expect,
-    Method, Outcome, PageAction, ReceiptKind, Target,
+    Method, NetworkEvidence, Outcome, PageAction, ReceiptKind, Target,
 };
 use crate::tasks::{PendingOutcome, Task, TaskId};
 
@@ -469,8 +469,9 @@ enum TaskEffect {
     None,
     TaskStarted(Box<Task>),
     /// The outcome is uncertain: the task blocks on it, verified by this expectation (`None`
-    /// for a local step sent without one, which nothing on the page can confirm).
-    Uncertain(Box<Option<Expect>>),
+    /// for a local step sent without one, which nothing on the page can confirm), with what
+    /// the page sent so far (SPEC §16).
+    Uncertain(Box<(Option<Expect>, Option<NetworkEvidence>)>),
 }
 
 /// How starting an execution went.
@@ -1006,6 +1007,10 @@ impl Host {
                 TaskEffect::None,
             ),
             Finished::Act(task, ActionOutcome::Applied(obs)) => {
+                // A fill's reply says what was asked for and nothing else; its evidence (a
+                // page that sends as a field changes) is read only if it ends uncertain.
+                let evidence = self.inner.executor.evidence(&task, false);
+                self.flag_duplicates(&task, id, method, evidence.as_ref());
                 let outcome = match cmd.fill() {
                     // The reply says what was asked for; the observation's strings are that
                     // (the fixture's always are), so they are moved, not copied, when equal.
@@ -1030,6 +1035,7 @@ impl Host {
                         }),
                         _ => Outcome::ok(&ObservedResult {
                             dialogs: self.take_dialogs(&task, &execution.key, method),
+                            evidence,
                             local: false,
                             observation: Some(obs),
                             opened: self.inner.executor.take_opened(&task),
@@ -1037,6 +1043,7 @@ impl Host {
                     },
                     None => Outcome::ok(&ObservedResult {
                         dialogs: self.take_dialogs(&task, &execution.key, method),
+                        evidence,
                         local: cmd.is_local_step(),
                         observation: Some(obs),
                         opened: self.inner.executor.take_opened(&task),
@@ -1047,6 +1054,8 @@ impl Host {
             Finished::Act(task, ActionOutcome::LocalDone) => (
                 Outcome::ok(&ObservedResult {
                     dialogs: self.take_dialogs(&task, &execution.key, method),
+                    // A local step that sent anything is uncertain: nothing to flag here.
+                    evidence: self.inner.executor.evidence(&task, false),
                     local: true,
                     observation: None,
                     opened: self.inner.executor.take_opened(&task),
@@ -1056,6 +1065,8 @@ impl Host {
             Finished::Filled(outcome) => (outcome, TaskEffect::None),
             Finished::Act(task, ActionOutcome::Failed(reason)) => {
                 let dialogs = self.take_dialogs(&task, &execution.key, method);
+                // Failures come before anything is dispatched: no evidence to keep.
+                self.inner.executor.evidence(&task, false);
                 (
                     action_failed(method, &task, id, &reason, dialogs),
                     TaskEffect::None,
@@ -1063,6 +1074,7 @@ impl Host {
             }
             Finished::Act(task, ActionOutcome::NotSent(cause, reason)) => {
                 let dialogs = self.take_dialogs(&task, &execution.key, method);
+                self.inner.executor.evidence(&task, false);
                 let mut details = json!({
                     "taskId": &*task,
                     "requestId": id,
@@ -1094,6 +1106,9 @@ impl Host {
                 // `task.start` has none, and opening a page is never uncertain.
                 let expect = cmd.expectation();
                 let dialogs = self.take_dialogs(&task, &execution.key, method);
+                // Watched on until the outcome is settled: a late answer still shows.
+                let evidence = self.inner.executor.evidence(&task, true);
+                self.flag_duplicates(&task, id, method, evidence.as_ref());
                 let mut details = json!({
                     "taskId": &*task,
                     "requestId": id,
@@ -1104,6 +1119,13 @@ impl Host {
                 if !dialogs.is_empty() {
                     details["dialogs"] = json!(dialogs);
                 }
+                if let Some(e) = &evidence {
+                    details["evidence"] = json!(e);
+                }
+                let reason = match &evidence {
+                    Some(e) => format!("{reason} (sent: {})", e.summary()),
+                    None => reason,
+                };
                 (
                     Outcome::err(
                         &ErrorBody::new(
@@ -1112,10 +1134,34 @@ impl Host {
                         )
                         .with_details(details),
                     ),
-                    TaskEffect::Uncertain(Box::new(expect)),
+                    TaskEffect::Uncertain(Box::new((expect, evidence))),
                 )
             }
         }
+    }
+
+    /// Tells the event feed when an action's page sent the same request twice (SPEC §16).
+    /// Rare, so it takes the host's lock only then.
+    pub(super) fn flag_duplicates(
+        &self,
+        task: &str,
+        request_id: &str,
+        method: Method,
+        evidence: Option<&NetworkEvidence>,
+    ) {
+        let Some(e) = evidence.filter(|e| !e.duplicate_sends.is_empty()) else {
+            return;
+        };
+        let event = DuplicateSendsEvent {
+            duplicate_sends: e.duplicate_sends.clone(),
+            method: method.as_str().to_owned(),
+            request_id: request_id.to_owned(),
+            task_id: task.to_owned(),
+        };
+        tracing::warn!(request_id, task, sent = %e.summary(), "an action's page sent the same request more than once");
+        self.lock()
+            .events
+            .publish("network.duplicateSends", now_millis(), || to_data(&event));
     }
 
     /// The dialogs the task's page opened during an action or a read
@@ -1201,7 +1247,8 @@ impl Host {
                 st.tasks.insert(*task);
                 st.events.publish("task.updated", now, || to_data(&summary));
             }
-            TaskEffect::Uncertain(expect) => {
+            TaskEffect::Uncertain(uncertain) => {
+                let (expect, evidence) = *uncertain;
                 // The pending outcome records the params the receipt holds (in canonical form),
                 // so executions need not carry a copy of them for this rare case.
                 let params = st
@@ -1215,9 +1262,10 @@ impl Host {
                         request_id: execution.request_id.to_string(),
                         method,
                         params,
-                        expect: *expect,
+                        expect,
                         since: now,
                         last_verify: None,
+                        evidence,
                     };
                     let created = PendingCreatedEvent {
                         pending_outcome: pending.to_wire(),
@@ -1329,7 +1377,7 @@ fn panicked(
     // Every page action may have had an effect; only `task.start` (no task yet) has none.
     let effect = match &execution.command {
         Work::Owned(ExecutorCommand::Start(_)) => TaskEffect::None,
-        work => TaskEffect::Uncertain(Box::new(work.expectation())),
+        work => TaskEffect::Uncertain(Box::new((work.expectation(), None))),
     };
     (Outcome::err(&error), effect)
 }

@@ -656,6 +656,8 @@ impl Host {
             let before = task.pending.len();
             task.pending.retain(|p| p.request_id != request_id);
             if task.pending.len() != before {
+                // Settled: the watch of its network ends (SPEC §16).
+                self.inner.executor.evidence(&task.id, false);
                 task.updated_at = now;
                 task.record(&key, Method::TaskVerifyOutcome, now, "acknowledged");
                 let summary = task.summary();

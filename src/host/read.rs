@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use crate::executor::{PageQuery, QueryOutcome, ReadOutcome};
 use crate::journal::TaskEvent;
-use crate::protocol::introspection::PendingResolvedEvent;
+use crate::protocol::introspection::{DuplicateSendsEvent, PendingResolvedEvent};
 use crate::protocol::results::{
     ExecutorStatus, FieldResult, HelloResult, PageTabsResult, PageUrlResult, ReceiptState,
     ReceiptStatusResult, RunStatusResult, ScreenshotResult, StoredReply, TaskResumeResult,
@@ -233,7 +233,7 @@ impl Host {
             };
             return Ok(Box::pin(std::future::ready(Outcome::ok(&result))));
         }
-        let Some(pending) = pending else {
+        let Some(mut pending) = pending else {
             let result = VerifyResult {
                 observation: None,
                 outcome: VerifyOutcome::None,
@@ -287,11 +287,43 @@ impl Host {
                 &RequestKey::new(&pending.request_id),
                 Method::TaskVerifyOutcome,
             );
+            // What the page sent for the action, late answers included (SPEC §16); a
+            // confirmation ends the watch. `None` (no watch, or it ended when the task closed)
+            // keeps what the pending outcome already holds.
+            let evidence = host
+                .inner
+                .executor
+                .evidence(&tid, outcome != VerifyOutcome::Confirmed);
             let now = now_millis();
             let mut guard = host.lock();
             let st = &mut *guard;
             st.verifying.remove(&tid);
             let task = st.tasks.get_mut(&tid).expect("tasks are never removed");
+            if let Some(evidence) = evidence {
+                let flagged_before = pending
+                    .evidence
+                    .as_ref()
+                    .map_or(0, |e| e.duplicate_sends.len());
+                if evidence.duplicate_sends.len() > flagged_before {
+                    // A duplicate send that arrived after the reply: the feed hears of it now.
+                    let event = DuplicateSendsEvent {
+                        duplicate_sends: evidence.duplicate_sends.clone(),
+                        method: pending.method.as_str().to_owned(),
+                        request_id: pending.request_id.clone(),
+                        task_id: tid.to_string(),
+                    };
+                    st.events
+                        .publish("network.duplicateSends", now, || to_data(&event));
+                }
+                if let Some(p) = task
+                    .pending
+                    .front_mut()
+                    .filter(|p| p.request_id == pending.request_id)
+                {
+                    p.evidence = Some(evidence.clone());
+                }
+                pending.evidence = Some(evidence);
+            }
             task.apply_verification(VerifyRecord {
                 at: now,
                 outcome,

@@ -31,13 +31,17 @@ impl TaskRecordData {
             .pending
             .iter()
             .map(|p| {
-                json!({
+                let mut v = json!({
                     "requestId": p.request_id,
                     "method": p.method.as_str(),
                     "params": p.params,
                     "expect": p.expect,
                     "since": p.since,
-                })
+                });
+                if let Some(e) = &p.evidence {
+                    v["evidence"] = json!(e);
+                }
+                v
             })
             .collect();
         let stop_reason = match &task.closed {
@@ -93,5 +97,7 @@ pub(super) fn pending_of(v: &Value) -> Option<PendingOutcome> {
         },
         since: v["since"].as_i64()?,
         last_verify: None,
+        // Written since SPEC §16; a record without it reads as no evidence.
+        evidence: serde_json::from_value(v["evidence"].clone()).ok().flatten(),
     })
 }

@@ -11,7 +11,7 @@ use crate::protocol::introspection::{
     TasksListParams, TasksListResult,
 };
 use crate::protocol::results::{ExecutorStatus, ReceiptState, StoredReply};
-use crate::protocol::{format_millis, ErrorBody, Method};
+use crate::protocol::{format_millis, ErrorBody, Method, NetworkEvidence};
 use crate::tasks::{Task, Tasks};
 
 // ----------------------------------------------------------------------------------------------
@@ -82,6 +82,15 @@ fn receipt_state(r: &Receipt) -> ReceiptState {
     }
 }
 
+/// The network evidence of a receipt's stored reply (SPEC §16). A fill that took effect keeps
+/// no reply to look in (and its reply never carries evidence).
+fn evidence_of(r: &Receipt) -> Option<NetworkEvidence> {
+    if r.method == Method::PageFill && r.result() == Some(None) {
+        return None;
+    }
+    NetworkEvidence::in_reply(&r.outcome()?.body)
+}
+
 /// A ReceiptItem (one listing row).
 fn item(key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> ReceiptItem {
     let result = r.result();
@@ -89,6 +98,7 @@ fn item(key: &RequestKey, r: &Receipt, refusal: Option<ClearRefusal>) -> Receipt
         clearable: refusal.is_none(),
         code: result.flatten(),
         completed_at: result.map(|_| format_millis(r.completed_at)),
+        evidence: evidence_of(r),
         first_seen_at: format_millis(r.first_seen),
         joins: u64::from(r.joins),
         method: r.method.as_str().to_owned(),
@@ -130,6 +140,7 @@ fn fleet_item(host: &Host, row: &LedgerReceipt) -> ReceiptItem {
         clearable: refusal.is_none(),
         code,
         completed_at: row.completed_at.filter(|_| completed).map(format_millis),
+        evidence: None,
         first_seen_at: format_millis(row.first_seen),
         joins: u64::from(joins),
         method: row.method.clone(),

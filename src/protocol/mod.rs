@@ -23,6 +23,7 @@
 //! - `target`: what an action acts on — CSS, a snapshot ref, a role or text locator;
 //! - `snapshot`: `page.snapshot`'s nodes and how they are written and bounded;
 //! - `chord`: key chords (`Control+a`) as `page.press` takes them;
+//! - `evidence`: network evidence (SPEC §16), what an action's page sent and how it was answered;
 //! - `codec`: the line codec and its limits;
 //! - `time`: timestamps.
 
@@ -33,6 +34,7 @@ mod command;
 mod direct;
 mod envelope;
 mod error;
+pub mod evidence;
 mod fingerprint;
 mod id;
 pub mod introspection;
@@ -65,6 +67,7 @@ pub use error::{
     Delivery, ErrorBody, ErrorCode, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
     NotSent, PeerRefusedDetails,
 };
+pub use evidence::{NetworkEvidence, RequestStatus, SentRequest};
 pub use fingerprint::{
     fingerprint, split_fingerprint, try_fingerprint, PlainFill, StoredRequest, REQUEST_PIECES,
 };

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 
 use super::reply::needs_escape;
-use super::{ErrorBody, Expect, Outcome, PlainFill, Reply, Target};
+use super::{ErrorBody, Expect, NetworkEvidence, Outcome, PlainFill, Reply, Target};
 
 /// Writes `value` with its object keys sorted, as a `serde_json::Value` would: for nested types
 /// whose own field order is not alphabetical, so a reply keeps the bytes it always had.
@@ -354,6 +354,10 @@ pub struct ObservedResult {
     /// Whether the caller sent the step as page-local (`local: true`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub local: bool,
+    /// What the page sent while the action ran (SPEC §16), when the executor watches the
+    /// network (the Chromium executor does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<NetworkEvidence>,
     /// The expectation's target and the value read there; `null` for a local step sent
     /// without an expectation.
     pub observation: Option<Observation>,
@@ -452,6 +456,10 @@ pub struct PendingOutcome {
     /// step sent without one: nothing can confirm it).
     #[serde(default, serialize_with = "sorted")]
     pub expect: Option<Expect>,
+    /// What the page sent for the action (SPEC §16), kept up to date while it is pending: a
+    /// late answer shows here once the outcome is verified again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<NetworkEvidence>,
     /// The last verification, if any ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verify: Option<LastVerify>,
@@ -744,6 +752,17 @@ pub struct StoredReply {
 }
 
 impl StoredReply {
+    /// The network evidence the reply carries (SPEC §16): a success's `result.evidence`, an
+    /// error's `details.evidence`.
+    pub fn evidence(&self) -> Option<NetworkEvidence> {
+        let e = match (&self.result, &self.error) {
+            (Some(r), _) => r.get("evidence"),
+            (None, Some(e)) => e.details.as_ref().and_then(|d| d.get("evidence")),
+            (None, None) => None,
+        }?;
+        serde_json::from_value(e.clone()).ok()
+    }
+
     /// Reads a stored outcome's body (`"ok":…,"result"|"error":…`).
     pub fn of(outcome: &Outcome) -> StoredReply {
         serde_json::from_str(&format!("{{{}}}", &outcome.body))

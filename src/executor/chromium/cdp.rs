@@ -23,6 +23,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use super::dialogs::Dialogs;
+use super::network::NetworkLog;
 
 /// A typed CDP command.
 pub trait Method: Serialize {
@@ -161,6 +162,16 @@ struct Session {
     signals: watch::Sender<PageSignals>,
     /// How the page's dialogs are answered, and their record.
     dialogs: Arc<Dialogs>,
+    /// What the page sent, per action (SPEC §16).
+    network: Arc<NetworkLog>,
+}
+
+/// A worker attached under a tracked page (auto-attach): its network events go to the page's
+/// log.
+struct Worker {
+    /// The page's session.
+    parent: String,
+    network: Arc<NetworkLog>,
 }
 
 struct Shared {
@@ -168,6 +179,8 @@ struct Shared {
     next_id: AtomicU64,
     calls: Mutex<HashMap<u64, oneshot::Sender<Answer>>>,
     sessions: Mutex<HashMap<String, Session>>,
+    /// Workers' sessions, by session id.
+    workers: Mutex<HashMap<String, Worker>>,
     /// `Some(reason)` once the pipe closed.
     closed: watch::Sender<Option<String>>,
 }
@@ -213,6 +226,71 @@ impl Shared {
         };
         msg.push(0);
         let _ = self.outbox.send(msg);
+    }
+
+    /// Asks for the body of a request whose `requestWillBeSent` did not carry it, and hands it
+    /// to `log` when it comes. Called from the reader, so it waits on nothing itself.
+    fn fetch_body(&self, session: &str, request_id: String, log: Arc<NetworkLog>) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct PostData {
+            post_data: String,
+            #[serde(default)]
+            base64_encoded: bool,
+        }
+        tracing::debug!(request_id, "asking for a request's body");
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut msg) = serde_json::to_vec(&Outgoing {
+            id,
+            method: "Network.getRequestPostData",
+            params: &serde_json::json!({ "requestId": request_id }),
+            session_id: Some(session),
+        }) else {
+            return;
+        };
+        msg.push(0);
+        let (tx, rx) = oneshot::channel();
+        self.calls.lock().expect("cdp calls lock").insert(id, tx);
+        if self.outbox.send(msg).is_err() {
+            self.calls.lock().expect("cdp calls lock").remove(&id);
+            return;
+        }
+        /// Marks the body answered however the task below ends.
+        struct Done(Arc<NetworkLog>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0.fetch_done();
+            }
+        }
+        log.fetch_started();
+        let done = Done(log.clone());
+        tokio::spawn(async move {
+            let _done = done;
+            let raw = match rx.await {
+                Ok(Ok(raw)) => raw,
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "a request's body could not be read for its digest");
+                    return;
+                }
+                Err(_) => return,
+            };
+            let Ok(p) = serde_json::from_str::<PostData>(raw.get()) else {
+                tracing::debug!(
+                    answer = raw.get().len(),
+                    "a request's body came in an unexpected shape"
+                );
+                return;
+            };
+            let body = if p.base64_encoded {
+                match super::network::decode_base64(&p.post_data) {
+                    Some(b) => b,
+                    None => return,
+                }
+            } else {
+                p.post_data.into_bytes()
+            };
+            log.set_body(&request_id, &body);
+        });
     }
 
     fn on_event(&self, method: &str, params: Option<&RawValue>, session: Option<&str>) {
@@ -262,6 +340,36 @@ impl Shared {
             serde_json::from_str(params?.get()).ok()
         }
 
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct AttachedTarget {
+            session_id: String,
+            target_info: AttachedInfo,
+            #[serde(default)]
+            waiting_for_debugger: bool,
+        }
+        #[derive(Deserialize)]
+        struct AttachedInfo {
+            #[serde(rename = "type")]
+            kind: String,
+        }
+
+        if let Some(session) = session {
+            if method.starts_with("Network.") {
+                let log = self
+                    .workers
+                    .lock()
+                    .expect("cdp workers lock")
+                    .get(session)
+                    .map(|w| w.network.clone());
+                if let Some(log) = log {
+                    if let Some(fetch) = log.on_event(session, method, params) {
+                        self.fetch_body(session, fetch.request_id, log);
+                    }
+                    return;
+                }
+            }
+        }
         let Some(session) = session else {
             if method == "Target.detachedFromTarget" {
                 if let Some(d) = parse::<Detached>(params) {
@@ -285,6 +393,39 @@ impl Shared {
             return;
         };
         match method {
+            m if m.starts_with("Network.") => {
+                if let Some(fetch) = s.network.on_event(session, m, params) {
+                    self.fetch_body(session, fetch.request_id, s.network.clone());
+                }
+            }
+            // A worker of the page (auto-attach, SPEC §16): its requests are the page's. It
+            // runs on; nothing waits for it.
+            "Target.attachedToTarget" => {
+                let Some(a) = parse::<AttachedTarget>(params) else {
+                    return;
+                };
+                if a.target_info.kind.contains("worker") {
+                    self.workers.lock().expect("cdp workers lock").insert(
+                        a.session_id.clone(),
+                        Worker {
+                            parent: session.to_owned(),
+                            network: s.network.clone(),
+                        },
+                    );
+                    self.send_detached(&a.session_id, &methods::NetworkEnable::default());
+                }
+                if a.waiting_for_debugger {
+                    self.send_detached(&a.session_id, &methods::RunIfWaitingForDebugger {});
+                }
+            }
+            "Target.detachedFromTarget" => {
+                if let Some(d) = parse::<Detached>(params) {
+                    self.workers
+                        .lock()
+                        .expect("cdp workers lock")
+                        .remove(&d.session_id);
+                }
+            }
             "Page.frameNavigated" => {
                 let Some(n) = parse::<FrameNavigated>(params) else {
                     return;
@@ -416,6 +557,7 @@ impl Connection {
             next_id: AtomicU64::new(1),
             calls: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
+            workers: Mutex::new(HashMap::new()),
             closed,
         });
         let writer_shared = Arc::downgrade(&shared);
@@ -523,16 +665,17 @@ impl Connection {
     /// recorded where nobody reads them); [`Connection::track_answering`] gives them a task's
     /// record and its actions' answers.
     pub fn track(&self, session_id: &str, target_id: &str) -> watch::Receiver<PageSignals> {
-        self.track_answering(session_id, target_id, Dialogs::new())
+        self.track_answering(session_id, target_id, Dialogs::new(), NetworkLog::new())
     }
 
     /// Starts tracking the events of an attached page session; its dialogs are answered as
-    /// `dialogs` decides, and recorded there.
+    /// `dialogs` decides, and recorded there; what it sends is recorded in `network`.
     pub fn track_answering(
         &self,
         session_id: &str,
         target_id: &str,
         dialogs: Arc<Dialogs>,
+        network: Arc<NetworkLog>,
     ) -> watch::Receiver<PageSignals> {
         let (tx, rx) = watch::channel(PageSignals::default());
         if let Some(why) = self.shared.closed_reason() {
@@ -548,6 +691,7 @@ impl Connection {
                     target_id: target_id.to_owned(),
                     signals: tx,
                     dialogs,
+                    network,
                 },
             );
         rx
@@ -560,6 +704,11 @@ impl Connection {
             .lock()
             .expect("cdp sessions lock")
             .remove(session_id);
+        self.shared
+            .workers
+            .lock()
+            .expect("cdp workers lock")
+            .retain(|_, w| w.parent != session_id);
     }
 
     /// `Some(reason)` once the browser connection closed.
@@ -864,6 +1013,76 @@ pub mod methods {
     }
     impl Method for HandleJavaScriptDialog {
         const NAME: &'static str = "Page.handleJavaScriptDialog";
+        type Returns = Empty;
+    }
+
+    /// `Network.enable`: every request's events (SPEC §16). Bodies up to `max_post_data_size`
+    /// bytes come with `requestWillBeSent`; longer ones are asked for. The executor never reads
+    /// a response body, so the renderer keeps little of them (its default is 100 MB a page).
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct NetworkEnable {
+        /// The longest body sent with its event.
+        pub max_post_data_size: u32,
+        /// The most response bytes the renderer keeps for the page.
+        pub max_total_buffer_size: u32,
+        /// The most it keeps of one response.
+        pub max_resource_buffer_size: u32,
+    }
+    impl Default for NetworkEnable {
+        fn default() -> NetworkEnable {
+            NetworkEnable {
+                max_post_data_size: 64 * 1024,
+                max_total_buffer_size: 8 * 1024 * 1024,
+                max_resource_buffer_size: 1024 * 1024,
+            }
+        }
+    }
+    impl Method for NetworkEnable {
+        const NAME: &'static str = "Network.enable";
+        type Returns = Empty;
+    }
+
+    /// `Target.setAutoAttach` on a page's session: its workers attach (flattened, on this
+    /// pipe) as they start, so their requests are watched too (SPEC §16).
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct SetAutoAttach {
+        /// Always true.
+        pub auto_attach: bool,
+        /// Never: a worker starts at once.
+        pub wait_for_debugger_on_start: bool,
+        /// Always true.
+        pub flatten: bool,
+        /// Which targets: workers only.
+        pub filter: Value,
+    }
+    impl SetAutoAttach {
+        /// Workers of every kind, nothing else.
+        pub fn workers() -> SetAutoAttach {
+            SetAutoAttach {
+                auto_attach: true,
+                wait_for_debugger_on_start: false,
+                flatten: true,
+                filter: serde_json::json!([
+                    {"type": "worker", "exclude": false},
+                    {"type": "shared_worker", "exclude": false},
+                    {"type": "service_worker", "exclude": false},
+                    {"exclude": true}
+                ]),
+            }
+        }
+    }
+    impl Method for SetAutoAttach {
+        const NAME: &'static str = "Target.setAutoAttach";
+        type Returns = Empty;
+    }
+
+    /// `Runtime.runIfWaitingForDebugger`: lets an attached worker that waits start.
+    #[derive(Serialize)]
+    pub struct RunIfWaitingForDebugger {}
+    impl Method for RunIfWaitingForDebugger {
+        const NAME: &'static str = "Runtime.runIfWaitingForDebugger";
         type Returns = Empty;
     }
 

@@ -28,6 +28,7 @@ use tokio::time::{timeout_at, Instant};
 use super::browser::Browser;
 use super::cdp::{methods, CdpError, PageSignals};
 use super::dialogs::Dialogs;
+use super::network::NetworkLog;
 use super::script;
 use crate::executor::{expectation_already_holds, ActionOutcome, QueryOutcome, ReadOutcome};
 use crate::protocol::{
@@ -353,6 +354,16 @@ impl Marks {
     }
 }
 
+/// What every page a task has had answers and records into: its dialogs (SPEC §14) and its
+/// network evidence (SPEC §16).
+#[derive(Clone)]
+pub struct PageWatch {
+    /// How the running action wants dialogs answered, and their record.
+    pub dialogs: Arc<Dialogs>,
+    /// What the task's pages sent, per action.
+    pub network: Arc<NetworkLog>,
+}
+
 /// An attached page of one task.
 pub struct Page {
     /// The browser it lives in.
@@ -363,6 +374,8 @@ pub struct Page {
     signals: watch::Receiver<PageSignals>,
     /// The task's dialogs: how the running action wants them answered, and their record.
     dialogs: Arc<Dialogs>,
+    /// What the task's pages sent, per action (SPEC §16).
+    network: Arc<NetworkLog>,
     /// Opened again after the task's page died, and nothing dispatched on it since: it shows
     /// what a plain load shows, so what it lacks proves nothing about an earlier action.
     reopened: AtomicBool,
@@ -391,10 +404,11 @@ impl Page {
         context: &str,
         url: &str,
         seed: Option<&str>,
-        dialogs: Arc<Dialogs>,
+        watch: PageWatch,
         refs: Arc<AtomicU64>,
         deadline: Instant,
     ) -> Result<Page, String> {
+        let PageWatch { dialogs, network } = watch;
         let cdp = browser.cdp.clone();
         let late = |what: &str| format!("{what} did not finish before the deadline");
         let target = timeout_at(
@@ -434,13 +448,14 @@ impl Page {
                 return Err(e);
             }
         };
-        let signals = cdp.track_answering(&session_id, &target, dialogs.clone());
+        let signals = cdp.track_answering(&session_id, &target, dialogs.clone(), network.clone());
         let page = Page {
             browser,
             target_id: target,
             session_id,
             signals,
             dialogs,
+            network,
             reopened: AtomicBool::new(false),
             world: Mutex::new(None),
             refs,
@@ -510,10 +525,11 @@ impl Page {
         browser: Arc<Browser>,
         target: &str,
         url: &str,
-        dialogs: Arc<Dialogs>,
+        watch: PageWatch,
         refs: Arc<AtomicU64>,
         deadline: Instant,
     ) -> Result<Page, String> {
+        let PageWatch { dialogs, network } = watch;
         let cdp = browser.cdp.clone();
         let session_id = match timeout_at(
             deadline,
@@ -531,7 +547,7 @@ impl Page {
             Ok(Err(e)) => return Err(format!("attaching to the tab failed: {e}")),
             Err(_) => return Err("attaching to the tab did not finish before the deadline".into()),
         };
-        let signals = cdp.track_answering(&session_id, target, dialogs.clone());
+        let signals = cdp.track_answering(&session_id, target, dialogs.clone(), network.clone());
         // Until its next navigation, the tab's URL is the one the browser listed.
         cdp.seed_url(&session_id, url);
         let page = Page {
@@ -540,6 +556,7 @@ impl Page {
             session_id,
             signals,
             dialogs,
+            network,
             reopened: AtomicBool::new(false),
             world: Mutex::new(None),
             refs,
@@ -550,9 +567,10 @@ impl Page {
         let s = Some(page.session_id.as_str());
         let enabled = timeout_at(
             deadline,
-            futures::future::try_join(
+            futures::future::try_join3(
                 cdp.call(s, &methods::PageEnable {}),
                 cdp.call(s, &methods::InspectorEnable {}),
+                page.watch_network(),
             ),
         )
         .await;
@@ -574,9 +592,10 @@ impl Page {
         let s = Some(self.session_id.as_str());
         let enabled = timeout_at(
             deadline,
-            futures::future::try_join(
+            futures::future::try_join3(
                 cdp.call(s, &methods::PageEnable {}),
                 cdp.call(s, &methods::InspectorEnable {}),
+                self.watch_network(),
             ),
         )
         .await;
@@ -634,6 +653,22 @@ impl Page {
         }
     }
 
+    /// Enables the page's `Network` domain and attaches its workers, unless the task's network
+    /// is not watched (`--no-network-evidence`).
+    async fn watch_network(&self) -> Result<(), CdpError> {
+        if !self.network.is_on() {
+            return Ok(());
+        }
+        let cdp = &self.browser.cdp;
+        let s = Some(self.session_id.as_str());
+        futures::future::try_join(
+            cdp.call(s, &methods::NetworkEnable::default()),
+            cdp.call(s, &methods::SetAutoAttach::workers()),
+        )
+        .await
+        .map(|_| ())
+    }
+
     /// Why the page cannot be used any more, if it cannot.
     pub fn gone(&self) -> Option<String> {
         self.signals.borrow().gone.clone().or_else(|| {
@@ -671,7 +706,15 @@ impl Page {
         self.reopened.store(false, Ordering::SeqCst);
     }
 
+    /// Where the page stands as an action dispatches its first input event: from here on what
+    /// the page sends is the action's evidence (SPEC §16).
     fn marks(&self) -> Marks {
+        self.network.begin();
+        self.position()
+    }
+
+    /// Where the page's navigation counters stand now (a second dispatch of the same action).
+    fn position(&self) -> Marks {
         let p = self.signals.borrow();
         Marks {
             navigations: p.navigations,
@@ -1078,6 +1121,7 @@ impl Page {
             Err(refused) => return refused,
         };
         let mode = prepared.mode.unwrap_or_default();
+        self.network.begin();
         let typed = match mode.as_str() {
             "set" => self
                 .eval::<Answer, _>(script::SET_VALUE, &arg, false, deadline)
@@ -1358,9 +1402,13 @@ impl Page {
                 "{what} was sent as local (committing nothing), but the page navigated after it (a form submit, a link or a script), so it may have sent something to the server; whether it had an effect is unknown"
             ));
         }
-        // SPEC §16: once the page's network is watched, a request other than GET, HEAD or
-        // OPTIONS sent since `marks` makes a local step uncertain here too.
-        None
+        // SPEC §16: a request other than GET, HEAD or OPTIONS sent since the dispatch makes
+        // a local step uncertain too (the evidence with the reply names it).
+        self.network.first_sent().map(|sent| {
+            format!(
+                "{what} was sent as local (committing nothing), but the page sent {sent} after it, so it may have changed something on the server; whether it had an effect is unknown"
+            )
+        })
     }
 
     /// `page.read`: the value of a form field, else the element's text.
@@ -2015,7 +2063,7 @@ impl Page {
                     ),
                 });
             }
-            let marks = self.marks();
+            let marks = self.position();
             let before_url = self.signals.borrow().url.clone();
             let reload = timeout_at(
                 deadline,

@@ -59,6 +59,22 @@ pub struct ReceiptCompletedEvent {
     pub request_id: String,
 }
 
+/// `network.duplicateSends`: an action's page sent the same request more than once (SPEC §16),
+/// published when the action ends (and again if a verification finds more), so the console can
+/// flag the receipt. The receipt still records one execution.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DuplicateSendsEvent {
+    /// The requests sent more than once.
+    pub duplicate_sends: Vec<crate::protocol::evidence::DuplicateSend>,
+    /// The action's method.
+    pub method: String,
+    /// The action's request ID.
+    pub request_id: String,
+    /// Its task.
+    pub task_id: String,
+}
+
 /// `receipt.joined` and `receipt.replayed`: a copy of a known request was answered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

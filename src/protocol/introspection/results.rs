@@ -7,7 +7,7 @@ use super::*;
 use crate::protocol::results::{
     sorted, ExecutorStatus, PendingOutcome, ReceiptCounts, ReceiptState, StoredReply, TaskState,
 };
-use crate::protocol::ErrorCode;
+use crate::protocol::{ErrorCode, NetworkEvidence};
 
 // Results
 
@@ -95,6 +95,9 @@ pub struct ReceiptItem {
     /// When it completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<String>,
+    /// What the action's page sent (SPEC §16), as its stored reply holds it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<NetworkEvidence>,
     /// When the ID first arrived.
     #[serde(default)]
     pub first_seen_at: String,

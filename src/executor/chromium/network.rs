@@ -1,0 +1,432 @@
+//! What a task's pages sent (SPEC §16): the CDP `Network` events of every page the task has had
+//! (its frames of other origins share the page's session, the browser runs without site
+//! isolation) and of the workers attached under them, gathered per action.
+//!
+//! An action opens a window when it dispatches its first input event ([`NetworkLog::begin`]);
+//! from then on every request other than `GET`/`HEAD`/`OPTIONS`, and every navigation, is
+//! recorded with how it was answered, and the host takes the evidence with the reply
+//! ([`NetworkLog::take`]). An uncertain action's window stays open — a late answer shows in the
+//! pending outcome when it is verified — but then records new requests only from the sessions
+//! that were already watched (a page opened again for verification sends its own `GET`, which
+//! is no evidence of the action). Bodies are hashed as they pass and never kept.
+//!
+//! The reader task of the connection calls [`NetworkLog::on_event`] under no lock of the host's
+//! and never waits: each event is a few map operations under this log's own mutex.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+use crate::protocol::evidence::{body_sha256, is_safe_method, redact_url, MAX_EVIDENCE_REQUESTS};
+use crate::protocol::{now_rfc3339, NetworkEvidence, RequestStatus, SentRequest};
+
+/// The requests of one task's pages, per action.
+#[derive(Debug)]
+pub struct NetworkLog {
+    window: Mutex<Option<Window>>,
+    /// Bodies asked for and not yet answered ([`NetworkLog::bodies_read`]).
+    fetching: tokio::sync::watch::Sender<u32>,
+    /// Whether the task's pages are watched at all (`--no-network-evidence` turns it off).
+    on: bool,
+}
+
+/// The requests recorded since an action dispatched its first event.
+#[derive(Debug, Default)]
+struct Window {
+    requests: Vec<SentRequest>,
+    /// Requests beyond [`MAX_EVIDENCE_REQUESTS`].
+    unlisted: u64,
+    /// CDP request id → index in `requests` of its latest hop. Keyed by the id alone: a
+    /// worker's request may be reported on the page's session and answered on the worker's.
+    index: HashMap<String, usize>,
+    /// After the reply of an uncertain action: new requests are recorded only from these
+    /// sessions (those the action's page and workers used), answers to listed ones always.
+    sealed: Option<HashSet<String>>,
+    /// Every session a request was recorded from.
+    sessions: HashSet<String>,
+}
+
+/// What a `Network.requestWillBeSent` asks of the connection: the body of a request the event
+/// did not carry (`Network.getRequestPostData`).
+pub struct FetchBody {
+    /// The CDP request id.
+    pub request_id: String,
+}
+
+fn lock(m: &Mutex<Option<Window>>) -> MutexGuard<'_, Option<Window>> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PostDataEntry {
+    bytes: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Request {
+    url: String,
+    method: String,
+    post_data: Option<String>,
+    #[serde(default)]
+    has_post_data: bool,
+    post_data_entries: Option<Vec<PostDataEntry>>,
+}
+
+#[derive(Deserialize)]
+struct StatusOnly {
+    status: u16,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WillBeSent {
+    request_id: String,
+    request: Request,
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    redirect_response: Option<StatusOnly>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseReceived {
+    request_id: String,
+    response: StatusOnly,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LoadingFailed {
+    request_id: String,
+    error_text: String,
+    #[serde(default)]
+    canceled: bool,
+}
+
+impl NetworkLog {
+    /// A log with no window open.
+    pub fn new() -> Arc<NetworkLog> {
+        Arc::new(NetworkLog {
+            window: Mutex::new(None),
+            fetching: tokio::sync::watch::channel(0).0,
+            on: true,
+        })
+    }
+
+    /// A log that records nothing: the pages it belongs to do not enable the `Network` domain
+    /// (`--no-network-evidence`).
+    pub fn off() -> Arc<NetworkLog> {
+        Arc::new(NetworkLog {
+            window: Mutex::new(None),
+            fetching: tokio::sync::watch::channel(0).0,
+            on: false,
+        })
+    }
+
+    /// Whether pages should enable the `Network` domain for this log.
+    pub fn is_on(&self) -> bool {
+        self.on
+    }
+
+    /// An action is dispatching its first input event: a fresh window (whatever an earlier one
+    /// held was taken with its reply, or belonged to an outcome since settled).
+    pub fn begin(&self) {
+        if self.on {
+            *lock(&self.window) = Some(Window::default());
+        }
+    }
+
+    /// The evidence so far, or `None` when no action dispatched anything since the last
+    /// `take` that closed its window. `watching` keeps the window open (the action's outcome is
+    /// pending, so a late answer still counts); otherwise it closes.
+    pub fn take(&self, watching: bool) -> Option<NetworkEvidence> {
+        let mut guard = lock(&self.window);
+        let w = guard.as_mut()?;
+        let evidence = NetworkEvidence::new(w.requests.clone(), w.unlisted, watching);
+        if watching {
+            if w.sealed.is_none() {
+                w.sealed = Some(w.sessions.clone());
+            }
+        } else {
+            *guard = None;
+        }
+        Some(evidence)
+    }
+
+    /// Closes the window without reading it (the task closed, or its outcome was settled).
+    pub fn end(&self) {
+        *lock(&self.window) = None;
+    }
+
+    /// The first request of the open window, if any, as `METHOD URL` (for a local step that
+    /// said it commits nothing).
+    pub fn first_sent(&self) -> Option<String> {
+        let guard = lock(&self.window);
+        let w = guard.as_ref()?;
+        w.requests.first().map(|r| {
+            if r.navigation && is_safe_method(&r.method) {
+                format!("a navigation to {}", r.url)
+            } else {
+                format!("{} {}", r.method, r.url)
+            }
+        })
+    }
+
+    /// One `Network.*` event of `session`. Returns the request whose body the event did not
+    /// carry, for the connection to ask for.
+    pub fn on_event(
+        &self,
+        session: &str,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Option<FetchBody> {
+        let params = params?;
+        let mut guard = lock(&self.window);
+        let w = guard.as_mut()?;
+        match method {
+            "Network.requestWillBeSent" => {
+                let e: WillBeSent = serde_json::from_str(params.get()).ok()?;
+                let key = e.request_id.clone();
+                if let Some(redirect) = &e.redirect_response {
+                    // The hop before this one got its answer: a redirect.
+                    if let Some(&i) = w.index.get(&key) {
+                        let r = &mut w.requests[i];
+                        r.status = RequestStatus::Http(redirect.status);
+                        r.answered_at = Some(now_rfc3339());
+                    }
+                    w.index.remove(&key);
+                } else if w.index.contains_key(&key) {
+                    // The same request reported again by another session (a worker's).
+                    return None;
+                }
+                let navigation = e.kind.as_deref() == Some("Document");
+                if !navigation && is_safe_method(&e.request.method) {
+                    return None;
+                }
+                if let Some(sealed) = &w.sealed {
+                    if !sealed.contains(session) {
+                        return None;
+                    }
+                }
+                if w.requests.len() >= MAX_EVIDENCE_REQUESTS {
+                    w.unlisted += 1;
+                    return None;
+                }
+                let body = body_of(&e.request);
+                let fetch = body.is_none() && e.request.has_post_data;
+                w.sessions.insert(session.to_owned());
+                w.index.insert(key, w.requests.len());
+                w.requests.push(SentRequest {
+                    answered_at: None,
+                    body_bytes: body.as_ref().map(|b| b.len() as u64),
+                    body_sha256: body.as_deref().map(body_sha256),
+                    error: None,
+                    method: e.request.method,
+                    navigation,
+                    sent_at: now_rfc3339(),
+                    status: RequestStatus::NoResponse,
+                    url: redact_url(&e.request.url),
+                });
+                fetch.then_some(FetchBody {
+                    request_id: e.request_id,
+                })
+            }
+            "Network.responseReceived" => {
+                let e: ResponseReceived = serde_json::from_str(params.get()).ok()?;
+                let i = *w.index.get(&e.request_id)?;
+                let r = &mut w.requests[i];
+                r.status = RequestStatus::Http(e.response.status);
+                r.answered_at = Some(now_rfc3339());
+                None
+            }
+            "Network.loadingFailed" => {
+                let e: LoadingFailed = serde_json::from_str(params.get()).ok()?;
+                let i = *w.index.get(&e.request_id)?;
+                let r = &mut w.requests[i];
+                // A failure after the answer's head (the body broke off) keeps the status: the
+                // server did answer.
+                if matches!(r.status, RequestStatus::NoResponse) {
+                    r.status = RequestStatus::of_failure(&e.error_text, e.canceled);
+                    r.answered_at = Some(now_rfc3339());
+                }
+                r.error = Some(e.error_text);
+                None
+            }
+            _ => None,
+        }
+    }
+
+    /// A body is being asked for (`Network.getRequestPostData`); [`NetworkLog::fetch_done`]
+    /// follows whatever the answer.
+    pub fn fetch_started(&self) {
+        self.fetching.send_modify(|n| *n += 1);
+    }
+
+    /// The body asked for was answered (or will not be).
+    pub fn fetch_done(&self) {
+        self.fetching.send_modify(|n| *n = n.saturating_sub(1));
+    }
+
+    /// Waits, until `until` at most, for the bodies asked for to arrive, so an action's
+    /// evidence is taken with their digests.
+    pub async fn bodies_read(&self, until: tokio::time::Instant) {
+        let mut rx = self.fetching.subscribe();
+        let _ = tokio::time::timeout_at(until, rx.wait_for(|n| *n == 0)).await;
+    }
+
+    /// The body of a request that its `requestWillBeSent` did not carry, as
+    /// `Network.getRequestPostData` gave it.
+    pub fn set_body(&self, request_id: &str, body: &[u8]) {
+        let mut guard = lock(&self.window);
+        let Some(w) = guard.as_mut() else {
+            return;
+        };
+        if let Some(&i) = w.index.get(request_id) {
+            let r = &mut w.requests[i];
+            r.body_bytes = Some(body.len() as u64);
+            r.body_sha256 = Some(body_sha256(body));
+        }
+    }
+}
+
+/// The request's body from the event: its entries' bytes (base64) one after the other, else
+/// its `postData` text; `None` when the event carries none of it.
+fn body_of(request: &Request) -> Option<Vec<u8>> {
+    if let Some(entries) = &request.post_data_entries {
+        if !entries.is_empty() && entries.iter().all(|e| e.bytes.is_some()) {
+            let mut body = Vec::new();
+            for e in entries {
+                body.extend(decode_base64(e.bytes.as_deref().unwrap_or(""))?);
+            }
+            return Some(body);
+        }
+    }
+    if let Some(text) = &request.post_data {
+        return Some(text.as_bytes().to_vec());
+    }
+    if request.has_post_data {
+        None
+    } else {
+        Some(Vec::new())
+    }
+}
+
+/// Standard base64 (as CDP writes bytes), padding optional; `None` for anything else.
+pub fn decode_base64(s: &str) -> Option<Vec<u8>> {
+    fn value(c: u8) -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    }
+    let s = s.trim_end_matches('=').as_bytes();
+    let mut out = Vec::with_capacity(s.len() * 3 / 4);
+    for chunk in s.chunks(4) {
+        let mut n = 0u32;
+        for (i, &c) in chunk.iter().enumerate() {
+            n |= value(c)? << (18 - 6 * i);
+        }
+        match chunk.len() {
+            4 => out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8, n as u8]),
+            3 => out.extend_from_slice(&[(n >> 16) as u8, (n >> 8) as u8]),
+            2 => out.push((n >> 16) as u8),
+            _ => return None,
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(v: serde_json::Value) -> Box<RawValue> {
+        RawValue::from_string(v.to_string()).unwrap()
+    }
+
+    fn sent(log: &NetworkLog, session: &str, id: &str, method: &str, body: Option<&str>) {
+        let mut request = serde_json::json!({"url": "http://h/p?k=v", "method": method});
+        if let Some(b) = body {
+            request["hasPostData"] = true.into();
+            request["postDataEntries"] = serde_json::json!([{"bytes": encode(b.as_bytes())}]);
+        }
+        log.on_event(
+            session,
+            "Network.requestWillBeSent",
+            Some(&raw(
+                serde_json::json!({"requestId": id, "request": request, "type": "Fetch"}),
+            )),
+        );
+    }
+
+    fn encode(b: &[u8]) -> String {
+        const T: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut s = String::new();
+        for c in b.chunks(3) {
+            let n = (c[0] as u32) << 16
+                | (*c.get(1).unwrap_or(&0) as u32) << 8
+                | *c.get(2).unwrap_or(&0) as u32;
+            for i in 0..4 {
+                if i <= c.len() {
+                    s.push(T[(n >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    s.push('=');
+                }
+            }
+        }
+        s
+    }
+
+    #[test]
+    fn base64_reads_back() {
+        for s in ["", "a", "ab", "abc", "title=Hello&body=World"] {
+            assert_eq!(decode_base64(&encode(s.as_bytes())).unwrap(), s.as_bytes());
+        }
+        assert!(decode_base64("a").is_none());
+    }
+
+    #[test]
+    fn a_window_records_sends_and_their_answers() {
+        let log = NetworkLog::new();
+        sent(&log, "s", "1", "POST", Some("a=1"));
+        assert!(log.take(false).is_none(), "nothing before a window opens");
+        log.begin();
+        sent(&log, "s", "1", "GET", None);
+        sent(&log, "s", "2", "POST", Some("a=1"));
+        sent(&log, "s", "3", "POST", Some("a=1"));
+        log.on_event(
+            "s",
+            "Network.responseReceived",
+            Some(&raw(
+                serde_json::json!({"requestId": "2", "response": {"status": 201}}),
+            )),
+        );
+        log.on_event(
+            "s",
+            "Network.loadingFailed",
+            Some(&raw(
+                serde_json::json!({"requestId": "3", "errorText": "net::ERR_CONNECTION_RESET"}),
+            )),
+        );
+        let e = log.take(true).unwrap();
+        assert_eq!(e.requests.len(), 2);
+        assert_eq!(e.requests[0].status, RequestStatus::Http(201));
+        assert_eq!(e.requests[1].status, RequestStatus::ConnectionReset);
+        assert_eq!(e.requests[0].body_bytes, Some(3));
+        assert_eq!(e.duplicate_sends[0].times, 2);
+        assert!(!e.requests[0].url.contains("=v"));
+        // Sealed: another session's new request is not the action's; answers still are.
+        sent(&log, "other", "9", "POST", None);
+        sent(&log, "s", "4", "PUT", None);
+        assert_eq!(log.take(false).unwrap().requests.len(), 3);
+        assert!(log.take(false).is_none());
+    }
+}
