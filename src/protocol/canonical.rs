@@ -84,19 +84,22 @@ mod tests {
             proptest::prop_assert_eq!(out, serde_json_canonicalizer::to_string(&Value::String(s)).unwrap());
         }
 
-        /// An integer is canonical as written exactly when the canonicaliser writes the same
-        /// digits.
+        /// An integer taken as canonical as written is one the canonicaliser writes with the
+        /// same digits. (Some larger integers a double happens to hold exactly, such as
+        /// 14467544279482832, are written the same too; the fast path leaves those to the
+        /// canonicaliser, which costs time, never a different fingerprint.)
         #[test]
-        fn integers_are_canonical_where_the_canonicaliser_agrees(v in test_frames::any_json()) {
+        fn integers_taken_as_canonical_are_written_the_same(v in test_frames::any_json()) {
             if let Value::Number(n) = &v {
                 let text = n.to_string();
                 if let Some(digits) = text.strip_prefix('-').or(Some(&text)).filter(|d| d.bytes().all(|b| b.is_ascii_digit())) {
                     let canonical = serde_json_canonicalizer::to_string(&v).unwrap();
-                    proptest::prop_assert_eq!(
-                        canonical_integer(text.starts_with('-'), digits.as_bytes()),
-                        canonical == text,
-                        "{}", text
-                    );
+                    if canonical_integer(text.starts_with('-'), digits.as_bytes()) {
+                        proptest::prop_assert_eq!(&canonical, &text);
+                    } else if digits.len() <= 15 && text != "-0" {
+                        // Below 2^53 every integer but -0 must take the fast path.
+                        proptest::prop_assert!(false, "{} was left to the slow path", text);
+                    }
                 }
             }
         }
