@@ -166,6 +166,9 @@ pub struct Notice {
     pub while_used: Option<u64>,
 }
 
+/// How many notices `n` keeps.
+pub const NOTICE_HISTORY: usize = 20;
+
 /// How long a notice that is not a problem stays up.
 pub const NOTICE_MS: i64 = 30_000;
 
@@ -285,6 +288,9 @@ pub struct App {
     pub activity: Activity,
     /// Last message.
     pub notice: Option<Notice>,
+    /// The last [`NOTICE_HISTORY`] notices, oldest first: a verdict that left the notice line
+    /// (a busy host replaces it quickly) is still one `n` away.
+    pub history: VecDeque<Notice>,
     /// The keyboard's owner.
     pub mode: Mode,
     /// Set once the operator quit.
@@ -351,6 +357,7 @@ impl App {
             verify_results: HashMap::new(),
             activity,
             notice: None,
+            history: VecDeque::new(),
             mode: Mode::Normal,
             quit: false,
             color: true,
@@ -486,6 +493,20 @@ impl App {
             .unwrap_or(&[])
     }
 
+    /// The blocked outcome the focused pane's cursor is on, as drawn: the Blocked pane's
+    /// selection, or the outcome of the receipt selected in the table. Never another pane's
+    /// selection the operator is not looking at.
+    pub fn focused_outcome(&self) -> Option<&BlockedOutcome> {
+        match self.focus {
+            Pane::Blocked => self.pending().get(self.blocked_selected),
+            Pane::Receipts => {
+                let id = &self.selected_receipt()?.request_id;
+                self.pending().iter().find(|p| p.pending.request_id == *id)
+            }
+            Pane::Tasks | Pane::Hosts => None,
+        }
+    }
+
     /// The `receipts.list` params for the visible window.
     pub fn page_params(&self) -> Value {
         let filter = self.parsed_filter();
@@ -561,13 +582,19 @@ impl App {
         Some(effect)
     }
 
+    /// Says `text` on the notice line and keeps it in the history `n` shows.
     pub(super) fn notice(&mut self, text: impl Into<String>, error: bool) {
-        self.notice = Some(Notice {
+        let n = Notice {
             text: text.into(),
             error,
             at: self.now,
             while_used: None,
-        });
+        };
+        if self.history.len() == NOTICE_HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(n.clone());
+        self.notice = Some(n);
     }
 
     /// Keeps the selection inside the list and the scroll window around the selection.

@@ -4,7 +4,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::app::{next_sort, Act, App, ConfirmStage, Detail, Effect, Mode, Pane};
 use super::keymap::{command_for, KeyCommand};
-use super::text::{banner_notice, lease_text};
+use super::text::{banner_notice, id_in_notice, lease_text};
 
 /// Scrolls the detail view, the help or the audit log; `false` when the key is not a
 /// scrolling key. The view clamps what is past its end.
@@ -34,7 +34,10 @@ fn on_act_key(
 ) -> Option<Effect> {
     let cancel = |app: &mut App, act: &Act| {
         app.mode = Mode::Normal;
-        app.notice(format!("{} cancelled; nothing was sent", act.verb()), false);
+        app.notice(
+            format!("cancelled: {}; nothing was sent", act.verb()),
+            false,
+        );
         None
     };
     match stage {
@@ -115,6 +118,13 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
             if ctrl_c {
                 app.quit = true;
                 return Some(Effect::Quit);
+            }
+            if matches!(
+                key.code,
+                KeyCode::Char('j' | 'k') | KeyCode::Up | KeyCode::Down
+            ) && scroll_overlay(app, key.code)
+            {
+                return None;
             }
             app.mode = Mode::Normal;
             None
@@ -268,8 +278,15 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             None
         }
         KeyCommand::Notice => {
-            if let Some(n) = banner_notice(app).or_else(|| app.notice.clone()) {
+            let last = app.history.back().cloned();
+            if let Some(n) = banner_notice(app).or_else(|| app.notice.clone()).or(last) {
+                app.overlay_scroll = 0;
                 app.mode = Mode::Notice(n);
+            } else {
+                app.notice(
+                    "no notice yet: verdicts of verify, clear, stop and acknowledge are kept here",
+                    false,
+                );
             }
             None
         }
@@ -357,7 +374,10 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             let id = row.request_id.clone();
             if !row.clearable && !app.marked.contains(&id) {
                 let why = row.refusal.map_or("not clearable", |r| r.as_str());
-                app.notice(format!("{} cannot be cleared now: {why}", id), true);
+                app.notice(
+                    format!("not clearable now ({why}): {}", id_in_notice(&id)),
+                    true,
+                );
                 return None;
             }
             if app.mark_all {
@@ -420,11 +440,21 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             Some(Effect::Prepare(params))
         }
         KeyCommand::Verify => {
-            let Some(p) = app.pending().get(app.blocked_selected) else {
-                app.notice("no blocked outcome to verify", true);
+            let Some(p) = app.focused_outcome() else {
+                app.notice(
+                    "v verifies the blocked outcome under the cursor: tab to Blocked outcomes, or select its receipt",
+                    true,
+                );
                 return None;
             };
             let task_id = p.task_id.clone();
+            if task_id.is_empty() {
+                app.notice(
+                    "this outcome has no task to read the page of: acknowledge it (A) once settled outside Polaris",
+                    true,
+                );
+                return None;
+            }
             if app.stale() {
                 app.notice("disconnected: verification needs the host", true);
                 return None;
@@ -444,9 +474,9 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                         .get(app.task_selected)
                         .map(|t| t.task_id.clone()),
                     _ => app
-                        .pending()
-                        .get(app.blocked_selected)
-                        .map(|p| p.task_id.clone()),
+                        .focused_outcome()
+                        .map(|p| p.task_id.clone())
+                        .filter(|t| !t.is_empty()),
                 };
                 let Some(task_id) = task_id else {
                     app.notice(
@@ -459,10 +489,7 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             } else {
                 let request_id = match app.focus {
                     Pane::Receipts => app.selected_receipt().map(|r| r.request_id.clone()),
-                    _ => app
-                        .pending()
-                        .get(app.blocked_selected)
-                        .map(|p| p.pending.request_id.clone()),
+                    _ => app.focused_outcome().map(|p| p.pending.request_id.clone()),
                 };
                 let Some(request_id) = request_id else {
                     app.notice("no outcome to acknowledge: select a blocked outcome", true);

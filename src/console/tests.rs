@@ -423,6 +423,8 @@ fn any_terminal_size_draws_without_a_panic_in_every_mode() {
 #[test]
 fn x_stops_the_blocked_task_only_after_a_reason_and_y_and_sends_it_once() {
     let mut app = connected(100, 30, 5, 60, 5, true);
+    update(&mut app, code(KeyCode::Tab));
+    update(&mut app, code(KeyCode::Tab));
     assert_eq!(update(&mut app, key('x')), None);
     let Mode::Act { act, .. } = app.mode.clone() else {
         panic!("the stop dialog opens: {:?}", app.mode)
@@ -464,7 +466,7 @@ fn x_stops_the_blocked_task_only_after_a_reason_and_y_and_sends_it_once() {
         .as_ref()
         .unwrap()
         .text
-        .starts_with("stopped task"));
+        .starts_with("stopped: task"));
 }
 
 #[test]

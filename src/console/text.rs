@@ -81,6 +81,16 @@ pub(super) fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
+/// An ID as a notice names it, after its verdict: its first [`SHORT_ID`] characters (a prefix
+/// every command accepts) and `…` when that cut it, so the verdict never leaves the line.
+pub(super) fn id_in_notice(id: &str) -> String {
+    if id.len() > usize::from(SHORT_ID) {
+        format!("{}…", short(id))
+    } else {
+        id.to_owned()
+    }
+}
+
 /// The length of a whole request or task ID.
 pub(super) const ID: u16 = 36;
 /// The length of an ID cut to fit (still a unique prefix the console and every operator

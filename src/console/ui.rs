@@ -66,9 +66,11 @@ impl Widget for &App {
         render_footer(self, &theme, a.footer, buf);
         match &self.mode {
             Mode::Help => render_help(self, &theme, area, buf),
-            Mode::Notice(n) => render_notice(&theme, n, area, buf),
+            Mode::Notice(n) => render_notice(self, &theme, n, area, buf),
             Mode::Detail(d) => render_detail(self, &theme, d, area, buf),
-            Mode::Act { act, reason, stage } => render_act(&theme, act, reason, stage, area, buf),
+            Mode::Act { act, reason, stage } => {
+                render_act(self, &theme, act, reason, stage, area, buf)
+            }
             Mode::Audit { entries, failed } => render_audit(
                 self,
                 &theme,

@@ -199,6 +199,16 @@ impl Host {
                     r.acknowledged = true;
                 }
             }
+            // Every INTERRUPTED receipt still in the book, whichever run stored it, until an
+            // operator acknowledges it.
+            st.interrupted = st
+                .book
+                .iter()
+                .filter(|(_, r)| {
+                    !r.acknowledged && r.result() == Some(Some(ErrorCode::Interrupted))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
         }
         if !interrupted.is_empty() {
             let records: Vec<Record<'_>> = interrupted
@@ -649,6 +659,7 @@ impl Host {
             }
         };
         r.acknowledged = true;
+        st.interrupted.retain(|k| *k != key);
         let method = r.method;
         let task_id = r.task_id.clone();
         let mut task_record = None;

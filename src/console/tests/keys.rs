@@ -734,6 +734,9 @@ pub(super) fn typed_filter(app: &mut App, text: &str) {
 fn v_verifies_the_blocked_outcome_once_and_shows_the_result_in_place() {
     let mut app = connected(100, 30, 5, 60, 5, true);
     let task = "7a1c9e00-1111-4000-8000-000000000001".to_owned();
+    update(&mut app, code(KeyCode::Tab));
+    update(&mut app, code(KeyCode::Tab));
+    assert_eq!(app.focus, Pane::Blocked);
     assert_eq!(
         update(&mut app, key('v')),
         Some(Effect::Verify(task.clone()))
@@ -772,7 +775,22 @@ fn v_with_nothing_blocked_says_so() {
         .as_ref()
         .unwrap()
         .text
-        .contains("no blocked outcome"));
+        .contains("tab to Blocked outcomes"));
+}
+
+#[test]
+fn v_acts_only_on_the_focused_panes_selection() {
+    // A blocked outcome exists, but the receipts pane is focused on a receipt that is not it.
+    let mut app = connected(100, 30, 5, 60, 5, true);
+    assert_eq!(app.focus, Pane::Receipts);
+    assert_eq!(update(&mut app, key('v')), None, "nothing verified unseen");
+    assert!(app.verifying.is_empty());
+    assert!(app
+        .notice
+        .as_ref()
+        .is_some_and(|n| n.text.contains("tab to Blocked outcomes")));
+    assert_eq!(update(&mut app, key('x')), None);
+    assert_eq!(app.mode, Mode::Normal, "no stop dialog for an unseen task");
 }
 
 /// A `changed` frame of the console's coalesced subscription.
