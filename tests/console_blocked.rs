@@ -122,3 +122,100 @@ fn the_blocked_pane_counts_what_the_host_has_not_settled_across_a_crash() {
     console.press("q");
     assert!(console.child.wait().expect("the console exits").success());
 }
+
+#[test]
+fn on_a_full_book_stop_names_the_keys_and_stops_and_acknowledgements_are_audited() {
+    let capacity = 8;
+    let host = TestHost::start(&["--capacity", "8", "--action-timeout-ms", "300"]);
+    // A finished task whose receipts D can clear, and two tasks blocked on dropped submits.
+    let done = start_task(&host, json!({}));
+    for i in 0..2 {
+        console_pty::fill(&host, &done, i);
+    }
+    let r = call(&host, "task.finish", json!({"taskId": done}));
+    assert_eq!(r["ok"], true, "{r}");
+    let mut blocked = Vec::new();
+    for _ in 0..2 {
+        let task = start_task(&host, json!({"dropSubmit": true}));
+        let r = call(
+            &host,
+            "page.press",
+            json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()}),
+        );
+        assert_eq!(r["error"]["code"], "OUTCOME_UNCERTAIN", "{r}");
+        blocked.push(task);
+    }
+    let mut console = Console::start_sized(&host, 120, 36);
+    console.shows(&format!("{capacity}/{capacity} receipts"));
+    blocked_matches(&console, &host, 2);
+
+    // A stop takes a receipt: on a full book it is refused, naming the console's own keys.
+    console.press("\t\tx");
+    console.shows("Stop task");
+    console.press("agent gave up\r");
+    console.press("y");
+    let refused = console.shows("refused: stop task");
+    assert!(
+        refused.contains("book is full"),
+        "the verdict leads and says why:\n{refused}"
+    );
+    console.press("n");
+    let whole = console.shows("Notices");
+    assert!(
+        whole.contains("(D, c, a reason, enter, y)") && !whole.contains("polaris clear"),
+        "the way out is the console's keys, not the CLI's:\n{whole}"
+    );
+    console.press("q");
+    console.wait_for("the notice box closed", |t| !t.contains("Notices"));
+
+    // Free room with D, then stop one and acknowledge the other.
+    console.press("\tD");
+    console.shows("marked 3 clearable receipts of closed tasks");
+    console.press("c");
+    console.shows("Clear 3 receipts?");
+    console.press("archive the finished order\r");
+    console.press("y");
+    console.shows("cleared 3 receipts");
+    console.press("\x1b\t\tx");
+    console.shows("Stop task");
+    console.press("agent gave up\r");
+    console.press("y");
+    console.shows("stopped: task");
+    blocked_matches(&console, &host, 1);
+    console.press("A");
+    let dialog = console.shows("Acknowledge outcome");
+    assert!(
+        dialog.contains("Action: press Enter #title")
+            && dialog.contains("expects #status")
+            && dialog.contains("Never verified"),
+        "the dialog says what is acknowledged and that nothing verified it:\n{dialog}"
+    );
+    console.press("called the shop\r");
+    console.press("y");
+    console.shows("acknowledged: request");
+    blocked_matches(&console, &host, 0);
+
+    // n keeps every verdict, the clear's included, after the line moved on.
+    console.press("n");
+    let history = console.shows("Notices");
+    for verdict in [
+        "acknowledged:",
+        "stopped:",
+        "cleared 3 receipts",
+        "refused: stop",
+    ] {
+        assert!(history.contains(verdict), "{verdict} is kept:\n{history}");
+    }
+    console.press("q");
+
+    // L: the clear, the stop and the acknowledgement, newest first.
+    console.press("L");
+    let audit = console.shows("Audit log");
+    let at = |what: &str| {
+        audit
+            .find(what)
+            .unwrap_or_else(|| panic!("{what} is in the audit log:\n{audit}"))
+    };
+    assert!(at("acknowledged") < at("stopped") && at("stopped") < at("cleared 3"));
+    assert!(audit.contains("called the shop") && audit.contains("agent gave up"));
+}
