@@ -119,6 +119,11 @@ fn the_blocked_pane_counts_what_the_host_has_not_settled_across_a_crash() {
         console.press("g");
     }
     assert_eq!(unsettled(&host), 0);
+
+    // D covers the interrupted tasks too, their task.start receipts included: every receipt
+    // left (three starts, the operator's stop, two settled presses) is a closed task's.
+    console.press("\tD");
+    console.shows("marked 6 clearable receipts of closed tasks");
     console.press("q");
     assert!(console.child.wait().expect("the console exits").success());
 }
@@ -127,7 +132,7 @@ fn the_blocked_pane_counts_what_the_host_has_not_settled_across_a_crash() {
 fn on_a_full_book_stop_names_the_keys_and_stops_and_acknowledgements_are_audited() {
     let capacity = 8;
     let host = TestHost::start(&["--capacity", "8", "--action-timeout-ms", "300"]);
-    // A finished task whose receipts D can clear, and two tasks blocked on dropped submits.
+    // A finished task whose four receipts D can clear, and two tasks blocked on dropped submits.
     let done = start_task(&host, json!({}));
     for i in 0..2 {
         console_pty::fill(&host, &done, i);
@@ -170,12 +175,12 @@ fn on_a_full_book_stop_names_the_keys_and_stops_and_acknowledgements_are_audited
 
     // Free room with D, then stop one and acknowledge the other.
     console.press("\tD");
-    console.shows("marked 3 clearable receipts of closed tasks");
+    console.shows("marked 4 clearable receipts of closed tasks");
     console.press("c");
-    console.shows("Clear 3 receipts?");
+    console.shows("Clear 4 receipts?");
     console.press("archive the finished order\r");
     console.press("y");
-    console.shows("cleared 3 receipts");
+    console.shows("cleared 4 receipts");
     console.press("\x1b\t\tx");
     console.shows("Stop task");
     console.press("agent gave up\r");
@@ -201,7 +206,7 @@ fn on_a_full_book_stop_names_the_keys_and_stops_and_acknowledgements_are_audited
     for verdict in [
         "acknowledged:",
         "stopped:",
-        "cleared 3 receipts",
+        "cleared 4 receipts",
         "refused: stop",
     ] {
         assert!(history.contains(verdict), "{verdict} is kept:\n{history}");
@@ -216,6 +221,33 @@ fn on_a_full_book_stop_names_the_keys_and_stops_and_acknowledgements_are_audited
             .find(what)
             .unwrap_or_else(|| panic!("{what} is in the audit log:\n{audit}"))
     };
-    assert!(at("acknowledged") < at("stopped") && at("stopped") < at("cleared 3"));
+    assert!(at("acknowledged") < at("stopped") && at("stopped") < at("cleared 4"));
     assert!(audit.contains("called the shop") && audit.contains("agent gave up"));
+}
+
+#[test]
+fn this_task_shows_its_start_receipt_and_clears_its_receipts_in_five_keys() {
+    let host = TestHost::start(&["--capacity", "40"]);
+    let first = console_pty::task_with_fills(&host, 2);
+    let second = console_pty::task_with_fills(&host, 2);
+    let mut console = Console::start_sized(&host, 120, 36);
+    console.shows("Receipts 6 ");
+    // The newest receipt is the second task's: t shows that task's receipts, its start too.
+    console.press("t");
+    let only = console.shows("Receipts 3 ");
+    assert!(only.contains("task.start"), "{only}");
+    console.press("ac");
+    console.shows("Clear 3 receipts?");
+    console.press("done with this order\r");
+    console.press("y");
+    console.shows("cleared 3 receipts");
+    let left =
+        common::sync_call(&host.introspect(), "receipts.list", json!({"limit": 100})).unwrap();
+    let items = left["result"]["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3, "{left}");
+    assert!(
+        items.iter().all(|i| i["taskId"] == first.as_str()),
+        "only the other task's receipts stay, its start included: {left}"
+    );
+    assert!(!left.to_string().contains(&second));
 }

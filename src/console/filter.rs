@@ -1,7 +1,7 @@
 //! The receipt filter typed after `/`: free text the host searches (request ID, method, task
 //! ID, error code), and tokens the console applies itself, as k9s and lazygit read filters:
 //!
-//! - `task:running`, `task:blocked`, `task:closed` (finished or stopped) — by the state of the
+//! - `task:running`, `task:blocked`, `task:closed` (finished, stopped or interrupted) — by the state of the
 //!   receipt's task;
 //! - `result:ok`, `result:error`, `result:ACTION_FAILED` (any error code) — by the stored result;
 //! - `age:>10m`, `age:<30s` (s, m, h, d) — by how long ago the receipt was first seen.
@@ -24,7 +24,8 @@ pub enum TaskStates {
     Running,
     /// `task:blocked`.
     Blocked,
-    /// `task:closed`: finished or stopped.
+    /// `task:closed`: finished, stopped, or interrupted (open when a host run stopped: nothing
+    /// can act on it any more).
     Closed,
 }
 
@@ -138,7 +139,7 @@ impl Filter {
                     | (TaskStates::Blocked, Some(TaskState::Blocked))
                     | (
                         TaskStates::Closed,
-                        Some(TaskState::Finished | TaskState::Stopped)
+                        Some(TaskState::Finished | TaskState::Stopped | TaskState::Interrupted)
                     )
             );
             if !ok {

@@ -413,6 +413,33 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             app.mark_all = all;
             None
         }
+        KeyCommand::ThisTask => {
+            let task_id = match app.focus {
+                Pane::Receipts => app.selected_receipt().and_then(|r| r.task_id.clone()),
+                Pane::Tasks => app
+                    .running_tasks()
+                    .get(app.task_selected)
+                    .map(|t| t.task_id.clone()),
+                Pane::Blocked => app
+                    .pending()
+                    .get(app.blocked_selected)
+                    .map(|p| p.task_id.clone())
+                    .filter(|t| !t.is_empty()),
+                Pane::Hosts => None,
+            };
+            let Some(task_id) = task_id else {
+                app.notice(
+                    "t shows one task's receipts: select a row that names a task",
+                    true,
+                );
+                return None;
+            };
+            app.filter_before = app.filter.clone();
+            app.filter = task_id;
+            app.drop_marks();
+            app.focus = Pane::Receipts;
+            app.reset_view()
+        }
         KeyCommand::MarkClosed => {
             app.filter_before = app.filter.clone();
             app.filter = "task:closed".to_owned();

@@ -20,7 +20,7 @@ use crate::executor::Executor;
 use crate::journal::{self, Completed, Journal, Record, Recovered, TaskEvent, Ticket};
 use crate::protocol::results::JournalStatus;
 use crate::protocol::{now_millis, ErrorBody, ErrorCode, Method, Outcome, ReceiptKind};
-use crate::tasks::{Closed, Task, TaskState};
+use crate::tasks::{Closed, Task, TaskId, TaskState};
 
 use super::HostConfig;
 
@@ -163,7 +163,9 @@ impl Host {
                     let result = outcome.code.map_or("ok", ErrorCode::as_str);
                     task.record(&r.request_id, method, completed_at, result);
                 }
-                if let Some(t) = r.task_id.as_deref() {
+                // A start's receipt belongs to the task it made (as in the run that made it).
+                let receipt_task = r.task_id.or_else(|| started.as_deref().map(TaskId::from));
+                if let Some(t) = receipt_task.as_deref() {
                     st.tasks.receipt_created(t);
                 }
                 let run = (*r.run_id != *run_id).then_some(r.run_id);
@@ -171,7 +173,7 @@ impl Host {
                     r.request_id,
                     r.request,
                     method,
-                    r.task_id,
+                    receipt_task,
                     r.first_seen,
                     outcome,
                     completed_at,
