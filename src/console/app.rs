@@ -304,6 +304,9 @@ pub struct App {
     /// The request ID the selection is on: the selection stays on this receipt while others
     /// arrive, leave or move (`None` until the row under the selection is read).
     pub anchor: Option<String>,
+    /// The selection follows the newest receipt (the top row) until the operator moves it; at
+    /// the top again, it follows again. Off, the selection stays on its receipt.
+    pub follow: bool,
     /// Keys typed while the console waits for the host (a page under the selection, a prepared
     /// clear); they are handled in order once it answers, so no key is lost or reordered.
     pub queued: VecDeque<KeyEvent>,
@@ -364,6 +367,7 @@ impl App {
             dialog_scroll: 0,
             overlay_scroll: 0,
             anchor: None,
+            follow: true,
             queued: VecDeque::new(),
             outbox: Vec::new(),
             page_seq: 0,
@@ -564,6 +568,7 @@ impl App {
     /// forgotten, so no key acts on them while the new ones are read.
     pub(super) fn reset_view(&mut self) -> Option<Effect> {
         self.selected = 0;
+        self.follow = true;
         self.scroll = 0;
         self.anchor = None;
         self.page.clear();
@@ -625,6 +630,7 @@ impl App {
                 self.selected = target;
                 let moved = self.clamp_selection();
                 self.select_row(self.selected);
+                self.follow = self.selected == 0;
                 if moved && !self.local_view() {
                     return self.fetch_page();
                 }

@@ -145,7 +145,12 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
         Mode::Filter => {
             match key.code {
                 KeyCode::Enter => {
-                    // The filter was applied as it was typed.
+                    // The filter was applied as it was typed; a word that is no token would
+                    // silently match nothing, so Enter refuses it and the filter stays open.
+                    if let Some(why) = app.parsed_filter().refused {
+                        app.notice(why, true);
+                        return None;
+                    }
                     app.mode = Mode::Normal;
                     return None;
                 }
@@ -366,8 +371,13 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             None
         }
         KeyCommand::Sort => {
+            // The selection stays on its receipt, found again in the new order.
+            let anchor = app.anchor.clone();
             app.sort = next_sort(app.sort);
-            app.reset_view()
+            let effect = app.reset_view();
+            app.anchor = anchor;
+            app.follow = app.anchor.is_none();
+            effect
         }
         KeyCommand::Mark => {
             let row = app.selected_receipt()?;
@@ -555,8 +565,21 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             Some(Effect::Refresh)
         }
         KeyCommand::Back => {
+            let marks = app.marked.len();
+            let all = app.mark_all;
             app.drop_marks();
             app.notice = None;
+            if all || marks > 0 {
+                let what = if all {
+                    "the \"all matching\" mark".to_owned()
+                } else {
+                    format!("{marks} marks")
+                };
+                app.notice(
+                    format!("dropped {what}; nothing was cleared (a or space marks again)"),
+                    false,
+                );
+            }
             if !app.filter.is_empty() {
                 app.filter.clear();
                 return app.reset_view();

@@ -168,6 +168,12 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
     }
     app.page_offset = offset;
     app.page = list.items;
+    if app.follow && offset == 0 && app.selected == 0 {
+        // Nobody moved the selection yet: it stays on the top row, whatever arrives.
+        app.select_row(0);
+        app.clamp_selection();
+        return None;
+    }
     match found {
         Some(k) => app.selected = offset + k as u64,
         None if app.anchor.is_some() && app.total > 0 && !local => return app.locate(),

@@ -61,6 +61,7 @@ use clearing::{
     operator_stop,
 };
 use feed::{checked_subscribe, forward_changes, forward_events};
+pub use reading::contains_ignoring_case;
 use reading::{get, list, snapshot, tasks_list};
 
 impl Introspect {

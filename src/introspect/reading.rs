@@ -62,16 +62,29 @@ impl ReceiptFilter {
             return false;
         }
         if let Some(q) = self.search.as_deref() {
-            let hit = key.to_string().contains(q)
-                || r.method.as_str().contains(q)
-                || r.task_id.as_deref().is_some_and(|t| t.contains(q))
-                || code.is_some_and(|c| c.as_str().contains(q));
+            let hit = contains_ignoring_case(&key.to_string(), q)
+                || contains_ignoring_case(r.method.as_str(), q)
+                || r.task_id
+                    .as_deref()
+                    .is_some_and(|t| contains_ignoring_case(t, q))
+                || code.is_some_and(|c| contains_ignoring_case(c.as_str(), q));
             if !hit {
                 return false;
             }
         }
         true
     }
+}
+
+/// Whether `hay` contains `needle`, ASCII letters compared without case: IDs are lowercase and
+/// codes uppercase, and an operator typing `uncertain` means `OUTCOME_UNCERTAIN`.
+pub fn contains_ignoring_case(hay: &str, needle: &str) -> bool {
+    let n = needle.as_bytes();
+    n.is_empty()
+        || hay
+            .as_bytes()
+            .windows(n.len())
+            .any(|w| w.eq_ignore_ascii_case(n))
 }
 
 fn receipt_state(r: &Receipt) -> ReceiptState {

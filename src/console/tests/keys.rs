@@ -965,3 +965,75 @@ fn a_lost_connection_drops_an_open_dialog_without_acting() {
 }
 
 // ---- snapshots -------------------------------------------------------------------------------
+
+#[test]
+fn at_start_the_selection_stays_on_the_newest_row_as_rows_arrive() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(0));
+    let mut fresh = page(5, 0, 5);
+    let newer = receipt(77, "task.start", "completed", Some(true), None, 0);
+    fresh["items"].as_array_mut().unwrap().insert(0, newer);
+    fresh["total"] = json!(6);
+    let seq = app.page_seq();
+    update(
+        &mut app,
+        Action::Page {
+            offset: 0,
+            seq,
+            reply: Ok(fresh),
+        },
+    );
+    assert_eq!(app.selected, 0, "the cursor did not drift down");
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(77));
+}
+
+#[test]
+fn s_keeps_the_selection_on_its_receipt() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('j'));
+    update(&mut app, key('j'));
+    let chosen = app.selected_receipt().unwrap().request_id.clone();
+    let effect = update(&mut app, key('s'));
+    // The host answers in the other order: the chosen receipt is now third from the end.
+    let Some(Effect::FetchPage { offset, seq, .. }) = effect else {
+        panic!("a page read: {effect:?}")
+    };
+    let mut reversed = page(5, 0, 5);
+    reversed["items"].as_array_mut().unwrap().reverse();
+    update(
+        &mut app,
+        Action::Page {
+            offset,
+            seq,
+            reply: Ok(reversed),
+        },
+    );
+    assert_eq!(app.selected_receipt().unwrap().request_id, chosen);
+}
+
+#[test]
+fn an_unknown_filter_token_is_refused_with_what_to_type() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('/'));
+    typed_filter(&mut app, "state:running");
+    update(&mut app, code(KeyCode::Enter));
+    assert_eq!(app.mode, Mode::Filter, "the filter stays open to be fixed");
+    let said = &app.notice.as_ref().unwrap().text;
+    assert!(
+        said.contains("unknown filter token state:running") && said.contains("task:running"),
+        "{said}"
+    );
+}
+
+#[test]
+fn esc_says_which_marks_it_dropped() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    assert_eq!(app.marked.len(), 1);
+    update(&mut app, code(KeyCode::Esc));
+    assert!(app.marked.is_empty());
+    assert!(app
+        .notice
+        .as_ref()
+        .is_some_and(|n| n.text.starts_with("dropped 1 marks")));
+}
