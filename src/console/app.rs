@@ -307,6 +307,9 @@ pub struct App {
     /// The selection follows the newest receipt (the top row) until the operator moves it; at
     /// the top again, it follows again. Off, the selection stays on its receipt.
     pub follow: bool,
+    /// `p`: live updates are paused — the table and panes stay as they are (moving still
+    /// reads the rows it needs) until `p` again.
+    pub paused: bool,
     /// Keys typed while the console waits for the host (a page under the selection, a prepared
     /// clear); they are handled in order once it answers, so no key is lost or reordered.
     pub queued: VecDeque<KeyEvent>,
@@ -318,6 +321,9 @@ pub struct App {
     pub(super) locating: bool,
     /// A page read was asked for and not answered yet.
     pub(super) page_in_flight: bool,
+    /// `a` is reading the receipts it marks: keys wait, so a `c` typed right after it clears
+    /// what it marked.
+    pub(super) marking: bool,
     /// Something changed on the host since the last read.
     pub(super) dirty: bool,
     /// When the last coalesced re-read was sent (ms).
@@ -368,11 +374,13 @@ impl App {
             overlay_scroll: 0,
             anchor: None,
             follow: true,
+            paused: false,
             queued: VecDeque::new(),
             outbox: Vec::new(),
             page_seq: 0,
             locating: false,
             page_in_flight: false,
+            marking: false,
             dirty: false,
             last_refresh: i64::MIN / 2,
             counted: None,
@@ -426,9 +434,10 @@ impl App {
                 ..
             } => true,
             Mode::Normal => {
-                self.focus == Pane::Receipts
-                    && self.page_in_flight
-                    && self.selected_receipt().is_none()
+                self.marking
+                    || (self.focus == Pane::Receipts
+                        && self.page_in_flight
+                        && self.selected_receipt().is_none())
             }
             _ => false,
         }

@@ -3,6 +3,7 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::app::{next_sort, Act, App, ConfirmStage, Detail, Effect, Mode, Pane};
+use super::filter::LOCAL_WINDOW;
 use super::keymap::{command_for, KeyCommand};
 use super::text::{banner_notice, id_in_notice, lease_text};
 
@@ -418,10 +419,43 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                 }
                 return None;
             }
-            let all = !app.mark_all;
-            app.drop_marks();
-            app.mark_all = all;
-            None
+            if app.mark_all || !app.marked.is_empty() {
+                app.drop_marks();
+                app.notice("unmarked everything", false);
+                return None;
+            }
+            if app.stale() {
+                app.notice(
+                    "disconnected: marking reads the host; wait for the reconnection",
+                    true,
+                );
+                return None;
+            }
+            // The set is read now and marked by ID: what is marked is what the table shows
+            // at this moment, however many receipts arrive before the clear.
+            let mut params = app.page_params();
+            params["offset"] = 0.into();
+            params["limit"] = LOCAL_WINDOW.into();
+            if params["state"].is_null() {
+                params["state"] = "clearable".into();
+            }
+            app.marking = true;
+            Some(Effect::ReadMatching(params))
+        }
+        KeyCommand::Pause => {
+            app.paused = !app.paused;
+            if app.paused {
+                app.notice(
+                    "paused: the table and panes stay as they are while the host goes on; p resumes",
+                    false,
+                );
+                None
+            } else {
+                app.notice("resumed live updates", false);
+                app.dirty = false;
+                app.last_refresh = app.now;
+                Some(Effect::Refresh)
+            }
         }
         KeyCommand::ThisTask => {
             let task_id = match app.focus {

@@ -42,6 +42,8 @@ pub enum KeyCommand {
     MarkClosed,
     /// Show only the receipts of the selected row's task (its `task.start` included).
     ThisTask,
+    /// Pause or resume live updates.
+    Pause,
     /// Prepare a clear of the marked receipts and show the confirmation dialog.
     Clear,
     /// Run the read-only verification of the blocked outcome under the cursor (Blocked pane, or its receipt).
@@ -189,6 +191,13 @@ pub const KEYMAP: &[Binding] = &[
         command: KeyCommand::MarkClosed,
         hint: None,
         help: "show closed (finished, stopped, interrupted) tasks' receipts and mark the clearable ones",
+    },
+    Binding {
+        label: "p",
+        keys: &[KeyCode::Char('p')],
+        command: KeyCommand::Pause,
+        hint: None,
+        help: "pause live updates (the table and panes stay as they are; the header says PAUSED); p again resumes",
     },
     Binding {
         label: "t",

@@ -148,6 +148,9 @@ impl Net {
                     };
                     Action::Acted { act, reply }
                 }
+                Effect::ReadMatching(params) => {
+                    Action::Matched(net.call(IntrospectMethod::ReceiptsList, params).await)
+                }
                 Effect::GetAudit => Action::Audit(
                     net.call(
                         IntrospectMethod::AuditList,

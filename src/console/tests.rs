@@ -283,7 +283,7 @@ fn snapshot_detail() {
 #[test]
 fn snapshot_confirm_dialog() {
     let mut app = connected(100, 30, 60, 60, 60, true);
-    update(&mut app, key('a'));
+    keys::mark_all(&mut app, 60);
     update(&mut app, key('c'));
     update(&mut app, Action::Prepared(Ok(prepared_reply())));
     typed(&mut app, "book full after retry storm");

@@ -278,6 +278,7 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                 app.dirty
             };
             if due
+                && !app.paused
                 && !app.stale()
                 && !app.page_in_flight
                 && now - app.last_refresh >= REFRESH_EVERY_MS
@@ -318,6 +319,7 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
             };
             app.page_in_flight = false;
             app.locating = false;
+            app.marking = false;
             app.verifying.clear();
             match &app.mode {
                 Mode::Preparing => {
@@ -554,6 +556,40 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
             }
             app.dirty = false;
             Some(Effect::Refresh)
+        }
+        Action::Matched(reply) => {
+            app.marking = false;
+            match reply.map(|v| read::<ReceiptsListResult>("receipt list", v)) {
+                Ok(Ok(list)) => {
+                    let read = list.items.len();
+                    app.drop_marks();
+                    app.marked.extend(
+                        list.items
+                            .into_iter()
+                            .filter(|r| r.clearable)
+                            .map(|r| r.request_id),
+                    );
+                    let n = app.marked.len();
+                    let more = if list.total > read as u64 {
+                        format!(" (of the first {read} of {} matching)", list.total)
+                    } else {
+                        String::new()
+                    };
+                    app.notice(
+                        format!("marked {n} clearable receipts{more} as they are now — a fixed set: new receipts are not added; c clears them, esc drops the marks"),
+                        false,
+                    );
+                }
+                Ok(Err(e)) => app.notice(format!("refused: marking — {e}"), true),
+                Err(e) => app.notice(
+                    format!(
+                        "refused: marking — reading the receipts failed: {} {}",
+                        e.code, e.message
+                    ),
+                    true,
+                ),
+            }
+            None
         }
         Action::Audit(reply) => {
             if let Mode::Audit { entries, failed } = &mut app.mode {
