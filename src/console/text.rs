@@ -44,11 +44,20 @@ pub(super) fn banner_notice(app: &App) -> Option<Notice> {
     else {
         return None;
     };
-    Some(Notice {
-        text: format!(
-            "DISCONNECTED for {} — data below is stale — reconnecting (attempt {attempts}): {reason}",
+    // The cause comes before the attempt count, so a narrow line keeps it.
+    let text = if app.snapshot.is_none() {
+        format!(
+            "NOT CONNECTED: no host has answered yet ({reason}) — retrying (attempt {attempts}, for {}); is `polaris serve` running on this socket directory?",
             human_duration(app.now - since)
-        ),
+        )
+    } else {
+        format!(
+            "DISCONNECTED for {}: {reason} — data below is stale — reconnecting (attempt {attempts})",
+            human_duration(app.now - since)
+        )
+    };
+    Some(Notice {
+        text,
         error: true,
         at: app.now,
         while_used: None,

@@ -185,7 +185,11 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
 }
 
 fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
-    let stale = if app.stale() { " (stale)" } else { "" };
+    let stale = match (&app.snapshot, app.stale()) {
+        (None, _) => " (no data yet)",
+        (Some(_), true) => " (stale)",
+        (Some(_), false) => "",
+    };
     let block = Block::bordered().title(format!(" Capacity{stale} "));
     let inner = block.inner(area);
     block.render(area, buf);
@@ -321,7 +325,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     } else if !app.marked.is_empty() {
         title.push_str(&format!("· {} marked ", app.marked.len()));
     }
-    if app.stale() {
+    if app.stale() && app.snapshot.is_some() {
         title.push_str("· stale ");
     }
     let position = if app.total == 0 {
