@@ -580,6 +580,6 @@ fn a_full_book_says_what_to_do_next_and_every_refusal_is_counted() {
         "{text}"
     );
     assert!(text.contains("refused 6: full 3  reused 1"), "{text}");
-    assert!(text.contains("cleared ID 0  blocked task 2"), "{text}");
+    assert!(text.contains("cleared ID 0  to blocked task 2"), "{text}");
     assert!(text.contains("max 1/s, one scale"), "{text}");
 }

@@ -229,7 +229,7 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         .use_unicode(true)
         .render(gauge, buf);
     Line::raw(format!(
-        "running {}  tombstones {}/{}",
+        "executing {}  tombstones {}/{}",
         cap.running, cap.tombstones, cap.tombstone_capacity
     ))
     .render(l1, buf);
@@ -250,7 +250,7 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     )
     .render(l2, buf);
     Line::raw(format!(
-        "  cleared ID {}  blocked task {}",
+        "  cleared ID {}  to blocked task {}",
         thousands(counters.rejected_cleared),
         thousands(counters.rejected_blocked)
     ))
