@@ -311,6 +311,16 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             };
             None
         }
+        KeyCommand::PrevPane => {
+            app.focus = match app.focus {
+                Pane::Receipts if app.in_fleet() => Pane::Hosts,
+                Pane::Receipts => Pane::Blocked,
+                Pane::Tasks => Pane::Receipts,
+                Pane::Blocked => Pane::Tasks,
+                Pane::Hosts => Pane::Blocked,
+            };
+            None
+        }
         KeyCommand::Hosts => {
             if app.in_fleet() {
                 app.focus = Pane::Hosts;

@@ -24,6 +24,8 @@ pub enum KeyCommand {
     Bottom,
     /// Switch between the receipts, tasks and blocked panes (and the hosts pane in a fleet).
     NextPane,
+    /// Switch panes the other way round (Shift-Tab).
+    PrevPane,
     /// Focus the fleet's hosts pane.
     Hosts,
     /// Open the selected receipt's request and reply, or the selected task's history.
@@ -142,6 +144,13 @@ pub const KEYMAP: &[Binding] = &[
         command: KeyCommand::NextPane,
         hint: Some("pane"),
         help: "switch pane: receipts, tasks, blocked outcomes (, hosts in a fleet)",
+    },
+    Binding {
+        label: "shift-tab",
+        keys: &[KeyCode::BackTab],
+        command: KeyCommand::PrevPane,
+        hint: None,
+        help: "switch pane the other way round",
     },
     Binding {
         label: "H",

@@ -1023,3 +1023,14 @@ fn p_pauses_live_updates_until_pressed_again() {
     assert_eq!(update(&mut app, key('p')), Some(Effect::Refresh));
     assert!(!app.paused);
 }
+
+#[test]
+fn shift_tab_switches_panes_the_other_way_round() {
+    let mut app = connected(100, 30, 5, 60, 5, true);
+    update(&mut app, code(KeyCode::BackTab));
+    assert_eq!(app.focus, Pane::Blocked);
+    update(&mut app, code(KeyCode::BackTab));
+    assert_eq!(app.focus, Pane::Tasks);
+    update(&mut app, code(KeyCode::BackTab));
+    assert_eq!(app.focus, Pane::Receipts);
+}
