@@ -688,13 +688,19 @@ pub fn audit(socket_dir: &Path, options: AuditOptions) -> ExitCode {
         }
     } else {
         for e in &list.entries {
+            let verdict = match (&e.acknowledged, &e.stopped) {
+                (Some(a), _) => format!(
+                    "acknowledged {} {} {}",
+                    a.code.as_str(),
+                    a.method,
+                    a.request_id
+                ),
+                (None, Some(s)) => format!("stopped task {} (request {})", s.task_id, s.request_id),
+                (None, None) => format!("cleared {}", e.cleared.len()),
+            };
             println!(
-                "{}  {}  cleared {}  run {}  reason: {}",
-                e.at,
-                e.operator,
-                e.cleared.len(),
-                e.run_id,
-                e.reason
+                "{}  {}  {verdict}  run {}  reason: {}",
+                e.at, e.operator, e.run_id, e.reason
             );
             for c in &e.cleared {
                 println!(

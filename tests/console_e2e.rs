@@ -90,9 +90,11 @@ fn an_operator_resolves_a_capacity_full_incident_from_the_console() {
         assert!(Instant::now() < deadline, "the late submit never applied");
         std::thread::sleep(Duration::from_millis(50));
     }
-    console.press("v");
+    // v acts on the focused pane's selection: tab to the blocked outcomes first.
+    console.press("\t\tv");
     console.shows("confirmed");
     console.wait_for("the task unblocked", |t| t.contains("Blocked outcomes 0"));
+    console.press("\t");
 
     // Clear every completed receipt through the dialog: prepare, read the results, reason, y.
     console.press("a");
@@ -486,7 +488,7 @@ fn a_not_observed_outcome_is_resolved_from_the_console_and_its_receipt_cleared()
     console.shows("Press y to acknowledge outcome now");
     console.press("y");
     let after = console.wait_for("the acknowledgement's answer", |t| {
-        t.contains("acknowledged ") || t.contains("UNKNOWN_METHOD")
+        t.contains("acknowledged: ") || t.contains("UNKNOWN_METHOD")
     });
     if after.contains("UNKNOWN_METHOD") {
         assert!(after.contains("stop the task instead (x)"), "{after}");
@@ -495,11 +497,11 @@ fn a_not_observed_outcome_is_resolved_from_the_console_and_its_receipt_cleared()
         console.press("submit was dropped\r");
         console.shows("Press y to stop task now");
         console.press("y");
-        console.shows(&format!("stopped task {lost}"));
+        console.shows(&format!("stopped: task {}…", &lost[..8]));
     }
     let status = call(&host, "task.status", json!({"taskId": lost}));
     assert!(
-        status["result"]["state"] == "stopped" || after.contains("acknowledged "),
+        status["result"]["state"] == "stopped" || after.contains("acknowledged: "),
         "{status}"
     );
 

@@ -1,5 +1,5 @@
-//! Console keys through the real terminal against a real `polaris serve`: `a` then space takes
-//! single rows out of "all matching" in the unfiltered view, and a notice too long for an
+//! Console keys through the real terminal against a real `polaris serve`: `a` marks the
+//! clearable receipts as they are and space takes single rows out, and a notice too long for an
 //! 80-column line is read whole with `n`.
 
 mod common;
@@ -24,10 +24,11 @@ fn space_after_a_keeps_single_receipts_out_of_the_clear() {
     let mut console = Console::start_sized(&host, 140, 34);
     let screen = console.shows(&format!("Receipts {} ", items.len()));
     let kept = selected_id(&screen).expect("a selected row");
+    // a marks the clearable receipts as they are now, by ID; space takes one out.
     console.press("a");
-    console.shows("ALL completed matching marked");
+    console.shows(&format!("· {clearable} marked"));
     console.press(" ");
-    console.shows("ALL completed matching marked but 1");
+    console.shows(&format!("· {} marked", clearable - 1));
     console.press("c");
     let dialog = console.shows(&format!("Clear {} receipts?", clearable - 1));
     assert!(
@@ -67,15 +68,15 @@ fn a_long_notice_is_read_whole_at_80_by_24() {
     let cut = console.shows("… (n: whole)");
     assert!(!cut.contains(sentence), "the line cannot hold it:\n{cut}");
     console.press("n");
-    let whole = console.shows(" Notice ");
-    let boxed = boxed_text(&whole, " Notice ");
+    let whole = console.shows(" Notices ");
+    let boxed = boxed_text(&whole, " Notices ");
     assert!(
         boxed.contains(sentence),
         "the whole sentence is in the box:\n{whole}"
     );
     // Any key closes it, and is not also a command.
     console.press("c");
-    console.wait_for("the monitor again", |t| !t.contains(" Notice "));
+    console.wait_for("the monitor again", |t| !t.contains(" Notices "));
 }
 
 /// The text inside the box titled `title`, its rows joined by spaces.

@@ -855,6 +855,8 @@ impl Book {
             tombstone_capacity: self.tombstone_capacity() as u64,
             tombstones: self.tombstones() as u64,
             used: self.used() as u64,
+            // The book does not know tasks: the host fills it in (`State::receipt_counts`).
+            unsettled: 0,
             used_bytes: self.used_bytes as u64,
             max_bytes: self.max_bytes as u64,
         }

@@ -166,6 +166,9 @@ pub struct Notice {
     pub while_used: Option<u64>,
 }
 
+/// How many notices `n` keeps.
+pub const NOTICE_HISTORY: usize = 20;
+
 /// How long a notice that is not a problem stays up.
 pub const NOTICE_MS: i64 = 30_000;
 
@@ -285,6 +288,9 @@ pub struct App {
     pub activity: Activity,
     /// Last message.
     pub notice: Option<Notice>,
+    /// The last [`NOTICE_HISTORY`] notices, oldest first: a verdict that left the notice line
+    /// (a busy host replaces it quickly) is still one `n` away.
+    pub history: VecDeque<Notice>,
     /// The keyboard's owner.
     pub mode: Mode,
     /// Set once the operator quit.
@@ -298,6 +304,12 @@ pub struct App {
     /// The request ID the selection is on: the selection stays on this receipt while others
     /// arrive, leave or move (`None` until the row under the selection is read).
     pub anchor: Option<String>,
+    /// The selection follows the newest receipt (the top row) until the operator moves it; at
+    /// the top again, it follows again. Off, the selection stays on its receipt.
+    pub follow: bool,
+    /// `p`: live updates are paused — the table and panes stay as they are (moving still
+    /// reads the rows it needs) until `p` again.
+    pub paused: bool,
     /// Keys typed while the console waits for the host (a page under the selection, a prepared
     /// clear); they are handled in order once it answers, so no key is lost or reordered.
     pub queued: VecDeque<KeyEvent>,
@@ -309,6 +321,9 @@ pub struct App {
     pub(super) locating: bool,
     /// A page read was asked for and not answered yet.
     pub(super) page_in_flight: bool,
+    /// `a` is reading the receipts it marks: keys wait, so a `c` typed right after it clears
+    /// what it marked.
+    pub(super) marking: bool,
     /// Something changed on the host since the last read.
     pub(super) dirty: bool,
     /// When the last coalesced re-read was sent (ms).
@@ -351,17 +366,21 @@ impl App {
             verify_results: HashMap::new(),
             activity,
             notice: None,
+            history: VecDeque::new(),
             mode: Mode::Normal,
             quit: false,
             color: true,
             dialog_scroll: 0,
             overlay_scroll: 0,
             anchor: None,
+            follow: true,
+            paused: false,
             queued: VecDeque::new(),
             outbox: Vec::new(),
             page_seq: 0,
             locating: false,
             page_in_flight: false,
+            marking: false,
             dirty: false,
             last_refresh: i64::MIN / 2,
             counted: None,
@@ -415,9 +434,10 @@ impl App {
                 ..
             } => true,
             Mode::Normal => {
-                self.focus == Pane::Receipts
-                    && self.page_in_flight
-                    && self.selected_receipt().is_none()
+                self.marking
+                    || (self.focus == Pane::Receipts
+                        && self.page_in_flight
+                        && self.selected_receipt().is_none())
             }
             _ => false,
         }
@@ -486,6 +506,20 @@ impl App {
             .unwrap_or(&[])
     }
 
+    /// The blocked outcome the focused pane's cursor is on, as drawn: the Blocked pane's
+    /// selection, or the outcome of the receipt selected in the table. Never another pane's
+    /// selection the operator is not looking at.
+    pub fn focused_outcome(&self) -> Option<&BlockedOutcome> {
+        match self.focus {
+            Pane::Blocked => self.pending().get(self.blocked_selected),
+            Pane::Receipts => {
+                let id = &self.selected_receipt()?.request_id;
+                self.pending().iter().find(|p| p.pending.request_id == *id)
+            }
+            Pane::Tasks | Pane::Hosts => None,
+        }
+    }
+
     /// The `receipts.list` params for the visible window.
     pub fn page_params(&self) -> Value {
         let filter = self.parsed_filter();
@@ -543,6 +577,7 @@ impl App {
     /// forgotten, so no key acts on them while the new ones are read.
     pub(super) fn reset_view(&mut self) -> Option<Effect> {
         self.selected = 0;
+        self.follow = true;
         self.scroll = 0;
         self.anchor = None;
         self.page.clear();
@@ -561,13 +596,19 @@ impl App {
         Some(effect)
     }
 
+    /// Says `text` on the notice line and keeps it in the history `n` shows.
     pub(super) fn notice(&mut self, text: impl Into<String>, error: bool) {
-        self.notice = Some(Notice {
+        let n = Notice {
             text: text.into(),
             error,
             at: self.now,
             while_used: None,
-        });
+        };
+        if self.history.len() == NOTICE_HISTORY {
+            self.history.pop_front();
+        }
+        self.history.push_back(n.clone());
+        self.notice = Some(n);
     }
 
     /// Keeps the selection inside the list and the scroll window around the selection.
@@ -598,6 +639,7 @@ impl App {
                 self.selected = target;
                 let moved = self.clamp_selection();
                 self.select_row(self.selected);
+                self.follow = self.selected == 0;
                 if moved && !self.local_view() {
                     return self.fetch_page();
                 }

@@ -1,7 +1,7 @@
 //! The receipt filter typed after `/`: free text the host searches (request ID, method, task
 //! ID, error code), and tokens the console applies itself, as k9s and lazygit read filters:
 //!
-//! - `task:running`, `task:blocked`, `task:closed` (finished or stopped) — by the state of the
+//! - `task:running`, `task:blocked`, `task:closed` (finished, stopped or interrupted) — by the state of the
 //!   receipt's task;
 //! - `result:ok`, `result:error`, `result:ACTION_FAILED` (any error code) — by the stored result;
 //! - `age:>10m`, `age:<30s` (s, m, h, d) — by how long ago the receipt was first seen.
@@ -11,6 +11,7 @@
 
 use std::collections::HashMap;
 
+use crate::introspect::contains_ignoring_case;
 use crate::protocol::introspection::{ReceiptItem, StateFilter};
 use crate::protocol::results::TaskState;
 
@@ -24,7 +25,8 @@ pub enum TaskStates {
     Running,
     /// `task:blocked`.
     Blocked,
-    /// `task:closed`: finished or stopped.
+    /// `task:closed`: finished, stopped, or interrupted (open when a host run stopped: nothing
+    /// can act on it any more).
     Closed,
 }
 
@@ -59,7 +61,16 @@ pub struct Filter {
     pub result: Option<ResultIs>,
     /// The `age:` token.
     pub age: Option<AgeIs>,
+    /// `!text` words: receipts whose request ID, method, task ID or code contains one (without
+    /// case) are left out.
+    pub not: Vec<String>,
+    /// A `key:value` word that is no token the console knows, with what to type instead; Enter
+    /// refuses the filter while there is one (it would match nothing).
+    pub refused: Option<String>,
 }
+
+/// What a refused `key:value` word is told.
+const TOKENS: &str = "task:running|blocked|closed, result:ok|error|CODE, age:>10m|<30s";
 
 /// `10m` as ms.
 fn duration_ms(text: &str) -> Option<i64> {
@@ -90,9 +101,11 @@ impl Filter {
                 Some(("result", "error")) => f.result.replace(ResultIs::Error).is_none(),
                 Some(("result", code))
                     if !code.is_empty()
-                        && code.chars().all(|c| c.is_ascii_uppercase() || c == '_') =>
+                        && code.chars().all(|c| c.is_ascii_alphabetic() || c == '_') =>
                 {
-                    f.result.replace(ResultIs::Code(code.to_owned())).is_none()
+                    f.result
+                        .replace(ResultIs::Code(code.to_ascii_uppercase()))
+                        .is_none()
                 }
                 Some(("age", rest)) => {
                     let age = match rest.split_at(rest.len().min(1)) {
@@ -100,9 +113,31 @@ impl Filter {
                         ("<", n) => duration_ms(n).map(AgeIs::Under),
                         _ => None,
                     };
-                    age.is_some_and(|a| f.age.replace(a).is_none())
+                    match age {
+                        Some(a) => f.age.replace(a).is_none(),
+                        None => {
+                            f.refused.get_or_insert_with(|| {
+                                format!("age:{rest} does not read — write age:>10m or age:<30s (s, m, h, d)")
+                            });
+                            true
+                        }
+                    }
                 }
-                _ => false,
+                Some((key, value)) => {
+                    if f.refused.is_none() {
+                        f.refused = Some(format!(
+                            "unknown filter token {key}:{value} — the tokens are {TOKENS}; other words search IDs, methods and codes, !word leaves them out"
+                        ));
+                    }
+                    true
+                }
+                None => match word.strip_prefix('!') {
+                    Some(not) if !not.is_empty() => {
+                        f.not.push(not.to_owned());
+                        true
+                    }
+                    _ => false,
+                },
             };
             if !token {
                 words.push(word);
@@ -116,7 +151,10 @@ impl Filter {
 
     /// Whether the console narrows the host's matches itself.
     pub fn local(&self) -> bool {
-        self.task.is_some() || self.age.is_some() || matches!(self.result, Some(ResultIs::Code(_)))
+        self.task.is_some()
+            || self.age.is_some()
+            || !self.not.is_empty()
+            || matches!(self.result, Some(ResultIs::Code(_)))
     }
 
     /// The `state` the host filters on.
@@ -138,7 +176,7 @@ impl Filter {
                     | (TaskStates::Blocked, Some(TaskState::Blocked))
                     | (
                         TaskStates::Closed,
-                        Some(TaskState::Finished | TaskState::Stopped)
+                        Some(TaskState::Finished | TaskState::Stopped | TaskState::Interrupted)
                     )
             );
             if !ok {
@@ -146,9 +184,24 @@ impl Filter {
             }
         }
         if let Some(ResultIs::Code(code)) = &self.result {
-            if r.code.map(|c| c.as_str()) != Some(code.as_str()) {
+            if !r
+                .code
+                .is_some_and(|c| c.as_str().eq_ignore_ascii_case(code))
+            {
                 return false;
             }
+        }
+        let names = |q: &str| {
+            contains_ignoring_case(&r.request_id, q)
+                || contains_ignoring_case(&r.method, q)
+                || r.task_id
+                    .as_deref()
+                    .is_some_and(|t| contains_ignoring_case(t, q))
+                || r.code
+                    .is_some_and(|c| contains_ignoring_case(c.as_str(), q))
+        };
+        if self.not.iter().any(|q| names(q)) {
+            return false;
         }
         if let Some(age) = self.age {
             let seen = chrono::DateTime::parse_from_rfc3339(&r.first_seen_at)
@@ -180,10 +233,17 @@ mod tests {
         let plain = Filter::parse("result:ok 064da1");
         assert!(!plain.local());
         assert_eq!(plain.state(), Some(StateFilter::Ok));
-        assert_eq!(
-            Filter::parse("task:bogus").search.as_deref(),
-            Some("task:bogus")
-        );
-        assert_eq!(Filter::parse("age:>5x").age, None);
+        let bogus = Filter::parse("state:running task:bogus");
+        assert_eq!(bogus.search, None);
+        assert!(bogus
+            .refused
+            .as_deref()
+            .is_some_and(|r| r.contains("unknown filter token state:running")));
+        assert!(Filter::parse("age:>5x").refused.is_some());
+        let not = Filter::parse("fill !uncertain result:outcome_uncertain");
+        assert_eq!(not.not, ["uncertain"]);
+        assert_eq!(not.search.as_deref(), Some("fill"));
+        assert_eq!(not.result, Some(ResultIs::Code("OUTCOME_UNCERTAIN".into())));
+        assert!(not.local());
     }
 }

@@ -3,8 +3,9 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::app::{next_sort, Act, App, ConfirmStage, Detail, Effect, Mode, Pane};
+use super::filter::LOCAL_WINDOW;
 use super::keymap::{command_for, KeyCommand};
-use super::text::{banner_notice, lease_text};
+use super::text::{banner_notice, id_in_notice, lease_text};
 
 /// Scrolls the detail view, the help or the audit log; `false` when the key is not a
 /// scrolling key. The view clamps what is past its end.
@@ -34,7 +35,10 @@ fn on_act_key(
 ) -> Option<Effect> {
     let cancel = |app: &mut App, act: &Act| {
         app.mode = Mode::Normal;
-        app.notice(format!("{} cancelled; nothing was sent", act.verb()), false);
+        app.notice(
+            format!("cancelled: {}; nothing was sent", act.verb()),
+            false,
+        );
         None
     };
     match stage {
@@ -116,6 +120,13 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
                 app.quit = true;
                 return Some(Effect::Quit);
             }
+            if matches!(
+                key.code,
+                KeyCode::Char('j' | 'k') | KeyCode::Up | KeyCode::Down
+            ) && scroll_overlay(app, key.code)
+            {
+                return None;
+            }
             app.mode = Mode::Normal;
             None
         }
@@ -135,7 +146,12 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
         Mode::Filter => {
             match key.code {
                 KeyCode::Enter => {
-                    // The filter was applied as it was typed.
+                    // The filter was applied as it was typed; a word that is no token would
+                    // silently match nothing, so Enter refuses it and the filter stays open.
+                    if let Some(why) = app.parsed_filter().refused {
+                        app.notice(why, true);
+                        return None;
+                    }
                     app.mode = Mode::Normal;
                     return None;
                 }
@@ -268,8 +284,15 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             None
         }
         KeyCommand::Notice => {
-            if let Some(n) = banner_notice(app).or_else(|| app.notice.clone()) {
+            let last = app.history.back().cloned();
+            if let Some(n) = banner_notice(app).or_else(|| app.notice.clone()).or(last) {
+                app.overlay_scroll = 0;
                 app.mode = Mode::Notice(n);
+            } else {
+                app.notice(
+                    "no notice yet: verdicts of verify, clear, stop and acknowledge are kept here",
+                    false,
+                );
             }
             None
         }
@@ -285,6 +308,16 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                 Pane::Tasks => Pane::Blocked,
                 Pane::Blocked if app.in_fleet() => Pane::Hosts,
                 Pane::Blocked | Pane::Hosts => Pane::Receipts,
+            };
+            None
+        }
+        KeyCommand::PrevPane => {
+            app.focus = match app.focus {
+                Pane::Receipts if app.in_fleet() => Pane::Hosts,
+                Pane::Receipts => Pane::Blocked,
+                Pane::Tasks => Pane::Receipts,
+                Pane::Blocked => Pane::Tasks,
+                Pane::Hosts => Pane::Blocked,
             };
             None
         }
@@ -349,15 +382,23 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             None
         }
         KeyCommand::Sort => {
+            // The selection stays on its receipt, found again in the new order.
+            let anchor = app.anchor.clone();
             app.sort = next_sort(app.sort);
-            app.reset_view()
+            let effect = app.reset_view();
+            app.anchor = anchor;
+            app.follow = app.anchor.is_none();
+            effect
         }
         KeyCommand::Mark => {
             let row = app.selected_receipt()?;
             let id = row.request_id.clone();
             if !row.clearable && !app.marked.contains(&id) {
                 let why = row.refusal.map_or("not clearable", |r| r.as_str());
-                app.notice(format!("{} cannot be cleared now: {why}", id), true);
+                app.notice(
+                    format!("not clearable now ({why}): {}", id_in_notice(&id)),
+                    true,
+                );
                 return None;
             }
             if app.mark_all {
@@ -388,10 +429,70 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                 }
                 return None;
             }
-            let all = !app.mark_all;
+            if app.mark_all || !app.marked.is_empty() {
+                app.drop_marks();
+                app.notice("unmarked everything", false);
+                return None;
+            }
+            if app.stale() {
+                app.notice(
+                    "disconnected: marking reads the host; wait for the reconnection",
+                    true,
+                );
+                return None;
+            }
+            // The set is read now and marked by ID: what is marked is what the table shows
+            // at this moment, however many receipts arrive before the clear.
+            let mut params = app.page_params();
+            params["offset"] = 0.into();
+            params["limit"] = LOCAL_WINDOW.into();
+            if params["state"].is_null() {
+                params["state"] = "clearable".into();
+            }
+            app.marking = true;
+            Some(Effect::ReadMatching(params))
+        }
+        KeyCommand::Pause => {
+            app.paused = !app.paused;
+            if app.paused {
+                app.notice(
+                    "paused: the table and panes stay as they are while the host goes on; p resumes",
+                    false,
+                );
+                None
+            } else {
+                app.notice("resumed live updates", false);
+                app.dirty = false;
+                app.last_refresh = app.now;
+                Some(Effect::Refresh)
+            }
+        }
+        KeyCommand::ThisTask => {
+            let task_id = match app.focus {
+                Pane::Receipts => app.selected_receipt().and_then(|r| r.task_id.clone()),
+                Pane::Tasks => app
+                    .running_tasks()
+                    .get(app.task_selected)
+                    .map(|t| t.task_id.clone()),
+                Pane::Blocked => app
+                    .pending()
+                    .get(app.blocked_selected)
+                    .map(|p| p.task_id.clone())
+                    .filter(|t| !t.is_empty()),
+                Pane::Hosts => None,
+            };
+            let Some(task_id) = task_id else {
+                app.notice(
+                    "t shows one task's receipts: select a row that names a task",
+                    true,
+                );
+                return None;
+            };
+            app.filter_before = app.filter.clone();
+            app.filter = task_id;
             app.drop_marks();
-            app.mark_all = all;
-            None
+            app.focus = Pane::Receipts;
+            app.reset_view()
         }
         KeyCommand::MarkClosed => {
             app.filter_before = app.filter.clone();
@@ -420,11 +521,21 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             Some(Effect::Prepare(params))
         }
         KeyCommand::Verify => {
-            let Some(p) = app.pending().get(app.blocked_selected) else {
-                app.notice("no blocked outcome to verify", true);
+            let Some(p) = app.focused_outcome() else {
+                app.notice(
+                    "v verifies the blocked outcome under the cursor: tab to Blocked outcomes, or select its receipt",
+                    true,
+                );
                 return None;
             };
             let task_id = p.task_id.clone();
+            if task_id.is_empty() {
+                app.notice(
+                    "this outcome has no task to read the page of: acknowledge it (A) once settled outside Polaris",
+                    true,
+                );
+                return None;
+            }
             if app.stale() {
                 app.notice("disconnected: verification needs the host", true);
                 return None;
@@ -444,9 +555,9 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                         .get(app.task_selected)
                         .map(|t| t.task_id.clone()),
                     _ => app
-                        .pending()
-                        .get(app.blocked_selected)
-                        .map(|p| p.task_id.clone()),
+                        .focused_outcome()
+                        .map(|p| p.task_id.clone())
+                        .filter(|t| !t.is_empty()),
                 };
                 let Some(task_id) = task_id else {
                     app.notice(
@@ -459,10 +570,7 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             } else {
                 let request_id = match app.focus {
                     Pane::Receipts => app.selected_receipt().map(|r| r.request_id.clone()),
-                    _ => app
-                        .pending()
-                        .get(app.blocked_selected)
-                        .map(|p| p.pending.request_id.clone()),
+                    _ => app.focused_outcome().map(|p| p.pending.request_id.clone()),
                 };
                 let Some(request_id) = request_id else {
                     app.notice("no outcome to acknowledge: select a blocked outcome", true);
@@ -501,8 +609,21 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             Some(Effect::Refresh)
         }
         KeyCommand::Back => {
+            let marks = app.marked.len();
+            let all = app.mark_all;
             app.drop_marks();
             app.notice = None;
+            if all || marks > 0 {
+                let what = if all {
+                    "the \"all matching\" mark".to_owned()
+                } else {
+                    format!("{marks} marks")
+                };
+                app.notice(
+                    format!("dropped {what}; nothing was cleared (a or space marks again)"),
+                    false,
+                );
+            }
             if !app.filter.is_empty() {
                 app.filter.clear();
                 return app.reset_view();

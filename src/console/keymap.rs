@@ -24,6 +24,8 @@ pub enum KeyCommand {
     Bottom,
     /// Switch between the receipts, tasks and blocked panes (and the hosts pane in a fleet).
     NextPane,
+    /// Switch panes the other way round (Shift-Tab).
+    PrevPane,
     /// Focus the fleet's hosts pane.
     Hosts,
     /// Open the selected receipt's request and reply, or the selected task's history.
@@ -37,11 +39,16 @@ pub enum KeyCommand {
     /// Mark every completed receipt that matches the filter for clearing; space then takes
     /// single rows out.
     MarkAll,
-    /// Show the receipts of closed (finished or stopped) tasks and mark every clearable one.
+    /// Show the receipts of closed (finished, stopped or interrupted) tasks and mark every
+    /// clearable one.
     MarkClosed,
+    /// Show only the receipts of the selected row's task (its `task.start` included).
+    ThisTask,
+    /// Pause or resume live updates.
+    Pause,
     /// Prepare a clear of the marked receipts and show the confirmation dialog.
     Clear,
-    /// Run the read-only verification of the selected blocked outcome.
+    /// Run the read-only verification of the blocked outcome under the cursor (Blocked pane, or its receipt).
     Verify,
     /// Stop the selected task (a reason and a confirmation first).
     Stop,
@@ -139,6 +146,13 @@ pub const KEYMAP: &[Binding] = &[
         help: "switch pane: receipts, tasks, blocked outcomes (, hosts in a fleet)",
     },
     Binding {
+        label: "shift-tab",
+        keys: &[KeyCode::BackTab],
+        command: KeyCommand::PrevPane,
+        hint: None,
+        help: "switch pane the other way round",
+    },
+    Binding {
         label: "H",
         keys: &[KeyCode::Char('H')],
         command: KeyCommand::Hosts,
@@ -185,7 +199,21 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char('D')],
         command: KeyCommand::MarkClosed,
         hint: None,
-        help: "show closed (finished, stopped) tasks' receipts and mark the clearable ones",
+        help: "show closed (finished, stopped, interrupted) tasks' receipts and mark the clearable ones",
+    },
+    Binding {
+        label: "p",
+        keys: &[KeyCode::Char('p')],
+        command: KeyCommand::Pause,
+        hint: None,
+        help: "pause live updates (the table and panes stay as they are; the header says PAUSED); p again resumes",
+    },
+    Binding {
+        label: "t",
+        keys: &[KeyCode::Char('t')],
+        command: KeyCommand::ThisTask,
+        hint: None,
+        help: "this task: only the selected row's task's receipts, its task.start included (then a, c clears them)",
     },
     Binding {
         label: "c",
@@ -199,7 +227,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char('v')],
         command: KeyCommand::Verify,
         hint: Some("verify"),
-        help: "read-only verification of the selected blocked outcome",
+        help: "read-only verification of the blocked outcome under the cursor (Blocked pane, or its receipt)",
     },
     Binding {
         label: "x",
@@ -220,14 +248,14 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char('L')],
         command: KeyCommand::Audit,
         hint: None,
-        help: "the audit log: who cleared what and why (the filter finds a cleared ID)",
+        help: "the audit log: clears, stops and acknowledgements, who and why (the filter finds an ID)",
     },
     Binding {
         label: "n",
         keys: &[KeyCode::Char('n')],
         command: KeyCommand::Notice,
         hint: None,
-        help: "the current notice whole, wrapped (a long one is cut on its line: … (n: whole))",
+        help: "the last notices whole, newest first: verdicts stay here once the line moves on",
     },
     Binding {
         label: "r",

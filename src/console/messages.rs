@@ -79,6 +79,8 @@ pub enum Action {
     },
     /// An `audit.list` result.
     Audit(Reply),
+    /// The receipts `a` marks, read when it was pressed (`receipts.list`).
+    Matched(Reply),
     /// A `receipts.clearCommit` result.
     Committed(Reply),
 }
@@ -116,6 +118,9 @@ pub enum Effect {
     },
     /// Read `audit.list`.
     GetAudit,
+    /// Read the clearable receipts matching the filter now (`receipts.list` params), to mark
+    /// exactly those: `a` marks a fixed set, never a query that grows until the commit.
+    ReadMatching(Value),
     /// Run `receipts.clearCommit` once.
     Commit {
         /// The token.

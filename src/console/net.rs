@@ -17,11 +17,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::app::{Act, Action, Effect, OpError, Reply};
 use crate::client::{BridgeClient, ClientError, CONNECTION_CLOSED_EVENT};
 use crate::protocol::introspection::{
-    AuditListParams, ClearCommitParams, EventFrame, IntrospectMethod, OutcomeAcknowledgeParams,
-    ReceiptsGetParams, ReceiptsListParams, Sort, SubscribeParams,
+    AuditListParams, ClearCommitParams, EventFrame, IntrospectMethod, OperatorStopParams,
+    OutcomeAcknowledgeParams, ReceiptsGetParams, ReceiptsListParams, Sort, SubscribeParams,
 };
 use crate::protocol::Delivery;
-use crate::server::{BRIDGE_SOCKET, INTROSPECT_SOCKET};
+use crate::server::INTROSPECT_SOCKET;
 
 /// How long a console call waits for its reply (a verification may take an action timeout).
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -37,8 +37,6 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 #[derive(Clone)]
 pub struct Net {
     client: Arc<Mutex<Option<BridgeClient>>>,
-    /// The host's bridge socket, for stopping a task (introspection has no `task.stop`).
-    bridge: PathBuf,
     actions: UnboundedSender<Action>,
 }
 
@@ -54,7 +52,6 @@ impl Net {
     pub fn start(socket_dir: PathBuf, actions: UnboundedSender<Action>) -> Net {
         let net = Net {
             client: Arc::new(Mutex::new(None)),
-            bridge: socket_dir.join(BRIDGE_SOCKET),
             actions,
         };
         tokio::spawn(supervise(socket_dir.join(INTROSPECT_SOCKET), net.clone()));
@@ -124,14 +121,19 @@ impl Net {
                 Effect::Act { act, reason } => {
                     tracing::info!(%reason, target = act.target(), "{}", act.verb());
                     let reply = match &act {
-                        // A stop goes through the bridge like an agent's, under a fresh
-                        // request ID, so it has its own receipt; it is sent once.
-                        Act::Stop { task_id } => reply_of(
-                            BridgeClient::at_path(&net.bridge)
-                                .with_timeout(CALL_TIMEOUT)
-                                .call("task.stop", json!({"taskId": task_id, "reason": reason}))
-                                .await,
-                        ),
+                        // The host sends the stop as the bridge's, under a fresh request ID
+                        // (its own receipt), and records it in the audit log; sent once.
+                        Act::Stop { task_id } => {
+                            net.call(
+                                IntrospectMethod::TaskStop,
+                                to_params(&OperatorStopParams {
+                                    reason,
+                                    task_id: task_id.clone(),
+                                    operator: None,
+                                }),
+                            )
+                            .await
+                        }
                         Act::Acknowledge { request_id } => {
                             net.call(
                                 IntrospectMethod::OutcomeAcknowledge,
@@ -145,6 +147,9 @@ impl Net {
                         }
                     };
                     Action::Acted { act, reply }
+                }
+                Effect::ReadMatching(params) => {
+                    Action::Matched(net.call(IntrospectMethod::ReceiptsList, params).await)
                 }
                 Effect::GetAudit => Action::Audit(
                     net.call(

@@ -11,6 +11,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 use super::app::{Act, App, ConfirmStage, Detail, Notice};
 use super::keymap::KEYMAP;
 use super::layout::centered;
+use super::panes::{action_of, expectation};
 use super::text::{age, clock, fit, plural, result_text, ID, SHORT_ID};
 use super::theme::Theme;
 use crate::protocol::introspection::{AuditEntry, ClearPrepared};
@@ -118,26 +119,43 @@ pub fn wrap_words(text: &str, width: usize) -> Vec<String> {
     lines
 }
 
-/// The current notice whole: its time, then the sentence wrapped to the box.
-pub(super) fn render_notice(t: &Theme, n: &Notice, area: Rect, buf: &mut Buffer) {
+/// The current notice whole (its time, then the sentence wrapped to the box), then the
+/// earlier ones, newest first, each wrapped too: verdicts stay readable after they left the
+/// notice line.
+pub(super) fn render_notice(app: &App, t: &Theme, n: &Notice, area: Rect, buf: &mut Buffer) {
     let width = area.width.saturating_sub(4).min(96);
     let inner = usize::from(width.saturating_sub(2));
-    let style = if n.error {
-        t.fg(Color::Red)
-    } else {
-        t.fg(Color::Cyan)
+    let style = |n: &Notice| {
+        if n.error {
+            t.fg(Color::Red)
+        } else {
+            t.fg(Color::Cyan)
+        }
     };
     let mut lines = vec![Line::styled(format!("said at {}", clock(n.at)), t.dim())];
     lines.extend(
         wrap_words(&n.text, inner)
             .into_iter()
-            .map(|l| Line::styled(l, style)),
+            .map(|l| Line::styled(l, style(n))),
     );
+    let earlier: Vec<&Notice> = app.history.iter().rev().filter(|h| *h != n).collect();
+    if !earlier.is_empty() {
+        lines.push(Line::raw(""));
+        lines.push(Line::styled("earlier, newest first:", t.dim()));
+        for h in earlier {
+            let text = format!("{} {}", clock(h.at), h.text);
+            lines.extend(
+                wrap_words(&text, inner)
+                    .into_iter()
+                    .map(|l| Line::styled(l, style(h))),
+            );
+        }
+    }
     lines.push(Line::raw(""));
-    lines.push(Line::styled("any key closes", t.dim()));
+    lines.push(Line::styled("j/k scroll · any other key closes", t.dim()));
     let height = (lines.len() as u16 + 2).min(area.height);
     let r = centered(area, width, height);
-    scrolled(lines, " Notice ".into(), 0, r, buf);
+    scrolled(lines, " Notices ".into(), app.overlay_scroll, r, buf);
 }
 
 pub(super) fn render_detail(app: &App, t: &Theme, d: &Detail, area: Rect, buf: &mut Buffer) {
@@ -271,7 +289,10 @@ fn evidence_lines<'a>(t: &Theme, e: &NetworkEvidence, lines: &mut Vec<Line<'a>>)
 }
 
 /// The stop / acknowledge dialog: what it does, the reason, then `y`.
+/// The stop and acknowledge dialog. Acknowledging shows what is being settled — the action,
+/// its expectation and its last verification — and warns when nothing ever verified it.
 pub(super) fn render_act(
+    app: &App,
     t: &Theme,
     act: &Act,
     reason: &str,
@@ -279,18 +300,45 @@ pub(super) fn render_act(
     area: Rect,
     buf: &mut Buffer,
 ) {
-    let r = centered(area, area.width.saturating_sub(6).max(20), 9);
-    Clear.render(r, buf);
+    let mut about: Vec<Line> = Vec::new();
     let (title, what) = match act {
         Act::Stop { task_id } => (
             " Stop task ",
-            format!("Stop task {task_id}? Its agent can do nothing more on it; an unverified outcome stays recorded and its receipts become clearable."),
+            format!("Stop task {task_id}? Nothing is executed and nothing is freed: its agent can do nothing more on it, an unverified outcome stays recorded and its receipts become clearable."),
         ),
-        Act::Acknowledge { request_id } => (
-            " Acknowledge outcome ",
-            format!("Acknowledge {request_id} as settled outside Polaris? Nothing is executed; its receipt becomes clearable."),
-        ),
+        Act::Acknowledge { request_id } => {
+            if let Some(p) = app
+                .pending()
+                .iter()
+                .find(|p| p.pending.request_id == *request_id)
+            {
+                about.push(Line::raw(format!(
+                    "Action: {} · expects {} · {}",
+                    action_of(p),
+                    expectation(&p.pending.expect),
+                    if p.code.is_empty() { "OUTCOME_UNCERTAIN" } else { &p.code },
+                )));
+                match &p.pending.last_verify {
+                    Some(v) => about.push(Line::raw(format!(
+                        "Last verification: {} at {}",
+                        v.outcome.as_str(),
+                        v.at
+                    ))),
+                    None => about.push(Line::styled(
+                        "Never verified: nothing in Polaris confirmed or ruled out this effect — acknowledge only what you checked yourself.",
+                        t.alert(),
+                    )),
+                }
+            }
+            (
+                " Acknowledge outcome ",
+                format!("Acknowledge {request_id} as settled outside Polaris? Nothing is executed; its receipt becomes clearable."),
+            )
+        }
     };
+    let height = 9 + 2 * about.len() as u16;
+    let r = centered(area, area.width.saturating_sub(6).max(20), height);
+    Clear.render(r, buf);
     let cursor = if *stage == ConfirmStage::Reason {
         "▏"
     } else {
@@ -304,15 +352,16 @@ pub(super) fn render_act(
         ),
         ConfirmStage::Committing => Line::raw("Sending…"),
     };
-    let lines = vec![
-        Line::styled(what, t.bold()),
+    let mut lines = vec![Line::styled(what, t.bold())];
+    lines.extend(about);
+    lines.extend([
         Line::raw(""),
         Line::from(vec![
             Span::styled("Reason: ", t.bold()),
             Span::raw(format!("{reason}{cursor}")),
         ]),
         instruction,
-    ];
+    ]);
     let block = Block::bordered().title(title);
     let inner = block.inner(r);
     block.render(r, buf);
@@ -342,7 +391,7 @@ pub(super) fn render_audit(
     let title = if needle.is_empty() {
         " Audit log (newest first) ".to_owned()
     } else {
-        format!(" Audit log · clears of IDs matching /{needle} ")
+        format!(" Audit log · entries naming IDs matching /{needle} ")
     };
     let mut lines: Vec<Line<'static>> = Vec::new();
     match (entries, failed) {
@@ -354,6 +403,31 @@ pub(super) fn render_audit(
         (Some(entries), None) => {
             let id_w = if r.width >= 70 { ID } else { SHORT_ID };
             for e in entries {
+                // An acknowledgement or a stop: one line, the verdict first.
+                let single = match (&e.acknowledged, &e.stopped) {
+                    (Some(a), _) => Some((
+                        "acknowledged",
+                        format!("{} {} {}", a.code.as_str(), a.method, a.request_id),
+                        a.request_id.contains(needle)
+                            || a.task_id.as_deref().is_some_and(|t| t.contains(needle)),
+                    )),
+                    (None, Some(s)) => Some((
+                        "stopped",
+                        format!("task {} (stop request {})", s.task_id, s.request_id),
+                        s.task_id.contains(needle) || s.request_id.contains(needle),
+                    )),
+                    (None, None) => None,
+                };
+                if let Some((verdict, what, matches)) = single {
+                    if needle.is_empty() || matches {
+                        lines.push(Line::styled(
+                            format!("{}  {verdict}  {}  — {}", e.at, e.operator, e.reason),
+                            t.bold(),
+                        ));
+                        lines.push(Line::raw(format!("  {what}")));
+                    }
+                    continue;
+                }
                 let cleared: Vec<_> = e
                     .cleared
                     .iter()
@@ -389,7 +463,7 @@ pub(super) fn render_audit(
             if lines.is_empty() {
                 lines.push(Line::styled(
                     if needle.is_empty() {
-                        "no clears recorded yet".to_owned()
+                        "no clears, acknowledgements or stops recorded yet".to_owned()
                     } else {
                         format!("no recorded clear removed an ID matching {needle}: it was never cleared (or before the last 1000 clears)")
                     },

@@ -71,7 +71,7 @@ fn position(selected: usize, len: usize) -> Line<'static> {
 
 /// `press Enter #title`, `click #submit`: the pending action, read from its params as the
 /// bridge reads them.
-fn action_of(p: &BlockedOutcome) -> String {
+pub(super) fn action_of(p: &BlockedOutcome) -> String {
     let pending = &p.pending;
     let command = pending
         .method
@@ -98,7 +98,7 @@ fn action_of(p: &BlockedOutcome) -> String {
 
 /// `#status~Saved` for a `contains` expectation, `#status=Saved` for `equals`, `(local)` for a
 /// local step sent without one.
-fn expectation(expect: &Option<Expect>) -> String {
+pub(super) fn expectation(expect: &Option<Expect>) -> String {
     let Some(expect) = expect else {
         return "(local)".to_owned();
     };
@@ -109,6 +109,15 @@ fn expectation(expect: &Option<Expect>) -> String {
     }
 }
 
+/// The task state column of the blocked outcomes (`interrupted` is the longest word).
+const STATE_W: u16 = 11;
+
+/// Below this inner width the blocked outcomes leave out the request and since columns.
+const COMPACT_BELOW: u16 = 64;
+
+/// The unsettled outcomes, as the host lists them (`snapshot.pending`): each row is a receipt
+/// whose outcome nobody has settled, with its task's state; the title's count is the one
+/// `run.status` reports as `receipts.unsettled`.
 pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let pending = app.pending();
     let focus = app.focus == Pane::Blocked;
@@ -122,13 +131,23 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
         } else {
             t.fg(Color::Magenta)
         });
-    let header = Row::new(vec![
-        "task", "request", "action", "expect", "since", "verified",
-    ])
-    .style(t.bold());
-    // Whole IDs wherever the width allows: the request ID first, then the task ID.
+    // Whole IDs wherever the width allows: the request ID first, then the task ID. Narrow,
+    // the request and since columns go (Enter and A name the request) so that the action and
+    // its expectation keep a readable width.
     let inner = area.width.saturating_sub(2);
-    let narrow: u16 = SHORT_ID + SHORT_ID + 5 + 12 + 16 + 5;
+    let compact = inner < COMPACT_BELOW;
+    let keep = |i: usize| !compact || !matches!(i, 2 | 5);
+    let header = Row::new(
+        [
+            "task", "state", "request", "action", "expect", "since", "verified",
+        ]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep(*i))
+        .map(|(_, h)| h),
+    )
+    .style(t.bold());
+    let narrow: u16 = SHORT_ID + STATE_W + 1 + SHORT_ID + 5 + 12 + 16 + 5;
     let request_w = if inner >= narrow + (ID - SHORT_ID) {
         ID
     } else if area.width >= 60 {
@@ -141,12 +160,28 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
     } else {
         SHORT_ID
     };
-    let [action_w, expect_w] = share(inner, &[task_w, request_w, 5, 12], [8, 8]);
+    let fixed: &[u16] = if compact {
+        &[task_w, STATE_W, 12]
+    } else {
+        &[task_w, STATE_W, request_w, 5, 12]
+    };
+    let [action_w, expect_w] = share(inner, fixed, [8, 8]);
     let rows: Vec<Row> = pending
         .iter()
         .enumerate()
         .map(|(i, p)| {
-            let expect = expectation(&p.pending.expect);
+            // An execution a host run stopped under has no expectation to read: its code says
+            // what it is.
+            let expect = match (&p.pending.expect, p.code.as_str()) {
+                (None, "INTERRUPTED") => "INTERRUPTED".to_owned(),
+                (e, _) => expectation(e),
+            };
+            let task = if p.task_id.is_empty() {
+                "-"
+            } else {
+                &p.task_id
+            };
+            let state = p.task_state.map_or("-", |s| s.as_str());
             let verified = app
                 .verify_results
                 .get(&p.task_id)
@@ -158,14 +193,22 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
                         .map(|l| l.outcome.as_str().to_owned())
                 })
                 .unwrap_or_else(|| "never".to_owned());
-            let row = Row::new(vec![
-                fit(&p.task_id, task_w).to_owned(),
+            let cells = [
+                fit(task, task_w).to_owned(),
+                state.to_owned(),
                 fit(&p.pending.request_id, request_w).to_owned(),
                 action_of(p),
                 expect,
                 age(app, &p.pending.since),
                 verified,
-            ]);
+            ];
+            let row = Row::new(
+                cells
+                    .into_iter()
+                    .enumerate()
+                    .filter(|(i, _)| keep(*i))
+                    .map(|(_, c)| c),
+            );
             if i == app.blocked_selected && (focus || app.focus != Pane::Tasks) {
                 row.style(if focus { t.selected() } else { t.bold() })
             } else {
@@ -173,14 +216,12 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
             }
         })
         .collect();
-    let widths = [
-        Constraint::Length(task_w),
-        Constraint::Length(request_w),
-        Constraint::Length(action_w),
-        Constraint::Length(expect_w),
-        Constraint::Length(5),
-        Constraint::Length(12),
-    ];
+    let widths: Vec<Constraint> = [task_w, STATE_W, request_w, action_w, expect_w, 5, 12]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep(*i))
+        .map(|(_, w)| Constraint::Length(w))
+        .collect();
     let table = Table::new(rows, widths)
         .header(header)
         .column_spacing(1)

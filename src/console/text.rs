@@ -44,11 +44,20 @@ pub(super) fn banner_notice(app: &App) -> Option<Notice> {
     else {
         return None;
     };
-    Some(Notice {
-        text: format!(
-            "DISCONNECTED for {} — data below is stale — reconnecting (attempt {attempts}): {reason}",
+    // The cause comes before the attempt count, so a narrow line keeps it.
+    let text = if app.snapshot.is_none() {
+        format!(
+            "NOT CONNECTED: no host has answered yet ({reason}) — retrying (attempt {attempts}, for {}); is `polaris serve` running on this socket directory?",
             human_duration(app.now - since)
-        ),
+        )
+    } else {
+        format!(
+            "DISCONNECTED for {}: {reason} — data below is stale — reconnecting (attempt {attempts})",
+            human_duration(app.now - since)
+        )
+    };
+    Some(Notice {
+        text,
         error: true,
         at: app.now,
         while_used: None,
@@ -79,6 +88,16 @@ pub(super) fn age(app: &App, ts: &str) -> String {
 /// The first [`SHORT_ID`] characters of an ID.
 pub(super) fn short(id: &str) -> &str {
     id.get(..8).unwrap_or(id)
+}
+
+/// An ID as a notice names it, after its verdict: its first [`SHORT_ID`] characters (a prefix
+/// every command accepts) and `…` when that cut it, so the verdict never leaves the line.
+pub(super) fn id_in_notice(id: &str) -> String {
+    if id.len() > usize::from(SHORT_ID) {
+        format!("{}…", short(id))
+    } else {
+        id.to_owned()
+    }
 }
 
 /// The length of a whole request or task ID.

@@ -66,9 +66,11 @@ impl Widget for &App {
         render_footer(self, &theme, a.footer, buf);
         match &self.mode {
             Mode::Help => render_help(self, &theme, area, buf),
-            Mode::Notice(n) => render_notice(&theme, n, area, buf),
+            Mode::Notice(n) => render_notice(self, &theme, n, area, buf),
             Mode::Detail(d) => render_detail(self, &theme, d, area, buf),
-            Mode::Act { act, reason, stage } => render_act(&theme, act, reason, stage, area, buf),
+            Mode::Act { act, reason, stage } => {
+                render_act(self, &theme, act, reason, stage, area, buf)
+            }
             Mode::Audit { entries, failed } => render_audit(
                 self,
                 &theme,
@@ -144,6 +146,7 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     };
     let (link, link_style) = match &app.link {
         Link::Connecting => ("connecting".to_owned(), t.fg(Color::Yellow)),
+        Link::Connected if app.paused => ("connected · PAUSED".to_owned(), t.fg(Color::Yellow)),
         Link::Connected => ("connected".to_owned(), t.fg(Color::Green)),
         Link::Disconnected { .. } => ("DISCONNECTED".to_owned(), t.alert()),
     };
@@ -182,7 +185,11 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
 }
 
 fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
-    let stale = if app.stale() { " (stale)" } else { "" };
+    let stale = match (&app.snapshot, app.stale()) {
+        (None, _) => " (no data yet)",
+        (Some(_), true) => " (stale)",
+        (Some(_), false) => "",
+    };
     let block = Block::bordered().title(format!(" Capacity{stale} "));
     let inner = block.inner(area);
     block.render(area, buf);
@@ -222,7 +229,7 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         .use_unicode(true)
         .render(gauge, buf);
     Line::raw(format!(
-        "running {}  tombstones {}/{}",
+        "executing {}  tombstones {}/{}",
         cap.running, cap.tombstones, cap.tombstone_capacity
     ))
     .render(l1, buf);
@@ -243,7 +250,7 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     )
     .render(l2, buf);
     Line::raw(format!(
-        "  cleared ID {}  blocked task {}",
+        "  cleared ID {}  to blocked task {}",
         thousands(counters.rejected_cleared),
         thousands(counters.rejected_blocked)
     ))
@@ -318,7 +325,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     } else if !app.marked.is_empty() {
         title.push_str(&format!("· {} marked ", app.marked.len()));
     }
-    if app.stale() {
+    if app.stale() && app.snapshot.is_some() {
         title.push_str("· stale ");
     }
     let position = if app.total == 0 {

@@ -14,6 +14,7 @@ use super::app::{
 };
 use super::input::on_key;
 use super::layout::{areas, table_rows};
+use super::text::id_in_notice;
 use crate::protocol::introspection::{
     AuditListResult, ChangedEvent, ClearCommitted, ClearPrepareParams, ClearPrepared, EventFrame,
     ReceiptDetail, ReceiptsListResult, Snapshot,
@@ -153,7 +154,10 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
                 let counting = app.notice.as_ref().is_some_and(|n| n.while_used.is_some());
                 if let Some(id) = app.anchor.take().filter(|_| !counting) {
                     app.notice(
-                        format!("{} left the list (cleared, or no longer matching)", id),
+                        format!(
+                            "left the list (cleared, or no longer matching): {}",
+                            id_in_notice(&id)
+                        ),
                         false,
                     );
                 }
@@ -164,6 +168,12 @@ fn on_page(app: &mut App, offset: u64, seq: u64, reply: Reply) -> Option<Effect>
     }
     app.page_offset = offset;
     app.page = list.items;
+    if app.follow && offset == 0 && app.selected == 0 {
+        // Nobody moved the selection yet: it stays on the top row, whatever arrives.
+        app.select_row(0);
+        app.clamp_selection();
+        return None;
+    }
     match found {
         Some(k) => app.selected = offset + k as u64,
         None if app.anchor.is_some() && app.total > 0 && !local => return app.locate(),
@@ -268,6 +278,7 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                 app.dirty
             };
             if due
+                && !app.paused
                 && !app.stale()
                 && !app.page_in_flight
                 && now - app.last_refresh >= REFRESH_EVERY_MS
@@ -308,6 +319,7 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
             };
             app.page_in_flight = false;
             app.locating = false;
+            app.marking = false;
             app.verifying.clear();
             match &app.mode {
                 Mode::Preparing => {
@@ -446,7 +458,8 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                     };
                     app.notice(
                         format!(
-                            "verification of {task_id}: {outcome}{seen}; task is {state}{next}"
+                            "{outcome}: verified task {}{seen}; task is {state}{next}",
+                            id_in_notice(&task_id)
                         ),
                         false,
                     );
@@ -455,8 +468,10 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                 Err(e) => {
                     app.notice(
                         format!(
-                            "verification of {} failed: {} {}",
-                            task_id, e.code, e.message
+                            "refused: verify task {} — {} {}",
+                            id_in_notice(&task_id),
+                            e.code,
+                            e.message
                         ),
                         true,
                     );
@@ -508,18 +523,26 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
             {
                 app.mode = Mode::Normal;
             }
-            let target = act.target();
+            let target = id_in_notice(act.target());
             match (&act, reply) {
                 (Act::Stop { .. }, Ok(_)) => app.notice(
-                    format!("stopped task {target}: its outcome stays recorded as unverified, and its receipts can now be cleared"),
+                    format!("stopped: task {target} — nothing was executed; its outcome stays unverified, and its receipts can now be cleared"),
                     false,
                 ),
                 (Act::Acknowledge { .. }, Ok(_)) => app.notice(
-                    format!("acknowledged {target} as settled outside Polaris; its receipt can now be cleared"),
+                    format!("acknowledged: request {target} settled outside Polaris; its receipt can now be cleared"),
                     false,
                 ),
                 (_, Err(e)) if e.unknown => app.notice(
-                    format!("{} {target}: outcome unknown ({}) — re-read (r) before anything else; the console will not send it again", act.verb(), e.code),
+                    format!("outcome unknown: {} {target} ({}) — re-read (r) before anything else; the console will not send it again", act.verb(), e.code),
+                    true,
+                ),
+                (Act::Stop { .. }, Err(e)) if e.code == "RECEIPT_CAPACITY_FULL" => app.notice(
+                    format!("refused: stop task {target} — the book is full and a stop takes a receipt; nothing was stopped. Free room first (D, c, a reason, enter, y), or acknowledge the outcome (A), which needs no room"),
+                    true,
+                ),
+                (Act::Stop { .. }, Err(e)) if e.code == "UNKNOWN_METHOD" => app.notice(
+                    "refused: stop task — this host does not stop tasks from the console yet (UNKNOWN_METHOD); stop it from the agent's side",
                     true,
                 ),
                 (Act::Acknowledge { .. }, Err(e)) if e.code == "UNKNOWN_METHOD" => app.notice(
@@ -527,12 +550,46 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
                     true,
                 ),
                 (_, Err(e)) => app.notice(
-                    format!("{} {target} refused: {} {}", act.verb(), e.code, e.message),
+                    format!("refused: {} {target} — {} {}", act.verb(), e.code, e.message),
                     true,
                 ),
             }
             app.dirty = false;
             Some(Effect::Refresh)
+        }
+        Action::Matched(reply) => {
+            app.marking = false;
+            match reply.map(|v| read::<ReceiptsListResult>("receipt list", v)) {
+                Ok(Ok(list)) => {
+                    let read = list.items.len();
+                    app.drop_marks();
+                    app.marked.extend(
+                        list.items
+                            .into_iter()
+                            .filter(|r| r.clearable)
+                            .map(|r| r.request_id),
+                    );
+                    let n = app.marked.len();
+                    let more = if list.total > read as u64 {
+                        format!(" (of the first {read} of {} matching)", list.total)
+                    } else {
+                        String::new()
+                    };
+                    app.notice(
+                        format!("marked {n} clearable receipts{more} as they are now — a fixed set: new receipts are not added; c clears them, esc drops the marks"),
+                        false,
+                    );
+                }
+                Ok(Err(e)) => app.notice(format!("refused: marking — {e}"), true),
+                Err(e) => app.notice(
+                    format!(
+                        "refused: marking — reading the receipts failed: {} {}",
+                        e.code, e.message
+                    ),
+                    true,
+                ),
+            }
+            None
         }
         Action::Audit(reply) => {
             if let Mode::Audit { entries, failed } = &mut app.mode {

@@ -1244,7 +1244,14 @@ impl Host {
                 if self.journal().is_some() {
                     task_record = Some(TaskRecordData::of(&task, TaskEvent::Started, now));
                 }
+                // The start's receipt belongs to the task it made, so the task's filters, its
+                // history and a clear of its receipts include it.
+                if let Some(r) = st.book.get_mut(key) {
+                    r.task_id = Some(task.id.clone());
+                }
+                let id = task.id.clone();
                 st.tasks.insert(*task);
+                st.tasks.receipt_created(&id);
                 st.events.publish("task.updated", now, || to_data(&summary));
             }
             TaskEffect::Uncertain(uncertain) => {

@@ -470,7 +470,7 @@ impl Host {
             }
         }
         let counts = ledger.counts().await.ok();
-        let local = self.lock().book.counts();
+        let local = self.lock().receipt_counts();
         let receipts = match counts {
             Some(c) => ReceiptCounts {
                 capacity: c.capacity,

@@ -20,7 +20,7 @@ use crate::executor::Executor;
 use crate::journal::{self, Completed, Journal, Record, Recovered, TaskEvent, Ticket};
 use crate::protocol::results::JournalStatus;
 use crate::protocol::{now_millis, ErrorBody, ErrorCode, Method, Outcome, ReceiptKind};
-use crate::tasks::{Closed, Task, TaskState};
+use crate::tasks::{Closed, Task, TaskId, TaskState};
 
 use super::HostConfig;
 
@@ -163,7 +163,9 @@ impl Host {
                     let result = outcome.code.map_or("ok", ErrorCode::as_str);
                     task.record(&r.request_id, method, completed_at, result);
                 }
-                if let Some(t) = r.task_id.as_deref() {
+                // A start's receipt belongs to the task it made (as in the run that made it).
+                let receipt_task = r.task_id.or_else(|| started.as_deref().map(TaskId::from));
+                if let Some(t) = receipt_task.as_deref() {
                     st.tasks.receipt_created(t);
                 }
                 let run = (*r.run_id != *run_id).then_some(r.run_id);
@@ -171,7 +173,7 @@ impl Host {
                     r.request_id,
                     r.request,
                     method,
-                    r.task_id,
+                    receipt_task,
                     r.first_seen,
                     outcome,
                     completed_at,
@@ -199,6 +201,16 @@ impl Host {
                     r.acknowledged = true;
                 }
             }
+            // Every INTERRUPTED receipt still in the book, whichever run stored it, until an
+            // operator acknowledges it.
+            st.interrupted = st
+                .book
+                .iter()
+                .filter(|(_, r)| {
+                    !r.acknowledged && r.result() == Some(Some(ErrorCode::Interrupted))
+                })
+                .map(|(k, _)| k.clone())
+                .collect();
         }
         if !interrupted.is_empty() {
             let records: Vec<Record<'_>> = interrupted
@@ -649,6 +661,7 @@ impl Host {
             }
         };
         r.acknowledged = true;
+        st.interrupted.retain(|k| *k != key);
         let method = r.method;
         let task_id = r.task_id.clone();
         let mut task_record = None;

@@ -52,6 +52,7 @@ mod handle;
 mod journaling;
 mod read;
 mod task_record;
+mod unsettled;
 
 #[cfg(test)]
 mod clear_tests;
@@ -137,6 +138,9 @@ pub(crate) struct State {
     verifying: std::collections::HashMap<TaskId, watch::Receiver<Option<Arc<Outcome>>>>,
     /// Clears prepared and not yet committed, by token.
     prepared_clears: std::collections::HashMap<String, clear::PreparedClear>,
+    /// Receipts recovered as `INTERRUPTED` (executing when an earlier run stopped): each is an
+    /// unsettled outcome until acknowledged, whether or not its task recorded it as pending.
+    pub(crate) interrupted: Vec<RequestKey>,
 }
 
 /// The host: a cheap-to-clone handle shared by every connection and execution.
@@ -332,6 +336,7 @@ impl Host {
                     events: EventBus::default(),
                     verifying: Default::default(),
                     prepared_clears: Default::default(),
+                    interrupted: Vec::new(),
                 }),
                 config,
                 executor,

@@ -533,7 +533,7 @@ impl Host {
                 kind: self.inner.executor.kind().to_owned(),
                 mutations: self.inner.executor.mutations(),
             },
-            receipts: st.book.counts(),
+            receipts: st.receipt_counts(),
             run_id: self.run_id().to_owned(),
             started_at: format_millis(self.started_at()),
             tasks: st.tasks.counts(),

@@ -165,6 +165,7 @@ pub(super) fn audit_entry(
         reason: reason.to_owned(),
         run_id: host.run_id().to_owned(),
         acknowledged: None,
+        stopped: None,
     }
 }
 

@@ -7,11 +7,11 @@ use super::audit::{
     append_audit, append_audit_with, audit_entry, open_audit, os_user_name, AuditLog,
 };
 use super::{bad_params, MAX_REASON_CHARS};
-use crate::host::{ClearRefusal, ClearTargets, FleetTargets, Host};
+use crate::host::{ClearRefusal, ClearTargets, FleetTargets, Handled, Host};
 use crate::protocol::introspection::{
-    AuditAcknowledged, AuditEntry, ClearCommitParams, ClearCommitted, ClearPrepareParams,
-    ClearPrepared, ClearableReceipt, OutcomeAcknowledgeParams, OutcomeAcknowledged, RefusalReason,
-    RefusedReceipt,
+    AuditAcknowledged, AuditEntry, AuditStopped, ClearCommitParams, ClearCommitted,
+    ClearPrepareParams, ClearPrepared, ClearableReceipt, OperatorStopParams,
+    OutcomeAcknowledgeParams, OutcomeAcknowledged, RefusalReason, RefusedReceipt,
 };
 use crate::protocol::results::StoredReply;
 use crate::protocol::{format_millis, ErrorBody, ErrorCode};
@@ -181,6 +181,7 @@ pub(super) async fn acknowledge(
             request_id: p.request_id.clone(),
             task_id: done.result.task_id.clone(),
         }),
+        stopped: None,
     };
     if let Err(e) = append_audit(file, &entry).await {
         tracing::error!(path = %audit.path().display(), "an acknowledgement was recorded but its audit line was not written: {e}");
@@ -250,4 +251,67 @@ pub(super) async fn clear_commit(
         ));
     }
     Ok(result)
+}
+
+/// Checks an operator's `task.stop` params: a reason of 1–500 characters for the audit log.
+pub(super) fn checked_stop(p: OperatorStopParams) -> Result<OperatorStopParams, ErrorBody> {
+    let n = p.reason.trim().chars().count();
+    if n == 0 || p.reason.chars().count() > MAX_REASON_CHARS {
+        return Err(bad_params(
+            "task.stop",
+            "reason must say in 1-500 characters why the task is stopped",
+        ));
+    }
+    Ok(p)
+}
+
+/// An operator's `task.stop`: sent to the host as the bridge's `task.stop` under a fresh
+/// request ID (so it has its receipt, as an agent's stop has), then recorded in the audit log
+/// with that ID. Refused, nothing stopped, when the audit log cannot be opened; the bridge's
+/// refusals (a full book, an unknown or closed task) come back as they are.
+pub(super) async fn operator_stop(
+    host: &Host,
+    audit: &Arc<AuditLog>,
+    p: OperatorStopParams,
+) -> Result<serde_json::Value, ErrorBody> {
+    let operator = p.operator.clone().unwrap_or_else(os_user_name);
+    let _order = audit.lock.lock().await;
+    let file = open_audit(audit, "stopped").await?;
+    let request_id = uuid::Uuid::new_v4().to_string();
+    let params = serde_json::json!({"taskId": p.task_id, "reason": p.reason});
+    let line = match host.handle(&request_id, "task.stop", &params) {
+        Handled::Ready(line) => line,
+        Handled::Replay(r) => r.line(host.run_id()),
+        Handled::Later(reply) => reply.await,
+        Handled::Joined(_) => unreachable!("only handle_frames joins replies"),
+    };
+    let reply: serde_json::Value = serde_json::from_slice(&line).map_err(|e| {
+        ErrorBody::new(
+            ErrorCode::Internal,
+            format!("the host's reply to the stop could not be read ({e}); read the task's state (task.status) before stopping it again"),
+        )
+    })?;
+    if reply["ok"] != true {
+        return Err(
+            serde_json::from_value::<ErrorBody>(reply["error"].clone()).unwrap_or_else(|_| {
+                ErrorBody::new(ErrorCode::Internal, "the stop was refused without a reason")
+            }),
+        );
+    }
+    let entry = AuditEntry {
+        at: format_millis(crate::protocol::now_millis()),
+        cleared: Vec::new(),
+        operator,
+        reason: p.reason.clone(),
+        run_id: host.run_id().to_owned(),
+        acknowledged: None,
+        stopped: Some(AuditStopped {
+            task_id: p.task_id.clone(),
+            request_id,
+        }),
+    };
+    if let Err(e) = append_audit(file, &entry).await {
+        tracing::error!(path = %audit.path().display(), "a stop applied but its audit line was not written: {e}");
+    }
+    Ok(reply["result"].clone())
 }

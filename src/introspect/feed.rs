@@ -59,7 +59,7 @@ pub(super) async fn forward_changes(
                     ChangedEvent {
                         counters: st.counters,
                         from_seq: sent_seq + 1,
-                        receipts: st.book.counts(),
+                        receipts: st.receipt_counts(),
                         to_seq: st.events.seq(),
                     }
                 };

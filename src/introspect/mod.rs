@@ -17,9 +17,9 @@ use serde_json::{json, Value};
 use crate::host::{Handled, Host};
 use crate::protocol::introspection::{
     AuditListParams, AuditListResult, ClearCommitParams, ClearCommitted, ClearPrepareParams,
-    ClearPrepared, IntrospectMethod, OutcomeAcknowledgeParams, OutcomeAcknowledged,
-    ReceiptsGetParams, ReceiptsListParams, ReceiptsListResult, SubscribeParams, Subscribed,
-    TasksListParams,
+    ClearPrepared, IntrospectMethod, OperatorStopParams, OutcomeAcknowledgeParams,
+    OutcomeAcknowledged, ReceiptsGetParams, ReceiptsListParams, ReceiptsListResult,
+    SubscribeParams, Subscribed, TasksListParams,
 };
 pub use crate::protocol::introspection::{MAX_COALESCE_MS, MIN_COALESCE_MS};
 use crate::protocol::{
@@ -56,8 +56,12 @@ mod feed;
 mod reading;
 
 pub use audit::{os_user_name, AuditLog};
-use clearing::{acknowledge, checked_ack, checked_commit, clear_commit, clear_prepare};
+use clearing::{
+    acknowledge, checked_ack, checked_commit, checked_stop, clear_commit, clear_prepare,
+    operator_stop,
+};
 use feed::{checked_subscribe, forward_changes, forward_events};
+pub use reading::contains_ignoring_case;
 use reading::{get, list, snapshot, tasks_list};
 
 impl Introspect {
@@ -251,6 +255,18 @@ impl Service for Introspect {
                         let audit = self.audit.clone();
                         Handled::Later(Box::pin(async move {
                             reply_line(&id, &run_id, acknowledge(&host, &audit, p).await)
+                        }))
+                    }
+                }
+            }
+            IntrospectMethod::TaskStop => {
+                match parse::<OperatorStopParams>(method, params).and_then(checked_stop) {
+                    Err(e) => ready(reply_line::<Value>(&id, &run_id, Err(e))),
+                    Ok(p) => {
+                        let host = self.host.clone();
+                        let audit = self.audit.clone();
+                        Handled::Later(Box::pin(async move {
+                            reply_line(&id, &run_id, operator_stop(&host, &audit, p).await)
                         }))
                     }
                 }

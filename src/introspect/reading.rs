@@ -10,7 +10,7 @@ use crate::protocol::introspection::{
     ReceiptsListParams, ReceiptsListResult, RefusalReason, Snapshot, Sort, StateFilter,
     TasksListParams, TasksListResult,
 };
-use crate::protocol::results::{ExecutorStatus, ReceiptState, StoredReply};
+use crate::protocol::results::{ExecutorStatus, PendingOutcome, ReceiptState, StoredReply};
 use crate::protocol::{format_millis, ErrorBody, Method, NetworkEvidence};
 use crate::tasks::{Task, Tasks};
 
@@ -62,16 +62,29 @@ impl ReceiptFilter {
             return false;
         }
         if let Some(q) = self.search.as_deref() {
-            let hit = key.to_string().contains(q)
-                || r.method.as_str().contains(q)
-                || r.task_id.as_deref().is_some_and(|t| t.contains(q))
-                || code.is_some_and(|c| c.as_str().contains(q));
+            let hit = contains_ignoring_case(&key.to_string(), q)
+                || contains_ignoring_case(r.method.as_str(), q)
+                || r.task_id
+                    .as_deref()
+                    .is_some_and(|t| contains_ignoring_case(t, q))
+                || code.is_some_and(|c| contains_ignoring_case(c.as_str(), q));
             if !hit {
                 return false;
             }
         }
         true
     }
+}
+
+/// Whether `hay` contains `needle`, ASCII letters compared without case: IDs are lowercase and
+/// codes uppercase, and an operator typing `uncertain` means `OUTCOME_UNCERTAIN`.
+pub fn contains_ignoring_case(hay: &str, needle: &str) -> bool {
+    let n = needle.as_bytes();
+    n.is_empty()
+        || hay
+            .as_bytes()
+            .windows(n.len())
+            .any(|w| w.eq_ignore_ascii_case(n))
 }
 
 fn receipt_state(r: &Receipt) -> ReceiptState {
@@ -413,15 +426,34 @@ pub(super) fn snapshot(host: &Host) -> Snapshot {
     let ledger = host.ledger_status();
     let st = host.lock();
     let tasks = newest_first(&st.tasks);
-    let pending = tasks
+    // The unsettled outcomes, the one list `run.status` counts (`receipts.unsettled`).
+    let pending = st
+        .unsettled()
         .iter()
-        .flat_map(|t| {
-            t.pending.iter().map(|p| BlockedOutcome {
-                pending: p.to_wire(),
-                task_id: t.id.to_string(),
-                task_state: t.state(),
-                title: t.title.clone(),
-            })
+        .map(|u| BlockedOutcome {
+            pending: match u.pending {
+                Some(p) => p.to_wire(),
+                // An `INTERRUPTED` receipt recovered from the journal: the action never
+                // answered, so no evidence was kept for it.
+                None => PendingOutcome {
+                    evidence: None,
+                    expect: None,
+                    last_verify: None,
+                    method: u.receipt.method.as_str().to_owned(),
+                    params: serde_json::from_str::<serde_json::Value>(&u.receipt.request_text())
+                        .map(|v| v["params"].clone())
+                        .unwrap_or_default(),
+                    request_id: u.key.to_string(),
+                    since: format_millis(u.receipt.completed_at),
+                },
+            },
+            code: u.code().map_or("", |c| c.as_str()).to_owned(),
+            task_id: u.task.map_or_else(
+                || u.receipt.task_id.as_deref().unwrap_or("").to_owned(),
+                |t| t.id.to_string(),
+            ),
+            task_state: u.task.map(|t| t.state()),
+            title: u.task.map(|t| t.title.clone()).unwrap_or_default(),
         })
         .collect();
     Snapshot {
@@ -430,7 +462,7 @@ pub(super) fn snapshot(host: &Host) -> Snapshot {
         counters: st.counters,
         executor,
         pending,
-        receipts: st.book.counts(),
+        receipts: st.receipt_counts(),
         run_id: host.run_id().to_owned(),
         seq: st.events.seq(),
         started_at: format_millis(host.started_at()),

@@ -223,3 +223,73 @@ pub fn task_with_fills(host: &TestHost, fills: usize) -> String {
     }
     task
 }
+
+/// One bridge call under a request ID the test chooses.
+pub fn call_as(host: &TestHost, request_id: &str, method: &str, params: Value) -> Value {
+    use std::io::BufRead;
+    let mut s = std::os::unix::net::UnixStream::connect(host.bridge()).unwrap();
+    let frame = json!({"id": request_id, "method": method, "params": params});
+    s.write_all(format!("{frame}\n").as_bytes()).unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(s).read_line(&mut line).unwrap();
+    serde_json::from_str(&line).unwrap()
+}
+
+/// The host's count of unsettled outcomes, as `run.status` reports it.
+pub fn unsettled(host: &TestHost) -> u64 {
+    let r = call(host, "run.status", json!({}));
+    r["result"]["receipts"]["unsettled"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("run.status reports no unsettled count: {r}"))
+}
+
+/// Waits until the Blocked pane counts `n` and checks that `run.status` says the same; the
+/// screen.
+pub fn blocked_matches(console: &Console, host: &TestHost, n: u64) -> String {
+    let title = format!("Blocked outcomes {n} ");
+    let screen = console.shows(&title);
+    assert_eq!(
+        unsettled(host),
+        n,
+        "run.status counts what the pane counts:\n{screen}"
+    );
+    screen
+}
+
+/// Kills the host with SIGKILL (no shutdown at all) and starts it again on the same socket
+/// directory, audit log and journal with `args`; returns once the new run answers.
+pub fn kill_and_restart(host: &mut TestHost, args: &[&str]) {
+    let mut child = host.child.take().expect("running");
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    child.wait().unwrap();
+    let log = std::fs::File::create(host.root.path().join("serve-restarted.log")).unwrap();
+    let child = std::process::Command::new(crate::common::polaris_bin())
+        .arg("serve")
+        .arg("--socket-dir")
+        .arg(&host.dir)
+        .arg("--audit-log")
+        .arg(host.root.path().join("audit.jsonl"))
+        .arg("--journal")
+        .arg(host.root.path().join("journal"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .expect("polaris serve starts again");
+    host.child = Some(child);
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        if let Ok(r) = sync_call(&host.bridge(), "host.hello", json!({})) {
+            if r["ok"] == true {
+                host.run_id = r["result"]["runId"].as_str().unwrap().to_owned();
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the restarted host never answered"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

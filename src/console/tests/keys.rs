@@ -569,12 +569,11 @@ fn a_failed_prepare_or_commit_says_nothing_was_cleared() {
 #[test]
 fn a_commit_cut_off_is_outcome_unknown_and_is_never_sent_again() {
     let mut app = connected(100, 30, 5, 60, 5, false);
-    update(&mut app, key('a'));
-    assert!(app.mark_all);
+    mark_all(&mut app, 5);
     let Some(Effect::Prepare(params)) = update(&mut app, key('c')) else {
         panic!()
     };
-    assert_eq!(params, json!({"filter": {"state": "completed"}}));
+    assert_eq!(params, json!({"requestIds": [id(0), id(1), id(4)]}));
     update(&mut app, Action::Prepared(Ok(prepared_reply())));
     typed(&mut app, "full");
     update(&mut app, code(KeyCode::Enter));
@@ -636,76 +635,51 @@ fn a_commit_that_times_out_while_connected_is_outcome_unknown() {
         .starts_with("clear outcome unknown"));
 }
 
-#[test]
-fn space_takes_single_rows_out_of_all_in_the_unfiltered_view() {
-    let mut app = connected(100, 30, 5, 60, 5, false);
-    assert!(
-        !app.local_view(),
-        "the host's filter: rows are not all read"
-    );
-    update(&mut app, key('a'));
-    assert!(app.mark_all && app.is_marked(&id(0), true));
-    // The cursor is on the newest row: space takes it out of "all", and moves on.
-    update(&mut app, key(' '));
-    assert!(app.mark_all, "all matching stays marked");
-    assert!(!app.is_marked(&id(0), true));
-    assert!(app.is_marked(&id(1), true));
-    let shown = screen(&app, 100, 30);
-    assert!(
-        shown.contains("ALL completed matching marked but 1"),
-        "{shown}"
-    );
-    // Space on it again puts it back; once more takes it out.
-    update(&mut app, key('k'));
-    update(&mut app, key(' '));
-    assert!(app.is_marked(&id(0), true) && app.excluded.is_empty());
-    update(&mut app, key('k'));
-    update(&mut app, key(' '));
-    assert_eq!(app.excluded.iter().collect::<Vec<_>>(), vec![&id(0)]);
-
-    // The host prepares by filter; the console prepares again by ID without the excluded row,
-    // keeping the refused ones so the dialog still says why.
-    let Some(Effect::Prepare(params)) = update(&mut app, key('c')) else {
-        panic!("c prepares")
+/// Presses `a` and answers its read with the first `total` receipts of [`page`]: marks the
+/// clearable ones.
+pub(super) fn mark_all(app: &mut App, total: u64) -> Value {
+    let effect = update(app, key('a'));
+    let Some(Effect::ReadMatching(params)) = effect else {
+        panic!("a reads what it marks: {effect:?}")
     };
-    assert_eq!(params, json!({"filter": {"state": "completed"}}));
-    let narrowed = update(&mut app, Action::Prepared(Ok(prepared_reply())));
-    assert_eq!(
-        narrowed,
-        Some(Effect::Prepare(
-            json!({"requestIds": [id(4), id(3), id(2)]})
-        ))
-    );
-    assert_eq!(app.mode, Mode::Preparing);
-    update(&mut app, Action::Prepared(Ok(prepared_reply())));
-    assert!(matches!(app.mode, Mode::Confirm { .. }), "{:?}", app.mode);
-
-    // Esc drops "all" and its exclusions together.
-    update(&mut app, code(KeyCode::Esc));
-    update(&mut app, code(KeyCode::Esc));
-    assert!(!app.mark_all && app.excluded.is_empty() && app.marked.is_empty());
+    update(app, Action::Matched(Ok(page(total, 0, total))));
+    params
 }
 
 #[test]
-fn a_mark_all_with_every_matching_row_taken_out_clears_nothing() {
+fn a_marks_the_set_as_it_is_when_pressed_and_space_takes_rows_out() {
     let mut app = connected(100, 30, 5, 60, 5, false);
-    update(&mut app, key('a'));
-    update(&mut app, key(' '));
-    update(&mut app, key('c'));
-    let only_the_excluded = json!({
-        "token": "tok-1", "expiresAt": ts(-300), "refused": [],
-        "clearable": [{"requestId": id(0), "method": "page.fill", "ok": true,
-                       "reply": {"ok": true}, "joins": 0, "replays": 0}]
-    });
+    let params = mark_all(&mut app, 5);
+    assert_eq!(params["state"], "clearable");
+    // Rows 0, 1 and 4 are clearable (2 runs, 3 is uncertain).
     assert_eq!(
-        update(&mut app, Action::Prepared(Ok(only_the_excluded))),
-        None
+        app.marked.iter().cloned().collect::<Vec<_>>(),
+        vec![id(0), id(1), id(4)]
     );
-    assert_eq!(app.mode, Mode::Normal);
-    assert!(app
-        .notice
-        .as_ref()
-        .is_some_and(|n| n.text.contains("nothing to clear")));
+    assert!(app.notice.as_ref().unwrap().text.contains("a fixed set"));
+    // New receipts arrive: the marks stay the same set.
+    let mut fresh = page(5, 0, 5);
+    let newer = receipt(77, "page.fill", "completed", Some(true), None, 0);
+    fresh["items"].as_array_mut().unwrap().insert(0, newer);
+    fresh["total"] = json!(6);
+    let seq = app.page_seq();
+    update(
+        &mut app,
+        Action::Page {
+            offset: 0,
+            seq,
+            reply: Ok(fresh),
+        },
+    );
+    assert_eq!(app.marked.len(), 3);
+    // Space on the selected marked row takes it out; c prepares exactly the rest, by ID.
+    update(&mut app, key('j'));
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(0));
+    update(&mut app, key(' '));
+    assert_eq!(
+        update(&mut app, key('c')),
+        Some(Effect::Prepare(json!({"requestIds": [id(1), id(4)]})))
+    );
 }
 
 #[test]
@@ -715,13 +689,9 @@ fn mark_all_follows_the_filter() {
     typed_filter(&mut app, "fill");
     update(&mut app, code(KeyCode::Enter));
     settle(&mut app, 5);
-    update(&mut app, key('a'));
-    assert_eq!(
-        update(&mut app, key('c')),
-        Some(Effect::Prepare(
-            json!({"filter": {"state": "completed", "search": "fill"}})
-        ))
-    );
+    let params = mark_all(&mut app, 5);
+    assert_eq!(params["search"], "fill");
+    assert_eq!(params["state"], "clearable");
 }
 
 pub(super) fn typed_filter(app: &mut App, text: &str) {
@@ -734,6 +704,9 @@ pub(super) fn typed_filter(app: &mut App, text: &str) {
 fn v_verifies_the_blocked_outcome_once_and_shows_the_result_in_place() {
     let mut app = connected(100, 30, 5, 60, 5, true);
     let task = "7a1c9e00-1111-4000-8000-000000000001".to_owned();
+    update(&mut app, code(KeyCode::Tab));
+    update(&mut app, code(KeyCode::Tab));
+    assert_eq!(app.focus, Pane::Blocked);
     assert_eq!(
         update(&mut app, key('v')),
         Some(Effect::Verify(task.clone()))
@@ -772,7 +745,22 @@ fn v_with_nothing_blocked_says_so() {
         .as_ref()
         .unwrap()
         .text
-        .contains("no blocked outcome"));
+        .contains("tab to Blocked outcomes"));
+}
+
+#[test]
+fn v_acts_only_on_the_focused_panes_selection() {
+    // A blocked outcome exists, but the receipts pane is focused on a receipt that is not it.
+    let mut app = connected(100, 30, 5, 60, 5, true);
+    assert_eq!(app.focus, Pane::Receipts);
+    assert_eq!(update(&mut app, key('v')), None, "nothing verified unseen");
+    assert!(app.verifying.is_empty());
+    assert!(app
+        .notice
+        .as_ref()
+        .is_some_and(|n| n.text.contains("tab to Blocked outcomes")));
+    assert_eq!(update(&mut app, key('x')), None);
+    assert_eq!(app.mode, Mode::Normal, "no stop dialog for an unseen task");
 }
 
 /// A `changed` frame of the console's coalesced subscription.
@@ -947,3 +935,102 @@ fn a_lost_connection_drops_an_open_dialog_without_acting() {
 }
 
 // ---- snapshots -------------------------------------------------------------------------------
+
+#[test]
+fn at_start_the_selection_stays_on_the_newest_row_as_rows_arrive() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(0));
+    let mut fresh = page(5, 0, 5);
+    let newer = receipt(77, "task.start", "completed", Some(true), None, 0);
+    fresh["items"].as_array_mut().unwrap().insert(0, newer);
+    fresh["total"] = json!(6);
+    let seq = app.page_seq();
+    update(
+        &mut app,
+        Action::Page {
+            offset: 0,
+            seq,
+            reply: Ok(fresh),
+        },
+    );
+    assert_eq!(app.selected, 0, "the cursor did not drift down");
+    assert_eq!(app.selected_receipt().unwrap().request_id, id(77));
+}
+
+#[test]
+fn s_keeps_the_selection_on_its_receipt() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('j'));
+    update(&mut app, key('j'));
+    let chosen = app.selected_receipt().unwrap().request_id.clone();
+    let effect = update(&mut app, key('s'));
+    // The host answers in the other order: the chosen receipt is now third from the end.
+    let Some(Effect::FetchPage { offset, seq, .. }) = effect else {
+        panic!("a page read: {effect:?}")
+    };
+    let mut reversed = page(5, 0, 5);
+    reversed["items"].as_array_mut().unwrap().reverse();
+    update(
+        &mut app,
+        Action::Page {
+            offset,
+            seq,
+            reply: Ok(reversed),
+        },
+    );
+    assert_eq!(app.selected_receipt().unwrap().request_id, chosen);
+}
+
+#[test]
+fn an_unknown_filter_token_is_refused_with_what_to_type() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key('/'));
+    typed_filter(&mut app, "state:running");
+    update(&mut app, code(KeyCode::Enter));
+    assert_eq!(app.mode, Mode::Filter, "the filter stays open to be fixed");
+    let said = &app.notice.as_ref().unwrap().text;
+    assert!(
+        said.contains("unknown filter token state:running") && said.contains("task:running"),
+        "{said}"
+    );
+}
+
+#[test]
+fn esc_says_which_marks_it_dropped() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    update(&mut app, key(' '));
+    assert_eq!(app.marked.len(), 1);
+    update(&mut app, code(KeyCode::Esc));
+    assert!(app.marked.is_empty());
+    assert!(app
+        .notice
+        .as_ref()
+        .is_some_and(|n| n.text.starts_with("dropped 1 marks")));
+}
+
+#[test]
+fn p_pauses_live_updates_until_pressed_again() {
+    let mut app = connected(100, 30, 5, 60, 5, false);
+    assert_eq!(update(&mut app, key('p')), None);
+    assert!(app.paused);
+    assert!(screen(&app, 100, 30).contains("PAUSED"));
+    update(&mut app, changed(1, 5, 3, 0, 0));
+    assert_eq!(
+        update(&mut app, Action::Tick(NOW + 5_000)),
+        None,
+        "nothing is re-read while paused"
+    );
+    assert_eq!(update(&mut app, key('p')), Some(Effect::Refresh));
+    assert!(!app.paused);
+}
+
+#[test]
+fn shift_tab_switches_panes_the_other_way_round() {
+    let mut app = connected(100, 30, 5, 60, 5, true);
+    update(&mut app, code(KeyCode::BackTab));
+    assert_eq!(app.focus, Pane::Blocked);
+    update(&mut app, code(KeyCode::BackTab));
+    assert_eq!(app.focus, Pane::Tasks);
+    update(&mut app, code(KeyCode::BackTab));
+    assert_eq!(app.focus, Pane::Receipts);
+}

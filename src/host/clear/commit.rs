@@ -284,7 +284,7 @@ impl Host {
             };
             st.events
                 .publish("receipts.cleared", now, || to_data(&event));
-            (st.book.tombstones(), st.book.counts())
+            (st.book.tombstones(), st.receipt_counts())
         };
 
         // 8. The tombstone runs merged outside the lock, so lookups stay few.

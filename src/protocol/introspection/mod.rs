@@ -48,6 +48,9 @@ pub enum IntrospectMethod {
     /// `outcome.acknowledge`: a person records that an uncertain outcome was settled outside
     /// Polaris (SPEC §11).
     OutcomeAcknowledge,
+    /// `task.stop`: the operator stops a task (as on the bridge, under a fresh request ID),
+    /// recorded in the audit log.
+    TaskStop,
 }
 
 impl IntrospectMethod {
@@ -64,6 +67,7 @@ impl IntrospectMethod {
         IntrospectMethod::ReceiptsClearCommit,
         IntrospectMethod::AuditList,
         IntrospectMethod::OutcomeAcknowledge,
+        IntrospectMethod::TaskStop,
     ];
 
     /// The wire name.
@@ -80,6 +84,7 @@ impl IntrospectMethod {
             IntrospectMethod::ReceiptsClearCommit => "receipts.clearCommit",
             IntrospectMethod::AuditList => "audit.list",
             IntrospectMethod::OutcomeAcknowledge => "outcome.acknowledge",
+            IntrospectMethod::TaskStop => "task.stop",
         }
     }
 }

@@ -142,6 +142,20 @@ pub struct AuditListParams {
     pub limit: Option<usize>,
 }
 
+/// `task.stop` params on the introspection socket: the task an operator stops and why (for the
+/// audit log as for the task).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct OperatorStopParams {
+    /// Why (1–500 characters).
+    pub reason: String,
+    /// The task to stop.
+    pub task_id: String,
+    /// Who, for the audit log (the host's OS user when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+}
+
 /// `outcome.acknowledge` params: the uncertain receipt a person settled outside Polaris.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

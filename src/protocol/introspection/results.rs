@@ -41,10 +41,17 @@ pub struct BlockedOutcome {
     /// The pending outcome itself (its fields all sort before the task's).
     #[serde(flatten)]
     pub pending: PendingOutcome,
-    /// The blocked task.
+    /// The stored uncertain code: `OUTCOME_UNCERTAIN`, or `INTERRUPTED` for an execution a
+    /// host run stopped under.
+    #[serde(default)]
+    pub code: String,
+    /// The receipt's task (empty for a `task.start` that never named one).
+    #[serde(default)]
     pub task_id: String,
-    /// The task's state (`blocked`, or `stopped` with the outcome still recorded).
-    pub task_state: TaskState,
+    /// The task's state (`blocked`, or `interrupted` after a restart); absent when the host
+    /// knows no such task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_state: Option<TaskState>,
     /// The task's title.
     #[serde(default)]
     pub title: String,
@@ -333,6 +340,19 @@ pub struct AuditEntry {
     /// Set on an `outcome.acknowledge` line (then `cleared` is empty): the settled receipt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acknowledged: Option<AuditAcknowledged>,
+    /// Set on an operator's `task.stop` line (then `cleared` is empty): the stopped task.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<AuditStopped>,
+}
+
+/// The task an operator's `task.stop` audit line is about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditStopped {
+    /// The stopped task.
+    pub task_id: String,
+    /// The request ID the stop was sent under (its own receipt).
+    pub request_id: String,
 }
 
 /// The receipt an `outcome.acknowledge` audit line is about.
