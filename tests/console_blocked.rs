@@ -215,7 +215,8 @@ fn on_a_full_book_stop_names_the_keys_and_stops_and_acknowledgements_are_audited
 
     // L: the clear, the stop and the acknowledgement, newest first.
     console.press("L");
-    let audit = console.shows("Audit log");
+    // The overlay opens with "reading…"; its rows arrive in one answer.
+    let audit = console.shows("called the shop");
     let at = |what: &str| {
         audit
             .find(what)
