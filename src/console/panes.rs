@@ -9,7 +9,7 @@ use ratatui::widgets::{Block, Row, StatefulWidget, Table, TableState, Widget};
 
 use super::app::{App, Pane};
 use super::layout::share;
-use super::text::{age, fit, lease_text, thousands, ID, SHORT_ID};
+use super::text::{age, ellipsized, fit, lease_text, thousands, ID, SHORT_ID};
 use super::theme::Theme;
 use crate::protocol::introspection::BlockedOutcome;
 use crate::protocol::{Command, ExecutorCommand, Expect, ExpectCheck, Method, PageAction};
@@ -26,13 +26,14 @@ pub(super) fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     } else {
         SHORT_ID
     };
+    let title_w = area.width.saturating_sub(2 + id_w + 6 + 2).max(6);
     let rows: Vec<Row> = tasks
         .iter()
         .enumerate()
         .map(|(i, task)| {
             let row = Row::new(vec![
                 fit(&task.task_id, id_w).to_owned(),
-                task.title.clone(),
+                ellipsized(task.title.clone(), title_w),
                 age(app, &task.updated_at),
             ]);
             if focus && i == app.task_selected {
@@ -46,7 +47,7 @@ pub(super) fn render_tasks(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         rows,
         [
             Constraint::Length(id_w),
-            Constraint::Length(area.width.saturating_sub(2 + id_w + 6 + 2).max(6)),
+            Constraint::Length(title_w),
             Constraint::Length(6),
         ],
     )
@@ -197,8 +198,8 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
                 fit(task, task_w).to_owned(),
                 state.to_owned(),
                 fit(&p.pending.request_id, request_w).to_owned(),
-                action_of(p),
-                expect,
+                ellipsized(action_of(p), action_w),
+                ellipsized(expect, expect_w),
                 age(app, &p.pending.since),
                 verified,
             ];
@@ -265,13 +266,7 @@ pub(super) fn render_hosts(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         .map(|(i, h)| {
             let mark = if Some(h.epoch) == own { "*" } else { "" };
             let name = format!("{mark}{}", h.host_id);
-            let name = if name.chars().count() > usize::from(host_w) {
-                let mut cut: String = name.chars().take(usize::from(host_w) - 1).collect();
-                cut.push('…');
-                cut
-            } else {
-                name
-            };
+            let name = ellipsized(name, host_w);
             let (lease, lease_style) = match h.state.as_str() {
                 "alive" if h.lease_left_ms < 0 => (lease_text(h.lease_left_ms), t.fg(Color::Red)),
                 "alive" => (lease_text(h.lease_left_ms), Style::new()),

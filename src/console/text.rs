@@ -115,6 +115,20 @@ pub(super) fn fit(id: &str, width: u16) -> &str {
     }
 }
 
+/// `text` as it fits in a column of `width` cells: whole, or cut to end in `…`, so a reader
+/// can tell a cut name from a whole one.
+pub(super) fn ellipsized(text: String, width: u16) -> String {
+    let width = usize::from(width);
+    if text.chars().count() <= width {
+        return text;
+    }
+    let mut cut: String = text.chars().take(width.saturating_sub(1)).collect();
+    if width > 0 {
+        cut.push('…');
+    }
+    cut
+}
+
 /// A receipt's result column: `…` while running, `ok`, or its error code.
 pub(super) fn result_text(r: &ReceiptItem) -> String {
     match (r.state, r.ok) {
