@@ -389,7 +389,11 @@ fn a_large_clear_moves_what_stays_into_the_table_it_is_given() {
         }
     }
     assert_eq!(asked, 1, "the table is asked for once");
-    assert_eq!(Some(b.receipts.capacity()), given, "moved into the given table");
+    assert_eq!(
+        Some(b.receipts.capacity()),
+        given,
+        "moved into the given table"
+    );
     assert_eq!(c.removed(), 2700);
     let order: Vec<RequestKey> = b.iter().map(|(k, _)| k.clone()).collect();
     let expected: Vec<RequestKey> = stay.iter().map(|&i| key(i)).collect();
