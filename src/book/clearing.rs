@@ -103,6 +103,13 @@ impl Clearing {
         }
     }
 
+    /// Whether the clear asked for a table not yet handed out: the caller lets the lock go
+    /// and makes it ([`Clearing::wanted_table`]) before the next step, which would otherwise
+    /// make it in place.
+    pub fn wants_table(&self) -> bool {
+        matches!(self.spare, Spare::Wanted(_))
+    }
+
     /// The table made from [`Clearing::wanted_table`].
     pub fn give_table(&mut self, table: ReceiptTable) {
         self.spare = Spare::Given(table);

@@ -245,7 +245,7 @@ impl Host {
                     break true;
                 }
                 steps += n;
-                if steps >= pace.max_steps || started.elapsed() >= SLICE {
+                if steps >= pace.max_steps || started.elapsed() >= SLICE || clearing.wants_table() {
                     break false;
                 }
             };

@@ -545,7 +545,7 @@ impl Host {
                 if st.book.clear_steps(&mut clearing, CHECK_EVERY, &mut freed) {
                     break true;
                 }
-                if started.elapsed() >= SLICE {
+                if started.elapsed() >= SLICE || clearing.wants_table() {
                     break false;
                 }
             };
