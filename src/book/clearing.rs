@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use super::limits::receipt_bytes;
+use super::table::{ReceiptTable, TableHasher};
 use super::tombstones::{ClearBatch, TombstoneRun};
 use super::{reachable_receipts, reserved_table, Book, Freed};
 
@@ -37,6 +38,40 @@ pub struct Clearing {
     run: Arc<TombstoneRun>,
     /// Receipts cut off so far.
     removed: usize,
+    /// The table the receipts that stay move to once the clear left the book's table mostly
+    /// empty ([`Clearing::wanted_table`]): asked for, then made and given off the lock.
+    spare: Spare,
+}
+
+/// Where a clear is with the fresh table it moves the remaining receipts to.
+enum Spare {
+    /// Not needed yet.
+    None,
+    /// Asked for: [`Clearing::wanted_table`] hands out what to make.
+    Wanted(SpareTable),
+    /// Handed out to be made; not given back yet.
+    Asked,
+    /// Made off the lock and given back ([`Clearing::give_table`]).
+    Given(ReceiptTable),
+}
+
+/// A receipt table to make off the host's lock ([`SpareTable::make`]) for a clear that left the
+/// book's table mostly empty: reserving room for a million receipts and faulting in its index
+/// takes tens of milliseconds (megabytes of fresh pages), which no agent may wait for.
+pub struct SpareTable {
+    receipts: usize,
+    moving: usize,
+    hasher: TableHasher,
+}
+
+impl SpareTable {
+    /// The table, with room reserved for the receipts the book's bounds let it hold, its index
+    /// and the room for the receipts it takes over already faulted in.
+    pub fn make(self) -> ReceiptTable {
+        let mut table = reserved_table(self.receipts, self.hasher);
+        table.fault_in_now(self.moving);
+        table
+    }
 }
 
 /// Where a clear's walk of the receipt table is ([`Clearing`]); kept by the book so a receipt
@@ -53,6 +88,31 @@ impl Clearing {
     /// Receipts taken out of the book so far.
     pub fn removed(&self) -> usize {
         self.removed
+    }
+
+    /// The table to make off the lock and [`Clearing::give_table`] back, once the clear asked
+    /// for one (its receipts are gone and it is about to move the few that stay); handed out
+    /// once.
+    pub fn wanted_table(&mut self) -> Option<SpareTable> {
+        match std::mem::replace(&mut self.spare, Spare::Asked) {
+            Spare::Wanted(t) => Some(t),
+            other => {
+                self.spare = other;
+                None
+            }
+        }
+    }
+
+    /// Whether the clear asked for a table not yet handed out: the caller lets the lock go
+    /// and makes it ([`Clearing::wanted_table`]) before the next step, which would otherwise
+    /// make it in place.
+    pub fn wants_table(&self) -> bool {
+        matches!(self.spare, Spare::Wanted(_))
+    }
+
+    /// The table made from [`Clearing::wanted_table`].
+    pub fn give_table(&mut self, table: ReceiptTable) {
+        self.spare = Spare::Given(table);
     }
 }
 
@@ -87,7 +147,11 @@ impl Book {
         let run = Arc::new(TombstoneRun::new(ids, self.next_batch()));
         let mut clearing = self.begin_clear(first, run, ClearBatch { at, reason })?;
         let mut freed = Freed::default();
-        while !self.clear_steps(&mut clearing, usize::MAX, &mut freed) {}
+        while !self.clear_steps(&mut clearing, usize::MAX, &mut freed) {
+            if let Some(spare) = clearing.wanted_table() {
+                clearing.give_table(spare.make());
+            }
+        }
         while let Some(pair) = self.tombstones.to_merge() {
             let merged = Arc::new(TombstoneRun::merged(&pair[0], &pair[1]));
             self.tombstones.replace(&pair, merged);
@@ -127,7 +191,11 @@ impl Book {
             read: first,
             write: first,
         });
-        Ok(Clearing { run, removed: 0 })
+        Ok(Clearing {
+            run,
+            removed: 0,
+            spare: Spare::None,
+        })
     }
 
     /// Does at most `steps` steps of a clear begun with [`Book::begin_clear`] (each visits one
@@ -183,10 +251,21 @@ impl Book {
                     && len <= REBUILD_BELOW
                     && self.receipts.capacity() > 4 * len.max(1)
                 {
-                    let table = reserved_table(
-                        reachable_receipts(self.capacity, self.max_bytes).max(len),
-                        self.receipts.hasher().clone(),
-                    );
+                    let wanted = SpareTable {
+                        receipts: reachable_receipts(self.capacity, self.max_bytes).max(len),
+                        moving: len,
+                        hasher: self.receipts.hasher().clone(),
+                    };
+                    // The table is made off the lock: asked for first (the caller makes it and
+                    // comes back), made here only if the caller did not (a test's loop).
+                    let table = match std::mem::replace(&mut c.spare, Spare::None) {
+                        Spare::Given(t) => t,
+                        Spare::None => {
+                            c.spare = Spare::Wanted(wanted);
+                            return false;
+                        }
+                        Spare::Wanted(_) | Spare::Asked => wanted.make(),
+                    };
                     let mut old = std::mem::replace(&mut self.receipts, table);
                     for (k, r) in old.cut_from(0) {
                         self.receipts.insert(k, r);

@@ -28,7 +28,7 @@ use crate::protocol::results::ReceiptCounts;
 use crate::protocol::{Fingerprint, Method, Outcome, StoredRequest, REQUEST_PIECES};
 
 use clearing::ClearCursor;
-pub use clearing::{ClearError, Clearing};
+pub use clearing::{ClearError, Clearing, SpareTable};
 use limits::{receipt_bytes, reply_reservation};
 pub use limits::{BookFull, Limit, DEFAULT_MAX_BOOK_BYTES, RECEIPT_OVERHEAD_BYTES};
 pub use table::FaultAhead;

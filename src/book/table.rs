@@ -236,6 +236,26 @@ impl ReceiptTable {
         })
     }
 
+    /// Faults in, now, the whole index (up to [`whole_index_limit`]) and the room for the first
+    /// `entries` receipts: for a table made off the host's lock that takes receipts inside it.
+    pub fn fault_in_now(&mut self, entries: usize) {
+        if let Some(index) = self.fault_ahead() {
+            index.fault_in();
+        }
+        let size = std::mem::size_of::<(RequestKey, Receipt)>();
+        let room = self.entries.capacity() * size;
+        let want = (entries * size).min(room);
+        let base = self.entries.as_ptr() as usize;
+        if want > 0 && want > self.faulted {
+            FaultAhead {
+                from: base + self.faulted,
+                len: want - self.faulted,
+            }
+            .fault_in();
+            (self.faulted_base, self.faulted) = (base, want);
+        }
+    }
+
     /// The index's size and [`whole_index_limit`] when the index is too large to be faulted in
     /// whole: its pages are then faulted in by the receipts as they come, each first touch
     /// under the host's lock, so a host says so when it starts.

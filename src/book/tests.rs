@@ -333,6 +333,73 @@ fn a_clear_in_steps_keeps_order_while_receipts_arrive() {
     }
 }
 
+/// A clear that leaves the table mostly empty asks for the fresh table the receipts that stay
+/// move to (the host makes it off its lock: reserving and faulting in room for a full book is
+/// megabytes of fresh pages), asks once, and moves them only into the table it is given.
+#[test]
+fn a_large_clear_moves_what_stays_into_the_table_it_is_given() {
+    let mut b = Book::new(10_000, 10_000);
+    let key = |i: usize| RequestKey::new(&uuid::Uuid::from_u128(i as u128 + 1).to_string());
+    for i in 0..3000 {
+        b.insert_running(
+            key(i),
+            format!("{{\"n\":{i}}}").into(),
+            Method::PageFill,
+            None,
+            0,
+        )
+        .unwrap();
+        b.complete(&key(i), done(false), 1);
+    }
+    let stay: Vec<usize> = (0..3000).filter(|i| i % 10 == 0).collect();
+    let ids = (0..3000)
+        .filter(|i| i % 10 != 0)
+        .map(|i| (key(i), digest(&format!("{{\"n\":{i}}}"))));
+    let run = Arc::new(TombstoneRun::new(ids, b.next_batch()));
+    let mut c = b
+        .begin_clear(
+            0,
+            run,
+            ClearBatch {
+                at: 7,
+                reason: "r".into(),
+            },
+        )
+        .unwrap();
+    let before = b.receipts.capacity();
+    let (mut asked, mut given) = (0, None);
+    let mut freed = Freed::default();
+    loop {
+        let done = b.clear_steps(&mut c, 64, &mut freed);
+        if let Some(spare) = c.wanted_table() {
+            asked += 1;
+            assert_eq!(
+                b.receipts.capacity(),
+                before,
+                "nothing moves before the table is given"
+            );
+            let mut table = spare.make();
+            // Room no table the book would make has, to tell the given one apart.
+            table.try_reserve_total(before + 2345).unwrap();
+            given = Some(table.capacity());
+            c.give_table(table);
+        }
+        if done {
+            break;
+        }
+    }
+    assert_eq!(asked, 1, "the table is asked for once");
+    assert_eq!(
+        Some(b.receipts.capacity()),
+        given,
+        "moved into the given table"
+    );
+    assert_eq!(c.removed(), 2700);
+    let order: Vec<RequestKey> = b.iter().map(|(k, _)| k.clone()).collect();
+    let expected: Vec<RequestKey> = stay.iter().map(|&i| key(i)).collect();
+    assert!(order == expected, "the receipts that stay keep their order");
+}
+
 #[test]
 fn a_receipt_withdrawn_during_a_clear_moves_its_walk_with_it() {
     let key = |i: usize| RequestKey::new(&format!("r{i}"));

@@ -57,7 +57,7 @@ impl Host {
     ) {
         let mut done = 0;
         while done < n {
-            let mut st = self.lock();
+            let mut st = self.operator_lock();
             let started = Instant::now();
             let mut steps = 0;
             while done < n {
@@ -75,7 +75,6 @@ impl Host {
             }
             drop(st);
             (pace.between)(phase);
-            std::thread::yield_now();
         }
     }
 
@@ -92,7 +91,7 @@ impl Host {
         // The token, taken in one short section; from then on the book notes every receipt
         // agents reach, for the last check.
         let (items, batch) = {
-            let mut st = self.lock();
+            let mut st = self.operator_lock();
             let Some(prepared) = st.prepared_clears.remove(token) else {
                 return Err(stale(format!(
                     "clear token {token} is unknown or already used; nothing was cleared. Run receipts.clearPrepare (polaris clear) again and commit its new token"
@@ -108,7 +107,7 @@ impl Host {
             st.book.watch_changes();
             (prepared.items, st.book.next_batch())
         };
-        let stop_watching = || self.lock().book.stop_watching();
+        let stop_watching = || self.operator_lock().book.stop_watching();
 
         // 1. Every listed receipt, a slice at a time: still as the prepare saw it?
         let mut checked: Vec<Checked> = touched_vec(items.len());
@@ -168,7 +167,7 @@ impl Host {
         let mut reached: Vec<RequestKey> = Vec::new();
         let mut seen = 0;
         let mut clearing = loop {
-            let mut st = self.lock();
+            let mut st = self.operator_lock();
             let started = Instant::now();
             reached.extend(st.book.take_changes());
             let mut steps = 0;
@@ -218,7 +217,6 @@ impl Host {
             }
             drop(st);
             (pace.between)(Phase::Check);
-            std::thread::yield_now();
         };
         drop(reached);
 
@@ -238,7 +236,7 @@ impl Host {
         // 5. The receipts leave the book a slice at a time, freed outside the lock.
         loop {
             let mut freed = Freed::default();
-            let mut st = self.lock();
+            let mut st = self.operator_lock();
             let started = Instant::now();
             let mut steps = 0;
             let done = loop {
@@ -247,17 +245,19 @@ impl Host {
                     break true;
                 }
                 steps += n;
-                if steps >= pace.max_steps || started.elapsed() >= SLICE {
+                if steps >= pace.max_steps || started.elapsed() >= SLICE || clearing.wants_table() {
                     break false;
                 }
             };
             drop(st);
             drop(freed);
+            if let Some(spare) = clearing.wanted_table() {
+                clearing.give_table(spare.make());
+            }
             (pace.between)(Phase::Remove);
             if done {
                 break;
             }
-            std::thread::yield_now();
         }
         debug_assert_eq!(clearing.removed(), items.len());
 
@@ -271,7 +271,7 @@ impl Host {
 
         // 7. Told to subscribers (the first IDs only: the audit log lists them all).
         let (tombstones, receipts) = {
-            let mut st = self.lock();
+            let mut st = self.operator_lock();
             let event = ReceiptsClearedEvent {
                 count: items.len() as u64,
                 operator: operator.to_owned(),

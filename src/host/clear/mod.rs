@@ -48,6 +48,9 @@ pub const MAX_PREPARED_RECEIPTS: usize = 2_000_000;
 /// waiting behind it is answered within milliseconds). Scans check the clock every
 /// [`CHECK_EVERY`] receipts.
 pub const SLICE: Duration = Duration::from_micros(500);
+/// How long an operator's thread sleeps before each slice of the host's lock
+/// ([`Host::operator_lock`]); any sleep gives it a fresh time slice.
+const OPERATOR_PAUSE: Duration = Duration::from_micros(20);
 /// Receipts visited between two looks at the clock within a slice.
 const CHECK_EVERY: usize = 64;
 
@@ -293,6 +296,21 @@ impl Host {
             .unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Takes the host's lock for one slice of an operator's work, after a pause off the CPU.
+    ///
+    /// An operator's thread does seconds of CPU work (scans, sorts, replies of hundreds of
+    /// megabytes); the scheduler preempts such a thread once its time slice is used up, and
+    /// if that happens inside a slice of the lock every agent waits until it runs again —
+    /// tens to hundreds of milliseconds on a busy machine. A thread that sleeps, however
+    /// briefly, is given a fresh time slice when it wakes (EEVDF places a woken task with a
+    /// new deadline), so a slice of the lock begun right after the pause runs to its end
+    /// without being preempted; if the thread must wait for a CPU, it waits before taking the
+    /// lock, not inside it.
+    pub(crate) fn operator_lock(&self) -> MutexGuard<'_, State> {
+        std::thread::sleep(OPERATOR_PAUSE);
+        self.lock()
+    }
+
     /// Visits every receipt that existed when the scan began, in `order`, taking the host's
     /// lock for at most about [`SLICE`] at a time so agents' requests interleave with the
     /// scan. The caller holds [`Host::operator_gate`]; this blocks, so call it off the async
@@ -302,10 +320,10 @@ impl Host {
         order: Order,
         visit: &mut dyn FnMut(&State, &RequestKey, &Receipt),
     ) {
-        let total = self.lock().book.used();
+        let total = self.operator_lock().book.used();
         let mut done = 0;
         while done < total {
-            let st = self.lock();
+            let st = self.operator_lock();
             let started = Instant::now();
             while done < total {
                 let i = match order {
@@ -321,7 +339,6 @@ impl Host {
                 }
             }
             drop(st);
-            std::thread::yield_now();
         }
     }
 
@@ -330,7 +347,7 @@ impl Host {
     pub(crate) fn in_slices<T>(&self, items: &[T], f: &mut dyn FnMut(&mut State, &T)) {
         let mut done = 0;
         while done < items.len() {
-            let mut st = self.lock();
+            let mut st = self.operator_lock();
             let started = Instant::now();
             while done < items.len() {
                 f(&mut st, &items[done]);
@@ -340,7 +357,6 @@ impl Host {
                 }
             }
             drop(st);
-            std::thread::yield_now();
         }
     }
 
@@ -361,7 +377,7 @@ impl Host {
         // slice would copy itself there (tens of milliseconds at a million).
         let most = match &targets {
             ClearTargets::Ids(ids) => ids.len(),
-            ClearTargets::Matching(_) => self.lock().book.used(),
+            ClearTargets::Matching(_) => self.operator_lock().book.used(),
         };
         let mut clearable = touched_vec(most);
         let mut refused = Vec::new();
@@ -420,7 +436,7 @@ impl Host {
         // What is forgotten is freed after the lock is let go: a list of a million takes
         // milliseconds to free.
         let mut forgotten = Vec::new();
-        let mut guard = self.lock();
+        let mut guard = self.operator_lock();
         let prepared = &mut guard.prepared_clears;
         let expired: Vec<String> = prepared
             .iter()
@@ -474,7 +490,7 @@ impl Host {
         }
         let _gate = self.operator_gate();
         let (held, tasks, batch) = {
-            let st = self.lock();
+            let st = self.operator_lock();
             let mut tasks = Vec::new();
             let held: Vec<(RequestKey, FingerprintDigest)> = keys
                 .into_iter()
@@ -500,7 +516,7 @@ impl Host {
         let run = Arc::new(TombstoneRun::new(held, batch));
         let reason: Arc<str> = reason.into();
         let mut clearing = {
-            let mut st = self.lock();
+            let mut st = self.operator_lock();
             let first = ids
                 .iter()
                 .filter_map(|k| st.book.position(k))
@@ -523,26 +539,28 @@ impl Host {
         };
         loop {
             let mut freed = Freed::default();
-            let mut st = self.lock();
+            let mut st = self.operator_lock();
             let started = Instant::now();
             let done = loop {
                 if st.book.clear_steps(&mut clearing, CHECK_EVERY, &mut freed) {
                     break true;
                 }
-                if started.elapsed() >= SLICE {
+                if started.elapsed() >= SLICE || clearing.wants_table() {
                     break false;
                 }
             };
             drop(st);
             drop(freed);
+            if let Some(spare) = clearing.wanted_table() {
+                clearing.give_table(spare.make());
+            }
             if done {
                 break;
             }
-            std::thread::yield_now();
         }
         self.in_slices(&tasks, &mut |st, tid| st.tasks.receipt_cleared(tid));
         {
-            let mut st = self.lock();
+            let mut st = self.operator_lock();
             let event = ReceiptsClearedEvent {
                 count: ids.len() as u64,
                 operator: operator.to_owned(),
@@ -563,12 +581,12 @@ impl Host {
     /// takes the lock only to swap the pair for the merged run), so lookups stay few.
     pub(super) fn merge_tombstone_runs(&self) {
         loop {
-            let Some(pair) = self.lock().book.tombstones_to_merge() else {
+            let Some(pair) = self.operator_lock().book.tombstones_to_merge() else {
                 break;
             };
             let merged = Arc::new(TombstoneRun::merged(&pair[0], &pair[1]));
             let mut freed = Freed::default();
-            self.lock()
+            self.operator_lock()
                 .book
                 .replace_tombstones(&pair, merged, &mut freed);
             drop(pair);
