@@ -220,6 +220,10 @@ struct ConsoleArgs {
     /// ~/.local/state/polaris/console.log]; never the screen.
     #[arg(long, value_name = "PATH")]
     log_file: Option<PathBuf>,
+    /// Look only: refuse the keys that would change the host (verify, stop, acknowledge,
+    /// clear), for a console left open on a shared screen.
+    #[arg(long)]
+    read_only: bool,
 }
 
 #[derive(Debug, Args)]
@@ -778,7 +782,14 @@ pub fn main() -> ExitCode {
                 eprintln!("polaris console: {e}");
                 return ExitCode::from(2);
             }
-            match runtime().block_on(crate::console::run(args.dir.resolve())) {
+            match runtime().block_on(crate::console::run(
+                args.dir.resolve(),
+                if args.read_only {
+                    crate::console::Access::ReadOnly
+                } else {
+                    crate::console::Access::Full
+                },
+            )) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("polaris console: the terminal failed ({e}); run it in an interactive terminal");

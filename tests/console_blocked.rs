@@ -252,3 +252,50 @@ fn this_task_shows_its_start_receipt_and_clears_its_receipts_in_five_keys() {
     );
     assert!(!left.to_string().contains(&second));
 }
+
+#[test]
+fn a_read_only_console_shows_the_blocked_outcome_and_changes_nothing() {
+    let host = TestHost::start(&ARGS);
+    let task = start_task(&host, json!({"dropSubmit": true}));
+    let r = call(
+        &host,
+        "page.press",
+        json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()}),
+    );
+    assert_eq!(r["error"]["code"], "OUTCOME_UNCERTAIN", "{r}");
+
+    let args: Vec<std::ffi::OsString> = vec![
+        "console".into(),
+        "--socket-dir".into(),
+        host.dir.clone().into(),
+        "--read-only".into(),
+        "--log-file".into(),
+        host.root.path().join("console.log").into(),
+    ];
+    let mut console = Console::spawn_sized(&args, &[("NO_COLOR", "1")], 120, 36);
+    console.shows("connected · read-only");
+    blocked_matches(&console, &host, 1);
+
+    // Stop, verify and acknowledge from the Blocked pane, and a clear of a marked receipt:
+    // each refused where it is pressed, before any dialog or request.
+    console.press("\t\t");
+    for key in ["x", "v", "A"] {
+        console.press(key);
+        console.shows("refused: this console is read-only");
+        console.press("\x1b");
+    }
+    console.press("\t a c");
+    console.shows("refused: this console is read-only");
+
+    // The host is as it was: the task still blocked, its outcome unsettled, nothing audited.
+    let status = call(&host, "task.status", json!({"taskId": task}));
+    assert_eq!(status["result"]["state"], "blocked", "{status}");
+    assert_eq!(unsettled(&host), 1);
+    let audit =
+        common::sync_call(&host.introspect(), "audit.list", json!({})).expect("the host answers");
+    assert_eq!(
+        audit["result"]["entries"],
+        json!([]),
+        "a read-only console writes no audit line: {audit}"
+    );
+}

@@ -310,6 +310,9 @@ pub struct App {
     /// `p`: live updates are paused — the table and panes stay as they are (moving still
     /// reads the rows it needs) until `p` again.
     pub paused: bool,
+    /// Started with `--read-only`: verify, stop, acknowledge and clear are refused here, so a
+    /// console left open on a shared screen cannot change the host.
+    pub read_only: bool,
     /// Keys typed while the console waits for the host (a page under the selection, a prepared
     /// clear); they are handled in order once it answers, so no key is lost or reordered.
     pub queued: VecDeque<KeyEvent>,
@@ -375,6 +378,7 @@ impl App {
             anchor: None,
             follow: true,
             paused: false,
+            read_only: false,
             queued: VecDeque::new(),
             outbox: Vec::new(),
             page_seq: 0,

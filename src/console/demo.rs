@@ -123,7 +123,7 @@ pub async fn run(options: DemoOptions) -> Result<(), String> {
             ))
         })
         .collect();
-    let console = super::run(dir.clone()).await;
+    let console = super::run(dir.clone(), super::Access::Full).await;
     stop.store(true, Ordering::SeqCst);
     for a in agents {
         a.abort();

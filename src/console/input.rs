@@ -273,6 +273,13 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
 
 fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
     let page = i64::from(app.visible_rows.max(1));
+    if app.read_only && command.changes_the_host() {
+        app.notice(
+            "refused: this console is read-only (--read-only); verify, stop, acknowledge and clear from a console started without it",
+            true,
+        );
+        return None;
+    }
     match command {
         KeyCommand::Quit => {
             app.quit = true;

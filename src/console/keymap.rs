@@ -65,6 +65,17 @@ pub enum KeyCommand {
     Back,
 }
 
+impl KeyCommand {
+    /// Whether the command asks the host to change anything (a `--read-only` console refuses
+    /// these): a verification can settle an outcome, the others stop, acknowledge or clear.
+    pub fn changes_the_host(self) -> bool {
+        matches!(
+            self,
+            KeyCommand::Clear | KeyCommand::Verify | KeyCommand::Stop | KeyCommand::Acknowledge
+        )
+    }
+}
+
 /// One row of the keymap.
 #[derive(Clone, Copy, Debug)]
 pub struct Binding {

@@ -27,7 +27,7 @@ mod theme;
 pub mod ui;
 pub mod update;
 
-pub use run::{color_wanted, run};
+pub use run::{color_wanted, run, Access};
 
 #[cfg(test)]
 mod tests;

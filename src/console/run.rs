@@ -22,8 +22,17 @@ pub fn color_wanted() -> bool {
     std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// What the operator at this console may change on the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Verify, stop, acknowledge and clear, each after its confirmation.
+    Full,
+    /// Look only (`--read-only`): the keys that would change the host are refused.
+    ReadOnly,
+}
+
 /// Runs the console against the host whose sockets are in `socket_dir` until the operator quits.
-pub async fn run(socket_dir: PathBuf) -> io::Result<()> {
+pub async fn run(socket_dir: PathBuf, access: Access) -> io::Result<()> {
     let mut terminal = ratatui::try_init()?;
     // The mouse is captured while the console runs and released on quit, on error and on
     // panic (ratatui's own hook restores the rest of the terminal).
@@ -33,13 +42,17 @@ pub async fn run(socket_dir: PathBuf) -> io::Result<()> {
         hook(info);
     }));
     let _ = crossterm::execute!(io::stdout(), EnableMouseCapture);
-    let result = event_loop(&mut terminal, socket_dir).await;
+    let result = event_loop(&mut terminal, socket_dir, access).await;
     let _ = crossterm::execute!(io::stdout(), DisableMouseCapture);
     ratatui::restore();
     result
 }
 
-async fn event_loop(terminal: &mut DefaultTerminal, socket_dir: PathBuf) -> io::Result<()> {
+async fn event_loop(
+    terminal: &mut DefaultTerminal,
+    socket_dir: PathBuf,
+    access: Access,
+) -> io::Result<()> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let net = Net::start(socket_dir.clone(), tx);
     let mut app = App::new(
@@ -47,6 +60,7 @@ async fn event_loop(terminal: &mut DefaultTerminal, socket_dir: PathBuf) -> io::
         crate::protocol::now_millis(),
     );
     app.color = color_wanted();
+    app.read_only = access == Access::ReadOnly;
     let size = terminal.size()?;
     apply(&mut app, &net, Action::Resize(size.width, size.height));
     let mut input = EventStream::new();

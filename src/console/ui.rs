@@ -147,6 +147,9 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let (link, link_style) = match &app.link {
         Link::Connecting => ("connecting".to_owned(), t.fg(Color::Yellow)),
         Link::Connected if app.paused => ("connected · PAUSED".to_owned(), t.fg(Color::Yellow)),
+        Link::Connected if app.read_only => {
+            ("connected · read-only".to_owned(), t.fg(Color::Green))
+        }
         Link::Connected => ("connected".to_owned(), t.fg(Color::Green)),
         Link::Disconnected { .. } => ("DISCONNECTED".to_owned(), t.alert()),
     };
