@@ -120,10 +120,42 @@ fn the_blocked_pane_counts_what_the_host_has_not_settled_across_a_crash() {
     }
     assert_eq!(unsettled(&host), 0);
 
+    // Agents fill the book: new IDs are refused, a late submit among them, and the pane
+    // still counts what run.status counts.
+    let filler = start_task(&host, json!({}));
+    let mut filled = 0;
+    loop {
+        let r = call(
+            &host,
+            "page.fill",
+            json!({"taskId": filler, "target": format!("#f{filled}"), "value": "v"}),
+        );
+        if r["error"]["code"] == "RECEIPT_CAPACITY_FULL" {
+            break;
+        }
+        assert_eq!(r["ok"], true, "{r}");
+        filled += 1;
+        assert!(filled < 40, "the book never filled");
+    }
+    console.shows("BOOK FULL: D, then c");
+    let late = call(&host, "task.start", json!({"title": "late order"}));
+    assert_eq!(late["error"]["code"], "RECEIPT_CAPACITY_FULL", "{late}");
+    blocked_matches(&console, &host, 0);
+
     // D covers the interrupted tasks too, their task.start receipts included: every receipt
-    // left (three starts, the operator's stop, two settled presses) is a closed task's.
+    // left (three starts, the operator's stop, two settled presses) is a closed task's, and
+    // the running filler's are not. Clearing them makes room again.
     console.press("\tD");
     console.shows("marked 6 clearable receipts of closed tasks");
+    console.press("c");
+    console.shows("Clear 6 receipts?");
+    console.press("settled and resolved after the crash\r");
+    console.shows("Press y to clear 6 receipts");
+    console.press("y");
+    console.shows("cleared 6 receipts");
+    blocked_matches(&console, &host, 0);
+    let again = call(&host, "task.start", json!({"title": "late order"}));
+    assert_eq!(again["ok"], true, "room again after the clear: {again}");
     console.press("q");
     assert!(console.child.wait().expect("the console exits").success());
 }

@@ -193,7 +193,12 @@ fn render_capacity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         (Some(_), true) => " (stale)",
         (Some(_), false) => "",
     };
-    let block = Block::bordered().title(format!(" Capacity{stale} "));
+    // A full book is said here too: the notice line may be holding a verdict.
+    let block = if app.book_full() && stale.is_empty() {
+        Block::bordered().title(Line::styled(" Capacity · BOOK FULL: D, then c ", t.alert()))
+    } else {
+        Block::bordered().title(format!(" Capacity{stale} "))
+    };
     let inner = block.inner(area);
     block.render(area, buf);
     let [gauge, l1, l2, l3] = Layout::vertical([Constraint::Length(1); 4]).areas(inner);
