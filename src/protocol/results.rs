@@ -588,13 +588,13 @@ pub struct ReceiptCounts {
     pub tombstone_capacity: u64,
     /// Cleared receipts remembered as tombstones.
     pub tombstones: u64,
-    /// Receipts in the book.
-    pub used: u64,
     /// Receipts whose outcome is uncertain and nobody has settled (`OUTCOME_UNCERTAIN` on a
     /// task blocked by it, `INTERRUPTED` not acknowledged): the rows of the console's Blocked
     /// pane. Verifying, acknowledging or stopping the task settles one.
     #[serde(default)]
     pub unsettled: u64,
+    /// Receipts in the book.
+    pub used: u64,
     /// Bytes the book holds (canonical requests, stored replies, per-receipt overhead).
     #[serde(default)]
     pub used_bytes: u64,
