@@ -15,6 +15,18 @@ use console_pty::{
 
 const ARGS: [&str; 4] = ["--capacity", "40", "--action-timeout-ms", "600"];
 
+/// A task blocked on a dropped submit (`OUTCOME_UNCERTAIN`); its ID.
+fn blocked_task(host: &TestHost) -> String {
+    let task = start_task(host, json!({"dropSubmit": true}));
+    let r = call(
+        host,
+        "page.press",
+        json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()}),
+    );
+    assert_eq!(r["error"]["code"], "OUTCOME_UNCERTAIN", "{r}");
+    task
+}
+
 #[test]
 fn the_blocked_pane_counts_what_the_host_has_not_settled_across_a_crash() {
     let mut host = TestHost::start(&ARGS);
@@ -173,14 +185,7 @@ fn on_a_full_book_stop_names_the_keys_and_stops_and_acknowledgements_are_audited
     assert_eq!(r["ok"], true, "{r}");
     let mut blocked = Vec::new();
     for _ in 0..2 {
-        let task = start_task(&host, json!({"dropSubmit": true}));
-        let r = call(
-            &host,
-            "page.press",
-            json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()}),
-        );
-        assert_eq!(r["error"]["code"], "OUTCOME_UNCERTAIN", "{r}");
-        blocked.push(task);
+        blocked.push(blocked_task(&host));
     }
     let mut console = Console::start_sized(&host, 120, 36);
     console.shows(&format!("{capacity}/{capacity} receipts"));
@@ -288,13 +293,7 @@ fn this_task_shows_its_start_receipt_and_clears_its_receipts_in_five_keys() {
 #[test]
 fn a_read_only_console_shows_the_blocked_outcome_and_changes_nothing() {
     let host = TestHost::start(&ARGS);
-    let task = start_task(&host, json!({"dropSubmit": true}));
-    let r = call(
-        &host,
-        "page.press",
-        json!({"taskId": task, "key": "Enter", "target": "#title", "expect": saved()}),
-    );
-    assert_eq!(r["error"]["code"], "OUTCOME_UNCERTAIN", "{r}");
+    let task = blocked_task(&host);
 
     let args: Vec<std::ffi::OsString> = vec![
         "console".into(),
