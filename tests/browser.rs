@@ -7,91 +7,18 @@
 
 mod browser_common;
 mod common;
+#[path = "browser_common/rig.rs"]
+mod rig;
 
 use std::time::Duration;
 
 use browser_common::*;
 use common::*;
-use polaris::webapp::{Fault, WebApp, REJECTED};
+use polaris::webapp::{Fault, REJECTED};
 use serde_json::{json, Value};
 
-/// A host with the Chromium executor and the app it drives. Dropped in reverse order: the
-/// reaper kills the private browser while the host is still its parent, then the host goes.
-struct Rig {
-    app: WebApp,
-    /// The directory local pages open from (`--allow-file-urls`).
-    files: tempfile::TempDir,
-    _reaper: Reaper,
-    host: TestHost,
-    c: Conn,
-}
-
-impl Rig {
-    async fn start(action_timeout_ms: u64) -> Option<Rig> {
-        let chromium = chromium_or_skip()?;
-        let app = WebApp::start().await.expect("the web app starts");
-        let files = tempfile::tempdir().expect("a directory for local pages");
-        let mut args = serve_args(&chromium, action_timeout_ms);
-        args.push("--allow-file-urls".into());
-        args.push(files.path().display().to_string());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let host = TestHost::start(&args);
-        let reaper = Reaper {
-            host_pid: host.child.as_ref().unwrap().id(),
-        };
-        let c = host.conn().await;
-        Some(Rig {
-            app,
-            files,
-            _reaper: reaper,
-            host,
-            c,
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.host.child.as_ref().unwrap().id()
-    }
-
-    /// Starts a task on `url` and returns its ID.
-    async fn task(&mut self, url: &str) -> String {
-        let r = self
-            .c
-            .call("task.start", json!({"title": "publish a post", "url": url}))
-            .await;
-        assert_eq!(r["ok"], true, "{r}\n{}", self.host.log());
-        r["result"]["taskId"].as_str().unwrap().to_owned()
-    }
-
-    /// Starts a task on the app's form and fills its title and body.
-    async fn filled(&mut self, title: &str) -> String {
-        let task = self.task(&self.app.url()).await;
-        for (target, value) in [("#title", title), ("#body", "Written by an agent.")] {
-            let r = self
-                .c
-                .call(
-                    "page.fill",
-                    json!({"taskId": task, "target": target, "value": value}),
-                )
-                .await;
-            assert_eq!(ok(&r)["value"], value);
-        }
-        task
-    }
-
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.c.call(method, params).await
-    }
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        // A graceful stop, so the host kills its browser and removes the profile itself.
-        if self.host.child.is_some() {
-            self.host.terminate();
-        }
-    }
-}
+/// A host with the Chromium executor and the app it drives.
+type Rig = rig::BrowserHost;
 
 fn click(task: &str, expect: Value) -> Value {
     json!({"taskId": task, "target": "#submit", "expect": expect})
@@ -121,7 +48,7 @@ async fn verify_until(r: &mut Rig, task: &str, want: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_normal_submit_is_saved_once() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = r.filled("Launch day").await;
@@ -162,7 +89,7 @@ async fn a_normal_submit_is_saved_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_response_is_uncertain_then_confirmed_and_saved_once() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(1500).await else {
+    let Some(mut r) = Rig::start(1500, &[]).await else {
         return;
     };
     let task = r.filled("Late but saved").await;
@@ -215,7 +142,7 @@ async fn a_late_response_is_uncertain_then_confirmed_and_saved_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_response_stays_unverified_and_the_agent_stops() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(1500).await else {
+    let Some(mut r) = Rig::start(1500, &[]).await else {
         return;
     };
     let task = r.filled("Saved but never told").await;
@@ -251,7 +178,7 @@ async fn a_dropped_response_stays_unverified_and_the_agent_stops() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_submit_is_uncertain_and_verification_shows_the_rejection() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(1500).await else {
+    let Some(mut r) = Rig::start(1500, &[]).await else {
         return;
     };
     let task = r.filled("Refused").await;
@@ -272,7 +199,7 @@ async fn a_rejected_submit_is_uncertain_and_verification_shows_the_rejection() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renderer_killed_mid_action_is_uncertain_and_verification_reopens_the_page() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let title = "Survives a crash";
@@ -313,7 +240,7 @@ async fn a_renderer_killed_mid_action_is_uncertain_and_verification_reopens_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_killed_mid_action_is_restarted_and_verification_reads_in_the_new_one() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let title = "Browser gone";
@@ -361,7 +288,7 @@ async fn a_browser_killed_mid_action_is_restarted_and_verification_reads_in_the_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_hidden_or_disabled_target_fails_with_nothing_dispatched() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(3000).await else {
+    let Some(mut r) = Rig::start(3000, &[]).await else {
         return;
     };
     let task = r.filled("Not sent").await;
@@ -455,7 +382,7 @@ async fn a_missing_hidden_or_disabled_target_fails_with_nothing_dispatched() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_content_under_two_ids_is_two_posts() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     // Polaris deduplicates request IDs, not business content: the same title and body sent
@@ -487,7 +414,7 @@ async fn the_same_content_under_two_ids_is_two_posts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn task_start_needs_a_page_that_loads() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(3000).await else {
+    let Some(mut r) = Rig::start(3000, &[]).await else {
         return;
     };
     // What could never be opened is refused before anything is stored.
@@ -543,7 +470,7 @@ fn closed_port() -> std::net::SocketAddr {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stopping_the_host_kills_the_browser_group() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(3000).await else {
+    let Some(mut r) = Rig::start(3000, &[]).await else {
         return;
     };
     let runs = r.call("run.status", json!({})).await;
@@ -593,7 +520,7 @@ async fn a_second_submit_behind_a_pending_one_is_blocked_and_never_sent() {
     let _one = one_at_a_time().await;
     // A deadline long enough that the page answers the checks before dispatch on a loaded
     // machine, and a save later still.
-    let Some(mut r) = Rig::start(2500).await else {
+    let Some(mut r) = Rig::start(2500, &[]).await else {
         return;
     };
     let task = r.filled("Only once").await;
@@ -651,7 +578,7 @@ async fn a_second_submit_behind_a_pending_one_is_blocked_and_never_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expectation_that_already_holds_is_refused_before_anything_is_sent() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(3000).await else {
+    let Some(mut r) = Rig::start(3000, &[]).await else {
         return;
     };
     let task = r.filled("Not yet").await;
@@ -679,7 +606,7 @@ async fn an_expectation_that_already_holds_is_refused_before_anything_is_sent() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_step_is_done_and_one_that_submits_is_uncertain() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(2000).await else {
+    let Some(mut r) = Rig::start(2000, &[]).await else {
         return;
     };
     let task = r.filled("Tabbing").await;
@@ -796,7 +723,7 @@ async fn reopened_page_is_no_witness(r: &mut Rig, task: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renderer_killed_mid_post_leaves_verification_unknown_not_unobserved() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = killed_mid_post(&mut r, "Renderer gone", false).await;
@@ -806,7 +733,7 @@ async fn a_renderer_killed_mid_post_leaves_verification_unknown_not_unobserved()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_browser_killed_mid_post_leaves_verification_unknown_not_unobserved() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = killed_mid_post(&mut r, "Browser gone", true).await;
@@ -825,7 +752,7 @@ fn one_dialog(details_or_result: &Value) -> &Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_confirm_is_accepted_only_when_the_action_asks() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(1500).await else {
+    let Some(mut r) = Rig::start(1500, &[]).await else {
         return;
     };
     let items = r.app.url_of("/items");
@@ -926,7 +853,7 @@ async fn a_confirm_is_accepted_only_when_the_action_asks() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_alert_that_opens_by_itself_never_holds_up_a_read() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(1500).await else {
+    let Some(mut r) = Rig::start(1500, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/items?alertMs=300")).await;
@@ -947,7 +874,7 @@ async fn an_alert_that_opens_by_itself_never_holds_up_a_read() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chords_hold_their_modifiers_as_a_keyboard_would() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(3000).await else {
+    let Some(mut r) = Rig::start(3000, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/keys")).await;

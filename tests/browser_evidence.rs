@@ -8,109 +8,19 @@
 
 mod browser_common;
 mod common;
+#[path = "browser_common/rig.rs"]
+mod rig;
 
 use std::path::Path;
 use std::time::Duration;
 
 use browser_common::*;
 use common::*;
-use polaris::webapp::{Fault, WebApp};
+use polaris::webapp::Fault;
 use serde_json::{json, Value};
 
-/// A host with the Chromium executor and the app it drives (dropped in reverse: the reaper
-/// kills the private browser while the host is still its parent).
-struct Rig {
-    app: WebApp,
-    _reaper: Reaper,
-    host: TestHost,
-    c: Conn,
-}
-
-impl Rig {
-    async fn start(action_timeout_ms: u64) -> Option<Rig> {
-        Rig::start_with(action_timeout_ms, &[]).await
-    }
-
-    async fn start_with(action_timeout_ms: u64, extra: &[&str]) -> Option<Rig> {
-        let chromium = chromium_or_skip()?;
-        let app = WebApp::start().await.expect("the web app starts");
-        let mut args = serve_args(&chromium, action_timeout_ms);
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let host = TestHost::start(&args);
-        let reaper = Reaper {
-            host_pid: host.child.as_ref().unwrap().id(),
-        };
-        let c = host.conn().await;
-        Some(Rig {
-            app,
-            _reaper: reaper,
-            host,
-            c,
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.host.child.as_ref().unwrap().id()
-    }
-
-    async fn task(&mut self, url: &str) -> String {
-        let r = self
-            .c
-            .call("task.start", json!({"title": "evidence", "url": url}))
-            .await;
-        assert_eq!(r["ok"], true, "{r}\n{}", self.host.log());
-        r["result"]["taskId"].as_str().unwrap().to_owned()
-    }
-
-    /// A task on the app's form with its title and body filled in.
-    async fn filled(&mut self, title: &str) -> String {
-        let task = self.task(&self.app.url()).await;
-        for (target, value) in [("#title", title), ("#body", "Written by an agent.")] {
-            let r = self
-                .c
-                .call(
-                    "page.fill",
-                    json!({"taskId": task, "target": target, "value": value}),
-                )
-                .await;
-            assert_eq!(ok(&r)["value"], value);
-        }
-        task
-    }
-
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.c.call(method, params).await
-    }
-
-    /// Requests the app's server received with `method` on `path` (either origin).
-    fn received(&self, method: &str, path: &str) -> usize {
-        self.app
-            .requests()
-            .iter()
-            .filter(|r| r.method == method && r.path == path)
-            .count()
-    }
-
-    /// Waits until the server has received `n` such requests (or gives up and says how many).
-    async fn until_received(&self, method: &str, path: &str, n: usize) -> usize {
-        for _ in 0..250 {
-            if self.received(method, path) >= n {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        self.received(method, path)
-    }
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        if self.host.child.is_some() {
-            self.host.terminate();
-        }
-    }
-}
+/// A host with the Chromium executor and the app it drives.
+type Rig = rig::BrowserHost;
 
 fn submit(task: &str, expect: Value) -> Value {
     json!({"taskId": task, "target": "#submit", "expect": expect})
@@ -175,7 +85,7 @@ async fn verify_until(r: &mut Rig, task: &str, want: &str) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_normal_save_shows_one_post_and_its_answer() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = r.filled("Evidence one").await;
@@ -199,7 +109,7 @@ async fn a_normal_save_shows_one_post_and_its_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_save_answered_after_the_deadline_shows_its_late_answer_when_verified() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(1500).await else {
+    let Some(mut r) = Rig::start(1500, &[]).await else {
         return;
     };
     let task = r.filled("Late evidence").await;
@@ -234,7 +144,7 @@ async fn a_save_answered_after_the_deadline_shows_its_late_answer_when_verified(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_connection_shows_the_post_sent_and_failed() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(1500).await else {
+    let Some(mut r) = Rig::start(1500, &[]).await else {
         return;
     };
     let task = r.filled("Dropped").await;
@@ -259,7 +169,7 @@ async fn a_dropped_connection_shows_the_post_sent_and_failed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_500_is_evidence_and_changes_no_classification() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/ev?status=500")).await;
@@ -290,7 +200,7 @@ async fn a_500_is_evidence_and_changes_no_classification() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handler_that_fires_twice_is_flagged_as_a_duplicate_send() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/ev")).await;
@@ -328,7 +238,7 @@ async fn a_handler_that_fires_twice_is_flagged_as_a_duplicate_send() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_send_after_an_uncertain_reply_shows_when_verified_and_is_flagged() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(1000).await else {
+    let Some(mut r) = Rig::start(1000, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/ev")).await;
@@ -362,7 +272,7 @@ async fn a_send_after_an_uncertain_reply_shows_when_verified_and_is_flagged() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_keep_alive_resend_by_the_browser_reaches_the_server_but_not_the_evidence() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(3000).await else {
+    let Some(mut r) = Rig::start(3000, &[]).await else {
         return;
     };
     r.app.set_keep_alive(true);
@@ -391,7 +301,7 @@ async fn a_keep_alive_resend_by_the_browser_reaches_the_server_but_not_the_evide
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renderer_killed_with_the_post_in_flight_shows_it_unanswered() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = r.filled("Crashed").await;
@@ -414,7 +324,7 @@ async fn a_renderer_killed_with_the_post_in_flight_shows_it_unanswered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_frame_of_another_origin_shows_its_post() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/site")).await;
@@ -453,7 +363,7 @@ async fn a_frame_of_another_origin_shows_its_post() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_beacon_shows_in_the_evidence() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/ev")).await;
@@ -469,7 +379,7 @@ async fn a_beacon_shows_in_the_evidence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_too_large_for_its_event_is_asked_for_and_digested() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/ev")).await;
@@ -491,7 +401,7 @@ async fn a_body_too_large_for_its_event_is_asked_for_and_digested() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_workers_fetch_shows_in_the_evidence() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = Rig::start(5000, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/ev")).await;
@@ -508,7 +418,7 @@ async fn a_workers_fetch_shows_in_the_evidence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_step_that_posts_is_uncertain_with_the_post_as_evidence() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(3000).await else {
+    let Some(mut r) = Rig::start(3000, &[]).await else {
         return;
     };
     let task = r.task(&r.app.url_of("/ev")).await;
@@ -541,7 +451,7 @@ async fn a_local_step_that_posts_is_uncertain_with_the_post_as_evidence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_watch_replies_carry_no_evidence() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start_with(5000, &["--no-network-evidence"]).await else {
+    let Some(mut r) = Rig::start(5000, &["--no-network-evidence"]).await else {
         return;
     };
     let task = r.filled("Not watched").await;
@@ -567,7 +477,7 @@ async fn evidence_survives_a_restart_and_shows_in_receipts() {
     let _one = one_at_a_time().await;
     let journal = tempfile::tempdir().unwrap();
     let jdir = journal.path().join("j").display().to_string();
-    let Some(mut r) = Rig::start_with(1500, &["--journal", &jdir]).await else {
+    let Some(mut r) = Rig::start(1500, &["--journal", &jdir]).await else {
         return;
     };
     let task = r.filled("Kept in the journal").await;
