@@ -6,8 +6,8 @@
 //! behind the host's lock; every rule that needs atomicity (lookup, fingerprint compare,
 //! capacity check, insert) is one method call here, made under that one lock.
 //!
-//! Storage is behind this module's API so a durable journal can be added later without touching
-//! the rules in `host`.
+//! The book lives in memory; durability is the host's: it writes through to the journal (the
+//! `journal` module) or the fleet ledger (`ledger`), and neither changes the rules here.
 
 mod clearing;
 mod limits;
