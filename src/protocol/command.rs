@@ -41,11 +41,12 @@ pub enum Command {
 pub enum ExecutorCommand {
     /// `task.start`: opens the page of a new task.
     Start(TaskStartParams),
-    /// `page.fill`, `page.click`, `page.press`: acts on a task's page.
+    /// A page action (`page.fill`, `page.click`, `page.navigate`, `page.upload`, …): acts on
+    /// a task's page.
     Act(ActCommand),
 }
 
-/// A page action on a task: `page.fill`, `page.click` or `page.press`.
+/// A page action on a task: one of the methods that may change a page ([`PageAction`]).
 #[derive(Clone, Debug)]
 pub struct ActCommand {
     /// The task whose page is acted on.
