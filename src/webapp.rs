@@ -463,6 +463,10 @@ document.getElementById('beacon').onclick = () => {
   navigator.sendBeacon('/ev/beacon', 'seen=1');
   st.textContent = 'Beacon queued';
 };
+document.getElementById('many').onclick = () => {
+  const saves = [1, 2, 3, 4, 5].map(i => fetch('/ev/save?n=' + i, {method: 'POST', body: 'n=' + i}));
+  Promise.all(saves).then(() => { st.textContent = 'Many answered'; });
+};
 document.getElementById('worker').onclick = () => {
   const w = new Worker('/ev/worker.js');
   w.onmessage = (m) => { st.textContent = 'Worker answered ' + m.data; };
@@ -493,6 +497,7 @@ async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Rep
                      <button id=\"large\" type=\"button\">Save a large body</button>\
                      <button id=\"beacon\" type=\"button\">Send beacon</button>\
                      <button id=\"worker\" type=\"button\">Save in a worker</button>\
+                     <button id=\"many\" type=\"button\">Save five times</button>\
                      <script>{EV_SCRIPT}</script>"
                 ),
             ),

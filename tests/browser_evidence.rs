@@ -416,6 +416,23 @@ async fn a_workers_fetch_shows_in_the_evidence() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_past_the_evidence_bound_are_counted_in_unlisted() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000, &["--evidence-max-requests", "2"]).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/ev")).await;
+    let reply = r
+        .call("page.click", click(&task, "#many", "Many answered"))
+        .await;
+    let e = &ok(&reply)["evidence"];
+    // The page sent five; the first two are listed, the other three counted.
+    assert_eq!(sent(e, "POST", "/ev/save").len(), 2, "{e}");
+    assert_eq!(e["unlisted"], 3, "{e}");
+    assert_eq!(r.until_received("POST", "/ev/save", 5).await, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_step_that_posts_is_uncertain_with_the_post_as_evidence() {
     let _one = one_at_a_time().await;
     let Some(mut r) = Rig::start(3000, &[]).await else {

@@ -13,9 +13,31 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-/// The most requests one action's evidence lists; those beyond are counted in
-/// [`NetworkEvidence::unlisted`].
-pub const MAX_EVIDENCE_REQUESTS: usize = 64;
+/// The most requests one action's evidence lists unless `--evidence-max-requests` says
+/// otherwise; those beyond are counted in [`NetworkEvidence::unlisted`].
+pub const DEFAULT_EVIDENCE_REQUESTS: usize = 64;
+
+/// The highest `--evidence-max-requests` a host accepts: the evidence is stored with every
+/// receipt and shown in every `receipts.list` page, so it stays under about 100 KiB per action
+/// at most.
+pub const MAX_EVIDENCE_REQUESTS: usize = 256;
+
+/// Reads `--evidence-max-requests`: a count from 1 to [`MAX_EVIDENCE_REQUESTS`]. The message
+/// of a refusal says what to give instead.
+pub fn parse_evidence_max_requests(text: &str) -> Result<usize, String> {
+    let n: usize = text.trim().parse().map_err(|_| {
+        format!("`{text}` is not a count; give how many requests each action's evidence lists (1 to {MAX_EVIDENCE_REQUESTS}, default {DEFAULT_EVIDENCE_REQUESTS})")
+    })?;
+    match n {
+        0 => Err(format!(
+            "0 would list no request at all; to stop watching the network use --no-network-evidence, else give 1 to {MAX_EVIDENCE_REQUESTS}"
+        )),
+        n if n > MAX_EVIDENCE_REQUESTS => Err(format!(
+            "{n} is more than {MAX_EVIDENCE_REQUESTS}, the most each action's evidence may list (it is stored with every receipt); the rest are counted in `unlisted`"
+        )),
+        n => Ok(n),
+    }
+}
 
 /// What one action's page sent: every request other than `GET`/`HEAD`/`OPTIONS`, and every
 /// navigation, from the first input event dispatched until the reply (for an uncertain action,
@@ -27,7 +49,8 @@ pub struct NetworkEvidence {
     /// double-firing handler, a page script that retries): flagged, never hidden.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicate_sends: Vec<DuplicateSend>,
-    /// The requests, in the order they were sent (at most [`MAX_EVIDENCE_REQUESTS`]).
+    /// The requests, in the order they were sent (at most `--evidence-max-requests`, default
+    /// [`DEFAULT_EVIDENCE_REQUESTS`]).
     pub requests: Vec<SentRequest>,
     /// Requests sent beyond the bound: counted, not listed.
     #[serde(default, skip_serializing_if = "is_zero")]

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::dialogs::Dialogs;
 use super::network::NetworkLog;
+use crate::protocol::evidence::DEFAULT_EVIDENCE_REQUESTS;
 
 /// A typed CDP command.
 pub trait Method: Serialize {
@@ -665,7 +666,12 @@ impl Connection {
     /// recorded where nobody reads them); [`Connection::track_answering`] gives them a task's
     /// record and its actions' answers.
     pub fn track(&self, session_id: &str, target_id: &str) -> watch::Receiver<PageSignals> {
-        self.track_answering(session_id, target_id, Dialogs::new(), NetworkLog::new())
+        self.track_answering(
+            session_id,
+            target_id,
+            Dialogs::new(),
+            NetworkLog::new(DEFAULT_EVIDENCE_REQUESTS),
+        )
     }
 
     /// Starts tracking the events of an attached page session; its dialogs are answered as

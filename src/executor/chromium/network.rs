@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::protocol::evidence::{body_sha256, is_safe_method, redact_url, MAX_EVIDENCE_REQUESTS};
+use crate::protocol::evidence::{body_sha256, is_safe_method, redact_url};
 use crate::protocol::{now_rfc3339, NetworkEvidence, RequestStatus, SentRequest};
 
 /// The requests of one task's pages, per action.
@@ -30,13 +30,15 @@ pub struct NetworkLog {
     fetching: tokio::sync::watch::Sender<u32>,
     /// Whether the task's pages are watched at all (`--no-network-evidence` turns it off).
     on: bool,
+    /// The most requests one action's evidence lists (`--evidence-max-requests`).
+    max_requests: usize,
 }
 
 /// The requests recorded since an action dispatched its first event.
 #[derive(Debug, Default)]
 struct Window {
     requests: Vec<SentRequest>,
-    /// Requests beyond [`MAX_EVIDENCE_REQUESTS`].
+    /// Requests beyond [`NetworkLog::max_requests`].
     unlisted: u64,
     /// CDP request id → index in `requests` of its latest hop. Keyed by the id alone: a
     /// worker's request may be reported on the page's session and answered on the worker's.
@@ -108,12 +110,14 @@ struct LoadingFailed {
 }
 
 impl NetworkLog {
-    /// A log with no window open.
-    pub fn new() -> Arc<NetworkLog> {
+    /// A log with no window open, listing at most `max_requests` requests per action
+    /// (`--evidence-max-requests`) and counting the rest.
+    pub fn new(max_requests: usize) -> Arc<NetworkLog> {
         Arc::new(NetworkLog {
             window: Mutex::new(None),
             fetching: tokio::sync::watch::channel(0).0,
             on: true,
+            max_requests,
         })
     }
 
@@ -124,6 +128,7 @@ impl NetworkLog {
             window: Mutex::new(None),
             fetching: tokio::sync::watch::channel(0).0,
             on: false,
+            max_requests: 0,
         })
     }
 
@@ -212,7 +217,7 @@ impl NetworkLog {
                         return None;
                     }
                 }
-                if w.requests.len() >= MAX_EVIDENCE_REQUESTS {
+                if w.requests.len() >= self.max_requests {
                     w.unlisted += 1;
                     return None;
                 }
@@ -395,7 +400,7 @@ mod tests {
 
     #[test]
     fn a_window_records_sends_and_their_answers() {
-        let log = NetworkLog::new();
+        let log = NetworkLog::new(8);
         sent(&log, "s", "1", "POST", Some("a=1"));
         assert!(log.take(false).is_none(), "nothing before a window opens");
         log.begin();
