@@ -546,3 +546,48 @@ async fn evidence_survives_a_restart_and_shows_in_receipts() {
     assert_eq!(item["evidence"], before, "{item}");
     assert_eq!(r.received("POST", "/posts"), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_host_lists_the_evidence_it_stored() {
+    let _one = one_at_a_time().await;
+    let Some(pg) = polaris::ledger::private::require_or_skip("tests/browser_evidence.rs") else {
+        return;
+    };
+    let conninfo = pg.conninfo();
+    let fleet = ["--ledger", &conninfo, "--host-id", "alpha"];
+    let Some(mut r) = Rig::start(5000, &fleet).await else {
+        return;
+    };
+    let task = r.filled("On the fleet").await;
+    let rid = new_id();
+    let reply =
+        r.c.call_id(&rid, "page.click", submit(&task, saved()))
+            .await;
+    let stored = ok(&reply)["evidence"].clone();
+    assert_eq!(one(&stored, "POST", "/posts")["status"], 303, "{stored}");
+    // The operator's listing of the fleet's book shows what the reply carried; the fills
+    // that took effect carry none, as on a single host.
+    let listed = receipts_json(&r.host.dir);
+    let items = listed["items"].as_array().unwrap();
+    let item = items
+        .iter()
+        .find(|i| i["requestId"] == rid.as_str())
+        .unwrap_or_else(|| panic!("the click is listed: {listed}"));
+    assert_eq!(item["evidence"], stored, "{item}");
+    let fills: Vec<_> = items
+        .iter()
+        .filter(|i| i["method"] == "page.fill")
+        .collect();
+    assert_eq!(fills.len(), 2, "{listed}");
+    assert!(
+        fills.iter().all(|i| i.get("evidence").is_none()),
+        "{listed}"
+    );
+    // And receipts.get, read from the same row, agrees.
+    let mut intro = Conn::connect(&r.host.introspect()).await;
+    let got = intro.call("receipts.get", json!({"requestId": rid})).await;
+    assert_eq!(ok(&got)["reply"]["result"]["evidence"], stored, "{got}");
+    assert_eq!(r.received("POST", "/posts"), 1);
+    drop(r);
+    drop(pg);
+}
