@@ -591,3 +591,98 @@ async fn a_fleet_host_lists_the_evidence_it_stored() {
     drop(r);
     drop(pg);
 }
+
+/// What the app's server received for `method path`: each request's `Content-Length`.
+fn received_lengths(r: &Rig, method: &str, path: &str) -> Vec<Option<u64>> {
+    r.app
+        .requests()
+        .iter()
+        .filter(|q| q.method == method && q.path == path)
+        .map(|q| q.content_length)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_a_mebibyte_has_its_length_and_says_why_it_has_no_digest() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(8000, &[]).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/ev")).await;
+    let big = 2 * 1024 * 1024;
+    let reply = r
+        .call(
+            "page.click",
+            click(&task, "#huge", &format!("Big answered {big}")),
+        )
+        .await;
+    let e = &ok(&reply)["evidence"];
+    let post = one(e, "POST", "/ev/big");
+    assert_eq!(post["status"], 201, "{e}");
+    // The browser keeps 1 MiB of a request's data: the length is the one sent, the digest is
+    // said to be missing rather than left out.
+    assert_eq!(post["bodyBytes"], big, "{post}");
+    assert_eq!(post["bodyUnread"], "too large", "{post}");
+    assert!(post.get("bodySha256").is_none(), "{post}");
+    assert_eq!(received_lengths(&r, "POST", "/ev/big"), [Some(big)]);
+
+    // A blob the page made in memory is read whole, digest and all.
+    let reply = r
+        .call("page.click", click(&task, "#blob", "Blob answered 5000"))
+        .await;
+    let e = &ok(&reply)["evidence"];
+    let post = one(e, "POST", "/ev/big");
+    assert_eq!(post["bodyBytes"], 5000, "{post}");
+    assert_eq!(
+        digest(post),
+        polaris::protocol::evidence::body_sha256(&[b'z'; 5000])
+    );
+    assert!(post.get("bodyUnread").is_none(), "{post}");
+    assert_eq!(
+        received_lengths(&r, "POST", "/ev/big"),
+        [Some(big), Some(5000)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_upload_has_its_length_and_says_why_it_has_no_digest() {
+    let _one = one_at_a_time().await;
+    let uploads = tempfile::tempdir().unwrap();
+    std::fs::write(uploads.path().join("report.bin"), vec![7u8; 300_000]).unwrap();
+    let dir = uploads.path().display().to_string();
+    let Some(mut r) = Rig::start(8000, &["--upload-dir", &dir]).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/site")).await;
+    let u = r
+        .call(
+            "page.upload",
+            json!({"taskId": task, "target": {"role": "button", "name": "Attachment"},
+                   "files": ["report.bin"]}),
+        )
+        .await;
+    assert_eq!(
+        ok(&u)["evidence"]["requests"],
+        json!([]),
+        "choosing sends nothing"
+    );
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#upload-button",
+                   "expect": {"text": {"contains": "Uploaded report.bin (300000 bytes)"}}}),
+        )
+        .await;
+    let e = &ok(&c)["evidence"];
+    let post = one(e, "POST", "/site/upload");
+    // The browser hands out the form's text parts only, never the file's bytes: a digest of
+    // those would be of a body nobody sent. The length is the multipart body's as sent.
+    let sent = received_lengths(&r, "POST", "/site/upload");
+    assert_eq!(sent.len(), 1);
+    let length = sent[0].expect("the upload declares its length");
+    assert!(length > 300_000, "{length}");
+    assert_eq!(post["bodyBytes"], length, "{post}");
+    assert_eq!(post["bodyUnread"], "files", "{post}");
+    assert!(post.get("bodySha256").is_none(), "{post}");
+    assert_eq!(r.app.site_uploads()[0].size, 300_000);
+}

@@ -72,12 +72,18 @@ pub struct SentRequest {
     /// When the answer (or the failure) arrived, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_at: Option<String>,
-    /// The request body's length in bytes (absent when the browser did not give it).
+    /// The request body's length in bytes: of the bytes read, or, when they could not be read
+    /// (see `body_unread`), as the request's `Content-Length` declared it. Absent when neither
+    /// is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_bytes: Option<u64>,
-    /// The SHA-256 of the request body, hex (the body itself is never kept).
+    /// The SHA-256 of the request body, hex (the body itself is never kept). Absent when the
+    /// body could not be read whole: `body_unread` says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_sha256: Option<String>,
+    /// Why the body was not read whole, so it has no digest (never a silent gap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_unread: Option<BodyUnread>,
     /// The browser's own error text when the request failed (`net::ERR_CONNECTION_RESET`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -92,6 +98,54 @@ pub struct SentRequest {
     pub status: RequestStatus,
     /// Origin and path, each query value replaced by a short hash ([`redact_url`]).
     pub url: String,
+}
+
+/// Why a request's body has no digest in the evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BodyUnread {
+    /// Larger than the browser keeps of one request's data for DevTools (1 MiB): its length
+    /// is the `Content-Length` sent.
+    #[serde(rename = "too large")]
+    TooLarge,
+    /// Made, at least in part, of files or blobs, which the browser does not hand out (it
+    /// gives the other parts only): its length is the `Content-Length` sent.
+    #[serde(rename = "files")]
+    Files,
+    /// The browser did not give it before the evidence was taken (the page went away, or it
+    /// was still being read).
+    #[serde(rename = "not given")]
+    NotGiven,
+}
+
+impl fmt::Display for BodyUnread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BodyUnread::TooLarge => "too large",
+            BodyUnread::Files => "files",
+            BodyUnread::NotGiven => "not given",
+        })
+    }
+}
+
+impl BodyUnread {
+    /// What is known of a body from the bytes the browser gave (`read`: length and digest)
+    /// and the `Content-Length` it sent (`declared`): `(body_bytes, body_sha256,
+    /// body_unread)`. The one place that rule lives: a digest only of the whole body, a length
+    /// from the header when the bytes fall short.
+    pub fn settle(
+        read: Option<(u64, &str)>,
+        declared: Option<u64>,
+    ) -> (Option<u64>, Option<String>, Option<BodyUnread>) {
+        /// Chromium keeps at most this much of one request's data for DevTools.
+        const KEPT: u64 = 1024 * 1024;
+        match (read, declared) {
+            (Some((n, digest)), None) => (Some(n), Some(digest.to_owned()), None),
+            (Some((n, digest)), Some(d)) if d == n => (Some(n), Some(digest.to_owned()), None),
+            (Some(_), Some(d)) => (Some(d), None, Some(BodyUnread::Files)),
+            (None, Some(d)) if d > KEPT => (Some(d), None, Some(BodyUnread::TooLarge)),
+            (None, d) => (d, None, Some(BodyUnread::NotGiven)),
+        }
+    }
 }
 
 /// How a request was answered.
@@ -202,18 +256,27 @@ impl NetworkEvidence {
     /// (loading a page twice changes nothing a server promised to keep).
     pub fn new(requests: Vec<SentRequest>, unlisted: u64, watching: bool) -> NetworkEvidence {
         let mut duplicate_sends: Vec<DuplicateSend> = Vec::new();
+        // Each send's body length beside it: a body not read whole has no digest, and its
+        // length (the `Content-Length` sent) stands in, so two different uploads of one URL
+        // are not taken for one sent twice.
+        let mut lengths: Vec<Option<u64>> = Vec::new();
         for r in requests.iter().filter(|r| !is_safe_method(&r.method)) {
-            match duplicate_sends
-                .iter_mut()
-                .find(|d| d.method == r.method && d.url == r.url && d.body_sha256 == r.body_sha256)
-            {
-                Some(d) => d.times += 1,
-                None => duplicate_sends.push(DuplicateSend {
-                    body_sha256: r.body_sha256.clone(),
-                    method: r.method.clone(),
-                    times: 1,
-                    url: r.url.clone(),
-                }),
+            match duplicate_sends.iter_mut().zip(&lengths).find(|(d, n)| {
+                d.method == r.method
+                    && d.url == r.url
+                    && d.body_sha256 == r.body_sha256
+                    && **n == r.body_bytes
+            }) {
+                Some((d, _)) => d.times += 1,
+                None => {
+                    duplicate_sends.push(DuplicateSend {
+                        body_sha256: r.body_sha256.clone(),
+                        method: r.method.clone(),
+                        times: 1,
+                        url: r.url.clone(),
+                    });
+                    lengths.push(r.body_bytes);
+                }
             }
         }
         duplicate_sends.retain(|d| d.times > 1);
@@ -329,6 +392,7 @@ mod tests {
             answered_at: None,
             body_bytes: body.map(|b| b.len() as u64),
             body_sha256: body.map(|b| body_sha256(b.as_bytes())),
+            body_unread: None,
             error: None,
             method: method.into(),
             navigation: false,
@@ -386,9 +450,43 @@ mod tests {
         );
         assert_eq!(e.duplicate_sends.len(), 1);
         assert_eq!(e.duplicate_sends[0].times, 2);
+        // Bodies without a digest compare by their length.
+        let unread = |n: u64| SentRequest {
+            body_bytes: Some(n),
+            body_sha256: None,
+            body_unread: Some(BodyUnread::Files),
+            ..sent("POST", "http://h/up", None)
+        };
+        let uploads = NetworkEvidence::new(vec![unread(300), unread(301), unread(300)], 0, false);
+        assert_eq!(uploads.duplicate_sends.len(), 1, "{uploads:?}");
+        assert_eq!(uploads.duplicate_sends[0].times, 2);
         assert_eq!(
             e.duplicate_sends[0].body_sha256.as_deref(),
             Some(body_sha256(b"a=1").as_str())
+        );
+    }
+
+    #[test]
+    fn a_body_has_a_digest_only_when_read_whole() {
+        let d = body_sha256(b"abc");
+        let whole = (Some(3), Some(d.clone()), None);
+        assert_eq!(BodyUnread::settle(Some((3, &d)), None), whole);
+        assert_eq!(BodyUnread::settle(Some((3, &d)), Some(3)), whole);
+        assert_eq!(
+            BodyUnread::settle(Some((204, &d)), Some(300_204)),
+            (Some(300_204), None, Some(BodyUnread::Files))
+        );
+        assert_eq!(
+            BodyUnread::settle(None, Some(2 << 20)),
+            (Some(2 << 20), None, Some(BodyUnread::TooLarge))
+        );
+        assert_eq!(
+            BodyUnread::settle(None, Some(10)),
+            (Some(10), None, Some(BodyUnread::NotGiven))
+        );
+        assert_eq!(
+            BodyUnread::settle(None, None),
+            (None, None, Some(BodyUnread::NotGiven))
         );
     }
 
@@ -408,6 +506,11 @@ mod tests {
             let text = serde_json::to_string(&e).unwrap();
             assert_eq!(serde_json::from_str::<NetworkEvidence>(&text).unwrap(), e);
         }
+        r.body_unread = Some(BodyUnread::Files);
+        let e = NetworkEvidence::new(vec![r.clone()], 0, false);
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains(r#""bodyUnread":"files""#), "{text}");
+        assert_eq!(serde_json::from_str::<NetworkEvidence>(&text).unwrap(), e);
         let v = serde_json::to_value(NetworkEvidence::new(vec![r], 0, false)).unwrap();
         assert_eq!(v["requests"][0]["status"], "net::ERR_NAME_NOT_RESOLVED");
         assert_eq!(serde_json::to_value(RequestStatus::Http(500)).unwrap(), 500);

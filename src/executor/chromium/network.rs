@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::protocol::evidence::{body_sha256, is_safe_method, redact_url};
+use crate::protocol::evidence::{body_sha256, is_safe_method, redact_url, BodyUnread};
 use crate::protocol::{now_rfc3339, NetworkEvidence, RequestStatus, SentRequest};
 
 /// The requests of one task's pages, per action.
@@ -38,6 +38,12 @@ pub struct NetworkLog {
 #[derive(Debug, Default)]
 struct Window {
     requests: Vec<SentRequest>,
+    /// What is known of each listed request's body (same positions as `requests`), settled
+    /// into its fields when the evidence is taken ([`BodyUnread::settle`]).
+    bodies: Vec<BodySeen>,
+    /// `Content-Length`s of requests not listed (yet): the browser may report a request's
+    /// headers before the request itself. Bounded by [`MAX_EARLY_LENGTHS`].
+    early_lengths: HashMap<String, u64>,
     /// Requests beyond [`NetworkLog::max_requests`].
     unlisted: u64,
     /// CDP request id → index in `requests` of its latest hop. Keyed by the id alone: a
@@ -48,6 +54,18 @@ struct Window {
     sealed: Option<HashSet<String>>,
     /// Every session a request was recorded from.
     sessions: HashSet<String>,
+}
+
+/// The most `Content-Length`s kept for requests not listed yet.
+const MAX_EARLY_LENGTHS: usize = 256;
+
+/// One listed request's body as far as the browser showed it.
+#[derive(Debug, Default)]
+struct BodySeen {
+    /// The bytes read (from the event, or `Network.getRequestPostData`): length and digest.
+    read: Option<(u64, String)>,
+    /// The `Content-Length` the browser sent (`Network.requestWillBeSentExtraInfo`).
+    declared: Option<u64>,
 }
 
 /// What a `Network.requestWillBeSent` asks of the connection: the body of a request the event
@@ -91,6 +109,23 @@ struct WillBeSent {
     #[serde(rename = "type")]
     kind: Option<String>,
     redirect_response: Option<StatusOnly>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExtraInfo {
+    request_id: String,
+    headers: HashMap<String, serde_json::Value>,
+}
+
+impl ExtraInfo {
+    /// The `Content-Length` the request was sent with, if any.
+    fn content_length(&self) -> Option<u64> {
+        self.headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.as_str()?.trim().parse().ok())
+    }
 }
 
 #[derive(Deserialize)]
@@ -151,7 +186,20 @@ impl NetworkLog {
     pub fn take(&self, watching: bool) -> Option<NetworkEvidence> {
         let mut guard = lock(&self.window);
         let w = guard.as_mut()?;
-        let evidence = NetworkEvidence::new(w.requests.clone(), w.unlisted, watching);
+        let requests = w
+            .requests
+            .iter()
+            .zip(&w.bodies)
+            .map(|(r, body)| {
+                let mut r = r.clone();
+                (r.body_bytes, r.body_sha256, r.body_unread) = BodyUnread::settle(
+                    body.read.as_ref().map(|(n, d)| (*n, d.as_str())),
+                    body.declared,
+                );
+                r
+            })
+            .collect();
+        let evidence = NetworkEvidence::new(requests, w.unlisted, watching);
         if watching {
             if w.sealed.is_none() {
                 w.sealed = Some(w.sessions.clone());
@@ -196,6 +244,7 @@ impl NetworkLog {
             "Network.requestWillBeSent" => {
                 let e: WillBeSent = serde_json::from_str(params.get()).ok()?;
                 let key = e.request_id.clone();
+                let declared = w.early_lengths.remove(&key);
                 if let Some(redirect) = &e.redirect_response {
                     // The hop before this one got its answer: a redirect.
                     if let Some(&i) = w.index.get(&key) {
@@ -225,10 +274,15 @@ impl NetworkLog {
                 let fetch = body.is_none() && e.request.has_post_data;
                 w.sessions.insert(session.to_owned());
                 w.index.insert(key, w.requests.len());
+                w.bodies.push(BodySeen {
+                    read: body.map(|b| (b.len() as u64, body_sha256(&b))),
+                    declared,
+                });
                 w.requests.push(SentRequest {
                     answered_at: None,
-                    body_bytes: body.as_ref().map(|b| b.len() as u64),
-                    body_sha256: body.as_deref().map(body_sha256),
+                    body_bytes: None,
+                    body_sha256: None,
+                    body_unread: None,
                     error: None,
                     method: e.request.method,
                     navigation,
@@ -239,6 +293,20 @@ impl NetworkLog {
                 fetch.then_some(FetchBody {
                     request_id: e.request_id,
                 })
+            }
+            "Network.requestWillBeSentExtraInfo" => {
+                let e: ExtraInfo = serde_json::from_str(params.get()).ok()?;
+                let length = e.content_length()?;
+                match w.index.get(&e.request_id) {
+                    Some(&i) if w.bodies[i].declared.is_none() => {
+                        w.bodies[i].declared = Some(length)
+                    }
+                    _ if w.early_lengths.len() < MAX_EARLY_LENGTHS => {
+                        w.early_lengths.insert(e.request_id, length);
+                    }
+                    _ => {}
+                }
+                None
             }
             "Network.responseReceived" => {
                 let e: ResponseReceived = serde_json::from_str(params.get()).ok()?;
@@ -291,9 +359,7 @@ impl NetworkLog {
             return;
         };
         if let Some(&i) = w.index.get(request_id) {
-            let r = &mut w.requests[i];
-            r.body_bytes = Some(body.len() as u64);
-            r.body_sha256 = Some(body_sha256(body));
+            w.bodies[i].read = Some((body.len() as u64, body_sha256(body)));
         }
     }
 }
@@ -396,6 +462,41 @@ mod tests {
             assert_eq!(decode_base64(&encode(s.as_bytes())).unwrap(), s.as_bytes());
         }
         assert!(decode_base64("a").is_none());
+    }
+
+    fn headers(log: &NetworkLog, id: &str, length: u64) {
+        log.on_event(
+            "s",
+            "Network.requestWillBeSentExtraInfo",
+            Some(&raw(serde_json::json!({"requestId": id,
+                "headers": {"content-length": length.to_string(), "Host": "h"}}))),
+        );
+    }
+
+    #[test]
+    fn a_body_read_short_of_its_length_has_no_digest() {
+        let log = NetworkLog::new(8);
+        log.begin();
+        // Headers before the request, and after it: both are matched.
+        headers(&log, "1", 300_204);
+        sent(&log, "s", "1", "POST", Some("the text parts"));
+        sent(&log, "s", "2", "POST", Some("a=1"));
+        headers(&log, "2", 3);
+        let huge = serde_json::json!({"requestId": "3", "type": "Fetch",
+            "request": {"url": "http://h/big", "method": "POST", "hasPostData": true}});
+        let fetch = log.on_event("s", "Network.requestWillBeSent", Some(&raw(huge)));
+        assert!(fetch.is_some(), "the body is asked for");
+        headers(&log, "3", 2 << 20);
+        let e = log.take(false).unwrap();
+        let r = &e.requests;
+        assert_eq!(r[0].body_bytes, Some(300_204));
+        assert_eq!(r[0].body_unread, Some(BodyUnread::Files));
+        assert!(r[0].body_sha256.is_none());
+        assert_eq!(r[1].body_bytes, Some(3));
+        assert!(r[1].body_sha256.is_some() && r[1].body_unread.is_none());
+        // A body the event did not carry and nobody read: its length, and why.
+        assert_eq!(r[2].body_bytes, Some(2 << 20));
+        assert_eq!(r[2].body_unread, Some(BodyUnread::TooLarge));
     }
 
     #[test]
