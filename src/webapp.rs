@@ -51,7 +51,11 @@
 //!   <bytes read>`) and `#blob` (a `POST /ev/big` of a 5,000-byte `Blob`; `Blob answered
 //!   5000`). `POST /ev/save` (bodies up to 256 KiB) answers the status its query asks for
 //!   (`?delayMs=N` first waits); `POST /ev/big` (up to 4 MiB) answers `201` with the bytes it
-//!   read. Every request shows in [`WebApp::requests`], with its `Content-Length`.
+//!   read. `GET /ev/sw` registers a service worker (`GET /ev/sw.js`, scope `/ev/`; `#status`
+//!   reads `Worker ready` once it controls the page): `#relay` posts to `/ev/relay`, which the
+//!   worker answers by sending its own `POST /ev/save?via=worker` (`Relayed <S>`), `#through`
+//!   posts to `/ev/save`, which the worker passes on unchanged (`Through <S>`). Every request
+//!   shows in [`WebApp::requests`], with its `Content-Length`.
 //! - [`WebApp::set_keep_alive`] keeps connections open between requests (by default each is
 //!   closed after one answer), so a browser may send a request on a reused connection — and
 //!   send it again on a new one when the server closes the reused one without answering.
@@ -500,6 +504,44 @@ onmessage = (m) => {
 };
 "#;
 
+/// The `/ev/sw` page's script: registers the service worker and says when it controls the
+/// page; `#relay` posts to `/ev/relay` (which only the worker answers), `#through` to
+/// `/ev/save` (which the worker passes on as it is).
+const EV_SW_PAGE_SCRIPT: &str = r#"
+const st = document.getElementById('status');
+const ready = () => { st.textContent = 'Worker ready'; };
+navigator.serviceWorker.register('/ev/sw.js').then(() => navigator.serviceWorker.ready).then(() => {
+  if (navigator.serviceWorker.controller) { ready(); }
+  else { navigator.serviceWorker.addEventListener('controllerchange', ready); }
+}, (e) => { st.textContent = 'No worker: ' + e; });
+document.getElementById('relay').onclick = () => {
+  fetch('/ev/relay', {method: 'POST', body: 'note=1'})
+    .then(r => { st.textContent = 'Relayed ' + r.status; }, () => { st.textContent = 'Failed'; });
+};
+document.getElementById('through').onclick = () => {
+  fetch('/ev/save', {method: 'POST', body: 'note=2'})
+    .then(r => { st.textContent = 'Through ' + r.status; }, () => { st.textContent = 'Failed'; });
+};
+"#;
+
+/// The service worker of `/ev/sw` (scope `/ev/`): it answers a `POST /ev/relay` itself by
+/// sending its own `POST /ev/save?via=worker` (the page's request never reaches the network),
+/// and passes a `POST /ev/save` on unchanged (`fetch(event.request)`).
+const EV_SERVICE_WORKER: &str = r#"
+self.addEventListener('install', () => self.skipWaiting());
+self.addEventListener('activate', (e) => e.waitUntil(self.clients.claim()));
+self.addEventListener('fetch', (e) => {
+  if (e.request.method !== 'POST') { return; }
+  const path = new URL(e.request.url).pathname;
+  if (path === '/ev/relay') {
+    e.respondWith(e.request.text().then(body =>
+      fetch('/ev/save?via=worker', {method: 'POST', body: 'relayed:' + body})));
+  } else if (path === '/ev/save') {
+    e.respondWith(fetch(e.request));
+  }
+});
+"#;
+
 /// `/ev…`: the page that saves with `fetch`, `sendBeacon` and a worker (SPEC §16's tests).
 async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Reply {
     match (req.method().clone(), path) {
@@ -522,6 +564,24 @@ async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Rep
                 ),
             ),
         ),
+        (Method::GET, "/ev/sw") => html(
+            StatusCode::OK,
+            page(
+                "Service worker",
+                &format!(
+                    "<p id=\"status\">Registering</p>\
+                     <button id=\"relay\" type=\"button\">Relay</button>\
+                     <button id=\"through\" type=\"button\">Save through the worker</button>\
+                     <script>{EV_SW_PAGE_SCRIPT}</script>"
+                ),
+            ),
+        ),
+        (Method::GET, "/ev/sw.js") => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/javascript")
+            .header("cache-control", "no-store")
+            .body(Full::new(Bytes::from_static(EV_SERVICE_WORKER.as_bytes())))
+            .expect("a valid response"),
         (Method::GET, "/ev/worker.js") => Response::builder()
             .status(StatusCode::OK)
             .header("content-type", "text/javascript")

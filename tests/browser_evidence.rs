@@ -686,3 +686,55 @@ async fn a_file_upload_has_its_length_and_says_why_it_has_no_digest() {
     assert!(post.get("bodySha256").is_none(), "{post}");
     assert_eq!(r.app.site_uploads()[0].size, 300_000);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_workers_sends_are_listed_once_and_a_pass_through_is_no_duplicate() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000, &[]).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/ev/sw")).await;
+    let w = r
+        .call(
+            "page.wait",
+            json!({"taskId": task, "text": "Worker ready", "timeoutMs": 10000}),
+        )
+        .await;
+    ok(&w);
+    // The worker answers the page's POST /ev/relay itself, by sending a POST of its own.
+    let reply = r
+        .call("page.click", click(&task, "#relay", "Relayed 201"))
+        .await;
+    let e = &ok(&reply)["evidence"];
+    let relay = one(e, "POST", "/ev/relay");
+    assert_eq!(relay["answeredByServiceWorker"], true, "{e}");
+    let forwarded = one(e, "POST", "/ev/save");
+    assert_eq!(forwarded["status"], 201, "{e}");
+    assert_eq!(
+        digest(forwarded),
+        polaris::protocol::evidence::body_sha256(b"relayed:note=1")
+    );
+    assert!(forwarded.get("answeredByServiceWorker").is_none(), "{e}");
+    assert!(e.get("duplicateSends").is_none(), "{e}");
+    // The server's log: the worker's POST, once; the page's never reached it.
+    assert_eq!(r.received("POST", "/ev/save"), 1);
+    assert_eq!(r.received("POST", "/ev/relay"), 0);
+
+    // The worker passes the page's POST /ev/save on as it is: DevTools reports it twice, the
+    // page's request (answered by the worker) and the worker's fetch; the server got it once,
+    // so it is no duplicate send.
+    let reply = r
+        .call("page.click", click(&task, "#through", "Through 201"))
+        .await;
+    let e = &ok(&reply)["evidence"];
+    let posts = sent(e, "POST", "/ev/save");
+    assert_eq!(posts.len(), 2, "{e}");
+    let by_worker: Vec<_> = posts
+        .iter()
+        .filter(|p| p["answeredByServiceWorker"] == true)
+        .collect();
+    assert_eq!(by_worker.len(), 1, "the page's request: {e}");
+    assert_eq!(digest(posts[0]), digest(posts[1]), "{e}");
+    assert!(e.get("duplicateSends").is_none(), "sent once: {e}");
+    assert_eq!(r.until_received("POST", "/ev/save", 2).await, 2);
+}

@@ -270,6 +270,9 @@ fn evidence_lines<'a>(t: &Theme, e: &NetworkEvidence, lines: &mut Vec<Line<'a>>)
         if let Some(why) = q.body_unread {
             body.push_str(&format!("  body not read: {why}"));
         }
+        if q.answered_by_service_worker {
+            body.push_str("  answered by the page's service worker");
+        }
         lines.push(Line::raw(format!(
             "{} {}  {}  sent {}{}{}",
             q.method,

@@ -72,6 +72,11 @@ pub struct SentRequest {
     /// When the answer (or the failure) arrived, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_at: Option<String>,
+    /// The page's service worker answered it: this request went to the worker, not to the
+    /// network. What the worker sent for it (its own `fetch`, even of the same request) is
+    /// listed as requests of their own, so this one is never counted as a duplicate send.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answered_by_service_worker: bool,
     /// The request body's length in bytes: of the bytes read, or, when they could not be read
     /// (see `body_unread`), as the request's `Content-Length` declared it. Absent when neither
     /// is known.
@@ -254,13 +259,17 @@ impl NetworkEvidence {
     /// The evidence of `requests` (already bounded) and `unlisted` more, with its duplicate
     /// sends worked out: the one place that rule lives. Navigations by `GET` are not sends
     /// (loading a page twice changes nothing a server promised to keep).
+    /// A request its service worker answered is not a send (the worker's own are).
     pub fn new(requests: Vec<SentRequest>, unlisted: u64, watching: bool) -> NetworkEvidence {
         let mut duplicate_sends: Vec<DuplicateSend> = Vec::new();
         // Each send's body length beside it: a body not read whole has no digest, and its
         // length (the `Content-Length` sent) stands in, so two different uploads of one URL
         // are not taken for one sent twice.
         let mut lengths: Vec<Option<u64>> = Vec::new();
-        for r in requests.iter().filter(|r| !is_safe_method(&r.method)) {
+        let sends = requests
+            .iter()
+            .filter(|r| !is_safe_method(&r.method) && !r.answered_by_service_worker);
+        for r in sends {
             match duplicate_sends.iter_mut().zip(&lengths).find(|(d, n)| {
                 d.method == r.method
                     && d.url == r.url
@@ -390,6 +399,7 @@ mod tests {
     fn sent(method: &str, url: &str, body: Option<&str>) -> SentRequest {
         SentRequest {
             answered_at: None,
+            answered_by_service_worker: false,
             body_bytes: body.map(|b| b.len() as u64),
             body_sha256: body.map(|b| body_sha256(b.as_bytes())),
             body_unread: None,
@@ -460,6 +470,17 @@ mod tests {
         let uploads = NetworkEvidence::new(vec![unread(300), unread(301), unread(300)], 0, false);
         assert_eq!(uploads.duplicate_sends.len(), 1, "{uploads:?}");
         assert_eq!(uploads.duplicate_sends[0].times, 2);
+        // A request its service worker answered, and the worker's send of it: sent once.
+        let through = SentRequest {
+            answered_by_service_worker: true,
+            ..sent("POST", "http://h/x", Some("a=1"))
+        };
+        let once = NetworkEvidence::new(
+            vec![through, sent("POST", "http://h/x", Some("a=1"))],
+            0,
+            false,
+        );
+        assert!(once.duplicate_sends.is_empty(), "{once:?}");
         assert_eq!(
             e.duplicate_sends[0].body_sha256.as_deref(),
             Some(body_sha256(b"a=1").as_str())

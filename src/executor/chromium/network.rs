@@ -132,7 +132,15 @@ impl ExtraInfo {
 #[serde(rename_all = "camelCase")]
 struct ResponseReceived {
     request_id: String,
-    response: StatusOnly,
+    response: Response,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Response {
+    status: u16,
+    #[serde(default)]
+    from_service_worker: bool,
 }
 
 #[derive(Deserialize)]
@@ -280,6 +288,7 @@ impl NetworkLog {
                 });
                 w.requests.push(SentRequest {
                     answered_at: None,
+                    answered_by_service_worker: false,
                     body_bytes: None,
                     body_sha256: None,
                     body_unread: None,
@@ -314,6 +323,7 @@ impl NetworkLog {
                 let r = &mut w.requests[i];
                 r.status = RequestStatus::Http(e.response.status);
                 r.answered_at = Some(now_rfc3339());
+                r.answered_by_service_worker = e.response.from_service_worker;
                 None
             }
             "Network.loadingFailed" => {
