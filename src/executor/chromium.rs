@@ -1135,10 +1135,13 @@ impl Executor for ChromiumExecutor {
             let windows = page.windows_opened();
             let outcome = perform(&inner, &page, action, deadline).await;
             // A body too large for its event was asked for: its digest belongs in the reply
-            // (bounded: a browser that does not answer leaves the digest out).
-            tp.network
-                .bodies_read(Instant::now() + std::time::Duration::from_millis(500))
-                .await;
+            // (bounded: a browser that does not answer leaves the digest out). An observed
+            // effect's answers are in or about to be: read them too, in the same bound.
+            let settle = Instant::now() + std::time::Duration::from_millis(500);
+            tp.network.bodies_read(settle).await;
+            if matches!(outcome, ActionOutcome::Applied(_)) {
+                tp.network.answers_in(settle).await;
+            }
             if page.windows_opened() > windows {
                 report_opened(&inner, &tp).await;
             }

@@ -1056,7 +1056,8 @@ pub mod methods {
     pub struct SetAutoAttach {
         /// Always true.
         pub auto_attach: bool,
-        /// Never: a worker starts at once.
+        /// Always: a worker waits until its `Network.enable` is sent (then
+        /// `Runtime.runIfWaitingForDebugger` starts it), so its first request is watched too.
         pub wait_for_debugger_on_start: bool,
         /// Always true.
         pub flatten: bool,
@@ -1068,7 +1069,7 @@ pub mod methods {
         pub fn workers() -> SetAutoAttach {
             SetAutoAttach {
                 auto_attach: true,
-                wait_for_debugger_on_start: false,
+                wait_for_debugger_on_start: true,
                 flatten: true,
                 filter: serde_json::json!([
                     {"type": "worker", "exclude": false},

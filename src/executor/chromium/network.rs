@@ -28,6 +28,8 @@ pub struct NetworkLog {
     window: Mutex<Option<Window>>,
     /// Bodies asked for and not yet answered ([`NetworkLog::bodies_read`]).
     fetching: tokio::sync::watch::Sender<u32>,
+    /// Requests of the open window with no answer yet ([`NetworkLog::answers_in`]).
+    unanswered: tokio::sync::watch::Sender<u32>,
     /// Whether the task's pages are watched at all (`--no-network-evidence` turns it off).
     on: bool,
     /// The most requests one action's evidence lists (`--evidence-max-requests`).
@@ -159,6 +161,7 @@ impl NetworkLog {
         Arc::new(NetworkLog {
             window: Mutex::new(None),
             fetching: tokio::sync::watch::channel(0).0,
+            unanswered: tokio::sync::watch::channel(0).0,
             on: true,
             max_requests,
         })
@@ -170,6 +173,7 @@ impl NetworkLog {
         Arc::new(NetworkLog {
             window: Mutex::new(None),
             fetching: tokio::sync::watch::channel(0).0,
+            unanswered: tokio::sync::watch::channel(0).0,
             on: false,
             max_requests: 0,
         })
@@ -184,7 +188,9 @@ impl NetworkLog {
     /// held was taken with its reply, or belonged to an outcome since settled).
     pub fn begin(&self) {
         if self.on {
-            *lock(&self.window) = Some(Window::default());
+            let mut guard = lock(&self.window);
+            *guard = Some(Window::default());
+            self.unanswered.send_replace(0);
         }
     }
 
@@ -257,8 +263,8 @@ impl NetworkLog {
                     // The hop before this one got its answer: a redirect.
                     if let Some(&i) = w.index.get(&key) {
                         let r = &mut w.requests[i];
+                        self.answered(r);
                         r.status = RequestStatus::Http(redirect.status);
-                        r.answered_at = Some(now_rfc3339());
                     }
                     w.index.remove(&key);
                 } else if w.index.contains_key(&key) {
@@ -286,6 +292,7 @@ impl NetworkLog {
                     read: body.map(|b| (b.len() as u64, body_sha256(&b))),
                     declared,
                 });
+                self.unanswered.send_modify(|n| *n += 1);
                 w.requests.push(SentRequest {
                     answered_at: None,
                     answered_by_service_worker: false,
@@ -321,8 +328,8 @@ impl NetworkLog {
                 let e: ResponseReceived = serde_json::from_str(params.get()).ok()?;
                 let i = *w.index.get(&e.request_id)?;
                 let r = &mut w.requests[i];
+                self.answered(r);
                 r.status = RequestStatus::Http(e.response.status);
-                r.answered_at = Some(now_rfc3339());
                 r.answered_by_service_worker = e.response.from_service_worker;
                 None
             }
@@ -333,14 +340,32 @@ impl NetworkLog {
                 // A failure after the answer's head (the body broke off) keeps the status: the
                 // server did answer.
                 if matches!(r.status, RequestStatus::NoResponse) {
+                    self.answered(r);
                     r.status = RequestStatus::of_failure(&e.error_text, e.canceled);
-                    r.answered_at = Some(now_rfc3339());
                 }
                 r.error = Some(e.error_text);
                 None
             }
             _ => None,
         }
+    }
+
+    /// `r` has its answer (or its failure) now: stamped, and counted off the first time.
+    fn answered(&self, r: &mut SentRequest) {
+        if r.answered_at.is_none() {
+            self.unanswered.send_modify(|n| *n = n.saturating_sub(1));
+        }
+        r.answered_at = Some(now_rfc3339());
+    }
+
+    /// Waits, until `until` at most, for every request of the open window to have its answer
+    /// or its failure. A worker's events come on its own session, so a page can show what
+    /// the answer said before the host has read the answer's event: an action whose effect
+    /// was observed waits for them briefly, so its evidence does not say "no response" of a
+    /// request that was answered.
+    pub async fn answers_in(&self, until: tokio::time::Instant) {
+        let mut rx = self.unanswered.subscribe();
+        let _ = tokio::time::timeout_at(until, rx.wait_for(|n| *n == 0)).await;
     }
 
     /// A body is being asked for (`Network.getRequestPostData`); [`NetworkLog::fetch_done`]
