@@ -18,8 +18,9 @@ use sha2::{Digest, Sha256};
 pub const DEFAULT_EVIDENCE_REQUESTS: usize = 64;
 
 /// The highest `--evidence-max-requests` a host accepts: the evidence is stored with every
-/// receipt and shown in every `receipts.list` page, so it stays under about 100 KiB per action
-/// at most.
+/// receipt and shown in every `receipts.list` page: with URLs bounded by [`MAX_EVIDENCE_URL`],
+/// one action's evidence stays under about 600 KiB (some 80 KiB for 256 requests of ordinary
+/// URLs).
 pub const MAX_EVIDENCE_REQUESTS: usize = 256;
 
 /// Reads `--evidence-max-requests`: a count from 1 to [`MAX_EVIDENCE_REQUESTS`]. The message
@@ -341,8 +342,31 @@ pub fn is_safe_method(method: &str) -> bool {
 /// The URL as evidence keeps it: scheme, host, port and path, user info and fragment dropped,
 /// and each query value replaced by `~` and the first 8 hex digits of its SHA-256 (names kept),
 /// so a token in a query string is never stored while two sends of the same URL still compare
-/// equal. A URL with no `//` authority (`data:`, `about:blank`) keeps only its scheme.
+/// equal. A URL with no `//` authority (`data:`, `about:blank`) keeps only its scheme. At most
+/// [`MAX_EVIDENCE_URL`] bytes are kept ([`bound_url`]).
 pub fn redact_url(url: &str) -> String {
+    bound_url(redacted(url))
+}
+
+/// The longest URL one evidence entry keeps, in bytes (a page may send to a path of
+/// megabytes; the evidence is stored with every receipt and listed with it).
+pub const MAX_EVIDENCE_URL: usize = 2048;
+
+/// `url` when it fits [`MAX_EVIDENCE_URL`]; else its start, `…~` and the short hash of the
+/// whole, so two sends of one long URL still compare equal and two different ones do not.
+fn bound_url(url: String) -> String {
+    if url.len() <= MAX_EVIDENCE_URL {
+        return url;
+    }
+    let tail = format!("…~{}", short_hash(url.as_bytes()));
+    let mut cut = MAX_EVIDENCE_URL - tail.len();
+    while !url.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{tail}", &url[..cut])
+}
+
+fn redacted(url: &str) -> String {
     let url = url.split('#').next().unwrap_or("");
     let Some((scheme, rest)) = url.split_once("://") else {
         return match url.split_once(':') {
@@ -424,6 +448,15 @@ mod tests {
         assert_eq!(redact_url("https://example.com"), "https://example.com/");
         assert_eq!(redact_url("data:text/plain,hello"), "data:");
         assert!(!redact_url("http://h/p?t=secret").contains("secret"));
+        let long = format!("http://h/{}", "é".repeat(5000));
+        let kept = redact_url(&long);
+        assert!(kept.len() <= MAX_EVIDENCE_URL, "{}", kept.len());
+        assert!(
+            kept.starts_with("http://h/é") && kept.contains("…~"),
+            "{kept}"
+        );
+        assert_eq!(kept, redact_url(&long));
+        assert_ne!(kept, redact_url(&format!("{long}x")));
     }
 
     #[test]
