@@ -1136,11 +1136,15 @@ impl Executor for ChromiumExecutor {
             let outcome = perform(&inner, &page, action, deadline).await;
             // A body too large for its event was asked for: its digest belongs in the reply
             // (bounded: a browser that does not answer leaves the digest out). An observed
-            // effect's answers are in or about to be: read them too, in the same bound.
-            let settle = Instant::now() + std::time::Duration::from_millis(500);
-            tp.network.bodies_read(settle).await;
+            // effect's answers are in or about to be: read them too, for a shorter while (a
+            // page may keep a request open for long, and the effect is already seen).
+            let now = Instant::now();
+            tp.network
+                .bodies_read(now + std::time::Duration::from_millis(500))
+                .await;
             if matches!(outcome, ActionOutcome::Applied(_)) {
-                tp.network.answers_in(settle).await;
+                let until = (now + std::time::Duration::from_millis(200)).max(Instant::now());
+                tp.network.answers_in(until).await;
             }
             if page.windows_opened() > windows {
                 report_opened(&inner, &tp).await;
