@@ -372,6 +372,16 @@ struct ExecutorArgs {
     /// what the page sent (SPEC §16), and the browser sends no network events to the host.
     #[arg(long)]
     no_network_evidence: bool,
+    /// The most requests each action's evidence lists (Chromium executor, SPEC §16); those
+    /// beyond are counted in `unlisted`. 1 to 256: the evidence is stored with every receipt.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::protocol::evidence::DEFAULT_EVIDENCE_REQUESTS,
+        value_parser = crate::protocol::evidence::parse_evidence_max_requests,
+        conflicts_with = "no_network_evidence"
+    )]
+    evidence_max_requests: usize,
 }
 
 impl ExecutorArgs {
@@ -427,7 +437,8 @@ impl ExecutorArgs {
                     .with_upload_dir(self.upload_dir.clone())
                     .with_profile_dir(profile_dir)
                     .with_file_urls(file_urls)
-                    .with_network_evidence(!self.no_network_evidence);
+                    .with_network_evidence(!self.no_network_evidence)
+                    .with_evidence_max_requests(self.evidence_max_requests);
                 std::sync::Arc::new(ChromiumExecutor::new(config))
             }
         })

@@ -45,9 +45,17 @@
 //!   where `S` is the page's own `status` query, default `201`), `#double` (a handler that fires
 //!   the same save twice), `#again` (the save, then the same save again 1.5 s later), `#large`
 //!   (a `POST /ev/save` of 100,000 bytes; `#status` reads `Large answered <S>`), `#beacon` (`navigator.sendBeacon` to `POST /ev/beacon`; `#status`
-//!   reads `Beacon queued`) and `#worker` (a dedicated worker, `GET /ev/worker.js`, does the
-//!   save; `#status` reads `Worker answered <S>`). `POST /ev/save` (bodies up to 256 KiB)
-//!   answers the status its query asks for (`?delayMs=N` first waits); every request shows in [`WebApp::requests`].
+//!   reads `Beacon queued`), `#worker` (a dedicated worker, `GET /ev/worker.js`, does the
+//!   save; `#status` reads `Worker answered <S>`), `#many` (five saves at once, `POST
+//!   /ev/save?n=1…5`; `Many answered`), `#huge` (a `POST /ev/big` of 2 MiB; `Big answered
+//!   <bytes read>`) and `#blob` (a `POST /ev/big` of a 5,000-byte `Blob`; `Blob answered
+//!   5000`). `POST /ev/save` (bodies up to 256 KiB) answers the status its query asks for
+//!   (`?delayMs=N` first waits); `POST /ev/big` (up to 4 MiB) answers `201` with the bytes it
+//!   read. `GET /ev/sw` registers a service worker (`GET /ev/sw.js`, scope `/ev/`; `#status`
+//!   reads `Worker ready` once it controls the page): `#relay` posts to `/ev/relay`, which the
+//!   worker answers by sending its own `POST /ev/save?via=worker` (`Relayed <S>`), `#through`
+//!   posts to `/ev/save`, which the worker passes on unchanged (`Through <S>`). Every request
+//!   shows in [`WebApp::requests`], with its `Content-Length`.
 //! - [`WebApp::set_keep_alive`] keeps connections open between requests (by default each is
 //!   closed after one answer), so a browser may send a request on a reused connection — and
 //!   send it again on a new one when the server closes the reused one without answering.
@@ -396,7 +404,12 @@ async fn handle(
 ) -> Result<Reply, Infallible> {
     let path = req.uri().path().to_owned();
     let query = req.uri().query().unwrap_or("").to_owned();
-    state.site.record(req.method(), &path, port);
+    let content_length = req
+        .headers()
+        .get(CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    state.site.record(req.method(), &path, port, content_length);
     if origin == Origin::Card {
         return Ok(card(&state, req, &path, &query).await);
     }
@@ -463,6 +476,19 @@ document.getElementById('beacon').onclick = () => {
   navigator.sendBeacon('/ev/beacon', 'seen=1');
   st.textContent = 'Beacon queued';
 };
+document.getElementById('many').onclick = () => {
+  const saves = [1, 2, 3, 4, 5].map(i => fetch('/ev/save?n=' + i, {method: 'POST', body: 'n=' + i}));
+  Promise.all(saves).then(() => { st.textContent = 'Many answered'; });
+};
+document.getElementById('huge').onclick = () => {
+  fetch('/ev/big', {method: 'POST', body: 'y'.repeat(2 * 1024 * 1024)})
+    .then(r => r.text()).then(t => { st.textContent = 'Big answered ' + t; });
+};
+document.getElementById('blob').onclick = () => {
+  const blob = new Blob(['z'.repeat(5000)], {type: 'application/octet-stream'});
+  fetch('/ev/big', {method: 'POST', body: blob})
+    .then(r => r.text()).then(t => { st.textContent = 'Blob answered ' + t; });
+};
 document.getElementById('worker').onclick = () => {
   const w = new Worker('/ev/worker.js');
   w.onmessage = (m) => { st.textContent = 'Worker answered ' + m.data; };
@@ -476,6 +502,44 @@ onmessage = (m) => {
   fetch(m.data, {method: 'POST', body: 'from-worker'})
     .then(r => postMessage(String(r.status)), () => postMessage('failed'));
 };
+"#;
+
+/// The `/ev/sw` page's script: registers the service worker and says when it controls the
+/// page; `#relay` posts to `/ev/relay` (which only the worker answers), `#through` to
+/// `/ev/save` (which the worker passes on as it is).
+const EV_SW_PAGE_SCRIPT: &str = r#"
+const st = document.getElementById('status');
+const ready = () => { st.textContent = 'Worker ready'; };
+navigator.serviceWorker.register('/ev/sw.js').then(() => navigator.serviceWorker.ready).then(() => {
+  if (navigator.serviceWorker.controller) { ready(); }
+  else { navigator.serviceWorker.addEventListener('controllerchange', ready); }
+}, (e) => { st.textContent = 'No worker: ' + e; });
+document.getElementById('relay').onclick = () => {
+  fetch('/ev/relay', {method: 'POST', body: 'note=1'})
+    .then(r => { st.textContent = 'Relayed ' + r.status; }, () => { st.textContent = 'Failed'; });
+};
+document.getElementById('through').onclick = () => {
+  fetch('/ev/save', {method: 'POST', body: 'note=2'})
+    .then(r => { st.textContent = 'Through ' + r.status; }, () => { st.textContent = 'Failed'; });
+};
+"#;
+
+/// The service worker of `/ev/sw` (scope `/ev/`): it answers a `POST /ev/relay` itself by
+/// sending its own `POST /ev/save?via=worker` (the page's request never reaches the network),
+/// and passes a `POST /ev/save` on unchanged (`fetch(event.request)`).
+const EV_SERVICE_WORKER: &str = r#"
+self.addEventListener('install', () => self.skipWaiting());
+self.addEventListener('activate', (e) => e.waitUntil(self.clients.claim()));
+self.addEventListener('fetch', (e) => {
+  if (e.request.method !== 'POST') { return; }
+  const path = new URL(e.request.url).pathname;
+  if (path === '/ev/relay') {
+    e.respondWith(e.request.text().then(body =>
+      fetch('/ev/save?via=worker', {method: 'POST', body: 'relayed:' + body})));
+  } else if (path === '/ev/save') {
+    e.respondWith(fetch(e.request));
+  }
+});
 "#;
 
 /// `/ev…`: the page that saves with `fetch`, `sendBeacon` and a worker (SPEC §16's tests).
@@ -493,10 +557,31 @@ async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Rep
                      <button id=\"large\" type=\"button\">Save a large body</button>\
                      <button id=\"beacon\" type=\"button\">Send beacon</button>\
                      <button id=\"worker\" type=\"button\">Save in a worker</button>\
+                     <button id=\"many\" type=\"button\">Save five times</button>\
+                     <button id=\"huge\" type=\"button\">Save 2 MiB</button>\
+                     <button id=\"blob\" type=\"button\">Save a blob</button>\
                      <script>{EV_SCRIPT}</script>"
                 ),
             ),
         ),
+        (Method::GET, "/ev/sw") => html(
+            StatusCode::OK,
+            page(
+                "Service worker",
+                &format!(
+                    "<p id=\"status\">Registering</p>\
+                     <button id=\"relay\" type=\"button\">Relay</button>\
+                     <button id=\"through\" type=\"button\">Save through the worker</button>\
+                     <script>{EV_SW_PAGE_SCRIPT}</script>"
+                ),
+            ),
+        ),
+        (Method::GET, "/ev/sw.js") => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/javascript")
+            .header("cache-control", "no-store")
+            .body(Full::new(Bytes::from_static(EV_SERVICE_WORKER.as_bytes())))
+            .expect("a valid response"),
         (Method::GET, "/ev/worker.js") => Response::builder()
             .status(StatusCode::OK)
             .header("content-type", "text/javascript")
@@ -517,6 +602,10 @@ async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Rep
                 .unwrap_or(StatusCode::CREATED);
             text(status, status.as_u16().to_string())
         }
+        (Method::POST, "/ev/big") => match read_body(req, EV_BIG_LIMIT).await {
+            Ok(body) => text(StatusCode::CREATED, body.len().to_string()),
+            Err(e) => e.reply(),
+        },
         (Method::POST, "/ev/beacon") => {
             if let Err(e) = read_body(req, FORM_LIMIT).await {
                 return e.reply();
@@ -807,6 +896,9 @@ pub const REQUEST_LOG_CAP: usize = 100_000;
 /// The most a `/site` upload body may hold.
 const UPLOAD_LIMIT: usize = 1024 * 1024;
 
+/// The most a `POST /ev/big` body may hold (answered `201` with the bytes read).
+const EV_BIG_LIMIT: usize = 4 * 1024 * 1024;
+
 /// The most any other `/site` or `/card` form body may hold.
 const FORM_LIMIT: usize = 64 * 1024;
 
@@ -822,6 +914,9 @@ pub struct ReceivedRequest {
     pub port: u16,
     /// When its head was read.
     pub at: SystemTime,
+    /// The body's length as its `Content-Length` declared it (the server reads exactly that
+    /// many bytes or fails the request); `None` without the header.
+    pub content_length: Option<u64>,
 }
 
 /// A post committed through `/site`, every field as the form sent it.
@@ -891,7 +986,7 @@ impl SiteState {
         }
     }
 
-    fn record(&self, method: &Method, path: &str, port: u16) {
+    fn record(&self, method: &Method, path: &str, port: u16, content_length: Option<u64>) {
         let mut log = self.log.lock().expect("request log lock");
         if log.len() >= REQUEST_LOG_CAP {
             log.pop_front();
@@ -901,6 +996,7 @@ impl SiteState {
             path: path.to_owned(),
             port,
             at: SystemTime::now(),
+            content_length,
         });
     }
 

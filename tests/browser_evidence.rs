@@ -416,6 +416,23 @@ async fn a_workers_fetch_shows_in_the_evidence() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_past_the_evidence_bound_are_counted_in_unlisted() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000, &["--evidence-max-requests", "2"]).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/ev")).await;
+    let reply = r
+        .call("page.click", click(&task, "#many", "Many answered"))
+        .await;
+    let e = &ok(&reply)["evidence"];
+    // The page sent five; the first two are listed, the other three counted.
+    assert_eq!(sent(e, "POST", "/ev/save").len(), 2, "{e}");
+    assert_eq!(e["unlisted"], 3, "{e}");
+    assert_eq!(r.until_received("POST", "/ev/save", 5).await, 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_local_step_that_posts_is_uncertain_with_the_post_as_evidence() {
     let _one = one_at_a_time().await;
     let Some(mut r) = Rig::start(3000, &[]).await else {
@@ -528,4 +545,196 @@ async fn evidence_survives_a_restart_and_shows_in_receipts() {
         .clone();
     assert_eq!(item["evidence"], before, "{item}");
     assert_eq!(r.received("POST", "/posts"), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_host_lists_the_evidence_it_stored() {
+    let _one = one_at_a_time().await;
+    let Some(pg) = polaris::ledger::private::require_or_skip("tests/browser_evidence.rs") else {
+        return;
+    };
+    let conninfo = pg.conninfo();
+    let fleet = ["--ledger", &conninfo, "--host-id", "alpha"];
+    let Some(mut r) = Rig::start(5000, &fleet).await else {
+        return;
+    };
+    let task = r.filled("On the fleet").await;
+    let rid = new_id();
+    let reply =
+        r.c.call_id(&rid, "page.click", submit(&task, saved()))
+            .await;
+    let stored = ok(&reply)["evidence"].clone();
+    assert_eq!(one(&stored, "POST", "/posts")["status"], 303, "{stored}");
+    // The operator's listing of the fleet's book shows what the reply carried; the fills
+    // that took effect carry none, as on a single host.
+    let listed = receipts_json(&r.host.dir);
+    let items = listed["items"].as_array().unwrap();
+    let item = items
+        .iter()
+        .find(|i| i["requestId"] == rid.as_str())
+        .unwrap_or_else(|| panic!("the click is listed: {listed}"));
+    assert_eq!(item["evidence"], stored, "{item}");
+    let fills: Vec<_> = items
+        .iter()
+        .filter(|i| i["method"] == "page.fill")
+        .collect();
+    assert_eq!(fills.len(), 2, "{listed}");
+    assert!(
+        fills.iter().all(|i| i.get("evidence").is_none()),
+        "{listed}"
+    );
+    // And receipts.get, read from the same row, agrees.
+    let mut intro = Conn::connect(&r.host.introspect()).await;
+    let got = intro.call("receipts.get", json!({"requestId": rid})).await;
+    assert_eq!(ok(&got)["reply"]["result"]["evidence"], stored, "{got}");
+    assert_eq!(r.received("POST", "/posts"), 1);
+    drop(r);
+    drop(pg);
+}
+
+/// What the app's server received for `method path`: each request's `Content-Length`.
+fn received_lengths(r: &Rig, method: &str, path: &str) -> Vec<Option<u64>> {
+    r.app
+        .requests()
+        .iter()
+        .filter(|q| q.method == method && q.path == path)
+        .map(|q| q.content_length)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_a_mebibyte_has_its_length_and_says_why_it_has_no_digest() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(8000, &[]).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/ev")).await;
+    let big = 2 * 1024 * 1024;
+    let reply = r
+        .call(
+            "page.click",
+            click(&task, "#huge", &format!("Big answered {big}")),
+        )
+        .await;
+    let e = &ok(&reply)["evidence"];
+    let post = one(e, "POST", "/ev/big");
+    assert_eq!(post["status"], 201, "{e}");
+    // The browser keeps 1 MiB of a request's data: the length is the one sent, the digest is
+    // said to be missing rather than left out.
+    assert_eq!(post["bodyBytes"], big, "{post}");
+    assert_eq!(post["bodyUnread"], "too large", "{post}");
+    assert!(post.get("bodySha256").is_none(), "{post}");
+    assert_eq!(received_lengths(&r, "POST", "/ev/big"), [Some(big)]);
+
+    // A blob the page made in memory is read whole, digest and all.
+    let reply = r
+        .call("page.click", click(&task, "#blob", "Blob answered 5000"))
+        .await;
+    let e = &ok(&reply)["evidence"];
+    let post = one(e, "POST", "/ev/big");
+    assert_eq!(post["bodyBytes"], 5000, "{post}");
+    assert_eq!(
+        digest(post),
+        polaris::protocol::evidence::body_sha256(&[b'z'; 5000])
+    );
+    assert!(post.get("bodyUnread").is_none(), "{post}");
+    assert_eq!(
+        received_lengths(&r, "POST", "/ev/big"),
+        [Some(big), Some(5000)]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_upload_has_its_length_and_says_why_it_has_no_digest() {
+    let _one = one_at_a_time().await;
+    let uploads = tempfile::tempdir().unwrap();
+    std::fs::write(uploads.path().join("report.bin"), vec![7u8; 300_000]).unwrap();
+    let dir = uploads.path().display().to_string();
+    let Some(mut r) = Rig::start(8000, &["--upload-dir", &dir]).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/site")).await;
+    let u = r
+        .call(
+            "page.upload",
+            json!({"taskId": task, "target": {"role": "button", "name": "Attachment"},
+                   "files": ["report.bin"]}),
+        )
+        .await;
+    assert_eq!(
+        ok(&u)["evidence"]["requests"],
+        json!([]),
+        "choosing sends nothing"
+    );
+    let c = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#upload-button",
+                   "expect": {"text": {"contains": "Uploaded report.bin (300000 bytes)"}}}),
+        )
+        .await;
+    let e = &ok(&c)["evidence"];
+    let post = one(e, "POST", "/site/upload");
+    // The browser hands out the form's text parts only, never the file's bytes: a digest of
+    // those would be of a body nobody sent. The length is the multipart body's as sent.
+    let sent = received_lengths(&r, "POST", "/site/upload");
+    assert_eq!(sent.len(), 1);
+    let length = sent[0].expect("the upload declares its length");
+    assert!(length > 300_000, "{length}");
+    assert_eq!(post["bodyBytes"], length, "{post}");
+    assert_eq!(post["bodyUnread"], "files", "{post}");
+    assert!(post.get("bodySha256").is_none(), "{post}");
+    assert_eq!(r.app.site_uploads()[0].size, 300_000);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_workers_sends_are_listed_once_and_a_pass_through_is_no_duplicate() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start(5000, &[]).await else {
+        return;
+    };
+    let task = r.task(&r.app.url_of("/ev/sw")).await;
+    let w = r
+        .call(
+            "page.wait",
+            json!({"taskId": task, "text": "Worker ready", "timeoutMs": 10000}),
+        )
+        .await;
+    ok(&w);
+    // The worker answers the page's POST /ev/relay itself, by sending a POST of its own.
+    let reply = r
+        .call("page.click", click(&task, "#relay", "Relayed 201"))
+        .await;
+    let e = &ok(&reply)["evidence"];
+    let relay = one(e, "POST", "/ev/relay");
+    assert_eq!(relay["answeredByServiceWorker"], true, "{e}");
+    let forwarded = one(e, "POST", "/ev/save");
+    assert_eq!(forwarded["status"], 201, "{e}");
+    assert_eq!(
+        digest(forwarded),
+        polaris::protocol::evidence::body_sha256(b"relayed:note=1")
+    );
+    assert!(forwarded.get("answeredByServiceWorker").is_none(), "{e}");
+    assert!(e.get("duplicateSends").is_none(), "{e}");
+    // The server's log: the worker's POST, once; the page's never reached it.
+    assert_eq!(r.received("POST", "/ev/save"), 1);
+    assert_eq!(r.received("POST", "/ev/relay"), 0);
+
+    // The worker passes the page's POST /ev/save on as it is: DevTools reports it twice, the
+    // page's request (answered by the worker) and the worker's fetch; the server got it once,
+    // so it is no duplicate send.
+    let reply = r
+        .call("page.click", click(&task, "#through", "Through 201"))
+        .await;
+    let e = &ok(&reply)["evidence"];
+    let posts = sent(e, "POST", "/ev/save");
+    assert_eq!(posts.len(), 2, "{e}");
+    let by_worker: Vec<_> = posts
+        .iter()
+        .filter(|p| p["answeredByServiceWorker"] == true)
+        .collect();
+    assert_eq!(by_worker.len(), 1, "the page's request: {e}");
+    assert_eq!(digest(posts[0]), digest(posts[1]), "{e}");
+    assert!(e.get("duplicateSends").is_none(), "sent once: {e}");
+    assert_eq!(r.until_received("POST", "/ev/save", 2).await, 2);
 }

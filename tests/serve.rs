@@ -480,3 +480,25 @@ fn a_fixture_effects_file_that_is_a_symlink_is_refused_and_not_written_through()
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "untouched\n");
     assert!(!root.path().join("s/bridge.sock").exists());
 }
+
+#[test]
+fn an_evidence_bound_of_zero_or_past_the_most_is_refused_with_what_to_give() {
+    let root = short_tempdir();
+    for (n, says) in [
+        ("0", "--no-network-evidence"),
+        ("257", "more than 256"),
+        ("many", "not a count"),
+    ] {
+        let out = Command::new(polaris_bin())
+            .args(["serve", "--no-journal", "--executor", "chromium"])
+            .args(["--evidence-max-requests", n, "--socket-dir"])
+            .arg(root.path().join("s"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{n}: {stderr}");
+        assert!(stderr.contains("--evidence-max-requests"), "{stderr}");
+        assert!(stderr.contains(says), "{n}: {stderr}");
+        assert!(!root.path().join("s").exists(), "no host ran: {stderr}");
+    }
+}

@@ -262,11 +262,17 @@ fn evidence_lines<'a>(t: &Theme, e: &NetworkEvidence, lines: &mut Vec<Line<'a>>)
         lines.push(Line::styled("nothing sent", t.dim()));
     }
     for q in &e.requests {
-        let body = match (&q.body_bytes, &q.body_sha256) {
+        let mut body = match (&q.body_bytes, &q.body_sha256) {
             (Some(n), Some(h)) => format!("  body {n} B sha256 {}", &h[..h.len().min(12)]),
             (Some(n), None) => format!("  body {n} B"),
             _ => String::new(),
         };
+        if let Some(why) = q.body_unread {
+            body.push_str(&format!("  body not read: {why}"));
+        }
+        if q.answered_by_service_worker {
+            body.push_str("  answered by the page's service worker");
+        }
         lines.push(Line::raw(format!(
             "{} {}  {}  sent {}{}{}",
             q.method,

@@ -62,6 +62,7 @@ use self::dialogs::Dialogs;
 use self::network::NetworkLog;
 use self::page::{Page, PageWatch, Step};
 use super::{ActionOutcome, Executor, PageAction, PageQuery, QueryOutcome, ReadOutcome};
+use crate::protocol::evidence::DEFAULT_EVIDENCE_REQUESTS;
 use crate::protocol::results::{DialogSeen, Tab};
 use crate::protocol::{Command, ExecutorCommand, FixtureOptions, Method, Navigation, Subject};
 use crate::protocol::{NetworkEvidence, NotSent};
@@ -199,6 +200,9 @@ pub struct ChromiumConfig {
     /// Whether each task's network is watched for evidence (SPEC §16; on unless
     /// `--no-network-evidence`).
     pub network_evidence: bool,
+    /// The most requests one action's evidence lists (`--evidence-max-requests`); the rest
+    /// are counted.
+    pub evidence_max_requests: usize,
 }
 
 impl ChromiumConfig {
@@ -212,7 +216,16 @@ impl ChromiumConfig {
             profile_dir: None,
             file_urls: FileUrls::refused(),
             network_evidence: true,
+            evidence_max_requests: DEFAULT_EVIDENCE_REQUESTS,
         }
+    }
+
+    /// The same, listing at most `n` requests in each action's evidence
+    /// (`--evidence-max-requests`, checked by
+    /// [`crate::protocol::evidence::parse_evidence_max_requests`]).
+    pub fn with_evidence_max_requests(mut self, n: usize) -> ChromiumConfig {
+        self.evidence_max_requests = n;
+        self
     }
 
     /// The same, watching each task's network for evidence (`true`, the default) or not
@@ -262,6 +275,7 @@ struct Inner {
     profile_dir: Option<PathBuf>,
     file_urls: FileUrls,
     network_evidence: bool,
+    evidence_max_requests: usize,
 }
 
 /// One task's page and what it takes to open it again.
@@ -354,6 +368,7 @@ impl ChromiumExecutor {
                 profile_dir: config.profile_dir,
                 file_urls: config.file_urls,
                 network_evidence: config.network_evidence,
+                evidence_max_requests: config.evidence_max_requests,
             }),
         }
     }
@@ -1019,7 +1034,7 @@ impl Executor for ChromiumExecutor {
             }
             let dialogs = Dialogs::new();
             let network = if inner.network_evidence {
-                NetworkLog::new()
+                NetworkLog::new(inner.evidence_max_requests)
             } else {
                 NetworkLog::off()
             };
@@ -1120,10 +1135,17 @@ impl Executor for ChromiumExecutor {
             let windows = page.windows_opened();
             let outcome = perform(&inner, &page, action, deadline).await;
             // A body too large for its event was asked for: its digest belongs in the reply
-            // (bounded: a browser that does not answer leaves the digest out).
+            // (bounded: a browser that does not answer leaves the digest out). An observed
+            // effect's answers are in or about to be: read them too, for a shorter while (a
+            // page may keep a request open for long, and the effect is already seen).
+            let now = Instant::now();
             tp.network
-                .bodies_read(Instant::now() + std::time::Duration::from_millis(500))
+                .bodies_read(now + std::time::Duration::from_millis(500))
                 .await;
+            if matches!(outcome, ActionOutcome::Applied(_)) {
+                let until = (now + std::time::Duration::from_millis(200)).max(Instant::now());
+                tp.network.answers_in(until).await;
+            }
             if page.windows_opened() > windows {
                 report_opened(&inner, &tp).await;
             }

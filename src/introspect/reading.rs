@@ -95,13 +95,24 @@ fn receipt_state(r: &Receipt) -> ReceiptState {
     }
 }
 
-/// The network evidence of a receipt's stored reply (SPEC §16). A fill that took effect keeps
-/// no reply to look in (and its reply never carries evidence).
+/// The network evidence of a receipt's stored reply (SPEC §16).
 fn evidence_of(r: &Receipt) -> Option<NetworkEvidence> {
-    if r.method == Method::PageFill && r.result() == Some(None) {
+    stored_evidence(
+        r.method.as_str(),
+        r.result() == Some(None),
+        &r.outcome()?.body,
+    )
+}
+
+/// The network evidence a stored reply `body` of `method` carries, the same for a host's own
+/// book and the fleet's (a listing must show on a fleet host what it shows on a single one). A
+/// fill that took effect (`succeeded`) keeps no reply to look in, and its reply never carries
+/// evidence.
+fn stored_evidence(method: &str, succeeded: bool, body: &str) -> Option<NetworkEvidence> {
+    if method == Method::PageFill.as_str() && succeeded {
         return None;
     }
-    NetworkEvidence::in_reply(&r.outcome()?.body)
+    NetworkEvidence::in_reply(body)
 }
 
 /// A ReceiptItem (one listing row).
@@ -153,7 +164,11 @@ fn fleet_item(host: &Host, row: &LedgerReceipt) -> ReceiptItem {
         clearable: refusal.is_none(),
         code,
         completed_at: row.completed_at.filter(|_| completed).map(format_millis),
-        evidence: None,
+        evidence: row
+            .reply
+            .as_deref()
+            .filter(|_| completed)
+            .and_then(|body| stored_evidence(&row.method, row.code.is_none(), body)),
         first_seen_at: format_millis(row.first_seen),
         joins: u64::from(joins),
         method: row.method.clone(),

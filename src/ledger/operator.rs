@@ -135,19 +135,40 @@ pub const MAX_LISTED: usize = 1_000_000;
 /// How often a census waits before looking again for the hosts' answers.
 const CENSUS_POLL: Duration = Duration::from_millis(20);
 
-/// The columns a listing row carries (the receipt columns, by name).
+/// The columns a clear's row carries (the receipt columns, by name).
 const COLUMNS: &str = super::RECEIPT_COLUMNS;
+
+/// The columns a listing row carries: the receipt columns, with the stored reply only when it
+/// carries network evidence (SPEC §16), the one thing a listing reads from it, so a page of
+/// listed rows does not bring every stored reply over the wire.
+const LISTING_COLUMNS: &str = "request_id, request, method, task_id, host_id, epoch, run_id, \
+     state, CASE WHEN strpos(reply, '\"evidence\":') > 0 THEN reply END AS reply, first_seen, \
+     completed_at, cleared_at, clear_reason, code, acknowledged_at, settled, replays";
 
 impl Ledger {
     /// One page of the fleet's receipts matching `filter` in `order`, and how many match in
-    /// all. The newest and oldest orders read the time index, a task filter the task index;
-    /// other filters and orders are matched row by row (a filtered `total` counts every match).
+    /// all, for a listing: each row's `reply` only when it carries network evidence. The
+    /// newest and oldest orders read the time index, a task filter the task index; other
+    /// filters and orders are matched row by row (a filtered `total` counts every match).
     pub async fn list(
         &self,
         filter: &RowFilter,
         order: RowOrder,
         offset: usize,
         limit: usize,
+    ) -> Result<(u64, Vec<LedgerReceipt>), LedgerError> {
+        self.page(filter, order, offset, limit, LISTING_COLUMNS)
+            .await
+    }
+
+    /// One page of rows with `columns` (read by name), and how many match in all.
+    async fn page(
+        &self,
+        filter: &RowFilter,
+        order: RowOrder,
+        offset: usize,
+        limit: usize,
+        columns: &str,
     ) -> Result<(u64, Vec<LedgerReceipt>), LedgerError> {
         let (clause, params) = where_clause(filter);
         let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
@@ -174,7 +195,7 @@ impl Ledger {
             RowOrder::Task => "task_id NULLS LAST, first_seen DESC, request_id DESC",
         };
         let sql = format!(
-            "SELECT {COLUMNS} FROM receipts {clause} ORDER BY {order_by} LIMIT {} OFFSET {}",
+            "SELECT {columns} FROM receipts {clause} ORDER BY {order_by} LIMIT {} OFFSET {}",
             limit.min(MAX_LISTED),
             offset.min(i64::MAX as usize)
         );
@@ -192,7 +213,10 @@ impl Ledger {
         filter: &RowFilter,
         most: usize,
     ) -> Result<Vec<LedgerReceipt>, LedgerError> {
-        Ok(self.list(filter, RowOrder::Oldest, 0, most).await?.1)
+        Ok(self
+            .page(filter, RowOrder::Oldest, 0, most, COLUMNS)
+            .await?
+            .1)
     }
 
     /// The rows of these request IDs (those the ledger holds), in no particular order.

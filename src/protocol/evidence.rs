@@ -13,9 +13,32 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use sha2::{Digest, Sha256};
 
-/// The most requests one action's evidence lists; those beyond are counted in
-/// [`NetworkEvidence::unlisted`].
-pub const MAX_EVIDENCE_REQUESTS: usize = 64;
+/// The most requests one action's evidence lists unless `--evidence-max-requests` says
+/// otherwise; those beyond are counted in [`NetworkEvidence::unlisted`].
+pub const DEFAULT_EVIDENCE_REQUESTS: usize = 64;
+
+/// The highest `--evidence-max-requests` a host accepts: the evidence is stored with every
+/// receipt and shown in every `receipts.list` page: with URLs bounded by [`MAX_EVIDENCE_URL`],
+/// one action's evidence stays under about 600 KiB (some 80 KiB for 256 requests of ordinary
+/// URLs).
+pub const MAX_EVIDENCE_REQUESTS: usize = 256;
+
+/// Reads `--evidence-max-requests`: a count from 1 to [`MAX_EVIDENCE_REQUESTS`]. The message
+/// of a refusal says what to give instead.
+pub fn parse_evidence_max_requests(text: &str) -> Result<usize, String> {
+    let n: usize = text.trim().parse().map_err(|_| {
+        format!("`{text}` is not a count; give how many requests each action's evidence lists (1 to {MAX_EVIDENCE_REQUESTS}, default {DEFAULT_EVIDENCE_REQUESTS})")
+    })?;
+    match n {
+        0 => Err(format!(
+            "0 would list no request at all; to stop watching the network use --no-network-evidence, else give 1 to {MAX_EVIDENCE_REQUESTS}"
+        )),
+        n if n > MAX_EVIDENCE_REQUESTS => Err(format!(
+            "{n} is more than {MAX_EVIDENCE_REQUESTS}, the most each action's evidence may list (it is stored with every receipt); the rest are counted in `unlisted`"
+        )),
+        n => Ok(n),
+    }
+}
 
 /// What one action's page sent: every request other than `GET`/`HEAD`/`OPTIONS`, and every
 /// navigation, from the first input event dispatched until the reply (for an uncertain action,
@@ -27,7 +50,8 @@ pub struct NetworkEvidence {
     /// double-firing handler, a page script that retries): flagged, never hidden.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub duplicate_sends: Vec<DuplicateSend>,
-    /// The requests, in the order they were sent (at most [`MAX_EVIDENCE_REQUESTS`]).
+    /// The requests, in the order they were sent (at most `--evidence-max-requests`, default
+    /// [`DEFAULT_EVIDENCE_REQUESTS`]).
     pub requests: Vec<SentRequest>,
     /// Requests sent beyond the bound: counted, not listed.
     #[serde(default, skip_serializing_if = "is_zero")]
@@ -49,12 +73,23 @@ pub struct SentRequest {
     /// When the answer (or the failure) arrived, if it did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_at: Option<String>,
-    /// The request body's length in bytes (absent when the browser did not give it).
+    /// The page's service worker answered it: this request went to the worker, not to the
+    /// network. What the worker sent for it (its own `fetch`, even of the same request) is
+    /// listed as requests of their own, so this one is never counted as a duplicate send.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub answered_by_service_worker: bool,
+    /// The request body's length in bytes: of the bytes read, or, when they could not be read
+    /// (see `body_unread`), as the request's `Content-Length` declared it. Absent when neither
+    /// is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_bytes: Option<u64>,
-    /// The SHA-256 of the request body, hex (the body itself is never kept).
+    /// The SHA-256 of the request body, hex (the body itself is never kept). Absent when the
+    /// body could not be read whole: `body_unread` says why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_sha256: Option<String>,
+    /// Why the body was not read whole, so it has no digest (never a silent gap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_unread: Option<BodyUnread>,
     /// The browser's own error text when the request failed (`net::ERR_CONNECTION_RESET`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -69,6 +104,54 @@ pub struct SentRequest {
     pub status: RequestStatus,
     /// Origin and path, each query value replaced by a short hash ([`redact_url`]).
     pub url: String,
+}
+
+/// Why a request's body has no digest in the evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum BodyUnread {
+    /// Larger than the browser keeps of one request's data for DevTools (1 MiB): its length
+    /// is the `Content-Length` sent.
+    #[serde(rename = "too large")]
+    TooLarge,
+    /// Made, at least in part, of files or blobs, which the browser does not hand out (it
+    /// gives the other parts only): its length is the `Content-Length` sent.
+    #[serde(rename = "files")]
+    Files,
+    /// The browser did not give it before the evidence was taken (the page went away, or it
+    /// was still being read).
+    #[serde(rename = "not given")]
+    NotGiven,
+}
+
+impl fmt::Display for BodyUnread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            BodyUnread::TooLarge => "too large",
+            BodyUnread::Files => "files",
+            BodyUnread::NotGiven => "not given",
+        })
+    }
+}
+
+impl BodyUnread {
+    /// What is known of a body from the bytes the browser gave (`read`: length and digest)
+    /// and the `Content-Length` it sent (`declared`): `(body_bytes, body_sha256,
+    /// body_unread)`. The one place that rule lives: a digest only of the whole body, a length
+    /// from the header when the bytes fall short.
+    pub fn settle(
+        read: Option<(u64, &str)>,
+        declared: Option<u64>,
+    ) -> (Option<u64>, Option<String>, Option<BodyUnread>) {
+        /// Chromium keeps at most this much of one request's data for DevTools.
+        const KEPT: u64 = 1024 * 1024;
+        match (read, declared) {
+            (Some((n, digest)), None) => (Some(n), Some(digest.to_owned()), None),
+            (Some((n, digest)), Some(d)) if d == n => (Some(n), Some(digest.to_owned()), None),
+            (Some(_), Some(d)) => (Some(d), None, Some(BodyUnread::Files)),
+            (None, Some(d)) if d > KEPT => (Some(d), None, Some(BodyUnread::TooLarge)),
+            (None, d) => (d, None, Some(BodyUnread::NotGiven)),
+        }
+    }
 }
 
 /// How a request was answered.
@@ -177,20 +260,33 @@ impl NetworkEvidence {
     /// The evidence of `requests` (already bounded) and `unlisted` more, with its duplicate
     /// sends worked out: the one place that rule lives. Navigations by `GET` are not sends
     /// (loading a page twice changes nothing a server promised to keep).
+    /// A request its service worker answered is not a send (the worker's own are).
     pub fn new(requests: Vec<SentRequest>, unlisted: u64, watching: bool) -> NetworkEvidence {
         let mut duplicate_sends: Vec<DuplicateSend> = Vec::new();
-        for r in requests.iter().filter(|r| !is_safe_method(&r.method)) {
-            match duplicate_sends
-                .iter_mut()
-                .find(|d| d.method == r.method && d.url == r.url && d.body_sha256 == r.body_sha256)
-            {
-                Some(d) => d.times += 1,
-                None => duplicate_sends.push(DuplicateSend {
-                    body_sha256: r.body_sha256.clone(),
-                    method: r.method.clone(),
-                    times: 1,
-                    url: r.url.clone(),
-                }),
+        // Each send's body length beside it: a body not read whole has no digest, and its
+        // length (the `Content-Length` sent) stands in, so two different uploads of one URL
+        // are not taken for one sent twice.
+        let mut lengths: Vec<Option<u64>> = Vec::new();
+        let sends = requests
+            .iter()
+            .filter(|r| !is_safe_method(&r.method) && !r.answered_by_service_worker);
+        for r in sends {
+            match duplicate_sends.iter_mut().zip(&lengths).find(|(d, n)| {
+                d.method == r.method
+                    && d.url == r.url
+                    && d.body_sha256 == r.body_sha256
+                    && **n == r.body_bytes
+            }) {
+                Some((d, _)) => d.times += 1,
+                None => {
+                    duplicate_sends.push(DuplicateSend {
+                        body_sha256: r.body_sha256.clone(),
+                        method: r.method.clone(),
+                        times: 1,
+                        url: r.url.clone(),
+                    });
+                    lengths.push(r.body_bytes);
+                }
             }
         }
         duplicate_sends.retain(|d| d.times > 1);
@@ -246,8 +342,31 @@ pub fn is_safe_method(method: &str) -> bool {
 /// The URL as evidence keeps it: scheme, host, port and path, user info and fragment dropped,
 /// and each query value replaced by `~` and the first 8 hex digits of its SHA-256 (names kept),
 /// so a token in a query string is never stored while two sends of the same URL still compare
-/// equal. A URL with no `//` authority (`data:`, `about:blank`) keeps only its scheme.
+/// equal. A URL with no `//` authority (`data:`, `about:blank`) keeps only its scheme. At most
+/// [`MAX_EVIDENCE_URL`] bytes are kept ([`bound_url`]).
 pub fn redact_url(url: &str) -> String {
+    bound_url(redacted(url))
+}
+
+/// The longest URL one evidence entry keeps, in bytes (a page may send to a path of
+/// megabytes; the evidence is stored with every receipt and listed with it).
+pub const MAX_EVIDENCE_URL: usize = 2048;
+
+/// `url` when it fits [`MAX_EVIDENCE_URL`]; else its start, `…~` and the short hash of the
+/// whole, so two sends of one long URL still compare equal and two different ones do not.
+fn bound_url(url: String) -> String {
+    if url.len() <= MAX_EVIDENCE_URL {
+        return url;
+    }
+    let tail = format!("…~{}", short_hash(url.as_bytes()));
+    let mut cut = MAX_EVIDENCE_URL - tail.len();
+    while !url.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}{tail}", &url[..cut])
+}
+
+fn redacted(url: &str) -> String {
     let url = url.split('#').next().unwrap_or("");
     let Some((scheme, rest)) = url.split_once("://") else {
         return match url.split_once(':') {
@@ -304,8 +423,10 @@ mod tests {
     fn sent(method: &str, url: &str, body: Option<&str>) -> SentRequest {
         SentRequest {
             answered_at: None,
+            answered_by_service_worker: false,
             body_bytes: body.map(|b| b.len() as u64),
             body_sha256: body.map(|b| body_sha256(b.as_bytes())),
+            body_unread: None,
             error: None,
             method: method.into(),
             navigation: false,
@@ -327,6 +448,15 @@ mod tests {
         assert_eq!(redact_url("https://example.com"), "https://example.com/");
         assert_eq!(redact_url("data:text/plain,hello"), "data:");
         assert!(!redact_url("http://h/p?t=secret").contains("secret"));
+        let long = format!("http://h/{}", "é".repeat(5000));
+        let kept = redact_url(&long);
+        assert!(kept.len() <= MAX_EVIDENCE_URL, "{}", kept.len());
+        assert!(
+            kept.starts_with("http://h/é") && kept.contains("…~"),
+            "{kept}"
+        );
+        assert_eq!(kept, redact_url(&long));
+        assert_ne!(kept, redact_url(&format!("{long}x")));
     }
 
     #[test]
@@ -363,9 +493,54 @@ mod tests {
         );
         assert_eq!(e.duplicate_sends.len(), 1);
         assert_eq!(e.duplicate_sends[0].times, 2);
+        // Bodies without a digest compare by their length.
+        let unread = |n: u64| SentRequest {
+            body_bytes: Some(n),
+            body_sha256: None,
+            body_unread: Some(BodyUnread::Files),
+            ..sent("POST", "http://h/up", None)
+        };
+        let uploads = NetworkEvidence::new(vec![unread(300), unread(301), unread(300)], 0, false);
+        assert_eq!(uploads.duplicate_sends.len(), 1, "{uploads:?}");
+        assert_eq!(uploads.duplicate_sends[0].times, 2);
+        // A request its service worker answered, and the worker's send of it: sent once.
+        let through = SentRequest {
+            answered_by_service_worker: true,
+            ..sent("POST", "http://h/x", Some("a=1"))
+        };
+        let once = NetworkEvidence::new(
+            vec![through, sent("POST", "http://h/x", Some("a=1"))],
+            0,
+            false,
+        );
+        assert!(once.duplicate_sends.is_empty(), "{once:?}");
         assert_eq!(
             e.duplicate_sends[0].body_sha256.as_deref(),
             Some(body_sha256(b"a=1").as_str())
+        );
+    }
+
+    #[test]
+    fn a_body_has_a_digest_only_when_read_whole() {
+        let d = body_sha256(b"abc");
+        let whole = (Some(3), Some(d.clone()), None);
+        assert_eq!(BodyUnread::settle(Some((3, &d)), None), whole);
+        assert_eq!(BodyUnread::settle(Some((3, &d)), Some(3)), whole);
+        assert_eq!(
+            BodyUnread::settle(Some((204, &d)), Some(300_204)),
+            (Some(300_204), None, Some(BodyUnread::Files))
+        );
+        assert_eq!(
+            BodyUnread::settle(None, Some(2 << 20)),
+            (Some(2 << 20), None, Some(BodyUnread::TooLarge))
+        );
+        assert_eq!(
+            BodyUnread::settle(None, Some(10)),
+            (Some(10), None, Some(BodyUnread::NotGiven))
+        );
+        assert_eq!(
+            BodyUnread::settle(None, None),
+            (None, None, Some(BodyUnread::NotGiven))
         );
     }
 
@@ -385,6 +560,11 @@ mod tests {
             let text = serde_json::to_string(&e).unwrap();
             assert_eq!(serde_json::from_str::<NetworkEvidence>(&text).unwrap(), e);
         }
+        r.body_unread = Some(BodyUnread::Files);
+        let e = NetworkEvidence::new(vec![r.clone()], 0, false);
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains(r#""bodyUnread":"files""#), "{text}");
+        assert_eq!(serde_json::from_str::<NetworkEvidence>(&text).unwrap(), e);
         let v = serde_json::to_value(NetworkEvidence::new(vec![r], 0, false)).unwrap();
         assert_eq!(v["requests"][0]["status"], "net::ERR_NAME_NOT_RESOLVED");
         assert_eq!(serde_json::to_value(RequestStatus::Http(500)).unwrap(), 500);

@@ -67,7 +67,7 @@ pub use error::{
     Delivery, ErrorBody, ErrorCode, FrameTimeoutDetails, FrameTooLargeDetails, HostBusyDetails,
     NotSent, PeerRefusedDetails,
 };
-pub use evidence::{NetworkEvidence, RequestStatus, SentRequest};
+pub use evidence::{BodyUnread, NetworkEvidence, RequestStatus, SentRequest};
 pub use fingerprint::{
     fingerprint, split_fingerprint, try_fingerprint, PlainFill, StoredRequest, REQUEST_PIECES,
 };

@@ -66,7 +66,7 @@ impl TestHost {
         let journal = root.path().join("journal");
         let chosen = args
             .iter()
-            .any(|a| a.starts_with("--journal") || *a == "--no-journal");
+            .any(|a| a.starts_with("--journal") || *a == "--no-journal" || *a == "--ledger");
         let child = Command::new(polaris_bin())
             .arg("serve")
             .arg("--socket-dir")

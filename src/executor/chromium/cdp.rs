@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::dialogs::Dialogs;
 use super::network::NetworkLog;
+use crate::protocol::evidence::DEFAULT_EVIDENCE_REQUESTS;
 
 /// A typed CDP command.
 pub trait Method: Serialize {
@@ -665,7 +666,12 @@ impl Connection {
     /// recorded where nobody reads them); [`Connection::track_answering`] gives them a task's
     /// record and its actions' answers.
     pub fn track(&self, session_id: &str, target_id: &str) -> watch::Receiver<PageSignals> {
-        self.track_answering(session_id, target_id, Dialogs::new(), NetworkLog::new())
+        self.track_answering(
+            session_id,
+            target_id,
+            Dialogs::new(),
+            NetworkLog::new(DEFAULT_EVIDENCE_REQUESTS),
+        )
     }
 
     /// Starts tracking the events of an attached page session; its dialogs are answered as
@@ -1050,7 +1056,8 @@ pub mod methods {
     pub struct SetAutoAttach {
         /// Always true.
         pub auto_attach: bool,
-        /// Never: a worker starts at once.
+        /// Always: a worker waits until its `Network.enable` is sent (then
+        /// `Runtime.runIfWaitingForDebugger` starts it), so its first request is watched too.
         pub wait_for_debugger_on_start: bool,
         /// Always true.
         pub flatten: bool,
@@ -1062,7 +1069,7 @@ pub mod methods {
         pub fn workers() -> SetAutoAttach {
             SetAutoAttach {
                 auto_attach: true,
-                wait_for_debugger_on_start: false,
+                wait_for_debugger_on_start: true,
                 flatten: true,
                 filter: serde_json::json!([
                     {"type": "worker", "exclude": false},

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::protocol::evidence::{body_sha256, is_safe_method, redact_url, MAX_EVIDENCE_REQUESTS};
+use crate::protocol::evidence::{body_sha256, is_safe_method, redact_url, BodyUnread};
 use crate::protocol::{now_rfc3339, NetworkEvidence, RequestStatus, SentRequest};
 
 /// The requests of one task's pages, per action.
@@ -28,15 +28,25 @@ pub struct NetworkLog {
     window: Mutex<Option<Window>>,
     /// Bodies asked for and not yet answered ([`NetworkLog::bodies_read`]).
     fetching: tokio::sync::watch::Sender<u32>,
+    /// Requests of the open window with no answer yet ([`NetworkLog::answers_in`]).
+    unanswered: tokio::sync::watch::Sender<u32>,
     /// Whether the task's pages are watched at all (`--no-network-evidence` turns it off).
     on: bool,
+    /// The most requests one action's evidence lists (`--evidence-max-requests`).
+    max_requests: usize,
 }
 
 /// The requests recorded since an action dispatched its first event.
 #[derive(Debug, Default)]
 struct Window {
     requests: Vec<SentRequest>,
-    /// Requests beyond [`MAX_EVIDENCE_REQUESTS`].
+    /// What is known of each listed request's body (same positions as `requests`), settled
+    /// into its fields when the evidence is taken ([`BodyUnread::settle`]).
+    bodies: Vec<BodySeen>,
+    /// `Content-Length`s of requests not listed (yet): the browser may report a request's
+    /// headers before the request itself. Bounded by [`MAX_EARLY_LENGTHS`].
+    early_lengths: HashMap<String, u64>,
+    /// Requests beyond [`NetworkLog::max_requests`].
     unlisted: u64,
     /// CDP request id → index in `requests` of its latest hop. Keyed by the id alone: a
     /// worker's request may be reported on the page's session and answered on the worker's.
@@ -46,6 +56,18 @@ struct Window {
     sealed: Option<HashSet<String>>,
     /// Every session a request was recorded from.
     sessions: HashSet<String>,
+}
+
+/// The most `Content-Length`s kept for requests not listed yet.
+const MAX_EARLY_LENGTHS: usize = 256;
+
+/// One listed request's body as far as the browser showed it.
+#[derive(Debug, Default)]
+struct BodySeen {
+    /// The bytes read (from the event, or `Network.getRequestPostData`): length and digest.
+    read: Option<(u64, String)>,
+    /// The `Content-Length` the browser sent (`Network.requestWillBeSentExtraInfo`).
+    declared: Option<u64>,
 }
 
 /// What a `Network.requestWillBeSent` asks of the connection: the body of a request the event
@@ -93,9 +115,34 @@ struct WillBeSent {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
+struct ExtraInfo {
+    request_id: String,
+    headers: HashMap<String, serde_json::Value>,
+}
+
+impl ExtraInfo {
+    /// The `Content-Length` the request was sent with, if any.
+    fn content_length(&self) -> Option<u64> {
+        self.headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.as_str()?.trim().parse().ok())
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct ResponseReceived {
     request_id: String,
-    response: StatusOnly,
+    response: Response,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Response {
+    status: u16,
+    #[serde(default)]
+    from_service_worker: bool,
 }
 
 #[derive(Deserialize)]
@@ -108,12 +155,15 @@ struct LoadingFailed {
 }
 
 impl NetworkLog {
-    /// A log with no window open.
-    pub fn new() -> Arc<NetworkLog> {
+    /// A log with no window open, listing at most `max_requests` requests per action
+    /// (`--evidence-max-requests`) and counting the rest.
+    pub fn new(max_requests: usize) -> Arc<NetworkLog> {
         Arc::new(NetworkLog {
             window: Mutex::new(None),
             fetching: tokio::sync::watch::channel(0).0,
+            unanswered: tokio::sync::watch::channel(0).0,
             on: true,
+            max_requests,
         })
     }
 
@@ -123,7 +173,9 @@ impl NetworkLog {
         Arc::new(NetworkLog {
             window: Mutex::new(None),
             fetching: tokio::sync::watch::channel(0).0,
+            unanswered: tokio::sync::watch::channel(0).0,
             on: false,
+            max_requests: 0,
         })
     }
 
@@ -136,7 +188,9 @@ impl NetworkLog {
     /// held was taken with its reply, or belonged to an outcome since settled).
     pub fn begin(&self) {
         if self.on {
-            *lock(&self.window) = Some(Window::default());
+            let mut guard = lock(&self.window);
+            *guard = Some(Window::default());
+            self.unanswered.send_replace(0);
         }
     }
 
@@ -146,7 +200,20 @@ impl NetworkLog {
     pub fn take(&self, watching: bool) -> Option<NetworkEvidence> {
         let mut guard = lock(&self.window);
         let w = guard.as_mut()?;
-        let evidence = NetworkEvidence::new(w.requests.clone(), w.unlisted, watching);
+        let requests = w
+            .requests
+            .iter()
+            .zip(&w.bodies)
+            .map(|(r, body)| {
+                let mut r = r.clone();
+                (r.body_bytes, r.body_sha256, r.body_unread) = BodyUnread::settle(
+                    body.read.as_ref().map(|(n, d)| (*n, d.as_str())),
+                    body.declared,
+                );
+                r
+            })
+            .collect();
+        let evidence = NetworkEvidence::new(requests, w.unlisted, watching);
         if watching {
             if w.sealed.is_none() {
                 w.sealed = Some(w.sessions.clone());
@@ -191,12 +258,13 @@ impl NetworkLog {
             "Network.requestWillBeSent" => {
                 let e: WillBeSent = serde_json::from_str(params.get()).ok()?;
                 let key = e.request_id.clone();
+                let declared = w.early_lengths.remove(&key);
                 if let Some(redirect) = &e.redirect_response {
                     // The hop before this one got its answer: a redirect.
                     if let Some(&i) = w.index.get(&key) {
                         let r = &mut w.requests[i];
+                        self.answered(r);
                         r.status = RequestStatus::Http(redirect.status);
-                        r.answered_at = Some(now_rfc3339());
                     }
                     w.index.remove(&key);
                 } else if w.index.contains_key(&key) {
@@ -212,7 +280,7 @@ impl NetworkLog {
                         return None;
                     }
                 }
-                if w.requests.len() >= MAX_EVIDENCE_REQUESTS {
+                if w.requests.len() >= self.max_requests {
                     w.unlisted += 1;
                     return None;
                 }
@@ -220,10 +288,17 @@ impl NetworkLog {
                 let fetch = body.is_none() && e.request.has_post_data;
                 w.sessions.insert(session.to_owned());
                 w.index.insert(key, w.requests.len());
+                w.bodies.push(BodySeen {
+                    read: body.map(|b| (b.len() as u64, body_sha256(&b))),
+                    declared,
+                });
+                self.unanswered.send_modify(|n| *n += 1);
                 w.requests.push(SentRequest {
                     answered_at: None,
-                    body_bytes: body.as_ref().map(|b| b.len() as u64),
-                    body_sha256: body.as_deref().map(body_sha256),
+                    answered_by_service_worker: false,
+                    body_bytes: None,
+                    body_sha256: None,
+                    body_unread: None,
                     error: None,
                     method: e.request.method,
                     navigation,
@@ -235,12 +310,27 @@ impl NetworkLog {
                     request_id: e.request_id,
                 })
             }
+            "Network.requestWillBeSentExtraInfo" => {
+                let e: ExtraInfo = serde_json::from_str(params.get()).ok()?;
+                let length = e.content_length()?;
+                match w.index.get(&e.request_id) {
+                    Some(&i) if w.bodies[i].declared.is_none() => {
+                        w.bodies[i].declared = Some(length)
+                    }
+                    _ if w.early_lengths.len() < MAX_EARLY_LENGTHS => {
+                        w.early_lengths.insert(e.request_id, length);
+                    }
+                    _ => {}
+                }
+                None
+            }
             "Network.responseReceived" => {
                 let e: ResponseReceived = serde_json::from_str(params.get()).ok()?;
                 let i = *w.index.get(&e.request_id)?;
                 let r = &mut w.requests[i];
+                self.answered(r);
                 r.status = RequestStatus::Http(e.response.status);
-                r.answered_at = Some(now_rfc3339());
+                r.answered_by_service_worker = e.response.from_service_worker;
                 None
             }
             "Network.loadingFailed" => {
@@ -250,14 +340,32 @@ impl NetworkLog {
                 // A failure after the answer's head (the body broke off) keeps the status: the
                 // server did answer.
                 if matches!(r.status, RequestStatus::NoResponse) {
+                    self.answered(r);
                     r.status = RequestStatus::of_failure(&e.error_text, e.canceled);
-                    r.answered_at = Some(now_rfc3339());
                 }
                 r.error = Some(e.error_text);
                 None
             }
             _ => None,
         }
+    }
+
+    /// `r` has its answer (or its failure) now: stamped, and counted off the first time.
+    fn answered(&self, r: &mut SentRequest) {
+        if r.answered_at.is_none() {
+            self.unanswered.send_modify(|n| *n = n.saturating_sub(1));
+        }
+        r.answered_at = Some(now_rfc3339());
+    }
+
+    /// Waits, until `until` at most, for every request of the open window to have its answer
+    /// or its failure. A worker's events come on its own session, so a page can show what
+    /// the answer said before the host has read the answer's event: an action whose effect
+    /// was observed waits for them briefly, so its evidence does not say "no response" of a
+    /// request that was answered.
+    pub async fn answers_in(&self, until: tokio::time::Instant) {
+        let mut rx = self.unanswered.subscribe();
+        let _ = tokio::time::timeout_at(until, rx.wait_for(|n| *n == 0)).await;
     }
 
     /// A body is being asked for (`Network.getRequestPostData`); [`NetworkLog::fetch_done`]
@@ -286,9 +394,7 @@ impl NetworkLog {
             return;
         };
         if let Some(&i) = w.index.get(request_id) {
-            let r = &mut w.requests[i];
-            r.body_bytes = Some(body.len() as u64);
-            r.body_sha256 = Some(body_sha256(body));
+            w.bodies[i].read = Some((body.len() as u64, body_sha256(body)));
         }
     }
 }
@@ -393,9 +499,44 @@ mod tests {
         assert!(decode_base64("a").is_none());
     }
 
+    fn headers(log: &NetworkLog, id: &str, length: u64) {
+        log.on_event(
+            "s",
+            "Network.requestWillBeSentExtraInfo",
+            Some(&raw(serde_json::json!({"requestId": id,
+                "headers": {"content-length": length.to_string(), "Host": "h"}}))),
+        );
+    }
+
+    #[test]
+    fn a_body_read_short_of_its_length_has_no_digest() {
+        let log = NetworkLog::new(8);
+        log.begin();
+        // Headers before the request, and after it: both are matched.
+        headers(&log, "1", 300_204);
+        sent(&log, "s", "1", "POST", Some("the text parts"));
+        sent(&log, "s", "2", "POST", Some("a=1"));
+        headers(&log, "2", 3);
+        let huge = serde_json::json!({"requestId": "3", "type": "Fetch",
+            "request": {"url": "http://h/big", "method": "POST", "hasPostData": true}});
+        let fetch = log.on_event("s", "Network.requestWillBeSent", Some(&raw(huge)));
+        assert!(fetch.is_some(), "the body is asked for");
+        headers(&log, "3", 2 << 20);
+        let e = log.take(false).unwrap();
+        let r = &e.requests;
+        assert_eq!(r[0].body_bytes, Some(300_204));
+        assert_eq!(r[0].body_unread, Some(BodyUnread::Files));
+        assert!(r[0].body_sha256.is_none());
+        assert_eq!(r[1].body_bytes, Some(3));
+        assert!(r[1].body_sha256.is_some() && r[1].body_unread.is_none());
+        // A body the event did not carry and nobody read: its length, and why.
+        assert_eq!(r[2].body_bytes, Some(2 << 20));
+        assert_eq!(r[2].body_unread, Some(BodyUnread::TooLarge));
+    }
+
     #[test]
     fn a_window_records_sends_and_their_answers() {
-        let log = NetworkLog::new();
+        let log = NetworkLog::new(8);
         sent(&log, "s", "1", "POST", Some("a=1"));
         assert!(log.take(false).is_none(), "nothing before a window opens");
         log.begin();
