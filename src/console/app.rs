@@ -15,8 +15,8 @@ use super::filter::{Filter, LOCAL_WINDOW};
 pub use super::messages::{Act, Action, Effect, OpError, Reply};
 use crate::host::Counters;
 use crate::protocol::introspection::{
-    AuditEntry, BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptFilter,
-    ReceiptItem, ReceiptsListParams, Snapshot, Sort, StateFilter, TaskSummary,
+    AuditEntry, BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptItem,
+    ReceiptsListParams, Snapshot, Sort, TaskSummary,
 };
 use crate::protocol::results::{FleetHost, TaskState};
 
@@ -265,13 +265,6 @@ pub struct App {
     pub mark_on_load: bool,
     /// Receipts marked for clearing.
     pub marked: BTreeSet<String>,
-    /// "All completed receipts matching the filter" is marked.
-    pub mark_all: bool,
-    /// With `mark_all`: the receipts space took out of it, one by one.
-    pub excluded: BTreeSet<String>,
-    /// The prepare in flight is by filter and must be narrowed by `excluded` before the
-    /// dialog opens (the host's prepare takes IDs or a filter, not both).
-    pub narrow_prepare: bool,
     /// The pane the movement keys act on.
     pub focus: Pane,
     /// Selected running task.
@@ -358,9 +351,6 @@ impl App {
             filter_before: String::new(),
             mark_on_load: false,
             marked: BTreeSet::new(),
-            mark_all: false,
-            excluded: BTreeSet::new(),
-            narrow_prepare: false,
             focus: Pane::Receipts,
             task_selected: 0,
             blocked_selected: 0,
@@ -667,42 +657,21 @@ impl App {
         }
     }
 
-    /// Drops every mark: the ones set row by row and "all matching" with its exclusions.
+    /// Drops every mark.
     pub(super) fn drop_marks(&mut self) {
         self.marked.clear();
-        self.mark_all = false;
-        self.excluded.clear();
     }
 
-    /// Whether this row is marked for the next clear, as the table shows it.
-    pub fn is_marked(&self, request_id: &str, clearable: bool) -> bool {
-        self.marked.contains(request_id)
-            || (self.mark_all && clearable && !self.excluded.contains(request_id))
-    }
-
+    /// The `receipts.clearPrepare` params for the marked receipts, by ID; `None` when none
+    /// is marked.
     pub(super) fn prepare_params(&self) -> Option<Value> {
-        let params = if self.mark_all {
-            ClearPrepareParams {
-                filter: Some(ReceiptFilter {
-                    state: Some(
-                        self.parsed_filter()
-                            .state()
-                            .unwrap_or(StateFilter::Completed),
-                    ),
-                    search: self.parsed_filter().search,
-                    ..ReceiptFilter::default()
-                }),
-                ..ClearPrepareParams::default()
-            }
-        } else if !self.marked.is_empty() {
-            ClearPrepareParams {
-                request_ids: Some(self.marked.iter().cloned().collect()),
-                ..ClearPrepareParams::default()
-            }
-        } else {
+        if self.marked.is_empty() {
             return None;
-        };
-        Some(to_params(&params))
+        }
+        Some(to_params(&ClearPrepareParams {
+            request_ids: Some(self.marked.iter().cloned().collect()),
+            ..ClearPrepareParams::default()
+        }))
     }
 }
 

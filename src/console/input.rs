@@ -174,8 +174,6 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
                 }
                 _ => return None,
             }
-            app.mark_all = false;
-            app.excluded.clear();
             app.reset_view()
         }
         Mode::Preparing => {
@@ -408,12 +406,7 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                 );
                 return None;
             }
-            if app.mark_all {
-                // "All matching" stays: this row alone is taken out of it (or put back).
-                if !app.excluded.remove(&id) {
-                    app.excluded.insert(id);
-                }
-            } else if !app.marked.remove(&id) {
+            if !app.marked.remove(&id) {
                 app.marked.insert(id);
             }
             app.move_selection(1)
@@ -436,7 +429,7 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                 }
                 return None;
             }
-            if app.mark_all || !app.marked.is_empty() {
+            if !app.marked.is_empty() {
                 app.drop_marks();
                 app.notice("unmarked everything", false);
                 return None;
@@ -524,7 +517,6 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                 return None;
             }
             app.mode = Mode::Preparing;
-            app.narrow_prepare = app.mark_all && !app.excluded.is_empty();
             Some(Effect::Prepare(params))
         }
         KeyCommand::Verify => {
@@ -617,17 +609,11 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
         }
         KeyCommand::Back => {
             let marks = app.marked.len();
-            let all = app.mark_all;
             app.drop_marks();
             app.notice = None;
-            if all || marks > 0 {
-                let what = if all {
-                    "the \"all matching\" mark".to_owned()
-                } else {
-                    format!("{marks} marks")
-                };
+            if marks > 0 {
                 app.notice(
-                    format!("dropped {what}; nothing was cleared (a or space marks again)"),
+                    format!("dropped {marks} marks; nothing was cleared (a or space marks again)"),
                     false,
                 );
             }

@@ -323,14 +323,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         let cursor = if app.mode == Mode::Filter { "▏" } else { "" };
         title.push_str(&format!("· /{}{cursor} ", app.filter));
     }
-    if app.mark_all && !app.excluded.is_empty() {
-        title.push_str(&format!(
-            "· ALL completed matching marked but {} ",
-            app.excluded.len()
-        ));
-    } else if app.mark_all {
-        title.push_str("· ALL completed matching marked ");
-    } else if !app.marked.is_empty() {
+    if !app.marked.is_empty() {
         title.push_str(&format!("· {} marked ", app.marked.len()));
     }
     if app.stale() && app.snapshot.is_some() {
@@ -369,7 +362,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             rows.push(Row::new(vec![" ".to_owned(), "…".to_owned()]).style(t.dim()));
             continue;
         };
-        let marked = app.is_marked(&r.request_id, r.clearable);
+        let marked = app.marked.contains(&r.request_id);
         // The cursor sits on the anchored receipt only, never on a row that took its place.
         let here = i == app.selected
             && app
