@@ -121,6 +121,8 @@ pub enum Mode {
     Notice(Notice),
     /// Typing a filter.
     Filter,
+    /// Typing a `:` command (the text after the colon).
+    Command(String),
     /// A detail view.
     Detail(Detail),
     /// Waiting for `receipts.clearPrepare`.
@@ -297,8 +299,9 @@ pub struct App {
     /// The request ID the selection is on: the selection stays on this receipt while others
     /// arrive, leave or move (`None` until the row under the selection is read).
     pub anchor: Option<String>,
-    /// The selection follows the newest receipt (the top row) until the operator moves it; at
-    /// the top again, it follows again. Off, the selection stays on its receipt.
+    /// `f`: the selection follows the newest receipt (the top row of the newest-first sort)
+    /// as receipts arrive, until the operator moves it or sorts otherwise; the header says
+    /// FOLLOW. Off, the selection stays on its receipt. On at start.
     pub follow: bool,
     /// `p`: live updates are paused — the table and panes stay as they are (moving still
     /// reads the rows it needs) until `p` again.
@@ -437,6 +440,21 @@ impl App {
         }
     }
 
+    /// Whether a clear, stop or acknowledgement was confirmed and is being sent: its dialog
+    /// is still open until the host answers.
+    pub fn committing(&self) -> bool {
+        matches!(
+            self.mode,
+            Mode::Confirm {
+                stage: ConfirmStage::Committing,
+                ..
+            } | Mode::Act {
+                stage: ConfirmStage::Committing,
+                ..
+            }
+        )
+    }
+
     /// Puts the selection on absolute row `i` and anchors it to that row's receipt when read.
     pub(super) fn select_row(&mut self, i: u64) {
         self.selected = i;
@@ -571,7 +589,6 @@ impl App {
     /// forgotten, so no key acts on them while the new ones are read.
     pub(super) fn reset_view(&mut self) -> Option<Effect> {
         self.selected = 0;
-        self.follow = true;
         self.scroll = 0;
         self.anchor = None;
         self.page.clear();
@@ -605,6 +622,17 @@ impl App {
         self.notice = Some(n);
     }
 
+    /// Says `text` on the notice line without keeping it in the history `n` shows: for what
+    /// is only an echo of a key (a copy), so it never stands before a verdict there.
+    pub(super) fn passing_notice(&mut self, text: impl Into<String>) {
+        self.notice = Some(Notice {
+            text: text.into(),
+            error: false,
+            at: self.now,
+            while_used: None,
+        });
+    }
+
     /// Keeps the selection inside the list and the scroll window around the selection.
     pub(super) fn clamp_selection(&mut self) -> bool {
         let rows = u64::from(self.visible_rows.max(1));
@@ -633,7 +661,8 @@ impl App {
                 self.selected = target;
                 let moved = self.clamp_selection();
                 self.select_row(self.selected);
-                self.follow = self.selected == 0;
+                // Any movement by the operator stops following the newest receipt.
+                self.follow = false;
                 if moved && !self.local_view() {
                     return self.fetch_page();
                 }

@@ -32,6 +32,11 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
         let ctrl_c =
             key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
         if !ctrl_c && (!app.queued.is_empty() || app.waiting()) {
+            if key.code == KeyCode::Char('y') && app.committing() {
+                // A second `y` of the dialog that is sending: the dialog's key, never a copy
+                // once it closes (which would push its verdict off the notice line).
+                return None;
+            }
             app.queued.push_back(key);
             return None;
         }
