@@ -354,24 +354,20 @@ fn clear_task(app: &mut App, args: &[&str]) -> Option<Effect> {
     if refused_read_only(app, KeyCommand::Clear) {
         return None;
     }
-    let usage = LINE_COMMANDS
-        .iter()
-        .find(|c| c.command == KeyCommand::Clear)
-        .map_or("", |c| c.args);
-    let [_, prefix] = args else {
-        app.notice(
-            format!("write :clear {usage} (a task's first characters); nothing was done"),
-            true,
-        );
-        return None;
+    let prefix = match args {
+        ["task", prefix] => *prefix,
+        _ => {
+            let usage = LINE_COMMANDS
+                .iter()
+                .find(|c| c.command == KeyCommand::Clear)
+                .map_or("", |c| c.args);
+            app.notice(
+                format!("write :clear {usage} (a task's first characters); nothing was done"),
+                true,
+            );
+            return None;
+        }
     };
-    if args[0] != "task" {
-        app.notice(
-            format!("write :clear {usage} (a task's first characters); nothing was done"),
-            true,
-        );
-        return None;
-    }
     let prefix = prefix.to_ascii_lowercase();
     let tasks: Vec<String> = app
         .snapshot
@@ -442,6 +438,38 @@ fn selected_id(app: &App) -> Option<(&'static str, String)> {
             .get(app.host_selected)
             .map(|h| ("host", h.host_id.clone())),
     }
+}
+
+/// `f`: follows the newest receipt (sorting newest first), or stops following.
+fn toggle_follow(app: &mut App) -> Option<Effect> {
+    if app.follow {
+        app.follow = false;
+        app.passing_notice("stopped following: the selection stays on its receipt");
+        return None;
+    }
+    app.follow = true;
+    let resorted = app.sort != Sort::Newest;
+    app.sort = Sort::Newest;
+    app.focus = Pane::Receipts;
+    app.passing_notice(if resorted {
+        "following the newest receipt (sorted newest first); moving the selection stops it"
+    } else {
+        "following the newest receipt; moving the selection stops it"
+    });
+    app.reset_view()
+}
+
+/// `y`: the selected ID to the clipboard; the echo is a passing notice, so `n` still opens on
+/// the last verdict.
+fn copy_selected(app: &mut App) -> Option<Effect> {
+    let Some((what, id)) = selected_id(app) else {
+        app.notice("nothing selected to copy: select a row first", true);
+        return None;
+    };
+    app.passing_notice(format!(
+        "copied {what} {id} (OSC 52: the terminal puts it on the clipboard)"
+    ));
+    Some(Effect::Copy(id))
 }
 
 fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
@@ -771,33 +799,8 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             };
             Some(Effect::GetAudit)
         }
-        KeyCommand::Follow => {
-            if app.follow {
-                app.follow = false;
-                app.passing_notice("stopped following: the selection stays on its receipt");
-                return None;
-            }
-            app.follow = true;
-            let resorted = app.sort != Sort::Newest;
-            app.sort = Sort::Newest;
-            app.focus = Pane::Receipts;
-            app.passing_notice(if resorted {
-                "following the newest receipt (sorted newest first); moving the selection stops it"
-            } else {
-                "following the newest receipt; moving the selection stops it"
-            });
-            app.reset_view()
-        }
-        KeyCommand::Copy => {
-            let Some((what, id)) = selected_id(app) else {
-                app.notice("nothing selected to copy: select a row first", true);
-                return None;
-            };
-            app.passing_notice(format!(
-                "copied {what} {id} (OSC 52: the terminal puts it on the clipboard)"
-            ));
-            Some(Effect::Copy(id))
-        }
+        KeyCommand::Follow => toggle_follow(app),
+        KeyCommand::Copy => copy_selected(app),
         KeyCommand::CommandLine => {
             app.mode = Mode::Command(String::new());
             None

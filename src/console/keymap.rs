@@ -397,24 +397,25 @@ impl std::fmt::Display for LineError {
 
 /// The command `word` names: its exact name, else the one command it is a prefix of.
 pub fn line_command(word: &str) -> Result<&'static LineCommand, LineError> {
+    named_in(LINE_COMMANDS, word)
+}
+
+/// The command of `table` that `word` names (see [`line_command`]).
+fn named_in<'a>(table: &'a [LineCommand], word: &str) -> Result<&'a LineCommand, LineError> {
     if word.is_empty() {
         return Err(LineError::Empty);
     }
-    if let Some(c) = LINE_COMMANDS.iter().find(|c| c.name == word) {
+    if let Some(c) = table.iter().find(|c| c.name == word) {
         return Ok(c);
     }
-    let starting: Vec<&'static LineCommand> = LINE_COMMANDS
-        .iter()
-        .filter(|c| c.name.starts_with(word))
-        .collect();
+    let starting: Vec<&LineCommand> = table.iter().filter(|c| c.name.starts_with(word)).collect();
     match starting.as_slice() {
         [] => Err(LineError::Unknown(word.to_owned())),
         [one] => Ok(one),
-        many => {
-            let mut names: Vec<&'static str> = many.iter().map(|c| c.name).collect();
-            names.dedup();
-            Err(LineError::Ambiguous(word.to_owned(), names))
-        }
+        many => Err(LineError::Ambiguous(
+            word.to_owned(),
+            many.iter().map(|c| c.name).collect(),
+        )),
     }
 }
 
@@ -483,6 +484,23 @@ mod tests {
         assert!(unknown
             .to_string()
             .contains("clear, verify, audit, q, quit, help"));
+        // A prefix of two names runs neither.
+        let table = [
+            LineCommand {
+                name: "stop",
+                ..LINE_COMMANDS[0]
+            },
+            LineCommand {
+                name: "status",
+                ..LINE_COMMANDS[0]
+            },
+        ];
+        let both = named_in(&table, "st").unwrap_err();
+        assert_eq!(
+            both,
+            LineError::Ambiguous("st".into(), vec!["stop", "status"])
+        );
+        assert!(both.to_string().contains(":st could be stop or status"));
         // Every command the line runs is one of the keys', so --read-only refuses the same.
         for c in LINE_COMMANDS {
             assert!(KEYMAP.iter().any(|b| b.command == c.command), "{}", c.name);
