@@ -394,3 +394,22 @@ fn snapshot_help_72x20() {
     update(&mut app, key('?'));
     insta::assert_snapshot!(screen(&app, 72, 20));
 }
+
+#[test]
+fn the_method_column_keeps_nine_characters_at_every_width() {
+    for cols in (72..=240u16).step_by(3).chain([73, 79, 80, 81]) {
+        let app = narrow(cols, 30);
+        let text = screen(&app, cols, 30);
+        let header = rows(&text)
+            .into_iter()
+            .find(|l| l.contains(" request ") && l.contains(" method "))
+            .unwrap_or_else(|| panic!("no table header at {cols}:\n{text}"));
+        let at = |word: &str| header.find(word).unwrap();
+        let width = header[at(" method ")..at(" task ")].chars().count() - 1;
+        assert!(
+            width >= 9,
+            "method {width} wide at {cols} columns:\n{header}"
+        );
+        assert!(text.contains("page.fill"), "{cols}:\n{text}");
+    }
+}
