@@ -304,7 +304,10 @@ fn a_read_only_console_shows_the_blocked_outcome_and_changes_nothing() {
         host.root.path().join("console.log").into(),
     ];
     let mut console = Console::spawn_sized(&args, &[("NO_COLOR", "1")], 120, 36);
-    console.shows("connected · read-only");
+    // The header names every state the console is in: `connected · FOLLOW · read-only`.
+    console.wait_for("a connected read-only console", |t| {
+        t.contains("│ connected ·") && t.contains("· read-only")
+    });
     blocked_matches(&console, &host, 1);
 
     // Stop, verify and acknowledge from the Blocked pane, and a clear of a marked receipt:

@@ -588,7 +588,7 @@ fn the_layout_keeps_the_connection_state_grows_the_panes_and_answers_the_mouse()
     let screen = small.shows("Receipts 20 ");
     let first = screen.lines().next().unwrap_or("");
     assert!(
-        first.trim_end().ends_with("connected"),
+        first.trim_end().ends_with("connected · FOLLOW"),
         "the connection state is whole at 80×24: {first:?}"
     );
     drop(small);

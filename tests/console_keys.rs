@@ -1,6 +1,8 @@
 //! Console keys through the real terminal against a real `polaris serve`: `a` marks the
-//! clearable receipts as they are and space takes single rows out, and a notice too long for an
-//! 80-column line is read whole with `n`.
+//! clearable receipts as they are and space takes single rows out, a notice too long for an
+//! 80-column line is read whole with `n`, `y` copies the selected ID with OSC 52, the `:`
+//! command line clears one task's receipts through the clear dialog (and a `--read-only`
+//! console refuses it), `/re:` filters by a pattern, and `f` follows the newest receipt.
 
 mod common;
 #[path = "support/console_pty.rs"]
@@ -9,7 +11,7 @@ mod console_pty;
 use serde_json::json;
 
 use common::{sync_call, TestHost};
-use console_pty::{selected_id, task_with_fills, Console};
+use console_pty::{fill, selected_id, task_with_fills, Console};
 
 #[test]
 fn space_after_a_keeps_single_receipts_out_of_the_clear() {
@@ -77,6 +79,123 @@ fn a_long_notice_is_read_whole_at_80_by_24() {
     // Any key closes it, and is not also a command.
     console.press("c");
     console.wait_for("the monitor again", |t| !t.contains(" Notices "));
+}
+
+#[test]
+fn y_copies_the_selected_request_id_with_osc_52() {
+    use base64::Engine;
+    let host = TestHost::start(&["--capacity", "100"]);
+    task_with_fills(&host, 2);
+    let mut console = Console::start_sized(&host, 140, 34);
+    let screen = console.shows("Receipts 3 ");
+    let id = selected_id(&screen).expect("a selected row");
+    assert_eq!(id.len(), 36, "a whole request ID at 140 columns: {id}");
+    console.press("y");
+    let sequence = format!(
+        "\x1b]52;c;{}\x07",
+        base64::engine::general_purpose::STANDARD.encode(&id)
+    );
+    console.wait_for_output("the OSC 52 copy of the selected ID", sequence.as_bytes());
+    console.shows(&format!("copied request {id}"));
+}
+
+/// The receipts of `task` the host would clear now.
+fn clearable_of(host: &TestHost, task: &str) -> usize {
+    let list = sync_call(
+        &host.introspect(),
+        "receipts.list",
+        json!({"limit": 1000, "search": task, "state": "clearable"}),
+    )
+    .unwrap();
+    list["result"]["items"].as_array().unwrap().len()
+}
+
+#[test]
+fn colon_clear_task_clears_one_tasks_receipts_after_a_reason_and_y() {
+    let host = TestHost::start(&["--capacity", "100"]);
+    let gone = task_with_fills(&host, 3);
+    let kept = task_with_fills(&host, 2);
+    let n = clearable_of(&host, &gone);
+    assert!(n >= 3, "{n}");
+    let mut console = Console::start_sized(&host, 140, 34);
+    console.shows("Receipts 7 ");
+    // An unknown command does nothing and says what exists.
+    console.press(":purge\r");
+    console.shows("unknown command :purge");
+    console.press(&format!(":clear task {}\r", &gone[..8]));
+    console.shows(&format!("Clear {n} receipts?"));
+    console.press("one task done\r");
+    console.press("y");
+    console.shows(&format!("cleared {n} receipts"));
+    assert_eq!(clearable_of(&host, &gone), 0);
+    assert_eq!(
+        clearable_of(&host, &kept),
+        3,
+        "the other task's receipts stay"
+    );
+}
+
+#[test]
+fn a_read_only_console_refuses_colon_clear() {
+    let host = TestHost::start(&["--capacity", "100"]);
+    let task = task_with_fills(&host, 2);
+    let args: Vec<std::ffi::OsString> = vec![
+        "console".into(),
+        "--read-only".into(),
+        "--socket-dir".into(),
+        host.dir.clone().into(),
+        "--log-file".into(),
+        host.root.path().join("console.log").into(),
+    ];
+    let mut console = Console::spawn_sized(&args, &[("NO_COLOR", "1")], 140, 34);
+    console.shows("Receipts 3 ");
+    console.press(&format!(":clear task {}\r", &task[..8]));
+    let screen = console.shows("refused: this console is read-only");
+    assert!(!screen.contains("Clear "), "no dialog:\n{screen}");
+    assert_eq!(clearable_of(&host, &task), 3, "nothing was cleared");
+}
+
+#[test]
+fn a_re_filter_matches_methods_and_a_bad_pattern_is_refused() {
+    let host = TestHost::start(&["--capacity", "100"]);
+    task_with_fills(&host, 3);
+    task_with_fills(&host, 2);
+    let mut console = Console::start_sized(&host, 140, 34);
+    console.shows("Receipts 7 ");
+    console.press("/re:^page\\.fill$\r");
+    console.shows("Receipts 5 ");
+    console.press("\x1b");
+    console.shows("Receipts 7 ");
+    console.press("/re:^task\r");
+    console.shows("Receipts 2 ");
+    console.press("\x1b/re:page.(fill\r");
+    console.shows("unclosed group");
+}
+
+#[test]
+fn f_follows_the_newest_receipt_and_moving_stops_it() {
+    let host = TestHost::start(&["--capacity", "100"]);
+    let task = task_with_fills(&host, 2);
+    let mut console = Console::start_sized(&host, 140, 34);
+    console.shows("Receipts 3 ");
+    console.shows("connected · FOLLOW");
+    console.press("j");
+    let screen = console.wait_for("following stopped", |t| !t.contains("FOLLOW"));
+    let chosen = selected_id(&screen).expect("a selected row");
+    fill(&host, &task, 7);
+    let screen = console.shows("Receipts 4 ");
+    assert_eq!(selected_id(&screen).as_ref(), Some(&chosen), "{screen}");
+    console.press("f");
+    console.shows("connected · FOLLOW");
+    fill(&host, &task, 8);
+    let newest = sync_call(&host.introspect(), "receipts.list", json!({"limit": 1})).unwrap();
+    let newest = newest["result"]["items"][0]["requestId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    console.wait_for("the newest receipt selected", |t| {
+        t.contains("Receipts 5 ") && selected_id(t).as_deref() == Some(newest.as_str())
+    });
 }
 
 /// The text inside the box titled `title`, its rows joined by spaces.

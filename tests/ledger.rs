@@ -744,6 +744,14 @@ async fn uncertain_outcomes_are_cleared_only_once_acknowledged_or_settled_by_the
     assert_eq!(listed.0, 3, "{:?}", listed.1);
     // An acknowledgement on any host makes INTERRUPTED clearable; a certain outcome is not
     // acknowledged.
+    // Unacknowledged, it is every host's unsettled outcome (the partial index's rows).
+    let unsettled = |rows: Vec<polaris::ledger::LedgerReceipt>| -> Vec<String> {
+        rows.into_iter().map(|r| r.request_id).collect()
+    };
+    assert_eq!(
+        unsettled(a.interrupted_unacknowledged(100).await.unwrap()),
+        ["interrupted"]
+    );
     let mark = a.last_change().await.unwrap();
     assert!(!b.acknowledge("fine", "why", "op", 7).await.unwrap());
     assert!(!b.acknowledge("nobody", "why", "op", 7).await.unwrap());
@@ -753,6 +761,7 @@ async fn uncertain_outcomes_are_cleared_only_once_acknowledged_or_settled_by_the
         .unwrap());
     let row = a.receipt("interrupted").await.unwrap().unwrap();
     assert_eq!(row.acknowledged_at, Some(7));
+    assert!(b.interrupted_unacknowledged(100).await.unwrap().is_empty());
     assert!(row.clearable());
     let changes = a.changes_after(mark, 10).await.unwrap();
     assert_eq!(changes.len(), 1);

@@ -15,8 +15,8 @@ use super::filter::{Filter, LOCAL_WINDOW};
 pub use super::messages::{Act, Action, Effect, OpError, Reply};
 use crate::host::Counters;
 use crate::protocol::introspection::{
-    AuditEntry, BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptFilter,
-    ReceiptItem, ReceiptsListParams, Snapshot, Sort, StateFilter, TaskSummary,
+    AuditEntry, BlockedOutcome, ClearPrepareParams, ClearPrepared, ReceiptDetail, ReceiptItem,
+    ReceiptsListParams, Snapshot, Sort, TaskSummary,
 };
 use crate::protocol::results::{FleetHost, TaskState};
 
@@ -121,6 +121,8 @@ pub enum Mode {
     Notice(Notice),
     /// Typing a filter.
     Filter,
+    /// Typing a `:` command (the text after the colon).
+    Command(String),
     /// A detail view.
     Detail(Detail),
     /// Waiting for `receipts.clearPrepare`.
@@ -265,13 +267,6 @@ pub struct App {
     pub mark_on_load: bool,
     /// Receipts marked for clearing.
     pub marked: BTreeSet<String>,
-    /// "All completed receipts matching the filter" is marked.
-    pub mark_all: bool,
-    /// With `mark_all`: the receipts space took out of it, one by one.
-    pub excluded: BTreeSet<String>,
-    /// The prepare in flight is by filter and must be narrowed by `excluded` before the
-    /// dialog opens (the host's prepare takes IDs or a filter, not both).
-    pub narrow_prepare: bool,
     /// The pane the movement keys act on.
     pub focus: Pane,
     /// Selected running task.
@@ -304,8 +299,9 @@ pub struct App {
     /// The request ID the selection is on: the selection stays on this receipt while others
     /// arrive, leave or move (`None` until the row under the selection is read).
     pub anchor: Option<String>,
-    /// The selection follows the newest receipt (the top row) until the operator moves it; at
-    /// the top again, it follows again. Off, the selection stays on its receipt.
+    /// `f`: the selection follows the newest receipt (the top row of the newest-first sort)
+    /// as receipts arrive, until the operator moves it or sorts otherwise; the header says
+    /// FOLLOW. Off, the selection stays on its receipt. On at start.
     pub follow: bool,
     /// `p`: live updates are paused — the table and panes stay as they are (moving still
     /// reads the rows it needs) until `p` again.
@@ -358,9 +354,6 @@ impl App {
             filter_before: String::new(),
             mark_on_load: false,
             marked: BTreeSet::new(),
-            mark_all: false,
-            excluded: BTreeSet::new(),
-            narrow_prepare: false,
             focus: Pane::Receipts,
             task_selected: 0,
             blocked_selected: 0,
@@ -445,6 +438,21 @@ impl App {
             }
             _ => false,
         }
+    }
+
+    /// Whether a clear, stop or acknowledgement was confirmed and is being sent: its dialog
+    /// is still open until the host answers.
+    pub fn committing(&self) -> bool {
+        matches!(
+            self.mode,
+            Mode::Confirm {
+                stage: ConfirmStage::Committing,
+                ..
+            } | Mode::Act {
+                stage: ConfirmStage::Committing,
+                ..
+            }
+        )
     }
 
     /// Puts the selection on absolute row `i` and anchors it to that row's receipt when read.
@@ -581,7 +589,6 @@ impl App {
     /// forgotten, so no key acts on them while the new ones are read.
     pub(super) fn reset_view(&mut self) -> Option<Effect> {
         self.selected = 0;
-        self.follow = true;
         self.scroll = 0;
         self.anchor = None;
         self.page.clear();
@@ -615,6 +622,17 @@ impl App {
         self.notice = Some(n);
     }
 
+    /// Says `text` on the notice line without keeping it in the history `n` shows: for what
+    /// is only an echo of a key (a copy), so it never stands before a verdict there.
+    pub(super) fn passing_notice(&mut self, text: impl Into<String>) {
+        self.notice = Some(Notice {
+            text: text.into(),
+            error: false,
+            at: self.now,
+            while_used: None,
+        });
+    }
+
     /// Keeps the selection inside the list and the scroll window around the selection.
     pub(super) fn clamp_selection(&mut self) -> bool {
         let rows = u64::from(self.visible_rows.max(1));
@@ -643,7 +661,8 @@ impl App {
                 self.selected = target;
                 let moved = self.clamp_selection();
                 self.select_row(self.selected);
-                self.follow = self.selected == 0;
+                // Any movement by the operator stops following the newest receipt.
+                self.follow = false;
                 if moved && !self.local_view() {
                     return self.fetch_page();
                 }
@@ -667,42 +686,21 @@ impl App {
         }
     }
 
-    /// Drops every mark: the ones set row by row and "all matching" with its exclusions.
+    /// Drops every mark.
     pub(super) fn drop_marks(&mut self) {
         self.marked.clear();
-        self.mark_all = false;
-        self.excluded.clear();
     }
 
-    /// Whether this row is marked for the next clear, as the table shows it.
-    pub fn is_marked(&self, request_id: &str, clearable: bool) -> bool {
-        self.marked.contains(request_id)
-            || (self.mark_all && clearable && !self.excluded.contains(request_id))
-    }
-
+    /// The `receipts.clearPrepare` params for the marked receipts, by ID; `None` when none
+    /// is marked.
     pub(super) fn prepare_params(&self) -> Option<Value> {
-        let params = if self.mark_all {
-            ClearPrepareParams {
-                filter: Some(ReceiptFilter {
-                    state: Some(
-                        self.parsed_filter()
-                            .state()
-                            .unwrap_or(StateFilter::Completed),
-                    ),
-                    search: self.parsed_filter().search,
-                    ..ReceiptFilter::default()
-                }),
-                ..ClearPrepareParams::default()
-            }
-        } else if !self.marked.is_empty() {
-            ClearPrepareParams {
-                request_ids: Some(self.marked.iter().cloned().collect()),
-                ..ClearPrepareParams::default()
-            }
-        } else {
+        if self.marked.is_empty() {
             return None;
-        };
-        Some(to_params(&params))
+        }
+        Some(to_params(&ClearPrepareParams {
+            request_ids: Some(self.marked.iter().cloned().collect()),
+            ..ClearPrepareParams::default()
+        }))
     }
 }
 

@@ -4,10 +4,15 @@
 //! - `task:running`, `task:blocked`, `task:closed` (finished, stopped or interrupted) — by the state of the
 //!   receipt's task;
 //! - `result:ok`, `result:error`, `result:ACTION_FAILED` (any error code) — by the stored result;
-//! - `age:>10m`, `age:<30s` (s, m, h, d) — by how long ago the receipt was first seen.
+//! - `age:>10m`, `age:<30s` (s, m, h, d) — by how long ago the receipt was first seen;
+//! - `re:PATTERN` — a regular expression (the `regex` crate's syntax, no spaces: write `\s`)
+//!   the request ID or the method must match.
 //!
-//! With a task or age token, or an error code, the console reads the first
-//! [`LOCAL_WINDOW`] receipts the host matches and narrows them itself.
+//! With a task, age or `re:` token, or an error code, the console reads the first
+//! [`LOCAL_WINDOW`] receipts the host matches and narrows them itself. A pattern never
+//! reaches the host: the host's search is plain text, so no pattern can slow it, and the
+//! console's matching is linear in the text (the `regex` crate has no backtracking) with the
+//! pattern at most [`MAX_PATTERN`] characters and its compiled size bounded.
 
 use std::collections::HashMap;
 
@@ -17,6 +22,60 @@ use crate::protocol::results::TaskState;
 
 /// The most receipts a filter the console applies itself looks at (the host's largest page).
 pub const LOCAL_WINDOW: usize = 1000;
+
+/// The longest `re:` pattern read; a longer one is refused.
+pub const MAX_PATTERN: usize = 100;
+
+/// The most memory a compiled `re:` pattern may take (a pattern like `\w{1000}{1000}` is
+/// refused with the regex crate's own message rather than built).
+const PATTERN_BYTES: usize = 1 << 20;
+
+/// A `re:` token: the request ID or the method must match it.
+#[derive(Clone, Debug)]
+pub struct Pattern(regex::Regex);
+
+impl Pattern {
+    /// Compiles `text`, or says why it is refused: too long, or the regex crate's own message.
+    pub fn new(text: &str) -> Result<Pattern, String> {
+        if text.is_empty() {
+            return Err("re: needs a pattern — e.g. re:^page\\.(fill|press)$".to_owned());
+        }
+        if text.chars().count() > MAX_PATTERN {
+            return Err(format!(
+                "re: pattern too long ({} characters; at most {MAX_PATTERN})",
+                text.chars().count()
+            ));
+        }
+        regex::RegexBuilder::new(text)
+            .size_limit(PATTERN_BYTES)
+            .dfa_size_limit(PATTERN_BYTES)
+            .build()
+            .map(Pattern)
+            .map_err(|e| {
+                // The crate's message spans lines (the pattern, a caret, the error): one line.
+                let message = e.to_string();
+                let said: Vec<&str> = message
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>();
+                format!("re:{text} is refused: {}", said.join(" "))
+            })
+    }
+
+    /// Whether the receipt's request ID or method matches.
+    pub fn matches(&self, r: &ReceiptItem) -> bool {
+        self.0.is_match(&r.request_id) || self.0.is_match(&r.method)
+    }
+}
+
+impl PartialEq for Pattern {
+    fn eq(&self, other: &Pattern) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+
+impl Eq for Pattern {}
 
 /// Which tasks' receipts a `task:` token keeps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,6 +120,8 @@ pub struct Filter {
     pub result: Option<ResultIs>,
     /// The `age:` token.
     pub age: Option<AgeIs>,
+    /// The `re:` token.
+    pub pattern: Option<Pattern>,
     /// `!text` words: receipts whose request ID, method, task ID or code contains one (without
     /// case) are left out.
     pub not: Vec<String>,
@@ -70,7 +131,7 @@ pub struct Filter {
 }
 
 /// What a refused `key:value` word is told.
-const TOKENS: &str = "task:running|blocked|closed, result:ok|error|CODE, age:>10m|<30s";
+const TOKENS: &str = "task:running|blocked|closed, result:ok|error|CODE, age:>10m|<30s, re:PATTERN";
 
 /// `10m` as ms.
 fn duration_ms(text: &str) -> Option<i64> {
@@ -123,6 +184,15 @@ impl Filter {
                         }
                     }
                 }
+                Some(("re", pattern)) => {
+                    match Pattern::new(pattern) {
+                        Ok(p) => f.pattern = Some(p),
+                        Err(why) => {
+                            f.refused.get_or_insert(why);
+                        }
+                    }
+                    true
+                }
                 Some((key, value)) => {
                     if f.refused.is_none() {
                         f.refused = Some(format!(
@@ -153,6 +223,7 @@ impl Filter {
     pub fn local(&self) -> bool {
         self.task.is_some()
             || self.age.is_some()
+            || self.pattern.is_some()
             || !self.not.is_empty()
             || matches!(self.result, Some(ResultIs::Code(_)))
     }
@@ -190,6 +261,9 @@ impl Filter {
             {
                 return false;
             }
+        }
+        if self.pattern.as_ref().is_some_and(|p| !p.matches(r)) {
+            return false;
         }
         let names = |q: &str| {
             contains_ignoring_case(&r.request_id, q)
@@ -245,5 +319,58 @@ mod tests {
         assert_eq!(not.search.as_deref(), Some("fill"));
         assert_eq!(not.result, Some(ResultIs::Code("OUTCOME_UNCERTAIN".into())));
         assert!(not.local());
+    }
+
+    fn item(id: &str, method: &str) -> ReceiptItem {
+        serde_json::from_value(serde_json::json!({
+            "requestId": id, "method": method, "state": "completed", "firstSeenAt": "2026-11-30T02:00:00Z",
+            "joins": 0, "replays": 0, "clearable": true
+        }))
+        .expect("a receipt item")
+    }
+
+    #[test]
+    fn a_re_token_matches_the_id_or_the_method_and_never_reaches_the_host() {
+        let f = Filter::parse("re:^page\\.(fill|press)$ re2");
+        assert!(f.refused.is_none(), "{:?}", f.refused);
+        assert!(f.local(), "the console applies a pattern itself");
+        assert_eq!(
+            f.search.as_deref(),
+            Some("re2"),
+            "only plain text is searched"
+        );
+        let tasks = HashMap::new();
+        assert!(f.keeps(&item("abc", "page.fill"), &tasks, 0));
+        assert!(!f.keeps(&item("abc", "page.click"), &tasks, 0));
+        assert!(!f.keeps(&item("abc", "page.fillx"), &tasks, 0));
+        let by_id = Filter::parse("re:^0+1[0-9a-f]-");
+        assert!(by_id.keeps(&item("00000012-aa", "task.start"), &tasks, 0));
+        assert!(!by_id.keeps(&item("00000002-aa", "task.start"), &tasks, 0));
+    }
+
+    #[test]
+    fn a_bad_pattern_is_refused_with_the_regex_message_never_matching_nothing() {
+        let bad = Filter::parse("re:page.(fill");
+        let why = bad.refused.expect("refused");
+        assert!(why.contains("re:page.(fill is refused"), "{why}");
+        assert!(
+            why.contains("unclosed group"),
+            "the regex crate's own words: {why}"
+        );
+        assert!(!why.contains('\n'), "{why}");
+        assert!(bad.pattern.is_none());
+        let empty = Filter::parse("re:");
+        assert!(empty.refused.is_some_and(|w| w.contains("needs a pattern")));
+        let long = format!("re:{}", "a".repeat(MAX_PATTERN + 1));
+        assert!(Filter::parse(&long)
+            .refused
+            .is_some_and(|w| w.contains("too long")));
+        // Within the length cap, a pattern whose compiled form would be huge is refused too.
+        let huge = Filter::parse("re:\\w{1000}{1000}");
+        assert!(
+            huge.refused.is_some_and(|w| w.contains("size limit")),
+            "{:?}",
+            Filter::parse("re:\\w{1000}{1000}").refused
+        );
     }
 }

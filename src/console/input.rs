@@ -4,8 +4,9 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::app::{next_sort, Act, App, ConfirmStage, Detail, Effect, Mode, Pane};
 use super::filter::LOCAL_WINDOW;
-use super::keymap::{command_for, KeyCommand};
-use super::text::{banner_notice, id_in_notice, lease_text};
+use super::keymap::{command_for, line_command, KeyCommand, LINE_COMMANDS};
+use super::text::{id_in_notice, lease_text, notice_to_read};
+use crate::protocol::introspection::Sort;
 
 /// Scrolls the detail view, the help or the audit log; `false` when the key is not a
 /// scrolling key. The view clamps what is past its end.
@@ -174,10 +175,9 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
                 }
                 _ => return None,
             }
-            app.mark_all = false;
-            app.excluded.clear();
             app.reset_view()
         }
+        Mode::Command(line) => on_line_key(app, line, key, ctrl_c),
         Mode::Preparing => {
             if ctrl_c {
                 app.quit = true;
@@ -271,13 +271,210 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
     }
 }
 
-fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
-    let page = i64::from(app.visible_rows.max(1));
+/// Refuses `command` on a `--read-only` console (saying so); `true` when refused.
+fn refused_read_only(app: &mut App, command: KeyCommand) -> bool {
     if app.read_only && command.changes_the_host() {
         app.notice(
             "refused: this console is read-only (--read-only); verify, stop, acknowledge and clear from a console started without it",
             true,
         );
+        return true;
+    }
+    false
+}
+
+/// The `:` command line: typing, Tab completing a command's name, Enter running it, Esc (or
+/// Ctrl-C) leaving it with nothing done.
+fn on_line_key(app: &mut App, mut line: String, key: KeyEvent, ctrl_c: bool) -> Option<Effect> {
+    match key.code {
+        KeyCode::Esc => {
+            app.mode = Mode::Normal;
+            return None;
+        }
+        KeyCode::Char('c') if ctrl_c => {
+            app.mode = Mode::Normal;
+            return None;
+        }
+        KeyCode::Enter => {
+            app.mode = Mode::Normal;
+            return run_line(app, &line);
+        }
+        KeyCode::Backspace => {
+            line.pop();
+        }
+        KeyCode::Tab if !line.contains(' ') => {
+            if let Ok(c) = line_command(&line) {
+                line = format!("{} ", c.name);
+            }
+        }
+        KeyCode::Char(c)
+            if !key.modifiers.contains(KeyModifiers::CONTROL) && line.chars().count() < 200 =>
+        {
+            line.push(c)
+        }
+        _ => {}
+    }
+    app.mode = Mode::Command(line);
+    None
+}
+
+/// Runs a typed command line: a known command (or an unambiguous prefix of one) through the
+/// same path as its key, or a notice naming the commands; never a guess.
+fn run_line(app: &mut App, line: &str) -> Option<Effect> {
+    let mut words = line.split_whitespace();
+    let first = words.next().unwrap_or("");
+    let command = match line_command(first) {
+        Ok(c) => c,
+        Err(e) => {
+            app.notice(e.to_string(), true);
+            return None;
+        }
+    };
+    let args: Vec<&str> = words.collect();
+    if command.command == KeyCommand::Clear {
+        return clear_task(app, &args);
+    }
+    if !args.is_empty() {
+        app.notice(
+            format!(
+                ":{} takes nothing after it (got {:?}); nothing was done",
+                command.name,
+                args.join(" ")
+            ),
+            true,
+        );
+        return None;
+    }
+    on_command(app, command.command)
+}
+
+/// `:clear task ID-PREFIX`: the task's receipts as `t` shows them, then `a` and `c` queued,
+/// so the clear is prepared exactly as those keys prepare it and opens the same dialog.
+fn clear_task(app: &mut App, args: &[&str]) -> Option<Effect> {
+    if refused_read_only(app, KeyCommand::Clear) {
+        return None;
+    }
+    let prefix = match args {
+        ["task", prefix] => *prefix,
+        _ => {
+            let usage = LINE_COMMANDS
+                .iter()
+                .find(|c| c.command == KeyCommand::Clear)
+                .map_or("", |c| c.args);
+            app.notice(
+                format!("write :clear {usage} (a task's first characters); nothing was done"),
+                true,
+            );
+            return None;
+        }
+    };
+    let prefix = prefix.to_ascii_lowercase();
+    let tasks: Vec<String> = app
+        .snapshot
+        .iter()
+        .flat_map(|s| s.tasks.iter())
+        .filter(|t| t.task_id.to_ascii_lowercase().starts_with(&prefix))
+        .map(|t| t.task_id.clone())
+        .collect();
+    let task_id = match tasks.as_slice() {
+        [] => {
+            app.notice(
+                format!("no task of this host run starts with {prefix}; nothing was done"),
+                true,
+            );
+            return None;
+        }
+        [one] => one.clone(),
+        many => {
+            let named: Vec<String> = many.iter().take(4).map(|t| id_in_notice(t)).collect();
+            app.notice(
+                format!(
+                    "{} tasks start with {prefix} ({}{}); type more of the ID — nothing was done",
+                    many.len(),
+                    named.join(", "),
+                    if many.len() > 4 { ", …" } else { "" }
+                ),
+                true,
+            );
+            return None;
+        }
+    };
+    if app.stale() {
+        app.notice(
+            "disconnected: clearing needs the host; wait for the reconnection",
+            true,
+        );
+        return None;
+    }
+    app.filter_before = app.filter.clone();
+    app.filter = task_id;
+    app.drop_marks();
+    app.focus = Pane::Receipts;
+    let effect = app.reset_view();
+    for c in ['a', 'c'] {
+        app.queued
+            .push_back(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE));
+    }
+    effect
+}
+
+/// The ID under the focused pane's cursor, with what it names: the receipt's request ID, the
+/// running task's ID, the blocked outcome's request ID, or the host's name.
+fn selected_id(app: &App) -> Option<(&'static str, String)> {
+    match app.focus {
+        Pane::Receipts => app
+            .selected_receipt()
+            .map(|r| ("request", r.request_id.clone())),
+        Pane::Tasks => app
+            .running_tasks()
+            .get(app.task_selected)
+            .map(|t| ("task", t.task_id.clone())),
+        Pane::Blocked => app
+            .pending()
+            .get(app.blocked_selected)
+            .map(|p| ("request", p.pending.request_id.clone())),
+        Pane::Hosts => app
+            .fleet_hosts()
+            .get(app.host_selected)
+            .map(|h| ("host", h.host_id.clone())),
+    }
+}
+
+/// `f`: follows the newest receipt (sorting newest first), or stops following.
+fn toggle_follow(app: &mut App) -> Option<Effect> {
+    if app.follow {
+        app.follow = false;
+        app.passing_notice("stopped following: the selection stays on its receipt");
+        return None;
+    }
+    app.follow = true;
+    let resorted = app.sort != Sort::Newest;
+    app.sort = Sort::Newest;
+    app.focus = Pane::Receipts;
+    app.passing_notice(if resorted {
+        "following the newest receipt (sorted newest first); moving the selection stops it"
+    } else {
+        "following the newest receipt; moving the selection stops it"
+    });
+    app.reset_view()
+}
+
+/// `y`: the selected ID to the clipboard; the echo is a passing notice, so `n` still opens on
+/// the last verdict.
+fn copy_selected(app: &mut App) -> Option<Effect> {
+    let Some((what, id)) = selected_id(app) else {
+        app.notice("nothing selected to copy: select a row first", true);
+        return None;
+    };
+    app.passing_notice(format!(
+        "copied {what} {id} (OSC 52: the terminal puts it on the clipboard)"
+    ));
+    Some(Effect::Copy(id))
+}
+
+fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
+    let page = i64::from(app.visible_rows.max(1));
+    if refused_read_only(app, command) {
         return None;
     }
     match command {
@@ -291,8 +488,7 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             None
         }
         KeyCommand::Notice => {
-            let last = app.history.back().cloned();
-            if let Some(n) = banner_notice(app).or_else(|| app.notice.clone()).or(last) {
+            if let Some(n) = notice_to_read(app) {
                 app.overlay_scroll = 0;
                 app.mode = Mode::Notice(n);
             } else {
@@ -394,7 +590,8 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             app.sort = next_sort(app.sort);
             let effect = app.reset_view();
             app.anchor = anchor;
-            app.follow = app.anchor.is_none();
+            // Following means the newest receipt, which only newest-first puts on top.
+            app.follow = app.follow && app.sort == Sort::Newest;
             effect
         }
         KeyCommand::Mark => {
@@ -408,12 +605,7 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                 );
                 return None;
             }
-            if app.mark_all {
-                // "All matching" stays: this row alone is taken out of it (or put back).
-                if !app.excluded.remove(&id) {
-                    app.excluded.insert(id);
-                }
-            } else if !app.marked.remove(&id) {
+            if !app.marked.remove(&id) {
                 app.marked.insert(id);
             }
             app.move_selection(1)
@@ -436,7 +628,7 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                 }
                 return None;
             }
-            if app.mark_all || !app.marked.is_empty() {
+            if !app.marked.is_empty() {
                 app.drop_marks();
                 app.notice("unmarked everything", false);
                 return None;
@@ -524,7 +716,6 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
                 return None;
             }
             app.mode = Mode::Preparing;
-            app.narrow_prepare = app.mark_all && !app.excluded.is_empty();
             Some(Effect::Prepare(params))
         }
         KeyCommand::Verify => {
@@ -608,6 +799,12 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             };
             Some(Effect::GetAudit)
         }
+        KeyCommand::Follow => toggle_follow(app),
+        KeyCommand::Copy => copy_selected(app),
+        KeyCommand::CommandLine => {
+            app.mode = Mode::Command(String::new());
+            None
+        }
         KeyCommand::Refresh => {
             if app.stale() {
                 return None;
@@ -617,17 +814,11 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
         }
         KeyCommand::Back => {
             let marks = app.marked.len();
-            let all = app.mark_all;
             app.drop_marks();
             app.notice = None;
-            if all || marks > 0 {
-                let what = if all {
-                    "the \"all matching\" mark".to_owned()
-                } else {
-                    format!("{marks} marks")
-                };
+            if marks > 0 {
                 app.notice(
-                    format!("dropped {what}; nothing was cleared (a or space marks again)"),
+                    format!("dropped {marks} marks; nothing was cleared (a or space marks again)"),
                     false,
                 );
             }

@@ -61,6 +61,13 @@ pub enum KeyCommand {
     Notice,
     /// Re-read everything from the host.
     Refresh,
+    /// Keep the selection on the newest receipt as receipts arrive (newest-first sort), until
+    /// the operator moves it.
+    Follow,
+    /// Copy the selected ID to the clipboard (OSC 52, through the terminal).
+    Copy,
+    /// Open the `:` command line.
+    CommandLine,
     /// Close a view, drop the filter and the marks.
     Back,
 }
@@ -182,7 +189,7 @@ pub const KEYMAP: &[Binding] = &[
         keys: &[KeyCode::Char('/')],
         command: KeyCommand::Filter,
         hint: Some("filter"),
-        help: "filter: text, task:running|blocked|closed, result:ok|error|CODE, age:>10m",
+        help: "filter: text, task:running|blocked|closed, result:ok|error|CODE, age:>10m, re:PATTERN (ID or method)",
     },
     Binding {
         label: "s",
@@ -276,6 +283,27 @@ pub const KEYMAP: &[Binding] = &[
         help: "re-read everything from the host",
     },
     Binding {
+        label: "f",
+        keys: &[KeyCode::Char('f')],
+        command: KeyCommand::Follow,
+        hint: None,
+        help: "follow the newest receipt (sorts newest first; the header says FOLLOW); moving the selection stops it, f again too",
+    },
+    Binding {
+        label: "y",
+        keys: &[KeyCode::Char('y')],
+        command: KeyCommand::Copy,
+        hint: None,
+        help: "copy the selected ID (receipt, task, blocked request or host) to the clipboard through the terminal (OSC 52)",
+    },
+    Binding {
+        label: ":",
+        keys: &[KeyCode::Char(':')],
+        command: KeyCommand::CommandLine,
+        hint: None,
+        help: "command line: clear task ID-PREFIX, verify, audit, q, help (below); esc cancels",
+    },
+    Binding {
         label: "esc",
         keys: &[KeyCode::Esc],
         command: KeyCommand::Back,
@@ -283,6 +311,113 @@ pub const KEYMAP: &[Binding] = &[
         help: "close a view; drop the filter and the marks",
     },
 ];
+
+/// One command of the `:` command line.
+#[derive(Clone, Copy, Debug)]
+pub struct LineCommand {
+    /// Its name, as typed (any unambiguous prefix also runs it).
+    pub name: &'static str,
+    /// What follows the name, as the help writes it (`""` for nothing).
+    pub args: &'static str,
+    /// The key command it runs, whose rules (`--read-only`, the dialogs) it shares.
+    pub command: KeyCommand,
+    /// The sentence in the help overlay.
+    pub help: &'static str,
+}
+
+/// The commands of the `:` command line, in the order the help lists them.
+pub const LINE_COMMANDS: &[LineCommand] = &[
+    LineCommand {
+        name: "clear",
+        args: "task ID-PREFIX",
+        command: KeyCommand::Clear,
+        help: "prepare the clear of one task's clearable receipts, as t a c does (a reason and y confirm)",
+    },
+    LineCommand {
+        name: "verify",
+        args: "",
+        command: KeyCommand::Verify,
+        help: "verify the selected blocked outcome, as v does",
+    },
+    LineCommand {
+        name: "audit",
+        args: "",
+        command: KeyCommand::Audit,
+        help: "the audit log, as L shows it",
+    },
+    LineCommand {
+        name: "q",
+        args: "",
+        command: KeyCommand::Quit,
+        help: "quit (also :quit)",
+    },
+    LineCommand {
+        name: "quit",
+        args: "",
+        command: KeyCommand::Quit,
+        help: "quit",
+    },
+    LineCommand {
+        name: "help",
+        args: "",
+        command: KeyCommand::Help,
+        help: "this help",
+    },
+];
+
+/// Why a typed command line does not name one command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LineError {
+    /// Nothing was typed.
+    Empty,
+    /// No command has this name or starts with it.
+    Unknown(String),
+    /// More than one command starts with it: their names.
+    Ambiguous(String, Vec<&'static str>),
+}
+
+impl std::fmt::Display for LineError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = LINE_COMMANDS.iter().map(|c| c.name).collect();
+        match self {
+            LineError::Empty => write!(f, "type a command: {}", names.join(", ")),
+            LineError::Unknown(w) => write!(
+                f,
+                "unknown command :{w} — the commands are {}; nothing was done",
+                names.join(", ")
+            ),
+            LineError::Ambiguous(w, of) => write!(
+                f,
+                ":{w} could be {}; type more of it — nothing was done",
+                of.join(" or ")
+            ),
+        }
+    }
+}
+
+/// The command `word` names: its exact name, else the one command it is a prefix of.
+pub fn line_command(word: &str) -> Result<&'static LineCommand, LineError> {
+    named_in(LINE_COMMANDS, word)
+}
+
+/// The command of `table` that `word` names (see [`line_command`]).
+fn named_in<'a>(table: &'a [LineCommand], word: &str) -> Result<&'a LineCommand, LineError> {
+    if word.is_empty() {
+        return Err(LineError::Empty);
+    }
+    if let Some(c) = table.iter().find(|c| c.name == word) {
+        return Ok(c);
+    }
+    let starting: Vec<&LineCommand> = table.iter().filter(|c| c.name.starts_with(word)).collect();
+    match starting.as_slice() {
+        [] => Err(LineError::Unknown(word.to_owned())),
+        [one] => Ok(one),
+        many => Err(LineError::Ambiguous(
+            word.to_owned(),
+            many.iter().map(|c| c.name).collect(),
+        )),
+    }
+}
 
 /// The command bound to `key` in the normal view. Ctrl-C always quits.
 pub fn command_for(key: &KeyEvent) -> Option<KeyCommand> {
@@ -333,5 +468,42 @@ mod tests {
             command_for(&KeyEvent::new(KeyCode::Char('z'), KeyModifiers::NONE)),
             None
         );
+    }
+
+    #[test]
+    fn a_command_is_its_name_or_an_unambiguous_prefix() {
+        assert_eq!(line_command("clear").unwrap().command, KeyCommand::Clear);
+        assert_eq!(line_command("c").unwrap().command, KeyCommand::Clear);
+        assert_eq!(line_command("ver").unwrap().command, KeyCommand::Verify);
+        // `q` is a name of its own, though `quit` starts with it.
+        assert_eq!(line_command("q").unwrap().name, "q");
+        assert_eq!(line_command("qu").unwrap().name, "quit");
+        assert_eq!(line_command("").unwrap_err(), LineError::Empty);
+        let unknown = line_command("stop").unwrap_err();
+        assert_eq!(unknown, LineError::Unknown("stop".into()));
+        assert!(unknown
+            .to_string()
+            .contains("clear, verify, audit, q, quit, help"));
+        // A prefix of two names runs neither.
+        let table = [
+            LineCommand {
+                name: "stop",
+                ..LINE_COMMANDS[0]
+            },
+            LineCommand {
+                name: "status",
+                ..LINE_COMMANDS[0]
+            },
+        ];
+        let both = named_in(&table, "st").unwrap_err();
+        assert_eq!(
+            both,
+            LineError::Ambiguous("st".into(), vec!["stop", "status"])
+        );
+        assert!(both.to_string().contains(":st could be stop or status"));
+        // Every command the line runs is one of the keys', so --read-only refuses the same.
+        for c in LINE_COMMANDS {
+            assert!(KEYMAP.iter().any(|b| b.command == c.command), "{}", c.name);
+        }
     }
 }

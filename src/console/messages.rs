@@ -121,6 +121,9 @@ pub enum Effect {
     /// Read the clearable receipts matching the filter now (`receipts.list` params), to mark
     /// exactly those: `a` marks a fixed set, never a query that grows until the commit.
     ReadMatching(Value),
+    /// Put this text on the clipboard: the runner writes it as an OSC 52 sequence through
+    /// the terminal (the terminal, not the host, does the rest).
+    Copy(String),
     /// Run `receipts.clearCommit` once.
     Commit {
         /// The token.

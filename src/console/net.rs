@@ -67,7 +67,7 @@ impl Net {
         let net = self.clone();
         tokio::spawn(async move {
             let action = match effect {
-                Effect::Quit => return,
+                Effect::Quit | Effect::Copy(_) => return,
                 Effect::Refresh => Action::Snapshot(
                     match net.call(IntrospectMethod::Snapshot, json!({})).await {
                         Ok(v) => v,

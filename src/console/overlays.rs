@@ -9,7 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph, Widget, Wrap};
 
 use super::app::{Act, App, ConfirmStage, Detail, Notice};
-use super::keymap::KEYMAP;
+use super::keymap::{KEYMAP, LINE_COMMANDS};
 use super::layout::centered;
 use super::panes::{action_of, expectation};
 use super::text::{age, clock, fit, plural, result_text, ID, SHORT_ID};
@@ -63,27 +63,52 @@ fn scrolled(lines: Vec<Line<'static>>, title: String, scroll: u16, r: Rect, buf:
     Paragraph::new(shown).block(block).render(r, buf);
 }
 
+/// The width of the help's key column.
+const HELP_KEY: usize = 9;
+
+/// The help: the keymap, then the `:` commands, each sentence wrapped at spaces beside its key
+/// (continuation lines indented under the sentence), so no word is cut at any width.
 pub(super) fn render_help(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
+    let r = centered(area, 96, area.height);
+    let inner = usize::from(r.width.saturating_sub(2));
+    let text_w = inner.saturating_sub(HELP_KEY + 2).max(12);
     let mut lines = vec![
         Line::styled("Keys (the footer shows the same table)", t.bold()),
         Line::raw(""),
     ];
+    let entry = |lines: &mut Vec<Line<'static>>, key: String, help: &str| {
+        for (i, part) in wrap_words(help, text_w).into_iter().enumerate() {
+            let key = if i == 0 { key.clone() } else { String::new() };
+            lines.push(Line::from(vec![
+                Span::styled(format!("{key:>HELP_KEY$}  "), t.bold()),
+                Span::raw(part),
+            ]));
+        }
+    };
     for b in KEYMAP {
-        lines.push(Line::from(vec![
-            Span::styled(format!("{:>7}  ", b.label), t.bold()),
-            Span::raw(b.help),
-        ]));
+        entry(&mut lines, b.label.to_owned(), b.help);
     }
     lines.push(Line::raw(""));
-    lines.push(Line::raw(
+    lines.push(Line::styled(
+        "Command line (: then enter; a prefix of a name will do)",
+        t.bold(),
+    ));
+    for c in LINE_COMMANDS {
+        let said = if c.args.is_empty() {
+            c.help.to_owned()
+        } else {
+            format!("{} — {}", c.args, c.help)
+        };
+        entry(&mut lines, format!(":{}", c.name), &said);
+    }
+    lines.push(Line::raw(""));
+    for note in [
         "In the clear, stop and acknowledge dialogs: type a reason, enter, then only y acts.",
-    ));
-    lines.push(Line::raw(
-        "Table columns: j joins (copies that waited), r replays (copies answered later).",
-    ));
-    lines.push(Line::raw(
+        "Table columns: j joins (copies that waited), r replays (copies answered later); narrow terminals leave them out.",
         "Here: j/k or PgUp/PgDn scroll; any other key closes.",
-    ));
+    ] {
+        lines.extend(wrap_words(note, inner).into_iter().map(Line::raw));
+    }
     let height = (lines.len() as u16 + 2).min(area.height);
     let r = centered(area, 96, height);
     scrolled(lines, " Help ".into(), app.overlay_scroll, r, buf);

@@ -138,16 +138,6 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
     let inner = area.width.saturating_sub(2);
     let compact = inner < COMPACT_BELOW;
     let keep = |i: usize| !compact || !matches!(i, 2 | 5);
-    let header = Row::new(
-        [
-            "task", "state", "request", "action", "expect", "since", "verified",
-        ]
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| keep(*i))
-        .map(|(_, h)| h),
-    )
-    .style(t.bold());
     let narrow: u16 = SHORT_ID + STATE_W + 1 + SHORT_ID + 5 + 12 + 16 + 5;
     let request_w = if inner >= narrow + (ID - SHORT_ID) {
         ID
@@ -167,6 +157,19 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
         &[task_w, STATE_W, request_w, 5, 12]
     };
     let [action_w, expect_w] = share(inner, fixed, [8, 8]);
+    let column_widths = [task_w, STATE_W, request_w, action_w, expect_w, 5, 12];
+    // A heading cut to its column ends in `…`, like every cut name.
+    let header = Row::new(
+        [
+            "task", "state", "request", "action", "expect", "since", "verified",
+        ]
+        .into_iter()
+        .zip(column_widths)
+        .enumerate()
+        .filter(|(i, _)| keep(*i))
+        .map(|(_, (h, w))| ellipsized(h.to_owned(), w)),
+    )
+    .style(t.bold());
     let rows: Vec<Row> = pending
         .iter()
         .enumerate()
@@ -217,7 +220,7 @@ pub(super) fn render_blocked(app: &App, t: &Theme, area: Rect, buf: &mut Buffer)
             }
         })
         .collect();
-    let widths: Vec<Constraint> = [task_w, STATE_W, request_w, action_w, expect_w, 5, 12]
+    let widths: Vec<Constraint> = column_widths
         .into_iter()
         .enumerate()
         .filter(|(i, _)| keep(*i))

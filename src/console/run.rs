@@ -2,7 +2,7 @@
 //! meet in one `tokio::select!`, bursts are drained before one redraw, and every change goes
 //! through [`update`]. The terminal is restored on quit, on error and on panic.
 
-use std::io;
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -62,7 +62,12 @@ async fn event_loop(
     app.color = color_wanted();
     app.read_only = access == Access::ReadOnly;
     let size = terminal.size()?;
-    apply(&mut app, &net, Action::Resize(size.width, size.height));
+    apply(
+        &mut app,
+        &net,
+        terminal,
+        Action::Resize(size.width, size.height),
+    )?;
     let mut input = EventStream::new();
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
@@ -80,19 +85,20 @@ async fn event_loop(
             Some(a) = rx.recv() => a,
             _ = tick.tick() => Action::Tick(crate::protocol::now_millis()),
         };
-        apply(&mut app, &net, action);
+        apply(&mut app, &net, terminal, action)?;
         // Drain whatever else is already waiting (typed-ahead keys, a burst of host events)
         // before the next redraw.
         while let Some(Some(Ok(ev))) = input.next().now_or_never() {
-            match ev {
-                TermEvent::Key(k) => apply(&mut app, &net, Action::Key(k)),
-                TermEvent::Mouse(m) => apply(&mut app, &net, Action::Mouse(m)),
-                TermEvent::Resize(c, r) => apply(&mut app, &net, Action::Resize(c, r)),
-                _ => {}
-            }
+            let action = match ev {
+                TermEvent::Key(k) => Action::Key(k),
+                TermEvent::Mouse(m) => Action::Mouse(m),
+                TermEvent::Resize(c, r) => Action::Resize(c, r),
+                _ => continue,
+            };
+            apply(&mut app, &net, terminal, action)?;
         }
         while let Ok(a) = rx.try_recv() {
-            apply(&mut app, &net, a);
+            apply(&mut app, &net, terminal, a)?;
         }
         if app.quit {
             return Ok(());
@@ -100,12 +106,35 @@ async fn event_loop(
     }
 }
 
-fn apply(app: &mut App, net: &Net, action: Action) {
+fn apply(
+    app: &mut App,
+    net: &Net,
+    terminal: &mut DefaultTerminal,
+    action: Action,
+) -> io::Result<()> {
     let first = update(app, action);
     let queued = std::mem::take(&mut app.outbox);
     for effect in first.into_iter().chain(queued) {
-        if effect != Effect::Quit {
-            net.run(effect);
+        match effect {
+            Effect::Quit => {}
+            Effect::Copy(text) => {
+                let backend = terminal.backend_mut();
+                backend.write_all(osc52(&text).as_bytes())?;
+                backend.flush()?;
+            }
+            other => net.run(other),
         }
     }
+    Ok(())
+}
+
+/// The OSC 52 sequence that asks the terminal to put `text` on the clipboard (`c`), its bytes
+/// in base64 and ended by BEL, which xterm, kitty, WezTerm, iTerm2 and tmux (with
+/// `set-clipboard on`) read.
+pub fn osc52(text: &str) -> String {
+    use base64::Engine;
+    format!(
+        "\x1b]52;c;{}\x07",
+        base64::engine::general_purpose::STANDARD.encode(text)
+    )
 }

@@ -11,6 +11,7 @@ use super::update::update;
 
 mod hosts;
 mod keys;
+mod operator;
 use keys::{changed, settle, typed_filter};
 
 /// 2026-11-30T02:00:00Z: every fixture's "now".

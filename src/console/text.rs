@@ -64,6 +64,17 @@ pub(super) fn banner_notice(app: &App) -> Option<Notice> {
     })
 }
 
+/// The notice `n` opens on: the disconnection banner, else the newest notice the history
+/// keeps (a passing one, such as a copy's echo, is left out, so the last verdict is first).
+pub(super) fn notice_to_read(app: &App) -> Option<Notice> {
+    banner_notice(app).or_else(|| {
+        app.notice
+            .clone()
+            .filter(|n| app.history.contains(n))
+            .or_else(|| app.history.back().cloned())
+    })
+}
+
 /// `04:12:03Z`: when a notice was said (UTC, as the host's timestamps are).
 pub(super) fn clock(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)

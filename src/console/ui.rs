@@ -17,8 +17,8 @@ use super::overlays::{
 };
 use super::panes::{render_blocked, render_hosts, render_tasks};
 use super::text::{
-    age, banner_notice, clock, fit, human_duration, millis_of, result_text, short, thousands, ID,
-    SHORT_ID,
+    age, banner_notice, clock, ellipsized, fit, human_duration, millis_of, result_text, short,
+    thousands, ID, SHORT_ID,
 };
 use super::theme::Theme;
 use crate::protocol::introspection::RefusalReason;
@@ -99,7 +99,7 @@ impl Widget for &App {
                 area,
                 buf,
             ),
-            Mode::Normal | Mode::Filter => {}
+            Mode::Normal | Mode::Filter | Mode::Command(_) => {}
         }
     }
 }
@@ -146,22 +146,62 @@ fn render_header(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     };
     let (link, link_style) = match &app.link {
         Link::Connecting => ("connecting".to_owned(), t.fg(Color::Yellow)),
-        Link::Connected if app.paused => ("connected · PAUSED".to_owned(), t.fg(Color::Yellow)),
-        Link::Connected if app.read_only => {
-            ("connected · read-only".to_owned(), t.fg(Color::Green))
+        Link::Connected => {
+            let mut said = vec!["connected"];
+            if app.paused {
+                said.push("PAUSED");
+            }
+            if app.follow {
+                said.push("FOLLOW");
+            }
+            if app.read_only {
+                said.push("read-only");
+            }
+            let style = t.fg(if app.paused {
+                Color::Yellow
+            } else {
+                Color::Green
+            });
+            (said.join(" · "), style)
         }
-        Link::Connected => ("connected".to_owned(), t.fg(Color::Green)),
         Link::Disconnected { .. } => ("DISCONNECTED".to_owned(), t.alert()),
     };
     // The connection state is drawn last and right-aligned, so nothing before it can cut it.
     let link_w = link.chars().count() as u16 + 3;
     let [left, right] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(link_w)]).areas(top);
-    Line::from(vec![
-        Span::styled(" Polaris console ", t.bold()),
-        Span::raw(format!("│ run {run} │ {uptime} │ host {} ", app.host_label)),
-    ])
-    .render(left, buf);
+    // The socket path takes what the rest leaves and is cut with `…` (never by the edge);
+    // where it would be cut, the title and the word "host" give way first.
+    let full = (
+        " Polaris console ",
+        format!("│ run {run} │ {uptime} │ host "),
+    );
+    let compact = (" Polaris ", format!("│ run {run} │ {uptime} │ "));
+    let room = |(title, facts): &(&str, String)| {
+        left.width
+            .saturating_sub((title.chars().count() + facts.chars().count() + 1) as u16)
+    };
+    let (title, facts) = if usize::from(room(&full)) >= app.host_label.chars().count() {
+        full
+    } else {
+        compact
+    };
+    let room = room(&(title, facts.clone()));
+    let line = if room >= 4 {
+        Line::from(vec![
+            Span::styled(title, t.bold()),
+            Span::raw(format!(
+                "{facts}{} ",
+                ellipsized(app.host_label.clone(), room)
+            )),
+        ])
+    } else {
+        Line::raw(ellipsized(
+            format!("{title}{facts}{}", app.host_label),
+            left.width.saturating_sub(1),
+        ))
+    };
+    line.render(left, buf);
     Line::from(vec![Span::raw("│ "), Span::styled(link, link_style)]).render(right, buf);
     let down = banner_notice(app);
     let line = match (&app.link, &app.notice) {
@@ -323,14 +363,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         let cursor = if app.mode == Mode::Filter { "▏" } else { "" };
         title.push_str(&format!("· /{}{cursor} ", app.filter));
     }
-    if app.mark_all && !app.excluded.is_empty() {
-        title.push_str(&format!(
-            "· ALL completed matching marked but {} ",
-            app.excluded.len()
-        ));
-    } else if app.mark_all {
-        title.push_str("· ALL completed matching marked ");
-    } else if !app.marked.is_empty() {
+    if !app.marked.is_empty() {
         title.push_str(&format!("· {} marked ", app.marked.len()));
     }
     if app.stale() && app.snapshot.is_some() {
@@ -362,6 +395,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     } else {
         SHORT_ID
     };
+    let cols = table_columns(inner, request_w, task_w);
     let rows_visible = area.height.saturating_sub(3) as u64;
     let mut rows = Vec::with_capacity(rows_visible as usize);
     for i in app.scroll..(app.scroll + rows_visible).min(app.total) {
@@ -369,7 +403,7 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             rows.push(Row::new(vec![" ".to_owned(), "…".to_owned()]).style(t.dim()));
             continue;
         };
-        let marked = app.is_marked(&r.request_id, r.clearable);
+        let marked = app.marked.contains(&r.request_id);
         // The cursor sits on the anchored receipt only, never on a row that took its place.
         let here = i == app.selected
             && app
@@ -392,10 +426,10 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             (false, _) => "no",
         };
         let state = r.state.as_str();
-        let mut row = Row::new(vec![
+        let mut cells = vec![
             Span::raw(mark),
             Span::raw(id.to_owned()),
-            Span::raw(r.method.clone()),
+            Span::raw(ellipsized(r.method.clone(), cols.method)),
             Span::raw(
                 r.task_id
                     .as_deref()
@@ -405,39 +439,35 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             Span::raw(state.to_owned()),
             Span::styled(result, result_style),
             Span::raw(age(app, &r.first_seen_at)),
-            Span::raw(r.joins.to_string()),
-            Span::raw(r.replays.to_string()),
-            Span::raw(clear.to_owned()),
-        ]);
+        ];
+        if cols.counts {
+            cells.push(Span::raw(r.joins.to_string()));
+            cells.push(Span::raw(r.replays.to_string()));
+        }
+        cells.push(Span::raw(clear.to_owned()));
+        let mut row = Row::new(cells);
         if here && focus {
             row = row.style(t.selected());
         }
         rows.push(row);
     }
-    let [mut method_w, mut result_w] =
-        share(inner, &[2, request_w, task_w, 9, 5, 3, 3, 5], [11, 17]);
-    if result_w < 17 {
-        // A result code is never cut while the method can give way.
-        let room = method_w + result_w;
-        result_w = room.min(17);
-        method_w = room - result_w;
-    }
-    let widths = [
+    let mut widths = vec![
         Constraint::Length(2),
         Constraint::Length(request_w),
-        Constraint::Length(method_w),
+        Constraint::Length(cols.method),
         Constraint::Length(task_w),
         Constraint::Length(9),
-        Constraint::Length(result_w),
-        Constraint::Length(5),
-        Constraint::Length(3),
-        Constraint::Length(3),
+        Constraint::Length(cols.result),
         Constraint::Length(5),
     ];
-    let header = Row::new(vec![
-        "", "request", "method", "task", "state", "result", "age", "j", "r", "clear",
-    ])
-    .style(t.bold());
+    let mut names = vec!["", "request", "method", "task", "state", "result", "age"];
+    if cols.counts {
+        widths.extend([Constraint::Length(3), Constraint::Length(3)]);
+        names.extend(["j", "r"]);
+    }
+    widths.push(Constraint::Length(5));
+    names.push("clear");
+    let header = Row::new(names).style(t.bold());
     let empty = app.total == 0;
     Widget::render(
         Table::new(rows, widths)
@@ -458,6 +488,48 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     }
 }
 
+/// The receipt table's flexible columns at one width.
+struct TableColumns {
+    /// The method column's width.
+    method: u16,
+    /// The result column's width (17: `OUTCOME_UNCERTAIN` whole).
+    result: u16,
+    /// Whether the joins and replays columns are shown.
+    counts: bool,
+}
+
+/// The narrowest method column: `page.fill` whole, `task.start` as `task.sta…`.
+const METHOD_MIN: u16 = 9;
+
+/// The method and result columns in `inner` cells beside the fixed ones: a result code is
+/// never cut while the method can give way, and the method never goes under [`METHOD_MIN`]
+/// while the joins and replays columns (the least needed) can go instead.
+fn table_columns(inner: u16, request_w: u16, task_w: u16) -> TableColumns {
+    let fit = |fixed: &[u16]| {
+        let [mut method, mut result] = share(inner, fixed, [11, 17]);
+        if result < 17 {
+            let room = method + result;
+            result = room.min(17);
+            method = room - result;
+        }
+        (method, result)
+    };
+    let (method, result) = fit(&[2, request_w, task_w, 9, 5, 3, 3, 5]);
+    if method >= METHOD_MIN {
+        return TableColumns {
+            method,
+            result,
+            counts: true,
+        };
+    }
+    let (method, result) = fit(&[2, request_w, task_w, 9, 5, 5]);
+    TableColumns {
+        method,
+        result,
+        counts: false,
+    }
+}
+
 fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let hints: Vec<(&str, &str)> = match &app.mode {
         Mode::Normal => footer_hints(),
@@ -468,6 +540,7 @@ fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             ("esc", "drop filter"),
             ("type", "filter"),
         ],
+        Mode::Command(_) => vec![("enter", "run"), ("tab", "complete"), ("esc", "cancel")],
         Mode::Detail(_) | Mode::Audit { .. } => {
             vec![("j/k PgUp/PgDn", "scroll"), ("esc/enter", "close")]
         }
@@ -498,14 +571,27 @@ fn render_footer(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
         } => vec![("", "committing")],
     };
     let mut spans = Vec::new();
+    if let Mode::Command(line) = &app.mode {
+        spans.push(Span::styled(format!(":{line}▏"), t.bold()));
+    }
+    // Whole hints only: one that would be cut by the edge is left out (`?` lists them all).
+    let mut used: usize = spans.iter().map(|s| s.width()).sum();
     for (k, h) in hints {
-        if !k.is_empty() {
-            spans.push(Span::styled(
-                format!(" {k}"),
-                t.bold().patch(t.fg(Color::Cyan)),
-            ));
+        let key = if k.is_empty() {
+            String::new()
+        } else {
+            format!(" {k}")
+        };
+        let hint = format!(" {h}");
+        let width = key.chars().count() + hint.chars().count();
+        if used + width > usize::from(area.width) {
+            break;
         }
-        spans.push(Span::raw(format!(" {h}")));
+        used += width;
+        if !key.is_empty() {
+            spans.push(Span::styled(key, t.bold().patch(t.fg(Color::Cyan))));
+        }
+        spans.push(Span::raw(hint));
     }
     Line::from(spans).render(area, buf);
 }

@@ -9,15 +9,15 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::app::{
-    read, to_params, Act, Action, Activity, App, ConfirmStage, Detail, Effect, Link, Mode, Pane,
-    Reply, FLEET_REFRESH_MS, NOTICE_MS, REFRESH_EVERY_MS,
+    read, Act, Action, Activity, App, ConfirmStage, Detail, Effect, Link, Mode, Pane, Reply,
+    FLEET_REFRESH_MS, NOTICE_MS, REFRESH_EVERY_MS,
 };
 use super::input::on_key;
 use super::layout::{areas, table_rows};
 use super::text::id_in_notice;
 use crate::protocol::introspection::{
-    AuditListResult, ChangedEvent, ClearCommitted, ClearPrepareParams, ClearPrepared, EventFrame,
-    ReceiptDetail, ReceiptsListResult, Snapshot,
+    AuditListResult, ChangedEvent, ClearCommitted, ClearPrepared, EventFrame, ReceiptDetail,
+    ReceiptsListResult, Snapshot,
 };
 use crate::protocol::results::VerifyResult;
 use crate::tasks::VerifyOutcome;
@@ -32,6 +32,11 @@ pub fn update(app: &mut App, action: Action) -> Option<Effect> {
         let ctrl_c =
             key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char('c');
         if !ctrl_c && (!app.queued.is_empty() || app.waiting()) {
+            if key.code == KeyCode::Char('y') && app.committing() {
+                // A second `y` of the dialog that is sending: the dialog's key, never a copy
+                // once it closes (which would push its verdict off the notice line).
+                return None;
+            }
             app.queued.push_back(key);
             return None;
         }
@@ -64,33 +69,6 @@ fn drop_queued(app: &mut App, why: &str) {
             true,
         );
     }
-}
-
-/// "All matching but these": the host prepared the whole filter, so prepare again by ID
-/// without the receipts space took out (their refusals kept, so the dialog still shows why).
-/// The first token is left to expire; it clears nothing unless committed.
-fn narrow_prepared(app: &mut App, prepared: &ClearPrepared) -> Option<Effect> {
-    let ids: Vec<String> = prepared
-        .clearable
-        .iter()
-        .map(|r| &r.request_id)
-        .chain(prepared.refused.iter().map(|r| &r.request_id))
-        .filter(|id| !app.excluded.contains(*id))
-        .cloned()
-        .collect();
-    if ids.is_empty() {
-        app.mode = Mode::Normal;
-        app.notice(
-            "every receipt the filter matches was taken out with space: nothing to clear; esc drops the marks",
-            true,
-        );
-        drop_queued(app, "nothing was left to clear");
-        return None;
-    }
-    Some(Effect::Prepare(to_params(&ClearPrepareParams {
-        request_ids: Some(ids),
-        ..ClearPrepareParams::default()
-    })))
 }
 
 /// A page of `receipts.list`: only the reply to the latest read is shown; the selection
@@ -486,10 +464,8 @@ fn on_reply(app: &mut App, action: Action) -> Option<Effect> {
             if app.mode != Mode::Preparing {
                 return None;
             }
-            let narrow = std::mem::take(&mut app.narrow_prepare);
             match reply {
                 Ok(v) => match read::<ClearPrepared>("prepared clear", v) {
-                    Ok(prepared) if narrow => return narrow_prepared(app, &prepared),
                     Ok(prepared) => {
                         app.dialog_scroll = 0;
                         app.mode = Mode::Confirm {

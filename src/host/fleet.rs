@@ -17,6 +17,7 @@ use tokio::time::Instant;
 
 use super::execution::{publish_completed, Execution, Mutation, Stored};
 use super::to_data;
+use super::unsettled::FleetInterrupted;
 use super::{reject, Handled, Host, HostConfig};
 use crate::executor::Executor;
 use crate::ledger::{
@@ -43,6 +44,10 @@ pub(super) type Withdrawing = std::sync::Mutex<std::collections::HashSet<String>
 
 /// How often a fleet host reads the fleet's counts.
 const COUNTS_EVERY: Duration = Duration::from_secs(1);
+
+/// The most unacknowledged `INTERRUPTED` receipts of the fleet a host lists among its
+/// unsettled outcomes (the ledger's oldest first).
+const INTERRUPTED_MOST: usize = 1000;
 
 /// The margin SPEC §13 asks of a lease beyond the action deadline before an action starts.
 const LEASE_MARGIN: Duration = Duration::from_secs(1);
@@ -101,7 +106,16 @@ impl Host {
                 drop(host);
                 let counts = ledger.counts().await;
                 let hosts = ledger.hosts().await;
+                let interrupted = ledger.interrupted_unacknowledged(INTERRUPTED_MOST).await;
                 let Some(inner) = weak.upgrade() else { return };
+                if let Ok(rows) = interrupted {
+                    let rows = rows.into_iter().map(FleetInterrupted::from).collect();
+                    Host {
+                        inner: inner.clone(),
+                    }
+                    .lock()
+                    .fleet_interrupted = rows;
+                }
                 let mut view = inner.fleet_counts.lock().unwrap_or_else(|p| p.into_inner());
                 if let Ok(c) = counts {
                     view.0 = Some(FleetReceiptCounts {

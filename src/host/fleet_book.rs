@@ -528,11 +528,15 @@ impl Host {
         {
             return Err(refuse(format!("request {request_id} changed while it was being acknowledged (cleared on another host?); read receipts.get and try again"), "changed"));
         }
-        let held = self
-            .lock()
-            .book
-            .get(&RequestKey::new(request_id))
-            .is_some_and(|r| !r.is_running());
+        let held = {
+            let mut st = self.lock();
+            // Settled for the fleet now: out of the unsettled list before the next read of
+            // the ledger.
+            st.fleet_interrupted.retain(|f| f.request_id != request_id);
+            st.book
+                .get(&RequestKey::new(request_id))
+                .is_some_and(|r| !r.is_running())
+        };
         if held {
             if let Ok(done) = self.acknowledge(request_id, reason, operator) {
                 return Ok(done);

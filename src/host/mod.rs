@@ -141,6 +141,9 @@ pub(crate) struct State {
     /// Receipts recovered as `INTERRUPTED` (executing when an earlier run stopped): each is an
     /// unsettled outcome until acknowledged, whether or not its task recorded it as pending.
     pub(crate) interrupted: Vec<RequestKey>,
+    /// A fleet host's view of the ledger's `INTERRUPTED` receipts nobody acknowledged (read
+    /// every second): unsettled outcomes of the whole fleet, also those of dead hosts.
+    pub(crate) fleet_interrupted: Vec<unsettled::FleetInterrupted>,
 }
 
 /// The host: a cheap-to-clone handle shared by every connection and execution.
@@ -337,6 +340,7 @@ impl Host {
                     verifying: Default::default(),
                     prepared_clears: Default::default(),
                     interrupted: Vec::new(),
+                    fleet_interrupted: Vec::new(),
                 }),
                 config,
                 executor,

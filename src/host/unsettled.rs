@@ -7,6 +7,10 @@
 //! (`confirmed`), acknowledging or stopping the task settles it; clearing a settled receipt
 //! takes it out of the book. A pending outcome recorded on a stopped task, or whose receipt was
 //! cleared, is not listed.
+//!
+//! A host of a fleet also lists the ledger's `INTERRUPTED` receipts nobody acknowledged, of any
+//! host run (a host that died holding them cannot list them itself), as it read them last
+//! ([`FleetInterrupted`]); acknowledging one on any host settles it for the fleet.
 
 use crate::book::{Receipt, RequestKey};
 use crate::protocol::ErrorCode;
@@ -36,7 +40,48 @@ impl Unsettled<'_> {
     }
 }
 
+/// An `INTERRUPTED` receipt of the fleet's ledger nobody acknowledged, as a fleet host read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct FleetInterrupted {
+    /// The request ID.
+    pub(crate) request_id: String,
+    /// The method.
+    pub(crate) method: String,
+    /// The canonical `{method, params}` text.
+    pub(crate) request: String,
+    /// The task it acted on, when it names one.
+    pub(crate) task_id: Option<String>,
+    /// When it was declared `INTERRUPTED` (epoch ms; when it was claimed, if not recorded).
+    pub(crate) since: i64,
+}
+
+impl From<crate::ledger::LedgerReceipt> for FleetInterrupted {
+    fn from(r: crate::ledger::LedgerReceipt) -> FleetInterrupted {
+        FleetInterrupted {
+            since: r.completed_at.unwrap_or(r.first_seen),
+            request_id: r.request_id,
+            method: r.method,
+            request: r.request,
+            task_id: r.task_id,
+        }
+    }
+}
+
 impl State {
+    /// The fleet's unacknowledged `INTERRUPTED` receipts that [`State::unsettled`] does not
+    /// already list (this host's own, recovered from its journal, are listed there).
+    pub(crate) fn fleet_unsettled(&self) -> Vec<&FleetInterrupted> {
+        if self.fleet_interrupted.is_empty() {
+            return Vec::new();
+        }
+        let local: std::collections::HashSet<RequestKey> =
+            self.unsettled().into_iter().map(|u| u.key).collect();
+        self.fleet_interrupted
+            .iter()
+            .filter(|f| !local.contains(&RequestKey::new(&f.request_id)))
+            .collect()
+    }
+
     /// Every unsettled outcome: those tasks block on (newest task first, as the snapshot lists
     /// tasks), then the `INTERRUPTED` receipts no task records (oldest first).
     pub(crate) fn unsettled(&self) -> Vec<Unsettled<'_>> {
@@ -93,7 +138,7 @@ impl State {
     /// `changed` frames report.
     pub(crate) fn receipt_counts(&self) -> crate::protocol::results::ReceiptCounts {
         let mut counts = self.book.counts();
-        counts.unsettled = self.unsettled().len() as u64;
+        counts.unsettled = (self.unsettled().len() + self.fleet_unsettled().len()) as u64;
         counts
     }
 }

@@ -470,6 +470,28 @@ pub(super) fn snapshot(host: &Host) -> Snapshot {
             task_state: u.task.map(|t| t.state()),
             title: u.task.map(|t| t.title.clone()).unwrap_or_default(),
         })
+        .chain(st.fleet_unsettled().into_iter().map(|f| {
+            // Another host run's receipt, interrupted when that run died or left: its task
+            // is that run's, which this host does not hold.
+            let task = f.task_id.as_deref().and_then(|t| st.tasks.get(t));
+            BlockedOutcome {
+                pending: PendingOutcome {
+                    evidence: None,
+                    expect: None,
+                    last_verify: None,
+                    method: f.method.clone(),
+                    params: serde_json::from_str::<serde_json::Value>(&f.request)
+                        .map(|v| v["params"].clone())
+                        .unwrap_or_default(),
+                    request_id: f.request_id.clone(),
+                    since: format_millis(f.since),
+                },
+                code: "INTERRUPTED".to_owned(),
+                task_id: f.task_id.clone().unwrap_or_default(),
+                task_state: task.map(|t| t.state()),
+                title: task.map(|t| t.title.clone()).unwrap_or_default(),
+            }
+        }))
         .collect();
     Snapshot {
         journal,

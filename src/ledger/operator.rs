@@ -219,6 +219,22 @@ impl Ledger {
             .1)
     }
 
+    /// The `INTERRUPTED` receipts nobody has acknowledged (their host run died or left holding
+    /// them), oldest first, at most `most`: outcomes unsettled for the whole fleet.
+    pub async fn interrupted_unacknowledged(
+        &self,
+        most: usize,
+    ) -> Result<Vec<LedgerReceipt>, LedgerError> {
+        let sql = format!(
+            "SELECT {COLUMNS} FROM receipts
+              WHERE code = 'INTERRUPTED' AND acknowledged_at IS NULL
+              ORDER BY first_seen, request_id LIMIT {}",
+            most.min(MAX_LISTED)
+        );
+        let rows = self.shared().read(&sql, &[]).await?;
+        rows.iter().map(receipt_from_row).collect()
+    }
+
     /// The rows of these request IDs (those the ledger holds), in no particular order.
     pub async fn receipts_of(&self, ids: &[String]) -> Result<Vec<LedgerReceipt>, LedgerError> {
         let rows = self

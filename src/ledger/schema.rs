@@ -10,7 +10,7 @@ use tokio_postgres::Client;
 use super::LedgerError;
 
 /// The schema version this binary writes and reads.
-pub const SCHEMA_VERSION: i32 = 4;
+pub const SCHEMA_VERSION: i32 = 5;
 
 /// The advisory lock key that makes migrations one host at a time ("Polaris" in ASCII).
 const MIGRATION_LOCK: i64 = 0x0050_6f6c_6172_6973;
@@ -22,7 +22,13 @@ pub const FENCED_SQLSTATE: &str = "PXF01";
 pub const CHANNEL: &str = "polaris_receipts";
 
 /// Migrations in order: each brings the schema from `version - 1` to `version`.
-const MIGRATIONS: &[(i32, &str)] = &[(1, V1), (2, V2), (3, V3_HOSTS), (4, V4_HOLDER)];
+const MIGRATIONS: &[(i32, &str)] = &[
+    (1, V1),
+    (2, V2),
+    (3, V3_HOSTS),
+    (4, V4_HOLDER),
+    (5, V5_INTERRUPTED),
+];
 
 /// The advisory lock that orders the fleet's receipt changes (clears, acknowledgements): each
 /// takes it before drawing its `change_seq`, so change numbers commit in increasing order and a
@@ -482,6 +488,14 @@ const V4_HOLDER: &str = r#"
 ALTER TABLE hosts
     ADD COLUMN machine text,
     ADD COLUMN pid     bigint;
+"#;
+
+/// Version 5: the `INTERRUPTED` receipts nobody acknowledged (a host died holding them), which
+/// every host reads each second for its unsettled outcomes: a partial index keeps that read to
+/// those rows however large the book is.
+const V5_INTERRUPTED: &str = r#"
+CREATE INDEX receipts_interrupted ON receipts (first_seen, request_id)
+    WHERE code = 'INTERRUPTED' AND acknowledged_at IS NULL;
 "#;
 
 /// Brings the database's schema to [`SCHEMA_VERSION`], one host at a time; refuses a schema

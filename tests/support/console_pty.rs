@@ -28,6 +28,8 @@ pub struct Console {
     rows: u16,
     cols: u16,
     screen: Arc<Mutex<vt100::Parser>>,
+    /// Every byte the console wrote, for what a screen does not show (an OSC 52 copy).
+    raw: Arc<Mutex<Vec<u8>>>,
     keys: Box<dyn Write + Send>,
     /// The console process, for waiting on its exit.
     pub child: Box<dyn portable_pty::Child + Send + Sync>,
@@ -99,12 +101,15 @@ impl Console {
         let screen = Arc::new(Mutex::new(vt100::Parser::new(rows, cols, 0)));
         let mut reader = pty.master.try_clone_reader().expect("pty reader");
         let sink = screen.clone();
+        let raw = Arc::new(Mutex::new(Vec::new()));
+        let raw_sink = raw.clone();
         std::thread::spawn(move || {
             let mut buf = [0u8; 8192];
             while let Ok(n) = reader.read(&mut buf) {
                 if n == 0 {
                     break;
                 }
+                raw_sink.lock().unwrap().extend_from_slice(&buf[..n]);
                 sink.lock().unwrap().process(&buf[..n]);
             }
         });
@@ -113,6 +118,7 @@ impl Console {
             rows,
             cols,
             screen,
+            raw,
             keys,
             child,
             _master: pty.master,
@@ -135,6 +141,30 @@ impl Console {
             }
             if Instant::now() > deadline {
                 panic!("the console never showed {what}; the screen is:\n{text}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the console has written `needle` (bytes a screen does not show, such as an
+    /// escape sequence); fails naming `what` after [`PATIENCE`].
+    pub fn wait_for_output(&self, what: &str, needle: &[u8]) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if self
+                .raw
+                .lock()
+                .unwrap()
+                .windows(needle.len())
+                .any(|w| w == needle)
+            {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "the console never wrote {what}; the screen is:\n{}",
+                    self.contents()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
