@@ -31,7 +31,9 @@ use std::time::Duration;
 use polaris::client::BridgeClient;
 use polaris::executor::chromium::browser::{Browser, LaunchOptions};
 use polaris::executor::chromium::cdp::{methods, Connection};
-use polaris::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls};
+use polaris::executor::chromium::{
+    find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls, Origins,
+};
 use polaris::executor::Executor;
 use polaris::webapp::WebApp;
 use serde_json::{json, Value};
@@ -291,6 +293,7 @@ async fn main() {
         let b = Browser::launch(&LaunchOptions {
             binary: binary.clone(),
             startup_timeout: Duration::from_secs(30),
+            guard: None,
         })
         .await
         .unwrap();
@@ -305,8 +308,12 @@ async fn main() {
     // The large page below is a local file, in a directory of its own.
     let local_pages = std::env::temp_dir().join(format!("pl-bench-pages-{}", std::process::id()));
     std::fs::create_dir_all(&local_pages).unwrap();
+    // The app serves on 127.0.0.1, which the executor refuses unless it is allowed.
+    let local_app = Origins::allowing(&[format!("http://{}", app.addr())]).unwrap();
     let executor = ChromiumExecutor::new(
-        ChromiumConfig::new(binary.clone()).with_file_urls(FileUrls::inside(&local_pages).unwrap()),
+        ChromiumConfig::new(binary.clone())
+            .with_file_urls(FileUrls::inside(&local_pages).unwrap())
+            .with_origins(local_app.clone()),
     );
     let running = polaris::serve::start(&options, Arc::new(executor.clone())).unwrap();
     let client = BridgeClient::new(&dir);
@@ -319,8 +326,11 @@ async fn main() {
         o.host.action_timeout = Duration::from_secs(5);
         o
     };
-    let executor_off =
-        ChromiumExecutor::new(ChromiumConfig::new(binary.clone()).with_network_evidence(false));
+    let executor_off = ChromiumExecutor::new(
+        ChromiumConfig::new(binary.clone())
+            .with_origins(local_app.clone())
+            .with_network_evidence(false),
+    );
     let running_off = polaris::serve::start(&options_off, Arc::new(executor_off.clone())).unwrap();
     let client_off = BridgeClient::new(&dir_off);
     through_polaris(&client_off, &url, 0).await;
@@ -329,6 +339,7 @@ async fn main() {
     let direct_browser = Browser::launch(&LaunchOptions {
         binary: binary.clone(),
         startup_timeout: Duration::from_secs(30),
+        guard: None,
     })
     .await
     .unwrap();

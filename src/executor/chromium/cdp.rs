@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::dialogs::Dialogs;
 use super::network::NetworkLog;
+use super::origins::Origins;
 
 /// A typed CDP command.
 pub trait Method: Serialize {
@@ -181,6 +182,8 @@ struct Shared {
     sessions: Mutex<HashMap<String, Session>>,
     /// Workers' sessions, by session id.
     workers: Mutex<HashMap<String, Worker>>,
+    /// The non-public addresses pages may reach, once [`Connection::guard`] paused requests.
+    origins: std::sync::OnceLock<Arc<Origins>>,
     /// `Some(reason)` once the pipe closed.
     closed: watch::Sender<Option<String>>,
 }
@@ -293,7 +296,56 @@ impl Shared {
         });
     }
 
+    /// A request the browser paused (`Fetch.requestPaused`, browser-wide, [`Connection::guard`]):
+    /// sent on if its URL is allowed, else failed as `BlockedByClient`, which the page's network
+    /// log records as `blocked`. Answered at once, from the reader.
+    fn on_paused(&self, params: Option<&RawValue>) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Paused {
+            request_id: String,
+            request: PausedRequest,
+        }
+        #[derive(Deserialize)]
+        struct PausedRequest {
+            url: String,
+        }
+        let Some(p) = params.and_then(|p| serde_json::from_str::<Paused>(p.get()).ok()) else {
+            return;
+        };
+        let allowed = self.origins.get().is_some_and(|o| o.allows(&p.request.url));
+        if allowed {
+            self.send_browser(&methods::FetchContinueRequest {
+                request_id: p.request_id,
+            });
+        } else {
+            tracing::info!(url = %crate::protocol::evidence::redact_url(&p.request.url), "a page's request to a non-public address was blocked (--allow-origin)");
+            self.send_browser(&methods::FetchFailRequest {
+                request_id: p.request_id,
+                error_reason: "BlockedByClient",
+            });
+        }
+    }
+
+    /// [`Shared::send_detached`] on the browser's own session.
+    fn send_browser<M: Method>(&self, params: &M) {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let Ok(mut msg) = serde_json::to_vec(&Outgoing {
+            id,
+            method: M::NAME,
+            params,
+            session_id: None,
+        }) else {
+            return;
+        };
+        msg.push(0);
+        let _ = self.outbox.send(msg);
+    }
+
     fn on_event(&self, method: &str, params: Option<&RawValue>, session: Option<&str>) {
+        if session.is_none() && method == "Fetch.requestPaused" {
+            return self.on_paused(params);
+        }
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Frame {
@@ -558,6 +610,7 @@ impl Connection {
             calls: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             workers: Mutex::new(HashMap::new()),
+            origins: std::sync::OnceLock::new(),
             closed,
         });
         let writer_shared = Arc::downgrade(&shared);
@@ -695,6 +748,21 @@ impl Connection {
                 },
             );
         rx
+    }
+
+    /// Blocks, browser-wide, every request of every page, frame, tab and worker to a
+    /// non-public address that `origins` does not allow: such requests are paused
+    /// ([`Origins::pause_patterns`]) and the reader fails or continues each. Called once, before
+    /// any page opens.
+    pub async fn guard(&self, origins: Arc<Origins>) -> Result<(), CdpError> {
+        let _ = self.shared.origins.set(origins);
+        let patterns = Origins::pause_patterns()
+            .into_iter()
+            .map(|url_pattern| methods::RequestPattern { url_pattern })
+            .collect();
+        self.call(None, &methods::FetchEnable { patterns })
+            .await
+            .map(|_| ())
     }
 
     /// Stops tracking a session (its page is being closed).
@@ -1083,6 +1151,51 @@ pub mod methods {
     pub struct RunIfWaitingForDebugger {}
     impl Method for RunIfWaitingForDebugger {
         const NAME: &'static str = "Runtime.runIfWaitingForDebugger";
+        type Returns = Empty;
+    }
+
+    /// `Fetch.enable` on the browser's session: requests matching `patterns` pause, in every
+    /// target, until answered.
+    #[derive(Serialize)]
+    pub struct FetchEnable {
+        /// What to pause.
+        pub patterns: Vec<RequestPattern>,
+    }
+    /// One `Fetch.RequestPattern`: a glob on the request's URL (`*` any run, `?` one character).
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct RequestPattern {
+        /// The glob.
+        pub url_pattern: String,
+    }
+    impl Method for FetchEnable {
+        const NAME: &'static str = "Fetch.enable";
+        type Returns = Empty;
+    }
+
+    /// `Fetch.continueRequest`: a paused request goes on unchanged.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct FetchContinueRequest {
+        /// The paused request.
+        pub request_id: String,
+    }
+    impl Method for FetchContinueRequest {
+        const NAME: &'static str = "Fetch.continueRequest";
+        type Returns = Empty;
+    }
+
+    /// `Fetch.failRequest`: a paused request fails without being sent.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct FetchFailRequest {
+        /// The paused request.
+        pub request_id: String,
+        /// A `Network.ErrorReason` (`BlockedByClient`).
+        pub error_reason: &'static str,
+    }
+    impl Method for FetchFailRequest {
+        const NAME: &'static str = "Fetch.failRequest";
         type Returns = Empty;
     }
 
