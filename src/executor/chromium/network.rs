@@ -46,6 +46,41 @@ struct Window {
     sealed: Option<HashSet<String>>,
     /// Every session a request was recorded from.
     sessions: HashSet<String>,
+    /// `GET`/`HEAD`/`OPTIONS` requests not answered yet (at most [`MAX_UNANSWERED_SAFE`]): not
+    /// evidence themselves, but listed if the host blocks one ([`RequestStatus::Blocked`]).
+    safe: HashMap<String, Unanswered>,
+}
+
+/// The most unanswered safe requests a window remembers, in case one is blocked.
+const MAX_UNANSWERED_SAFE: usize = 256;
+
+/// A safe request sent and not answered yet.
+#[derive(Debug)]
+struct Unanswered {
+    url: String,
+    method: String,
+    sent_at: String,
+}
+
+impl Window {
+    /// Lists a safe request the host blocked.
+    fn push_blocked(&mut self, safe: Unanswered, error: String) {
+        if self.requests.len() >= MAX_EVIDENCE_REQUESTS {
+            self.unlisted += 1;
+            return;
+        }
+        self.requests.push(SentRequest {
+            answered_at: Some(now_rfc3339()),
+            body_bytes: None,
+            body_sha256: None,
+            error: Some(error),
+            method: safe.method,
+            navigation: false,
+            sent_at: safe.sent_at,
+            status: RequestStatus::Blocked,
+            url: redact_url(&safe.url),
+        });
+    }
 }
 
 /// What a `Network.requestWillBeSent` asks of the connection: the body of a request the event
@@ -167,7 +202,12 @@ impl NetworkLog {
     pub fn first_sent(&self) -> Option<String> {
         let guard = lock(&self.window);
         let w = guard.as_ref()?;
-        w.requests.first().map(|r| {
+        // A request the host blocked never left the browser: no effect of the step.
+        let sent = w
+            .requests
+            .iter()
+            .find(|r| r.status != RequestStatus::Blocked);
+        sent.map(|r| {
             if r.navigation && is_safe_method(&r.method) {
                 format!("a navigation to {}", r.url)
             } else {
@@ -204,13 +244,23 @@ impl NetworkLog {
                     return None;
                 }
                 let navigation = e.kind.as_deref() == Some("Document");
-                if !navigation && is_safe_method(&e.request.method) {
-                    return None;
-                }
                 if let Some(sealed) = &w.sealed {
                     if !sealed.contains(session) {
                         return None;
                     }
+                }
+                if !navigation && is_safe_method(&e.request.method) {
+                    if w.safe.len() < MAX_UNANSWERED_SAFE || w.safe.contains_key(&key) {
+                        w.safe.insert(
+                            key,
+                            Unanswered {
+                                url: e.request.url,
+                                method: e.request.method,
+                                sent_at: now_rfc3339(),
+                            },
+                        );
+                    }
+                    return None;
                 }
                 if w.requests.len() >= MAX_EVIDENCE_REQUESTS {
                     w.unlisted += 1;
@@ -237,6 +287,7 @@ impl NetworkLog {
             }
             "Network.responseReceived" => {
                 let e: ResponseReceived = serde_json::from_str(params.get()).ok()?;
+                w.safe.remove(&e.request_id);
                 let i = *w.index.get(&e.request_id)?;
                 let r = &mut w.requests[i];
                 r.status = RequestStatus::Http(e.response.status);
@@ -245,12 +296,20 @@ impl NetworkLog {
             }
             "Network.loadingFailed" => {
                 let e: LoadingFailed = serde_json::from_str(params.get()).ok()?;
+                let status = RequestStatus::of_failure(&e.error_text, e.canceled);
+                if let Some(safe) = w.safe.remove(&e.request_id) {
+                    // A safe request is listed only when the host blocked it.
+                    if status == RequestStatus::Blocked {
+                        w.push_blocked(safe, e.error_text);
+                    }
+                    return None;
+                }
                 let i = *w.index.get(&e.request_id)?;
                 let r = &mut w.requests[i];
                 // A failure after the answer's head (the body broke off) keeps the status: the
                 // server did answer.
                 if matches!(r.status, RequestStatus::NoResponse) {
-                    r.status = RequestStatus::of_failure(&e.error_text, e.canceled);
+                    r.status = status;
                     r.answered_at = Some(now_rfc3339());
                 }
                 r.error = Some(e.error_text);
