@@ -488,4 +488,60 @@ mod tests {
         assert_eq!(log.take(false).unwrap().requests.len(), 3);
         assert!(log.take(false).is_none());
     }
+
+    #[test]
+    fn a_blocked_request_is_listed_even_a_get_and_is_never_the_first_sent() {
+        let log = NetworkLog::new();
+        log.begin();
+        let failed = |id: &str, text: &str| {
+            log.on_event(
+                "s",
+                "Network.loadingFailed",
+                Some(&raw(
+                    serde_json::json!({"requestId": id, "errorText": text}),
+                )),
+            );
+        };
+        sent(&log, "s", "1", "GET", None);
+        failed("1", "net::ERR_BLOCKED_BY_CLIENT.Inspector");
+        sent(&log, "s", "2", "GET", None);
+        failed("2", "net::ERR_CONNECTION_REFUSED");
+        sent(&log, "s", "3", "GET", None);
+        log.on_event(
+            "s",
+            "Network.responseReceived",
+            Some(&raw(
+                serde_json::json!({"requestId": "3", "response": {"status": 200}}),
+            )),
+        );
+        failed("3", "net::ERR_BLOCKED_BY_CLIENT");
+        assert_eq!(log.first_sent(), None, "a blocked GET is no send");
+        sent(&log, "s", "4", "POST", Some("a=1"));
+        failed("4", "net::ERR_BLOCKED_BY_CLIENT");
+        assert_eq!(log.first_sent(), None, "a blocked POST is no send");
+        sent(&log, "s", "5", "POST", Some("a=1"));
+        assert_eq!(
+            log.first_sent().as_deref(),
+            Some("POST http://h/p?k=~4c94485e")
+        );
+        let e = log.take(false).unwrap();
+        let statuses: Vec<_> = e
+            .requests
+            .iter()
+            .map(|r| (r.method.as_str(), r.status.to_string()))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                ("GET", "blocked".to_owned()),
+                ("POST", "blocked".to_owned()),
+                ("POST", "no response".to_owned())
+            ],
+            "only the blocked GET is listed of the GETs"
+        );
+        assert_eq!(
+            e.requests[0].error.as_deref(),
+            Some("net::ERR_BLOCKED_BY_CLIENT.Inspector")
+        );
+    }
 }
