@@ -49,7 +49,8 @@
 //!   save; `#status` reads `Worker answered <S>`). `POST /ev/save` (bodies up to 256 KiB)
 //!   answers the status its query asks for (`?delayMs=N` first waits); every request shows in [`WebApp::requests`].
 //! - `GET /reach` — every way a page leaves for the second origin: links `#link` (to
-//!   `/card`) and `#redirect` (`/reach/redirect`, a `302` to `/card`), `#post` (a form POST to
+//!   `/card`), `#redirect` (`/reach/redirect`, a `302` to `/card`) and `#tab` (`/card` in a new
+//!   tab), `#post` (a form POST to
 //!   `/card/pay`), and buttons `#fetch` (a `fetch`; `#status` reads `Fetched` or `Fetch
 //!   failed`), `#frame` (an iframe of `/card`; `#status` reads `Framed` once it loaded, or showed its error) and `#worker` (a dedicated worker,
 //!   `/reach/worker.js`, fetches `/card`; `#status` reads `Worker fetched` or `Worker
@@ -497,6 +498,7 @@ fn reach_routes(state: &AppState, path: &str) -> Reply {
                     "<p id=\"status\">Ready</p>\
                      <a id=\"link\" href=\"{card}/card?via=link\">Card by link</a>\
                      <a id=\"redirect\" href=\"/reach/redirect\">Card by redirect</a>\
+                     <a id=\"tab\" href=\"{card}/card?via=tab\" target=\"_blank\">Card in a new tab</a>\
                      <form id=\"pay\" method=\"post\" action=\"{card}/card/pay\">\
                      <input type=\"hidden\" name=\"card\" value=\"4242\">\
                      <button id=\"post\" type=\"submit\">Pay by form</button></form>\

@@ -2,7 +2,7 @@
 //! `task.start` or `page.navigate` to loopback, private, link-local or unspecified addresses
 //! (however the address is written) is refused before anything is stored or opened; an allowed
 //! origin opens; and a page on it that leads elsewhere in the private network — a link, a
-//! redirect, a form's POST, a `fetch`, an iframe, a worker — is blocked inside the browser,
+//! redirect, a form's POST, a `fetch`, an iframe, a worker, a new tab — is blocked inside the browser,
 //! shown as `blocked` in the action's evidence, and never reaches the server, whose own log
 //! is the count. The same page with every port of 127.0.0.1 allowed does reach it.
 //!
