@@ -30,11 +30,17 @@ struct Rig {
 impl Rig {
     /// A host started with `--allow-origin` for each value `allowed` gives for the app.
     async fn start(allowed: impl Fn(&WebApp) -> Vec<String>) -> Option<Rig> {
+        Rig::start_with(allowed, &[]).await
+    }
+
+    /// The same, with `extra` flags.
+    async fn start_with(allowed: impl Fn(&WebApp) -> Vec<String>, extra: &[&str]) -> Option<Rig> {
         let chromium = chromium_or_skip()?;
         let app = WebApp::start().await.expect("the web app starts");
         let allowed = allowed(&app);
         let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
-        let args = serve_args_allowing(&chromium, 3000, &allowed);
+        let mut args = serve_args_allowing(&chromium, 3000, &allowed);
+        args.extend(extra.iter().map(|s| s.to_string()));
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let host = TestHost::start(&args);
         let reaper = Reaper {
@@ -273,6 +279,30 @@ async fn a_bare_host_allows_every_port_so_the_same_page_reaches_the_second_origi
         ["/card", "/card"],
         "the fetch and the link reached it"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_block_holds_without_network_evidence() {
+    let _one = one_at_a_time().await;
+    let Some(mut r) = Rig::start_with(
+        |app| vec![format!("http://{}", app.addr())],
+        &["--no-network-evidence"],
+    )
+    .await
+    else {
+        return;
+    };
+    let task = r.reach_task().await;
+    let fetched = r
+        .call(
+            "page.click",
+            json!({"taskId": task, "target": "#fetch",
+                   "expect": {"target": "#status", "contains": "Fetch failed"}}),
+        )
+        .await;
+    assert!(ok(&fetched).get("evidence").is_none(), "{fetched}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(r.card_hits().is_empty(), "{:?}", r.card_hits());
 }
 
 #[test]
