@@ -197,6 +197,20 @@ async fn an_allowed_origin_opens_but_its_page_reaches_no_other_private_origin() 
         assert!(message.contains("--allow-origin http://"), "{message}");
         assert!(message.contains(&format!(":{card_port}")), "{message}");
     }
+    // A form the check does not read (a soft hyphen, which the browser's IDNA mapping drops)
+    // gets past it, and the browser's own block stops the load: the task fails to open.
+    let exotic = format!("http://127.0.0.1\u{ad}:{card_port}/card");
+    let t = r
+        .call("task.start", json!({"title": "exotic", "url": exotic}))
+        .await;
+    let e = err(&t, "ACTION_FAILED");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("ERR_BLOCKED_BY_CLIENT"),
+        "{t}"
+    );
     // The allowed origin itself still navigates.
     let back = r.main_origin() + "/reach";
     let n = r

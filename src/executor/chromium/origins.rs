@@ -13,7 +13,11 @@
 //!   IPv4 address written as IPv6 (`::ffff:a.b.c.d`, `::a.b.c.d`) that is one of these — and
 //!   the names `localhost`, `*.localhost` (and Chromium's other names for loopback). Hosts are
 //!   read as the browser reads them: `http://2130706433/`, `http://0x7f.1/` and `http://0177.1/`
-//!   are `127.0.0.1`, percent-escapes and full-width digits are decoded ([`host_of`]);
+//!   are `127.0.0.1`, percent-escapes and full-width forms are decoded, and a host holding
+//!   other non-ASCII digits (`𝟏`, `①`) is refused ([`host_of`]). The rest of IDNA's mapping is
+//!   not reproduced: a host it alone turns into an address (`127.0.0.1` with a soft hyphen,
+//!   which it drops) passes this check and is stopped by the browser's block below, so the
+//!   task fails to open (`ACTION_FAILED`) and nothing reaches the address;
 //! - before anything is stored, a `task.start` or `page.navigate` URL to a refused address is
 //!   `BAD_REQUEST` naming the flag to add ([`Origins::check`]);
 //! - inside the browser, every request any page, frame, tab or worker makes to such an
@@ -199,7 +203,7 @@ impl Origins {
         let place = match place_of(url) {
             Ok(Some(p)) => p,
             Ok(None) => return Ok(()),
-            Err(e) => return Err(format!("{e}; the browser would not open it either")),
+            Err(e) => return Err(format!("the url's host is refused: {e}")),
         };
         let Some(kind) = place.host.refused_kind() else {
             return Ok(());
@@ -379,6 +383,13 @@ pub fn host_of(raw: &str) -> Result<Host, String> {
     let bytes = percent_decode(raw).ok_or("the host holds a bad %-escape")?;
     let text = String::from_utf8(bytes).map_err(|_| "the host is not UTF-8 once decoded")?;
     let folded: String = text.chars().map(fold).collect();
+    if folded.chars().any(|c| !c.is_ascii() && c.is_numeric()) {
+        // IDNA maps many of these (𝟏, ①, ¹) to ASCII digits, making the host an address.
+        return Err(format!(
+            "the host {:?} holds non-ASCII digits, which the browser may read as an address; write it with ASCII digits",
+            cut(raw)
+        ));
+    }
     if folded.is_empty() {
         return Err("the URL has no host".into());
     }
@@ -508,6 +519,8 @@ mod tests {
         assert!(place_of("http://256.0.0.1/").is_err());
         assert!(place_of("http://127.0.0.1:99999/").is_err());
         assert!(place_of("http://[::1/").is_err());
+        assert!(place_of("http://\u{1d7cf}\u{1d7d0}\u{1d7d5}.0.0.1/").is_err());
+        assert!(place_of("http://127.0.0.\u{2460}/").is_err());
         assert_eq!(place_of("file:///etc/passwd").unwrap(), None);
         assert_eq!(place_of("http://h:8080").unwrap().unwrap().port, 8080);
         assert_eq!(place_of("https://h").unwrap().unwrap().port, 443);
