@@ -242,6 +242,9 @@ impl Browser {
         .await;
         match first {
             Ok(Ok(v)) => {
+                browser.product = v.product;
+                browser.started_in = begun.elapsed();
+                // After the start is timed: the block is no part of the browser's start.
                 if let Some(origins) = &options.guard {
                     let guarded = tokio::time::timeout(
                         options.startup_timeout,
@@ -258,8 +261,6 @@ impl Browser {
                         Err(_) => return Err("Chromium did not answer Fetch.enable in time".into()),
                     }
                 }
-                browser.product = v.product;
-                browser.started_in = begun.elapsed();
                 tracing::info!(
                     pid,
                     product = %browser.product,

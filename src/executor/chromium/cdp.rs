@@ -216,14 +216,15 @@ impl Shared {
     }
 
     /// Sends a command whose answer nobody waits for (the reader drops an answer with no
-    /// waiter). Used from the reader itself, which must never wait on the browser.
-    fn send_detached<M: Method>(&self, session: &str, params: &M) {
+    /// waiter), on `session` or the browser's own (`None`). Used from the reader itself, which
+    /// must never wait on the browser.
+    fn send_detached<M: Method>(&self, session: Option<&str>, params: &M) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let Ok(mut msg) = serde_json::to_vec(&Outgoing {
             id,
             method: M::NAME,
             params,
-            session_id: Some(session),
+            session_id: session,
         }) else {
             return;
         };
@@ -315,31 +316,22 @@ impl Shared {
         };
         let allowed = self.origins.get().is_some_and(|o| o.allows(&p.request.url));
         if allowed {
-            self.send_browser(&methods::FetchContinueRequest {
-                request_id: p.request_id,
-            });
+            self.send_detached(
+                None,
+                &methods::FetchContinueRequest {
+                    request_id: p.request_id,
+                },
+            );
         } else {
             tracing::info!(url = %crate::protocol::evidence::redact_url(&p.request.url), "a page's request to a non-public address was blocked (--allow-origin)");
-            self.send_browser(&methods::FetchFailRequest {
-                request_id: p.request_id,
-                error_reason: "BlockedByClient",
-            });
+            self.send_detached(
+                None,
+                &methods::FetchFailRequest {
+                    request_id: p.request_id,
+                    error_reason: "BlockedByClient",
+                },
+            );
         }
-    }
-
-    /// [`Shared::send_detached`] on the browser's own session.
-    fn send_browser<M: Method>(&self, params: &M) {
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let Ok(mut msg) = serde_json::to_vec(&Outgoing {
-            id,
-            method: M::NAME,
-            params,
-            session_id: None,
-        }) else {
-            return;
-        };
-        msg.push(0);
-        let _ = self.outbox.send(msg);
     }
 
     fn on_event(&self, method: &str, params: Option<&RawValue>, session: Option<&str>) {
@@ -464,10 +456,10 @@ impl Shared {
                             network: s.network.clone(),
                         },
                     );
-                    self.send_detached(&a.session_id, &methods::NetworkEnable::default());
+                    self.send_detached(Some(&a.session_id), &methods::NetworkEnable::default());
                 }
                 if a.waiting_for_debugger {
-                    self.send_detached(&a.session_id, &methods::RunIfWaitingForDebugger {});
+                    self.send_detached(Some(&a.session_id), &methods::RunIfWaitingForDebugger {});
                 }
             }
             "Target.detachedFromTarget" => {
@@ -540,7 +532,7 @@ impl Shared {
                 let Some(d) = parse::<DialogOpening>(params) else {
                     // Unreadable, yet open: dismiss it rather than leave the page stopped.
                     self.send_detached(
-                        session,
+                        Some(session),
                         &methods::HandleJavaScriptDialog {
                             accept: false,
                             prompt_text: None,
@@ -551,7 +543,7 @@ impl Shared {
                 let reply = s.dialogs.answer(&d.kind, &d.message, &d.default_prompt);
                 tracing::debug!(kind = %d.kind, accept = reply.accept, "answered a JavaScript dialog");
                 self.send_detached(
-                    session,
+                    Some(session),
                     &methods::HandleJavaScriptDialog {
                         accept: reply.accept,
                         prompt_text: reply.prompt_text,

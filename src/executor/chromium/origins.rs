@@ -191,11 +191,6 @@ impl Origins {
         Ok(Origins { allowed })
     }
 
-    /// Whether the operator allowed any origin.
-    pub fn any_allowed(&self) -> bool {
-        !self.allowed.is_empty()
-    }
-
     /// Checks a URL before anything is stored: anything but `http`/`https` passes (other
     /// schemes have their own checks); an `http`/`https` URL whose host is a non-public address
     /// passes only when allowed. No I/O (this runs under the host's lock).
@@ -370,7 +365,7 @@ fn place_of(url: &str) -> Result<Option<Place>, String> {
 /// A URL's host as the browser reads it: percent-escapes decoded, full-width forms folded,
 /// lower-cased; an IPv6 literal in brackets; a name whose last label is a number is an IPv4
 /// address in any of the forms the URL standard reads (`2130706433`, `0x7f.1`, `0177.0.0.1`).
-pub fn host_of(raw: &str) -> Result<Host, String> {
+fn host_of(raw: &str) -> Result<Host, String> {
     if let Some(inner) = raw.strip_prefix('[') {
         let inner = inner
             .strip_suffix(']')
