@@ -19,6 +19,9 @@
 //!   runs with `--no-network-evidence` (its `ChromiumConfig::with_network_evidence(false)`),
 //!   alternated in the same rounds with the one that watches the network, p50 of each; and the
 //!   bytes the evidence adds to each click's stored reply.
+//! - **The block on non-public addresses**: the bare sequence again in a browser that pauses
+//!   the app's requests (127.0.0.1) for the host to allow (`--allow-origin`), alternated with
+//!   the unguarded one, p50 of each.
 //! - **20 tasks at once in one browser** against one alone (budget: p50 click-until-saved ≤ 2×):
 //!   20 tasks started together, each doing the whole sequence above, three times.
 //!
@@ -31,7 +34,9 @@ use std::time::Duration;
 use polaris::client::BridgeClient;
 use polaris::executor::chromium::browser::{Browser, LaunchOptions};
 use polaris::executor::chromium::cdp::{methods, Connection};
-use polaris::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls};
+use polaris::executor::chromium::{
+    find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls, Origins,
+};
 use polaris::executor::Executor;
 use polaris::webapp::WebApp;
 use serde_json::{json, Value};
@@ -291,6 +296,7 @@ async fn main() {
         let b = Browser::launch(&LaunchOptions {
             binary: binary.clone(),
             startup_timeout: Duration::from_secs(30),
+            guard: None,
         })
         .await
         .unwrap();
@@ -305,8 +311,12 @@ async fn main() {
     // The large page below is a local file, in a directory of its own.
     let local_pages = std::env::temp_dir().join(format!("pl-bench-pages-{}", std::process::id()));
     std::fs::create_dir_all(&local_pages).unwrap();
+    // The app serves on 127.0.0.1, which the executor refuses unless it is allowed.
+    let local_app = Origins::allowing(&[format!("http://{}", app.addr())]).unwrap();
     let executor = ChromiumExecutor::new(
-        ChromiumConfig::new(binary.clone()).with_file_urls(FileUrls::inside(&local_pages).unwrap()),
+        ChromiumConfig::new(binary.clone())
+            .with_file_urls(FileUrls::inside(&local_pages).unwrap())
+            .with_origins(local_app.clone()),
     );
     let running = polaris::serve::start(&options, Arc::new(executor.clone())).unwrap();
     let client = BridgeClient::new(&dir);
@@ -319,8 +329,11 @@ async fn main() {
         o.host.action_timeout = Duration::from_secs(5);
         o
     };
-    let executor_off =
-        ChromiumExecutor::new(ChromiumConfig::new(binary.clone()).with_network_evidence(false));
+    let executor_off = ChromiumExecutor::new(
+        ChromiumConfig::new(binary.clone())
+            .with_origins(local_app.clone())
+            .with_network_evidence(false),
+    );
     let running_off = polaris::serve::start(&options_off, Arc::new(executor_off.clone())).unwrap();
     let client_off = BridgeClient::new(&dir_off);
     through_polaris(&client_off, &url, 0).await;
@@ -329,16 +342,30 @@ async fn main() {
     let direct_browser = Browser::launch(&LaunchOptions {
         binary: binary.clone(),
         startup_timeout: Duration::from_secs(30),
+        guard: None,
     })
     .await
     .unwrap();
     let direct = Direct::open(&direct_browser).await;
     direct.load(&url).await;
     direct.click_until_saved(0).await;
+    // The same, in a browser that pauses the app's requests for the host to allow them
+    // (`--allow-origin`): what the block on non-public addresses costs an allowed local site.
+    let guarded_browser = Browser::launch(&LaunchOptions {
+        binary: binary.clone(),
+        startup_timeout: Duration::from_secs(30),
+        guard: Some(Arc::new(local_app.clone())),
+    })
+    .await
+    .unwrap();
+    let guarded = Direct::open(&guarded_browser).await;
+    guarded.load(&url).await;
+    guarded.click_until_saved(0).await;
 
     let (mut fill, mut fill2, mut read, mut click, mut bare) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut click_off, mut evidence_bytes) = (Vec::new(), Vec::new());
+    let (mut click_off, mut evidence_bytes, mut bare_guarded) =
+        (Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         for i in 0..per_round {
             let [f, f2, r, c, e] = through_polaris(&client, &url, round * per_round + i).await;
@@ -356,9 +383,12 @@ async fn main() {
         for i in 0..per_round {
             direct.load(&url).await;
             bare.push(direct.click_until_saved(round * per_round + i).await);
+            guarded.load(&url).await;
+            bare_guarded.push(guarded.click_until_saved(round * per_round + i).await);
         }
     }
     direct_browser.kill();
+    guarded_browser.kill();
 
     // 20 tasks at once, each the whole sequence, against the one-at-a-time clicks above.
     let mut together = Vec::new();
@@ -429,6 +459,7 @@ async fn main() {
     println!();
     line("browser cold start (launch → first answer)", &mut cold);
     line("click-until-saved, bare CDP sequence", &mut bare);
+    line("  the same, requests paused and allowed", &mut bare_guarded);
     line("click-until-saved, through Polaris", &mut click);
     line("click-until-saved, --no-network-evidence", &mut click_off);
     line("page.fill through Polaris, fresh page", &mut fill);
@@ -446,6 +477,12 @@ async fn main() {
         "Polaris / bare at p50: {:.2}x ({:+.2} ms)",
         c50 / b50,
         c50 - b50
+    );
+    let g50 = pct(&mut bare_guarded, 0.5);
+    println!(
+        "bare, requests paused for --allow-origin / not paused at p50: {:.3}x ({:+.2} ms)",
+        g50 / b50,
+        g50 - b50
     );
     let off50 = pct(&mut click_off, 0.5);
     println!(

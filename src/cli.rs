@@ -47,7 +47,7 @@ impl SocketDir {
 enum CliCommand {
     /// Run the host: the receipt book, the tasks and the executor (the fixture page, or real
     /// pages in Chromium) behind local sockets.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Send one request to the host and print the reply (exit 0 ok, 1 error reply, 3 host
     /// unavailable or connection lost).
     Call(CallArgs),
@@ -368,6 +368,16 @@ struct ExecutorArgs {
     /// an agent that opens local files reads whatever this host's user can read.
     #[arg(long, value_name = "DIR")]
     allow_file_urls: Option<PathBuf>,
+    /// Let pages reach ORIGIN, a loopback, private or link-local address or localhost
+    /// (Chromium executor; repeatable). `http://127.0.0.1:8080` allows exactly that scheme, host
+    /// and port; a bare host (`127.0.0.1`, `localhost`, `[::1]`) allows it on every port and
+    /// scheme. Without it, task.start and page.navigate URLs whose host is such an address are
+    /// refused, and the browser blocks every request a page makes to one (links, redirects,
+    /// fetch, iframes, forms): an agent that reads this machine's services or the cloud's
+    /// metadata address could leak their secrets. A DNS name that resolves to a private address
+    /// is not caught: isolate the host's network (a namespace, a firewall) for that.
+    #[arg(long = "allow-origin", value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
     /// Do not watch each task's network (Chromium executor): replies carry no `evidence` of
     /// what the page sent (SPEC §16), and the browser sends no network events to the host.
     #[arg(long)]
@@ -390,11 +400,14 @@ impl ExecutorArgs {
         effects: Option<&std::path::Path>,
     ) -> Result<std::sync::Arc<dyn crate::executor::Executor>, String> {
         use crate::executor::chromium::{
-            find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls,
+            find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls, Origins,
         };
         use crate::executor::{EffectsFile, FixtureExecutor};
         if self.allow_file_urls.is_some() && self.executor != ExecutorKind::Chromium {
             return Err("--allow-file-urls works with --executor chromium only".into());
+        }
+        if !self.allow_origin.is_empty() && self.executor != ExecutorKind::Chromium {
+            return Err("--allow-origin works with --executor chromium only".into());
         }
         if self.profile_dir.is_some() && self.executor != ExecutorKind::Chromium {
             return Err("--profile-dir works with --executor chromium only".into());
@@ -412,6 +425,7 @@ impl ExecutorArgs {
                 )),
             },
             ExecutorKind::Chromium => {
+                let origins = Origins::allowing(&self.allow_origin)?;
                 let explicit = self
                     .chromium
                     .as_deref()
@@ -434,6 +448,7 @@ impl ExecutorArgs {
                     Some(dir) => FileUrls::inside(dir)?,
                 };
                 let config = ChromiumConfig::new(binary)
+                    .with_origins(origins)
                     .with_upload_dir(self.upload_dir.clone())
                     .with_profile_dir(profile_dir)
                     .with_file_urls(file_urls)

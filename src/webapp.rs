@@ -56,6 +56,13 @@
 //!   worker answers by sending its own `POST /ev/save?via=worker` (`Relayed <S>`), `#through`
 //!   posts to `/ev/save`, which the worker passes on unchanged (`Through <S>`). Every request
 //!   shows in [`WebApp::requests`], with its `Content-Length`.
+//! - `GET /reach` — every way a page leaves for the second origin: links `#link` (to
+//!   `/card`), `#redirect` (`/reach/redirect`, a `302` to `/card`) and `#tab` (`/card` in a new
+//!   tab), `#post` (a form POST to
+//!   `/card/pay`), and buttons `#fetch` (a `fetch`; `#status` reads `Fetched` or `Fetch
+//!   failed`), `#frame` (an iframe of `/card`; `#status` reads `Framed` once it loaded, or showed its error) and `#worker` (a dedicated worker,
+//!   `/reach/worker.js`, fetches `/card`; `#status` reads `Worker fetched` or `Worker
+//!   failed`). What reaches the second origin shows in [`WebApp::requests`].
 //! - [`WebApp::set_keep_alive`] keeps connections open between requests (by default each is
 //!   closed after one answer), so a browser may send a request on a reused connection — and
 //!   send it again on a new one when the server closes the reused one without answering.
@@ -436,6 +443,7 @@ async fn handle(
         (_, p) if p == "/site" || p.starts_with("/site/") => site(&state, req, p, &query).await,
         (_, p) if p == "/ev" || p.starts_with("/ev/") => evidence_routes(req, p, &query).await,
         (&Method::GET, "/keys") => html(StatusCode::OK, keys_page()),
+        (&Method::GET, p) if p == "/reach" || p.starts_with("/reach/") => reach_routes(&state, p),
         (&Method::GET, "/posts") => html(StatusCode::OK, saved_page(&state, None)),
         (&Method::GET, p) if p.starts_with("/posts/") => {
             match p["/posts/".len()..].parse::<u64>() {
@@ -541,6 +549,58 @@ self.addEventListener('fetch', (e) => {
   }
 });
 "#;
+
+/// `/reach…`: a page whose every way out goes to the second origin (`--allow-origin`'s tests).
+fn reach_routes(state: &AppState, path: &str) -> Reply {
+    let card = format!("http://{}", state.site.card_addr);
+    match path {
+        "/reach" => html(
+            StatusCode::OK,
+            page(
+                "Reach",
+                &format!(
+                    "<p id=\"status\">Ready</p>\
+                     <a id=\"link\" href=\"{card}/card?via=link\">Card by link</a>\
+                     <a id=\"redirect\" href=\"/reach/redirect\">Card by redirect</a>\
+                     <a id=\"tab\" href=\"{card}/card?via=tab\" target=\"_blank\">Card in a new tab</a>\
+                     <form id=\"pay\" method=\"post\" action=\"{card}/card/pay\">\
+                     <input type=\"hidden\" name=\"card\" value=\"4242\">\
+                     <button id=\"post\" type=\"submit\">Pay by form</button></form>\
+                     <button id=\"fetch\" type=\"button\">Card by fetch</button>\
+                     <button id=\"frame\" type=\"button\">Card in a frame</button>\
+                     <button id=\"worker\" type=\"button\">Card from a worker</button>\
+                     <script>\
+                     const st = document.getElementById('status');\
+                     document.getElementById('fetch').onclick = () => fetch('{card}/card?via=fetch', {{mode: 'no-cors'}})\
+                       .then(() => {{ st.textContent = 'Fetched'; }}, () => {{ st.textContent = 'Fetch failed'; }});\
+                     document.getElementById('frame').onclick = () => {{\
+                       const f = document.createElement('iframe'); f.src = '{card}/card?via=frame';\
+                       f.onload = () => {{ st.textContent = 'Framed'; }}; document.body.appendChild(f); }};\
+                     document.getElementById('worker').onclick = () => {{\
+                       const w = new Worker('/reach/worker.js');\
+                       w.onmessage = (m) => {{ st.textContent = 'Worker ' + m.data; }}; }};\
+                     </script>"
+                ),
+            ),
+        ),
+        "/reach/redirect" => Response::builder()
+            .status(StatusCode::FOUND)
+            .header("location", format!("{card}/card?via=redirect"))
+            .header("cache-control", "no-store")
+            .body(Full::new(Bytes::new()))
+            .expect("a valid response"),
+        "/reach/worker.js" => Response::builder()
+            .status(StatusCode::OK)
+            .header("content-type", "text/javascript")
+            .header("cache-control", "no-store")
+            .body(Full::new(Bytes::from(format!(
+                "fetch('{card}/card?via=worker', {{mode: 'no-cors'}})\
+                 .then(() => postMessage('fetched'), () => postMessage('failed'));"
+            ))))
+            .expect("a valid response"),
+        _ => not_found(),
+    }
+}
 
 /// `/ev…`: the page that saves with `fetch`, `sendBeacon` and a worker (SPEC §16's tests).
 async fn evidence_routes(req: Request<Incoming>, path: &str, query: &str) -> Reply {

@@ -93,7 +93,13 @@ pub async fn run(options: DemoOptions) -> Result<(), String> {
             let app = crate::webapp::WebApp::start()
                 .await
                 .map_err(|e| format!("the demo web app could not start: {e}"))?;
-            let config = crate::executor::chromium::ChromiumConfig::new(binary);
+            // The app serves on 127.0.0.1, refused unless allowed: its two origins exactly.
+            let origins = crate::executor::chromium::Origins::allowing(&[
+                format!("http://{}", app.addr()),
+                format!("http://{}", app.card_addr()),
+            ])?;
+            let config =
+                crate::executor::chromium::ChromiumConfig::new(binary).with_origins(origins);
             let executor = Arc::new(crate::executor::chromium::ChromiumExecutor::new(config));
             (executor, Some(app))
         }

@@ -26,6 +26,9 @@
 //! - `page.navigate` refuses, before anything is sent, to go back, forward or reload to a page
 //!   that answered a form's POST unless the caller allows it; `page.upload` takes files only
 //!   from the host's `--upload-dir` ([`resolve_upload`]).
+//! - Addresses of the host's own machine and private network (loopback, private, link-local,
+//!   `localhost`) are refused as a `task.start` or `page.navigate` URL and blocked, browser-wide,
+//!   for every request a page makes, unless `--allow-origin` allows them ([`origins`]).
 //!
 //! - Tabs (SPEC §15): a page an action opens (its page fires `Page.windowOpen`) is found
 //!   among the page targets of the task's browser context right after the action (and on
@@ -43,6 +46,7 @@ pub mod cdp;
 pub mod dialogs;
 pub mod local_files;
 pub mod network;
+pub mod origins;
 pub mod page;
 pub mod profiles;
 mod script;
@@ -70,6 +74,7 @@ use crate::tasks::TaskId;
 
 pub use self::browser::find_chromium;
 pub use self::local_files::FileUrls;
+pub use self::origins::Origins;
 
 /// The longest selector accepted (SPEC §10).
 pub const MAX_SELECTOR_BYTES: usize = 1024;
@@ -197,6 +202,8 @@ pub struct ChromiumConfig {
     pub profile_dir: Option<PathBuf>,
     /// `--allow-file-urls`: the only directory local pages open from (none by default).
     pub file_urls: FileUrls,
+    /// `--allow-origin`: the non-public addresses pages may reach (none by default).
+    pub origins: Origins,
     /// Whether each task's network is watched for evidence (SPEC §16; on unless
     /// `--no-network-evidence`).
     pub network_evidence: bool,
@@ -215,6 +222,7 @@ impl ChromiumConfig {
             upload_dir: None,
             profile_dir: None,
             file_urls: FileUrls::refused(),
+            origins: Origins::refusing_private(),
             network_evidence: true,
             evidence_max_requests: DEFAULT_EVIDENCE_REQUESTS,
         }
@@ -239,6 +247,12 @@ impl ChromiumConfig {
     /// The same, opening local files from `file_urls` only.
     pub fn with_file_urls(mut self, file_urls: FileUrls) -> ChromiumConfig {
         self.file_urls = file_urls;
+        self
+    }
+
+    /// The same, letting pages reach the non-public addresses `origins` allows.
+    pub fn with_origins(mut self, origins: Origins) -> ChromiumConfig {
+        self.origins = origins;
         self
     }
 
@@ -274,6 +288,8 @@ struct Inner {
     upload_dir: Option<PathBuf>,
     profile_dir: Option<PathBuf>,
     file_urls: FileUrls,
+    /// `--allow-origin`: also in `launch`, for the browser's own block.
+    origins: Arc<Origins>,
     network_evidence: bool,
     evidence_max_requests: usize,
 }
@@ -353,11 +369,13 @@ impl TaskPage {
 impl ChromiumExecutor {
     /// An executor that starts `config.binary` on its first task.
     pub fn new(config: ChromiumConfig) -> ChromiumExecutor {
+        let origins = Arc::new(config.origins);
         ChromiumExecutor {
             inner: Arc::new(Inner {
                 launch: LaunchOptions {
                     binary: config.binary,
                     startup_timeout: config.startup_timeout,
+                    guard: Some(origins.clone()),
                 },
                 browser: tokio::sync::Mutex::new(None),
                 current: Mutex::new(None),
@@ -367,6 +385,7 @@ impl ChromiumExecutor {
                 upload_dir: config.upload_dir,
                 profile_dir: config.profile_dir,
                 file_urls: config.file_urls,
+                origins,
                 network_evidence: config.network_evidence,
                 evidence_max_requests: config.evidence_max_requests,
             }),
@@ -986,7 +1005,9 @@ impl Executor for ChromiumExecutor {
     fn check_start(&self, url: Option<&str>) -> Result<(), String> {
         match url {
             None => Err(MISSING_URL.into()),
-            Some(url) => check_url(url).and_then(|()| self.inner.file_urls.check(url)),
+            Some(url) => check_url(url)
+                .and_then(|()| self.inner.file_urls.check(url))
+                .and_then(|()| self.inner.origins.check(url)),
         }
     }
 
@@ -1179,6 +1200,7 @@ impl Executor for ChromiumExecutor {
                 to: Navigation::Url(url),
                 ..
             } => check_navigation_url(url)
+                .and_then(|()| self.inner.origins.check(url))
                 .map_err(|e| format!("invalid params for page.navigate: {e}")),
             PageAction::Upload { files, .. } => {
                 for f in files {

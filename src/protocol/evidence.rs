@@ -168,6 +168,9 @@ pub enum RequestStatus {
     Aborted,
     /// The browser's network stack timed out waiting.
     TimedOut,
+    /// Never sent: the host blocked it (a non-public address not allowed with
+    /// `--allow-origin`). Nothing reached the server.
+    Blocked,
     /// Another failure, in the browser's words.
     Failed(String),
 }
@@ -177,6 +180,9 @@ impl RequestStatus {
     /// `canceled` flag.
     pub fn of_failure(error_text: &str, canceled: bool) -> RequestStatus {
         let e = error_text.trim_start_matches("net::");
+        if e.starts_with("ERR_BLOCKED_BY_CLIENT") {
+            return RequestStatus::Blocked;
+        }
         if canceled || e == "ERR_ABORTED" {
             return RequestStatus::Aborted;
         }
@@ -206,6 +212,7 @@ impl fmt::Display for RequestStatus {
             RequestStatus::ConnectionReset => f.write_str("connection reset"),
             RequestStatus::Aborted => f.write_str("aborted"),
             RequestStatus::TimedOut => f.write_str("timed out"),
+            RequestStatus::Blocked => f.write_str("blocked"),
             RequestStatus::Failed(e) => f.write_str(e),
         }
     }
@@ -235,6 +242,7 @@ impl<'de> Deserialize<'de> for RequestStatus {
                 "connection reset" => RequestStatus::ConnectionReset,
                 "aborted" => RequestStatus::Aborted,
                 "timed out" => RequestStatus::TimedOut,
+                "blocked" => RequestStatus::Blocked,
                 _ => RequestStatus::Failed(t),
             },
         })

@@ -30,16 +30,31 @@ pub fn chromium_or_skip() -> Option<PathBuf> {
     }
 }
 
-/// `polaris serve` flags for the Chromium executor.
+/// `polaris serve` flags for the Chromium executor, allowed to reach the test web app's
+/// origins (every port of 127.0.0.1, which is refused unless allowed).
 pub fn serve_args(chromium: &std::path::Path, action_timeout_ms: u64) -> Vec<String> {
-    vec![
+    serve_args_allowing(chromium, action_timeout_ms, &["127.0.0.1"])
+}
+
+/// `polaris serve` flags for the Chromium executor with one `--allow-origin` per `allowed`.
+pub fn serve_args_allowing(
+    chromium: &std::path::Path,
+    action_timeout_ms: u64,
+    allowed: &[&str],
+) -> Vec<String> {
+    let mut args: Vec<String> = vec![
         "--executor".into(),
         "chromium".into(),
         "--chromium".into(),
         chromium.display().to_string(),
         "--action-timeout-ms".into(),
         action_timeout_ms.to_string(),
-    ]
+    ];
+    for origin in allowed {
+        args.push("--allow-origin".into());
+        args.push(origin.to_string());
+    }
+    args
 }
 
 /// The browsers (process group ids) a host process started.

@@ -78,6 +78,10 @@ pub struct LaunchOptions {
     pub binary: PathBuf,
     /// How long the browser may take to answer its first command.
     pub startup_timeout: Duration,
+    /// The non-public addresses pages may reach; every other one is blocked browser-wide from
+    /// the start ([`Connection::guard`]). `None` blocks nothing: only for a bare browser that
+    /// no agent drives (the benchmark's baseline).
+    pub guard: Option<std::sync::Arc<super::origins::Origins>>,
 }
 
 /// A running browser: its pipe connection and its process group.
@@ -240,6 +244,23 @@ impl Browser {
             Ok(Ok(v)) => {
                 browser.product = v.product;
                 browser.started_in = begun.elapsed();
+                // After the start is timed: the block is no part of the browser's start.
+                if let Some(origins) = &options.guard {
+                    let guarded = tokio::time::timeout(
+                        options.startup_timeout,
+                        browser.cdp.guard(origins.clone()),
+                    )
+                    .await;
+                    match guarded {
+                        Ok(Ok(())) => {}
+                        Ok(Err(e)) => {
+                            return Err(format!(
+                                "Chromium could not block non-public addresses (Fetch.enable): {e}"
+                            ))
+                        }
+                        Err(_) => return Err("Chromium did not answer Fetch.enable in time".into()),
+                    }
+                }
                 tracing::info!(
                     pid,
                     product = %browser.product,

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use super::dialogs::Dialogs;
 use super::network::NetworkLog;
+use super::origins::Origins;
 use crate::protocol::evidence::DEFAULT_EVIDENCE_REQUESTS;
 
 /// A typed CDP command.
@@ -182,6 +183,8 @@ struct Shared {
     sessions: Mutex<HashMap<String, Session>>,
     /// Workers' sessions, by session id.
     workers: Mutex<HashMap<String, Worker>>,
+    /// The non-public addresses pages may reach, once [`Connection::guard`] paused requests.
+    origins: std::sync::OnceLock<Arc<Origins>>,
     /// `Some(reason)` once the pipe closed.
     closed: watch::Sender<Option<String>>,
 }
@@ -214,14 +217,15 @@ impl Shared {
     }
 
     /// Sends a command whose answer nobody waits for (the reader drops an answer with no
-    /// waiter). Used from the reader itself, which must never wait on the browser.
-    fn send_detached<M: Method>(&self, session: &str, params: &M) {
+    /// waiter), on `session` or the browser's own (`None`). Used from the reader itself, which
+    /// must never wait on the browser.
+    fn send_detached<M: Method>(&self, session: Option<&str>, params: &M) {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let Ok(mut msg) = serde_json::to_vec(&Outgoing {
             id,
             method: M::NAME,
             params,
-            session_id: Some(session),
+            session_id: session,
         }) else {
             return;
         };
@@ -294,7 +298,47 @@ impl Shared {
         });
     }
 
+    /// A request the browser paused (`Fetch.requestPaused`, browser-wide, [`Connection::guard`]):
+    /// sent on if its URL is allowed, else failed as `BlockedByClient`, which the page's network
+    /// log records as `blocked`. Answered at once, from the reader.
+    fn on_paused(&self, params: Option<&RawValue>) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Paused {
+            request_id: String,
+            request: PausedRequest,
+        }
+        #[derive(Deserialize)]
+        struct PausedRequest {
+            url: String,
+        }
+        let Some(p) = params.and_then(|p| serde_json::from_str::<Paused>(p.get()).ok()) else {
+            return;
+        };
+        let allowed = self.origins.get().is_some_and(|o| o.allows(&p.request.url));
+        if allowed {
+            self.send_detached(
+                None,
+                &methods::FetchContinueRequest {
+                    request_id: p.request_id,
+                },
+            );
+        } else {
+            tracing::info!(url = %crate::protocol::evidence::redact_url(&p.request.url), "a page's request to a non-public address was blocked (--allow-origin)");
+            self.send_detached(
+                None,
+                &methods::FetchFailRequest {
+                    request_id: p.request_id,
+                    error_reason: "BlockedByClient",
+                },
+            );
+        }
+    }
+
     fn on_event(&self, method: &str, params: Option<&RawValue>, session: Option<&str>) {
+        if session.is_none() && method == "Fetch.requestPaused" {
+            return self.on_paused(params);
+        }
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct Frame {
@@ -413,10 +457,10 @@ impl Shared {
                             network: s.network.clone(),
                         },
                     );
-                    self.send_detached(&a.session_id, &methods::NetworkEnable::default());
+                    self.send_detached(Some(&a.session_id), &methods::NetworkEnable::default());
                 }
                 if a.waiting_for_debugger {
-                    self.send_detached(&a.session_id, &methods::RunIfWaitingForDebugger {});
+                    self.send_detached(Some(&a.session_id), &methods::RunIfWaitingForDebugger {});
                 }
             }
             "Target.detachedFromTarget" => {
@@ -489,7 +533,7 @@ impl Shared {
                 let Some(d) = parse::<DialogOpening>(params) else {
                     // Unreadable, yet open: dismiss it rather than leave the page stopped.
                     self.send_detached(
-                        session,
+                        Some(session),
                         &methods::HandleJavaScriptDialog {
                             accept: false,
                             prompt_text: None,
@@ -500,7 +544,7 @@ impl Shared {
                 let reply = s.dialogs.answer(&d.kind, &d.message, &d.default_prompt);
                 tracing::debug!(kind = %d.kind, accept = reply.accept, "answered a JavaScript dialog");
                 self.send_detached(
-                    session,
+                    Some(session),
                     &methods::HandleJavaScriptDialog {
                         accept: reply.accept,
                         prompt_text: reply.prompt_text,
@@ -559,6 +603,7 @@ impl Connection {
             calls: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
             workers: Mutex::new(HashMap::new()),
+            origins: std::sync::OnceLock::new(),
             closed,
         });
         let writer_shared = Arc::downgrade(&shared);
@@ -701,6 +746,21 @@ impl Connection {
                 },
             );
         rx
+    }
+
+    /// Blocks, browser-wide, every request of every page, frame, tab and worker to a
+    /// non-public address that `origins` does not allow: such requests are paused
+    /// ([`Origins::pause_patterns`]) and the reader fails or continues each. Called once, before
+    /// any page opens.
+    pub async fn guard(&self, origins: Arc<Origins>) -> Result<(), CdpError> {
+        let _ = self.shared.origins.set(origins);
+        let patterns = Origins::pause_patterns()
+            .into_iter()
+            .map(|url_pattern| methods::RequestPattern { url_pattern })
+            .collect();
+        self.call(None, &methods::FetchEnable { patterns })
+            .await
+            .map(|_| ())
     }
 
     /// Stops tracking a session (its page is being closed).
@@ -1090,6 +1150,51 @@ pub mod methods {
     pub struct RunIfWaitingForDebugger {}
     impl Method for RunIfWaitingForDebugger {
         const NAME: &'static str = "Runtime.runIfWaitingForDebugger";
+        type Returns = Empty;
+    }
+
+    /// `Fetch.enable` on the browser's session: requests matching `patterns` pause, in every
+    /// target, until answered.
+    #[derive(Serialize)]
+    pub struct FetchEnable {
+        /// What to pause.
+        pub patterns: Vec<RequestPattern>,
+    }
+    /// One `Fetch.RequestPattern`: a glob on the request's URL (`*` any run, `?` one character).
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct RequestPattern {
+        /// The glob.
+        pub url_pattern: String,
+    }
+    impl Method for FetchEnable {
+        const NAME: &'static str = "Fetch.enable";
+        type Returns = Empty;
+    }
+
+    /// `Fetch.continueRequest`: a paused request goes on unchanged.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct FetchContinueRequest {
+        /// The paused request.
+        pub request_id: String,
+    }
+    impl Method for FetchContinueRequest {
+        const NAME: &'static str = "Fetch.continueRequest";
+        type Returns = Empty;
+    }
+
+    /// `Fetch.failRequest`: a paused request fails without being sent.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub struct FetchFailRequest {
+        /// The paused request.
+        pub request_id: String,
+        /// A `Network.ErrorReason` (`BlockedByClient`).
+        pub error_reason: &'static str,
+    }
+    impl Method for FetchFailRequest {
+        const NAME: &'static str = "Fetch.failRequest";
         type Returns = Empty;
     }
 

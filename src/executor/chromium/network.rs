@@ -56,6 +56,44 @@ struct Window {
     sealed: Option<HashSet<String>>,
     /// Every session a request was recorded from.
     sessions: HashSet<String>,
+    /// `GET`/`HEAD`/`OPTIONS` requests not answered yet (at most [`MAX_UNANSWERED_SAFE`]): not
+    /// evidence themselves, but listed if the host blocks one ([`RequestStatus::Blocked`]).
+    safe: HashMap<String, Unanswered>,
+}
+
+/// The most unanswered safe requests a window remembers, in case one is blocked.
+const MAX_UNANSWERED_SAFE: usize = 256;
+
+/// A safe request sent and not answered yet.
+#[derive(Debug)]
+struct Unanswered {
+    url: String,
+    method: String,
+    sent_at: String,
+}
+
+impl Window {
+    /// Lists a safe request the host blocked.
+    fn push_blocked(&mut self, safe: Unanswered, error: String, max_requests: usize) {
+        if self.requests.len() >= max_requests {
+            self.unlisted += 1;
+            return;
+        }
+        self.bodies.push(BodySeen::default());
+        self.requests.push(SentRequest {
+            answered_at: Some(now_rfc3339()),
+            answered_by_service_worker: false,
+            body_bytes: None,
+            body_sha256: None,
+            body_unread: None,
+            error: Some(error),
+            method: safe.method,
+            navigation: false,
+            sent_at: safe.sent_at,
+            status: RequestStatus::Blocked,
+            url: redact_url(&safe.url),
+        });
+    }
 }
 
 /// The most `Content-Length`s kept for requests not listed yet.
@@ -234,7 +272,12 @@ impl NetworkLog {
     pub fn first_sent(&self) -> Option<String> {
         let guard = lock(&self.window);
         let w = guard.as_ref()?;
-        w.requests.first().map(|r| {
+        // A request the host blocked never left the browser: no effect of the step.
+        let sent = w
+            .requests
+            .iter()
+            .find(|r| r.status != RequestStatus::Blocked);
+        sent.map(|r| {
             if r.navigation && is_safe_method(&r.method) {
                 format!("a navigation to {}", r.url)
             } else {
@@ -272,13 +315,23 @@ impl NetworkLog {
                     return None;
                 }
                 let navigation = e.kind.as_deref() == Some("Document");
-                if !navigation && is_safe_method(&e.request.method) {
-                    return None;
-                }
                 if let Some(sealed) = &w.sealed {
                     if !sealed.contains(session) {
                         return None;
                     }
+                }
+                if !navigation && is_safe_method(&e.request.method) {
+                    if w.safe.len() < MAX_UNANSWERED_SAFE || w.safe.contains_key(&key) {
+                        w.safe.insert(
+                            key,
+                            Unanswered {
+                                url: e.request.url,
+                                method: e.request.method,
+                                sent_at: now_rfc3339(),
+                            },
+                        );
+                    }
+                    return None;
                 }
                 if w.requests.len() >= self.max_requests {
                     w.unlisted += 1;
@@ -326,6 +379,7 @@ impl NetworkLog {
             }
             "Network.responseReceived" => {
                 let e: ResponseReceived = serde_json::from_str(params.get()).ok()?;
+                w.safe.remove(&e.request_id);
                 let i = *w.index.get(&e.request_id)?;
                 let r = &mut w.requests[i];
                 self.answered(r);
@@ -335,13 +389,21 @@ impl NetworkLog {
             }
             "Network.loadingFailed" => {
                 let e: LoadingFailed = serde_json::from_str(params.get()).ok()?;
+                let status = RequestStatus::of_failure(&e.error_text, e.canceled);
+                if let Some(safe) = w.safe.remove(&e.request_id) {
+                    // A safe request is listed only when the host blocked it.
+                    if status == RequestStatus::Blocked {
+                        w.push_blocked(safe, e.error_text, self.max_requests);
+                    }
+                    return None;
+                }
                 let i = *w.index.get(&e.request_id)?;
                 let r = &mut w.requests[i];
                 // A failure after the answer's head (the body broke off) keeps the status: the
                 // server did answer.
                 if matches!(r.status, RequestStatus::NoResponse) {
                     self.answered(r);
-                    r.status = RequestStatus::of_failure(&e.error_text, e.canceled);
+                    r.status = status;
                 }
                 r.error = Some(e.error_text);
                 None
@@ -569,5 +631,61 @@ mod tests {
         sent(&log, "s", "4", "PUT", None);
         assert_eq!(log.take(false).unwrap().requests.len(), 3);
         assert!(log.take(false).is_none());
+    }
+
+    #[test]
+    fn a_blocked_request_is_listed_even_a_get_and_is_never_the_first_sent() {
+        let log = NetworkLog::new(8);
+        log.begin();
+        let failed = |id: &str, text: &str| {
+            log.on_event(
+                "s",
+                "Network.loadingFailed",
+                Some(&raw(
+                    serde_json::json!({"requestId": id, "errorText": text}),
+                )),
+            );
+        };
+        sent(&log, "s", "1", "GET", None);
+        failed("1", "net::ERR_BLOCKED_BY_CLIENT.Inspector");
+        sent(&log, "s", "2", "GET", None);
+        failed("2", "net::ERR_CONNECTION_REFUSED");
+        sent(&log, "s", "3", "GET", None);
+        log.on_event(
+            "s",
+            "Network.responseReceived",
+            Some(&raw(
+                serde_json::json!({"requestId": "3", "response": {"status": 200}}),
+            )),
+        );
+        failed("3", "net::ERR_BLOCKED_BY_CLIENT");
+        assert_eq!(log.first_sent(), None, "a blocked GET is no send");
+        sent(&log, "s", "4", "POST", Some("a=1"));
+        failed("4", "net::ERR_BLOCKED_BY_CLIENT");
+        assert_eq!(log.first_sent(), None, "a blocked POST is no send");
+        sent(&log, "s", "5", "POST", Some("a=1"));
+        assert_eq!(
+            log.first_sent().as_deref(),
+            Some("POST http://h/p?k=~4c94485e")
+        );
+        let e = log.take(false).unwrap();
+        let statuses: Vec<_> = e
+            .requests
+            .iter()
+            .map(|r| (r.method.as_str(), r.status.to_string()))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                ("GET", "blocked".to_owned()),
+                ("POST", "blocked".to_owned()),
+                ("POST", "no response".to_owned())
+            ],
+            "only the blocked GET is listed of the GETs"
+        );
+        assert_eq!(
+            e.requests[0].error.as_deref(),
+            Some("net::ERR_BLOCKED_BY_CLIENT.Inspector")
+        );
     }
 }
