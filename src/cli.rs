@@ -158,6 +158,9 @@ struct ReceiptsArgs {
     /// newest, oldest, state, method or task
     #[arg(long, value_name = "KEY")]
     sort: Option<Sort>,
+    /// Read the order from its end (oldest first, or the last group first).
+    #[arg(long)]
+    reverse: bool,
     /// Rows to show (at most 1000).
     #[arg(long, default_value_t = 100, value_name = "N")]
     limit: usize,
@@ -769,6 +772,7 @@ pub fn main() -> ExitCode {
             let options = crate::operator::ListOptions {
                 filter: args.filter.filter(),
                 sort: args.sort,
+                reverse: args.reverse,
                 offset: args.offset,
                 limit: args.limit,
                 json: args.json,

@@ -34,6 +34,8 @@ pub struct ListOptions {
     pub filter: ReceiptFilter,
     /// The order (newest first by default).
     pub sort: Option<Sort>,
+    /// The order read from its end (`--reverse`).
+    pub reverse: bool,
     /// Rows to skip.
     pub offset: usize,
     /// Rows to show (at most 1000).
@@ -301,6 +303,7 @@ pub fn receipts(socket_dir: &Path, mut options: ListOptions) -> ExitCode {
         offset: Some(options.offset),
         limit: Some(options.limit),
         sort: options.sort,
+        reverse: options.reverse.then_some(true),
         ..ReceiptsListParams::new(options.filter)
     };
     let method = IntrospectMethod::ReceiptsList.as_str();

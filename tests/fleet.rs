@@ -643,6 +643,32 @@ async fn a_clear_committed_on_one_host_is_seen_by_every_host_and_frees_the_fleet
         .map(|i| i["requestId"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["s1", "s2", "s3", "s4"], "{list}");
+    // Read from its end, in the ledger as on a single host.
+    let back = bi
+        .call("receipts.list", json!({"sort": "oldest", "reverse": true}))
+        .await;
+    let back_ids: Vec<&str> = ok(&back)["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["requestId"].as_str().unwrap())
+        .collect();
+    assert_eq!(back_ids, ["s4", "s3", "s2", "s1"], "{back}");
+    let by_task = bi.call("receipts.list", json!({"sort": "task"})).await;
+    let by_task_back = bi
+        .call("receipts.list", json!({"sort": "task", "reverse": true}))
+        .await;
+    let order = |list: &serde_json::Value| -> Vec<String> {
+        ok(list)["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["requestId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut expected = order(&by_task);
+    expected.reverse();
+    assert_eq!(order(&by_task_back), expected, "{by_task} {by_task_back}");
     assert!(ok(&list)["items"]
         .as_array()
         .unwrap()

@@ -818,6 +818,36 @@ async fn listing_filters_sorts_pages_and_reads_one_receipt() {
     let by_method = ok(call(&h.intro, "receipts.list", json!({"sort": "method"})).await);
     assert_eq!(by_method["items"][0]["method"], "page.click");
     assert_eq!(by_method["items"][7]["method"], "task.start");
+    // `reverse` reads each order from its end: the same rows, last first.
+    let ids = |list: &serde_json::Value| -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["requestId"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    for sort in ["newest", "oldest", "state", "method", "task"] {
+        let forward = ok(call(&h.intro, "receipts.list", json!({"sort": sort})).await);
+        let back = ok(call(
+            &h.intro,
+            "receipts.list",
+            json!({"sort": sort, "reverse": true}),
+        )
+        .await);
+        let mut expected = ids(&forward);
+        expected.reverse();
+        assert_eq!(ids(&back), expected, "{sort}");
+        assert_eq!(back["total"], 8, "{sort}");
+    }
+    let last_two = ok(call(
+        &h.intro,
+        "receipts.list",
+        json!({"sort": "method", "reverse": true, "limit": 2}),
+    )
+    .await);
+    assert_eq!(last_two["items"][0]["method"], "task.start", "{last_two}");
+    assert_eq!(last_two["items"][1]["method"], "task.start", "{last_two}");
 
     let got = ok(call(&h.intro, "receipts.get", json!({"requestId": "a-4"})).await);
     assert_eq!(
@@ -848,6 +878,7 @@ async fn bad_input_gets_clear_errors_and_creates_nothing() {
     ok(call_id(&h.bridge, "f1", "page.fill", fill(&task, "a")).await);
     let cases = [
         ("receipts.list", json!({"limit": 1001}), "BAD_REQUEST"),
+        ("receipts.list", json!({"reverse": "yes"}), "BAD_REQUEST"),
         ("receipts.list", json!({"state": "weird"}), "BAD_REQUEST"),
         ("receipts.list", json!({"sort": "random"}), "BAD_REQUEST"),
         (

@@ -259,6 +259,8 @@ pub struct App {
     pub size: (u16, u16),
     /// The sort order.
     pub sort: Sort,
+    /// `S`: the sort order read from its end.
+    pub reverse: bool,
     /// The filter text.
     pub filter: String,
     /// The filter before `/` was pressed, restored by Esc.
@@ -350,6 +352,7 @@ impl App {
             visible_rows: 10,
             size: (80, 24),
             sort: Sort::Newest,
+            reverse: false,
             filter: String::new(),
             filter_before: String::new(),
             mark_on_load: false,
@@ -544,6 +547,7 @@ impl App {
             offset: Some(offset),
             limit: Some(limit),
             sort: Some(self.sort),
+            reverse: self.reverse.then_some(true),
             state: filter.state(),
             search: filter.search,
             ..ReceiptsListParams::default()

@@ -448,8 +448,9 @@ fn toggle_follow(app: &mut App) -> Option<Effect> {
         return None;
     }
     app.follow = true;
-    let resorted = app.sort != Sort::Newest;
+    let resorted = app.sort != Sort::Newest || app.reverse;
     app.sort = Sort::Newest;
+    app.reverse = false;
     app.focus = Pane::Receipts;
     app.passing_notice(if resorted {
         "following the newest receipt (sorted newest first); moving the selection stops it"
@@ -591,7 +592,15 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             let effect = app.reset_view();
             app.anchor = anchor;
             // Following means the newest receipt, which only newest-first puts on top.
-            app.follow = app.follow && app.sort == Sort::Newest;
+            app.follow = app.follow && app.sort == Sort::Newest && !app.reverse;
+            effect
+        }
+        KeyCommand::Reverse => {
+            let anchor = app.anchor.clone();
+            app.reverse = !app.reverse;
+            let effect = app.reset_view();
+            app.anchor = anchor;
+            app.follow = false;
             effect
         }
         KeyCommand::Mark => {

@@ -34,6 +34,8 @@ pub enum KeyCommand {
     Filter,
     /// Cycle the receipt table's sort order.
     Sort,
+    /// Read the receipt table's sort order from its end.
+    Reverse,
     /// Mark or unmark the selected receipt for clearing.
     Mark,
     /// Mark every completed receipt that matches the filter for clearing; space then takes
@@ -197,6 +199,13 @@ pub const KEYMAP: &[Binding] = &[
         command: KeyCommand::Sort,
         hint: None,
         help: "sort: newest, oldest, state, method, task",
+    },
+    Binding {
+        label: "S",
+        keys: &[KeyCode::Char('S')],
+        command: KeyCommand::Reverse,
+        hint: None,
+        help: "reverse the sort (oldest first within each group, the last group first)",
     },
     Binding {
         label: "space",

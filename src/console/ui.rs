@@ -358,7 +358,12 @@ fn render_activity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
 
 fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let focus = app.focus == Pane::Receipts;
-    let mut title = format!(" Receipts {} · sort {} ", app.total, app.sort.as_str());
+    let mut title = format!(
+        " Receipts {} · sort {}{} ",
+        app.total,
+        app.sort.as_str(),
+        if app.reverse { ", reversed" } else { "" }
+    );
     if !app.filter.is_empty() || app.mode == Mode::Filter {
         let cursor = if app.mode == Mode::Filter { "▏" } else { "" };
         title.push_str(&format!("· /{}{cursor} ", app.filter));

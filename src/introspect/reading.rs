@@ -191,7 +191,7 @@ fn fleet_item(host: &Host, row: &LedgerReceipt) -> ReceiptItem {
 fn fleet_list(
     host: &Host,
     filter: &ReceiptFilter,
-    sort: Sort,
+    (sort, reverse): (Sort, bool),
     offset: usize,
     limit: usize,
 ) -> Result<ReceiptsListResult, ErrorBody> {
@@ -204,7 +204,7 @@ fn fleet_list(
         Sort::Task => RowOrder::Task,
     };
     let (total, rows) = tokio::runtime::Handle::current()
-        .block_on(ledger.list(&RowFilter::from(filter), order, offset, limit))
+        .block_on(ledger.list(&RowFilter::from(filter), (order, reverse), offset, limit))
         .map_err(|e| crate::host::ledger_error("listing the fleet's receipts", &e))?;
     Ok(ReceiptsListResult {
         items: rows.iter().map(|r| fleet_item(host, r)).collect(),
@@ -271,10 +271,17 @@ pub(super) fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListRes
     let offset = p.offset.unwrap_or(0);
     let filter = p.filter().checked(M)?;
     let sort = p.sort.unwrap_or(Sort::Newest);
+    let reverse = p.reverse.unwrap_or(false);
     if host.ledger().is_some() {
         // A fleet host shows the fleet's book (SPEC §13), not only its own copies.
-        return fleet_list(host, &filter, sort, offset, limit);
+        return fleet_list(host, &filter, (sort, reverse), offset, limit);
     }
+    // Newest first read from its end is oldest first, and the other way round.
+    let sort = match (sort, reverse) {
+        (Sort::Newest, true) => Sort::Oldest,
+        (Sort::Oldest, true) => Sort::Newest,
+        (sort, _) => sort,
+    };
     let _gate = host.operator_gate();
     let order = if sort == Sort::Oldest {
         Order::Oldest
@@ -345,6 +352,9 @@ pub(super) fn list(host: &Host, p: ReceiptsListParams) -> Result<ReceiptsListRes
                 rows.push((group, position));
             });
             rows.sort_by(|a, b| a.0.cmp(&b.0));
+            if reverse {
+                rows.reverse();
+            }
             let total = rows.len();
             let st = host.lock();
             let items = rows

@@ -61,6 +61,29 @@ pub enum RowOrder {
     Task,
 }
 
+impl RowOrder {
+    /// The `ORDER BY` of this order, or of this order read from its end (`reverse`): the
+    /// same as the host's own listing (`receipts.list`'s `reverse`).
+    fn order_by(self, reverse: bool) -> &'static str {
+        match (self, reverse) {
+            (RowOrder::Newest, false) | (RowOrder::Oldest, true) => {
+                "first_seen DESC, request_id DESC"
+            }
+            (RowOrder::Oldest, false) | (RowOrder::Newest, true) => "first_seen, request_id",
+            (RowOrder::State, false) => {
+                "(state = 'running') DESC, state, first_seen DESC, request_id DESC"
+            }
+            (RowOrder::State, true) => {
+                "(state = 'running'), state DESC, first_seen, request_id"
+            }
+            (RowOrder::Method, false) => "method, first_seen DESC, request_id DESC",
+            (RowOrder::Method, true) => "method DESC, first_seen, request_id",
+            (RowOrder::Task, false) => "task_id NULLS LAST, first_seen DESC, request_id DESC",
+            (RowOrder::Task, true) => "task_id DESC NULLS FIRST, first_seen, request_id",
+        }
+    }
+}
+
 /// The phase of a clear a census is taken for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CensusPhase {
@@ -146,18 +169,19 @@ const LISTING_COLUMNS: &str = "request_id, request, method, task_id, host_id, ep
      completed_at, cleared_at, clear_reason, code, acknowledged_at, settled, replays";
 
 impl Ledger {
-    /// One page of the fleet's receipts matching `filter` in `order`, and how many match in
+    /// One page of the fleet's receipts matching `filter` in `order` (read from its end when
+    /// `reverse`), and how many match in
     /// all, for a listing: each row's `reply` only when it carries network evidence. The
     /// newest and oldest orders read the time index, a task filter the task index; other
     /// filters and orders are matched row by row (a filtered `total` counts every match).
     pub async fn list(
         &self,
         filter: &RowFilter,
-        order: RowOrder,
+        (order, reverse): (RowOrder, bool),
         offset: usize,
         limit: usize,
     ) -> Result<(u64, Vec<LedgerReceipt>), LedgerError> {
-        self.page(filter, order, offset, limit, LISTING_COLUMNS)
+        self.page(filter, (order, reverse), offset, limit, LISTING_COLUMNS)
             .await
     }
 
@@ -165,7 +189,7 @@ impl Ledger {
     async fn page(
         &self,
         filter: &RowFilter,
-        order: RowOrder,
+        (order, reverse): (RowOrder, bool),
         offset: usize,
         limit: usize,
         columns: &str,
@@ -187,13 +211,7 @@ impl Ledger {
             .map(|r| r.try_get(0).map_err(unavailable))
             .transpose()?
             .unwrap_or(0);
-        let order_by = match order {
-            RowOrder::Newest => "first_seen DESC, request_id DESC",
-            RowOrder::Oldest => "first_seen, request_id",
-            RowOrder::State => "(state = 'running') DESC, state, first_seen DESC, request_id DESC",
-            RowOrder::Method => "method, first_seen DESC, request_id DESC",
-            RowOrder::Task => "task_id NULLS LAST, first_seen DESC, request_id DESC",
-        };
+        let order_by = order.order_by(reverse);
         let sql = format!(
             "SELECT {columns} FROM receipts {clause} ORDER BY {order_by} LIMIT {} OFFSET {}",
             limit.min(MAX_LISTED),
@@ -214,7 +232,7 @@ impl Ledger {
         most: usize,
     ) -> Result<Vec<LedgerReceipt>, LedgerError> {
         Ok(self
-            .page(filter, RowOrder::Oldest, 0, most, COLUMNS)
+            .page(filter, (RowOrder::Oldest, false), 0, most, COLUMNS)
             .await?
             .1)
     }

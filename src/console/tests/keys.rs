@@ -314,6 +314,28 @@ fn s_cycles_the_sort_order() {
 }
 
 #[test]
+fn shift_s_reverses_the_sort_and_f_undoes_it() {
+    let mut app = connected(100, 30, 5, 60, 50, false);
+    let Some(Effect::FetchPage { params, .. }) = update(&mut app, key('S')) else {
+        panic!()
+    };
+    assert_eq!(params["sort"], json!("newest"));
+    assert_eq!(params["reverse"], json!(true));
+    assert!(!app.follow, "the newest receipt is no longer on top");
+    settle(&mut app, 50);
+    let Some(Effect::FetchPage { params, .. }) = update(&mut app, key('s')) else {
+        panic!()
+    };
+    assert_eq!(params["sort"], json!("oldest"));
+    assert_eq!(params["reverse"], json!(true), "s keeps the direction");
+    settle(&mut app, 50);
+    update(&mut app, key('f'));
+    assert!(app.follow);
+    assert!(!app.reverse);
+    assert_eq!(app.page_params().get("reverse"), None);
+}
+
+#[test]
 fn enter_opens_a_receipt_and_esc_closes_it() {
     let mut app = connected(100, 30, 5, 60, 5, false);
     assert_eq!(

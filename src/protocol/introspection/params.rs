@@ -20,6 +20,10 @@ pub struct ReceiptsListParams {
     /// The order (newest first).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sort: Option<Sort>,
+    /// The order read from its end (`false`): oldest first within each group, and the groups
+    /// last to first — an operator looking for what sorts last does not page to the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reverse: Option<bool>,
     /// The filter's state.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<StateFilter>,
