@@ -24,21 +24,15 @@ pub const DEMO_ACTION_TIMEOUT: Duration = Duration::from_millis(1500);
 /// Simulated agents.
 pub const DEMO_AGENTS: usize = 3;
 
-/// A tiny xorshift generator: the demo needs variety, not quality.
-struct Rng(u64);
+/// The demo's variety: pauses, late submits and reused IDs.
+struct Rng(fastrand::Rng);
 
 impl Rng {
     fn seeded() -> Rng {
-        Rng(uuid::Uuid::new_v4().as_u64_pair().0 | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
+        Rng(fastrand::Rng::new())
     }
     fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
+        self.0.u64(..n.max(1))
     }
     fn chance(&mut self, percent: u64) -> bool {
         self.below(100) < percent

@@ -27,16 +27,12 @@ pub(crate) fn any_json() -> impl Strategy<Value = Value> {
 }
 
 /// Deterministic choices for [`write_json`], so a failing case shrinks and replays.
-pub(crate) struct Choices(pub(crate) u64);
+pub(crate) struct Choices(fastrand::Rng);
 
 impl Choices {
     /// True about once in `n` calls.
     fn one_in(&mut self, n: u64) -> bool {
-        // xorshift64*
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d).is_multiple_of(n)
+        self.0.u64(..n) == 0
     }
 }
 
@@ -50,7 +46,7 @@ pub(crate) fn write_json(v: &Value, how: u8, seed: u64) -> String {
         2 => serde_json_canonicalizer::to_string(v).unwrap(),
         _ => {
             let mut out = String::new();
-            let mut c = Choices(seed | 1);
+            let mut c = Choices(fastrand::Rng::with_seed(seed));
             write_by_hand(v, &mut c, &mut out);
             out
         }

@@ -106,16 +106,6 @@ fn child() {
     std::process::exit(3);
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
 
 #[derive(Default)]
 struct Confirmed {
@@ -135,7 +125,7 @@ fn appends_confirmed_before_a_sigkill_are_all_recovered() {
         .as_nanos() as u64
         | 1;
     eprintln!("crash test seed {seed}");
-    let mut rng = Rng(seed);
+    let mut rng = fastrand::Rng::with_seed(seed);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("journal");
     let mut confirmed = Confirmed::default();
@@ -185,7 +175,7 @@ fn appends_confirmed_before_a_sigkill_are_all_recovered() {
                 String::from_utf8_lossy(&out.stderr)
             );
         }
-        let until = Instant::now() + Duration::from_millis(100 + rng.below(500));
+        let until = Instant::now() + Duration::from_millis(100 + rng.u64(..500));
         let mut lines = Vec::new();
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             if let Ok(l) = rx.recv_timeout(left) {
@@ -216,10 +206,10 @@ fn appends_confirmed_before_a_sigkill_are_all_recovered() {
             };
         }
         // Half the time, also leave an unfinished write after the last valid block.
-        if rng.below(2) == 1 {
+        if rng.u64(..2) == 1 {
             let end = check(&dir).unwrap().bytes;
-            let garbage: Vec<u8> = (0..1 + rng.below(300))
-                .map(|_| rng.below(256) as u8)
+            let garbage: Vec<u8> = (0..1 + rng.u64(..300))
+                .map(|_| rng.u64(..256) as u8)
                 .collect();
             let f = std::fs::OpenOptions::new()
                 .write(true)
