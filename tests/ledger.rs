@@ -735,7 +735,7 @@ async fn uncertain_outcomes_are_cleared_only_once_acknowledged_or_settled_by_the
                 state: Some(RowStateFilter::Clearable),
                 ..RowFilter::default()
             },
-            RowOrder::Oldest,
+            RowOrder::Oldest, false,
             0,
             100,
         )
@@ -883,12 +883,12 @@ async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
         }
     }
     let all = RowFilter::default();
-    let (total, page) = a.list(&all, RowOrder::Newest, 0, 10).await.unwrap();
+    let (total, page) = a.list(&all, RowOrder::Newest, false, 0, 10).await.unwrap();
     assert_eq!(total, 30);
     let ids: Vec<&str> = page.iter().map(|r| r.request_id.as_str()).collect();
     assert_eq!(ids[0], "r29", "newest first, from every host: {ids:?}");
     assert_eq!(ids.len(), 10);
-    let (_, page) = a.list(&all, RowOrder::Oldest, 28, 10).await.unwrap();
+    let (_, page) = a.list(&all, RowOrder::Oldest, false, 28, 10).await.unwrap();
     let ids: Vec<&str> = page.iter().map(|r| r.request_id.as_str()).collect();
     assert_eq!(ids, ["r28", "r29"]);
     let running = RowFilter {
@@ -896,7 +896,7 @@ async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
         ..RowFilter::default()
     };
     assert_eq!(
-        a.list(&running, RowOrder::Newest, 0, 100).await.unwrap().0,
+        a.list(&running, RowOrder::Newest, false, 0, 100).await.unwrap().0,
         5
     );
     let errors = RowFilter {
@@ -904,7 +904,7 @@ async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
         ..RowFilter::default()
     };
     assert_eq!(
-        a.list(&errors, RowOrder::Newest, 0, 100).await.unwrap().0,
+        a.list(&errors, RowOrder::Newest, false, 0, 100).await.unwrap().0,
         5
     );
     let fills = RowFilter {
@@ -912,7 +912,7 @@ async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
         ..RowFilter::default()
     };
     assert_eq!(
-        a.list(&fills, RowOrder::Newest, 0, 100).await.unwrap().0,
+        a.list(&fills, RowOrder::Newest, false, 0, 100).await.unwrap().0,
         10
     );
     let search = RowFilter {
@@ -920,10 +920,10 @@ async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
         ..RowFilter::default()
     };
     assert_eq!(
-        a.list(&search, RowOrder::Newest, 0, 100).await.unwrap().0,
+        a.list(&search, RowOrder::Newest, false, 0, 100).await.unwrap().0,
         10
     );
-    let (_, page) = a.list(&all, RowOrder::State, 0, 6).await.unwrap();
+    let (_, page) = a.list(&all, RowOrder::State, false, 0, 6).await.unwrap();
     assert!(
         page[..5].iter().all(|r| r.state == RowState::Running),
         "running first: {page:?}"

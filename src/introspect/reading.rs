@@ -204,7 +204,7 @@ fn fleet_list(
         Sort::Task => RowOrder::Task,
     };
     let (total, rows) = tokio::runtime::Handle::current()
-        .block_on(ledger.list(&RowFilter::from(filter), (order, reverse), offset, limit))
+        .block_on(ledger.list(&RowFilter::from(filter), order, reverse, offset, limit))
         .map_err(|e| crate::host::ledger_error("listing the fleet's receipts", &e))?;
     Ok(ReceiptsListResult {
         items: rows.iter().map(|r| fleet_item(host, r)).collect(),

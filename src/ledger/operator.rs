@@ -177,19 +177,20 @@ impl Ledger {
     pub async fn list(
         &self,
         filter: &RowFilter,
-        (order, reverse): (RowOrder, bool),
+        order: RowOrder,
+        reverse: bool,
         offset: usize,
         limit: usize,
     ) -> Result<(u64, Vec<LedgerReceipt>), LedgerError> {
-        self.page(filter, (order, reverse), offset, limit, LISTING_COLUMNS)
+        self.page(filter, order.order_by(reverse), offset, limit, LISTING_COLUMNS)
             .await
     }
 
-    /// One page of rows with `columns` (read by name), and how many match in all.
+    /// One page of rows with `columns` (read by name) in `order_by`, and how many match in all.
     async fn page(
         &self,
         filter: &RowFilter,
-        (order, reverse): (RowOrder, bool),
+        order_by: &str,
         offset: usize,
         limit: usize,
         columns: &str,
@@ -211,7 +212,6 @@ impl Ledger {
             .map(|r| r.try_get(0).map_err(unavailable))
             .transpose()?
             .unwrap_or(0);
-        let order_by = order.order_by(reverse);
         let sql = format!(
             "SELECT {columns} FROM receipts {clause} ORDER BY {order_by} LIMIT {} OFFSET {}",
             limit.min(MAX_LISTED),
@@ -232,7 +232,7 @@ impl Ledger {
         most: usize,
     ) -> Result<Vec<LedgerReceipt>, LedgerError> {
         Ok(self
-            .page(filter, (RowOrder::Oldest, false), 0, most, COLUMNS)
+            .page(filter, RowOrder::Oldest.order_by(false), 0, most, COLUMNS)
             .await?
             .1)
     }
