@@ -225,6 +225,7 @@ impl Shared {
             return;
         };
         msg.push(0);
+        tracing::trace!(id, method = M::NAME, session, "CDP command sent");
         let _ = self.outbox.send(msg);
     }
 
@@ -249,6 +250,12 @@ impl Shared {
             return;
         };
         msg.push(0);
+        tracing::trace!(
+            id,
+            method = "Network.getRequestPostData",
+            session,
+            "CDP command sent"
+        );
         let (tx, rx) = oneshot::channel();
         self.calls.lock().expect("cdp calls lock").insert(id, tx);
         if self.outbox.send(msg).is_err() {
@@ -622,6 +629,7 @@ impl Connection {
         })
         .map_err(|e| CdpError::Decode(e.to_string()))?;
         msg.push(0);
+        tracing::trace!(id, method, session, bytes = msg.len(), "CDP command sent");
         let (tx, rx) = oneshot::channel();
         shared.calls.lock().expect("cdp calls lock").insert(id, tx);
         let _pending = Pending { shared, id };
@@ -738,6 +746,7 @@ impl Shared {
             return;
         };
         if let Some(id) = msg.id {
+            tracing::trace!(id, bytes = message.len(), "CDP answer read");
             let waiter = self.calls.lock().expect("cdp calls lock").remove(&id);
             if let Some(tx) = waiter {
                 let answer = match (msg.error, msg.result) {
@@ -751,6 +760,7 @@ impl Shared {
                 let _ = tx.send(answer);
             }
         } else if let Some(method) = msg.method {
+            tracing::trace!(method, session = msg.session_id, "CDP event read");
             self.on_event(method, msg.params, msg.session_id);
         }
     }
