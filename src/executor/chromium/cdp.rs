@@ -25,6 +25,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 use super::dialogs::Dialogs;
 use super::network::NetworkLog;
 
+/// What each DevTools pipe holds (the browser's launch asks the kernel for it): a large answer
+/// (a page's outline is hundreds of KiB) then crosses in one write, instead of in 64 KiB turns
+/// between the browser and the reader, each waiting for the other to be scheduled.
+pub const PIPE_BYTES: usize = 1 << 20;
+
 /// A typed CDP command.
 pub trait Method: Serialize {
     /// The protocol's name for it, e.g. `Page.navigate`.
@@ -581,7 +586,8 @@ impl Connection {
         });
         let reader_shared = shared.clone();
         tokio::spawn(async move {
-            let mut replies = BufReader::with_capacity(64 * 1024, replies);
+            // As large as the pipe: a large answer is read in one go.
+            let mut replies = BufReader::with_capacity(PIPE_BYTES, replies);
             let mut buf = Vec::with_capacity(64 * 1024);
             let reason = loop {
                 buf.clear();
