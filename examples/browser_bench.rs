@@ -149,7 +149,15 @@ impl Host {
     }
 
     /// Stops the host as a user would (SIGTERM: it closes its browser) and removes its files.
-    fn stop(mut self) {
+    fn stop(self) {
+        drop(self);
+    }
+}
+
+/// A host is stopped however the benchmark ends, a failed assertion included: no host or
+/// browser outlives it.
+impl Drop for Host {
+    fn drop(&mut self) {
         // SAFETY: signalling our own child, which has not been reaped yet.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
         let _ = self.child.wait();
