@@ -1,48 +1,181 @@
-//! What the Chromium executor costs, measured in one run on this machine:
+//! What the Chromium executor costs, measured as users run Polaris: the release binary
+//! (`polaris serve --executor chromium`) started as its own process, this benchmark a client
+//! in its own process over the bridge socket (`polaris::client::BridgeClient`). Every
+//! through-Polaris figure below comes from such a spawned host.
 //!
 //! - **click-until-saved** on the web app's form (`polaris::webapp`): a `page.click` on
 //!   `#submit` with `expect: #status contains "Saved"` through Polaris (bridge socket, receipt,
-//!   executor: checks before dispatch, real mouse events, the watch across the POST's navigation
-//!   and its 303), against the bare CDP sequence on the same kind of page — set the title, find
-//!   the button's centre, press and release the mouse there, poll `#status` until it says
-//!   `Saved` — driven directly over the same pipe client, with no host and no checks. The two are
-//!   alternated in rounds; p50 and p99 of each.
+//!   journal, executor: checks before dispatch, real mouse events, the watch across the POST's
+//!   navigation and its 303), against the bare CDP sequence on the same kind of page — set the
+//!   title, find the button's centre, press and release the mouse there, poll `#status` until
+//!   it says `Saved` — driven from this process over the same pipe client, in a Chromium of its
+//!   own launched exactly as the host launches its browser (`Browser::launch`: the same flags),
+//!   with no host and no checks. The two are alternated in rounds; p50 and p99 of each.
 //! - `page.fill` and `page.read` through Polaris.
 //! - **Browser cold start**: launch until the first DevTools answer, fresh profile each time.
-//! - **Memory per task page**: the memory of the browser's whole process group with pages open,
-//!   against none: summed PSS (shared pages divided among their sharers: what the browser
-//!   really holds) and summed RSS (shared pages counted once per process: an overstatement).
+//! - **Memory per task page**: the memory of the spawned host's browser (its whole process
+//!   group) with pages open, against none: summed PSS (shared pages divided among their
+//!   sharers: what the browser really holds) and summed RSS (shared pages counted once per
+//!   process: an overstatement).
 //! - **`page.snapshot` of a 5,000-element page** (SPEC §15 budget: ≤ 50 ms p50): a generated
 //!   page of 1,000 rows (a label, a text field, a button, a link and a checkbox each), the whole
-//!   outline (`maxBytes` 1 MiB) through Polaris.
-//! - **Network evidence** (SPEC §16): click-until-saved through a second host whose executor
-//!   runs with `--no-network-evidence` (its `ChromiumConfig::with_network_evidence(false)`),
-//!   alternated in the same rounds with the one that watches the network, p50 of each; and the
-//!   bytes the evidence adds to each click's stored reply.
+//!   outline (`maxBytes` 1 MiB), as the client receives it (the reply parsed).
+//! - **Network evidence** (SPEC §16): click-until-saved through a second spawned host started
+//!   with `--no-network-evidence`, alternated in the same rounds with the one that watches the
+//!   network, p50 of each; and the bytes the evidence adds to each click's stored reply.
+//! - **The journal**: click-until-saved through a third spawned host started with
+//!   `--no-journal` (receipts in memory only), alternated in the same rounds: what the
+//!   journal's durable writes (each action's begin and its completion) add.
 //! - **The block on non-public addresses**: the bare sequence again in a browser that pauses
-//!   the app's requests (127.0.0.1) for the host to allow (`--allow-origin`), alternated with
-//!   the unguarded one, p50 of each.
+//!   the app's requests (127.0.0.1) for the host to allow (`--allow-origin`, which every host
+//!   above is started with), alternated with the unguarded one, p50 of each.
 //! - **20 tasks at once in one browser** against one alone (budget: p50 click-until-saved ≤ 2×):
 //!   20 tasks started together, each doing the whole sequence above, three times.
 //!
+//! `cargo build --release --bin polaris --example browser_bench`, then
 //! `cargo run --release --example browser_bench [ITERATIONS_PER_ROUND]` (default 25, 4 rounds).
-//! Needs Chromium (`apt-get install chromium-headless-shell`, or `POLARIS_CHROMIUM`).
+//! The host binary is `$POLARIS_BIN`, else the `polaris` next to this example's directory
+//! (`target/release/polaris`). Needs Chromium (`apt-get install chromium-headless-shell`, or
+//! `POLARIS_CHROMIUM`).
 
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use polaris::client::BridgeClient;
-use polaris::executor::chromium::browser::{Browser, LaunchOptions};
-use polaris::executor::chromium::cdp::{methods, Connection};
-use polaris::executor::chromium::{
-    find_chromium, ChromiumConfig, ChromiumExecutor, FileUrls, Origins,
+use polaris::executor::chromium::browser::{
+    browser_groups_of, group_processes, Browser, GroupProcess, LaunchOptions,
 };
-use polaris::executor::Executor;
+use polaris::executor::chromium::cdp::{methods, Connection};
+use polaris::executor::chromium::{find_chromium, Origins};
 use polaris::webapp::WebApp;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
 const ROUNDS: usize = 4;
+
+/// The `polaris` binary the hosts run: `$POLARIS_BIN`, else the one Cargo built next to this
+/// example (`target/release/examples/browser_bench` → `target/release/polaris`).
+fn polaris_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("POLARIS_BIN").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().expect("this example's path");
+    let bin = exe
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("polaris"))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| {
+            eprintln!(
+                "no polaris binary next to {}: build it with `cargo build --release --bin polaris --example browser_bench`, or set POLARIS_BIN",
+                exe.display()
+            );
+            std::process::exit(2)
+        });
+    bin
+}
+
+/// A `polaris serve --executor chromium` process of its own, as a user starts one: its
+/// sockets, journal and log in a fresh directory, its browser started by its first task.
+struct Host {
+    root: PathBuf,
+    child: Child,
+    client: BridgeClient,
+}
+
+impl Host {
+    /// Starts the host with `extra` flags after the common ones, and waits for its first
+    /// answer. The one place the command line is written.
+    async fn spawn(
+        name: &str,
+        chromium: &Path,
+        local_pages: &Path,
+        app_origin: &str,
+        extra: &[&str],
+    ) -> Host {
+        let root = std::env::temp_dir().join(format!("pl-bench-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        let log = std::fs::File::create(root.join("serve.log")).unwrap();
+        let mut cmd = Command::new(polaris_binary());
+        cmd.arg("serve")
+            .arg("--socket-dir")
+            .arg(root.join("s"))
+            .arg("--audit-log")
+            .arg(root.join("audit.jsonl"))
+            .args(["--executor", "chromium", "--chromium"])
+            .arg(chromium)
+            // 20 renderers on a small machine: room for the slowest of them.
+            .args(["--action-timeout-ms", "5000"])
+            // The large page is a local file, in a directory of its own.
+            .arg("--allow-file-urls")
+            .arg(local_pages)
+            // The app serves on 127.0.0.1, which the host refuses unless it is allowed.
+            .args(["--allow-origin", app_origin])
+            .args(extra)
+            // The journal in the host's own directory, unless it runs without one.
+            .args(
+                (!extra.contains(&"--no-journal"))
+                    .then(|| ["--journal".into(), root.join("journal").into_os_string()])
+                    .into_iter()
+                    .flatten(),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        let child = cmd.spawn().expect("polaris serve starts");
+        let client = BridgeClient::new(&root.join("s"));
+        let mut host = Host {
+            root,
+            child,
+            client,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = host.child.try_wait().unwrap() {
+                panic!("polaris serve exited early ({status}): {}", host.log());
+            }
+            if matches!(host.client.call("host.hello", json!({})).await, Ok(r) if r.ok) {
+                return host;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "polaris serve did not answer: {}",
+                host.log()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.root.join("serve.log")).unwrap_or_default()
+    }
+
+    /// The processes of the browser this host started (its process group).
+    fn browser_processes(&self) -> Vec<GroupProcess> {
+        browser_groups_of(self.child.id())
+            .into_iter()
+            .flat_map(group_processes)
+            .collect()
+    }
+
+    /// Stops the host as a user would (SIGTERM: it closes its browser) and removes its files.
+    fn stop(self) {
+        drop(self);
+    }
+}
+
+/// A host is stopped however the benchmark ends, a failed assertion included: no host or
+/// browser outlives it.
+impl Drop for Host {
+    fn drop(&mut self) {
+        // SAFETY: signalling our own child, which has not been reaped yet.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.root);
+    }
+}
 
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
@@ -261,10 +394,9 @@ impl Direct {
     }
 }
 
-/// The browser group's memory in MiB: (summed RSS, summed PSS, processes).
-fn group_memory(x: &ChromiumExecutor) -> (f64, f64, usize) {
-    let ps = x.browser_processes();
-    let mib = |f: &dyn Fn(&polaris::executor::chromium::browser::GroupProcess) -> u64| {
+/// A browser group's memory in MiB: (summed RSS, summed PSS, processes).
+fn group_memory(ps: &[GroupProcess]) -> (f64, f64, usize) {
+    let mib = |f: &dyn Fn(&GroupProcess) -> u64| {
         ps.iter().map(|p| f(p) as f64).sum::<f64>() / (1024.0 * 1024.0)
     };
     (mib(&|p| p.rss_bytes), mib(&|p| p.pss_bytes), ps.len())
@@ -289,72 +421,57 @@ async fn main() {
     let app = WebApp::start().await.unwrap();
     let url = app.url();
     println!("browser: {}", binary.display());
+    println!("host: {}", polaris_binary().display());
+    let launch = LaunchOptions {
+        binary: binary.clone(),
+        startup_timeout: Duration::from_secs(30),
+        guard: None,
+    };
+    let app_origin = format!("http://{}", app.addr());
 
     // Cold starts: a fresh profile and process group each time.
     let mut cold = Vec::new();
     for _ in 0..5 {
-        let b = Browser::launch(&LaunchOptions {
-            binary: binary.clone(),
-            startup_timeout: Duration::from_secs(30),
-            guard: None,
-        })
-        .await
-        .unwrap();
+        let b = Browser::launch(&launch).await.unwrap();
         cold.push(ms(b.started_in));
         b.kill();
     }
 
-    // Polaris: a host in this process, the bridge client over its socket.
-    let dir = std::env::temp_dir().join(format!("pl-bench-{}", std::process::id()));
-    let mut options = polaris::console::demo::host_options(dir.clone(), 1_000_000);
-    options.host.action_timeout = Duration::from_secs(5);
-    // The large page below is a local file, in a directory of its own.
+    // Polaris: a host process, this process its client over the bridge socket.
     let local_pages = std::env::temp_dir().join(format!("pl-bench-pages-{}", std::process::id()));
     std::fs::create_dir_all(&local_pages).unwrap();
-    // The app serves on 127.0.0.1, which the executor refuses unless it is allowed.
-    let local_app = Origins::allowing(&[format!("http://{}", app.addr())]).unwrap();
-    let executor = ChromiumExecutor::new(
-        ChromiumConfig::new(binary.clone())
-            .with_file_urls(FileUrls::inside(&local_pages).unwrap())
-            .with_origins(local_app.clone()),
-    );
-    let running = polaris::serve::start(&options, Arc::new(executor.clone())).unwrap();
-    let client = BridgeClient::new(&dir);
+    let host = Host::spawn("on", &binary, &local_pages, &app_origin, &[]).await;
+    let client = host.client.clone();
     through_polaris(&client, &url, 0).await; // starts the browser, warms up
 
-    // The same host without network evidence: its own browser, the same app.
-    let dir_off = std::env::temp_dir().join(format!("pl-bench-off-{}", std::process::id()));
-    let options_off = {
-        let mut o = polaris::console::demo::host_options(dir_off.clone(), 1_000_000);
-        o.host.action_timeout = Duration::from_secs(5);
-        o
-    };
-    let executor_off = ChromiumExecutor::new(
-        ChromiumConfig::new(binary.clone())
-            .with_origins(local_app.clone())
-            .with_network_evidence(false),
-    );
-    let running_off = polaris::serve::start(&options_off, Arc::new(executor_off.clone())).unwrap();
-    let client_off = BridgeClient::new(&dir_off);
+    // The same host without network evidence: its own process and browser, the same app.
+    let host_off = Host::spawn(
+        "off",
+        &binary,
+        &local_pages,
+        &app_origin,
+        &["--no-network-evidence"],
+    )
+    .await;
+    let client_off = host_off.client.clone();
     through_polaris(&client_off, &url, 0).await;
 
-    // Direct: its own browser and page, the same app.
-    let direct_browser = Browser::launch(&LaunchOptions {
-        binary: binary.clone(),
-        startup_timeout: Duration::from_secs(30),
-        guard: None,
-    })
-    .await
-    .unwrap();
+    // The same host keeping receipts in memory only: what the journal's two durable writes
+    // per action (its begin, its completion) cost.
+    let host_mem = Host::spawn("mem", &binary, &local_pages, &app_origin, &["--no-journal"]).await;
+    let client_mem = host_mem.client.clone();
+    through_polaris(&client_mem, &url, 0).await;
+
+    // Direct: its own browser, launched as the host launches its own, and page; the same app.
+    let direct_browser = Browser::launch(&launch).await.unwrap();
     let direct = Direct::open(&direct_browser).await;
     direct.load(&url).await;
     direct.click_until_saved(0).await;
     // The same, in a browser that pauses the app's requests for the host to allow them
     // (`--allow-origin`): what the block on non-public addresses costs an allowed local site.
     let guarded_browser = Browser::launch(&LaunchOptions {
-        binary: binary.clone(),
-        startup_timeout: Duration::from_secs(30),
-        guard: Some(Arc::new(local_app.clone())),
+        guard: Some(Arc::new(Origins::allowing(&[app_origin.clone()]).unwrap())),
+        ..launch.clone()
     })
     .await
     .unwrap();
@@ -364,8 +481,8 @@ async fn main() {
 
     let (mut fill, mut fill2, mut read, mut click, mut bare) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let (mut click_off, mut evidence_bytes, mut bare_guarded) =
-        (Vec::new(), Vec::new(), Vec::new());
+    let (mut click_off, mut click_mem, mut evidence_bytes, mut bare_guarded) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         for i in 0..per_round {
             let [f, f2, r, c, e] = through_polaris(&client, &url, round * per_round + i).await;
@@ -381,6 +498,10 @@ async fn main() {
             click_off.push(c);
         }
         for i in 0..per_round {
+            let [.., c, _] = through_polaris(&client_mem, &url, round * per_round + i).await;
+            click_mem.push(c);
+        }
+        for i in 0..per_round {
             direct.load(&url).await;
             bare.push(direct.click_until_saved(round * per_round + i).await);
             guarded.load(&url).await;
@@ -389,6 +510,8 @@ async fn main() {
     }
     direct_browser.kill();
     guarded_browser.kill();
+    host_off.stop();
+    host_mem.stop();
 
     // 20 tasks at once, each the whole sequence, against the one-at-a-time clicks above.
     let mut together = Vec::new();
@@ -433,10 +556,14 @@ async fn main() {
             r["snapshot"].as_str().map_or(0, str::len),
         );
     }
+    ok(&client
+        .call("task.finish", json!({"taskId": big_task}))
+        .await
+        .unwrap());
 
     // Memory: the host's browser with pages open, against none open.
-    for _ in 0..20 {
-        if executor
+    for _ in 0..50 {
+        if host
             .browser_processes()
             .iter()
             .all(|p| p.kind != "renderer")
@@ -445,7 +572,7 @@ async fn main() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let base = group_memory(&executor);
+    let base = group_memory(&host.browser_processes());
     let pages = 10;
     for _ in 0..pages {
         ok(&client
@@ -454,7 +581,7 @@ async fn main() {
             .unwrap());
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let with_pages = group_memory(&executor);
+    let with_pages = group_memory(&host.browser_processes());
 
     println!();
     line("browser cold start (launch → first answer)", &mut cold);
@@ -462,6 +589,7 @@ async fn main() {
     line("  the same, requests paused and allowed", &mut bare_guarded);
     line("click-until-saved, through Polaris", &mut click);
     line("click-until-saved, --no-network-evidence", &mut click_off);
+    line("click-until-saved, --no-journal", &mut click_mem);
     line("page.fill through Polaris, fresh page", &mut fill);
     line("page.fill through Polaris, second field", &mut fill2);
     line("page.read through Polaris", &mut read);
@@ -491,6 +619,14 @@ async fn main() {
         c50 - off50,
         pct(&mut evidence_bytes, 0.5)
     );
+    let mem50 = pct(&mut click_mem, 0.5);
+    println!(
+        "journal on / off at p50: {:.3}x ({:+.2} ms); without the journal / bare: {:.2}x ({:+.2} ms)",
+        c50 / mem50,
+        c50 - mem50,
+        mem50 / b50,
+        mem50 - b50
+    );
     println!(
         "browser group, no task page: {} processes, RSS {:.0} MiB, PSS {:.0} MiB",
         base.2, base.0, base.1
@@ -505,11 +641,6 @@ async fn main() {
     );
     println!("commits at the server: {}", app.commits());
 
-    running.stop().await;
-    executor.shutdown();
-    running_off.stop().await;
-    executor_off.shutdown();
-    let _ = std::fs::remove_dir_all(&dir_off);
-    let _ = std::fs::remove_dir_all(&dir);
+    host.stop();
     let _ = std::fs::remove_dir_all(&local_pages);
 }

@@ -735,7 +735,8 @@ async fn uncertain_outcomes_are_cleared_only_once_acknowledged_or_settled_by_the
                 state: Some(RowStateFilter::Clearable),
                 ..RowFilter::default()
             },
-            RowOrder::Oldest, false,
+            RowOrder::Oldest,
+            false,
             0,
             100,
         )
@@ -896,7 +897,10 @@ async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
         ..RowFilter::default()
     };
     assert_eq!(
-        a.list(&running, RowOrder::Newest, false, 0, 100).await.unwrap().0,
+        a.list(&running, RowOrder::Newest, false, 0, 100)
+            .await
+            .unwrap()
+            .0,
         5
     );
     let errors = RowFilter {
@@ -904,7 +908,10 @@ async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
         ..RowFilter::default()
     };
     assert_eq!(
-        a.list(&errors, RowOrder::Newest, false, 0, 100).await.unwrap().0,
+        a.list(&errors, RowOrder::Newest, false, 0, 100)
+            .await
+            .unwrap()
+            .0,
         5
     );
     let fills = RowFilter {
@@ -912,7 +919,10 @@ async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
         ..RowFilter::default()
     };
     assert_eq!(
-        a.list(&fills, RowOrder::Newest, false, 0, 100).await.unwrap().0,
+        a.list(&fills, RowOrder::Newest, false, 0, 100)
+            .await
+            .unwrap()
+            .0,
         10
     );
     let search = RowFilter {
@@ -920,7 +930,10 @@ async fn the_fleets_book_is_listed_with_filters_order_and_pages() {
         ..RowFilter::default()
     };
     assert_eq!(
-        a.list(&search, RowOrder::Newest, false, 0, 100).await.unwrap().0,
+        a.list(&search, RowOrder::Newest, false, 0, 100)
+            .await
+            .unwrap()
+            .0,
         10
     );
     let (_, page) = a.list(&all, RowOrder::State, false, 0, 6).await.unwrap();

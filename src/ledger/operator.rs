@@ -73,9 +73,7 @@ impl RowOrder {
             (RowOrder::State, false) => {
                 "(state = 'running') DESC, state, first_seen DESC, request_id DESC"
             }
-            (RowOrder::State, true) => {
-                "(state = 'running'), state DESC, first_seen, request_id"
-            }
+            (RowOrder::State, true) => "(state = 'running'), state DESC, first_seen, request_id",
             (RowOrder::Method, false) => "method, first_seen DESC, request_id DESC",
             (RowOrder::Method, true) => "method DESC, first_seen, request_id",
             (RowOrder::Task, false) => "task_id NULLS LAST, first_seen DESC, request_id DESC",
@@ -182,8 +180,14 @@ impl Ledger {
         offset: usize,
         limit: usize,
     ) -> Result<(u64, Vec<LedgerReceipt>), LedgerError> {
-        self.page(filter, order.order_by(reverse), offset, limit, LISTING_COLUMNS)
-            .await
+        self.page(
+            filter,
+            order.order_by(reverse),
+            offset,
+            limit,
+            LISTING_COLUMNS,
+        )
+        .await
     }
 
     /// One page of rows with `columns` (read by name) in `order_by`, and how many match in all.

@@ -64,7 +64,16 @@ impl SnapshotNode {
     /// The node as one outline line: `- button "Publish" [ref=e7] [disabled]`, indented two
     /// spaces per depth, with its value after a colon.
     pub fn line(&self) -> String {
-        let mut out = "  ".repeat(usize::from(self.depth));
+        let mut out = String::new();
+        self.write_line(&mut out);
+        out
+    }
+
+    /// [`SnapshotNode::line`], appended to `out`.
+    fn write_line(&self, out: &mut String) {
+        for _ in 0..self.depth {
+            out.push_str("  ");
+        }
         out.push_str("- ");
         out.push_str(&self.role);
         if let Some(name) = &self.name {
@@ -90,8 +99,20 @@ impl SnapshotNode {
             out.push_str(": ");
             out.push_str(&quoted(v));
         }
-        out
     }
+}
+
+/// The bytes `s` takes inside a JSON string as serde_json writes it (`"` and `\` and the
+/// short control escapes two each, other control characters six), so an outline line is
+/// measured without being written a second time.
+fn escaped_len(s: &str) -> usize {
+    s.bytes()
+        .map(|b| match b {
+            b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+            0..=0x1f => 6,
+            _ => 1,
+        })
+        .sum()
 }
 
 /// A string in double quotes with `"`, `\` and control characters escaped (JSON's rules,
@@ -118,14 +139,15 @@ pub fn render(
             let mut text = String::new();
             let (mut used, mut shown) = (2, 0);
             for n in &nodes {
-                let line = n.line();
-                // What the line takes inside the reply's JSON string, escapes and all.
-                let size = quoted(&line).len() - 2 + 2;
+                let start = text.len();
+                n.write_line(&mut text);
+                // What the line and its newline take inside the reply's JSON string.
+                let size = escaped_len(&text[start..]) + 2;
                 if used + size > budget {
+                    text.truncate(start);
                     break;
                 }
                 used += size;
-                text.push_str(&line);
                 text.push('\n');
                 shown += 1;
             }
@@ -192,6 +214,20 @@ mod tests {
             n.line(),
             "  - checkbox \"Urgent \\\"now\\\"\" [ref=e3] [checked]: \"on\""
         );
+    }
+
+    #[test]
+    fn a_line_is_measured_as_json_writes_it() {
+        let all: String = (0u8..0x80).map(char::from).collect();
+        for s in [
+            all.as_str(),
+            "plain",
+            "Größe “quoted” ✓ 😀",
+            "\u{2028}\u{7f}",
+            "",
+        ] {
+            assert_eq!(escaped_len(s), quoted(s).len() - 2, "{s:?}");
+        }
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tokio::net::unix::pipe;
 use tokio::time::Instant;
 
-use super::cdp::{methods, Connection};
+use super::cdp::{methods, Connection, PIPE_BYTES};
 
 /// The names tried, in order, when no binary is given.
 pub const BROWSER_NAMES: [&str; 3] = ["chromium-headless-shell", "chromium", "google-chrome"];
@@ -106,6 +106,22 @@ fn pipe_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: pipe2 succeeded, so both are open descriptors that nothing else owns.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// Asks the kernel for a [`PIPE_BYTES`] pipe; a smaller one (a lower system limit) still
+/// works, only with more turns.
+fn widen(fd: &OwnedFd) {
+    // SAFETY: F_SETPIPE_SZ on a pipe descriptor we own; failure leaves the pipe as it was.
+    let n = unsafe {
+        libc::fcntl(
+            fd.as_raw_fd(),
+            libc::F_SETPIPE_SZ,
+            PIPE_BYTES as libc::c_int,
+        )
+    };
+    if n < 0 {
+        tracing::debug!(error = %std::io::Error::last_os_error(), "the DevTools pipe keeps its default size");
+    }
 }
 
 /// A close-on-exec copy numbered 10 or above, so moving it onto 3 or 4 in the child can never
@@ -296,6 +312,8 @@ impl Browser {
         // The browser reads commands on fd 3 and writes answers on fd 4.
         let (cmd_read, cmd_write) = pipe_pair().map_err(io("creating a pipe"))?;
         let (reply_read, reply_write) = pipe_pair().map_err(io("creating a pipe"))?;
+        widen(&cmd_write);
+        widen(&reply_read);
         let child_in = high_copy(&cmd_read).map_err(io("duplicating a pipe"))?;
         let child_out = high_copy(&reply_write).map_err(io("duplicating a pipe"))?;
         drop((cmd_read, reply_write));

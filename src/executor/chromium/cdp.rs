@@ -27,6 +27,11 @@ use super::network::NetworkLog;
 use super::origins::Origins;
 use crate::protocol::evidence::DEFAULT_EVIDENCE_REQUESTS;
 
+/// What each DevTools pipe holds (the browser's launch asks the kernel for it): a large answer
+/// (a page's outline is hundreds of KiB) then crosses in one write, instead of in 64 KiB turns
+/// between the browser and the reader, each waiting for the other to be scheduled.
+pub const PIPE_BYTES: usize = 1 << 20;
+
 /// A typed CDP command.
 pub trait Method: Serialize {
     /// The protocol's name for it, e.g. `Page.navigate`.
@@ -230,6 +235,7 @@ impl Shared {
             return;
         };
         msg.push(0);
+        tracing::trace!(id, method = M::NAME, session, "CDP command sent");
         let _ = self.outbox.send(msg);
     }
 
@@ -254,6 +260,12 @@ impl Shared {
             return;
         };
         msg.push(0);
+        tracing::trace!(
+            id,
+            method = "Network.getRequestPostData",
+            session,
+            "CDP command sent"
+        );
         let (tx, rx) = oneshot::channel();
         self.calls.lock().expect("cdp calls lock").insert(id, tx);
         if self.outbox.send(msg).is_err() {
@@ -620,7 +632,8 @@ impl Connection {
         });
         let reader_shared = shared.clone();
         tokio::spawn(async move {
-            let mut replies = BufReader::with_capacity(64 * 1024, replies);
+            // As large as the pipe: a large answer is read in one go.
+            let mut replies = BufReader::with_capacity(PIPE_BYTES, replies);
             let mut buf = Vec::with_capacity(64 * 1024);
             let reason = loop {
                 buf.clear();
@@ -668,6 +681,7 @@ impl Connection {
         })
         .map_err(|e| CdpError::Decode(e.to_string()))?;
         msg.push(0);
+        tracing::trace!(id, method, session, bytes = msg.len(), "CDP command sent");
         let (tx, rx) = oneshot::channel();
         shared.calls.lock().expect("cdp calls lock").insert(id, tx);
         let _pending = Pending { shared, id };
@@ -804,6 +818,7 @@ impl Shared {
             return;
         };
         if let Some(id) = msg.id {
+            tracing::trace!(id, bytes = message.len(), "CDP answer read");
             let waiter = self.calls.lock().expect("cdp calls lock").remove(&id);
             if let Some(tx) = waiter {
                 let answer = match (msg.error, msg.result) {
@@ -817,6 +832,7 @@ impl Shared {
                 let _ = tx.send(answer);
             }
         } else if let Some(method) = msg.method {
+            tracing::trace!(method, session = msg.session_id, "CDP event read");
             self.on_event(method, msg.params, msg.session_id);
         }
     }

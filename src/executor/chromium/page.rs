@@ -98,6 +98,8 @@ struct Answer {
     url: Option<String>,
     title: Option<String>,
     status: Option<u16>,
+    /// What [`script::PREPARE_CLICK`] read of the click's expectation before the target.
+    before: Option<Box<Answer>>,
 }
 
 impl Answer {
@@ -802,19 +804,7 @@ impl Page {
             return Ok(None);
         };
         if let Some(r) = sel.get("ref").and_then(serde_json::Value::as_str) {
-            let Some(n) = r.strip_prefix('e').and_then(|n| n.parse::<u64>().ok()) else {
-                return Ok(None);
-            };
-            let navigations = self.signals.borrow().navigations;
-            let far = self.far_refs.lock().expect("far refs lock");
-            if far.navigations != navigations {
-                return Ok(None);
-            }
-            return Ok(far
-                .ranges
-                .iter()
-                .find(|(first, count, _)| n >= *first && n < first + count)
-                .map(|(_, _, f)| f.clone()));
+            return Ok(self.far_ref(r));
         }
         let Some(frame) = sel.get("frame").cloned() else {
             return Ok(None);
@@ -845,6 +835,34 @@ impl Page {
             frame_id,
             owner: None,
         }))
+    }
+
+    /// The frame of another origin the latest snapshot made ref `r` in, if it made it in one
+    /// (and the page has not navigated since).
+    fn far_ref(&self, r: &str) -> Option<FarFrame> {
+        let n = r.strip_prefix('e').and_then(|n| n.parse::<u64>().ok())?;
+        let navigations = self.signals.borrow().navigations;
+        let far = self.far_refs.lock().expect("far refs lock");
+        if far.navigations != navigations {
+            return None;
+        }
+        far.ranges
+            .iter()
+            .find(|(first, count, _)| n >= *first && n < first + count)
+            .map(|(_, _, f)| f.clone())
+    }
+
+    /// Whether a script's `sel` is resolved in the page's own world without a look first
+    /// ([`Page::route`]): it names no `frame` to probe, and no ref made inside a frame of
+    /// another origin.
+    fn in_page_world(&self, sel: &serde_json::Value) -> bool {
+        if sel.get("frame").is_some() {
+            return false;
+        }
+        match sel.get("ref").and_then(serde_json::Value::as_str) {
+            Some(r) => self.far_ref(r).is_none(),
+            None => true,
+        }
     }
 
     /// The frame id held by an iframe of the page's world: the one a locator's `frame` named
@@ -1038,37 +1056,47 @@ impl Page {
             .eval_routed::<Answer, _>(function, &arg, false, deadline)
             .await
         {
-            Ok((mut a, far)) => {
-                if let Some((cause, why)) = a.refusal() {
-                    return Err(ActionOutcome::NotSent(
-                        cause,
-                        format!("{why}; nothing was sent"),
-                    ));
-                }
-                if let Some(why) = a.fail.clone().or_else(|| a.absent.clone()) {
-                    return Err(ActionOutcome::Failed(format!(
-                        "{why}; nothing was dispatched"
-                    )));
-                }
-                if let (Some(far), Some(x), Some(y)) = (&far, a.x, a.y) {
-                    match self.far_offset(far, deadline).await {
-                        Ok((ox, oy)) => {
-                            a.x = Some(x + ox);
-                            a.y = Some(y + oy);
-                        }
-                        Err(why) => {
-                            return Err(ActionOutcome::Failed(format!(
-                                "the frame of the target could not be placed ({why}); nothing was dispatched"
-                            )))
-                        }
-                    }
-                }
-                Ok((a, far))
-            }
+            Ok((a, far)) => self.judge_prepared(a, far, deadline).await,
             Err(e) => Err(ActionOutcome::Failed(format!(
                 "{e}; nothing was dispatched"
             ))),
         }
+    }
+
+    /// A prepare script's answer judged: a refusal (nothing sent) when the target named no one
+    /// element, a definite failure when the page refused the checks, else the answer with its
+    /// point moved into the top viewport when the target lives in a frame of another origin.
+    async fn judge_prepared(
+        &self,
+        mut a: Answer,
+        far: Option<FarFrame>,
+        deadline: Instant,
+    ) -> Result<(Answer, Option<FarFrame>), ActionOutcome> {
+        if let Some((cause, why)) = a.refusal() {
+            return Err(ActionOutcome::NotSent(
+                cause,
+                format!("{why}; nothing was sent"),
+            ));
+        }
+        if let Some(why) = a.fail.clone().or_else(|| a.absent.clone()) {
+            return Err(ActionOutcome::Failed(format!(
+                "{why}; nothing was dispatched"
+            )));
+        }
+        if let (Some(far), Some(x), Some(y)) = (&far, a.x, a.y) {
+            match self.far_offset(far, deadline).await {
+                Ok((ox, oy)) => {
+                    a.x = Some(x + ox);
+                    a.y = Some(y + oy);
+                }
+                Err(why) => {
+                    return Err(ActionOutcome::Failed(format!(
+                    "the frame of the target could not be placed ({why}); nothing was dispatched"
+                )))
+                }
+            }
+        }
+        Ok((a, far))
     }
 
     /// Reads `expect`'s target before an action: an expectation that already holds could never
@@ -1082,32 +1110,110 @@ impl Page {
         let Some(expect) = expect else {
             return Ok(());
         };
-        match self
+        let read = self
             .eval::<Answer, _>(script::READ, &subject_arg(&expect.subject), false, deadline)
-            .await
-        {
-            Ok(a) if a.not_sent.is_some() => match a.refusal() {
-                Some((NotSent::NoMatch, _)) | None => Ok(()),
-                Some((cause, why)) => Err(ActionOutcome::NotSent(
-                    cause,
-                    format!("the expectation's {why}; nothing was sent"),
-                )),
-            },
-            Ok(Answer {
-                fail: Some(why), ..
-            }) => Err(ActionOutcome::Failed(format!(
-                "expect: {why}; nothing was dispatched"
-            ))),
-            Ok(Answer { value: Some(v), .. }) if expect.holds(&v) => {
-                Err(expectation_already_holds(expect, &v))
-            }
-            Ok(_) => Ok(()),
-            Err(e) => Err(ActionOutcome::Failed(format!(
-                "{e}; nothing was dispatched"
-            ))),
-        }
+            .await;
+        judge_before(expect, read)
     }
 
+    /// `page.click`'s checks before dispatch in one visit to the page when its expectation and
+    /// its target are both read in the page's own world: the expectation first (one that
+    /// already holds refuses the click, [`Page::before`]), then the target and its point
+    /// ([`Page::point`]); otherwise the two visits one after the other.
+    async fn checked_point(
+        &self,
+        target: &Target,
+        expect: Option<&Expect>,
+        deadline: Instant,
+    ) -> Result<(f64, f64), ActionOutcome> {
+        let mut arg = target_arg(target);
+        let together = expect
+            .filter(|e| self.in_page_world(&arg["sel"]) && self.in_page_world(&sel(&e.subject)));
+        let Some(expect) = together else {
+            self.before(expect, deadline).await?;
+            return self.point(target, deadline).await;
+        };
+        let (op, want) = op_want(&expect.check);
+        arg["expect"] = json!({
+            "sel": sel(&expect.subject),
+            "label": expect.subject.to_string(),
+            "op": op,
+            "want": want,
+        });
+        let mut a = match self
+            .eval_routed::<Answer, _>(script::PREPARE_CLICK, &arg, false, deadline)
+            .await
+        {
+            Ok((a, _)) => a,
+            Err(e) => {
+                return Err(ActionOutcome::Failed(format!(
+                    "{e}; nothing was dispatched"
+                )))
+            }
+        };
+        let Some(before) = a.before.take() else {
+            self.before(Some(expect), deadline).await?;
+            return self.point(target, deadline).await;
+        };
+        judge_before(expect, Ok(*before))?;
+        if a.x.is_none() && a.refusal().is_none() && a.fail.is_none() && a.absent.is_none() {
+            // The page saw the expectation hold and stopped there; the executor did not.
+            return self.point(target, deadline).await;
+        }
+        let (a, _) = self.judge_prepared(a, None, deadline).await?;
+        click_point(a, target)
+    }
+}
+
+/// The expectation's read before an action judged (SPEC §14): refused when it already holds
+/// or names no one element, a definite failure when the page refused the read.
+fn judge_before(expect: &Expect, read: Result<Answer, EvalError>) -> Result<(), ActionOutcome> {
+    match read {
+        Ok(a) if a.not_sent.is_some() => match a.refusal() {
+            Some((NotSent::NoMatch, _)) | None => Ok(()),
+            Some((cause, why)) => Err(ActionOutcome::NotSent(
+                cause,
+                format!("the expectation's {why}; nothing was sent"),
+            )),
+        },
+        Ok(Answer {
+            fail: Some(why), ..
+        }) => Err(ActionOutcome::Failed(format!(
+            "expect: {why}; nothing was dispatched"
+        ))),
+        Ok(Answer { value: Some(v), .. }) if expect.holds(&v) => {
+            Err(expectation_already_holds(expect, &v))
+        }
+        Ok(_) => Ok(()),
+        Err(e) => Err(ActionOutcome::Failed(format!(
+            "{e}; nothing was dispatched"
+        ))),
+    }
+}
+
+/// The point of a prepared click's answer.
+fn click_point(a: Answer, target: &Target) -> Result<(f64, f64), ActionOutcome> {
+    match a {
+        Answer {
+            x: Some(x),
+            y: Some(y),
+            ..
+        } => Ok((x, y)),
+        _ => Err(ActionOutcome::Failed(format!(
+            "{target} has no point to click; nothing was dispatched"
+        ))),
+    }
+}
+
+/// The comparison an expectation's check makes, as the page's scripts take it.
+fn op_want(check: &ExpectCheck) -> (&'static str, &str) {
+    match check {
+        ExpectCheck::Equals(w) => ("equals", w),
+        ExpectCheck::Contains(w) => ("contains", w),
+    }
+}
+
+impl Page {
     /// `page.fill`: focus, select the old content, type the new one (trusted input events),
     /// announce `change`, then check that the field holds the value.
     pub async fn fill(&self, target: &Target, value: &str, deadline: Instant) -> ActionOutcome {
@@ -1177,10 +1283,7 @@ impl Page {
         deadline: Instant,
         mutations: &AtomicU64,
     ) -> ActionOutcome {
-        if let Err(refused) = self.before(step.expect, deadline).await {
-            return refused;
-        }
-        let at = match self.point(target, deadline).await {
+        let at = match self.checked_point(target, step.expect, deadline).await {
             Ok(at) => at,
             Err(refused) => return refused,
         };
@@ -1194,19 +1297,10 @@ impl Page {
 
     /// The viewport point a click on `target` hits, after the checks before dispatch.
     async fn point(&self, target: &Target, deadline: Instant) -> Result<(f64, f64), ActionOutcome> {
-        match self
+        let a = self
             .prepare(script::PREPARE_CLICK, target_arg(target), deadline)
-            .await?
-        {
-            Answer {
-                x: Some(x),
-                y: Some(y),
-                ..
-            } => Ok((x, y)),
-            _ => Err(ActionOutcome::Failed(format!(
-                "{target} has no point to click; nothing was dispatched"
-            ))),
-        }
+            .await?;
+        click_point(a, target)
     }
 
     /// A real mouse move, press and release at `at`. Errors are only logged: the click may
@@ -1443,10 +1537,7 @@ impl Page {
     /// watched in turn. The expectation did not hold before the dispatch (a click or a key press
     /// is refused otherwise, [`Page::before`]), so holding now shows the effect.
     async fn watch(&self, expect: &Expect, deadline: Instant, what: &str) -> ActionOutcome {
-        let (op, want) = match &expect.check {
-            ExpectCheck::Equals(w) => ("equals", w),
-            ExpectCheck::Contains(w) => ("contains", w),
-        };
+        let (op, want) = op_want(&expect.check);
         let mut last: Option<String> = None;
         loop {
             if let Some(g) = self.gone() {

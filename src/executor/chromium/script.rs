@@ -396,17 +396,27 @@ pub const FINISH_FILL: &str = concat!(
 }"#
 );
 
-/// `{sel, label}` → `{fail}` | `{absent}` | `{notSent}` | `{x, y}`: checks an element, scrolls
-/// it into view and finds the viewport point at its centre that a click would hit (refusing one
-/// covered by another element). Elements in frames answer in the top viewport's coordinates.
+/// `{sel, label, expect?}` → `{fail}` | `{absent}` | `{notSent}` | `{x, y}`: checks an element,
+/// scrolls it into view and finds the viewport point at its centre that a click would hit
+/// (refusing one covered by another element). Elements in frames answer in the top viewport's
+/// coordinates. With `expect` (`{sel, label, op, want}`, the click's expectation in the same
+/// world) it first reads the expectation, as [`READ`] would, and answers it as `before`; when
+/// the value already holds, or the read names no one element, nothing else is done (no scroll).
 pub const PREPARE_CLICK: &str = concat!(
     "(a) => {",
     prelude!(),
     r#"
-  const r = locate(a.sel); if (!r.el) return r;
+  let before;
+  if (a.expect) {
+    before = read(a.expect.sel);
+    const v = before.value;
+    if (v != null && (a.expect.op === 'equals' ? v === a.expect.want : v.includes(a.expect.want))) return { before };
+    if (before.fail || before.notSent === 'stale_ref' || before.notSent === 'ambiguous') return { before };
+  }
+  const r = locate(a.sel); if (!r.el) return { ...r, before };
   const el = r.el;
-  const why = unusable(el); if (why) return { fail: `${a.label} is ${why}` };
-  return clickPoint(el, a.label);
+  const why = unusable(el); if (why) return { fail: `${a.label} is ${why}`, before };
+  return { ...clickPoint(el, a.label), before };
 }"#
 );
 

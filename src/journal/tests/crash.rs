@@ -106,7 +106,6 @@ fn child() {
     std::process::exit(3);
 }
 
-
 #[derive(Default)]
 struct Confirmed {
     begun: HashSet<u128>,
