@@ -470,7 +470,9 @@ async fn main() {
     // The same, in a browser that pauses the app's requests for the host to allow them
     // (`--allow-origin`): what the block on non-public addresses costs an allowed local site.
     let guarded_browser = Browser::launch(&LaunchOptions {
-        guard: Some(Arc::new(Origins::allowing(std::slice::from_ref(&app_origin)).unwrap())),
+        guard: Some(Arc::new(
+            Origins::allowing(std::slice::from_ref(&app_origin)).unwrap(),
+        )),
         ..launch.clone()
     })
     .await
