@@ -174,6 +174,12 @@ fn lexical(path: &Path) -> PathBuf {
 
 /// Percent-decodes a URL path; `None` on a NUL or a `%` not followed by two hex digits.
 fn decode(s: &str) -> Option<Vec<u8>> {
+    percent_decode(s).filter(|out| !out.contains(&0))
+}
+
+/// Percent-decodes a piece of a URL (a path, a host); `None` on a `%` not followed by two
+/// hex digits.
+pub(super) fn percent_decode(s: &str) -> Option<Vec<u8>> {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -187,7 +193,7 @@ fn decode(s: &str) -> Option<Vec<u8>> {
             i += 1;
         }
     }
-    (!out.contains(&0)).then_some(out)
+    Some(out)
 }
 
 /// A path written as a URL path: everything but unreserved characters and `/` escaped.

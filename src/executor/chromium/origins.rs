@@ -36,6 +36,7 @@
 //! does not see. A host that must not reach its own network at all belongs in a network
 //! namespace or behind a firewall that drops those addresses.
 
+use super::local_files::percent_decode;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 /// The flag that allows an origin; named in every refusal.
@@ -446,24 +447,6 @@ fn fold(c: char) -> char {
         c => c,
     };
     c.to_ascii_lowercase()
-}
-
-/// Percent-decodes a host; `None` on a `%` not followed by two hex digits.
-fn percent_decode(s: &str) -> Option<Vec<u8>> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    Some(out)
 }
 
 /// At most 60 characters of `s`, for a message.
