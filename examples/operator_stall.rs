@@ -2,7 +2,8 @@
 //! is filled with 1,000,000 receipts, then a bridge client measures `host.hello` round trips,
 //! first with no operator load and then while another client runs `receipts.clearPrepare`
 //! with `{"filter":{}}` over the whole book in a loop on the introspection socket, and while
-//! it commits one clear of the whole book. The operator runs in a process of its own (this
+//! it commits one clear of the whole book, until the journal's compaction that follows it has
+//! ended. The operator runs in a process of its own (this
 //! example started again with `--operator`): its replies are hundreds of megabytes, and
 //! reading them in the measuring process would stall the bridge client there, not the host.
 //!
@@ -95,6 +96,19 @@ fn start_host(capacity: usize) -> Host {
         std::thread::sleep(Duration::from_millis(20));
     }
     host
+}
+
+/// The journal's valid bytes from `run.status` (`None`: the host keeps no journal).
+fn journal_bytes(c: &mut Line) -> Option<u64> {
+    c.send("{\"id\":\"stall-status\",\"method\":\"run.status\"}\n");
+    let reply = c.read();
+    let journal = reply.split("\"journal\":{").nth(1)?;
+    let bytes = journal.split("\"bytes\":").nth(1)?;
+    bytes
+        .split(|c: char| !c.is_ascii_digit())
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// Fills the book with `n` completed `page.fill` receipts over 4 pipelining connections.
@@ -336,8 +350,21 @@ fn main() {
             out
         })
     };
+    // The journal's size before the commit: the compaction a large clear starts is over when
+    // it has shrunk, and the bridge is sampled until then, not only until the commit's reply.
+    let mut status = Line::connect(&host.bridge).unwrap();
+    let before = journal_bytes(&mut status);
     op.tell("commit");
     let committed = op.answer();
+    let compacted = before.map(|before| {
+        let t = Instant::now();
+        while journal_bytes(&mut status).is_some_and(|b| b >= before)
+            && t.elapsed() < Duration::from_secs(60)
+        {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        t.elapsed()
+    });
     committing.store(false, Ordering::Relaxed);
     let during_commit = sampler.join().expect("sampler");
     drop(op.child.stdin.take());
@@ -346,6 +373,15 @@ fn main() {
     println!("bridge host.hello over a book of {receipts} receipts (operator in its own process):");
     summary("  no operator load", idle);
     summary("  clearPrepare {filter:{}} loop", loaded);
-    summary("  clearCommit of the whole book", during_commit);
+    summary(
+        "  clearCommit of the whole book, then the compaction",
+        during_commit,
+    );
     println!("  operator: {prepares} (reply included); {committed} ms for the commit");
+    if let Some(after) = compacted {
+        println!(
+            "  the journal's compaction ended {:.0} ms after the commit's reply",
+            after.as_secs_f64() * 1e3
+        );
+    }
 }

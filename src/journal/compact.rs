@@ -125,7 +125,7 @@ impl Journal {
 
         // 1. Fold the durable journal up to e1.
         let reader = files::open_file(path, false, false)?;
-        let state = recover::read(path, &reader, e1, false)?.recovered;
+        let state = recover::read_live(path, &reader, e1)?;
 
         // 2. Write the live state.
         let copy_path = dir.join(files::COMPACT_FILE);

@@ -19,6 +19,7 @@ use crate::book::{FingerprintDigest, RequestKey};
 
 type Map<K, V> = IndexMap<K, V, foldhash::fast::RandomState>;
 type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+type FastSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
 
 /// The fewest journal bytes a receipt takes (a compacted one with a short request and reply):
 /// a journal of `n` bytes is reserved room for at most `n / MIN_RECEIPT_BYTES` receipts.
@@ -171,6 +172,9 @@ pub(crate) struct Fold {
     texts: std::collections::HashSet<Box<str>, foldhash::fast::RandomState>,
     /// Every request ID begun, when a repeat must be found where it is (see [`read`]).
     seen: Option<std::collections::HashSet<RequestKey, foldhash::fast::RandomState>>,
+    /// Receipts known to be cleared further on (see [`read_live`]): their records are counted
+    /// and skipped, never built only to be dropped at their clear.
+    skip: FastSet<RequestKey>,
     tombstones: Map<RequestKey, (FingerprintDigest, u32)>,
     clears: Vec<ClearInfo>,
     acks: Map<RequestKey, Acknowledgement>,
@@ -198,6 +202,7 @@ impl Fold {
             uuids: Vec::with_capacity(receipts),
             texts: Default::default(),
             seen: None,
+            skip: FastSet::default(),
             tombstones: Map::default(),
             clears: Vec::new(),
             acks: Map::default(),
@@ -333,8 +338,22 @@ impl Fold {
         }
     }
 
+    /// Whether the receipt a record names is cleared further on, so the fold skips it.
+    fn skipped(&self, d: &Decoded<'_>) -> bool {
+        let id = match d {
+            Decoded::ReceiptBegun(b) | Decoded::ReceiptStored(b, ..) => &b.request_id,
+            Decoded::ReceiptCompleted { request_id, .. } => request_id,
+            _ => return false,
+        };
+        self.skip.contains(&id.key())
+    }
+
     fn apply(&mut self, offset: u64, kind: Kind, len: usize, d: Decoded<'_>) -> Result<(), Error> {
         self.records += 1;
+        if !self.skip.is_empty() && self.skipped(&d) {
+            self.acct.note(kind, len, 0);
+            return Ok(());
+        }
         match d {
             Decoded::RunStarted { run_id, started_at } => {
                 let run_id: Arc<str> = run_id.to_string().into();
@@ -505,6 +524,40 @@ pub(crate) fn read(path: &Path, file: &File, limit: u64, reserve: bool) -> Resul
         offset: HEADER_LEN as u64,
         what: "a receipt begins twice".into(),
     })
+}
+
+/// [`read`] for compaction: the live state only. Receipts cleared before `limit` are found
+/// first (one light pass over the clears), then skipped by the fold instead of being built
+/// and dropped at their clear: a clear of a million receipts would otherwise have compaction
+/// allocate and free every request and reply it held. The file was checked when it was
+/// opened; the receipts skipped are not checked again.
+pub(crate) fn read_live(path: &Path, file: &File, limit: u64) -> Result<Recovered, Error> {
+    let mut skip = FastSet::default();
+    scan(path, file, HEADER_LEN as u64, limit, |offset, payload| {
+        let mut r = Reader::new(payload);
+        while !r.is_empty() {
+            let (_, _, d) = r.record().map_err(|e| Error::Corrupt {
+                path: path.to_owned(),
+                offset,
+                what: format!(
+                    "a record in the block at byte offset {offset} cannot be read ({}) although its block's checksum is right",
+                    e.0
+                ),
+            })?;
+            if let Decoded::ReceiptsCleared { ids, .. } = d {
+                skip.extend(cleared_ids(ids).map(|(id, _)| id.key()));
+            }
+        }
+        Ok(())
+    })?;
+    let mut fold = Fold::for_bytes(path, 0);
+    fold.skip = skip;
+    let end = scan_folding(path, file, limit, &mut fold)?;
+    match fold.finish(end.tail) {
+        Ok(recovered) => Ok(recovered),
+        // Never skipped: a repeat among the live receipts, said where as `read` says it.
+        Err(RepeatedBegin) => Ok(read(path, file, limit, false)?.recovered),
+    }
 }
 
 /// Bytes of block payloads handed from the reading thread to the folding one at a time.

@@ -306,3 +306,38 @@ fn the_recorded_end_follows_the_log_while_open_through_compaction_and_at_close()
     assert_eq!(r.receipts.len(), 200 / 5 + 1 + 3);
     drop(j);
 }
+
+#[test]
+fn compactions_fold_skips_cleared_receipts_and_keeps_what_a_full_fold_keeps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let j = cleared_mostly(tmp.path(), 200);
+    // A receipt begun, cleared while it ran (its completion comes after the clear's record
+    // in no valid journal, so it never completes), and a live one completed after the clear.
+    let (cut, late) = (key(900), key(901));
+    j.append_batch([
+        &begun(&cut, "{}", 600),
+        &begun(&late, "{}", 601),
+        &Record::ReceiptsCleared(Cleared {
+            at: 602,
+            reason: "stuck",
+            operator: "ops",
+            ids: &[ClearedId {
+                request_id: cut.clone(),
+                digest: digest("{}"),
+            }],
+        }),
+        &completed(&late, b"{\"ok\":true}", 603),
+    ])
+    .unwrap()
+    .wait()
+    .unwrap();
+    let end = j.stats().bytes;
+    j.close().unwrap();
+    let path = tmp.path().join(files::LOG_FILE);
+    let file = files::open_file(&path, false, false).unwrap();
+    let full = recover::read(&path, &file, end, false).unwrap().recovered;
+    let live = recover::read_live(&path, &file, end).unwrap();
+    assert_eq!(live, full);
+    assert_eq!((live.receipts.len(), live.tombstones.len()), (42, 161));
+    assert!(live.receipts.iter().any(|r| r.request_id == late));
+}
