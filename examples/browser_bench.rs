@@ -170,8 +170,10 @@ impl Host {
 /// browser outlives it.
 impl Drop for Host {
     fn drop(&mut self) {
-        // SAFETY: signalling our own child, which has not been reaped yet.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_child(&self.child),
+            rustix::process::Signal::TERM,
+        );
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.root);
     }

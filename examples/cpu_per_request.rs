@@ -27,17 +27,13 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// User and system CPU seconds of the whole process.
 fn process_cpu() -> f64 {
-    // SAFETY: rusage is plain data; getrusage fills it and cannot fail for RUSAGE_SELF.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-    let t = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6;
-    t(ru.ru_utime) + t(ru.ru_stime)
+    // The process's CPU clock: the sum getrusage(RUSAGE_SELF) gives, in nanoseconds.
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 /// CPU seconds of the calling thread.
 fn thread_cpu() -> f64 {
-    // SAFETY: timespec is plain data; clock_gettime fills it for this thread's clock.
-    let mut ts: libc::timespec = unsafe { std::mem::zeroed() };
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
     ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9
 }
 

@@ -33,22 +33,20 @@ fn touch_fresh(bytes: usize) -> f64 {
     // SAFETY: a private anonymous mapping of `bytes`; only its own pages are written, and it
     // is unmapped before returning.
     unsafe {
-        let p = libc::mmap(
+        let p = rustix::mm::mmap_anonymous(
             std::ptr::null_mut(),
             bytes,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED, "mmap of {bytes} bytes");
+            rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+            rustix::mm::MapFlags::PRIVATE | rustix::mm::MapFlags::NORESERVE,
+        )
+        .unwrap_or_else(|e| panic!("mmap of {bytes} bytes: {e}"));
         let p = p.cast::<u8>();
         let started = Instant::now();
         for off in (0..bytes).step_by(PAGE) {
             p.add(off).write_volatile(1);
         }
         let ns = started.elapsed().as_nanos() as f64 / (bytes / PAGE) as f64;
-        libc::munmap(p.cast(), bytes);
+        let _ = rustix::mm::munmap(p.cast(), bytes);
         ns
     }
 }

@@ -43,7 +43,7 @@ fn reply(n: u64) -> String {
 fn sectors_written(dir: &Path) -> Option<u64> {
     use std::os::unix::fs::MetadataExt;
     let dev = std::fs::metadata(dir).ok()?.dev();
-    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    let (major, minor) = (rustix::fs::major(dev), rustix::fs::minor(dev));
     let stats = std::fs::read_to_string("/proc/diskstats").ok()?;
     stats.lines().find_map(|l| {
         let f: Vec<&str> = l.split_whitespace().collect();
@@ -267,10 +267,8 @@ fn recovery(dir: &Path, receipts: u64) {
     drop(j);
     // Cold: the file's pages dropped from the page cache (only this file's), as after a reboot.
     {
-        use std::os::fd::AsRawFd;
         let f = std::fs::File::open(dir.join(polaris::journal::LOG_FILE)).unwrap();
-        // SAFETY: advice on a descriptor we own; no memory is involved.
-        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+        let _ = rustix::fs::fadvise(&f, 0, None, rustix::fs::Advice::DontNeed);
     }
     let t = Instant::now();
     let (j, r) = Journal::open(dir, Options::default()).unwrap();

@@ -509,12 +509,7 @@ impl Trace {
 
 /// `CLOCK_MONOTONIC` now, in ns: the clock [`Instant`] reads on Linux.
 fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid timespec for the call to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let ts = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -559,8 +554,7 @@ fn pace(
     burst: bool,
 ) -> Result<(), String> {
     // Sleeps end within ~10 µs of their deadline instead of the default 50 µs slack.
-    // SAFETY: PR_SET_TIMERSLACK takes a plain integer and changes only this thread.
-    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 10_000u64) };
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(10_000));
     let slots = if burst { 1 } else { PACER_SLOTS };
     let slot_ns = 1_000_000 / slots;
     let mut tick: u64 = 1;
@@ -738,8 +732,7 @@ fn proc_cpu(pid: u32) -> Result<f64, String> {
         .ok_or("an unreadable /proc stat line")?;
     let f: Vec<&str> = after.split_whitespace().collect();
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = rustix::param::clock_ticks_per_second() as f64;
     // utime and stime are fields 14 and 15 of the line, 11 and 12 after the command name.
     Ok((ticks(11) + ticks(12)) / hz)
 }

@@ -144,8 +144,7 @@ fn cpu_seconds(pid: u32) -> f64 {
             .and_then(|f| f.parse::<f64>().ok())
             .unwrap_or(0.0)
     };
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    let hz = rustix::param::clock_ticks_per_second() as f64;
     (ticks(11) + ticks(12)) / hz
 }
 
@@ -185,8 +184,10 @@ fn serve_until_hello(bin: &Path, root: &Path, journal: &Path) -> (f64, f64) {
         assert!(t.elapsed() < Duration::from_secs(120), "no answer");
         std::thread::sleep(Duration::from_millis(2));
     };
-    // SAFETY: a signal to the child this process spawned and still owns.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    );
     child.wait().unwrap();
     took
 }

@@ -628,7 +628,7 @@ fn read_password_file(path: &std::path::Path) -> Result<String, String> {
     let shown = path.display();
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
         .map_err(|e| format!("cannot read --ledger-password-file {shown} ({e}); name the file itself, not a symlink"))?;
     let meta = file

@@ -394,10 +394,10 @@ impl EffectsFile {
             .append(true)
             .mode(0o600)
             // Never written through a symlink (SPEC §10: files the host opens by name).
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(path)
             .map_err(|e| {
-                if e.raw_os_error() == Some(libc::ELOOP) {
+                if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
                     std::io::Error::other(
                         "it is a symlink, which is never followed; name the file itself",
                     )

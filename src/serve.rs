@@ -332,9 +332,9 @@ impl Running {
 /// A signal before the host was ready: it has answered nobody, so it ends at once, as the
 /// signal's default would have ended it (exit status 128 + the signal's number). A journal cut
 /// short in its recovery is recovered by the next start, as after any kill.
-fn ended_while_starting(name: &str, signal: i32) -> ! {
+fn ended_while_starting(name: &str, signal: rustix::process::Signal) -> ! {
     tracing::warn!("{name} before the host was ready: ending without serving");
-    std::process::exit(128 + signal)
+    std::process::exit(128 + signal.as_raw())
 }
 
 /// `polaris serve` itself: serves with the given executor until SIGINT or SIGTERM, then
@@ -380,8 +380,8 @@ pub async fn run(
         // gracefully, below.
         biased;
         started = starting => started?,
-        _ = term.recv() => ended_while_starting("SIGTERM", libc::SIGTERM),
-        _ = interrupt.recv() => ended_while_starting("SIGINT", libc::SIGINT),
+        _ = term.recv() => ended_while_starting("SIGTERM", rustix::process::Signal::TERM),
+        _ = interrupt.recv() => ended_while_starting("SIGINT", rustix::process::Signal::INT),
     };
     let mut failure = running.host.journal_failure();
     tokio::select! {

@@ -257,8 +257,8 @@ async fn a_browser_killed_mid_action_is_restarted_and_verification_reads_in_the_
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    // SAFETY: the process group of the browser this test's host started.
-    unsafe { libc::killpg(old[0], libc::SIGKILL) };
+    // The process group of the browser this test's host started.
+    kill_group(old[0]);
     let e = err(&r.c.wait(&rid).await, "OUTCOME_UNCERTAIN").clone();
     assert!(
         e["message"].as_str().unwrap().contains("browser went away"),
@@ -691,8 +691,8 @@ async fn killed_mid_post(r: &mut Rig, title: &str, browser: bool) -> String {
     r.c.send(&rid, "page.click", click(&task, saved())).await;
     until_received(r, 1).await;
     if browser {
-        // SAFETY: the process group of the browser this test's host started.
-        unsafe { libc::killpg(old[0], libc::SIGKILL) };
+        // The process group of the browser this test's host started.
+        kill_group(old[0]);
     } else {
         assert!(kill_renderers(r.pid()) > 0, "a renderer to kill");
     }

@@ -8,61 +8,44 @@
 
 mod browser_common;
 mod common;
+#[path = "browser_common/rig.rs"]
+mod rig;
 
 use browser_common::*;
 use common::*;
-use polaris::webapp::WebApp;
 use serde_json::{json, Value};
 
 /// What the file outside the allowed directory holds.
 const SECRET: &str = "MARKER-OUTSIDE-THE-ALLOWED-DIR";
 
-/// A host with the Chromium executor, and the files it may or may not open.
-struct Rig {
-    /// `secret.html` (outside `pages/`) and `pages/`.
-    files: tempfile::TempDir,
-    _reaper: Reaper,
-    host: TestHost,
-    c: Conn,
+/// A host with the Chromium executor, and the files it may or may not open: `secret.html`
+/// (outside `pages/`) and `pages/`.
+type Rig = rig::BrowserHost;
+
+/// A host; with `allow`, started with `--allow-file-urls <files>/pages`.
+async fn start(allow: bool) -> Option<Rig> {
+    let files = tempfile::tempdir().unwrap();
+    let pages = files.path().join("pages");
+    std::fs::create_dir(&pages).unwrap();
+    let secret = files.path().join("secret.html");
+    std::fs::write(&secret, format!("<p id=s>{SECRET}</p>")).unwrap();
+    std::fs::write(
+        pages.join("index.html"),
+        format!(
+            "<title>Allowed</title><p id=hello>hello from a local page</p><a id=out href=\"file://{}\">out</a>",
+            secret.display()
+        ),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(&secret, pages.join("link.html")).unwrap();
+    rig::Setup::new(5000)
+        .files(files)
+        .file_urls(allow.then_some("pages"))
+        .start()
+        .await
 }
 
 impl Rig {
-    /// A host; with `allow`, started with `--allow-file-urls <files>/pages`.
-    async fn start(allow: bool) -> Option<Rig> {
-        let chromium = chromium_or_skip()?;
-        let files = tempfile::tempdir().unwrap();
-        let pages = files.path().join("pages");
-        std::fs::create_dir(&pages).unwrap();
-        let secret = files.path().join("secret.html");
-        std::fs::write(&secret, format!("<p id=s>{SECRET}</p>")).unwrap();
-        std::fs::write(
-            pages.join("index.html"),
-            format!(
-                "<title>Allowed</title><p id=hello>hello from a local page</p><a id=out href=\"file://{}\">out</a>",
-                secret.display()
-            ),
-        )
-        .unwrap();
-        std::os::unix::fs::symlink(&secret, pages.join("link.html")).unwrap();
-        let mut args = serve_args(&chromium, 5000);
-        if allow {
-            args.push("--allow-file-urls".into());
-            args.push(pages.display().to_string());
-        }
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let host = TestHost::start(&args);
-        let reaper = Reaper {
-            host_pid: host.child.as_ref().unwrap().id(),
-        };
-        let c = host.conn().await;
-        Some(Rig {
-            files,
-            _reaper: reaper,
-            host,
-            c,
-        })
-    }
-
     fn url(&self, rel: &str) -> String {
         format!("file://{}/{rel}", self.files.path().display())
     }
@@ -91,18 +74,10 @@ impl Rig {
     }
 }
 
-impl Drop for Rig {
-    fn drop(&mut self) {
-        if self.host.child.is_some() {
-            self.host.terminate();
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_flag_no_local_file_opens_and_nothing_is_stored() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(false).await else {
+    let Some(mut r) = start(false).await else {
         return;
     };
     let pid = r.host.child.as_ref().unwrap().id();
@@ -124,8 +99,7 @@ async fn without_the_flag_no_local_file_opens_and_nothing_is_stored() {
     assert!(browsers_of(pid).is_empty(), "a browser was started");
 
     // A page on the web may not be sent to a local file either.
-    let app = WebApp::start().await.expect("the web app starts");
-    let (_, t) = r.start_at(&app.url()).await;
+    let (_, t) = r.start_at(&r.app.url()).await;
     let task = ok(&t)["taskId"].as_str().unwrap().to_owned();
     let n =
         r.c.call(
@@ -143,7 +117,7 @@ async fn without_the_flag_no_local_file_opens_and_nothing_is_stored() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_flag_only_files_inside_the_directory_are_read() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(true).await else {
+    let Some(mut r) = start(true).await else {
         return;
     };
     // Inside: opens, and reads.

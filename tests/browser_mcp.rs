@@ -73,8 +73,10 @@ struct StopGently(HostProcess);
 
 impl Drop for StopGently {
     fn drop(&mut self) {
-        // SAFETY: signalling the host process this test started.
-        unsafe { libc::kill(self.0.child.id() as i32, libc::SIGTERM) };
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_child(&self.0.child),
+            rustix::process::Signal::TERM,
+        );
         for _ in 0..100 {
             if matches!(self.0.child.try_wait(), Ok(Some(_))) {
                 break;

@@ -11,6 +11,8 @@
 
 mod browser_common;
 mod common;
+#[path = "browser_common/rig.rs"]
+mod rig;
 
 use std::time::Duration;
 
@@ -20,41 +22,27 @@ use polaris::webapp::{ReceivedRequest, WebApp};
 use serde_json::{json, Value};
 
 /// A host with the Chromium executor and the web app it may (or may not) reach.
-struct Rig {
-    app: WebApp,
-    _reaper: Reaper,
-    host: TestHost,
-    c: Conn,
+type Rig = rig::BrowserHost;
+
+/// A host started with `--allow-origin` for each value `allowed` gives for the app.
+async fn start(allowed: impl FnOnce(&WebApp) -> Vec<String> + 'static) -> Option<Rig> {
+    start_with(allowed, &[]).await
+}
+
+/// The same, with `extra` flags.
+async fn start_with(
+    allowed: impl FnOnce(&WebApp) -> Vec<String> + 'static,
+    extra: &[&str],
+) -> Option<Rig> {
+    rig::Setup::new(3000)
+        .allowing(allowed)
+        .file_urls(None)
+        .flags(extra)
+        .start()
+        .await
 }
 
 impl Rig {
-    /// A host started with `--allow-origin` for each value `allowed` gives for the app.
-    async fn start(allowed: impl Fn(&WebApp) -> Vec<String>) -> Option<Rig> {
-        Rig::start_with(allowed, &[]).await
-    }
-
-    /// The same, with `extra` flags.
-    async fn start_with(allowed: impl Fn(&WebApp) -> Vec<String>, extra: &[&str]) -> Option<Rig> {
-        let chromium = chromium_or_skip()?;
-        let app = WebApp::start().await.expect("the web app starts");
-        let allowed = allowed(&app);
-        let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
-        let mut args = serve_args_allowing(&chromium, 3000, &allowed);
-        args.extend(extra.iter().map(|s| s.to_string()));
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let host = TestHost::start(&args);
-        let reaper = Reaper {
-            host_pid: host.child.as_ref().unwrap().id(),
-        };
-        let c = host.conn().await;
-        Some(Rig {
-            app,
-            _reaper: reaper,
-            host,
-            c,
-        })
-    }
-
     fn main_origin(&self) -> String {
         format!("http://{}", self.app.addr())
     }
@@ -69,10 +57,6 @@ impl Rig {
             .collect()
     }
 
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.c.call(method, params).await
-    }
-
     /// A task on the app's `/reach` page.
     async fn reach_task(&mut self) -> String {
         let url = self.app.url_of("/reach");
@@ -81,14 +65,6 @@ impl Rig {
             .await;
         assert_eq!(r["ok"], true, "{r}\n{}", self.host.log());
         r["result"]["taskId"].as_str().unwrap().to_owned()
-    }
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        if self.host.child.is_some() {
-            self.host.terminate();
-        }
     }
 }
 
@@ -115,7 +91,7 @@ fn blocked<'a>(evidence: &'a Value, method: &str, path: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_flag_every_non_public_address_is_refused_before_anything_opens() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(|_| vec![]).await else {
+    let Some(mut r) = start(|_| vec![]).await else {
         return;
     };
     let port = r.app.addr().port();
@@ -177,7 +153,7 @@ async fn without_the_flag_every_non_public_address_is_refused_before_anything_op
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_allowed_origin_opens_but_its_page_reaches_no_other_private_origin() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(|app| vec![format!("http://{}", app.addr())]).await else {
+    let Some(mut r) = start(|app| vec![format!("http://{}", app.addr())]).await else {
         return;
     };
     let card_port = r.app.card_addr().port();
@@ -266,7 +242,7 @@ async fn an_allowed_origin_opens_but_its_page_reaches_no_other_private_origin() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bare_host_allows_every_port_so_the_same_page_reaches_the_second_origin() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(|_| vec!["127.0.0.1".into()]).await else {
+    let Some(mut r) = start(|_| vec!["127.0.0.1".into()]).await else {
         return;
     };
     let card_port = r.app.card_addr().port();
@@ -298,7 +274,7 @@ async fn a_bare_host_allows_every_port_so_the_same_page_reaches_the_second_origi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_block_holds_without_network_evidence() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start_with(
+    let Some(mut r) = start_with(
         |app| vec![format!("http://{}", app.addr())],
         &["--no-network-evidence"],
     )

@@ -9,50 +9,28 @@
 
 mod browser_common;
 mod common;
+#[path = "browser_common/rig.rs"]
+mod rig;
 
 use std::time::Duration;
 
 use browser_common::*;
 use common::*;
-use polaris::webapp::WebApp;
 use serde_json::{json, Value};
 
-/// A host with the Chromium executor, an upload directory, and the app it drives. Dropped in
-/// reverse order: the reaper kills the private browser while the host is still its parent.
-struct Rig {
-    app: WebApp,
-    uploads: tempfile::TempDir,
-    _reaper: Reaper,
-    host: TestHost,
-    c: Conn,
+/// A host with the Chromium executor, an upload directory (`files`), and the app it drives.
+type Rig = rig::BrowserHost;
+
+/// A host whose uploads come from `files`; the large pages of one test are local files,
+/// kept beside the uploads.
+async fn start(action_timeout_ms: u64) -> Option<Rig> {
+    rig::Setup::new(action_timeout_ms)
+        .files_for("--upload-dir")
+        .start()
+        .await
 }
 
 impl Rig {
-    async fn start(action_timeout_ms: u64) -> Option<Rig> {
-        let chromium = chromium_or_skip()?;
-        let app = WebApp::start().await.expect("the web app starts");
-        let uploads = tempfile::tempdir().expect("an upload directory");
-        let mut args = serve_args(&chromium, action_timeout_ms);
-        args.push("--upload-dir".into());
-        args.push(uploads.path().display().to_string());
-        // The large pages of one test are local files, kept beside the uploads.
-        args.push("--allow-file-urls".into());
-        args.push(uploads.path().display().to_string());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let host = TestHost::start(&args);
-        let reaper = Reaper {
-            host_pid: host.child.as_ref().unwrap().id(),
-        };
-        let c = host.conn().await;
-        Some(Rig {
-            app,
-            uploads,
-            _reaper: reaper,
-            host,
-            c,
-        })
-    }
-
     /// Starts a task on the site's form and returns its ID.
     async fn site(&mut self) -> String {
         let url = self.app.url_of("/site");
@@ -65,10 +43,6 @@ impl Rig {
             .await;
         assert_eq!(r["ok"], true, "{r}\n{}", self.host.log());
         r["result"]["taskId"].as_str().unwrap().to_owned()
-    }
-
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.c.call(method, params).await
     }
 
     /// `page.snapshot` as JSON nodes.
@@ -88,14 +62,6 @@ impl Rig {
     async fn read(&mut self, task: &str, target: Value) -> Value {
         self.call("page.read", json!({"taskId": task, "target": target}))
             .await
-    }
-}
-
-impl Drop for Rig {
-    fn drop(&mut self) {
-        if self.host.child.is_some() {
-            self.host.terminate();
-        }
     }
 }
 
@@ -141,7 +107,7 @@ async fn eventually(mut f: impl FnMut() -> bool) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn snapshot_shows_refs_across_shadow_root_and_frames() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = start(5000).await else {
         return;
     };
     let task = r.site().await;
@@ -250,7 +216,7 @@ fn not_sent<'a>(r: &'a Value, cause: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn locators_act_and_stale_or_ambiguous_targets_send_nothing() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = start(5000).await else {
         return;
     };
     let task = r.site().await;
@@ -352,7 +318,7 @@ async fn locators_act_and_stale_or_ambiguous_targets_send_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn select_check_and_upload_then_submit_send_the_values_once() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = start(5000).await else {
         return;
     };
     let task = r.site().await;
@@ -442,7 +408,7 @@ async fn select_check_and_upload_then_submit_send_the_values_once() {
     assert_eq!(post.visibility, "private");
 
     // An upload from the upload directory, then its form's submit.
-    std::fs::write(r.uploads.path().join("report.txt"), b"twelve bytes").unwrap();
+    std::fs::write(r.files.path().join("report.txt"), b"twelve bytes").unwrap();
     let n = r
         .call(
             "page.navigate",
@@ -476,7 +442,7 @@ async fn select_check_and_upload_then_submit_send_the_values_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_outside_the_upload_dir_are_bad_requests() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = start(5000).await else {
         return;
     };
     let task = r.site().await;
@@ -484,11 +450,11 @@ async fn uploads_outside_the_upload_dir_are_bad_requests() {
     std::fs::write(outside.path().join("secret.txt"), b"secret").unwrap();
     std::os::unix::fs::symlink(
         outside.path().join("secret.txt"),
-        r.uploads.path().join("link.txt"),
+        r.files.path().join("link.txt"),
     )
     .unwrap();
-    std::os::unix::fs::symlink(outside.path(), r.uploads.path().join("dir")).unwrap();
-    std::fs::create_dir(r.uploads.path().join("sub")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), r.files.path().join("dir")).unwrap();
+    std::fs::create_dir(r.files.path().join("sub")).unwrap();
     let secret = outside.path().join("secret.txt").display().to_string();
     for (file, says) in [
         (secret.as_str(), "relative"),
@@ -515,7 +481,7 @@ async fn uploads_outside_the_upload_dir_are_bad_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn navigate_follows_links_and_history_and_refuses_to_resend_a_form() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = start(5000).await else {
         return;
     };
     let task = r.site().await;
@@ -555,7 +521,7 @@ async fn navigate_follows_links_and_history_and_refuses_to_resend_a_form() {
     err(&bad, "BAD_REQUEST");
 
     // A page that is the answer to a POST: reloading it, or going back to it, re-sends it.
-    std::fs::write(r.uploads.path().join("a.txt"), b"a").unwrap();
+    std::fs::write(r.files.path().join("a.txt"), b"a").unwrap();
     ok(&r
         .call(
             "page.navigate",
@@ -654,7 +620,7 @@ async fn navigate_follows_links_and_history_and_refuses_to_resend_a_form() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_sees_the_late_button_and_screenshots_are_png() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(3000).await else {
+    let Some(mut r) = start(3000).await else {
         return;
     };
     let task = r.site().await;
@@ -738,10 +704,10 @@ async fn wait_sees_the_late_button_and_screenshots_are_png() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_large_page_is_outlined_within_its_bounds() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(10_000).await else {
+    let Some(mut r) = start(10_000).await else {
         return;
     };
-    let dir = r.uploads.path().to_path_buf();
+    let dir = r.files.path().to_path_buf();
     let page = |n: usize| {
         let items: String = (0..n)
             .map(|i| format!("<li><button type=button>Item {i}</button></li>"))
@@ -801,7 +767,7 @@ async fn a_large_page_is_outlined_within_its_bounds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_login_by_roles_and_typing_keeps_the_password_out_of_the_outline() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start(5000).await else {
+    let Some(mut r) = start(5000).await else {
         return;
     };
     let task = r.site().await;

@@ -8,47 +8,27 @@
 
 mod browser_common;
 mod common;
+#[path = "browser_common/rig.rs"]
+mod rig;
 
 use browser_common::*;
 use common::*;
-use polaris::webapp::WebApp;
 use serde_json::{json, Value};
 
-/// A host with the Chromium executor and a profile directory, and the app it drives. Dropped
-/// in reverse order: the reaper kills the private browser while the host is still its parent.
-struct Rig {
-    app: WebApp,
-    profiles: tempfile::TempDir,
-    _reaper: Reaper,
-    host: TestHost,
-    c: Conn,
+/// A host with the Chromium executor and a profile directory (`files`), and the app it drives.
+type Rig = rig::BrowserHost;
+
+async fn start() -> Option<Rig> {
+    rig::Setup::new(5000)
+        .files_for("--profile-dir")
+        .file_urls(None)
+        .start()
+        .await
 }
 
 impl Rig {
-    async fn start() -> Option<Rig> {
-        let chromium = chromium_or_skip()?;
-        let app = WebApp::start().await.expect("the web app starts");
-        let profiles = tempfile::tempdir().expect("a profile directory");
-        let mut args = serve_args(&chromium, 5000);
-        args.push("--profile-dir".into());
-        args.push(profiles.path().display().to_string());
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let host = TestHost::start(&args);
-        let reaper = Reaper {
-            host_pid: host.child.as_ref().unwrap().id(),
-        };
-        let c = host.conn().await;
-        Some(Rig {
-            app,
-            profiles,
-            _reaper: reaper,
-            host,
-            c,
-        })
-    }
-
     /// Starts a task on `path` of the site (with `extra` params) and returns its ID.
-    async fn task(&mut self, path: &str, extra: Value) -> String {
+    async fn task_on(&mut self, path: &str, extra: Value) -> String {
         let mut p = json!({"title": "work on the site", "url": self.app.url_of(path)});
         if let (Some(p), Some(extra)) = (p.as_object_mut(), extra.as_object()) {
             p.extend(extra.clone());
@@ -56,10 +36,6 @@ impl Rig {
         let r = self.c.call("task.start", p).await;
         assert_eq!(r["ok"], true, "{r}\n{}", self.host.log());
         r["result"]["taskId"].as_str().unwrap().to_owned()
-    }
-
-    async fn call(&mut self, method: &str, params: Value) -> Value {
-        self.c.call(method, params).await
     }
 
     /// A request that must be a `BAD_REQUEST` whose message says `says`, and store nothing.
@@ -83,21 +59,13 @@ impl Rig {
     }
 }
 
-impl Drop for Rig {
-    fn drop(&mut self) {
-        if self.host.child.is_some() {
-            self.host.terminate();
-        }
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tab_the_page_opens_is_recorded_listed_and_addressed() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start().await else {
+    let Some(mut r) = start().await else {
         return;
     };
-    let task = r.task("/site", json!({})).await;
+    let task = r.task_on("/site", json!({})).await;
     let c = r
         .call(
             "page.click",
@@ -223,10 +191,10 @@ async fn a_tab_the_page_opens_is_recorded_listed_and_addressed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_saved_login_starts_a_later_task_logged_in() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start().await else {
+    let Some(mut r) = start().await else {
         return;
     };
-    let a = r.task("/site/login", json!({})).await;
+    let a = r.task_on("/site/login", json!({})).await;
     ok(&r
         .call(
             "page.fill",
@@ -259,12 +227,12 @@ async fn a_saved_login_starts_a_later_task_logged_in() {
         .call("task.saveProfile", json!({"taskId": a, "profile": "ada"}))
         .await;
     ok(&saved);
-    let file = r.profiles.path().join("ada");
+    let file = r.files.path().join("ada");
     let mode =
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
     assert!(std::fs::read_to_string(&file).unwrap().contains("session"));
-    let b = r.task("/site", json!({"profile": "ada"})).await;
+    let b = r.task_on("/site", json!({"profile": "ada"})).await;
     let who = r
         .call("page.read", json!({"taskId": b, "target": "#who"}))
         .await;
@@ -276,7 +244,7 @@ async fn a_saved_login_starts_a_later_task_logged_in() {
         .await;
     assert_eq!(ok(&theme)["value"], "Theme: dark", "{theme}");
     // A task without the profile starts logged out: contexts stay separate.
-    let c = r.task("/site", json!({})).await;
+    let c = r.task_on("/site", json!({})).await;
     let who = r
         .call("page.read", json!({"taskId": c, "target": "#who"}))
         .await;
@@ -290,7 +258,7 @@ async fn a_saved_login_starts_a_later_task_logged_in() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn profiles_never_leave_their_directory() {
     let _one = one_at_a_time().await;
-    let Some(mut r) = Rig::start().await else {
+    let Some(mut r) = start().await else {
         return;
     };
     let url = r.app.url_of("/site");
@@ -300,11 +268,7 @@ async fn profiles_never_leave_their_directory() {
         b"{\"version\":1,\"cookies\":[]}",
     )
     .unwrap();
-    std::os::unix::fs::symlink(
-        outside.path().join("stolen"),
-        r.profiles.path().join("link"),
-    )
-    .unwrap();
+    std::os::unix::fs::symlink(outside.path().join("stolen"), r.files.path().join("link")).unwrap();
     for (name, says) in [
         ("../stolen", "profile"),
         ("a/b", "profile"),
@@ -320,7 +284,7 @@ async fn profiles_never_leave_their_directory() {
         )
         .await;
     }
-    let task = r.task("/site", json!({})).await;
+    let task = r.task_on("/site", json!({})).await;
     for name in ["../x", "a/b", "/tmp/x", &"x".repeat(65)] {
         r.refused(
             "task.saveProfile",
@@ -340,7 +304,7 @@ async fn profiles_never_leave_their_directory() {
         std::fs::read(outside.path().join("stolen")).unwrap(),
         b"{\"version\":1,\"cookies\":[]}"
     );
-    assert!(!std::fs::symlink_metadata(r.profiles.path().join("link"))
+    assert!(!std::fs::symlink_metadata(r.files.path().join("link"))
         .unwrap()
         .file_type()
         .is_symlink());

@@ -24,6 +24,7 @@ use std::time::Duration;
 use common::{err, ok, receipt, saved, start_task};
 use fleet::{eventually, Fleet, PATIENCE};
 use polaris::ledger::{Claim, Claimed, Completed, Ledger, LedgerConfig, HOSTS_KEPT};
+use rustix::process::Signal;
 use serde_json::{json, Value};
 
 /// A submit whose effect is observed at once.
@@ -135,7 +136,7 @@ async fn after_an_outage_longer_than_the_lease_live_hosts_keep_running_and_a_fro
         async move { applied.then_some(()) }
     })
     .await;
-    fleet.host("charlie").signal(libc::SIGSTOP);
+    fleet.host("charlie").signal(Signal::STOP);
 
     // PostgreSQL goes away for two leases: every lease lapses in the database's clock.
     fleet.pg.stop().expect("PostgreSQL stops");
@@ -202,7 +203,7 @@ async fn after_an_outage_longer_than_the_lease_live_hosts_keep_running_and_a_fro
     }
 
     // Charlie wakes up on a lost lease: it stops, non-zero, saying why.
-    fleet.host("charlie").signal(libc::SIGCONT);
+    fleet.host("charlie").signal(Signal::CONT);
     let status = fleet.host_mut("charlie").wait_exit();
     assert!(!status.success(), "a reaped host exits non-zero");
     let log = fleet.host("charlie").log();

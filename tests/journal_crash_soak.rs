@@ -347,7 +347,9 @@ async fn thirty_two_clients_through_twenty_two_kills_never_run_an_id_twice() {
         "receipts.used counts every ID created, no more: {status}"
     );
     let mut child = host.child.take().unwrap();
-    // SAFETY: a signal to our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    );
     assert!(child.wait().unwrap().success(), "{}", host.log());
 }

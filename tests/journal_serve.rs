@@ -101,8 +101,10 @@ impl Served {
     /// SIGTERM; returns the exit status.
     fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
-        // SAFETY: a signal to our own child process.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        );
         child.wait().unwrap()
     }
 
@@ -551,17 +553,16 @@ fn serve_with_file_limit(root: &Path, limit: u64) -> Child {
         .args(journal_args(root))
         .stdout(Stdio::null())
         .stderr(log);
-    // SAFETY: only async-signal-safe calls between fork and exec.
+    // SAFETY: only async-signal-safe calls between fork and exec (rustix makes the system
+    // call itself). libc's signal: rustix has no safe way to ignore a signal.
     unsafe {
         cmd.pre_exec(move || {
             libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
-            let lim = libc::rlimit {
-                rlim_cur: limit,
-                rlim_max: limit,
+            let limit = rustix::process::Rlimit {
+                current: Some(limit),
+                maximum: Some(limit),
             };
-            if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
+            rustix::process::setrlimit(rustix::process::Resource::Fsize, limit)?;
             Ok(())
         });
     }

@@ -324,8 +324,10 @@ async fn a_task_is_answered_from_the_journal_after_the_host_restarts() {
         (r["result"]["state"] == "completed").then_some(())
     })
     .await;
-    // SAFETY: a signal to our own child process.
-    unsafe { libc::kill(first.child.id() as i32, libc::SIGTERM) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_child(&first.child),
+        rustix::process::Signal::TERM,
+    );
     let stopped = first.child.wait().unwrap();
     assert!(stopped.success(), "the host stops cleanly: {stopped}");
     let _second = host(dir.path(), 10_000).await;

@@ -237,9 +237,8 @@ async fn shutdown_finishes_running_executions_and_removes_the_sockets() {
     )
     .await;
     tokio::time::sleep(Duration::from_millis(50)).await;
-    let pid = host.child.as_ref().unwrap().id() as i32;
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let pid = rustix::process::Pid::from_child(host.child.as_ref().unwrap());
+    let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
     tokio::time::sleep(Duration::from_millis(100)).await;
     // New work on an open connection is refused; nothing was executed.
     let refused = c.call("task.start", json!({"title": "too late"})).await;
@@ -416,12 +415,18 @@ fn a_signal_while_starting_ends_the_host_at_once_without_serving() {
     joining
         .recv_timeout(Duration::from_secs(30))
         .expect("the host connects to the ledger");
-    // SAFETY: a signal to our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::TERM,
+    );
     // Well inside the 20 s the start itself would have waited.
     let out = ended_within(child, Duration::from_secs(5));
     let log = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{log}");
+    assert_eq!(
+        out.status.code(),
+        Some(128 + rustix::process::Signal::TERM.as_raw()),
+        "{log}"
+    );
     assert!(log.contains("before the host was ready"), "{log}");
     assert!(
         !root.path().join("s/bridge.sock").exists(),

@@ -34,8 +34,10 @@ pub fn wait_for_socket(
 /// Asks `child` to stop with SIGTERM (a fleet host leaves its ledger cleanly), then kills it
 /// if it has not exited within 10 s; always reaps it.
 pub fn stop(child: &mut Child) {
-    // SAFETY: signalling our own child by its PID.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_child(child),
+        rustix::process::Signal::TERM,
+    );
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if let Ok(Some(_)) = child.try_wait() {

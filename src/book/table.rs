@@ -121,10 +121,14 @@ impl FaultAhead {
             // mapped writable. So it is sound on any range, even one whose buffer has since
             // been freed (a table replaced after the stretch was handed out): the host maps no
             // file shared and writable, so at worst a private page is copied unchanged.
-            let rc = unsafe {
-                libc::madvise(start as *mut libc::c_void, len, libc::MADV_POPULATE_WRITE)
+            let advised = unsafe {
+                rustix::mm::madvise(
+                    start as *mut std::ffi::c_void,
+                    len,
+                    rustix::mm::Advice::LinuxPopulateWrite,
+                )
             };
-            if rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+            if advised == Err(rustix::io::Errno::INVAL) {
                 UNKNOWN.store(true, Ordering::Relaxed);
             }
         }

@@ -50,9 +50,11 @@ impl AuditLog {
             options.read(true);
         }
         // Non-blocking, so a FIFO put in its place cannot hang the open.
-        options.custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK);
+        options.custom_flags(
+            (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32,
+        );
         let file = options.open(&self.path).map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
                 std::io::Error::other("it is a symbolic link, which Polaris does not follow; point --audit-log at a regular file")
             } else {
                 e

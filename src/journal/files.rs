@@ -3,7 +3,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -68,8 +67,7 @@ pub fn key(canonical: &Path) -> String {
 }
 
 fn euid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// Creates the journal directory (`0700`, parents too) or checks the one there: a real
@@ -124,10 +122,10 @@ pub fn open_file(path: &Path, write: bool, create: bool) -> Result<File, Error> 
         .write(write)
         .create(create)
         .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(path)
         .map_err(|e| {
-            if e.raw_os_error() == Some(libc::ELOOP) {
+            if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
                 Error::Insecure {
                     path: path.to_owned(),
                     why: "it is a symbolic link".into(),
@@ -190,16 +188,11 @@ impl Drop for DirLock {
 
 /// `flock(LOCK_EX | LOCK_NB)`: `Ok(false)` when another descriptor holds it.
 fn try_flock(file: &File) -> std::io::Result<bool> {
-    // SAFETY: flock on a file descriptor we own; no memory is involved.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc == 0 {
-        return Ok(true);
+    match rustix::fs::flock(file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
+        Ok(()) => Ok(true),
+        Err(rustix::io::Errno::WOULDBLOCK) => Ok(false),
+        Err(e) => Err(e.into()),
     }
-    let e = std::io::Error::last_os_error();
-    if e.kind() == std::io::ErrorKind::WouldBlock {
-        return Ok(false);
-    }
-    Err(e)
 }
 
 /// Takes the directory's lock without waiting, or says who holds it: first the directory
@@ -208,7 +201,7 @@ fn try_flock(file: &File) -> std::io::Result<bool> {
 pub fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
     let handle = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_DIRECTORY | libc::O_NOFOLLOW)
+        .custom_flags((rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::NOFOLLOW).bits() as i32)
         .open(dir)
         .map_err(io(dir, "opening the journal directory"))?;
     if !try_flock(&handle).map_err(io(dir, "locking the journal directory"))? {
@@ -256,7 +249,7 @@ fn holder(file: &mut File) -> Option<u32> {
 /// even when `journal.lock` was deleted or emptied.
 fn flock_holder(dir: &Path) -> Option<u32> {
     let meta = std::fs::symlink_metadata(dir).ok()?;
-    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    let (major, minor) = (rustix::fs::major(meta.dev()), rustix::fs::minor(meta.dev()));
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     for line in locks.lines() {
         // `1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF`; waiters' lines carry `->`.
@@ -288,9 +281,15 @@ pub fn lock_holder(dir: &Path) -> Option<u32> {
     }
     let mut file = open_file(&dir.join(LOCK_FILE), false, false).ok()?;
     let pid = holder(&mut file)?;
-    // SAFETY: signal 0 only checks that the process exists.
-    let alive = unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
-        || std::io::Error::last_os_error().raw_os_error() == Some(libc::EPERM);
+    let alive = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .is_some_and(|p| {
+            matches!(
+                rustix::process::test_kill_process(p),
+                Ok(()) | Err(rustix::io::Errno::PERM)
+            )
+        });
     alive.then_some(pid)
 }
 

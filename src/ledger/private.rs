@@ -11,6 +11,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+use rustix::process::{kill_process, test_kill_process, Pid, Signal};
+
 /// The environment variable that turns a missing PostgreSQL from "skip" into "fail" (CI sets it).
 pub const REQUIRE_ENV: &str = "POLARIS_REQUIRE_POSTGRES";
 
@@ -27,7 +29,7 @@ pub struct PrivatePostgres {
     bin: PathBuf,
     as_postgres: bool,
     /// The processes [`PrivatePostgres::freeze`] stopped, for `thaw` (and drop) to resume.
-    frozen: std::sync::Mutex<Vec<i32>>,
+    frozen: std::sync::Mutex<Vec<Pid>>,
 }
 
 impl PrivatePostgres {
@@ -180,17 +182,15 @@ impl PrivatePostgres {
         let Some(pid) = self.postmaster_pid() else {
             return Err("the private PostgreSQL is not running (no postmaster.pid)".to_string());
         };
-        // SAFETY: kill(2) with a pid read from the server's own lock file; no memory involved.
-        let rc = unsafe { libc::kill(pid, libc::SIGKILL) };
-        if rc != 0 {
+        if let Err(e) = kill_process(pid, Signal::KILL) {
             return Err(format!(
-                "cannot kill the postmaster {pid}: {}",
-                std::io::Error::last_os_error()
+                "cannot kill the postmaster {}: {}",
+                pid.as_raw_pid(),
+                std::io::Error::from(e)
             ));
         }
         for _ in 0..200 {
-            // SAFETY: signal 0 only checks that the process exists.
-            if unsafe { libc::kill(pid, 0) } != 0 {
+            if test_kill_process(pid).is_err() {
                 return Ok(());
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -208,8 +208,7 @@ impl PrivatePostgres {
         let mut frozen = self.frozen.lock().unwrap_or_else(|p| p.into_inner());
         // The postmaster first, so it starts no process that would escape the freeze.
         for target in std::iter::once(pid).chain(children_of(pid)) {
-            // SAFETY: kill(2) on the server's own processes; no memory involved.
-            if unsafe { libc::kill(target, libc::SIGSTOP) } == 0 {
+            if kill_process(target, Signal::STOP).is_ok() {
                 frozen.push(target);
             }
         }
@@ -220,8 +219,7 @@ impl PrivatePostgres {
     pub fn thaw(&self) {
         let mut frozen = self.frozen.lock().unwrap_or_else(|p| p.into_inner());
         for target in frozen.drain(..).rev() {
-            // SAFETY: as in `freeze`.
-            unsafe { libc::kill(target, libc::SIGCONT) };
+            let _ = kill_process(target, Signal::CONT);
         }
     }
 
@@ -245,9 +243,9 @@ impl PrivatePostgres {
         }
     }
 
-    fn postmaster_pid(&self) -> Option<i32> {
+    fn postmaster_pid(&self) -> Option<Pid> {
         let text = std::fs::read_to_string(self.data_dir().join("postmaster.pid")).ok()?;
-        text.lines().next()?.trim().parse().ok()
+        positive_pid(text.lines().next()?.trim().parse().ok()?)
     }
 
     fn data_dir(&self) -> PathBuf {
@@ -335,14 +333,14 @@ fn find_bin_dir() -> Result<PathBuf, String> {
 }
 
 /// The processes whose parent is `pid` (the postmaster's backends and helpers), from /proc.
-fn children_of(pid: i32) -> Vec<i32> {
+fn children_of(pid: Pid) -> Vec<Pid> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     entries
         .flatten()
         .filter_map(|entry| {
-            let child: i32 = entry.file_name().to_str()?.parse().ok()?;
+            let child = positive_pid(entry.file_name().to_str()?.parse().ok()?)?;
             let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
             // `pid (comm) state ppid …`: the command may hold spaces, so read after its `)`.
             let ppid: i32 = stat
@@ -352,7 +350,7 @@ fn children_of(pid: i32) -> Vec<i32> {
                 .nth(1)?
                 .parse()
                 .ok()?;
-            (ppid == pid).then_some(child)
+            (ppid == pid.as_raw_pid()).then_some(child)
         })
         .collect()
 }
@@ -364,9 +362,18 @@ fn which(program: &str) -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// A process ID as read from a file: `None` for zero or a negative number, which name no
+/// single process (to kill(2) they mean a whole process group).
+fn positive_pid(raw: i32) -> Option<Pid> {
+    if raw > 0 {
+        Pid::from_raw(raw)
+    } else {
+        None
+    }
+}
+
 fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
+    rustix::process::geteuid().is_root()
 }
 
 /// The `postgres` system user's uid and gid.

@@ -19,13 +19,9 @@ pub const TAKE_OVER_FLAG: &str = "--take-over-host-id";
 
 /// This machine's hostname: the default host ID, and how a run's machine is recorded.
 pub fn machine_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
-    // truncates, and the length is taken up to the first NUL.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    match (rc, std::str::from_utf8(&buf[..end])) {
-        (0, Ok(name)) if !name.is_empty() => name.to_owned(),
+    // What gethostname(2) reads on Linux: the node name of uname(2).
+    match rustix::system::uname().nodename().to_str() {
+        Ok(name) if !name.is_empty() => name.to_owned(),
         _ => "polaris-host".to_owned(),
     }
 }
@@ -106,13 +102,13 @@ pub(super) async fn register(
 
 /// Whether a process with this pid exists on this machine (one of another user counts).
 fn process_exists(pid: i64) -> bool {
-    let Ok(pid) = libc::pid_t::try_from(pid) else {
+    let Some(pid) = i32::try_from(pid)
+        .ok()
+        .filter(|&p| p > 0)
+        .and_then(rustix::process::Pid::from_raw)
+    else {
         return false;
     };
-    if pid <= 0 {
-        return false;
-    }
-    // SAFETY: signal 0 sends nothing; it only asks whether the process exists.
-    let rc = unsafe { libc::kill(pid, 0) };
-    rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+    // Signal 0 sends nothing; it only asks whether the process exists.
+    rustix::process::test_kill_process(pid) != Err(rustix::io::Errno::SRCH)
 }

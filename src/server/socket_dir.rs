@@ -66,8 +66,7 @@ pub fn resolve_socket_dir(explicit: Option<&Path>) -> PathBuf {
 /// The effective user ID of this process: the owner the socket directory must have, the only
 /// peer the sockets accept, and the operator named in the audit log.
 pub fn current_uid() -> u32 {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() }
+    rustix::process::geteuid().as_raw()
 }
 
 /// Checks every directory above the socket directory, as written and as resolved: each must

@@ -68,13 +68,22 @@ pub fn kill_renderers(host_pid: u32) -> usize {
     for g in browsers_of(host_pid) {
         for p in group_processes(g) {
             if p.kind == "renderer" {
-                // SAFETY: signalling a renderer of the browser this test's host started.
-                unsafe { libc::kill(p.pid, libc::SIGKILL) };
+                // A renderer of the browser this test's host started.
+                if let Some(pid) = rustix::process::Pid::from_raw(p.pid) {
+                    let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+                }
                 killed += 1;
             }
         }
     }
     killed
+}
+
+/// SIGKILL to process group `pgid` (a browser's).
+pub fn kill_group(pgid: i32) {
+    if let Some(group) = rustix::process::Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
 }
 
 /// Whether any process of group `pgid` is still alive.
@@ -91,8 +100,8 @@ pub struct Reaper {
 impl Drop for Reaper {
     fn drop(&mut self) {
         for g in browsers_of(self.host_pid) {
-            // SAFETY: the process group of a browser the test's own host started.
-            unsafe { libc::killpg(g, libc::SIGKILL) };
+            // The process group of a browser the test's own host started.
+            kill_group(g);
         }
     }
 }

@@ -1,40 +1,122 @@
 //! A `polaris serve --executor chromium` on a private browser with the web app it drives and a
-//! bridge connection, for the browser tests that act on the app's form (`tests/browser.rs`,
-//! `tests/browser_evidence.rs`). Included by path, since it needs the including test's
-//! `common` module.
+//! bridge connection, for the browser tests that drive the app or local pages
+//! (`tests/browser.rs`, `tests/browser_evidence.rs`, `tests/browser_files.rs`,
+//! `tests/browser_origins.rs`, `tests/browser_site.rs`, `tests/browser_tabs.rs`). Included by
+//! path, since it needs the including test's `common` module.
 
 #![allow(dead_code)]
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use polaris::webapp::WebApp;
 use serde_json::{json, Value};
 
-use crate::browser_common::{chromium_or_skip, serve_args, Reaper};
+use crate::browser_common::{chromium_or_skip, serve_args, serve_args_allowing, Reaper};
 use crate::common::{ok, Conn, TestHost};
 
-/// The host and the app it drives, allowed to open local pages from `files`. Dropped in order after the host is asked to stop: the
-/// reaper kills the private browser while the host is still its parent, then the host goes.
+/// The host and the app it drives, with a directory of its own (`files`). Dropped in order after
+/// the host is asked to stop: the reaper kills the private browser while the host is still its
+/// parent, then the host goes.
 pub struct BrowserHost {
     pub app: WebApp,
-    /// The directory local pages open from (`--allow-file-urls`).
+    /// The host's directory: where local pages open from (`--allow-file-urls`) unless the
+    /// [`Setup`] says otherwise, and what any flag named by [`Setup::files_for`] points at.
     pub files: tempfile::TempDir,
     _reaper: Reaper,
     pub host: TestHost,
     pub c: Conn,
 }
 
-impl BrowserHost {
-    /// A host whose actions have `action_timeout_ms`, with `extra` flags; `None` (after a
-    /// `skipped:` line) without a browser.
-    pub async fn start(action_timeout_ms: u64, extra: &[&str]) -> Option<BrowserHost> {
+/// The `--allow-origin` values for an app.
+type Allowed = Box<dyn FnOnce(&WebApp) -> Vec<String>>;
+
+/// How a [`BrowserHost`] starts: its action timeout, the origins it may reach, where local
+/// pages may open from, and any other flags.
+pub struct Setup {
+    action_timeout_ms: u64,
+    allowed: Option<Allowed>,
+    file_urls: Option<PathBuf>,
+    files: Option<tempfile::TempDir>,
+    files_for: Vec<String>,
+    extra: Vec<String>,
+}
+
+impl Setup {
+    /// Actions with `action_timeout_ms`; every port of 127.0.0.1 allowed; local pages open
+    /// from `files`, a fresh empty directory.
+    pub fn new(action_timeout_ms: u64) -> Setup {
+        Setup {
+            action_timeout_ms,
+            allowed: None,
+            file_urls: Some(PathBuf::new()),
+            files: None,
+            files_for: Vec::new(),
+            extra: Vec::new(),
+        }
+    }
+
+    /// One `--allow-origin` per value `allowed` gives for the app, instead of 127.0.0.1.
+    pub fn allowing(mut self, allowed: impl FnOnce(&WebApp) -> Vec<String> + 'static) -> Setup {
+        self.allowed = Some(Box::new(allowed));
+        self
+    }
+
+    /// Local pages open from this subdirectory of `files` (`""` for `files` itself), or, with
+    /// `None`, are refused (no `--allow-file-urls`).
+    pub fn file_urls(mut self, under: Option<&str>) -> Setup {
+        self.file_urls = under.map(PathBuf::from);
+        self
+    }
+
+    /// `files` is this directory, prepared before the host starts, instead of an empty one.
+    pub fn files(mut self, dir: tempfile::TempDir) -> Setup {
+        self.files = Some(dir);
+        self
+    }
+
+    /// `flag` is given `files` as its value too (e.g. `--upload-dir`, `--profile-dir`).
+    pub fn files_for(mut self, flag: &str) -> Setup {
+        self.files_for.push(flag.to_owned());
+        self
+    }
+
+    /// More flags, as given.
+    pub fn flags(mut self, extra: &[&str]) -> Setup {
+        self.extra.extend(extra.iter().map(|s| s.to_string()));
+        self
+    }
+
+    /// Starts the app and the host; `None` (after a `skipped:` line) without a browser.
+    pub async fn start(self) -> Option<BrowserHost> {
         let chromium = chromium_or_skip()?;
         let app = WebApp::start().await.expect("the web app starts");
-        let files = tempfile::tempdir().expect("a directory for local pages");
-        let mut args = serve_args(&chromium, action_timeout_ms);
-        args.push("--allow-file-urls".into());
-        args.push(files.path().display().to_string());
-        args.extend(extra.iter().map(|s| s.to_string()));
+        let files = match self.files {
+            Some(dir) => dir,
+            None => tempfile::tempdir().expect("a directory for the host"),
+        };
+        let mut args = match self.allowed {
+            Some(allowed) => {
+                let allowed = allowed(&app);
+                let allowed: Vec<&str> = allowed.iter().map(String::as_str).collect();
+                serve_args_allowing(&chromium, self.action_timeout_ms, &allowed)
+            }
+            None => serve_args(&chromium, self.action_timeout_ms),
+        };
+        for flag in self.files_for {
+            args.push(flag);
+            args.push(files.path().display().to_string());
+        }
+        if let Some(under) = self.file_urls {
+            let dir = if under.as_os_str().is_empty() {
+                files.path().to_path_buf()
+            } else {
+                files.path().join(under)
+            };
+            args.push("--allow-file-urls".into());
+            args.push(dir.display().to_string());
+        }
+        args.extend(self.extra);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let host = TestHost::start(&args);
         let reaper = Reaper {
@@ -48,6 +130,14 @@ impl BrowserHost {
             host,
             c,
         })
+    }
+}
+
+impl BrowserHost {
+    /// A host whose actions have `action_timeout_ms`, with `extra` flags and [`Setup::new`]'s
+    /// defaults; `None` (after a `skipped:` line) without a browser.
+    pub async fn start(action_timeout_ms: u64, extra: &[&str]) -> Option<BrowserHost> {
+        Setup::new(action_timeout_ms).flags(extra).start().await
     }
 
     /// The host's process ID.

@@ -149,8 +149,10 @@ impl TestHost {
     /// Sends SIGTERM and waits for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
-        // SAFETY: sending a signal to our own child process.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let _ = rustix::process::kill_process(
+            rustix::process::Pid::from_child(&child),
+            rustix::process::Signal::TERM,
+        );
         child.wait().unwrap()
     }
 }

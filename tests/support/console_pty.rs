@@ -290,8 +290,10 @@ pub fn blocked_matches(console: &Console, host: &TestHost, n: u64) -> String {
 /// directory, audit log and journal with `args`; returns once the new run answers.
 pub fn kill_and_restart(host: &mut TestHost, args: &[&str]) {
     let mut child = host.child.take().expect("running");
-    // SAFETY: sending a signal to our own child process.
-    unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_child(&child),
+        rustix::process::Signal::KILL,
+    );
     child.wait().unwrap();
     let log = std::fs::File::create(host.root.path().join("serve-restarted.log")).unwrap();
     let child = std::process::Command::new(crate::common::polaris_bin())

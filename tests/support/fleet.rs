@@ -116,10 +116,10 @@ impl FleetHost {
     }
 
     /// Sends `signal` to the process (`SIGSTOP` freezes it as a hung machine would).
-    pub fn signal(&self, signal: i32) {
-        let pid = self.child.as_ref().expect("running").id() as i32;
-        // SAFETY: a signal to our own child process.
-        assert_eq!(unsafe { libc::kill(pid, signal) }, 0, "signal {signal}");
+    pub fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_child(self.child.as_ref().expect("running"));
+        rustix::process::kill_process(pid, signal)
+            .unwrap_or_else(|e| panic!("signal {signal:?}: {e}"));
     }
 
     /// Whether the process is still running.
@@ -175,8 +175,10 @@ impl Drop for FleetHost {
     fn drop(&mut self) {
         if let Some(mut c) = self.child.take() {
             // A stopped process must be resumed to die promptly and release its sockets.
-            // SAFETY: signals to our own child process.
-            unsafe { libc::kill(c.id() as i32, libc::SIGCONT) };
+            let _ = rustix::process::kill_process(
+                rustix::process::Pid::from_child(&c),
+                rustix::process::Signal::CONT,
+            );
             let _ = c.kill();
             let _ = c.wait();
         }

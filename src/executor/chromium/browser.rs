@@ -5,7 +5,7 @@
 //! group of its own: its helpers (zygotes, renderers, the network service, a crash handler)
 //! stay in that group, so killing the group leaves nothing behind.
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -99,41 +99,21 @@ pub struct Browser {
 }
 
 fn pipe_pair() -> std::io::Result<(OwnedFd, OwnedFd)> {
-    let mut fds = [0 as RawFd; 2];
-    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
-    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: pipe2 succeeded, so both are open descriptors that nothing else owns.
-    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+    Ok(rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?)
 }
 
 /// Asks the kernel for a [`PIPE_BYTES`] pipe; a smaller one (a lower system limit) still
 /// works, only with more turns.
 fn widen(fd: &OwnedFd) {
-    // SAFETY: F_SETPIPE_SZ on a pipe descriptor we own; failure leaves the pipe as it was.
-    let n = unsafe {
-        libc::fcntl(
-            fd.as_raw_fd(),
-            libc::F_SETPIPE_SZ,
-            PIPE_BYTES as libc::c_int,
-        )
-    };
-    if n < 0 {
-        tracing::debug!(error = %std::io::Error::last_os_error(), "the DevTools pipe keeps its default size");
+    if let Err(e) = rustix::pipe::fcntl_setpipe_size(fd, PIPE_BYTES) {
+        tracing::debug!(error = %std::io::Error::from(e), "the DevTools pipe keeps its default size");
     }
 }
 
 /// A close-on-exec copy numbered 10 or above, so moving it onto 3 or 4 in the child can never
 /// overwrite the other end first.
 fn high_copy(fd: &OwnedFd) -> std::io::Result<OwnedFd> {
-    // SAFETY: duplicating a descriptor we own.
-    let n = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 10) };
-    if n < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: fcntl returned a fresh descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(n) })
+    Ok(rustix::io::fcntl_dupfd_cloexec(fd, 10)?)
 }
 
 static LAUNCHES: AtomicU64 = AtomicU64::new(0);
@@ -157,8 +137,7 @@ fn remove_orphaned_profiles(temp: &Path) {
         };
         let mine = e.metadata().is_ok_and(|m| {
             use std::os::unix::fs::MetadataExt;
-            // SAFETY: geteuid has no preconditions.
-            m.is_dir() && m.uid() == unsafe { libc::geteuid() }
+            m.is_dir() && m.uid() == rustix::process::geteuid().as_raw()
         });
         if mine && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(e.path());
@@ -219,8 +198,7 @@ fn flags(profile: &Path) -> Vec<String> {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } == 0 {
+    if rustix::process::geteuid().is_root() {
         // Chromium refuses to run as root with its sandbox on.
         v.push("--no-sandbox".into());
     }
@@ -327,7 +305,8 @@ impl Browser {
             .stderr(log)
             .process_group(0);
         // SAFETY: only async-signal-safe calls between fork and exec. dup2 clears
-        // close-on-exec on 3 and 4; the sources (≥ 10) close at exec.
+        // close-on-exec on 3 and 4; the sources (≥ 10) close at exec. (libc's dup2: rustix's
+        // wants the target as an owned descriptor, and 3 and 4 may not even be open here.)
         unsafe {
             cmd.pre_exec(move || {
                 if libc::dup2(cin, 3) < 0 || libc::dup2(cout, 4) < 0 {
@@ -377,9 +356,11 @@ impl Browser {
             return;
         };
         self.cdp.close(STOPPED);
-        // SAFETY: signalling the process group this browser leads; it was started with
-        // process_group(0) and has not been reaped yet, so the id is still ours.
-        unsafe { libc::killpg(self.pid, libc::SIGKILL) };
+        // The group this browser leads: it was started with process_group(0) and has not been
+        // reaped yet, so the id is still ours.
+        if let Some(group) = rustix::process::Pid::from_raw(self.pid) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
         let _ = child.wait();
         let _ = std::fs::remove_dir_all(&self.user_data_dir);
         tracing::debug!(pid = self.pid, "Chromium's process group killed");

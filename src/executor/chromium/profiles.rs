@@ -74,7 +74,7 @@ pub fn load(dir: Option<&Path>, name: &str) -> Result<Profile, String> {
     let path = profile_path(dir, name)?;
     let file = OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
         .open(&path)
         .map_err(|e| format!("profile {name:?} cannot be opened: {e}"))?;
     let mut text = String::new();
@@ -108,7 +108,7 @@ pub fn save(dir: Option<&Path>, name: &str, profile: &Profile) -> Result<(), Str
             .write(true)
             .create_new(true)
             .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
             .open(&temp)?;
         f.write_all(&text)?;
         f.sync_all()?;
