@@ -661,94 +661,7 @@ fn read_password_file(path: &std::path::Path) -> Result<String, String> {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        CliCommand::Serve(args) => {
-            init_logging("info");
-            let options = ServeOptions {
-                socket_dir: args.dir.resolve(),
-                host: HostConfig {
-                    capacity: args.capacity,
-                    tombstone_capacity: args.tombstone_capacity,
-                    max_book_bytes: args.max_book_bytes,
-                    action_timeout: Duration::from_millis(args.action_timeout_ms),
-                },
-                limits: Limits {
-                    max_frame_bytes: args.max_frame_bytes,
-                    max_connections: args.max_connections.max(1),
-                    frame_timeout: Duration::from_millis(args.frame_timeout_ms.max(1)),
-                    idle_timeout: Duration::from_millis(args.idle_timeout_ms.max(1)),
-                    max_pending_reply_bytes: args.max_pending_reply_bytes.max(1),
-                },
-                audit_log: match args.audit_log.or_else(default_audit_log) {
-                    Some(path) => path,
-                    None => {
-                        eprintln!("polaris serve: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the audit log; pass --audit-log PATH");
-                        return ExitCode::from(2);
-                    }
-                },
-            };
-            let store = match &args.ledger {
-                Some(conninfo) => {
-                    // Renewed every third of the lease, so two thirds of it is the least a
-                    // healthy host has left: that must cover an action and the margin.
-                    let floor = args.action_timeout_ms + 1000;
-                    if args.lease_ms.saturating_mul(2) / 3 <= floor {
-                        eprintln!(
-                            "polaris serve: --lease-ms {} is too short for --action-timeout-ms {}: a host starts an action only with more than the action deadline plus one second of lease left, and a lease renewed every third of it keeps two thirds; pass --lease-ms {} or more",
-                            args.lease_ms,
-                            args.action_timeout_ms,
-                            floor * 3 / 2 + 1
-                        );
-                        return ExitCode::from(2);
-                    }
-                    let password =
-                        match args.ledger_password_file.as_deref().map(read_password_file) {
-                            None => None,
-                            Some(Ok(p)) => Some(p),
-                            Some(Err(e)) => {
-                                eprintln!("polaris serve: {e}");
-                                return ExitCode::from(2);
-                            }
-                        };
-                    crate::serve::Store::Ledger(crate::serve::FleetOptions {
-                        password,
-                        conninfo: conninfo.clone(),
-                        host_id: args
-                            .host_id
-                            .clone()
-                            .unwrap_or_else(crate::ledger::machine_name),
-                        lease: Duration::from_millis(args.lease_ms),
-                        connections: args.ledger_connections.max(1),
-                        take_over: args.take_over_host_id,
-                    })
-                }
-                None => match crate::serve::journal_dir(
-                    &options.socket_dir,
-                    args.journal.as_deref(),
-                    args.no_journal,
-                ) {
-                    Ok(Some(dir)) => crate::serve::Store::Journal(dir),
-                    Ok(None) => crate::serve::Store::Memory,
-                    Err(e) => {
-                        eprintln!("polaris serve: {e}");
-                        return ExitCode::from(2);
-                    }
-                },
-            };
-            let executor = match args.executor.build(args.fixture_effects.as_deref()) {
-                Ok(e) => e,
-                Err(e) => {
-                    eprintln!("polaris serve: {e}");
-                    return ExitCode::from(2);
-                }
-            };
-            match runtime().block_on(crate::serve::run(options, executor, store)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("polaris serve: {e}");
-                    ExitCode::from(2)
-                }
-            }
-        }
+        CliCommand::Serve(args) => serve(*args),
         CliCommand::Call(args) => {
             init_logging("warn");
             call(args)
@@ -803,67 +716,8 @@ pub fn main() -> ExitCode {
             };
             crate::operator::audit(&args.dir.resolve(), options)
         }
-        CliCommand::Console(args) => {
-            let Some(log_file) = args.log_file.or_else(default_console_log) else {
-                eprintln!("polaris console: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the log; pass --log-file PATH");
-                return ExitCode::from(2);
-            };
-            if let Err(e) = init_file_logging(&log_file) {
-                eprintln!("polaris console: {e}");
-                return ExitCode::from(2);
-            }
-            match runtime().block_on(crate::console::run(
-                args.dir.resolve(),
-                if args.read_only {
-                    crate::console::Access::ReadOnly
-                } else {
-                    crate::console::Access::Full
-                },
-            )) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("polaris console: the terminal failed ({e}); run it in an interactive terminal");
-                    ExitCode::from(2)
-                }
-            }
-        }
-        CliCommand::Demo(args) => {
-            let Some(log_file) = args.log_file.or_else(default_console_log) else {
-                eprintln!("polaris demo: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the log; pass --log-file PATH");
-                return ExitCode::from(2);
-            };
-            if let Err(e) = init_file_logging(&log_file) {
-                eprintln!("polaris demo: {e}");
-                return ExitCode::from(2);
-            }
-            let browser = if args.browser {
-                let explicit = args
-                    .chromium
-                    .as_deref()
-                    .filter(|p| !p.as_os_str().is_empty());
-                match crate::executor::chromium::find_chromium(explicit) {
-                    Ok(b) => Some(b),
-                    Err(e) => {
-                        eprintln!("polaris demo: {e}");
-                        return ExitCode::from(2);
-                    }
-                }
-            } else {
-                None
-            };
-            let options = crate::console::demo::DemoOptions {
-                socket_dir: args.socket_dir,
-                capacity: args.capacity.max(1),
-                browser,
-            };
-            match runtime().block_on(crate::console::demo::run(options)) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    eprintln!("polaris demo: {e}");
-                    ExitCode::from(2)
-                }
-            }
-        }
+        CliCommand::Console(args) => console(args),
+        CliCommand::Demo(args) => demo(args),
         CliCommand::Mcp(args) => {
             init_logging("warn");
             let options = crate::mcp::McpOptions {
@@ -877,6 +731,169 @@ pub fn main() -> ExitCode {
                     ExitCode::from(2)
                 }
             }
+        }
+    }
+}
+
+/// `polaris serve`: runs the host with the options given until it is stopped.
+fn serve(mut args: ServeArgs) -> ExitCode {
+    init_logging("info");
+    let options = ServeOptions {
+        socket_dir: args.dir.resolve(),
+        host: HostConfig {
+            capacity: args.capacity,
+            tombstone_capacity: args.tombstone_capacity,
+            max_book_bytes: args.max_book_bytes,
+            action_timeout: Duration::from_millis(args.action_timeout_ms),
+        },
+        limits: Limits {
+            max_frame_bytes: args.max_frame_bytes,
+            max_connections: args.max_connections.max(1),
+            frame_timeout: Duration::from_millis(args.frame_timeout_ms.max(1)),
+            idle_timeout: Duration::from_millis(args.idle_timeout_ms.max(1)),
+            max_pending_reply_bytes: args.max_pending_reply_bytes.max(1),
+        },
+        audit_log: match args.audit_log.take().or_else(default_audit_log) {
+            Some(path) => path,
+            None => {
+                eprintln!("polaris serve: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the audit log; pass --audit-log PATH");
+                return ExitCode::from(2);
+            }
+        },
+    };
+    let store = match serve_store(&args, &options.socket_dir) {
+        Ok(store) => store,
+        Err(e) => {
+            eprintln!("polaris serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let executor = match args.executor.build(args.fixture_effects.as_deref()) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("polaris serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match runtime().block_on(crate::serve::run(options, executor, store)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("polaris serve: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Where `polaris serve` keeps its receipts: the fleet's ledger, a journal, or memory only.
+fn serve_store(
+    args: &ServeArgs,
+    socket_dir: &std::path::Path,
+) -> Result<crate::serve::Store, String> {
+    match &args.ledger {
+        Some(conninfo) => {
+            // Renewed every third of the lease, so two thirds of it is the least a
+            // healthy host has left: that must cover an action and the margin.
+            let floor = args.action_timeout_ms + 1000;
+            if args.lease_ms.saturating_mul(2) / 3 <= floor {
+                return Err(format!(
+                    "--lease-ms {} is too short for --action-timeout-ms {}: a host starts an action only with more than the action deadline plus one second of lease left, and a lease renewed every third of it keeps two thirds; pass --lease-ms {} or more",
+                    args.lease_ms,
+                    args.action_timeout_ms,
+                    floor * 3 / 2 + 1
+                ));
+            }
+            let password = args
+                .ledger_password_file
+                .as_deref()
+                .map(read_password_file)
+                .transpose()?;
+            Ok(crate::serve::Store::Ledger(crate::serve::FleetOptions {
+                password,
+                conninfo: conninfo.clone(),
+                host_id: args
+                    .host_id
+                    .clone()
+                    .unwrap_or_else(crate::ledger::machine_name),
+                lease: Duration::from_millis(args.lease_ms),
+                connections: args.ledger_connections.max(1),
+                take_over: args.take_over_host_id,
+            }))
+        }
+        None => {
+            let dir =
+                crate::serve::journal_dir(socket_dir, args.journal.as_deref(), args.no_journal)
+                    .map_err(|e| e.to_string())?;
+            Ok(match dir {
+                Some(dir) => crate::serve::Store::Journal(dir),
+                None => crate::serve::Store::Memory,
+            })
+        }
+    }
+}
+
+/// `polaris console`: the operator's terminal console on the host's socket.
+fn console(args: ConsoleArgs) -> ExitCode {
+    let Some(log_file) = args.log_file.or_else(default_console_log) else {
+        eprintln!("polaris console: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the log; pass --log-file PATH");
+        return ExitCode::from(2);
+    };
+    if let Err(e) = init_file_logging(&log_file) {
+        eprintln!("polaris console: {e}");
+        return ExitCode::from(2);
+    }
+    match runtime().block_on(crate::console::run(
+        args.dir.resolve(),
+        if args.read_only {
+            crate::console::Access::ReadOnly
+        } else {
+            crate::console::Access::Full
+        },
+    )) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!(
+                "polaris console: the terminal failed ({e}); run it in an interactive terminal"
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `polaris demo`: a host with demo traffic and the console on it.
+fn demo(args: DemoArgs) -> ExitCode {
+    let Some(log_file) = args.log_file.or_else(default_console_log) else {
+        eprintln!("polaris demo: neither $XDG_STATE_HOME nor $HOME is set, so there is no place for the log; pass --log-file PATH");
+        return ExitCode::from(2);
+    };
+    if let Err(e) = init_file_logging(&log_file) {
+        eprintln!("polaris demo: {e}");
+        return ExitCode::from(2);
+    }
+    let browser = if args.browser {
+        let explicit = args
+            .chromium
+            .as_deref()
+            .filter(|p| !p.as_os_str().is_empty());
+        match crate::executor::chromium::find_chromium(explicit) {
+            Ok(b) => Some(b),
+            Err(e) => {
+                eprintln!("polaris demo: {e}");
+                return ExitCode::from(2);
+            }
+        }
+    } else {
+        None
+    };
+    let options = crate::console::demo::DemoOptions {
+        socket_dir: args.socket_dir,
+        capacity: args.capacity.max(1),
+        browser,
+    };
+    match runtime().block_on(crate::console::demo::run(options)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("polaris demo: {e}");
+            ExitCode::from(2)
         }
     }
 }

@@ -444,54 +444,15 @@ pub fn verify(socket_dir: &Path, task_id: &str, json_out: bool) -> ExitCode {
 /// `polaris clear`: prepare, print the current result of every receipt to be cleared and every
 /// refusal, confirm (a terminal prompt, or `--yes --reason` in scripts), commit.
 pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
-    let params = match (options.ids.is_empty(), options.filter.is_empty()) {
-        (false, true) => ClearPrepareParams {
-            request_ids: Some(options.ids.clone()),
-            filter: None,
-        },
-        (true, false) => ClearPrepareParams {
-            request_ids: None,
-            filter: Some(options.filter.clone()),
-        },
-        (true, true) => {
-            eprintln!("polaris clear: name request IDs or a filter (e.g. --state completed, --task TASK_ID); nothing was cleared");
-            return ExitCode::from(2);
-        }
-        (false, false) => {
-            eprintln!("polaris clear: give request IDs or a filter, not both; nothing was cleared");
-            return ExitCode::from(2);
-        }
+    let mut params = match clear_params(&options) {
+        Ok(params) => params,
+        Err(code) => return code,
     };
     let interactive = std::io::stdin().is_terminal();
-    if options.yes && options.reason.is_none() {
-        eprintln!("polaris clear: --yes needs --reason \"why\" (the reason is recorded in the audit log); nothing was cleared");
-        return ExitCode::from(2);
-    }
-    if let Some(r) = &options.reason {
-        if r.trim().is_empty() || r.chars().count() > 500 {
-            eprintln!("polaris clear: --reason must be 1–500 characters; nothing was cleared");
-            return ExitCode::from(2);
-        }
-    }
     let rt = runtime();
     let client = client(socket_dir);
-    let mut params = params;
-    if let Some(task) = params.filter.as_mut().and_then(|f| f.task_id.as_mut()) {
-        match resolve_task(&rt, &client, "clear", task) {
-            Ok(whole) => *task = whole,
-            Err(code) => return code,
-        }
-    }
-    if let Some(ids) = params.request_ids.as_mut() {
-        for id in ids.iter_mut() {
-            match resolve_request_quietly(&rt, &client, id) {
-                Ok(Some(whole)) => *id = whole,
-                // An ID the book does not list (cleared, unknown, too short to be a prefix) is
-                // the host's to refuse, with its reason.
-                Ok(None) => {}
-                Err(e) => return prefix_problem("clear", "receipt", id, e),
-            }
-        }
+    if let Err(code) = resolve_clear_prefixes(&rt, &client, &mut params) {
+        return code;
     }
     let prepare = IntrospectMethod::ReceiptsClearPrepare.as_str();
     let prepared = match result_of(
@@ -503,6 +464,94 @@ pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
         Ok(r) => r,
         Err(code) => return code,
     };
+    print_prepared(&prepared);
+    let (clearable, refused) = (&prepared.clearable, &prepared.refused);
+    if clearable.is_empty() {
+        println!("nothing to clear");
+        return if refused.is_empty() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(1)
+        };
+    }
+    let reason = match clear_reason(&options, clearable.len(), interactive) {
+        Ok(reason) => reason,
+        Err(code) => return code,
+    };
+    let commit = ClearCommitParams {
+        token: prepared.token.clone(),
+        reason,
+        operator: options.operator.clone(),
+    };
+    let method = IntrospectMethod::ReceiptsClearCommit.as_str();
+    let reply = rt.block_on(client.call(method, to_params(&commit)));
+    report_commit(reply, refused.len(), !options.ids.is_empty())
+}
+
+/// The `receipts.clearPrepare` params of `polaris clear`'s IDs or filter, once its options
+/// agree (IDs or a filter, a reason of 1–500 characters, `--yes` only with a reason).
+fn clear_params(options: &ClearOptions) -> Result<ClearPrepareParams, ExitCode> {
+    let params = match (options.ids.is_empty(), options.filter.is_empty()) {
+        (false, true) => ClearPrepareParams {
+            request_ids: Some(options.ids.clone()),
+            filter: None,
+        },
+        (true, false) => ClearPrepareParams {
+            request_ids: None,
+            filter: Some(options.filter.clone()),
+        },
+        (true, true) => {
+            eprintln!("polaris clear: name request IDs or a filter (e.g. --state completed, --task TASK_ID); nothing was cleared");
+            return Err(ExitCode::from(2));
+        }
+        (false, false) => {
+            eprintln!("polaris clear: give request IDs or a filter, not both; nothing was cleared");
+            return Err(ExitCode::from(2));
+        }
+    };
+    if options.yes && options.reason.is_none() {
+        eprintln!("polaris clear: --yes needs --reason \"why\" (the reason is recorded in the audit log); nothing was cleared");
+        return Err(ExitCode::from(2));
+    }
+    if let Some(r) = &options.reason {
+        if r.trim().is_empty() || r.chars().count() > 500 {
+            eprintln!("polaris clear: --reason must be 1–500 characters; nothing was cleared");
+            return Err(ExitCode::from(2));
+        }
+    }
+    Ok(params)
+}
+
+/// Completes the task ID prefix of the filter, and each request ID prefix the book lists, so
+/// the host clears what the operator named.
+fn resolve_clear_prefixes(
+    rt: &tokio::runtime::Runtime,
+    client: &BridgeClient,
+    params: &mut ClearPrepareParams,
+) -> Result<(), ExitCode> {
+    if let Some(task) = params.filter.as_mut().and_then(|f| f.task_id.as_mut()) {
+        match resolve_task(rt, client, "clear", task) {
+            Ok(whole) => *task = whole,
+            Err(code) => return Err(code),
+        }
+    }
+    if let Some(ids) = params.request_ids.as_mut() {
+        for id in ids.iter_mut() {
+            match resolve_request_quietly(rt, client, id) {
+                Ok(Some(whole)) => *id = whole,
+                // An ID the book does not list (cleared, unknown, too short to be a prefix) is
+                // the host's to refuse, with its reason.
+                Ok(None) => {}
+                Err(e) => return Err(prefix_problem("clear", "receipt", id, e)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Prints the current result of every receipt the prepared clear would clear, and every
+/// refusal with its reason.
+fn print_prepared(prepared: &ClearPrepared) {
     let (clearable, refused) = (&prepared.clearable, &prepared.refused);
     if !clearable.is_empty() {
         println!(
@@ -534,19 +583,20 @@ pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
             println!("  {:<36}  {why}", r.request_id);
         }
     }
-    if clearable.is_empty() {
-        println!("nothing to clear");
-        return if refused.is_empty() {
-            ExitCode::SUCCESS
-        } else {
-            ExitCode::from(1)
-        };
-    }
+}
+
+/// The reason of the clear: `--reason` with `--yes`, or asked for on a terminal, followed by
+/// the confirmation unless `--yes`; the exit code when there is none or the operator declined.
+fn clear_reason(
+    options: &ClearOptions,
+    clearable: usize,
+    interactive: bool,
+) -> Result<String, ExitCode> {
     let reason = match (options.yes, options.reason.clone(), interactive) {
         (true, Some(reason), _) => reason,
         (_, _, false) => {
             eprintln!("polaris clear: not a terminal, so nothing was cleared; run again with --yes --reason \"why\" to commit");
-            return ExitCode::from(2);
+            return Err(ExitCode::from(2));
         }
         (yes, reason, true) => {
             let reason = match reason {
@@ -557,33 +607,33 @@ pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
                     }
                     _ => {
                         eprintln!("polaris clear: a reason of 1–500 characters is required; nothing was cleared");
-                        return ExitCode::from(1);
+                        return Err(ExitCode::from(1));
                     }
                 },
             };
             if !yes {
                 let question = format!(
-                    "Clear these {} receipt(s)? Their IDs will be refused for the rest of this run. Type y to confirm: ",
-                    clearable.len()
+                    "Clear these {clearable} receipt(s)? Their IDs will be refused for the rest of this run. Type y to confirm: "
                 );
                 if !matches!(
                     prompt(&question).as_deref().map(str::trim),
                     Some("y" | "Y" | "yes")
                 ) {
                     println!("nothing was cleared");
-                    return ExitCode::from(1);
+                    return Err(ExitCode::from(1));
                 }
             }
             reason
         }
     };
-    let commit = ClearCommitParams {
-        token: prepared.token.clone(),
-        reason,
-        operator: options.operator.clone(),
-    };
-    let method = IntrospectMethod::ReceiptsClearCommit.as_str();
-    match rt.block_on(client.call(method, to_params(&commit))) {
+    Ok(reason)
+}
+
+/// Reports the commit's reply: what was cleared (exit 1 when named IDs were refused, which
+/// leaves the clear partly done), a stale token, or a lost connection that leaves the clear's
+/// outcome unknown (exit 3).
+fn report_commit(reply: Result<Reply, ClientError>, refused: usize, named: bool) -> ExitCode {
+    match reply {
         Ok(Reply {
             ok: true,
             result: Some(result),
@@ -607,12 +657,12 @@ pub fn clear(socket_dir: &Path, options: ClearOptions) -> ExitCode {
             }
             // Named IDs the host refused leave the clear partly undone (exit 1); a filter's
             // refusals are the receipts it matched that may not be cleared yet, listed above.
-            if refused.is_empty() || options.ids.is_empty() {
+            if refused == 0 || !named {
                 ExitCode::SUCCESS
             } else {
                 eprintln!(
                     "polaris clear: {} of the receipts named were refused and kept (listed above); the clear is partly done",
-                    refused.len()
+                    refused
                 );
                 ExitCode::from(1)
             }

@@ -6,7 +6,7 @@ use super::app::{next_sort, Act, App, ConfirmStage, Detail, Effect, Mode, Pane};
 use super::filter::LOCAL_WINDOW;
 use super::keymap::{command_for, line_command, KeyCommand, LINE_COMMANDS};
 use super::text::{id_in_notice, lease_text, notice_to_read};
-use crate::protocol::introspection::Sort;
+use crate::protocol::introspection::{ClearPrepared, Sort};
 
 /// Scrolls the detail view, the help or the audit log; `false` when the key is not a
 /// scrolling key. The view clamps what is past its end.
@@ -100,6 +100,7 @@ fn on_act_key(
     }
 }
 
+/// What a key does in the console's current mode.
 pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
     if key.kind == crossterm::event::KeyEventKind::Release {
         return None;
@@ -144,39 +145,7 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
             None
         }
         Mode::Act { act, reason, stage } => on_act_key(app, act, reason, stage, key, ctrl_c),
-        Mode::Filter => {
-            match key.code {
-                KeyCode::Enter => {
-                    // The filter was applied as it was typed; a word that is no token would
-                    // silently match nothing, so Enter refuses it and the filter stays open.
-                    if let Some(why) = app.parsed_filter().refused {
-                        app.notice(why, true);
-                        return None;
-                    }
-                    app.mode = Mode::Normal;
-                    return None;
-                }
-                KeyCode::Esc => {
-                    // Back to the view before `/`; the marks stay.
-                    app.mode = Mode::Normal;
-                    let before = std::mem::take(&mut app.filter_before);
-                    if before == app.filter {
-                        return None;
-                    }
-                    app.filter = before;
-                }
-                KeyCode::Backspace => {
-                    app.filter.pop();
-                }
-                KeyCode::Char(c)
-                    if !key.modifiers.contains(KeyModifiers::CONTROL) && app.filter.len() < 200 =>
-                {
-                    app.filter.push(c)
-                }
-                _ => return None,
-            }
-            app.reset_view()
-        }
+        Mode::Filter => on_filter_key(app, key),
         Mode::Command(line) => on_line_key(app, line, key, ctrl_c),
         Mode::Preparing => {
             if ctrl_c {
@@ -187,87 +156,134 @@ pub(super) fn on_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
         }
         Mode::Confirm {
             prepared,
-            mut reason,
+            reason,
             stage,
-        } => match stage {
-            ConfirmStage::Reason => {
-                match key.code {
-                    KeyCode::Esc => {
-                        app.mode = Mode::Normal;
-                        app.notice("clear cancelled; nothing was cleared", false);
-                        return None;
-                    }
-                    KeyCode::Enter => {
-                        if prepared.clearable.is_empty() {
-                            app.mode = Mode::Normal;
-                            app.notice("nothing to clear: every receipt was refused", true);
-                            return None;
-                        }
-                        if reason.trim().is_empty() {
-                            app.notice("type a reason for the audit log first", true);
-                            return None;
-                        }
-                        app.notice = None;
-                        app.mode = Mode::Confirm {
-                            prepared,
-                            reason,
-                            stage: ConfirmStage::Confirm,
-                        };
-                        return None;
-                    }
-                    KeyCode::Backspace => {
-                        reason.pop();
-                    }
-                    KeyCode::Up => app.dialog_scroll = app.dialog_scroll.saturating_sub(1),
-                    KeyCode::Down => app.dialog_scroll = app.dialog_scroll.saturating_add(1),
-                    KeyCode::PageUp => app.dialog_scroll = app.dialog_scroll.saturating_sub(10),
-                    KeyCode::PageDown => app.dialog_scroll = app.dialog_scroll.saturating_add(10),
-                    KeyCode::Char(c)
-                        if !key.modifiers.contains(KeyModifiers::CONTROL)
-                            && reason.chars().count() < 500 =>
-                    {
-                        reason.push(c)
-                    }
-                    KeyCode::Char('c') if ctrl_c => {
-                        app.mode = Mode::Normal;
-                        app.notice("clear cancelled; nothing was cleared", false);
-                        return None;
-                    }
-                    _ => {}
-                }
-                app.mode = Mode::Confirm {
-                    prepared,
-                    reason,
-                    stage: ConfirmStage::Reason,
-                };
-                None
-            }
-            ConfirmStage::Confirm => {
-                if key.code == KeyCode::Char('y')
-                    && key.modifiers.difference(KeyModifiers::SHIFT).is_empty()
-                {
-                    let effect = Effect::Commit {
-                        token: prepared.token.clone(),
-                        reason: reason.trim().to_owned(),
-                    };
-                    app.mode = Mode::Confirm {
-                        prepared,
-                        reason,
-                        stage: ConfirmStage::Committing,
-                    };
-                    Some(effect)
-                } else {
-                    app.mode = Mode::Normal;
-                    app.notice("clear cancelled; nothing was cleared", false);
-                    None
-                }
-            }
-            ConfirmStage::Committing => None,
-        },
+        } => on_confirm_key(app, prepared, reason, stage, key, ctrl_c),
         Mode::Normal => {
             let command = command_for(&key)?;
             on_command(app, command)
         }
+    }
+}
+
+/// The filter line: typing filters as it goes, Enter keeps a filter that reads, Esc undoes it.
+fn on_filter_key(app: &mut App, key: KeyEvent) -> Option<Effect> {
+    match key.code {
+        KeyCode::Enter => {
+            // The filter was applied as it was typed; a word that is no token would
+            // silently match nothing, so Enter refuses it and the filter stays open.
+            if let Some(why) = app.parsed_filter().refused {
+                app.notice(why, true);
+                return None;
+            }
+            app.mode = Mode::Normal;
+            return None;
+        }
+        KeyCode::Esc => {
+            // Back to the view before `/`; the marks stay.
+            app.mode = Mode::Normal;
+            let before = std::mem::take(&mut app.filter_before);
+            if before == app.filter {
+                return None;
+            }
+            app.filter = before;
+        }
+        KeyCode::Backspace => {
+            app.filter.pop();
+        }
+        KeyCode::Char(c)
+            if !key.modifiers.contains(KeyModifiers::CONTROL) && app.filter.len() < 200 =>
+        {
+            app.filter.push(c)
+        }
+        _ => return None,
+    }
+    app.reset_view()
+}
+
+/// The clear dialog: a reason, Enter, then only `y` sends the commit, once.
+fn on_confirm_key(
+    app: &mut App,
+    prepared: ClearPrepared,
+    mut reason: String,
+    stage: ConfirmStage,
+    key: KeyEvent,
+    ctrl_c: bool,
+) -> Option<Effect> {
+    match stage {
+        ConfirmStage::Reason => {
+            match key.code {
+                KeyCode::Esc => {
+                    app.mode = Mode::Normal;
+                    app.notice("clear cancelled; nothing was cleared", false);
+                    return None;
+                }
+                KeyCode::Enter => {
+                    if prepared.clearable.is_empty() {
+                        app.mode = Mode::Normal;
+                        app.notice("nothing to clear: every receipt was refused", true);
+                        return None;
+                    }
+                    if reason.trim().is_empty() {
+                        app.notice("type a reason for the audit log first", true);
+                        return None;
+                    }
+                    app.notice = None;
+                    app.mode = Mode::Confirm {
+                        prepared,
+                        reason,
+                        stage: ConfirmStage::Confirm,
+                    };
+                    return None;
+                }
+                KeyCode::Backspace => {
+                    reason.pop();
+                }
+                KeyCode::Up => app.dialog_scroll = app.dialog_scroll.saturating_sub(1),
+                KeyCode::Down => app.dialog_scroll = app.dialog_scroll.saturating_add(1),
+                KeyCode::PageUp => app.dialog_scroll = app.dialog_scroll.saturating_sub(10),
+                KeyCode::PageDown => app.dialog_scroll = app.dialog_scroll.saturating_add(10),
+                KeyCode::Char(c)
+                    if !key.modifiers.contains(KeyModifiers::CONTROL)
+                        && reason.chars().count() < 500 =>
+                {
+                    reason.push(c)
+                }
+                KeyCode::Char('c') if ctrl_c => {
+                    app.mode = Mode::Normal;
+                    app.notice("clear cancelled; nothing was cleared", false);
+                    return None;
+                }
+                _ => {}
+            }
+            app.mode = Mode::Confirm {
+                prepared,
+                reason,
+                stage: ConfirmStage::Reason,
+            };
+            None
+        }
+        ConfirmStage::Confirm => {
+            if key.code == KeyCode::Char('y')
+                && key.modifiers.difference(KeyModifiers::SHIFT).is_empty()
+            {
+                let effect = Effect::Commit {
+                    token: prepared.token.clone(),
+                    reason: reason.trim().to_owned(),
+                };
+                app.mode = Mode::Confirm {
+                    prepared,
+                    reason,
+                    stage: ConfirmStage::Committing,
+                };
+                Some(effect)
+            } else {
+                app.mode = Mode::Normal;
+                app.notice("clear cancelled; nothing was cleared", false);
+                None
+            }
+        }
+        ConfirmStage::Committing => None,
     }
 }
 
@@ -473,6 +489,7 @@ fn copy_selected(app: &mut App) -> Option<Effect> {
     Some(Effect::Copy(id))
 }
 
+/// Runs one command of the key map.
 fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
     let page = i64::from(app.visible_rows.max(1));
     if refused_read_only(app, command) {
@@ -488,18 +505,7 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             app.mode = Mode::Help;
             None
         }
-        KeyCommand::Notice => {
-            if let Some(n) = notice_to_read(app) {
-                app.overlay_scroll = 0;
-                app.mode = Mode::Notice(n);
-            } else {
-                app.notice(
-                    "no notice yet: verdicts of verify, clear, stop and acknowledge are kept here",
-                    false,
-                );
-            }
-            None
-        }
+        KeyCommand::Notice => open_notice(app),
         KeyCommand::Up => app.move_selection(-1),
         KeyCommand::Down => app.move_selection(1),
         KeyCommand::PageUp => app.move_selection(-page),
@@ -525,183 +531,19 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             };
             None
         }
-        KeyCommand::Hosts => {
-            if app.in_fleet() {
-                app.focus = Pane::Hosts;
-            } else {
-                app.notice(
-                    "no hosts pane: this host is not in a fleet (polaris serve --ledger)",
-                    false,
-                );
-            }
-            None
-        }
-        KeyCommand::Detail => match app.focus {
-            Pane::Receipts => {
-                let id = app.selected_receipt()?.request_id.clone();
-                if app.stale() {
-                    app.notice("disconnected: the detail view needs the host", true);
-                    return None;
-                }
-                app.overlay_scroll = 0;
-                app.mode = Mode::Detail(Detail::Loading(id.clone()));
-                Some(Effect::GetReceipt(id))
-            }
-            Pane::Hosts => {
-                let text = {
-                    let hosts = app.fleet_hosts();
-                    let h = hosts.get(app.host_selected)?;
-                    format!(
-                        "host {} · epoch {} · run {} · {} · lease {} · running {} · blocked {}",
-                        h.host_id,
-                        h.epoch,
-                        h.run_id,
-                        h.state,
-                        lease_text(h.lease_left_ms),
-                        h.running,
-                        h.blocked
-                    )
-                };
-                app.notice(text, false);
-                None
-            }
-            Pane::Tasks | Pane::Blocked => {
-                let id = if app.focus == Pane::Tasks {
-                    app.running_tasks().get(app.task_selected)?.task_id.clone()
-                } else {
-                    app.pending().get(app.blocked_selected)?.task_id.clone()
-                };
-                if app.stale() {
-                    app.notice("disconnected: the detail view needs the host", true);
-                    return None;
-                }
-                app.overlay_scroll = 0;
-                app.mode = Mode::Detail(Detail::Loading(id.clone()));
-                Some(Effect::GetTaskHistory(id))
-            }
-        },
+        KeyCommand::Hosts => focus_hosts(app),
+        KeyCommand::Detail => open_detail(app),
         KeyCommand::Filter => {
             app.mode = Mode::Filter;
             app.filter_before = app.filter.clone();
             None
         }
-        KeyCommand::Sort => {
-            // The selection stays on its receipt, found again in the new order.
-            let anchor = app.anchor.clone();
-            app.sort = next_sort(app.sort);
-            let effect = app.reset_view();
-            app.anchor = anchor;
-            // Following means the newest receipt, which only newest-first puts on top.
-            app.follow = app.follow && app.sort == Sort::Newest && !app.reverse;
-            effect
-        }
-        KeyCommand::Reverse => {
-            let anchor = app.anchor.clone();
-            app.reverse = !app.reverse;
-            let effect = app.reset_view();
-            app.anchor = anchor;
-            app.follow = false;
-            effect
-        }
-        KeyCommand::Mark => {
-            let row = app.selected_receipt()?;
-            let id = row.request_id.clone();
-            if !row.clearable && !app.marked.contains(&id) {
-                let why = row.refusal.map_or("not clearable", |r| r.as_str());
-                app.notice(
-                    format!("not clearable now ({why}): {}", id_in_notice(&id)),
-                    true,
-                );
-                return None;
-            }
-            if !app.marked.remove(&id) {
-                app.marked.insert(id);
-            }
-            app.move_selection(1)
-        }
-        KeyCommand::MarkAll => {
-            if app.local_view() {
-                // Every listed row is read: mark them one by one, so space can exclude some.
-                let ids: Vec<String> = app
-                    .page
-                    .iter()
-                    .filter(|r| r.clearable)
-                    .map(|r| r.request_id.clone())
-                    .collect();
-                if ids.iter().all(|id| app.marked.contains(id)) {
-                    for id in &ids {
-                        app.marked.remove(id);
-                    }
-                } else {
-                    app.marked.extend(ids);
-                }
-                return None;
-            }
-            if !app.marked.is_empty() {
-                app.drop_marks();
-                app.notice("unmarked everything", false);
-                return None;
-            }
-            if app.stale() {
-                app.notice(
-                    "disconnected: marking reads the host; wait for the reconnection",
-                    true,
-                );
-                return None;
-            }
-            // The set is read now and marked by ID: what is marked is what the table shows
-            // at this moment, however many receipts arrive before the clear.
-            let mut params = app.page_params();
-            params["offset"] = 0.into();
-            params["limit"] = LOCAL_WINDOW.into();
-            if params["state"].is_null() {
-                params["state"] = "clearable".into();
-            }
-            app.marking = true;
-            Some(Effect::ReadMatching(params))
-        }
-        KeyCommand::Pause => {
-            app.paused = !app.paused;
-            if app.paused {
-                app.notice(
-                    "paused: the table and panes stay as they are while the host goes on; p resumes",
-                    false,
-                );
-                None
-            } else {
-                app.notice("resumed live updates", false);
-                app.dirty = false;
-                app.last_refresh = app.now;
-                Some(Effect::Refresh)
-            }
-        }
-        KeyCommand::ThisTask => {
-            let task_id = match app.focus {
-                Pane::Receipts => app.selected_receipt().and_then(|r| r.task_id.clone()),
-                Pane::Tasks => app
-                    .running_tasks()
-                    .get(app.task_selected)
-                    .map(|t| t.task_id.clone()),
-                Pane::Blocked => app
-                    .pending()
-                    .get(app.blocked_selected)
-                    .map(|p| p.task_id.clone())
-                    .filter(|t| !t.is_empty()),
-                Pane::Hosts => None,
-            };
-            let Some(task_id) = task_id else {
-                app.notice(
-                    "t shows one task's receipts: select a row that names a task",
-                    true,
-                );
-                return None;
-            };
-            app.filter_before = app.filter.clone();
-            app.filter = task_id;
-            app.drop_marks();
-            app.focus = Pane::Receipts;
-            app.reset_view()
-        }
+        KeyCommand::Sort => cycle_sort(app),
+        KeyCommand::Reverse => reverse_order(app),
+        KeyCommand::Mark => toggle_mark(app),
+        KeyCommand::MarkAll => mark_all(app),
+        KeyCommand::Pause => toggle_pause(app),
+        KeyCommand::ThisTask => filter_to_task(app),
         KeyCommand::MarkClosed => {
             app.filter_before = app.filter.clone();
             app.filter = "task:closed".to_owned();
@@ -709,105 +551,10 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             app.focus = Pane::Receipts;
             app.reset_view()
         }
-        KeyCommand::Clear => {
-            let Some(params) = app.prepare_params() else {
-                app.notice(
-                    "mark receipts first (space, or a for all completed ones matching the filter)",
-                    true,
-                );
-                return None;
-            };
-            if app.stale() {
-                app.notice(
-                    "disconnected: clearing needs the host; wait for the reconnection",
-                    true,
-                );
-                return None;
-            }
-            app.mode = Mode::Preparing;
-            Some(Effect::Prepare(params))
-        }
-        KeyCommand::Verify => {
-            let Some(p) = app.focused_outcome() else {
-                app.notice(
-                    "v verifies the blocked outcome under the cursor: tab to Blocked outcomes, or select its receipt",
-                    true,
-                );
-                return None;
-            };
-            let task_id = p.task_id.clone();
-            if task_id.is_empty() {
-                app.notice(
-                    "this outcome has no task to read the page of: acknowledge it (A) once settled outside Polaris",
-                    true,
-                );
-                return None;
-            }
-            if app.stale() {
-                app.notice("disconnected: verification needs the host", true);
-                return None;
-            }
-            if !app.verifying.insert(task_id.clone()) {
-                return None;
-            }
-            app.verify_results
-                .insert(task_id.clone(), "verifying…".to_owned());
-            Some(Effect::Verify(task_id))
-        }
-        KeyCommand::Stop | KeyCommand::Acknowledge => {
-            let act = if command == KeyCommand::Stop {
-                let task_id = match app.focus {
-                    Pane::Tasks => app
-                        .running_tasks()
-                        .get(app.task_selected)
-                        .map(|t| t.task_id.clone()),
-                    _ => app
-                        .focused_outcome()
-                        .map(|p| p.task_id.clone())
-                        .filter(|t| !t.is_empty()),
-                };
-                let Some(task_id) = task_id else {
-                    app.notice(
-                        "no task to stop: select a running task (tab) or a blocked outcome",
-                        true,
-                    );
-                    return None;
-                };
-                Act::Stop { task_id }
-            } else {
-                let request_id = match app.focus {
-                    Pane::Receipts => app.selected_receipt().map(|r| r.request_id.clone()),
-                    _ => app.focused_outcome().map(|p| p.pending.request_id.clone()),
-                };
-                let Some(request_id) = request_id else {
-                    app.notice("no outcome to acknowledge: select a blocked outcome", true);
-                    return None;
-                };
-                Act::Acknowledge { request_id }
-            };
-            if app.stale() {
-                app.notice(format!("disconnected: {} needs the host", act.verb()), true);
-                return None;
-            }
-            app.mode = Mode::Act {
-                act,
-                reason: String::new(),
-                stage: ConfirmStage::Reason,
-            };
-            None
-        }
-        KeyCommand::Audit => {
-            if app.stale() {
-                app.notice("disconnected: the audit log needs the host", true);
-                return None;
-            }
-            app.overlay_scroll = 0;
-            app.mode = Mode::Audit {
-                entries: None,
-                failed: None,
-            };
-            Some(Effect::GetAudit)
-        }
+        KeyCommand::Clear => prepare_clear(app),
+        KeyCommand::Verify => verify_outcome(app),
+        KeyCommand::Stop | KeyCommand::Acknowledge => open_act(app, command),
+        KeyCommand::Audit => open_audit(app),
         KeyCommand::Follow => toggle_follow(app),
         KeyCommand::Copy => copy_selected(app),
         KeyCommand::CommandLine => {
@@ -821,21 +568,335 @@ fn on_command(app: &mut App, command: KeyCommand) -> Option<Effect> {
             app.notice = None;
             Some(Effect::Refresh)
         }
-        KeyCommand::Back => {
-            let marks = app.marked.len();
-            app.drop_marks();
-            app.notice = None;
-            if marks > 0 {
-                app.notice(
-                    format!("dropped {marks} marks; nothing was cleared (a or space marks again)"),
-                    false,
-                );
+        KeyCommand::Back => go_back(app),
+    }
+}
+
+/// Opens the last verdict in full, or says there is none yet.
+fn open_notice(app: &mut App) -> Option<Effect> {
+    if let Some(n) = notice_to_read(app) {
+        app.overlay_scroll = 0;
+        app.mode = Mode::Notice(n);
+    } else {
+        app.notice(
+            "no notice yet: verdicts of verify, clear, stop and acknowledge are kept here",
+            false,
+        );
+    }
+    None
+}
+
+/// Focuses the hosts pane, which only a fleet host has.
+fn focus_hosts(app: &mut App) -> Option<Effect> {
+    if app.in_fleet() {
+        app.focus = Pane::Hosts;
+    } else {
+        app.notice(
+            "no hosts pane: this host is not in a fleet (polaris serve --ledger)",
+            false,
+        );
+    }
+    None
+}
+
+/// Opens the detail of the row under the cursor in the focused pane.
+fn open_detail(app: &mut App) -> Option<Effect> {
+    match app.focus {
+        Pane::Receipts => {
+            let id = app.selected_receipt()?.request_id.clone();
+            if app.stale() {
+                app.notice("disconnected: the detail view needs the host", true);
+                return None;
             }
-            if !app.filter.is_empty() {
-                app.filter.clear();
-                return app.reset_view();
-            }
+            app.overlay_scroll = 0;
+            app.mode = Mode::Detail(Detail::Loading(id.clone()));
+            Some(Effect::GetReceipt(id))
+        }
+        Pane::Hosts => {
+            let text = {
+                let hosts = app.fleet_hosts();
+                let h = hosts.get(app.host_selected)?;
+                format!(
+                    "host {} · epoch {} · run {} · {} · lease {} · running {} · blocked {}",
+                    h.host_id,
+                    h.epoch,
+                    h.run_id,
+                    h.state,
+                    lease_text(h.lease_left_ms),
+                    h.running,
+                    h.blocked
+                )
+            };
+            app.notice(text, false);
             None
         }
+        Pane::Tasks | Pane::Blocked => {
+            let id = if app.focus == Pane::Tasks {
+                app.running_tasks().get(app.task_selected)?.task_id.clone()
+            } else {
+                app.pending().get(app.blocked_selected)?.task_id.clone()
+            };
+            if app.stale() {
+                app.notice("disconnected: the detail view needs the host", true);
+                return None;
+            }
+            app.overlay_scroll = 0;
+            app.mode = Mode::Detail(Detail::Loading(id.clone()));
+            Some(Effect::GetTaskHistory(id))
+        }
     }
+}
+
+/// Sorts by the next key, keeping the selection on its receipt.
+fn cycle_sort(app: &mut App) -> Option<Effect> {
+    // The selection stays on its receipt, found again in the new order.
+    let anchor = app.anchor.clone();
+    app.sort = next_sort(app.sort);
+    let effect = app.reset_view();
+    app.anchor = anchor;
+    // Following means the newest receipt, which only newest-first puts on top.
+    app.follow = app.follow && app.sort == Sort::Newest && !app.reverse;
+    effect
+}
+
+/// Reverses the order, keeping the selection on its receipt.
+fn reverse_order(app: &mut App) -> Option<Effect> {
+    let anchor = app.anchor.clone();
+    app.reverse = !app.reverse;
+    let effect = app.reset_view();
+    app.anchor = anchor;
+    app.follow = false;
+    effect
+}
+
+/// Marks or unmarks the selected receipt for clearing, then moves down.
+fn toggle_mark(app: &mut App) -> Option<Effect> {
+    let row = app.selected_receipt()?;
+    let id = row.request_id.clone();
+    if !row.clearable && !app.marked.contains(&id) {
+        let why = row.refusal.map_or("not clearable", |r| r.as_str());
+        app.notice(
+            format!("not clearable now ({why}): {}", id_in_notice(&id)),
+            true,
+        );
+        return None;
+    }
+    if !app.marked.remove(&id) {
+        app.marked.insert(id);
+    }
+    app.move_selection(1)
+}
+
+/// Marks every clearable receipt matching the filter, or drops all marks.
+fn mark_all(app: &mut App) -> Option<Effect> {
+    if app.local_view() {
+        // Every listed row is read: mark them one by one, so space can exclude some.
+        let ids: Vec<String> = app
+            .page
+            .iter()
+            .filter(|r| r.clearable)
+            .map(|r| r.request_id.clone())
+            .collect();
+        if ids.iter().all(|id| app.marked.contains(id)) {
+            for id in &ids {
+                app.marked.remove(id);
+            }
+        } else {
+            app.marked.extend(ids);
+        }
+        return None;
+    }
+    if !app.marked.is_empty() {
+        app.drop_marks();
+        app.notice("unmarked everything", false);
+        return None;
+    }
+    if app.stale() {
+        app.notice(
+            "disconnected: marking reads the host; wait for the reconnection",
+            true,
+        );
+        return None;
+    }
+    // The set is read now and marked by ID: what is marked is what the table shows
+    // at this moment, however many receipts arrive before the clear.
+    let mut params = app.page_params();
+    params["offset"] = 0.into();
+    params["limit"] = LOCAL_WINDOW.into();
+    if params["state"].is_null() {
+        params["state"] = "clearable".into();
+    }
+    app.marking = true;
+    Some(Effect::ReadMatching(params))
+}
+
+/// Freezes or resumes the live view.
+fn toggle_pause(app: &mut App) -> Option<Effect> {
+    app.paused = !app.paused;
+    if app.paused {
+        app.notice(
+            "paused: the table and panes stay as they are while the host goes on; p resumes",
+            false,
+        );
+        None
+    } else {
+        app.notice("resumed live updates", false);
+        app.dirty = false;
+        app.last_refresh = app.now;
+        Some(Effect::Refresh)
+    }
+}
+
+/// Shows the receipts of the task named by the selected row.
+fn filter_to_task(app: &mut App) -> Option<Effect> {
+    let task_id = match app.focus {
+        Pane::Receipts => app.selected_receipt().and_then(|r| r.task_id.clone()),
+        Pane::Tasks => app
+            .running_tasks()
+            .get(app.task_selected)
+            .map(|t| t.task_id.clone()),
+        Pane::Blocked => app
+            .pending()
+            .get(app.blocked_selected)
+            .map(|p| p.task_id.clone())
+            .filter(|t| !t.is_empty()),
+        Pane::Hosts => None,
+    };
+    let Some(task_id) = task_id else {
+        app.notice(
+            "t shows one task's receipts: select a row that names a task",
+            true,
+        );
+        return None;
+    };
+    app.filter_before = app.filter.clone();
+    app.filter = task_id;
+    app.drop_marks();
+    app.focus = Pane::Receipts;
+    app.reset_view()
+}
+
+/// Asks the host to prepare the clear of the marked receipts.
+fn prepare_clear(app: &mut App) -> Option<Effect> {
+    let Some(params) = app.prepare_params() else {
+        app.notice(
+            "mark receipts first (space, or a for all completed ones matching the filter)",
+            true,
+        );
+        return None;
+    };
+    if app.stale() {
+        app.notice(
+            "disconnected: clearing needs the host; wait for the reconnection",
+            true,
+        );
+        return None;
+    }
+    app.mode = Mode::Preparing;
+    Some(Effect::Prepare(params))
+}
+
+/// Verifies the blocked outcome under the cursor (read-only).
+fn verify_outcome(app: &mut App) -> Option<Effect> {
+    let Some(p) = app.focused_outcome() else {
+        app.notice(
+            "v verifies the blocked outcome under the cursor: tab to Blocked outcomes, or select its receipt",
+            true,
+        );
+        return None;
+    };
+    let task_id = p.task_id.clone();
+    if task_id.is_empty() {
+        app.notice(
+            "this outcome has no task to read the page of: acknowledge it (A) once settled outside Polaris",
+            true,
+        );
+        return None;
+    }
+    if app.stale() {
+        app.notice("disconnected: verification needs the host", true);
+        return None;
+    }
+    if !app.verifying.insert(task_id.clone()) {
+        return None;
+    }
+    app.verify_results
+        .insert(task_id.clone(), "verifying…".to_owned());
+    Some(Effect::Verify(task_id))
+}
+
+/// Opens the reason dialog of a stop or an acknowledgement of the selected row.
+fn open_act(app: &mut App, command: KeyCommand) -> Option<Effect> {
+    let act = if command == KeyCommand::Stop {
+        let task_id = match app.focus {
+            Pane::Tasks => app
+                .running_tasks()
+                .get(app.task_selected)
+                .map(|t| t.task_id.clone()),
+            _ => app
+                .focused_outcome()
+                .map(|p| p.task_id.clone())
+                .filter(|t| !t.is_empty()),
+        };
+        let Some(task_id) = task_id else {
+            app.notice(
+                "no task to stop: select a running task (tab) or a blocked outcome",
+                true,
+            );
+            return None;
+        };
+        Act::Stop { task_id }
+    } else {
+        let request_id = match app.focus {
+            Pane::Receipts => app.selected_receipt().map(|r| r.request_id.clone()),
+            _ => app.focused_outcome().map(|p| p.pending.request_id.clone()),
+        };
+        let Some(request_id) = request_id else {
+            app.notice("no outcome to acknowledge: select a blocked outcome", true);
+            return None;
+        };
+        Act::Acknowledge { request_id }
+    };
+    if app.stale() {
+        app.notice(format!("disconnected: {} needs the host", act.verb()), true);
+        return None;
+    }
+    app.mode = Mode::Act {
+        act,
+        reason: String::new(),
+        stage: ConfirmStage::Reason,
+    };
+    None
+}
+
+/// Opens the audit log.
+fn open_audit(app: &mut App) -> Option<Effect> {
+    if app.stale() {
+        app.notice("disconnected: the audit log needs the host", true);
+        return None;
+    }
+    app.overlay_scroll = 0;
+    app.mode = Mode::Audit {
+        entries: None,
+        failed: None,
+    };
+    Some(Effect::GetAudit)
+}
+
+/// Drops the marks and the filter, saying what was dropped.
+fn go_back(app: &mut App) -> Option<Effect> {
+    let marks = app.marked.len();
+    app.drop_marks();
+    app.notice = None;
+    if marks > 0 {
+        app.notice(
+            format!("dropped {marks} marks; nothing was cleared (a or space marks again)"),
+            false,
+        );
+    }
+    if !app.filter.is_empty() {
+        app.filter.clear();
+        return app.reset_view();
+    }
+    None
 }

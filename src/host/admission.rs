@@ -18,16 +18,18 @@ use super::execution::{publish_completed, Execution, Stored, Work};
 use super::failures::{admission_error, not_durable};
 use super::task_record::TaskRecordData;
 use super::to_data;
-use super::{reject, wait_outcome, Handled, Host, Replay, State};
-use crate::book::{digest, BookFull, Entry, Limit, ReplyWaiters, RequestKey};
-use crate::events::ReceiptFacts;
+use super::{reject, wait_outcome, Counters, Handled, Host, Replay, State};
+use crate::book::{digest, Book, BookFull, Entry, Limit, Receipt, ReplyWaiters, RequestKey};
+use crate::events::{EventBus, ReceiptFacts};
 use crate::journal::{self, Begun, Completed, Record, RequestPieces, TaskEvent, Ticket};
 use crate::protocol::introspection::RequestRejectedEvent;
 use crate::protocol::results::TaskClosedResult;
 use crate::protocol::{
     format_millis, now_millis, CloseCommand, Command, Delivery, DirectRequest, ErrorBody,
-    ErrorCode, ExecutorCommand, FrameCommand, Method, Outcome, ReadCommand, ReceiptKind,
+    ErrorCode, ExecutorCommand, Fingerprint, FrameCommand, Method, Outcome, ReadCommand,
+    ReceiptKind,
 };
+use crate::tasks::Task;
 
 /// What the receipt rules decided for a request that is not answered at once.
 pub(super) enum Admitted<'a> {
@@ -55,6 +57,17 @@ pub(super) enum Begin {
     /// Together with the rest of its batch, by [`Host::append_begins`] under the same taking
     /// of the lock: the execution leaves admission without a ticket.
     WithBatch,
+}
+
+/// The request being admitted, as its rejections and events name it.
+#[derive(Clone, Copy)]
+struct Asked<'r> {
+    /// The caller's request ID.
+    request_id: &'r str,
+    /// Its method.
+    method: Method,
+    /// When it is admitted (epoch ms).
+    now: i64,
 }
 
 impl Host {
@@ -155,77 +168,28 @@ impl Host {
             request,
             uuid: _,
         } = req;
-        let run_id = self.run_id();
         let method = cmd.method();
-        // A page this executor could never open is a bad request: nothing is stored for it.
-        if let Some(Command::Execute(ExecutorCommand::Start(p))) = cmd.owned() {
-            if let Err(msg) = self.inner.executor.check_start(p.url.as_deref()) {
-                return Err(reject(
-                    Some(request_id),
-                    run_id,
-                    ErrorBody::new(
-                        ErrorCode::BadRequest,
-                        format!("invalid params for task.start: {msg}"),
-                    ),
-                ));
-            }
-        }
+        let asked = Asked {
+            request_id,
+            method,
+            now,
+        };
+        self.check_start_url(&cmd, request_id)?;
         let vacancy = match st.book.entry(&key) {
             Entry::Receipt(r) => {
-                if !r.is_for(&request) {
-                    st.counters.rejected_reused += 1;
-                    let stored = r.method;
-                    let first_seen = r.first_seen;
-                    st.events.publish("request.rejected", now, || {
-                        rejected(request_id, method, None, ErrorCode::RequestIdReused)
-                    });
-                    return Err(reject(
-                        Some(request_id),
-                        run_id,
-                        reused_error(request_id, stored, first_seen),
-                    ));
-                }
-                return match r.outcome() {
-                    Some(outcome) => {
-                        r.replays += 1;
-                        let durable = self.pending_durability(r.seq);
-                        st.counters.replays += 1;
-                        st.events
-                            .publish_receipt("receipt.replayed", now, || ReceiptFacts::Seen {
-                                request_id: request_id.into(),
-                                method: method.as_str(),
-                            });
-                        // The reply line is written once the lock is let go.
-                        Ok(Admitted::Replay(
-                            Replay {
-                                outcome,
-                                key,
-                                kind: ReceiptKind::Replayed,
-                            },
-                            durable,
-                        ))
-                    }
-                    None => {
-                        r.joins += 1;
-                        let rx = r.wait_for_outcome().expect("the receipt is running");
-                        st.counters.joins += 1;
-                        st.events
-                            .publish_receipt("receipt.joined", now, || ReceiptFacts::Seen {
-                                request_id: request_id.into(),
-                                method: method.as_str(),
-                            });
-                        Err(self.reply_when_done(request_id, rx, ReceiptKind::Joined))
-                    }
-                };
+                let replayed =
+                    self.replay_or_join(r, &mut st.counters, &mut st.events, asked, &request);
+                let (outcome, durable) = replayed?;
+                // The reply line is written once the lock is let go.
+                let kind = ReceiptKind::Replayed;
+                return Ok(Admitted::Replay(Replay { outcome, key, kind }, durable));
             }
             Entry::Tombstone(t, batch) => {
                 let same = t.digest == digest(&request.text());
                 st.counters.rejected_cleared += 1;
                 let error = cleared_error(request_id, batch.at, &batch.reason, same);
-                st.events.publish("request.rejected", now, || {
-                    rejected(request_id, method, None, ErrorCode::ReceiptCleared)
-                });
-                return Err(reject(Some(request_id), run_id, error));
+                let code = ErrorCode::ReceiptCleared;
+                return Err(self.refuse(&mut st.events, asked, None, code, error));
             }
             Entry::Vacant(vacancy) => vacancy,
         };
@@ -247,14 +211,8 @@ impl Host {
             FrameCommand::Owned(Command::Close(close)) => Err(close),
         };
         if self.is_shutting_down() {
-            st.events.publish("request.rejected", now, || {
-                rejected(request_id, method, None, ErrorCode::ShuttingDown)
-            });
-            return Err(reject(
-                Some(request_id),
-                run_id,
-                shutting_down_error(method),
-            ));
+            let (code, error) = (ErrorCode::ShuttingDown, shutting_down_error(method));
+            return Err(self.refuse(&mut st.events, asked, None, code, error));
         }
 
         // Admission: the task must exist and accept the action.
@@ -267,31 +225,7 @@ impl Host {
             None => (None, None),
             Some(tid) => {
                 let Some(task) = st.tasks.get_mut(tid) else {
-                    if let Some(record) = st.tasks.closed(tid) {
-                        st.events.publish("request.rejected", now, || {
-                            rejected(request_id, method, Some(tid), ErrorCode::TaskClosed)
-                        });
-                        let error =
-                            admission_error(&record.to_task(tid), method, ErrorCode::TaskClosed);
-                        return Err(reject(Some(request_id), run_id, error));
-                    }
-                    st.events.publish("request.rejected", now, || {
-                        rejected(request_id, method, Some(tid), ErrorCode::TaskNotFound)
-                    });
-                    if self.ledger().is_some() {
-                        // Tasks stay with their host: say which one has it.
-                        return Err(self.unknown_task_in_fleet(
-                            request_id,
-                            Some(&request.text()),
-                            tid,
-                            method,
-                        ));
-                    }
-                    return Err(reject(
-                        Some(request_id),
-                        run_id,
-                        unknown_task_error(tid, run_id),
-                    ));
+                    return Err(self.refuse_missing_task(st, asked, tid, &request));
                 };
                 if let Err(refusal) = task.admit(method) {
                     let code = refusal.code();
@@ -300,25 +234,15 @@ impl Host {
                     if code == ErrorCode::TaskBlocked {
                         st.counters.rejected_blocked += 1;
                     }
-                    st.events.publish("request.rejected", now, || {
-                        rejected(request_id, method, Some(tid), code)
-                    });
-                    return Err(reject(Some(request_id), run_id, error));
+                    return Err(self.refuse(&mut st.events, asked, Some(tid), code, error));
                 }
                 (Some(task.id.clone()), Some(task))
             }
         };
 
         if let Some(error) = self.lease_refusal(request_id, method) {
-            st.events.publish("request.rejected", now, || {
-                rejected(
-                    request_id,
-                    method,
-                    task_id.as_deref(),
-                    ErrorCode::LedgerUnavailable,
-                )
-            });
-            return Err(reject(Some(request_id), run_id, error));
+            let code = ErrorCode::LedgerUnavailable;
+            return Err(self.refuse(&mut st.events, asked, task_id.as_deref(), code, error));
         }
         let slot = match vacancy.insert_running(
             request.into_stored(task_id.as_deref()),
@@ -329,68 +253,26 @@ impl Host {
             Ok(slot) => slot,
             Err(full) => {
                 st.counters.rejected_capacity += 1;
-                st.events.publish("request.rejected", now, || {
-                    rejected(request_id, method, None, ErrorCode::ReceiptCapacityFull)
-                });
-                return Err(reject(
-                    Some(request_id),
-                    run_id,
+                let (code, error) = (
+                    ErrorCode::ReceiptCapacityFull,
                     capacity_error(method, &full),
-                ));
+                );
+                return Err(self.refuse(&mut st.events, asked, None, code, error));
             }
         };
         let is_closing = mutation.is_err();
         let claim = self.ledger().is_some();
-        let mut begun = None;
-        if let (Some(journal), false, Begin::Append) = (self.journal(), is_closing, begin) {
-            let r = st.book.get(&key).expect("the receipt was just created");
-            let record = Record::ReceiptBegun(Begun {
-                request_id: &key,
-                run_id,
-                method: method.as_str(),
-                task_id: task_id.as_deref(),
-                request: RequestPieces(r.request_pieces()),
-                at: now,
-            });
-            match journal.append(&record) {
-                Ok(ticket) => begun = Some(ticket),
-                Err(e) => {
-                    // Nothing can be made durable: the executor is never asked to act.
-                    self.journal_failed(&e);
-                    let outcome = Outcome::err(&not_recorded(request_id, method, &e));
-                    st.book.complete(&key, outcome.clone(), now);
-                    return Err(Handled::Ready(outcome.reply_line(
-                        Some(request_id),
-                        run_id,
-                        ReceiptKind::New,
-                    )));
-                }
+        let begun = match (self.journal(), is_closing, begin) {
+            (Some(journal), false, Begin::Append) => {
+                Some(self.append_begun(journal, &mut st.book, &key, asked, task_id.as_deref())?)
             }
-        }
+            _ => None,
+        };
         st.counters.executions += 1;
-        // A task's requests execute one at a time, in the order they were admitted (SPEC §14):
-        // one admitted behind others still in flight waits for them. `task.stop` waits for
-        // nothing (it executes nothing, and is the way out of a task), and neither does a fill
-        // the executor does at once with nothing of its task in flight: it is done before this
-        // critical section ends (`Host::fill_at_once`), so nothing admitted after it can run
-        // first, and it takes no place in the queue.
         let mut turn_now = true;
         if let Some(task) = task {
             task.receipts += 1;
-            let queued = match &mutation {
-                Err(CloseCommand::Stop(_)) => false,
-                Err(CloseCommand::Finish(_)) => !task.in_flight.is_empty(),
-                Ok(work) => {
-                    !(task.in_flight.is_empty()
-                        && work.is_fill()
-                        && !claim
-                        && self.journal().is_none()
-                        && self.inner.executor.fills_at_once())
-                }
-            };
-            if queued {
-                turn_now = task.enter(&key, method, now);
-            }
+            turn_now = self.takes_turn_now(task, &mutation, &key, method, now, claim);
         }
         st.events
             .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
@@ -416,6 +298,185 @@ impl Host {
             Err(close) if !turn_now => Ok(Admitted::CloseQueued(execution.with(close))),
             Err(close) => Err(self.close_task(st, execution.with(close))),
         }
+    }
+
+    /// Refuses a `task.start` of a page this executor could never open as a bad request, before
+    /// anything is stored for it.
+    #[inline]
+    fn check_start_url(&self, cmd: &FrameCommand<'_>, request_id: &str) -> Result<(), Handled> {
+        if let Some(Command::Execute(ExecutorCommand::Start(p))) = cmd.owned() {
+            if let Err(msg) = self.inner.executor.check_start(p.url.as_deref()) {
+                return Err(reject(
+                    Some(request_id),
+                    self.run_id(),
+                    ErrorBody::new(
+                        ErrorCode::BadRequest,
+                        format!("invalid params for task.start: {msg}"),
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A request whose ID has a live receipt: refused when its content differs (`Err`), else
+    /// answered from the stored reply (replay: its outcome, and the journal's ticket when the
+    /// journal does not have it durably yet) or attached to the running execution (join, `Err`).
+    #[inline]
+    fn replay_or_join(
+        &self,
+        r: &mut Receipt,
+        counters: &mut Counters,
+        events: &mut EventBus,
+        asked: Asked<'_>,
+        request: &Fingerprint<'_>,
+    ) -> Result<(Arc<Outcome>, Option<Ticket>), Handled> {
+        let Asked {
+            request_id,
+            method,
+            now,
+        } = asked;
+        if !r.is_for(request) {
+            counters.rejected_reused += 1;
+            let error = reused_error(request_id, r.method, r.first_seen);
+            return Err(self.refuse(events, asked, None, ErrorCode::RequestIdReused, error));
+        }
+        match r.outcome() {
+            Some(outcome) => {
+                r.replays += 1;
+                let durable = self.pending_durability(r.seq);
+                counters.replays += 1;
+                events.publish_receipt("receipt.replayed", now, || ReceiptFacts::Seen {
+                    request_id: request_id.into(),
+                    method: method.as_str(),
+                });
+                Ok((outcome, durable))
+            }
+            None => {
+                r.joins += 1;
+                let rx = r.wait_for_outcome().expect("the receipt is running");
+                counters.joins += 1;
+                events.publish_receipt("receipt.joined", now, || ReceiptFacts::Seen {
+                    request_id: request_id.into(),
+                    method: method.as_str(),
+                });
+                Err(self.reply_when_done(request_id, rx, ReceiptKind::Joined))
+            }
+        }
+    }
+
+    /// Publishes `request.rejected` for a refused request and makes its error reply.
+    #[inline]
+    fn refuse(
+        &self,
+        events: &mut EventBus,
+        asked: Asked<'_>,
+        task_id: Option<&str>,
+        code: ErrorCode,
+        error: ErrorBody,
+    ) -> Handled {
+        events.publish("request.rejected", asked.now, || {
+            rejected(asked.request_id, asked.method, task_id, code)
+        });
+        reject(Some(asked.request_id), self.run_id(), error)
+    }
+
+    /// Refuses a request for a task this host does not run: closed here, kept by another host
+    /// of the fleet (which it names), or unknown.
+    fn refuse_missing_task(
+        &self,
+        st: &mut State,
+        asked: Asked<'_>,
+        tid: &str,
+        request: &Fingerprint<'_>,
+    ) -> Handled {
+        let Asked {
+            request_id, method, ..
+        } = asked;
+        if let Some(record) = st.tasks.closed(tid) {
+            let error = admission_error(&record.to_task(tid), method, ErrorCode::TaskClosed);
+            return self.refuse(
+                &mut st.events,
+                asked,
+                Some(tid),
+                ErrorCode::TaskClosed,
+                error,
+            );
+        }
+        st.events.publish("request.rejected", asked.now, || {
+            rejected(request_id, method, Some(tid), ErrorCode::TaskNotFound)
+        });
+        if self.ledger().is_some() {
+            // Tasks stay with their host: say which one has it.
+            return self.unknown_task_in_fleet(request_id, Some(&request.text()), tid, method);
+        }
+        let run_id = self.run_id();
+        reject(Some(request_id), run_id, unknown_task_error(tid, run_id))
+    }
+
+    /// Appends a new receipt's begin to the journal, so its execution leaves admission with a
+    /// ticket; when the journal fails, the receipt is completed as not executed and the executor
+    /// is never asked to act.
+    fn append_begun(
+        &self,
+        journal: &journal::Journal,
+        book: &mut Book,
+        key: &RequestKey,
+        asked: Asked<'_>,
+        task_id: Option<&str>,
+    ) -> Result<Ticket, Handled> {
+        let Asked {
+            request_id,
+            method,
+            now,
+        } = asked;
+        let run_id = self.run_id();
+        let r = book.get(key).expect("the receipt was just created");
+        let record = Record::ReceiptBegun(Begun {
+            request_id: key,
+            run_id,
+            method: method.as_str(),
+            task_id,
+            request: RequestPieces(r.request_pieces()),
+            at: now,
+        });
+        journal.append(&record).map_err(|e| {
+            self.journal_failed(&e);
+            let outcome = Outcome::err(&not_recorded(request_id, method, &e));
+            book.complete(key, outcome.clone(), now);
+            Handled::Ready(outcome.reply_line(Some(request_id), run_id, ReceiptKind::New))
+        })
+    }
+
+    /// Whether a new receipt of `task` may execute now, queueing it behind the task's requests
+    /// in flight otherwise. A task's requests execute one at a time, in the order they were
+    /// admitted (SPEC §14): one admitted behind others still in flight waits for them.
+    /// `task.stop` waits for nothing (it executes nothing, and is the way out of a task), and
+    /// neither does a fill the executor does at once with nothing of its task in flight: it is
+    /// done before this critical section ends (`Host::fill_at_once`), so nothing admitted after
+    /// it can run first, and it takes no place in the queue.
+    #[inline]
+    fn takes_turn_now(
+        &self,
+        task: &mut Task,
+        mutation: &Result<Work<'_>, CloseCommand>,
+        key: &RequestKey,
+        method: Method,
+        now: i64,
+        claim: bool,
+    ) -> bool {
+        let queued = match mutation {
+            Err(CloseCommand::Stop(_)) => false,
+            Err(CloseCommand::Finish(_)) => !task.in_flight.is_empty(),
+            Ok(work) => {
+                !(task.in_flight.is_empty()
+                    && work.is_fill()
+                    && !claim
+                    && self.journal().is_none()
+                    && self.inner.executor.fills_at_once())
+            }
+        };
+        !queued || task.enter(key, method, now)
     }
 
     /// Executes `task.finish` or `task.stop` in the critical section that admitted it: closing

@@ -29,9 +29,10 @@ use crate::protocol::results::{
 };
 use crate::protocol::{
     format_millis, now_millis, render_snapshot, Delivery, ErrorBody, ErrorCode, Method, Outcome,
-    ReadCommand, ReceiptKind, Subject, WaitState, PROTOCOL_VERSION, SNAPSHOT_DEFAULT_BYTES,
+    PageReadParams, ReadCommand, ReceiptKind, ReceiptStatusParams, Subject, TaskParams,
+    TaskResumeParams, WaitState, PROTOCOL_VERSION, SNAPSHOT_DEFAULT_BYTES,
 };
-use crate::tasks::{Observation, VerifyOutcome, VerifyRecord};
+use crate::tasks::{Observation, PendingOutcome, TaskId, VerifyOutcome, VerifyRecord};
 
 impl Host {
     /// Answers a read admitted by the receipt rules: executed every time, never stored.
@@ -69,112 +70,10 @@ impl Host {
                 v.current = p.run_id.as_deref().is_none_or(|r| r == run_id);
                 ready_ok(request_id, run_id, v)
             }
-            ReadCommand::ReceiptStatus(p) => {
-                let status = self.receipt_status(&p.request_id);
-                if status.state == ReceiptState::Unknown && self.ledger().is_some() {
-                    // Not in this host's book: the fleet's may have it.
-                    return self.receipt_status_in_fleet(request_id, status);
-                }
-                match self.journal() {
-                    // What a client is told about a receipt must survive a crash: a receipt
-                    // admitted (or completed, or cleared) a moment ago is answered once the
-                    // journal holds it, so a restart never forgets what was reported.
-                    // Almost always it already does, and the reply is ready at once: a ready
-                    // reply counts against the connection's reply-byte bound before the next
-                    // frame is read, a delayed one only once it exists.
-                    Some(journal) if status.state != ReceiptState::Unknown => {
-                        let barrier = journal.barrier();
-                        if barrier.is_durable() {
-                            return ready_ok(request_id, run_id, status);
-                        }
-                        let line = Outcome::ok(&status).reply_line(
-                            Some(request_id),
-                            run_id,
-                            ReceiptKind::None,
-                        );
-                        self.reply_once_durable(request_id, barrier, line)
-                    }
-                    _ => ready_ok(request_id, run_id, status),
-                }
-            }
-            ReadCommand::TaskStatus(p) => {
-                let st = self.lock();
-                match st.tasks.get(&p.task_id) {
-                    Some(t) => ready_ok(request_id, run_id, t.status(run_id)),
-                    None => match st.tasks.closed(&p.task_id) {
-                        Some(r) => {
-                            ready_ok(request_id, run_id, r.to_task(&p.task_id).status(run_id))
-                        }
-                        None => reject(Some(request_id), run_id, self.task_not_found(&p.task_id)),
-                    },
-                }
-            }
-            ReadCommand::TaskResume(p) => {
-                if p.run_id != run_id {
-                    return reject(
-                        Some(request_id),
-                        run_id,
-                        ErrorBody::new(
-                            ErrorCode::RunNotCurrent,
-                            format!(
-                                "run {} is not this host's run ({run_id}): the host restarted since. Its tasks are interrupted (task.status shows what each did) and, with a journal, its receipts still answer; check what your earlier requests did before starting a new task",
-                                p.run_id
-                            ),
-                        )
-                        .with_details(json!({"currentRunId": run_id, "runId": p.run_id})),
-                    );
-                }
-                let st = self.lock();
-                let record = st.tasks.closed(&p.task_id).map(|r| r.to_task(&p.task_id));
-                match st.tasks.get(&p.task_id).or(record.as_ref()) {
-                    Some(t) => {
-                        let v = TaskResumeResult {
-                            pending_outcome: t.pending_outcome().map(|po| po.to_wire()),
-                            run_id: run_id.to_owned(),
-                            state: t.state(),
-                            task_id: t.id.to_string(),
-                        };
-                        ready_ok(request_id, run_id, v)
-                    }
-                    None => reject(Some(request_id), run_id, self.task_not_found(&p.task_id)),
-                }
-            }
-            ReadCommand::PageRead(p) => {
-                let Some(task) = self.lock().tasks.shared_id(&p.task_id) else {
-                    return reject(Some(request_id), run_id, self.task_not_found(&p.task_id));
-                };
-                let host = self.clone();
-                let request_id = request_id.to_owned();
-                let deadline = Instant::now() + self.inner.config.action_timeout;
-                let read = self.inner.executor.observe_in(
-                    task.clone(),
-                    p.tab.unwrap_or(0),
-                    Subject::Target(p.target.clone()),
-                    deadline,
-                );
-                Handled::Later(Box::pin(async move {
-                    let run_id = host.run_id();
-                    let read = match read.await {
-                        // A page opened again shows what it shows: a read gives it as it is.
-                        ReadOutcome::Reopened(inner) => *inner,
-                        other => other,
-                    };
-                    host.take_dialogs(&task, &RequestKey::new(&request_id), Method::PageRead);
-                    let outcome = match read {
-                        ReadOutcome::Reopened(_) => unreachable!("unwrapped above"),
-                        ReadOutcome::Value(value) => Outcome::ok(&FieldResult { target: p.target.clone(), value }),
-                        ReadOutcome::TimedOut => Outcome::err(&ErrorBody::new(
-                            ErrorCode::ReadTimeout,
-                            format!("reading {} on task {task} did not finish within {} ms; nothing changed — read again later", p.target, host.inner.config.action_timeout.as_millis()),
-                        ).with_details(json!({"taskId": &*task, "target": p.target}))),
-                        ReadOutcome::Failed(reason) | ReadOutcome::Absent(reason) => Outcome::err(&ErrorBody::new(
-                            ErrorCode::ActionFailed,
-                            format!("reading {} on task {task} failed: {reason}; nothing changed", p.target),
-                        )),
-                    };
-                    outcome.reply_line(Some(&request_id), run_id, ReceiptKind::None)
-                }))
-            }
+            ReadCommand::ReceiptStatus(p) => self.receipt_status_read(request_id, p),
+            ReadCommand::TaskStatus(p) => self.task_status_read(request_id, p),
+            ReadCommand::TaskResume(p) => self.task_resume_read(request_id, p),
+            ReadCommand::PageRead(p) => self.page_read(request_id, p),
             ReadCommand::PageSnapshot(_)
             | ReadCommand::PageWait(_)
             | ReadCommand::PageScreenshot(_)
@@ -196,6 +95,121 @@ impl Host {
         }
     }
 
+    /// `receipt.status`: answered once the journal holds what it reports; a fleet host asks the
+    /// fleet's book about a receipt its own does not have.
+    fn receipt_status_read(&self, request_id: &str, p: ReceiptStatusParams) -> Handled {
+        let run_id = self.run_id();
+        let status = self.receipt_status(&p.request_id);
+        if status.state == ReceiptState::Unknown && self.ledger().is_some() {
+            // Not in this host's book: the fleet's may have it.
+            return self.receipt_status_in_fleet(request_id, status);
+        }
+        match self.journal() {
+            // What a client is told about a receipt must survive a crash: a receipt
+            // admitted (or completed, or cleared) a moment ago is answered once the
+            // journal holds it, so a restart never forgets what was reported.
+            // Almost always it already does, and the reply is ready at once: a ready
+            // reply counts against the connection's reply-byte bound before the next
+            // frame is read, a delayed one only once it exists.
+            Some(journal) if status.state != ReceiptState::Unknown => {
+                let barrier = journal.barrier();
+                if barrier.is_durable() {
+                    return ready_ok(request_id, run_id, status);
+                }
+                let line =
+                    Outcome::ok(&status).reply_line(Some(request_id), run_id, ReceiptKind::None);
+                self.reply_once_durable(request_id, barrier, line)
+            }
+            _ => ready_ok(request_id, run_id, status),
+        }
+    }
+
+    /// `task.status` of a running or closed task.
+    fn task_status_read(&self, request_id: &str, p: TaskParams) -> Handled {
+        let run_id = self.run_id();
+        let st = self.lock();
+        match st.tasks.get(&p.task_id) {
+            Some(t) => ready_ok(request_id, run_id, t.status(run_id)),
+            None => match st.tasks.closed(&p.task_id) {
+                Some(r) => ready_ok(request_id, run_id, r.to_task(&p.task_id).status(run_id)),
+                None => reject(Some(request_id), run_id, self.task_not_found(&p.task_id)),
+            },
+        }
+    }
+
+    /// `task.resume`: where a task of this run stands, or `RUN_NOT_CURRENT` for a task of an
+    /// earlier run.
+    fn task_resume_read(&self, request_id: &str, p: TaskResumeParams) -> Handled {
+        let run_id = self.run_id();
+        if p.run_id != run_id {
+            return reject(
+                Some(request_id),
+                run_id,
+                ErrorBody::new(
+                    ErrorCode::RunNotCurrent,
+                    format!(
+                        "run {} is not this host's run ({run_id}): the host restarted since. Its tasks are interrupted (task.status shows what each did) and, with a journal, its receipts still answer; check what your earlier requests did before starting a new task",
+                        p.run_id
+                    ),
+                )
+                .with_details(json!({"currentRunId": run_id, "runId": p.run_id})),
+            );
+        }
+        let st = self.lock();
+        let record = st.tasks.closed(&p.task_id).map(|r| r.to_task(&p.task_id));
+        match st.tasks.get(&p.task_id).or(record.as_ref()) {
+            Some(t) => {
+                let v = TaskResumeResult {
+                    pending_outcome: t.pending_outcome().map(|po| po.to_wire()),
+                    run_id: run_id.to_owned(),
+                    state: t.state(),
+                    task_id: t.id.to_string(),
+                };
+                ready_ok(request_id, run_id, v)
+            }
+            None => reject(Some(request_id), run_id, self.task_not_found(&p.task_id)),
+        }
+    }
+
+    /// `page.read`: one field of the task's page, read by the executor after the lock is let go.
+    fn page_read(&self, request_id: &str, p: PageReadParams) -> Handled {
+        let run_id = self.run_id();
+        let Some(task) = self.lock().tasks.shared_id(&p.task_id) else {
+            return reject(Some(request_id), run_id, self.task_not_found(&p.task_id));
+        };
+        let host = self.clone();
+        let request_id = request_id.to_owned();
+        let deadline = Instant::now() + self.inner.config.action_timeout;
+        let read = self.inner.executor.observe_in(
+            task.clone(),
+            p.tab.unwrap_or(0),
+            Subject::Target(p.target.clone()),
+            deadline,
+        );
+        Handled::Later(Box::pin(async move {
+            let run_id = host.run_id();
+            let read = match read.await {
+                // A page opened again shows what it shows: a read gives it as it is.
+                ReadOutcome::Reopened(inner) => *inner,
+                other => other,
+            };
+            host.take_dialogs(&task, &RequestKey::new(&request_id), Method::PageRead);
+            let outcome = match read {
+                ReadOutcome::Reopened(_) => unreachable!("unwrapped above"),
+                ReadOutcome::Value(value) => Outcome::ok(&FieldResult { target: p.target.clone(), value }),
+                ReadOutcome::TimedOut => Outcome::err(&ErrorBody::new(
+                    ErrorCode::ReadTimeout,
+                    format!("reading {} on task {task} did not finish within {} ms; nothing changed — read again later", p.target, host.inner.config.action_timeout.as_millis()),
+                ).with_details(json!({"taskId": &*task, "target": p.target}))),
+                ReadOutcome::Failed(reason) | ReadOutcome::Absent(reason) => Outcome::err(&ErrorBody::new(
+                    ErrorCode::ActionFailed,
+                    format!("reading {} on task {task} failed: {reason}; nothing changed", p.target),
+                )),
+            };
+            outcome.reply_line(Some(&request_id), run_id, ReceiptKind::None)
+        }))
+    }
+
     /// `task.verifyOutcome`: evaluates only the stored expectation of the task's pending
     /// action, with a read-only observation. A verification already running for the task is
     /// shared, not repeated. The verification runs detached, so a caller that goes away does
@@ -208,15 +222,7 @@ impl Host {
         };
         let tid = task.id.clone();
         if let Some(rx) = st.verifying.get(&tid) {
-            let rx = rx.clone();
-            return Ok(Box::pin(async move {
-                wait_outcome(rx).await.unwrap_or_else(|| {
-                    Outcome::err(&ErrorBody::new(
-                        ErrorCode::Internal,
-                        "the verification ended without a result; call task.verifyOutcome again",
-                    ))
-                })
-            }));
+            return Ok(verification_reply(rx.clone()));
         }
         let pending = task.pending_outcome().cloned();
         let interrupted = task.history.iter().any(|h| h.result == "INTERRUPTED");
@@ -233,7 +239,7 @@ impl Host {
             };
             return Ok(Box::pin(std::future::ready(Outcome::ok(&result))));
         }
-        let Some(mut pending) = pending else {
+        let Some(pending) = pending else {
             let result = VerifyResult {
                 observation: None,
                 outcome: VerifyOutcome::None,
@@ -282,94 +288,101 @@ impl Host {
                     judge(&expect, read)
                 }
             };
-            host.take_dialogs(
-                &tid,
-                &RequestKey::new(&pending.request_id),
-                Method::TaskVerifyOutcome,
-            );
-            // What the page sent for the action, late answers included (SPEC §16); a
-            // confirmation ends the watch. `None` (no watch, or it ended when the task closed)
-            // keeps what the pending outcome already holds.
-            let evidence = host
-                .inner
-                .executor
-                .evidence(&tid, outcome != VerifyOutcome::Confirmed);
-            let now = now_millis();
-            let mut guard = host.lock();
-            let st = &mut *guard;
-            st.verifying.remove(&tid);
-            let task = st.tasks.get_mut(&tid).expect("tasks are never removed");
-            if let Some(evidence) = evidence {
-                let flagged_before = pending
-                    .evidence
-                    .as_ref()
-                    .map_or(0, |e| e.duplicate_sends.len());
-                if evidence.duplicate_sends.len() > flagged_before {
-                    // A duplicate send that arrived after the reply: the feed hears of it now.
-                    let event = DuplicateSendsEvent {
-                        duplicate_sends: evidence.duplicate_sends.clone(),
-                        method: pending.method.as_str().to_owned(),
-                        request_id: pending.request_id.clone(),
-                        task_id: tid.to_string(),
-                    };
-                    st.events
-                        .publish("network.duplicateSends", now, || to_data(&event));
-                }
-                if let Some(p) = task
-                    .pending
-                    .front_mut()
-                    .filter(|p| p.request_id == pending.request_id)
-                {
-                    p.evidence = Some(evidence.clone());
-                }
-                pending.evidence = Some(evidence);
-            }
-            task.apply_verification(VerifyRecord {
-                at: now,
-                outcome,
-                observation: observation.clone(),
-            });
-            let result = VerifyResult {
-                observation,
-                outcome,
-                note,
-                pending_outcome: task.pending_outcome().map(|p| p.to_wire()),
-                resolved: (outcome == VerifyOutcome::Confirmed).then(|| pending.to_wire()),
-                state: task.state(),
-                task_id: tid.to_string(),
-            };
-            let summary = task.summary();
-            if let Some(j) = host.journal() {
-                // The task's new state goes into the journal; nobody waits for it (after a
-                // restart the task is interrupted either way).
-                let record = TaskRecordData::of(task, TaskEvent::Updated, now);
-                if let Err(e) = j.append(&record.record(host.run_id())) {
-                    host.journal_failed(&e);
-                }
-            }
-            if outcome == VerifyOutcome::Confirmed {
-                let resolved = PendingResolvedEvent {
-                    outcome: VerifyOutcome::Confirmed,
-                    request_id: pending.request_id.to_string(),
+            let result = host.record_verification(&tid, pending, outcome, observation, note);
+            tx.send_replace(Some(Outcome::ok(&result)));
+        });
+        Ok(verification_reply(rx))
+    }
+
+    /// Records a verification's verdict on the task (and the page's evidence of its pending
+    /// action), journals the task's new state and tells the feed; the `task.verifyOutcome`
+    /// result.
+    fn record_verification(
+        &self,
+        tid: &TaskId,
+        mut pending: PendingOutcome,
+        outcome: VerifyOutcome,
+        observation: Option<Observation>,
+        note: Option<String>,
+    ) -> VerifyResult {
+        self.take_dialogs(
+            tid,
+            &RequestKey::new(&pending.request_id),
+            Method::TaskVerifyOutcome,
+        );
+        // What the page sent for the action, late answers included (SPEC §16); a
+        // confirmation ends the watch. `None` (no watch, or it ended when the task closed)
+        // keeps what the pending outcome already holds.
+        let evidence = self
+            .inner
+            .executor
+            .evidence(tid, outcome != VerifyOutcome::Confirmed);
+        let now = now_millis();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        st.verifying.remove(tid);
+        let task = st.tasks.get_mut(tid).expect("tasks are never removed");
+        if let Some(evidence) = evidence {
+            let flagged_before = pending
+                .evidence
+                .as_ref()
+                .map_or(0, |e| e.duplicate_sends.len());
+            if evidence.duplicate_sends.len() > flagged_before {
+                // A duplicate send that arrived after the reply: the feed hears of it now.
+                let event = DuplicateSendsEvent {
+                    duplicate_sends: evidence.duplicate_sends.clone(),
+                    method: pending.method.as_str().to_owned(),
+                    request_id: pending.request_id.clone(),
                     task_id: tid.to_string(),
                 };
                 st.events
-                    .publish("pending.resolved", now, || to_data(&resolved));
-                // In a fleet, a clear on any host must see it settled.
-                host.settle_in_ledger(vec![resolved.request_id.clone()]);
+                    .publish("network.duplicateSends", now, || to_data(&event));
             }
-            st.events.publish("task.updated", now, || to_data(&summary));
-            drop(guard);
-            tx.send_replace(Some(Outcome::ok(&result)));
+            if let Some(p) = task
+                .pending
+                .front_mut()
+                .filter(|p| p.request_id == pending.request_id)
+            {
+                p.evidence = Some(evidence.clone());
+            }
+            pending.evidence = Some(evidence);
+        }
+        task.apply_verification(VerifyRecord {
+            at: now,
+            outcome,
+            observation: observation.clone(),
         });
-        Ok(Box::pin(async move {
-            wait_outcome(rx).await.unwrap_or_else(|| {
-                Outcome::err(&ErrorBody::new(
-                    ErrorCode::Internal,
-                    "the verification ended without a result; call task.verifyOutcome again",
-                ))
-            })
-        }))
+        let result = VerifyResult {
+            observation,
+            outcome,
+            note,
+            pending_outcome: task.pending_outcome().map(|p| p.to_wire()),
+            resolved: (outcome == VerifyOutcome::Confirmed).then(|| pending.to_wire()),
+            state: task.state(),
+            task_id: tid.to_string(),
+        };
+        let summary = task.summary();
+        if let Some(j) = self.journal() {
+            // The task's new state goes into the journal; nobody waits for it (after a
+            // restart the task is interrupted either way).
+            let record = TaskRecordData::of(task, TaskEvent::Updated, now);
+            if let Err(e) = j.append(&record.record(self.run_id())) {
+                self.journal_failed(&e);
+            }
+        }
+        if outcome == VerifyOutcome::Confirmed {
+            let resolved = PendingResolvedEvent {
+                outcome: VerifyOutcome::Confirmed,
+                request_id: pending.request_id.to_string(),
+                task_id: tid.to_string(),
+            };
+            st.events
+                .publish("pending.resolved", now, || to_data(&resolved));
+            // In a fleet, a clear on any host must see it settled.
+            self.settle_in_ledger(vec![resolved.request_id.clone()]);
+        }
+        st.events.publish("task.updated", now, || to_data(&summary));
+        result
     }
 
     /// `page.snapshot`, `page.wait`, `page.screenshot` and `page.url`: a [`PageQuery`] the
@@ -624,4 +637,18 @@ fn judge(
             }
         }
     }
+}
+
+/// The reply of a verification running detached: its result once it is sent.
+fn verification_reply(
+    rx: watch::Receiver<Option<Arc<Outcome>>>,
+) -> BoxFuture<'static, Arc<Outcome>> {
+    Box::pin(async move {
+        wait_outcome(rx).await.unwrap_or_else(|| {
+            Outcome::err(&ErrorBody::new(
+                ErrorCode::Internal,
+                "the verification ended without a result; call task.verifyOutcome again",
+            ))
+        })
+    })
 }

@@ -98,6 +98,119 @@ fn reply_line<T: Serialize>(id: &str, run_id: &str, result: Result<T, ErrorBody>
     outcome.reply_line(Some(id), run_id, ReceiptKind::None)
 }
 
+impl Introspect {
+    /// `subscribe`: queues the reply, then starts the forwarder of this connection's events (a
+    /// `changed` frame every `coalesceMs`, or every event), so the reply precedes them.
+    fn subscribe(
+        &self,
+        method: IntrospectMethod,
+        params: &Value,
+        id: &str,
+        run_id: &str,
+        conn: &Connection,
+    ) -> Handled {
+        let ready = |line: Vec<u8>| Handled::Ready(line);
+        let p = match parse::<SubscribeParams>(method, params).and_then(checked_subscribe) {
+            Ok(p) => p,
+            Err(e) => return ready(reply_line::<Subscribed>(id, run_id, Err(e))),
+        };
+        if !conn.add_feed(MAX_SUBSCRIPTIONS_PER_CONNECTION) {
+            let e = ErrorBody::new(
+                    ErrorCode::BadRequest,
+                    format!("this connection already has {MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions, the most one connection may hold; nothing was subscribed. Read events on those, or subscribe on another connection"),
+                )
+                .with_details(json!({"maxSubscriptions": MAX_SUBSCRIPTIONS_PER_CONNECTION}));
+            return ready(reply_line::<Subscribed>(id, run_id, Err(e)));
+        }
+        match p.coalesce_ms {
+            Some(every_ms) => {
+                // Coalesced: no bus receiver, so publishing stays as cheap as with no
+                // subscriber; the reply goes out before the first `changed` frame.
+                let (seq, published) = {
+                    let st = self.host.lock();
+                    (st.events.seq(), st.events.published())
+                };
+                let reply = Subscribed {
+                    coalesce_ms: Some(every_ms),
+                    seq,
+                    subscribed: true,
+                };
+                let _ = conn.out.send(Outbound {
+                    line: reply_line(id, run_id, Ok(reply)),
+                    permit: None,
+                });
+                tokio::spawn(forward_changes(
+                    self.host.clone(),
+                    published,
+                    seq,
+                    std::time::Duration::from_millis(every_ms),
+                    conn.out.clone(),
+                    conn.shutdown.clone(),
+                ));
+            }
+            None => {
+                // The reply must precede the first event frame on this connection, so it
+                // is queued here, before the forwarder starts; the empty line handed back
+                // writes nothing and releases the request's in-flight slot.
+                let (seq, rx) = self.host.subscribe();
+                let reply = Subscribed {
+                    coalesce_ms: None,
+                    seq,
+                    subscribed: true,
+                };
+                let _ = conn.out.send(Outbound {
+                    line: reply_line(id, run_id, Ok(reply)),
+                    permit: None,
+                });
+                tokio::spawn(forward_events(
+                    rx,
+                    seq,
+                    conn.out.clone(),
+                    conn.shutdown.clone(),
+                ));
+            }
+        }
+        Handled::Ready(Vec::new())
+    }
+
+    /// `audit.list`: the last `limit` entries of the audit log, read off the runtime's workers.
+    fn audit_list(&self, id: String, run_id: String, limit: usize) -> Handled {
+        let audit = self.audit.clone();
+        Handled::Later(Box::pin(async move {
+            let read =
+                tokio::task::spawn_blocking(move || audit.recent(limit).map_err(|e| (e, audit)))
+                    .await
+                    .expect("reading the audit log does not panic");
+            let result = match read {
+                Ok(entries) => Ok(AuditListResult { entries }),
+                Err((e, audit)) => Err(ErrorBody::new(
+                    ErrorCode::Internal,
+                    format!(
+                        "could not read the audit log {} ({e}); check the file's permissions",
+                        audit.path().display()
+                    ),
+                )
+                .with_delivery(Delivery::NotExecuted)),
+            };
+            reply_line(&id, &run_id, result)
+        }))
+    }
+}
+
+/// The `UNKNOWN_METHOD` error of a method the introspection socket does not have, naming those
+/// it has.
+fn unknown_method(other: &str) -> ErrorBody {
+    let names: Vec<&str> = IntrospectMethod::ALL.iter().map(|m| m.as_str()).collect();
+    ErrorBody::new(
+        ErrorCode::UnknownMethod,
+        format!(
+            "unknown method {other:?} on the introspection socket; its methods are {}",
+            names.join(", ")
+        ),
+    )
+    .with_details(json!({"method": other}))
+}
+
 impl Service for Introspect {
     fn handle_frame(&self, frame: &[u8], conn: &Connection) -> Handled {
         let run_id = self.host.run_id().to_owned();
@@ -114,16 +227,7 @@ impl Service for Introspect {
         let id = env.id;
         let params = &env.params;
         let Ok(method) = env.method.parse::<IntrospectMethod>() else {
-            let names: Vec<&str> = IntrospectMethod::ALL.iter().map(|m| m.as_str()).collect();
-            let other = env.method.as_str();
-            let error = ErrorBody::new(
-                ErrorCode::UnknownMethod,
-                format!(
-                    "unknown method {other:?} on the introspection socket; its methods are {}",
-                    names.join(", ")
-                ),
-            )
-            .with_details(json!({"method": other}));
+            let error = unknown_method(&env.method);
             return Handled::Ready(reply_line::<Value>(&id, &run_id, Err(error)));
         };
         let ready = |line: Vec<u8>| Handled::Ready(line);
@@ -163,69 +267,7 @@ impl Service for Introspect {
                     }
                 }
             }
-            IntrospectMethod::Subscribe => {
-                let p = match parse::<SubscribeParams>(method, params).and_then(checked_subscribe) {
-                    Ok(p) => p,
-                    Err(e) => return ready(reply_line::<Subscribed>(&id, &run_id, Err(e))),
-                };
-                if !conn.add_feed(MAX_SUBSCRIPTIONS_PER_CONNECTION) {
-                    let e = ErrorBody::new(
-                        ErrorCode::BadRequest,
-                        format!("this connection already has {MAX_SUBSCRIPTIONS_PER_CONNECTION} subscriptions, the most one connection may hold; nothing was subscribed. Read events on those, or subscribe on another connection"),
-                    )
-                    .with_details(json!({"maxSubscriptions": MAX_SUBSCRIPTIONS_PER_CONNECTION}));
-                    return ready(reply_line::<Subscribed>(&id, &run_id, Err(e)));
-                }
-                match p.coalesce_ms {
-                    Some(every_ms) => {
-                        // Coalesced: no bus receiver, so publishing stays as cheap as with no
-                        // subscriber; the reply goes out before the first `changed` frame.
-                        let (seq, published) = {
-                            let st = self.host.lock();
-                            (st.events.seq(), st.events.published())
-                        };
-                        let reply = Subscribed {
-                            coalesce_ms: Some(every_ms),
-                            seq,
-                            subscribed: true,
-                        };
-                        let _ = conn.out.send(Outbound {
-                            line: reply_line(&id, &run_id, Ok(reply)),
-                            permit: None,
-                        });
-                        tokio::spawn(forward_changes(
-                            self.host.clone(),
-                            published,
-                            seq,
-                            std::time::Duration::from_millis(every_ms),
-                            conn.out.clone(),
-                            conn.shutdown.clone(),
-                        ));
-                    }
-                    None => {
-                        // The reply must precede the first event frame on this connection, so it
-                        // is queued here, before the forwarder starts; the empty line handed back
-                        // writes nothing and releases the request's in-flight slot.
-                        let (seq, rx) = self.host.subscribe();
-                        let reply = Subscribed {
-                            coalesce_ms: None,
-                            seq,
-                            subscribed: true,
-                        };
-                        let _ = conn.out.send(Outbound {
-                            line: reply_line(&id, &run_id, Ok(reply)),
-                            permit: None,
-                        });
-                        tokio::spawn(forward_events(
-                            rx,
-                            seq,
-                            conn.out.clone(),
-                            conn.shutdown.clone(),
-                        ));
-                    }
-                }
-                Handled::Ready(Vec::new())
-            }
+            IntrospectMethod::Subscribe => self.subscribe(method, params, &id, &run_id, conn),
             IntrospectMethod::TaskVerifyOutcome => {
                 match parse::<TaskParams>(method, params).and_then(|p| self.host.verify(&p.task_id))
                 {
@@ -283,26 +325,7 @@ impl Service for Introspect {
                         )),
                     ))
                 }
-                Ok(p) => {
-                    let audit = self.audit.clone();
-                    Handled::Later(Box::pin(async move {
-                        let limit = p.limit.unwrap_or(DEFAULT_AUDIT_LIMIT);
-                        let read = tokio::task::spawn_blocking(move || {
-                            audit.recent(limit).map_err(|e| (e, audit))
-                        })
-                        .await
-                        .expect("reading the audit log does not panic");
-                        let result = match read {
-                            Ok(entries) => Ok(AuditListResult { entries }),
-                            Err((e, audit)) => Err(ErrorBody::new(
-                                ErrorCode::Internal,
-                                format!("could not read the audit log {} ({e}); check the file's permissions", audit.path().display()),
-                            )
-                            .with_delivery(Delivery::NotExecuted)),
-                        };
-                        reply_line(&id, &run_id, result)
-                    }))
-                }
+                Ok(p) => self.audit_list(id, run_id, p.limit.unwrap_or(DEFAULT_AUDIT_LIMIT)),
             },
         }
     }

@@ -523,171 +523,13 @@ impl Command {
         &self,
         check_target: &dyn Fn(&str) -> Result<(), String>,
     ) -> Result<(), String> {
-        let method = self.method();
-        let sized = |field: &str, limit: super::limits::TextLimit, text: &str| {
-            limit
-                .check(field, text)
-                .map_err(|e| format!("invalid params for {method}: {e}"))
-        };
-        let target_ok = |what: &str, target: &Target| match target {
-            Target::Css(css) => {
-                sized(what, SELECTOR, css)?;
-                check_target(css).map_err(|e| format!("invalid {what} for {method}: {e}"))
-            }
-            other => other
-                .check(what, check_target)
-                .map_err(|e| format!("invalid params for {method}: {e}")),
-        };
-        let expect_ok = |expect: &Option<Expect>, local: bool| {
-            let Some(expect) = expect else {
-                if local {
-                    return Ok(());
-                }
-                return Err(format!(
-                    "invalid params for {method}: missing `expect`, the observation that shows the action took effect (e.g. {{\"target\":\"#status\",\"equals\":\"Saved #2\"}}); a step that commits nothing (focus, Tab, opening a menu) may send \"expect\": null with \"local\": true"
-                ));
-            };
-            let (field, text) = match &expect.check {
-                ExpectCheck::Equals(t) => ("expect.equals", t),
-                ExpectCheck::Contains(t) => ("expect.contains", t),
-            };
-            sized(field, EXPECTED_TEXT, text)?;
-            match &expect.subject {
-                Subject::Target(t) => target_ok("expect.target", t),
-                Subject::Url | Subject::Text => Ok(()),
-            }
-        };
-        let dialog_ok = |dialog: &Option<Box<DialogAnswer>>| {
-            let Some(d) = dialog else {
-                return Ok::<(), String>(());
-            };
-            if let Some(t) = &d.prompt_text {
-                sized("dialog.promptText", VALUE, t)?;
-            }
-            if let Some(m) = &d.message {
-                sized("dialog.message.contains", EXPECTED_TEXT, &m.contains)?;
-            }
-            Ok(())
+        let rules = Rules {
+            method: self.method(),
+            check_target,
         };
         match self {
-            Command::Execute(ExecutorCommand::Start(p)) => {
-                if p.title.is_empty() {
-                    return Err(
-                        "invalid params for task.start: `title` is empty; say what the task is for"
-                            .into(),
-                    );
-                }
-                sized("title", TITLE, &p.title)?;
-                if let Some(url) = &p.url {
-                    sized("url", URL, url)?;
-                }
-                if let Some(name) = &p.profile {
-                    check_profile_name(name)
-                        .map_err(|e| format!("invalid params for task.start: profile: {e}"))?;
-                }
-                if let Some(f) = &p.fixture {
-                    for (name, v) in [
-                        ("submitDelayMs", f.submit_delay_ms),
-                        ("readDelayMs", f.read_delay_ms),
-                    ] {
-                        if v > MAX_FIXTURE_DELAY_MS {
-                            return Err(format!(
-                                "invalid params for task.start: fixture.{name} must be 0 to {MAX_FIXTURE_DELAY_MS} (got {v})"
-                            ));
-                        }
-                    }
-                }
-            }
-            Command::Execute(ExecutorCommand::Act(act)) => match &act.action {
-                PageAction::Fill { target, value } => match target {
-                    Target::Css(css) => Command::check_fill(css, value, check_target)?,
-                    other => {
-                        sized("value", VALUE, value)?;
-                        target_ok("target", other)?;
-                    }
-                },
-                PageAction::Click {
-                    target,
-                    expect,
-                    local,
-                    dialog,
-                } => {
-                    target_ok("target", target)?;
-                    expect_ok(expect, *local)?;
-                    dialog_ok(dialog)?;
-                }
-                PageAction::Press {
-                    key,
-                    target,
-                    expect,
-                    local,
-                    dialog,
-                } => {
-                    sized("key", KEY, key)?;
-                    KeyChord::parse(key)
-                        .map_err(|e| format!("invalid params for page.press: {e}"))?;
-                    if let Some(t) = target {
-                        target_ok("target", t)?;
-                    }
-                    expect_ok(expect, *local)?;
-                    dialog_ok(dialog)?;
-                }
-                PageAction::Navigate {
-                    to, expect, dialog, ..
-                } => {
-                    if let Navigation::Url(url) = to {
-                        sized("url", URL, url)?;
-                        if url.is_empty() {
-                            return Err("invalid params for page.navigate: `url` is empty; send an http(s) URL, or back, forward or reload".into());
-                        }
-                    }
-                    if expect.is_some() {
-                        expect_ok(expect, false)?;
-                    }
-                    dialog_ok(dialog)?;
-                }
-                PageAction::Select { target, by } => {
-                    target_ok("target", target)?;
-                    let (field, options) = match by {
-                        SelectBy::Label(o) => ("label", o),
-                        SelectBy::Value(o) => ("value", o),
-                    };
-                    if options.is_empty() || options.len() > MAX_SELECTED {
-                        return Err(format!("invalid params for page.select: `{field}` names 1 to {MAX_SELECTED} options"));
-                    }
-                    for o in options {
-                        sized(field, VALUE, o)?;
-                    }
-                }
-                PageAction::Check { target, .. } | PageAction::Hover { target } => {
-                    target_ok("target", target)?;
-                }
-                PageAction::Upload { target, files } => {
-                    target_ok("target", target)?;
-                    if files.is_empty() || files.len() > MAX_UPLOAD_FILES {
-                        return Err(format!("invalid params for page.upload: `files` names 1 to {MAX_UPLOAD_FILES} files of the host's upload directory"));
-                    }
-                    for f in files {
-                        sized("files", URL, f)?;
-                    }
-                }
-                PageAction::Type {
-                    target,
-                    text,
-                    expect,
-                } => {
-                    target_ok("target", target)?;
-                    if text.is_empty() {
-                        return Err("invalid params for page.type: `text` is empty".into());
-                    }
-                    sized("text", VALUE, text)?;
-                    if expect.is_some() {
-                        expect_ok(expect, true)?;
-                    }
-                }
-                PageAction::SaveProfile { profile } => check_profile_name(profile)
-                    .map_err(|e| format!("invalid params for task.saveProfile: profile: {e}"))?,
-            },
+            Command::Execute(ExecutorCommand::Start(p)) => rules.start(p),
+            Command::Execute(ExecutorCommand::Act(act)) => rules.action(&act.action),
             Command::Close(CloseCommand::Stop(p)) => {
                 if p.reason.is_empty() {
                     return Err(
@@ -695,21 +537,231 @@ impl Command {
                             .into(),
                     );
                 }
-                sized("reason", REASON, &p.reason)?;
+                rules.sized("reason", REASON, &p.reason)
             }
-            Command::Close(CloseCommand::Finish(_)) => {}
-            Command::Read(ReadCommand::PageRead(p)) => target_ok("target", &p.target)?,
-            Command::Read(ReadCommand::PageSnapshot(p)) => {
+            Command::Close(CloseCommand::Finish(_)) => Ok(()),
+            Command::Read(read) => rules.read(read),
+        }
+    }
+}
+
+/// The checks of one command's params, in the words of its method: what
+/// [`Command::check`] applies to each kind of command.
+struct Rules<'c> {
+    /// The command's method, named in every refusal.
+    method: Method,
+    /// The executor's selector check.
+    check_target: &'c dyn Fn(&str) -> Result<(), String>,
+}
+
+impl Rules<'_> {
+    /// `text` within `limit`.
+    #[inline]
+    fn sized(
+        &self,
+        field: &str,
+        limit: super::limits::TextLimit,
+        text: &str,
+    ) -> Result<(), String> {
+        let method = self.method;
+        limit
+            .check(field, text)
+            .map_err(|e| format!("invalid params for {method}: {e}"))
+    }
+
+    /// A target the executor can look for: a CSS selector within its limit that the
+    /// executor's check accepts, or a target of another kind that reads.
+    fn target(&self, what: &str, target: &Target) -> Result<(), String> {
+        let method = self.method;
+        match target {
+            Target::Css(css) => {
+                self.sized(what, SELECTOR, css)?;
+                (self.check_target)(css).map_err(|e| format!("invalid {what} for {method}: {e}"))
+            }
+            other => other
+                .check(what, self.check_target)
+                .map_err(|e| format!("invalid params for {method}: {e}")),
+        }
+    }
+
+    /// The observation that shows an action took effect: required unless the step is `local`.
+    fn expect(&self, expect: &Option<Expect>, local: bool) -> Result<(), String> {
+        let method = self.method;
+        let Some(expect) = expect else {
+            if local {
+                return Ok(());
+            }
+            return Err(format!(
+                "invalid params for {method}: missing `expect`, the observation that shows the action took effect (e.g. {{\"target\":\"#status\",\"equals\":\"Saved #2\"}}); a step that commits nothing (focus, Tab, opening a menu) may send \"expect\": null with \"local\": true"
+            ));
+        };
+        let (field, text) = match &expect.check {
+            ExpectCheck::Equals(t) => ("expect.equals", t),
+            ExpectCheck::Contains(t) => ("expect.contains", t),
+        };
+        self.sized(field, EXPECTED_TEXT, text)?;
+        match &expect.subject {
+            Subject::Target(t) => self.target("expect.target", t),
+            Subject::Url | Subject::Text => Ok(()),
+        }
+    }
+
+    /// The answer to a dialog the action may open.
+    fn dialog(&self, dialog: &Option<Box<DialogAnswer>>) -> Result<(), String> {
+        let Some(d) = dialog else {
+            return Ok(());
+        };
+        if let Some(t) = &d.prompt_text {
+            self.sized("dialog.promptText", VALUE, t)?;
+        }
+        if let Some(m) = &d.message {
+            self.sized("dialog.message.contains", EXPECTED_TEXT, &m.contains)?;
+        }
+        Ok(())
+    }
+
+    /// `task.start`: a title saying what the task is for, and a URL, profile and fixture
+    /// delays within their limits.
+    fn start(&self, p: &TaskStartParams) -> Result<(), String> {
+        if p.title.is_empty() {
+            return Err(
+                "invalid params for task.start: `title` is empty; say what the task is for".into(),
+            );
+        }
+        self.sized("title", TITLE, &p.title)?;
+        if let Some(url) = &p.url {
+            self.sized("url", URL, url)?;
+        }
+        if let Some(name) = &p.profile {
+            check_profile_name(name)
+                .map_err(|e| format!("invalid params for task.start: profile: {e}"))?;
+        }
+        if let Some(f) = &p.fixture {
+            for (name, v) in [
+                ("submitDelayMs", f.submit_delay_ms),
+                ("readDelayMs", f.read_delay_ms),
+            ] {
+                if v > MAX_FIXTURE_DELAY_MS {
+                    return Err(format!(
+                        "invalid params for task.start: fixture.{name} must be 0 to {MAX_FIXTURE_DELAY_MS} (got {v})"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// An action on a task's page.
+    fn action(&self, action: &PageAction) -> Result<(), String> {
+        match action {
+            PageAction::Fill { target, value } => match target {
+                Target::Css(css) => Command::check_fill(css, value, self.check_target)?,
+                other => {
+                    self.sized("value", VALUE, value)?;
+                    self.target("target", other)?;
+                }
+            },
+            PageAction::Click {
+                target,
+                expect,
+                local,
+                dialog,
+            } => {
+                self.target("target", target)?;
+                self.expect(expect, *local)?;
+                self.dialog(dialog)?;
+            }
+            PageAction::Press {
+                key,
+                target,
+                expect,
+                local,
+                dialog,
+            } => {
+                self.sized("key", KEY, key)?;
+                KeyChord::parse(key).map_err(|e| format!("invalid params for page.press: {e}"))?;
+                if let Some(t) = target {
+                    self.target("target", t)?;
+                }
+                self.expect(expect, *local)?;
+                self.dialog(dialog)?;
+            }
+            PageAction::Navigate {
+                to, expect, dialog, ..
+            } => {
+                if let Navigation::Url(url) = to {
+                    self.sized("url", URL, url)?;
+                    if url.is_empty() {
+                        return Err("invalid params for page.navigate: `url` is empty; send an http(s) URL, or back, forward or reload".into());
+                    }
+                }
+                if expect.is_some() {
+                    self.expect(expect, false)?;
+                }
+                self.dialog(dialog)?;
+            }
+            PageAction::Select { target, by } => {
+                self.target("target", target)?;
+                let (field, options) = match by {
+                    SelectBy::Label(o) => ("label", o),
+                    SelectBy::Value(o) => ("value", o),
+                };
+                if options.is_empty() || options.len() > MAX_SELECTED {
+                    return Err(format!("invalid params for page.select: `{field}` names 1 to {MAX_SELECTED} options"));
+                }
+                for o in options {
+                    self.sized(field, VALUE, o)?;
+                }
+            }
+            PageAction::Check { target, .. } | PageAction::Hover { target } => {
+                self.target("target", target)?;
+            }
+            PageAction::Upload { target, files } => {
+                self.target("target", target)?;
+                if files.is_empty() || files.len() > MAX_UPLOAD_FILES {
+                    return Err(format!("invalid params for page.upload: `files` names 1 to {MAX_UPLOAD_FILES} files of the host's upload directory"));
+                }
+                for f in files {
+                    self.sized("files", URL, f)?;
+                }
+            }
+            PageAction::Type {
+                target,
+                text,
+                expect,
+            } => {
+                self.target("target", target)?;
+                if text.is_empty() {
+                    return Err("invalid params for page.type: `text` is empty".into());
+                }
+                self.sized("text", VALUE, text)?;
+                if expect.is_some() {
+                    self.expect(expect, true)?;
+                }
+            }
+            PageAction::SaveProfile { profile } => check_profile_name(profile)
+                .map_err(|e| format!("invalid params for task.saveProfile: profile: {e}"))?,
+        }
+        Ok(())
+    }
+
+    /// A read: its target, text, snapshot size, timeout or request ID.
+    fn read(&self, read: &ReadCommand) -> Result<(), String> {
+        match read {
+            ReadCommand::PageRead(p) => self.target("target", &p.target)?,
+            ReadCommand::PageSnapshot(p) => {
                 if let Some(n) = p.max_bytes {
                     if !(MIN_SNAPSHOT_BYTES..=SNAPSHOT_MAX_BYTES).contains(&n) {
                         return Err(format!("invalid params for page.snapshot: `maxBytes` must be {MIN_SNAPSHOT_BYTES} to {SNAPSHOT_MAX_BYTES} (got {n})"));
                     }
                 }
             }
-            Command::Read(ReadCommand::PageWait(p)) => {
+            ReadCommand::PageWait(p) => {
                 match (&p.target, &p.text) {
-                    (Some(t), None) => target_ok("target", t)?,
-                    (None, Some(text)) if !text.is_empty() => sized("text", EXPECTED_TEXT, text)?,
+                    (Some(t), None) => self.target("target", t)?,
+                    (None, Some(text)) if !text.is_empty() => {
+                        self.sized("text", EXPECTED_TEXT, text)?
+                    }
                     _ => return Err("invalid params for page.wait: send exactly one of `target` or a non-empty `text`".into()),
                 }
                 if p.timeout_ms == Some(0) {
@@ -718,23 +770,21 @@ impl Command {
                     );
                 }
             }
-            Command::Read(ReadCommand::PageScreenshot(p)) => {
+            ReadCommand::PageScreenshot(p) => {
                 if let Some(t) = &p.target {
-                    target_ok("target", t)?;
+                    self.target("target", t)?;
                 }
             }
-            Command::Read(ReadCommand::ReceiptStatus(p)) => validate_id(&p.request_id)
+            ReadCommand::ReceiptStatus(p) => validate_id(&p.request_id)
                 .map_err(|e| format!("invalid params for receipt.status: requestId: {e}"))?,
-            Command::Read(
-                ReadCommand::HostHello
-                | ReadCommand::ToolsList
-                | ReadCommand::PageUrl(_)
-                | ReadCommand::PageTabs(_)
-                | ReadCommand::TaskStatus(_)
-                | ReadCommand::TaskResume(_)
-                | ReadCommand::TaskVerifyOutcome(_)
-                | ReadCommand::RunStatus(_),
-            ) => {}
+            ReadCommand::HostHello
+            | ReadCommand::ToolsList
+            | ReadCommand::PageUrl(_)
+            | ReadCommand::PageTabs(_)
+            | ReadCommand::TaskStatus(_)
+            | ReadCommand::TaskResume(_)
+            | ReadCommand::TaskVerifyOutcome(_)
+            | ReadCommand::RunStatus(_) => {}
         }
         Ok(())
     }

@@ -9,17 +9,19 @@
 //! within `--frame-timeout-ms` of its first byte, and a connection with nothing to do is closed
 //! after `--idle-timeout-ms`.
 
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::task::AtomicWaker;
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use interprocess::local_socket::tokio::{prelude::*, Listener, Stream};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
 
 use super::connection::{Framed, LaterReply, ReplyBytes, Socket, WriterInput};
 use super::{current_uid, Connection, Limits, Outbound, Outbox, Service};
@@ -175,14 +177,7 @@ pub async fn serve_connection<S: Service>(
     // Shutdown as this connection waits for it: one registration with the shared channel for
     // the connection's whole life (see [`Stop`]).
     let stop = Arc::new(Stop::default());
-    let watcher = tokio::spawn({
-        let stop = stop.clone();
-        let mut shutdown = shutdown.clone();
-        async move {
-            let _ = shutdown.wait_for(|s| *s).await;
-            stop.trigger();
-        }
-    });
+    let watcher = watch_shutdown(stop.clone(), shutdown.clone());
     let inflight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
     // A batch's frames and where each ends, kept from batch to batch (their allocations
     // reused; empty between batches, so they borrow nothing then).
@@ -249,43 +244,12 @@ pub async fn serve_connection<S: Service>(
                 framed.consume(used);
                 frame_since = None;
                 // Free now; awaiting them still counts against this task's scheduling budget.
-                let mut permits = inflight
+                let permits = inflight
                     .clone()
                     .acquire_many_owned(taken as u32)
                     .await
                     .expect("the in-flight semaphore is never closed");
-                // A later answer is handed on once the frames joined to it have added their
-                // slots to its own.
-                let mut held: Vec<(usize, LaterReply)> = Vec::new();
-                // A ready reply's slot stays in `permits`, which the ready replies then hold
-                // as one permit until they are written.
-                for (i, answer) in answers.drain(..).enumerate() {
-                    match answer {
-                        Handled::Ready(line) => framed.queue_ready(&line, None),
-                        Handled::Replay(replay) => framed.queue_replay(&replay, &line_ends, None),
-                        Handled::Later(fut) => {
-                            let permit = permits.split(1).expect("one slot per frame");
-                            held.push((i, (fut, permit)));
-                        }
-                        Handled::Joined(to) => {
-                            let permit = permits.split(1).expect("one slot per frame");
-                            match held.iter_mut().rev().find(|(j, _)| *j == to) {
-                                Some((_, (_, slots))) => slots.merge(permit),
-                                None => drop(permit),
-                            }
-                        }
-                    }
-                }
-                framed.hold(Some(permits));
-                for (_, (fut, slots)) in held {
-                    take_answer(
-                        Handled::Later(fut),
-                        slots,
-                        &mut framed,
-                        &later_tx,
-                        &line_ends,
-                    );
-                }
+                take_batch_answers(&mut answers, permits, &mut framed, &later_tx, &line_ends);
                 continue;
             }
             frames_kept = recycle(frames);
@@ -295,43 +259,19 @@ pub async fn serve_connection<S: Service>(
             // connection with nothing in flight and no feed is idle, and closed once it has
             // been idle for the idle timeout; a busy one looks again within a second.
             frame_since = None;
-            let now = Instant::now();
             let busy =
                 inflight.available_permits() < MAX_IN_FLIGHT_PER_CONNECTION || conn.has_feed();
-            let deadline = if busy {
-                idle_since = None;
-                deadline_after(now, limits.idle_timeout.min(BUSY_RECHECK))
-            } else {
-                deadline_after(*idle_since.get_or_insert(now), limits.idle_timeout)
-            };
-            timer.as_mut().reset(deadline);
-            tokio::select! {
-                biased;
-                r = framed.wait_for_bytes() => match r {
-                    Ok(0) => break,
-                    // The frame's clock starts when a partial frame is first seen (just below,
-                    // on the next turn), not here: no clock is read for a batch that arrives
-                    // whole.
-                    Ok(_) => {
-                        idle_since = None;
-                        continue;
-                    }
-                    Err(e) => {
-                        tracing::debug!("connection read failed: {e}");
-                        break;
-                    }
-                },
-                _ = stop.wait() => break,
-                _ = &mut timer => {
-                    if busy {
-                        continue;
-                    }
-                    tracing::debug!(
-                        idle_ms = limits.idle_timeout.as_millis() as u64,
-                        "closing an idle connection"
-                    );
-                    break;
-                }
+            let turn = wait_for_input(
+                &mut framed,
+                &stop,
+                timer.as_mut(),
+                busy,
+                &mut idle_since,
+                limits.idle_timeout,
+            );
+            match turn.await {
+                Turn::Again => continue,
+                Turn::Close => break,
             }
         }
         let permit = if inflight.available_permits() > 0 {
@@ -365,16 +305,7 @@ pub async fn serve_connection<S: Service>(
                 r = framed.read_frame() => r,
                 _ = stop.wait() => break,
                 _ = &mut timer => {
-                    let msg = format!(
-                        "the frame was not complete within {} ms of its first byte; nothing of it was executed and the connection is closed. Send each request whole, ending with a newline (or start the host with a larger --frame-timeout-ms)",
-                        limits.frame_timeout.as_millis()
-                    );
-                    let body = ErrorBody::new(ErrorCode::FrameTimeout, msg).with_typed_details(
-                        &FrameTimeoutDetails {
-                            frame_timeout_ms: limits.frame_timeout.as_millis() as u64,
-                        },
-                    );
-                    framed.queue_ready(&error_line(body), None);
+                    framed.queue_ready(&error_line(frame_timeout_body(limits.frame_timeout)), None);
                     break;
                 }
             }
@@ -386,26 +317,12 @@ pub async fn serve_connection<S: Service>(
                 take_answer(answer, permit, &mut framed, &later_tx, &line_ends);
             }
             Ok(FrameRead::TooLarge) => {
-                let msg = format!(
-                    "the frame is longer than {} bytes; send smaller requests or start the host with a larger --max-frame-bytes. The connection is closed",
-                    framed.max_frame_bytes()
-                );
-                let body = ErrorBody::new(ErrorCode::FrameTooLarge, msg).with_typed_details(
-                    &FrameTooLargeDetails {
-                        max_frame_bytes: framed.max_frame_bytes(),
-                    },
-                );
+                let body = frame_too_large_body(framed.max_frame_bytes());
                 framed.queue_ready(&error_line(body), None);
                 break;
             }
             Ok(FrameRead::Partial) => {
-                framed.queue_ready(
-                    &error_line(ErrorBody::new(
-                        ErrorCode::BadRequest,
-                        "the connection closed in the middle of a frame; nothing of it was executed. End every request with a newline",
-                    )),
-                    None,
-                );
+                framed.queue_ready(&error_line(partial_frame_body()), None);
                 break;
             }
             Ok(FrameRead::Eof) => break,
@@ -416,13 +333,162 @@ pub async fn serve_connection<S: Service>(
         }
     }
     watcher.abort();
-    // Hand the ready replies not written yet to the writer, which writes them before closing.
+    drain_and_close(&mut framed, &out, later_tx, &inflight, close_tx, writer).await;
+}
+
+/// Spawns the task that waits on the host's shutdown channel once for the whole connection and
+/// then triggers `stop`.
+fn watch_shutdown(stop: Arc<Stop>, mut shutdown: watch::Receiver<bool>) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+        stop.trigger();
+    })
+}
+
+/// Queues the answers of a batch, which hold `permits`, one slot per frame: a ready reply's slot
+/// stays in `permits`, which the ready replies then hold as one permit until they are written; a
+/// later answer is handed on once the frames joined to it have added their slots to its own.
+fn take_batch_answers(
+    answers: &mut Vec<Handled>,
+    mut permits: OwnedSemaphorePermit,
+    framed: &mut Framed<'_>,
+    later_tx: &mpsc::UnboundedSender<LaterReply>,
+    line_ends: &LineEnds,
+) {
+    let mut held: Vec<(usize, LaterReply)> = Vec::new();
+    for (i, answer) in answers.drain(..).enumerate() {
+        match answer {
+            Handled::Ready(line) => framed.queue_ready(&line, None),
+            Handled::Replay(replay) => framed.queue_replay(&replay, line_ends, None),
+            Handled::Later(fut) => {
+                let permit = permits.split(1).expect("one slot per frame");
+                held.push((i, (fut, permit)));
+            }
+            Handled::Joined(to) => {
+                let permit = permits.split(1).expect("one slot per frame");
+                match held.iter_mut().rev().find(|(j, _)| *j == to) {
+                    Some((_, (_, slots))) => slots.merge(permit),
+                    None => drop(permit),
+                }
+            }
+        }
+    }
+    framed.hold(Some(permits));
+    for (_, (fut, slots)) in held {
+        take_answer(Handled::Later(fut), slots, framed, later_tx, line_ends);
+    }
+}
+
+/// What a connection does after waiting for input.
+enum Turn {
+    /// Read what came, or look again whether it is idle.
+    Again,
+    /// Close it: the peer left, the host is shutting down, or it was idle for too long.
+    Close,
+}
+
+/// Waits for the peer's next bytes with nothing buffered, holding no in-flight slot. A
+/// connection that is not `busy` is idle, and closed once it has been idle for `idle_timeout`;
+/// a busy one looks again within a second.
+async fn wait_for_input(
+    framed: &mut Framed<'_>,
+    stop: &Stop,
+    mut timer: Pin<&mut Sleep>,
+    busy: bool,
+    idle_since: &mut Option<Instant>,
+    idle_timeout: Duration,
+) -> Turn {
+    let deadline = wait_deadline(Instant::now(), busy, idle_since, idle_timeout);
+    timer.as_mut().reset(deadline);
+    tokio::select! {
+        biased;
+        r = framed.wait_for_bytes() => match r {
+            Ok(0) => Turn::Close,
+            // The frame's clock starts when a partial frame is first seen (on the next turn),
+            // not here: no clock is read for a batch that arrives whole.
+            Ok(_) => {
+                *idle_since = None;
+                Turn::Again
+            }
+            Err(e) => {
+                tracing::debug!("connection read failed: {e}");
+                Turn::Close
+            }
+        },
+        _ = stop.wait() => Turn::Close,
+        _ = &mut timer => {
+            if busy {
+                return Turn::Again;
+            }
+            tracing::debug!(
+                idle_ms = idle_timeout.as_millis() as u64,
+                "closing an idle connection"
+            );
+            Turn::Close
+        }
+    }
+}
+
+/// When a connection waiting for bytes looks again: a busy one (a request in flight, a feed)
+/// within a second, an idle one once it has been idle (since `idle_since`) for the idle timeout.
+#[inline]
+fn wait_deadline(
+    now: Instant,
+    busy: bool,
+    idle_since: &mut Option<Instant>,
+    idle_timeout: Duration,
+) -> Instant {
+    if busy {
+        *idle_since = None;
+        deadline_after(now, idle_timeout.min(BUSY_RECHECK))
+    } else {
+        deadline_after(*idle_since.get_or_insert(now), idle_timeout)
+    }
+}
+
+/// The `FRAME_TIMEOUT` error of a frame not whole within `frame_timeout` of its first byte.
+fn frame_timeout_body(frame_timeout: Duration) -> ErrorBody {
+    let msg = format!(
+        "the frame was not complete within {} ms of its first byte; nothing of it was executed and the connection is closed. Send each request whole, ending with a newline (or start the host with a larger --frame-timeout-ms)",
+        frame_timeout.as_millis()
+    );
+    ErrorBody::new(ErrorCode::FrameTimeout, msg).with_typed_details(&FrameTimeoutDetails {
+        frame_timeout_ms: frame_timeout.as_millis() as u64,
+    })
+}
+
+/// The `FRAME_TOO_LARGE` error of a frame longer than `max_frame_bytes`.
+fn frame_too_large_body(max_frame_bytes: usize) -> ErrorBody {
+    let msg = format!(
+        "the frame is longer than {max_frame_bytes} bytes; send smaller requests or start the host with a larger --max-frame-bytes. The connection is closed"
+    );
+    ErrorBody::new(ErrorCode::FrameTooLarge, msg)
+        .with_typed_details(&FrameTooLargeDetails { max_frame_bytes })
+}
+
+/// The error of a connection that closed in the middle of a frame.
+fn partial_frame_body() -> ErrorBody {
+    ErrorBody::new(
+        ErrorCode::BadRequest,
+        "the connection closed in the middle of a frame; nothing of it was executed. End every request with a newline",
+    )
+}
+
+/// Ends a connection: hands the ready replies not written yet to the writer, lets the replies
+/// of requests already accepted reach the peer (their executions run on regardless), bounded so
+/// a stuck peer cannot hold the connection forever, then closes the writer and waits for it.
+async fn drain_and_close(
+    framed: &mut Framed<'_>,
+    out: &Outbox,
+    later_tx: mpsc::UnboundedSender<LaterReply>,
+    inflight: &Semaphore,
+    close_tx: oneshot::Sender<()>,
+    writer: JoinHandle<()>,
+) {
     if let Some(rest) = framed.take_ready() {
         out.send_counted(rest);
     }
     drop(later_tx);
-    // Let the replies of requests already accepted reach the peer (their executions run on
-    // regardless), bounded so a stuck peer cannot hold the connection forever.
     let drain = inflight.acquire_many(MAX_IN_FLIGHT_PER_CONNECTION as u32);
     let _ = tokio::time::timeout(Duration::from_secs(30), drain).await;
     let _ = close_tx.send(());

@@ -5,7 +5,7 @@ use std::str::FromStr;
 
 use serde_json::Value;
 
-use super::{is_mutating, task_of, Session};
+use super::{is_mutating, task_of, KeptTask, Session};
 use super::{AmbiguityCause, RunChange, SessionReply, Settled};
 use crate::client::ClientError;
 use crate::protocol::results::{
@@ -134,114 +134,23 @@ impl Session {
                 let status = read_result::<ReceiptStatusResult>(&reply, method);
                 if let (Some(r), Some(tid), Some(res)) = (subject_request, &about_task, status) {
                     if let Some(task) = st.tasks.get_mut(tid) {
-                        if let Some(pos) = task.open.iter().position(|a| a.request_id == r) {
-                            let how = match res.state {
-                                ReceiptState::Completed => {
-                                    let uncertain = res
-                                        .reply
-                                        .as_ref()
-                                        .and_then(|stored| stored.error.as_ref())
-                                        .is_some_and(|e| e.delivery == Delivery::Uncertain);
-                                    if uncertain {
-                                        task.open[pos].cause = AmbiguityCause::Uncertain;
-                                        None
-                                    } else {
-                                        Some("completed")
-                                    }
-                                }
-                                ReceiptState::Cleared => Some("cleared"),
-                                ReceiptState::Unknown
-                                    if task.open[pos].cause == AmbiguityCause::Disconnected =>
-                                {
-                                    Some("never_arrived")
-                                }
-                                _ => None,
-                            };
-                            if let Some(how) = how {
-                                let a = task.open.remove(pos);
-                                settled.push(Settled {
-                                    request_id: a.request_id,
-                                    task_id: tid.clone(),
-                                    how,
-                                });
-                            }
-                        }
+                        settle_by_receipt_status(task, tid, r, &res, &mut settled);
                     }
                 }
             }
             Ok(Method::TaskStatus) if reply.ok => {
                 let status = read_result::<TaskStatusResult>(&reply, method);
                 if let (Some(tid), Some(res)) = (task_id, status) {
-                    let pending: Vec<&str> = res
-                        .pending_outcome
-                        .iter()
-                        .chain(&res.more_pending_outcomes)
-                        .map(|p| p.request_id.as_str())
-                        .collect();
                     if let Some(task) = st.tasks.get_mut(tid) {
-                        let mut keep = Vec::new();
-                        for mut a in task.open.drain(..) {
-                            let last = res
-                                .history
-                                .iter()
-                                .rev()
-                                .find(|h| h.request_id == a.request_id && h.method == a.method);
-                            let running =
-                                res.in_flight.iter().any(|f| f.request_id == a.request_id);
-                            match last.map(|h| h.result.as_str()) {
-                                // Still in flight (SPEC §14): nothing about it is known yet.
-                                _ if running => keep.push(a),
-                                Some("running") => keep.push(a),
-                                Some(code) if is_uncertain_code(code) => {
-                                    if pending.contains(&a.request_id.as_str()) {
-                                        a.cause = AmbiguityCause::Uncertain;
-                                        keep.push(a);
-                                    } else {
-                                        settled.push(Settled {
-                                            request_id: a.request_id,
-                                            task_id: tid.to_owned(),
-                                            how: "confirmed",
-                                        });
-                                    }
-                                }
-                                Some(_) => settled.push(Settled {
-                                    request_id: a.request_id,
-                                    task_id: tid.to_owned(),
-                                    how: "completed",
-                                }),
-                                None => keep.push(a),
-                            }
-                        }
-                        task.open = keep;
+                        settle_by_task_status(task, tid, &res, &mut settled);
                     }
                 }
             }
             Ok(Method::TaskVerifyOutcome) if reply.ok => {
                 let verified = read_result::<VerifyResult>(&reply, method);
                 if let (Some(tid), Some(res)) = (task_id, verified) {
-                    let resolved = res.resolved.as_ref().map(|p| p.request_id.as_str());
-                    let pending = res.pending_outcome.as_ref().map(|p| p.request_id.as_str());
                     if let Some(task) = st.tasks.get_mut(tid) {
-                        let mut keep = Vec::new();
-                        for mut a in task.open.drain(..) {
-                            let done = (res.outcome == VerifyOutcome::Confirmed
-                                && resolved == Some(a.request_id.as_str()))
-                                || (res.outcome == VerifyOutcome::None
-                                    && a.cause == AmbiguityCause::Uncertain);
-                            if done {
-                                settled.push(Settled {
-                                    request_id: a.request_id,
-                                    task_id: tid.to_owned(),
-                                    how: "confirmed",
-                                });
-                            } else {
-                                if pending == Some(a.request_id.as_str()) {
-                                    a.cause = AmbiguityCause::Uncertain;
-                                }
-                                keep.push(a);
-                            }
-                        }
-                        task.open = keep;
+                        settle_by_verification(task, tid, &res, &mut settled);
                     }
                 }
             }
@@ -253,4 +162,129 @@ impl Session {
             settled,
         })
     }
+}
+
+/// Settles the ambiguity of request `r` of task `tid` from its `receipt.status`: its receipt
+/// completed (unless with an uncertain outcome, which keeps it open as uncertain), was cleared,
+/// or never arrived at a host that lost the connection.
+fn settle_by_receipt_status(
+    task: &mut KeptTask,
+    tid: &str,
+    r: &str,
+    res: &ReceiptStatusResult,
+    settled: &mut Vec<Settled>,
+) {
+    let Some(pos) = task.open.iter().position(|a| a.request_id == r) else {
+        return;
+    };
+    let how = match res.state {
+        ReceiptState::Completed => {
+            let uncertain = res
+                .reply
+                .as_ref()
+                .and_then(|stored| stored.error.as_ref())
+                .is_some_and(|e| e.delivery == Delivery::Uncertain);
+            if uncertain {
+                task.open[pos].cause = AmbiguityCause::Uncertain;
+                None
+            } else {
+                Some("completed")
+            }
+        }
+        ReceiptState::Cleared => Some("cleared"),
+        ReceiptState::Unknown if task.open[pos].cause == AmbiguityCause::Disconnected => {
+            Some("never_arrived")
+        }
+        _ => None,
+    };
+    if let Some(how) = how {
+        let a = task.open.remove(pos);
+        settled.push(Settled {
+            request_id: a.request_id,
+            task_id: tid.to_owned(),
+            how,
+        });
+    }
+}
+
+/// Settles the ambiguities of task `tid` from its `task.status`: each request its history shows
+/// ended is settled, unless it ended uncertain and is still a pending outcome; one in flight or
+/// not in the history stays open.
+fn settle_by_task_status(
+    task: &mut KeptTask,
+    tid: &str,
+    res: &TaskStatusResult,
+    settled: &mut Vec<Settled>,
+) {
+    let pending: Vec<&str> = res
+        .pending_outcome
+        .iter()
+        .chain(&res.more_pending_outcomes)
+        .map(|p| p.request_id.as_str())
+        .collect();
+    let mut keep = Vec::new();
+    for mut a in task.open.drain(..) {
+        let last = res
+            .history
+            .iter()
+            .rev()
+            .find(|h| h.request_id == a.request_id && h.method == a.method);
+        let running = res.in_flight.iter().any(|f| f.request_id == a.request_id);
+        match last.map(|h| h.result.as_str()) {
+            // Still in flight (SPEC §14): nothing about it is known yet.
+            _ if running => keep.push(a),
+            Some("running") => keep.push(a),
+            Some(code) if is_uncertain_code(code) => {
+                if pending.contains(&a.request_id.as_str()) {
+                    a.cause = AmbiguityCause::Uncertain;
+                    keep.push(a);
+                } else {
+                    settled.push(Settled {
+                        request_id: a.request_id,
+                        task_id: tid.to_owned(),
+                        how: "confirmed",
+                    });
+                }
+            }
+            Some(_) => settled.push(Settled {
+                request_id: a.request_id,
+                task_id: tid.to_owned(),
+                how: "completed",
+            }),
+            None => keep.push(a),
+        }
+    }
+    task.open = keep;
+}
+
+/// Settles the ambiguities of task `tid` from its `task.verifyOutcome`: the outcome it confirmed,
+/// or every uncertain one when it found none pending; the pending one it names stays open as
+/// uncertain.
+fn settle_by_verification(
+    task: &mut KeptTask,
+    tid: &str,
+    res: &VerifyResult,
+    settled: &mut Vec<Settled>,
+) {
+    let resolved = res.resolved.as_ref().map(|p| p.request_id.as_str());
+    let pending = res.pending_outcome.as_ref().map(|p| p.request_id.as_str());
+    let mut keep = Vec::new();
+    for mut a in task.open.drain(..) {
+        let done = (res.outcome == VerifyOutcome::Confirmed
+            && resolved == Some(a.request_id.as_str()))
+            || (res.outcome == VerifyOutcome::None && a.cause == AmbiguityCause::Uncertain);
+        if done {
+            settled.push(Settled {
+                request_id: a.request_id,
+                task_id: tid.to_owned(),
+                how: "confirmed",
+            });
+        } else {
+            if pending == Some(a.request_id.as_str()) {
+                a.cause = AmbiguityCause::Uncertain;
+            }
+            keep.push(a);
+        }
+    }
+    task.open = keep;
 }
