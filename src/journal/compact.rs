@@ -119,7 +119,6 @@ impl Journal {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let shared = &self.inner.shared;
-        let dir = &self.inner.dir;
         let path = &self.inner.path;
         let e1 = shared.file.lock().unwrap_or_else(|p| p.into_inner()).end;
 
@@ -128,7 +127,32 @@ impl Journal {
         let state = recover::read_live(path, &reader, e1)?;
 
         // 2. Write the live state.
-        let copy_path = dir.join(files::COMPACT_FILE);
+        let (out, log) = self.write_live_state(&state)?;
+        if crash == Some(Stage::Written) {
+            return Err(Error::Closed);
+        }
+        out.file.sync_all().map_err(out.io())?;
+        if crash == Some(Stage::Synced) {
+            return Err(Error::Closed);
+        }
+
+        // 3. Pause the flusher, copy what came after e1, switch.
+        let (e2, bytes_after) = self.switch_to_copy(out, log, &reader, e1, crash)?;
+        Ok(Compacted {
+            bytes_before: e2,
+            bytes_after,
+            receipts: state.receipts.len() as u64,
+            tombstones: state.tombstones.len() as u64,
+            tasks: state.tasks.len() as u64,
+            tail_bytes: e2 - e1,
+            took: started.elapsed(),
+        })
+    }
+
+    /// Step 2: the live state written to `journal.compact` under a new log name (not yet
+    /// synced): runs, tasks, tombstones by clear, live receipts, acknowledgements.
+    fn write_live_state(&self, state: &recover::Recovered) -> Result<(Out, u32), Error> {
+        let copy_path = self.inner.dir.join(files::COMPACT_FILE);
         let _ = std::fs::remove_file(&copy_path);
         let mut file = files::open_file(&copy_path, true, true)?;
         let log = format::new_log_name();
@@ -140,7 +164,7 @@ impl Journal {
             })?;
         let mut out = Out {
             file,
-            path: copy_path.clone(),
+            path: copy_path,
             end: HEADER_LEN as u64,
             buf: Vec::with_capacity(MAX_BLOCK_PAYLOAD / 8 + (1 << 20)),
             records: 0,
@@ -161,55 +185,8 @@ impl Journal {
                 &runs,
             )?;
         }
-        let busy: HashSet<&str> = state
-            .receipts
-            .iter()
-            .filter_map(|r| r.task_id.as_deref())
-            .collect();
-        for t in &state.tasks {
-            // A closed task none of whose receipts is left keeps only its compact record.
-            let compact = t.closed_at.is_some() && !busy.contains(&*t.task_id);
-            out.record(
-                &Record::Task(TaskRecord {
-                    event: if t.closed_at.is_some() {
-                        TaskEvent::Closed
-                    } else {
-                        TaskEvent::Updated
-                    },
-                    task_id: &t.task_id,
-                    run_id: &t.run_id,
-                    created_at: t.created_at,
-                    at: t.updated_at,
-                    title: &t.title,
-                    state: &t.state,
-                    pending: if compact { &[] } else { &t.pending },
-                    detail: if compact { &[] } else { &t.detail },
-                    closed_at: t.closed_at,
-                }),
-                &runs,
-            )?;
-        }
-        let mut by_clear: Vec<Vec<ClearedId>> = vec![Vec::new(); state.clears.len()];
-        for t in &state.tombstones {
-            by_clear[t.clear as usize].push(ClearedId {
-                request_id: t.request_id.clone(),
-                digest: t.digest,
-            });
-        }
-        for (c, ids) in state.clears.iter().zip(&by_clear) {
-            // Written in slices so no record outgrows a block.
-            for chunk in ids.chunks(100_000) {
-                out.record(
-                    &Record::ReceiptsCleared(Cleared {
-                        at: c.at,
-                        reason: &c.reason,
-                        operator: &c.operator,
-                        ids: chunk,
-                    }),
-                    &runs,
-                )?;
-            }
-        }
+        write_tasks(&mut out, state, &runs)?;
+        write_tombstones(&mut out, state, &runs)?;
         for r in &state.receipts {
             let begun = Begun {
                 request_id: &r.request_id,
@@ -244,19 +221,27 @@ impl Journal {
             )?;
         }
         out.flush()?;
-        if crash == Some(Stage::Written) {
-            return Err(Error::Closed);
-        }
-        out.file.sync_all().map_err(out.io())?;
-        if crash == Some(Stage::Synced) {
-            return Err(Error::Closed);
-        }
+        Ok((out, log))
+    }
 
-        // 3. Pause the flusher, copy what came after e1, switch.
+    /// Step 3, with the flusher paused: the blocks appended since `e1` copied (re-sealed at
+    /// their new offsets) and synced, the copy's end recorded, the copy renamed over the log,
+    /// the flusher pointed at it, the directory synced. Returns where the old log ended and
+    /// where the new one does.
+    fn switch_to_copy(
+        &self,
+        mut out: Out,
+        log: u32,
+        reader: &std::fs::File,
+        e1: u64,
+        crash: Option<Stage>,
+    ) -> Result<(u64, u64), Error> {
+        let shared = &self.inner.shared;
+        let path = &self.inner.path;
         let mut fs = shared.file.lock().unwrap_or_else(|p| p.into_inner());
         let e2 = fs.end;
         let mut tail_err = None;
-        scan::scan(path, &reader, e1, e2, |_, payload| {
+        scan::scan(path, reader, e1, e2, |_, payload| {
             let mut r = Reader::new(payload);
             while !r.is_empty() {
                 let Ok((kind, len, d)) = r.record() else {
@@ -283,7 +268,7 @@ impl Journal {
         }
         out.file.sync_all().map_err(out.io())?;
         self.inner.ends.switching(log, out.end)?;
-        std::fs::rename(&copy_path, path).map_err(|source| Error::Io {
+        std::fs::rename(&out.path, path).map_err(|source| Error::Io {
             path: path.clone(),
             op: "renaming the compacted copy over the journal",
             source,
@@ -302,16 +287,74 @@ impl Journal {
             return Err(Error::Closed);
         }
         drop(fs);
-        files::sync_dir(dir)?;
+        files::sync_dir(&self.inner.dir)?;
         self.inner.ends.settled();
-        Ok(Compacted {
-            bytes_before: e2,
-            bytes_after,
-            receipts: state.receipts.len() as u64,
-            tombstones: state.tombstones.len() as u64,
-            tasks: state.tasks.len() as u64,
-            tail_bytes: e2 - e1,
-            took: started.elapsed(),
-        })
+        Ok((e2, bytes_after))
     }
+}
+
+/// The tasks: a closed task none of whose receipts is left keeps only its compact record.
+fn write_tasks(
+    out: &mut Out,
+    state: &recover::Recovered,
+    runs: &HashMap<&str, u32>,
+) -> Result<(), Error> {
+    let busy: HashSet<&str> = state
+        .receipts
+        .iter()
+        .filter_map(|r| r.task_id.as_deref())
+        .collect();
+    for t in &state.tasks {
+        let compact = t.closed_at.is_some() && !busy.contains(&*t.task_id);
+        out.record(
+            &Record::Task(TaskRecord {
+                event: if t.closed_at.is_some() {
+                    TaskEvent::Closed
+                } else {
+                    TaskEvent::Updated
+                },
+                task_id: &t.task_id,
+                run_id: &t.run_id,
+                created_at: t.created_at,
+                at: t.updated_at,
+                title: &t.title,
+                state: &t.state,
+                pending: if compact { &[] } else { &t.pending },
+                detail: if compact { &[] } else { &t.detail },
+                closed_at: t.closed_at,
+            }),
+            runs,
+        )?;
+    }
+    Ok(())
+}
+
+/// The tombstones, grouped by the clear that made them, in slices so no record outgrows a
+/// block.
+fn write_tombstones(
+    out: &mut Out,
+    state: &recover::Recovered,
+    runs: &HashMap<&str, u32>,
+) -> Result<(), Error> {
+    let mut by_clear: Vec<Vec<ClearedId>> = vec![Vec::new(); state.clears.len()];
+    for t in &state.tombstones {
+        by_clear[t.clear as usize].push(ClearedId {
+            request_id: t.request_id.clone(),
+            digest: t.digest,
+        });
+    }
+    for (c, ids) in state.clears.iter().zip(&by_clear) {
+        for chunk in ids.chunks(100_000) {
+            out.record(
+                &Record::ReceiptsCleared(Cleared {
+                    at: c.at,
+                    reason: &c.reason,
+                    operator: &c.operator,
+                    ids: chunk,
+                }),
+                runs,
+            )?;
+        }
+    }
+    Ok(())
 }
