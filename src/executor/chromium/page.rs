@@ -393,7 +393,41 @@ pub struct Page {
     far_refs: Mutex<FarRefs>,
     /// The executor's worlds in frames of other origins, by frame id.
     far_worlds: Mutex<std::collections::HashMap<String, i64>>,
+    /// The scripts each world already holds (context, [`script_key`]): a script is sent whole
+    /// once per world, and afterwards only called by its key.
+    installed: Mutex<std::collections::HashSet<(i64, ScriptKey)>>,
 }
+
+/// The most (world, script) pairs [`Page::installed`] keeps before it starts over (a script
+/// not known to be installed is sent whole again, which installs it again).
+const MAX_INSTALLED: usize = 1024;
+
+/// A script's key in the worlds that hold it: where its text lives in the binary, and its
+/// length (each [`script`] function is a constant of its own).
+type ScriptKey = (usize, usize);
+
+fn script_key(function: &str) -> ScriptKey {
+    (function.as_ptr() as usize, function.len())
+}
+
+/// The call that sends `function` whole, keeps it in the world under `key`, and runs it.
+fn installing_call(function: &str, (at, len): ScriptKey) -> String {
+    format!(
+        "(a) => {{ const f = ({function}); (globalThis.__polarisFns || (globalThis.__polarisFns = {{}}))['{at}_{len}'] = f; return f(a); }}"
+    )
+}
+
+/// The call that runs the script kept in the world under `key`; it throws
+/// [`NOT_INSTALLED`] when the world does not hold it.
+fn installed_call((at, len): ScriptKey) -> String {
+    format!(
+        "(a) => {{ const f = globalThis.__polarisFns && globalThis.__polarisFns['{at}_{len}']; if (!f) throw new Error('{NOT_INSTALLED}'); return f(a); }}"
+    )
+}
+
+/// What [`installed_call`] throws in a world that does not hold the script (a context id
+/// the executor took for another world).
+const NOT_INSTALLED: &str = "polaris: script not installed in this world";
 
 impl Page {
     /// Opens a page in `context` at `url` and waits for its `load` event or the deadline. A
@@ -464,6 +498,7 @@ impl Page {
             snapshotting: tokio::sync::Mutex::new(()),
             far_refs: Mutex::new(FarRefs::default()),
             far_worlds: Mutex::new(std::collections::HashMap::new()),
+            installed: Mutex::new(std::collections::HashSet::new()),
         };
         let seeded = match seed {
             Some(source) => match page.seed_first_document(source, deadline).await {
@@ -565,6 +600,7 @@ impl Page {
             snapshotting: tokio::sync::Mutex::new(()),
             far_refs: Mutex::new(FarRefs::default()),
             far_worlds: Mutex::new(std::collections::HashMap::new()),
+            installed: Mutex::new(std::collections::HashSet::new()),
         };
         let s = Some(page.session_id.as_str());
         let enabled = timeout_at(
@@ -779,6 +815,14 @@ impl Page {
         Ok(id)
     }
 
+    /// Forgets which scripts the world `id` holds, so each is sent whole again.
+    fn forget_installed(&self, id: i64) {
+        self.installed
+            .lock()
+            .expect("installed scripts lock")
+            .retain(|(context, _)| *context != id);
+    }
+
     fn forget_world(&self, id: i64) {
         let mut w = self.world.lock().expect("world lock");
         if w.is_some_and(|(current, _)| current == id) {
@@ -789,6 +833,7 @@ impl Page {
             .lock()
             .expect("far worlds lock")
             .retain(|_, v| *v != id);
+        self.forget_installed(id);
     }
 
     /// Where a script's `sel` must be resolved: `None` for the page's own world (which
@@ -939,7 +984,8 @@ impl Page {
 
     /// Calls one of the [`script`] functions with `arg` in the executor's world and returns
     /// its result (a document replaced under the call is tried again on the new one, twice at
-    /// most).
+    /// most). The script is sent whole the first time in each world, and kept there: later
+    /// calls send only its key, sparing the page the parse of the shared helpers each time.
     async fn call_script(
         &self,
         function: &str,
@@ -950,10 +996,21 @@ impl Page {
         deadline: Instant,
     ) -> Result<methods::RemoteObject, EvalError> {
         let mut tries = 0;
+        let key = script_key(function);
         loop {
             let context = self.world(frame, deadline).await?;
+            let held = self
+                .installed
+                .lock()
+                .expect("installed scripts lock")
+                .contains(&(context, key));
+            let call = if held {
+                installed_call(key)
+            } else {
+                installing_call(function, key)
+            };
             let params = methods::CallFunctionOn {
-                function_declaration: function,
+                function_declaration: &call,
                 arguments: [methods::CallArgument { value: arg }],
                 execution_context_id: context,
                 return_by_value: by_value,
@@ -976,7 +1033,20 @@ impl Page {
                 Ok(answer) => {
                     if let Some(x) = answer.exception_details {
                         let what = x.exception.and_then(|e| e.description).unwrap_or(x.text);
+                        if held && what.contains(NOT_INSTALLED) && tries < 2 {
+                            // Sent whole on the next try.
+                            self.forget_installed(context);
+                            tries += 1;
+                            continue;
+                        }
                         return Err(EvalError::Threw(what));
+                    }
+                    if !held {
+                        let mut installed = self.installed.lock().expect("installed scripts lock");
+                        if installed.len() >= MAX_INSTALLED {
+                            installed.clear();
+                        }
+                        installed.insert((context, key));
                     }
                     return Ok(answer.result);
                 }
