@@ -393,41 +393,59 @@ pub struct Page {
     far_refs: Mutex<FarRefs>,
     /// The executor's worlds in frames of other origins, by frame id.
     far_worlds: Mutex<std::collections::HashMap<String, i64>>,
-    /// The scripts each world already holds (context, [`script_key`]): a script is sent whole
-    /// once per world, and afterwards only called by its key.
-    installed: Mutex<std::collections::HashSet<(i64, ScriptKey)>>,
+    /// The worlds (contexts) that hold the scripts' shared helpers: they are sent once per
+    /// world, and each script after that without them.
+    installed: Mutex<std::collections::HashSet<i64>>,
 }
 
-/// The most (world, script) pairs [`Page::installed`] keeps before it starts over (a script
-/// not known to be installed is sent whole again, which installs it again).
+/// The most worlds [`Page::installed`] remembers before it starts over (a world not known to
+/// hold the helpers is sent them again, which installs them again).
 const MAX_INSTALLED: usize = 1024;
 
-/// A script's key in the worlds that hold it: where its text lives in the binary, and its
-/// length (each [`script`] function is a constant of its own).
-type ScriptKey = (usize, usize);
-
-fn script_key(function: &str) -> ScriptKey {
-    (function.as_ptr() as usize, function.len())
+/// The names the shared helpers ([`script::PRELUDE`]) declare at their top level.
+fn helper_names() -> &'static str {
+    static NAMES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        script::PRELUDE
+            .lines()
+            .filter_map(|l| l.strip_prefix("const "))
+            .filter_map(|l| l.split([' ', '=']).next())
+            .filter(|n| !n.is_empty())
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
 }
 
-/// The call that sends `function` whole, keeps it in the world under `key`, and runs it.
-fn installing_call(function: &str, (at, len): ScriptKey) -> String {
-    format!(
-        "(a) => {{ const f = ({function}); (globalThis.__polarisFns || (globalThis.__polarisFns = {{}}))['{at}_{len}'] = f; return f(a); }}"
-    )
+/// `function` (one of the [`script`] functions) as sent to a world that does not hold the
+/// shared helpers yet: whole, and keeping the helpers in the world for the next scripts.
+fn installing(function: &str) -> std::borrow::Cow<'_, str> {
+    if !function.contains(script::PRELUDE) {
+        return function.into();
+    }
+    let keep = format!(
+        "{}\nglobalThis.__polarisHelpers = {{ {} }};\n",
+        script::PRELUDE,
+        helper_names()
+    );
+    function.replacen(script::PRELUDE, &keep, 1).into()
 }
 
-/// The call that runs the script kept in the world under `key`; it throws
-/// [`NOT_INSTALLED`] when the world does not hold it.
-fn installed_call((at, len): ScriptKey) -> String {
-    format!(
-        "(a) => {{ const f = globalThis.__polarisFns && globalThis.__polarisFns['{at}_{len}']; if (!f) throw new Error('{NOT_INSTALLED}'); return f(a); }}"
-    )
+/// `function` as sent to a world that holds the shared helpers: without their text, taking
+/// them from the world; it throws [`NOT_INSTALLED`] in a world that does not hold them.
+fn using_installed(function: &str) -> std::borrow::Cow<'_, str> {
+    if !function.contains(script::PRELUDE) {
+        return function.into();
+    }
+    let take = format!(
+        "\nconst {{ {} }} = globalThis.__polarisHelpers || (() => {{ throw new Error('{NOT_INSTALLED}'); }})();\n",
+        helper_names()
+    );
+    function.replacen(script::PRELUDE, &take, 1).into()
 }
 
-/// What [`installed_call`] throws in a world that does not hold the script (a context id
-/// the executor took for another world).
-const NOT_INSTALLED: &str = "polaris: script not installed in this world";
+/// What a script throws in a world that does not hold the shared helpers (a context id the
+/// executor took for another world).
+const NOT_INSTALLED: &str = "polaris: the helpers are not installed in this world";
 
 impl Page {
     /// Opens a page in `context` at `url` and waits for its `load` event or the deadline. A
@@ -815,12 +833,12 @@ impl Page {
         Ok(id)
     }
 
-    /// Forgets which scripts the world `id` holds, so each is sent whole again.
+    /// Forgets that the world `id` holds the helpers, so they are sent again.
     fn forget_installed(&self, id: i64) {
         self.installed
             .lock()
             .expect("installed scripts lock")
-            .retain(|(context, _)| *context != id);
+            .remove(&id);
     }
 
     fn forget_world(&self, id: i64) {
@@ -984,8 +1002,8 @@ impl Page {
 
     /// Calls one of the [`script`] functions with `arg` in the executor's world and returns
     /// its result (a document replaced under the call is tried again on the new one, twice at
-    /// most). The script is sent whole the first time in each world, and kept there: later
-    /// calls send only its key, sparing the page the parse of the shared helpers each time.
+    /// most). The shared helpers are sent the first time in each world, and kept there: later
+    /// scripts are sent without them, sparing the page their parse each time.
     async fn call_script(
         &self,
         function: &str,
@@ -996,18 +1014,17 @@ impl Page {
         deadline: Instant,
     ) -> Result<methods::RemoteObject, EvalError> {
         let mut tries = 0;
-        let key = script_key(function);
         loop {
             let context = self.world(frame, deadline).await?;
             let held = self
                 .installed
                 .lock()
                 .expect("installed scripts lock")
-                .contains(&(context, key));
+                .contains(&context);
             let call = if held {
-                installed_call(key)
+                using_installed(function)
             } else {
-                installing_call(function, key)
+                installing(function)
             };
             let params = methods::CallFunctionOn {
                 function_declaration: &call,
@@ -1041,12 +1058,12 @@ impl Page {
                         }
                         return Err(EvalError::Threw(what));
                     }
-                    if !held {
+                    if !held && function.contains(script::PRELUDE) {
                         let mut installed = self.installed.lock().expect("installed scripts lock");
                         if installed.len() >= MAX_INSTALLED {
                             installed.clear();
                         }
-                        installed.insert((context, key));
+                        installed.insert(context);
                     }
                     return Ok(answer.result);
                 }

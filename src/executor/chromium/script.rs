@@ -341,6 +341,9 @@ const clickPoint = (el, label) => {
     };
 }
 
+/// The helpers every script begins with, as they appear in each script's text.
+pub const PRELUDE: &str = prelude!();
+
 /// `{sel, label, value}` → `{fail}` | `{absent}` | `{notSent}` | `{mode}`: checks a field,
 /// focuses it and selects its content so that typed text replaces it. `mode` is `type` (text
 /// the executor inserts with `Input.insertText`), `editable` (a contenteditable element,
