@@ -30,7 +30,9 @@
 //!   the app's requests (127.0.0.1) for the host to allow (`--allow-origin`, which every host
 //!   above is started with), alternated with the unguarded one, p50 of each.
 //! - **20 tasks at once in one browser** against one alone (budget: p50 click-until-saved ≤ 2×):
-//!   20 tasks started together, each doing the whole sequence above, three times.
+//!   20 tasks started together, each doing the whole sequence above, three times; and, for
+//!   what the machine itself allows, 20 bare pages of the direct browser each loading the form
+//!   and doing the bare sequence at once, three times, against the bare sequence alone.
 //!
 //! `cargo build --release --bin polaris --example browser_bench`, then
 //! `cargo run --release --example browser_bench [ITERATIONS_PER_ROUND]` (default 25, 4 rounds).
@@ -512,7 +514,6 @@ async fn main() {
             bare_guarded.push(guarded.click_until_saved(round * per_round + i).await);
         }
     }
-    direct_browser.kill();
     guarded_browser.kill();
     host_off.stop();
     host_mem.stop();
@@ -532,6 +533,32 @@ async fn main() {
             together.push(run.await.unwrap());
         }
     }
+
+    // 20 bare pages at once in the direct browser, each loading the form and clicking until
+    // saved: what the machine itself allows 20 at once, beside Polaris's 20.
+    let mut bare_pages = Vec::new();
+    for _ in 0..20 {
+        bare_pages.push(Arc::new(Direct::open(&direct_browser).await));
+    }
+    let mut bare_together = Vec::new();
+    for round in 0..3 {
+        let runs: Vec<_> = bare_pages
+            .iter()
+            .enumerate()
+            .map(|(k, page)| {
+                let (page, url) = (page.clone(), url.clone());
+                tokio::spawn(async move {
+                    page.load(&url).await;
+                    page.click_until_saved(200_000 + round * 20 + k).await
+                })
+            })
+            .collect();
+        for run in runs {
+            bare_together.push(run.await.unwrap());
+        }
+    }
+    drop(bare_pages);
+    direct_browser.kill();
 
     // The outline of a page of 5,000 elements.
     let big = local_pages.join("big.html");
@@ -598,12 +625,16 @@ async fn main() {
     line("page.fill through Polaris, second field", &mut fill2);
     line("page.read through Polaris", &mut read);
     line("click-until-saved, 20 tasks at once", &mut together);
+    line("  bare CDP sequence, 20 pages at once", &mut bare_together);
     line("page.snapshot, 5,000-element page", &mut snapshot);
     println!("  its outline: {} nodes, {} bytes", outline.0, outline.1);
     let (b50, c50) = (pct(&mut bare, 0.5), pct(&mut click, 0.5));
+    let (t50, bt50) = (pct(&mut together, 0.5), pct(&mut bare_together, 0.5));
     println!(
-        "20 at once / one alone at p50: {:.2}x",
-        pct(&mut together, 0.5) / c50
+        "20 at once / one alone at p50: {:.2}x through Polaris, {:.2}x bare CDP; Polaris / bare, 20 at once: {:.2}x",
+        t50 / c50,
+        bt50 / pct(&mut bare, 0.5),
+        t50 / bt50
     );
     println!(
         "Polaris / bare at p50: {:.2}x ({:+.2} ms)",

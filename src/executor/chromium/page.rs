@@ -393,7 +393,59 @@ pub struct Page {
     far_refs: Mutex<FarRefs>,
     /// The executor's worlds in frames of other origins, by frame id.
     far_worlds: Mutex<std::collections::HashMap<String, i64>>,
+    /// The worlds (contexts) that hold the scripts' shared helpers: they are sent once per
+    /// world, and each script after that without them.
+    installed: Mutex<std::collections::HashSet<i64>>,
 }
+
+/// The most worlds [`Page::installed`] remembers before it starts over (a world not known to
+/// hold the helpers is sent them again, which installs them again).
+const MAX_INSTALLED: usize = 1024;
+
+/// The names the shared helpers ([`script::PRELUDE`]) declare at their top level.
+fn helper_names() -> &'static str {
+    static NAMES: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAMES.get_or_init(|| {
+        script::PRELUDE
+            .lines()
+            .filter_map(|l| l.strip_prefix("const "))
+            .filter_map(|l| l.split([' ', '=']).next())
+            .filter(|n| !n.is_empty())
+            .collect::<Vec<_>>()
+            .join(", ")
+    })
+}
+
+/// `function` (one of the [`script`] functions) as sent to a world that does not hold the
+/// shared helpers yet: whole, and keeping the helpers in the world for the next scripts.
+fn installing(function: &str) -> std::borrow::Cow<'_, str> {
+    if !function.contains(script::PRELUDE) {
+        return function.into();
+    }
+    let keep = format!(
+        "{}\nglobalThis.__polarisHelpers = {{ {} }};\n",
+        script::PRELUDE,
+        helper_names()
+    );
+    function.replacen(script::PRELUDE, &keep, 1).into()
+}
+
+/// `function` as sent to a world that holds the shared helpers: without their text, taking
+/// them from the world; it throws [`NOT_INSTALLED`] in a world that does not hold them.
+fn using_installed(function: &str) -> std::borrow::Cow<'_, str> {
+    if !function.contains(script::PRELUDE) {
+        return function.into();
+    }
+    let take = format!(
+        "\nconst {{ {} }} = globalThis.__polarisHelpers || (() => {{ throw new Error('{NOT_INSTALLED}'); }})();\n",
+        helper_names()
+    );
+    function.replacen(script::PRELUDE, &take, 1).into()
+}
+
+/// What a script throws in a world that does not hold the shared helpers (a context id the
+/// executor took for another world).
+const NOT_INSTALLED: &str = "polaris: the helpers are not installed in this world";
 
 impl Page {
     /// Opens a page in `context` at `url` and waits for its `load` event or the deadline. A
@@ -464,6 +516,7 @@ impl Page {
             snapshotting: tokio::sync::Mutex::new(()),
             far_refs: Mutex::new(FarRefs::default()),
             far_worlds: Mutex::new(std::collections::HashMap::new()),
+            installed: Mutex::new(std::collections::HashSet::new()),
         };
         let seeded = match seed {
             Some(source) => match page.seed_first_document(source, deadline).await {
@@ -565,6 +618,7 @@ impl Page {
             snapshotting: tokio::sync::Mutex::new(()),
             far_refs: Mutex::new(FarRefs::default()),
             far_worlds: Mutex::new(std::collections::HashMap::new()),
+            installed: Mutex::new(std::collections::HashSet::new()),
         };
         let s = Some(page.session_id.as_str());
         let enabled = timeout_at(
@@ -779,6 +833,14 @@ impl Page {
         Ok(id)
     }
 
+    /// Forgets that the world `id` holds the helpers, so they are sent again.
+    fn forget_installed(&self, id: i64) {
+        self.installed
+            .lock()
+            .expect("installed scripts lock")
+            .remove(&id);
+    }
+
     fn forget_world(&self, id: i64) {
         let mut w = self.world.lock().expect("world lock");
         if w.is_some_and(|(current, _)| current == id) {
@@ -789,6 +851,7 @@ impl Page {
             .lock()
             .expect("far worlds lock")
             .retain(|_, v| *v != id);
+        self.forget_installed(id);
     }
 
     /// Where a script's `sel` must be resolved: `None` for the page's own world (which
@@ -939,7 +1002,8 @@ impl Page {
 
     /// Calls one of the [`script`] functions with `arg` in the executor's world and returns
     /// its result (a document replaced under the call is tried again on the new one, twice at
-    /// most).
+    /// most). The shared helpers are sent the first time in each world, and kept there: later
+    /// scripts are sent without them, sparing the page their parse each time.
     async fn call_script(
         &self,
         function: &str,
@@ -952,8 +1016,18 @@ impl Page {
         let mut tries = 0;
         loop {
             let context = self.world(frame, deadline).await?;
+            let held = self
+                .installed
+                .lock()
+                .expect("installed scripts lock")
+                .contains(&context);
+            let call = if held {
+                using_installed(function)
+            } else {
+                installing(function)
+            };
             let params = methods::CallFunctionOn {
-                function_declaration: function,
+                function_declaration: &call,
                 arguments: [methods::CallArgument { value: arg }],
                 execution_context_id: context,
                 return_by_value: by_value,
@@ -976,7 +1050,20 @@ impl Page {
                 Ok(answer) => {
                     if let Some(x) = answer.exception_details {
                         let what = x.exception.and_then(|e| e.description).unwrap_or(x.text);
+                        if held && what.contains(NOT_INSTALLED) && tries < 2 {
+                            // Sent whole on the next try.
+                            self.forget_installed(context);
+                            tries += 1;
+                            continue;
+                        }
                         return Err(EvalError::Threw(what));
+                    }
+                    if !held && function.contains(script::PRELUDE) {
+                        let mut installed = self.installed.lock().expect("installed scripts lock");
+                        if installed.len() >= MAX_INSTALLED {
+                            installed.clear();
+                        }
+                        installed.insert(context);
                     }
                     return Ok(answer.result);
                 }

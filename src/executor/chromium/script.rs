@@ -45,9 +45,11 @@ const kids = (n) => {
 };
 // `kids` without the array, for walks that only go through them once.
 const eachKid = (n, fn) => {
-  if (isEl(n) && (n.shadowRoot || tag(n) === 'slot' || tag(n) === 'iframe' || tag(n) === 'frame')) { for (const k of kids(n)) fn(k); return; }
+  if (isEl(n) && (n.shadowRoot || ownKidsNot(tag(n)))) { for (const k of kids(n)) fn(k); return; }
   for (let k = n.firstChild; k; k = k.nextSibling) fn(k);
 };
+// Whether an element of this tag shows something other than its own children.
+const ownKidsNot = (t) => t === 'slot' || t === 'iframe' || t === 'frame';
 const styleOf = (el) => {
   try { const v = el.ownerDocument.defaultView; return (v || W).getComputedStyle(el); } catch (e) { return null; }
 };
@@ -61,9 +63,9 @@ const hiddenEl = (el, st) => {
 // `checkVisibility` answers "shown" without building a computed style; anything it does not
 // call shown (no box of its own: `display: contents`, an `<option>`, a hidden one) is judged
 // by the computed style as before, so the two agree on every element.
-const hiddenQuick = (el) => {
-  if (SKIP_TAGS.has(tag(el)) || el.getAttribute('aria-hidden') === 'true') return true;
-  if (tag(el) === 'input' && el.type === 'hidden') return true;
+const hiddenQuick = (el, t = tag(el)) => {
+  if (SKIP_TAGS.has(t) || el.getAttribute('aria-hidden') === 'true') return true;
+  if (t === 'input' && el.type === 'hidden') return true;
   if (typeof el.checkVisibility === 'function' && el.checkVisibility({ visibilityProperty: true })) return false;
   return hiddenEl(el, styleOf(el));
 };
@@ -80,15 +82,21 @@ const each = (root, fn) => {
   }
   return true;
 };
+const TEXT_OF_ITSELF = new Set(['img', 'area', 'input', 'select', 'textarea', 'iframe', 'frame', 'br']);
 const textOf = (node, skip) => {
   let out = '';
+  // The common case, an element holding only text: its text, as the walk below reads it.
+  if (isEl(node) && node !== skip && !node.firstElementChild && !node.shadowRoot && !TEXT_OF_ITSELF.has(tag(node)) && tag(node) !== 'slot') {
+    for (let k = node.firstChild; k; k = k.nextSibling) if (k.nodeType === 3 && out.length <= 4000) out += k.data;
+    return norm(out);
+  }
   const walk = (n, depth) => {
     if (depth > 200 || out.length > 4000) return;
     if (n.nodeType === 3) { out += n.data; return; }
     if (n.nodeType === 11) { eachKid(n, (k) => walk(k, depth + 1)); return; }
     if (!isEl(n) || n === skip) return;
     // The element asked about was judged by its caller; only its content is looked at here.
-    if (depth === 0 && !['img', 'area', 'input', 'select', 'textarea', 'iframe', 'frame', 'br'].includes(tag(n))) { eachKid(n, (k) => walk(k, 1)); return; }
+    if (depth === 0 && !TEXT_OF_ITSELF.has(tag(n))) { eachKid(n, (k) => walk(k, 1)); return; }
     const st = styleOf(n);
     if (hiddenEl(n, st)) return;
     const t = tag(n);
@@ -332,6 +340,9 @@ const clickPoint = (el, label) => {
 "#
     };
 }
+
+/// The helpers every script begins with, as they appear in each script's text.
+pub const PRELUDE: &str = prelude!();
 
 /// `{sel, label, value}` → `{fail}` | `{absent}` | `{notSent}` | `{mode}`: checks a field,
 /// focuses it and selects its content so that typed text replaces it. `mode` is `type` (text
@@ -664,8 +675,8 @@ pub const SNAPSHOT: &str = concat!(
     if (n.nodeType === 9 || n.nodeType === 11) { for (let k = n.firstChild; k; k = k.nextSibling) visit(k, depth, quiet); return; }
     if (!isEl(n)) return;
     if (++walked > MAX_WALK) { cut = true; return; }
-    if (hiddenQuick(n)) return;
     const t = tag(n);
+    if (hiddenQuick(n, t)) return;
     if (t === 'legend' && n.parentElement && tag(n.parentElement) === 'fieldset') return;
     if (t === 'label' && n.control) { for (const k of kids(n)) visit(k, depth, true); return; }
     const role = roleOf(n);
@@ -679,7 +690,8 @@ pub const SNAPSHOT: &str = concat!(
     if (name) node.n = clip(name, 300);
     const s = states(n, role);
     if (s.length) node.s = s;
-    if (role === 'link' && n.href) node.x = 'url=' + clip(String(n.href), 500);
+    const href = role === 'link' ? n.href : null;
+    if (href) node.x = 'url=' + clip(typeof href === 'string' ? href : String(href), 500);
     else if (role === 'heading') { const lv = /^h([1-6])$/.exec(t); node.x = 'level=' + (lv ? lv[1] : (n.getAttribute('aria-level') || '2')); }
     else if (t === 'input' && n.type === 'file') node.x = 'type=file';
     if (t === 'input' || t === 'textarea') {
