@@ -1404,19 +1404,15 @@ impl Page {
         // The move is sent without waiting for its answer: the browser holds a lone move until
         // its next frame (7–12 ms here), and the press right behind it on the pipe makes it
         // deliver both at once, in order (mouseover, mousemove, mousedown).
-        let (moved, pressed) = futures::future::join(
+        // The release follows on the pipe without waiting for the press's answer either: the
+        // browser delivers input events of a page in the order they were sent.
+        let (moved, pressed, released) = futures::future::join3(
             self.send(&event("mouseMoved", "none", 0, 0), deadline),
             self.send(&event("mousePressed", "left", 1, 1), deadline),
+            self.send(&event("mouseReleased", "left", 0, 1), deadline),
         )
         .await;
-        let released = match pressed {
-            Ok(()) => {
-                self.send(&event("mouseReleased", "left", 0, 1), deadline)
-                    .await
-            }
-            Err(e) => Err(e),
-        };
-        if let Err(e) = moved.and(released) {
+        if let Err(e) = moved.and(pressed).and(released) {
             // The click may have been delivered: from here on only the page can tell.
             tracing::debug!(target = %target, error = %e, "a mouse event got no answer");
         }
