@@ -75,6 +75,170 @@ fn unreadable(journal: &Journal, what: String) -> journal::Error {
     }
 }
 
+/// The recovered tasks back in the task table; a task open when its run stopped is closed as
+/// `interrupted` (nothing can act on its page any more).
+fn restore_tasks(st: &mut State, tasks: &[journal::RecoveredTask]) {
+    for t in tasks {
+        let mut task = Task::new(t.task_id.clone(), t.title.to_string(), None, t.created_at);
+        task.updated_at = t.updated_at;
+        let detail: Value = serde_json::from_slice(&t.detail).unwrap_or_default();
+        task.url = detail["url"].as_str().map(str::to_owned);
+        if !t.pending.is_empty() {
+            let pending: Vec<Value> = serde_json::from_slice(&t.pending).unwrap_or_default();
+            task.pending = pending.iter().filter_map(pending_of).collect();
+        }
+        task.closed = Some(match TaskState::parse(&t.state) {
+            Some(TaskState::Finished) => Closed::Finished,
+            Some(TaskState::Stopped) => Closed::Stopped {
+                reason: detail["stopReason"].as_str().unwrap_or("").to_owned(),
+            },
+            // Open when its run stopped: nothing can act on its page any more.
+            _ => Closed::Interrupted {
+                run_id: t.run_id.clone(),
+            },
+        });
+        st.tasks.insert(task);
+    }
+}
+
+/// The recovered receipts back in the book, in their order, each in its task's history;
+/// returns those that were executing when the last run stopped, now `INTERRUPTED`, for the
+/// journal.
+fn restore_receipts(
+    st: &mut State,
+    journal: &Journal,
+    receipts: Vec<journal::RecoveredReceipt>,
+    run_id: &str,
+    now: i64,
+) -> Result<Vec<(RequestKey, Arc<Outcome>)>, journal::Error> {
+    let mut interrupted: Vec<(RequestKey, Arc<Outcome>)> = Vec::new();
+    st.book.reserve(receipts.len());
+    for r in receipts {
+        let method: Method = r.method.parse().map_err(|_| {
+            unreadable(
+                journal,
+                format!(
+                    "receipt {} names an unknown method {}",
+                    r.request_id, r.method
+                ),
+            )
+        })?;
+        let (outcome, completed_at) = match r.completion {
+            Some(c) => {
+                let body = String::from_utf8(c.reply.into_vec()).map_err(|_| {
+                    unreadable(
+                        journal,
+                        format!("the reply of receipt {} is not UTF-8", r.request_id),
+                    )
+                })?;
+                let code = code_of(&body);
+                (Outcome::of(code, &body), c.completed_at)
+            }
+            None => {
+                let o = interrupted_outcome(
+                    &r.request_id.to_string(),
+                    method,
+                    r.task_id.as_deref(),
+                    &r.run_id,
+                );
+                interrupted.push((r.request_id.clone(), o.clone()));
+                (o, now)
+            }
+        };
+        // A task.start names its task only in its reply.
+        let started = (method == Method::TaskStart && outcome.is_ok())
+            .then(|| serde_json::from_str::<Value>(&format!("{{{}}}", &outcome.body)).ok())
+            .flatten()
+            .and_then(|v| v["result"]["taskId"].as_str().map(str::to_owned));
+        let history_task = r.task_id.as_deref().or(started.as_deref());
+        if let Some(task) = history_task.and_then(|t| st.tasks.get_mut(t)) {
+            let result = outcome.code.map_or("ok", ErrorCode::as_str);
+            task.record(&r.request_id, method, completed_at, result);
+        }
+        // A start's receipt belongs to the task it made (as in the run that made it).
+        let receipt_task = r.task_id.or_else(|| started.as_deref().map(TaskId::from));
+        if let Some(t) = receipt_task.as_deref() {
+            st.tasks.receipt_created(t);
+        }
+        let run = (*r.run_id != *run_id).then_some(r.run_id);
+        st.book.restore(
+            r.request_id,
+            r.request,
+            method,
+            receipt_task,
+            r.first_seen,
+            outcome,
+            completed_at,
+            run,
+        );
+    }
+    Ok(interrupted)
+}
+
+/// The recovered clears and tombstones back in the book, the acknowledgements on their
+/// receipts, and the list of `INTERRUPTED` receipts still waiting for one.
+fn restore_clears(
+    st: &mut State,
+    clears: Vec<journal::ClearInfo>,
+    tombstones: Vec<journal::RecoveredTombstone>,
+    acknowledgements: &[journal::Acknowledgement],
+) {
+    let batches = clears
+        .into_iter()
+        .map(|c| ClearBatch {
+            at: c.at,
+            reason: c.reason,
+        })
+        .collect();
+    st.book.restore_tombstones(
+        batches,
+        tombstones
+            .into_iter()
+            .map(|t| (t.request_id, t.digest, t.clear))
+            .collect(),
+    );
+    for a in acknowledgements {
+        if let Some(r) = st.book.get_mut(&a.request_id) {
+            r.acknowledged = true;
+        }
+    }
+    // Every INTERRUPTED receipt still in the book, whichever run stored it, until an
+    // operator acknowledges it.
+    st.interrupted = st
+        .book
+        .iter()
+        .filter(|(_, r)| !r.acknowledged && r.result() == Some(Some(ErrorCode::Interrupted)))
+        .map(|(k, _)| k.clone())
+        .collect();
+}
+
+/// Journals the receipts that were executing when the last run stopped as completed
+/// `INTERRUPTED`, and waits until that is durable.
+fn journal_interrupted(
+    journal: &Journal,
+    interrupted: &[(RequestKey, Arc<Outcome>)],
+    now: i64,
+) -> Result<(), journal::Error> {
+    if !interrupted.is_empty() {
+        let records: Vec<Record<'_>> = interrupted
+            .iter()
+            .map(|(key, o)| {
+                Record::ReceiptCompleted(Completed {
+                    request_id: key,
+                    reply: o.body.as_bytes(),
+                    at: now,
+                })
+            })
+            .collect();
+        journal.append_batch(&records)?.wait()?;
+        tracing::warn!(
+            count = interrupted.len(),
+            "receipts that were executing when the last run stopped are stored as INTERRUPTED; they will not run again"
+        );
+    }
+    Ok(())
+}
+
 impl Host {
     /// A host writing through `journal`, rebuilt from what it `recovered`: completed receipts
     /// replay as before, tombstones refuse their IDs, capacity counts everything, receipts that
@@ -93,142 +257,20 @@ impl Host {
             started_at: host.started_at(),
         })?;
         let now = now_millis();
-        let mut interrupted: Vec<(RequestKey, Arc<Outcome>)> = Vec::new();
-        {
+        let interrupted = {
             let mut guard = host.lock();
             let st = &mut *guard;
-            for t in &recovered.tasks {
-                let mut task =
-                    Task::new(t.task_id.clone(), t.title.to_string(), None, t.created_at);
-                task.updated_at = t.updated_at;
-                let detail: Value = serde_json::from_slice(&t.detail).unwrap_or_default();
-                task.url = detail["url"].as_str().map(str::to_owned);
-                if !t.pending.is_empty() {
-                    let pending: Vec<Value> =
-                        serde_json::from_slice(&t.pending).unwrap_or_default();
-                    task.pending = pending.iter().filter_map(pending_of).collect();
-                }
-                task.closed = Some(match TaskState::parse(&t.state) {
-                    Some(TaskState::Finished) => Closed::Finished,
-                    Some(TaskState::Stopped) => Closed::Stopped {
-                        reason: detail["stopReason"].as_str().unwrap_or("").to_owned(),
-                    },
-                    // Open when its run stopped: nothing can act on its page any more.
-                    _ => Closed::Interrupted {
-                        run_id: t.run_id.clone(),
-                    },
-                });
-                st.tasks.insert(task);
-            }
-            st.book.reserve(recovered.receipts.len());
-            for r in recovered.receipts {
-                let method: Method = r.method.parse().map_err(|_| {
-                    unreadable(
-                        &journal,
-                        format!(
-                            "receipt {} names an unknown method {}",
-                            r.request_id, r.method
-                        ),
-                    )
-                })?;
-                let (outcome, completed_at) = match r.completion {
-                    Some(c) => {
-                        let body = String::from_utf8(c.reply.into_vec()).map_err(|_| {
-                            unreadable(
-                                &journal,
-                                format!("the reply of receipt {} is not UTF-8", r.request_id),
-                            )
-                        })?;
-                        let code = code_of(&body);
-                        (Outcome::of(code, &body), c.completed_at)
-                    }
-                    None => {
-                        let o = interrupted_outcome(
-                            &r.request_id.to_string(),
-                            method,
-                            r.task_id.as_deref(),
-                            &r.run_id,
-                        );
-                        interrupted.push((r.request_id.clone(), o.clone()));
-                        (o, now)
-                    }
-                };
-                // A task.start names its task only in its reply.
-                let started = (method == Method::TaskStart && outcome.is_ok())
-                    .then(|| serde_json::from_str::<Value>(&format!("{{{}}}", &outcome.body)).ok())
-                    .flatten()
-                    .and_then(|v| v["result"]["taskId"].as_str().map(str::to_owned));
-                let history_task = r.task_id.as_deref().or(started.as_deref());
-                if let Some(task) = history_task.and_then(|t| st.tasks.get_mut(t)) {
-                    let result = outcome.code.map_or("ok", ErrorCode::as_str);
-                    task.record(&r.request_id, method, completed_at, result);
-                }
-                // A start's receipt belongs to the task it made (as in the run that made it).
-                let receipt_task = r.task_id.or_else(|| started.as_deref().map(TaskId::from));
-                if let Some(t) = receipt_task.as_deref() {
-                    st.tasks.receipt_created(t);
-                }
-                let run = (*r.run_id != *run_id).then_some(r.run_id);
-                st.book.restore(
-                    r.request_id,
-                    r.request,
-                    method,
-                    receipt_task,
-                    r.first_seen,
-                    outcome,
-                    completed_at,
-                    run,
-                );
-            }
-            let batches = recovered
-                .clears
-                .into_iter()
-                .map(|c| ClearBatch {
-                    at: c.at,
-                    reason: c.reason,
-                })
-                .collect();
-            st.book.restore_tombstones(
-                batches,
-                recovered
-                    .tombstones
-                    .into_iter()
-                    .map(|t| (t.request_id, t.digest, t.clear))
-                    .collect(),
+            restore_tasks(st, &recovered.tasks);
+            let interrupted = restore_receipts(st, &journal, recovered.receipts, &run_id, now)?;
+            restore_clears(
+                st,
+                recovered.clears,
+                recovered.tombstones,
+                &recovered.acknowledgements,
             );
-            for a in &recovered.acknowledgements {
-                if let Some(r) = st.book.get_mut(&a.request_id) {
-                    r.acknowledged = true;
-                }
-            }
-            // Every INTERRUPTED receipt still in the book, whichever run stored it, until an
-            // operator acknowledges it.
-            st.interrupted = st
-                .book
-                .iter()
-                .filter(|(_, r)| {
-                    !r.acknowledged && r.result() == Some(Some(ErrorCode::Interrupted))
-                })
-                .map(|(k, _)| k.clone())
-                .collect();
-        }
-        if !interrupted.is_empty() {
-            let records: Vec<Record<'_>> = interrupted
-                .iter()
-                .map(|(key, o)| {
-                    Record::ReceiptCompleted(Completed {
-                        request_id: key,
-                        reply: o.body.as_bytes(),
-                        at: now,
-                    })
-                })
-                .collect();
-            journal.append_batch(&records)?.wait()?;
-            tracing::warn!(
-                count = interrupted.len(),
-                "receipts that were executing when the last run stopped are stored as INTERRUPTED; they will not run again"
-            );
-        }
+            interrupted
+        };
+        journal_interrupted(&journal, &interrupted, now)?;
         Ok(host)
     }
 
