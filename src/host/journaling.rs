@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 
@@ -516,29 +517,8 @@ impl Host {
         begun: Result<(), journal::Error>,
         mut replies: BatchReplies,
     ) {
-        let run_id = self.run_id();
         if let Err(e) = begun {
-            self.journal_failed(&e);
-            let mut idle = false;
-            let mut stored = Vec::with_capacity(batch.len());
-            {
-                let mut st = self.lock();
-                for execution in batch {
-                    let completion = Completion::not_begun(&execution, &e);
-                    let done = self.complete_locked(&mut st, &execution, completion);
-                    idle = done.now_idle;
-                    stored.push((execution, done));
-                }
-            }
-            for (i, (execution, done)) in stored.into_iter().enumerate() {
-                // Nothing ran: the answer is certain, whatever the journal can still keep.
-                let line =
-                    done.wake()
-                        .reply_line(Some(&execution.request_id), run_id, ReceiptKind::New);
-                replies.send(i, line);
-            }
-            replies.finish();
-            self.ring_idle(idle);
+            self.answer_unbegun_batch(batch, &e, replies);
             return;
         }
         // The fills the executor does at once are done and stored in one critical section, in
@@ -554,41 +534,110 @@ impl Host {
                 self.turn_comes(tid, &first.key).await;
             }
         }
+        let (mut stored, rest, mut idle) = self.store_filled_at_once(batch);
+        let (inline, later) = self.launch_batch_rest(rest, &mut replies);
+        if !inline.is_empty() {
+            idle = self.store_batch_inline(inline, &mut stored);
+        }
+        stored.sort_by_key(|(i, _, _)| *i);
+        let run_id = self.run_id();
+        for (i, execution, done) in stored {
+            let outcome = done.stored.wake_durable(self, &execution.request_id).await;
+            replies.send(
+                i,
+                outcome.reply_line(Some(&execution.request_id), run_id, ReceiptKind::New),
+            );
+        }
+        self.ring_idle(idle);
+        send_when_answered(later, replies).await;
+    }
+
+    /// Answers a batch whose begins could not be made durable: nothing ran, so each reply is
+    /// certain, whatever the journal can still keep.
+    fn answer_unbegun_batch(
+        &self,
+        batch: Vec<Execution<'static>>,
+        e: &journal::Error,
+        mut replies: BatchReplies,
+    ) {
+        self.journal_failed(e);
+        let mut idle = false;
+        let mut stored = Vec::with_capacity(batch.len());
+        {
+            let mut st = self.lock();
+            for execution in batch {
+                let completion = Completion::not_begun(&execution, e);
+                let done = self.complete_locked(&mut st, &execution, completion);
+                idle = done.now_idle;
+                stored.push((execution, done));
+            }
+        }
+        let run_id = self.run_id();
+        for (i, (execution, done)) in stored.into_iter().enumerate() {
+            // Nothing ran: the answer is certain, whatever the journal can still keep.
+            let line =
+                done.wake()
+                    .reply_line(Some(&execution.request_id), run_id, ReceiptKind::New);
+            replies.send(i, line);
+        }
+        replies.finish();
+        self.ring_idle(idle);
+    }
+
+    /// Under one taking of the lock, in order: stores each execution refused now its turn has
+    /// come, and each fill the executor does at once, journaling their completions together.
+    /// Returns them (with their place in the batch), the executions left to launch, and
+    /// whether the host is idle after the last store.
+    fn store_filled_at_once(&self, batch: Vec<Execution<'static>>) -> StoredAtOnce {
         let mut idle = false;
         let mut stored = Vec::with_capacity(batch.len());
         let mut rest = Vec::new();
-        {
-            let mut st = self.lock();
-            for (i, mut execution) in batch.into_iter().enumerate() {
-                // A request that waited for its turn is checked again now it has come (SPEC
-                // §14): a request ahead of it, from this batch or any other connection, may
-                // have ended uncertain or closed the task meanwhile.
-                let waited = !execution.turn_now;
-                execution.check_turn(&st);
-                if waited && execution.turn_now {
-                    if let Some(refused) = self.refusal_at_turn(&st, &execution) {
-                        let done =
-                            self.store_locked(&mut st, &execution, Completion::refused(refused));
-                        idle = done.stored.now_idle;
-                        stored.push((i, execution, done));
-                        continue;
-                    }
-                }
-                match self.fill_at_once(&execution, None) {
-                    Some(completion) => {
-                        let done = self.store_locked(&mut st, &execution, completion);
-                        idle = done.stored.now_idle;
-                        stored.push((i, execution, done));
-                    }
-                    None => rest.push((i, execution)),
+        let mut st = self.lock();
+        for (i, mut execution) in batch.into_iter().enumerate() {
+            // A request that waited for its turn is checked again now it has come (SPEC
+            // §14): a request ahead of it, from this batch or any other connection, may
+            // have ended uncertain or closed the task meanwhile.
+            let waited = !execution.turn_now;
+            execution.check_turn(&st);
+            if waited && execution.turn_now {
+                if let Some(refused) = self.refusal_at_turn(&st, &execution) {
+                    let done = self.store_locked(&mut st, &execution, Completion::refused(refused));
+                    idle = done.stored.now_idle;
+                    stored.push((i, execution, done));
+                    continue;
                 }
             }
-            let mut done: Vec<_> = stored
-                .iter_mut()
-                .map(|(_, execution, done)| (&*execution, done))
-                .collect();
-            self.journal_completions(&mut st, &mut done);
+            match self.fill_at_once(&execution, None) {
+                Some(completion) => {
+                    let done = self.store_locked(&mut st, &execution, completion);
+                    idle = done.stored.now_idle;
+                    stored.push((i, execution, done));
+                }
+                None => rest.push((i, execution)),
+            }
         }
+        let mut done: Vec<_> = stored
+            .iter_mut()
+            .map(|(_, execution, done)| (&*execution, done))
+            .collect();
+        self.journal_completions(&mut st, &mut done);
+        drop(done);
+        drop(st);
+        (stored, rest, idle)
+    }
+
+    /// Launches the batch's other executions: those the executor answered inline come back to
+    /// be stored together, those it made wait come back as their replies' futures, and the
+    /// rest are answered now.
+    #[allow(clippy::type_complexity)]
+    fn launch_batch_rest(
+        &self,
+        rest: Vec<(usize, Execution<'static>)>,
+        replies: &mut BatchReplies,
+    ) -> (
+        Vec<(usize, Execution<'static>, Completion)>,
+        Vec<(usize, BoxFuture<'static, Vec<u8>>)>,
+    ) {
         let mut inline = Vec::with_capacity(rest.len());
         let mut later = Vec::new();
         for (i, execution) in rest {
@@ -606,53 +655,68 @@ impl Host {
             // The executor made this batch wait: the next batches answer frame by frame.
             self.inner.batches_together.store(false, Ordering::Relaxed);
         }
-        if !inline.is_empty() {
-            let mut st = self.lock();
-            let first = stored.len();
-            for (i, execution, completion) in inline {
-                let done = self.store_locked(&mut st, &execution, completion);
-                idle = done.stored.now_idle;
-                stored.push((i, execution, done));
-            }
-            // The completions go to the journal as one append, in order: once the first is
-            // durable all are, and the other waits return at once.
-            let mut done: Vec<_> = stored[first..]
-                .iter_mut()
-                .map(|(_, execution, done)| (&*execution, done))
-                .collect();
-            self.journal_completions(&mut st, &mut done);
-        }
-        stored.sort_by_key(|(i, _, _)| *i);
-        for (i, execution, done) in stored {
-            let outcome = done.stored.wake_durable(self, &execution.request_id).await;
-            replies.send(
-                i,
-                outcome.reply_line(Some(&execution.request_id), run_id, ReceiptKind::New),
-            );
-        }
-        self.ring_idle(idle);
-        // What the executor made wait: frame by frame each reply goes as it comes; together
-        // they join the others at the end.
-        let waited = later.into_iter().map(|(i, reply)| {
-            let tx = replies.take_sender(i);
-            async move {
-                let line = reply.await;
-                match tx {
-                    Some(tx) => drop(tx.send(line)),
-                    None => return Some(line),
-                }
-                None
-            }
-        });
-        for line in futures::future::join_all(waited)
-            .await
-            .into_iter()
-            .flatten()
-        {
-            replies.send(0, line);
-        }
-        replies.finish();
+        (inline, later)
     }
+
+    /// Stores the executions the executor answered inline under one taking of the lock, after
+    /// those already `stored`; returns whether the host is idle after the last.
+    fn store_batch_inline(
+        &self,
+        inline: Vec<(usize, Execution<'static>, Completion)>,
+        stored: &mut Vec<(usize, Execution<'static>, Unjournaled)>,
+    ) -> bool {
+        let mut idle = false;
+        let mut st = self.lock();
+        let first = stored.len();
+        for (i, execution, completion) in inline {
+            let done = self.store_locked(&mut st, &execution, completion);
+            idle = done.stored.now_idle;
+            stored.push((i, execution, done));
+        }
+        // The completions go to the journal as one append, in order: once the first is
+        // durable all are, and the other waits return at once.
+        let mut done: Vec<_> = stored[first..]
+            .iter_mut()
+            .map(|(_, execution, done)| (&*execution, done))
+            .collect();
+        self.journal_completions(&mut st, &mut done);
+        idle
+    }
+}
+
+/// What [`Host::store_filled_at_once`] stored (with each one's place in the batch), what is
+/// left to launch, and whether the host is idle after the last store.
+type StoredAtOnce = (
+    Vec<(usize, Execution<'static>, Unjournaled)>,
+    Vec<(usize, Execution<'static>)>,
+    bool,
+);
+
+/// Sends the replies the executor made wait: frame by frame each goes as it comes; together
+/// they join the others at the end, and the batch's lines are handed over.
+async fn send_when_answered(
+    later: Vec<(usize, BoxFuture<'static, Vec<u8>>)>,
+    mut replies: BatchReplies,
+) {
+    let waited = later.into_iter().map(|(i, reply)| {
+        let tx = replies.take_sender(i);
+        async move {
+            let line = reply.await;
+            match tx {
+                Some(tx) => drop(tx.send(line)),
+                None => return Some(line),
+            }
+            None
+        }
+    });
+    for line in futures::future::join_all(waited)
+        .await
+        .into_iter()
+        .flatten()
+    {
+        replies.send(0, line);
+    }
+    replies.finish();
 }
 
 /// What [`Host::acknowledge`] recorded.
