@@ -21,7 +21,7 @@ use super::text::{
     thousands, ID, SHORT_ID,
 };
 use super::theme::Theme;
-use crate::protocol::introspection::RefusalReason;
+use crate::protocol::introspection::{ReceiptItem, RefusalReason};
 use crate::protocol::ErrorCode;
 
 /// The cut that ends a notice too long for its line: `n` shows it whole.
@@ -356,37 +356,10 @@ fn render_activity(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     }
 }
 
+/// The receipt table: one row per receipt in view, whole IDs wherever the width allows.
 fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let focus = app.focus == Pane::Receipts;
-    let mut title = format!(
-        " Receipts {} · sort {}{} ",
-        app.total,
-        app.sort.as_str(),
-        if app.reverse { ", reversed" } else { "" }
-    );
-    if !app.filter.is_empty() || app.mode == Mode::Filter {
-        let cursor = if app.mode == Mode::Filter { "▏" } else { "" };
-        title.push_str(&format!("· /{}{cursor} ", app.filter));
-    }
-    if !app.marked.is_empty() {
-        title.push_str(&format!("· {} marked ", app.marked.len()));
-    }
-    if app.stale() && app.snapshot.is_some() {
-        title.push_str("· stale ");
-    }
-    let position = if app.total == 0 {
-        String::new()
-    } else {
-        format!(
-            " {} of {} ",
-            thousands(app.selected + 1),
-            thousands(app.total)
-        )
-    };
-    let block = Block::bordered()
-        .title(title)
-        .title_bottom(Line::from(position).right_aligned())
-        .border_style(if focus { t.bold() } else { t.dim() });
+    let block = table_block(app, t, focus);
     // Whole IDs wherever the width allows: the request ID first, then the task ID.
     let inner = area.width.saturating_sub(2);
     let narrow: u16 = 2 + SHORT_ID + 11 + SHORT_ID + 9 + 17 + 5 + 3 + 3 + 5 + 9;
@@ -404,57 +377,10 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
     let rows_visible = area.height.saturating_sub(3) as u64;
     let mut rows = Vec::with_capacity(rows_visible as usize);
     for i in app.scroll..(app.scroll + rows_visible).min(app.total) {
-        let Some(r) = app.row(i) else {
-            rows.push(Row::new(vec![" ".to_owned(), "…".to_owned()]).style(t.dim()));
-            continue;
-        };
-        let marked = app.marked.contains(&r.request_id);
-        // The cursor sits on the anchored receipt only, never on a row that took its place.
-        let here = i == app.selected
-            && app
-                .selected_receipt()
-                .is_some_and(|s| s.request_id == r.request_id);
-        let cursor = if here && focus { '>' } else { ' ' };
-        let mark = format!("{cursor}{}", if marked { '*' } else { ' ' });
-        let id = fit(&r.request_id, request_w);
-        let result = result_text(r);
-        let result_style = match (r.ok, r.code) {
-            (Some(true), _) => t.fg(Color::Green),
-            (_, Some(ErrorCode::OutcomeUncertain | ErrorCode::Internal)) => t.fg(Color::Magenta),
-            (Some(false), _) => t.fg(Color::Red),
-            _ => t.fg(Color::Yellow),
-        };
-        let clear = match (r.clearable, r.refusal) {
-            (true, _) => "yes",
-            (false, Some(RefusalReason::Running)) => "run",
-            (false, Some(RefusalReason::UnverifiedOutcome)) => "unver",
-            (false, _) => "no",
-        };
-        let state = r.state.as_str();
-        let mut cells = vec![
-            Span::raw(mark),
-            Span::raw(id.to_owned()),
-            Span::raw(ellipsized(r.method.clone(), cols.method)),
-            Span::raw(
-                r.task_id
-                    .as_deref()
-                    .map_or("-", |t| fit(t, task_w))
-                    .to_owned(),
-            ),
-            Span::raw(state.to_owned()),
-            Span::styled(result, result_style),
-            Span::raw(age(app, &r.first_seen_at)),
-        ];
-        if cols.counts {
-            cells.push(Span::raw(r.joins.to_string()));
-            cells.push(Span::raw(r.replays.to_string()));
-        }
-        cells.push(Span::raw(clear.to_owned()));
-        let mut row = Row::new(cells);
-        if here && focus {
-            row = row.style(t.selected());
-        }
-        rows.push(row);
+        rows.push(match app.row(i) {
+            Some(r) => receipt_row(app, t, i, r, &cols, [request_w, task_w], focus),
+            None => Row::new(vec![" ".to_owned(), "…".to_owned()]).style(t.dim()),
+        });
     }
     let mut widths = vec![
         Constraint::Length(2),
@@ -490,6 +416,101 @@ fn render_table(app: &App, t: &Theme, area: Rect, buf: &mut Buffer) {
             "no receipt matches the filter"
         };
         Line::styled(text, t.dim()).render(inner, buf);
+    }
+}
+
+/// The receipt table's frame: the count, sort, filter, marks and staleness on top, the
+/// selected row's place at the bottom.
+fn table_block<'a>(app: &App, t: &Theme, focus: bool) -> Block<'a> {
+    let mut title = format!(
+        " Receipts {} · sort {}{} ",
+        app.total,
+        app.sort.as_str(),
+        if app.reverse { ", reversed" } else { "" }
+    );
+    if !app.filter.is_empty() || app.mode == Mode::Filter {
+        let cursor = if app.mode == Mode::Filter { "▏" } else { "" };
+        title.push_str(&format!("· /{}{cursor} ", app.filter));
+    }
+    if !app.marked.is_empty() {
+        title.push_str(&format!("· {} marked ", app.marked.len()));
+    }
+    if app.stale() && app.snapshot.is_some() {
+        title.push_str("· stale ");
+    }
+    let position = if app.total == 0 {
+        String::new()
+    } else {
+        format!(
+            " {} of {} ",
+            thousands(app.selected + 1),
+            thousands(app.total)
+        )
+    };
+    Block::bordered()
+        .title(title)
+        .title_bottom(Line::from(position).right_aligned())
+        .border_style(if focus { t.bold() } else { t.dim() })
+}
+
+/// The table row of receipt `r`, the `i`th in the table, with the request and task ID
+/// columns at the widths given.
+fn receipt_row<'a>(
+    app: &App,
+    t: &Theme,
+    i: u64,
+    r: &ReceiptItem,
+    cols: &TableColumns,
+    [request_w, task_w]: [u16; 2],
+    focus: bool,
+) -> Row<'a> {
+    let marked = app.marked.contains(&r.request_id);
+    // The cursor sits on the anchored receipt only, never on a row that took its place.
+    let here = i == app.selected
+        && app
+            .selected_receipt()
+            .is_some_and(|s| s.request_id == r.request_id);
+    let cursor = if here && focus { '>' } else { ' ' };
+    let mark = format!("{cursor}{}", if marked { '*' } else { ' ' });
+    let id = fit(&r.request_id, request_w);
+    let result = result_text(r);
+    let result_style = match (r.ok, r.code) {
+        (Some(true), _) => t.fg(Color::Green),
+        (_, Some(ErrorCode::OutcomeUncertain | ErrorCode::Internal)) => t.fg(Color::Magenta),
+        (Some(false), _) => t.fg(Color::Red),
+        _ => t.fg(Color::Yellow),
+    };
+    let clear = match (r.clearable, r.refusal) {
+        (true, _) => "yes",
+        (false, Some(RefusalReason::Running)) => "run",
+        (false, Some(RefusalReason::UnverifiedOutcome)) => "unver",
+        (false, _) => "no",
+    };
+    let state = r.state.as_str();
+    let mut cells = vec![
+        Span::raw(mark),
+        Span::raw(id.to_owned()),
+        Span::raw(ellipsized(r.method.clone(), cols.method)),
+        Span::raw(
+            r.task_id
+                .as_deref()
+                .map_or("-", |t| fit(t, task_w))
+                .to_owned(),
+        ),
+        Span::raw(state.to_owned()),
+        Span::styled(result, result_style),
+        Span::raw(age(app, &r.first_seen_at)),
+    ];
+    if cols.counts {
+        cells.push(Span::raw(r.joins.to_string()));
+        cells.push(Span::raw(r.replays.to_string()));
+    }
+    cells.push(Span::raw(clear.to_owned()));
+    let row = Row::new(cells);
+    if here && focus {
+        row.style(t.selected())
+    } else {
+        row
     }
 }
 

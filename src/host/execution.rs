@@ -34,9 +34,9 @@ use crate::protocol::results::{
 };
 use crate::protocol::{
     now_millis, ActCommand, CloseCommand, Delivery, ErrorBody, ErrorCode, ExecutorCommand, Expect,
-    Method, NetworkEvidence, Outcome, PageAction, ReceiptKind, Target,
+    Method, NetworkEvidence, NotSent, Outcome, PageAction, ReceiptKind, Target,
 };
-use crate::tasks::{PendingOutcome, Task, TaskId};
+use crate::tasks::{Observation, PendingOutcome, Task, TaskId};
 
 /// A mutation admitted under a new receipt, from the receipt's creation to its completion.
 ///
@@ -982,21 +982,9 @@ impl Host {
         finished: Finished,
     ) -> (Arc<Outcome>, TaskEffect) {
         let id = &*execution.request_id;
-        let cmd = &execution.command;
-        let method = cmd.method();
+        let method = execution.command.method();
         match finished {
-            Finished::Open(task, Ok(())) => {
-                let task_id = task.id;
-                let now = now_millis();
-                let mut t = Task::new(task_id.clone(), task.title, task.url, now);
-                t.record(&execution.key, method, now, "ok");
-                let result = TaskStartResult {
-                    run_id: self.run_id().to_owned(),
-                    state: TaskState::Running,
-                    task_id: task_id.to_string(),
-                };
-                (Outcome::ok(&result), TaskEffect::TaskStarted(Box::new(t)))
-            }
+            Finished::Open(task, Ok(())) => self.task_opened(execution, task),
             Finished::Open(_, Err(e)) => (
                 Outcome::err(&ErrorBody::new(
                     ErrorCode::ActionFailed,
@@ -1007,49 +995,7 @@ impl Host {
                 TaskEffect::None,
             ),
             Finished::Act(task, ActionOutcome::Applied(obs)) => {
-                // A fill's reply says what was asked for and nothing else; its evidence (a
-                // page that sends as a field changes) is read only if it ends uncertain.
-                let evidence = self.inner.executor.evidence(&task, false);
-                self.flag_duplicates(&task, id, method, evidence.as_ref());
-                let outcome = match cmd.fill() {
-                    // The reply says what was asked for; the observation's strings are that
-                    // (the fixture's always are), so they are moved, not copied, when equal.
-                    Some((_, target, value)) => {
-                        Outcome::ok(&if obs.target == target && obs.value == value {
-                            FieldResult {
-                                target: Target::Css(obs.target),
-                                value: obs.value,
-                            }
-                        } else {
-                            FieldResult {
-                                target: Target::Css(target.to_owned()),
-                                value: value.to_owned(),
-                            }
-                        })
-                    }
-                    // A fill by ref or locator says what was asked for the same way.
-                    None if method == Method::PageFill => match cmd.action() {
-                        Some(PageAction::Fill { target, value }) => Outcome::ok(&FieldResult {
-                            target: target.clone(),
-                            value: value.clone(),
-                        }),
-                        _ => Outcome::ok(&ObservedResult {
-                            dialogs: self.take_dialogs(&task, &execution.key, method),
-                            evidence,
-                            local: false,
-                            observation: Some(obs),
-                            opened: self.inner.executor.take_opened(&task),
-                        }),
-                    },
-                    None => Outcome::ok(&ObservedResult {
-                        dialogs: self.take_dialogs(&task, &execution.key, method),
-                        evidence,
-                        local: cmd.is_local_step(),
-                        observation: Some(obs),
-                        opened: self.inner.executor.take_opened(&task),
-                    }),
-                };
-                (outcome, TaskEffect::None)
+                (self.applied(execution, &task, obs), TaskEffect::None)
             }
             Finished::Act(task, ActionOutcome::LocalDone) => (
                 Outcome::ok(&ObservedResult {
@@ -1072,72 +1018,158 @@ impl Host {
                     TaskEffect::None,
                 )
             }
-            Finished::Act(task, ActionOutcome::NotSent(cause, reason)) => {
-                let dialogs = self.take_dialogs(&task, &execution.key, method);
-                self.inner.executor.evidence(&task, false);
-                let mut details = json!({
-                    "taskId": &*task,
-                    "requestId": id,
-                    "cause": cause.as_str(),
-                    "reason": reason,
-                });
-                if !cause.candidates().is_empty() {
-                    details["candidates"] = json!(cause.candidates());
-                }
-                if !dialogs.is_empty() {
-                    details["dialogs"] = json!(dialogs);
-                }
-                (
-                    Outcome::err(
-                        &ErrorBody::new(
-                            ErrorCode::ActionFailed,
-                            format!(
-                                "{method} was not sent: {reason}. Task {task} is still running"
-                            ),
-                        )
-                        .with_delivery(Delivery::NotSent)
-                        .with_details(details),
-                    ),
-                    TaskEffect::None,
-                )
-            }
+            Finished::Act(task, ActionOutcome::NotSent(cause, reason)) => (
+                self.not_sent(execution, &task, cause, reason),
+                TaskEffect::None,
+            ),
             Finished::Act(task, ActionOutcome::Uncertain(reason)) => {
-                // A page action has one unless it is a local step sent without one; only
-                // `task.start` has none, and opening a page is never uncertain.
-                let expect = cmd.expectation();
-                let dialogs = self.take_dialogs(&task, &execution.key, method);
-                // Watched on until the outcome is settled: a late answer still shows.
-                let evidence = self.inner.executor.evidence(&task, true);
-                self.flag_duplicates(&task, id, method, evidence.as_ref());
-                let mut details = json!({
-                    "taskId": &*task,
-                    "requestId": id,
-                    "expect": expect,
-                    "reason": reason,
-                    "next": {"method": "task.verifyOutcome", "params": {"taskId": &*task}},
-                });
-                if !dialogs.is_empty() {
-                    details["dialogs"] = json!(dialogs);
-                }
-                if let Some(e) = &evidence {
-                    details["evidence"] = json!(e);
-                }
-                let reason = match &evidence {
-                    Some(e) => format!("{reason} (sent: {})", e.summary()),
-                    None => reason,
-                };
-                (
-                    Outcome::err(
-                        &ErrorBody::new(
-                            ErrorCode::OutcomeUncertain,
-                            format!("the outcome of {method} (request {id}) is uncertain: {reason}. Do not resend it: call task.verifyOutcome for task {task} before sending anything else"),
-                        )
-                        .with_details(details),
-                    ),
-                    TaskEffect::Uncertain(Box::new((expect, evidence))),
-                )
+                self.uncertain(execution, &task, reason)
             }
         }
+    }
+
+    /// The outcome of a `task.start` whose page opened, and the new task's record.
+    fn task_opened(&self, execution: &Execution<'_>, task: NewTask) -> (Arc<Outcome>, TaskEffect) {
+        let task_id = task.id;
+        let now = now_millis();
+        let mut t = Task::new(task_id.clone(), task.title, task.url, now);
+        t.record(&execution.key, execution.command.method(), now, "ok");
+        let result = TaskStartResult {
+            run_id: self.run_id().to_owned(),
+            state: TaskState::Running,
+            task_id: task_id.to_string(),
+        };
+        (Outcome::ok(&result), TaskEffect::TaskStarted(Box::new(t)))
+    }
+
+    /// The outcome of an action the page applied: what a fill asked for, or what the page
+    /// showed after it.
+    fn applied(&self, execution: &Execution<'_>, task: &TaskId, obs: Observation) -> Arc<Outcome> {
+        let id = &*execution.request_id;
+        let cmd = &execution.command;
+        let method = cmd.method();
+        // A fill's reply says what was asked for and nothing else; its evidence (a
+        // page that sends as a field changes) is read only if it ends uncertain.
+        let evidence = self.inner.executor.evidence(task, false);
+        self.flag_duplicates(task, id, method, evidence.as_ref());
+        match cmd.fill() {
+            // The reply says what was asked for; the observation's strings are that
+            // (the fixture's always are), so they are moved, not copied, when equal.
+            Some((_, target, value)) => {
+                Outcome::ok(&if obs.target == target && obs.value == value {
+                    FieldResult {
+                        target: Target::Css(obs.target),
+                        value: obs.value,
+                    }
+                } else {
+                    FieldResult {
+                        target: Target::Css(target.to_owned()),
+                        value: value.to_owned(),
+                    }
+                })
+            }
+            // A fill by ref or locator says what was asked for the same way.
+            None if method == Method::PageFill => match cmd.action() {
+                Some(PageAction::Fill { target, value }) => Outcome::ok(&FieldResult {
+                    target: target.clone(),
+                    value: value.clone(),
+                }),
+                _ => Outcome::ok(&ObservedResult {
+                    dialogs: self.take_dialogs(task, &execution.key, method),
+                    evidence,
+                    local: false,
+                    observation: Some(obs),
+                    opened: self.inner.executor.take_opened(task),
+                }),
+            },
+            None => Outcome::ok(&ObservedResult {
+                dialogs: self.take_dialogs(task, &execution.key, method),
+                evidence,
+                local: cmd.is_local_step(),
+                observation: Some(obs),
+                opened: self.inner.executor.take_opened(task),
+            }),
+        }
+    }
+
+    /// The outcome of an action the executor knows it never sent: the task runs on.
+    fn not_sent(
+        &self,
+        execution: &Execution<'_>,
+        task: &TaskId,
+        cause: NotSent,
+        reason: String,
+    ) -> Arc<Outcome> {
+        let method = execution.command.method();
+        let dialogs = self.take_dialogs(task, &execution.key, method);
+        self.inner.executor.evidence(task, false);
+        let mut details = json!({
+            "taskId": &**task,
+            "requestId": &*execution.request_id,
+            "cause": cause.as_str(),
+            "reason": reason,
+        });
+        if !cause.candidates().is_empty() {
+            details["candidates"] = json!(cause.candidates());
+        }
+        if !dialogs.is_empty() {
+            details["dialogs"] = json!(dialogs);
+        }
+        Outcome::err(
+            &ErrorBody::new(
+                ErrorCode::ActionFailed,
+                format!("{method} was not sent: {reason}. Task {task} is still running"),
+            )
+            .with_delivery(Delivery::NotSent)
+            .with_details(details),
+        )
+    }
+
+    /// The outcome of an action that may or may not have taken effect, and the expectation
+    /// and evidence the task keeps until it is verified.
+    fn uncertain(
+        &self,
+        execution: &Execution<'_>,
+        task: &TaskId,
+        reason: String,
+    ) -> (Arc<Outcome>, TaskEffect) {
+        let id = &*execution.request_id;
+        let cmd = &execution.command;
+        let method = cmd.method();
+        // A page action has one unless it is a local step sent without one; only
+        // `task.start` has none, and opening a page is never uncertain.
+        let expect = cmd.expectation();
+        let dialogs = self.take_dialogs(task, &execution.key, method);
+        // Watched on until the outcome is settled: a late answer still shows.
+        let evidence = self.inner.executor.evidence(task, true);
+        self.flag_duplicates(task, id, method, evidence.as_ref());
+        let mut details = json!({
+            "taskId": &**task,
+            "requestId": id,
+            "expect": expect,
+            "reason": reason,
+            "next": {"method": "task.verifyOutcome", "params": {"taskId": &**task}},
+        });
+        if !dialogs.is_empty() {
+            details["dialogs"] = json!(dialogs);
+        }
+        if let Some(e) = &evidence {
+            details["evidence"] = json!(e);
+        }
+        let reason = match &evidence {
+            Some(e) => format!("{reason} (sent: {})", e.summary()),
+            None => reason,
+        };
+        (
+            Outcome::err(
+                &ErrorBody::new(
+                    ErrorCode::OutcomeUncertain,
+                    format!("the outcome of {method} (request {id}) is uncertain: {reason}. Do not resend it: call task.verifyOutcome for task {task} before sending anything else"),
+                )
+                .with_details(details),
+            ),
+            TaskEffect::Uncertain(Box::new((expect, evidence))),
+        )
     }
 
     /// Tells the event feed when an action's page sent the same request twice (SPEC §16).

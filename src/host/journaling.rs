@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use serde_json::{json, Value};
 use tokio::sync::{oneshot, watch};
 
@@ -75,6 +76,170 @@ fn unreadable(journal: &Journal, what: String) -> journal::Error {
     }
 }
 
+/// The recovered tasks back in the task table; a task open when its run stopped is closed as
+/// `interrupted` (nothing can act on its page any more).
+fn restore_tasks(st: &mut State, tasks: &[journal::RecoveredTask]) {
+    for t in tasks {
+        let mut task = Task::new(t.task_id.clone(), t.title.to_string(), None, t.created_at);
+        task.updated_at = t.updated_at;
+        let detail: Value = serde_json::from_slice(&t.detail).unwrap_or_default();
+        task.url = detail["url"].as_str().map(str::to_owned);
+        if !t.pending.is_empty() {
+            let pending: Vec<Value> = serde_json::from_slice(&t.pending).unwrap_or_default();
+            task.pending = pending.iter().filter_map(pending_of).collect();
+        }
+        task.closed = Some(match TaskState::parse(&t.state) {
+            Some(TaskState::Finished) => Closed::Finished,
+            Some(TaskState::Stopped) => Closed::Stopped {
+                reason: detail["stopReason"].as_str().unwrap_or("").to_owned(),
+            },
+            // Open when its run stopped: nothing can act on its page any more.
+            _ => Closed::Interrupted {
+                run_id: t.run_id.clone(),
+            },
+        });
+        st.tasks.insert(task);
+    }
+}
+
+/// The recovered receipts back in the book, in their order, each in its task's history;
+/// returns those that were executing when the last run stopped, now `INTERRUPTED`, for the
+/// journal.
+fn restore_receipts(
+    st: &mut State,
+    journal: &Journal,
+    receipts: Vec<journal::RecoveredReceipt>,
+    run_id: &str,
+    now: i64,
+) -> Result<Vec<(RequestKey, Arc<Outcome>)>, journal::Error> {
+    let mut interrupted: Vec<(RequestKey, Arc<Outcome>)> = Vec::new();
+    st.book.reserve(receipts.len());
+    for r in receipts {
+        let method: Method = r.method.parse().map_err(|_| {
+            unreadable(
+                journal,
+                format!(
+                    "receipt {} names an unknown method {}",
+                    r.request_id, r.method
+                ),
+            )
+        })?;
+        let (outcome, completed_at) = match r.completion {
+            Some(c) => {
+                let body = String::from_utf8(c.reply.into_vec()).map_err(|_| {
+                    unreadable(
+                        journal,
+                        format!("the reply of receipt {} is not UTF-8", r.request_id),
+                    )
+                })?;
+                let code = code_of(&body);
+                (Outcome::of(code, &body), c.completed_at)
+            }
+            None => {
+                let o = interrupted_outcome(
+                    &r.request_id.to_string(),
+                    method,
+                    r.task_id.as_deref(),
+                    &r.run_id,
+                );
+                interrupted.push((r.request_id.clone(), o.clone()));
+                (o, now)
+            }
+        };
+        // A task.start names its task only in its reply.
+        let started = (method == Method::TaskStart && outcome.is_ok())
+            .then(|| serde_json::from_str::<Value>(&format!("{{{}}}", &outcome.body)).ok())
+            .flatten()
+            .and_then(|v| v["result"]["taskId"].as_str().map(str::to_owned));
+        let history_task = r.task_id.as_deref().or(started.as_deref());
+        if let Some(task) = history_task.and_then(|t| st.tasks.get_mut(t)) {
+            let result = outcome.code.map_or("ok", ErrorCode::as_str);
+            task.record(&r.request_id, method, completed_at, result);
+        }
+        // A start's receipt belongs to the task it made (as in the run that made it).
+        let receipt_task = r.task_id.or_else(|| started.as_deref().map(TaskId::from));
+        if let Some(t) = receipt_task.as_deref() {
+            st.tasks.receipt_created(t);
+        }
+        let run = (*r.run_id != *run_id).then_some(r.run_id);
+        st.book.restore(
+            r.request_id,
+            r.request,
+            method,
+            receipt_task,
+            r.first_seen,
+            outcome,
+            completed_at,
+            run,
+        );
+    }
+    Ok(interrupted)
+}
+
+/// The recovered clears and tombstones back in the book, the acknowledgements on their
+/// receipts, and the list of `INTERRUPTED` receipts still waiting for one.
+fn restore_clears(
+    st: &mut State,
+    clears: Vec<journal::ClearInfo>,
+    tombstones: Vec<journal::RecoveredTombstone>,
+    acknowledgements: &[journal::Acknowledgement],
+) {
+    let batches = clears
+        .into_iter()
+        .map(|c| ClearBatch {
+            at: c.at,
+            reason: c.reason,
+        })
+        .collect();
+    st.book.restore_tombstones(
+        batches,
+        tombstones
+            .into_iter()
+            .map(|t| (t.request_id, t.digest, t.clear))
+            .collect(),
+    );
+    for a in acknowledgements {
+        if let Some(r) = st.book.get_mut(&a.request_id) {
+            r.acknowledged = true;
+        }
+    }
+    // Every INTERRUPTED receipt still in the book, whichever run stored it, until an
+    // operator acknowledges it.
+    st.interrupted = st
+        .book
+        .iter()
+        .filter(|(_, r)| !r.acknowledged && r.result() == Some(Some(ErrorCode::Interrupted)))
+        .map(|(k, _)| k.clone())
+        .collect();
+}
+
+/// Journals the receipts that were executing when the last run stopped as completed
+/// `INTERRUPTED`, and waits until that is durable.
+fn journal_interrupted(
+    journal: &Journal,
+    interrupted: &[(RequestKey, Arc<Outcome>)],
+    now: i64,
+) -> Result<(), journal::Error> {
+    if !interrupted.is_empty() {
+        let records: Vec<Record<'_>> = interrupted
+            .iter()
+            .map(|(key, o)| {
+                Record::ReceiptCompleted(Completed {
+                    request_id: key,
+                    reply: o.body.as_bytes(),
+                    at: now,
+                })
+            })
+            .collect();
+        journal.append_batch(&records)?.wait()?;
+        tracing::warn!(
+            count = interrupted.len(),
+            "receipts that were executing when the last run stopped are stored as INTERRUPTED; they will not run again"
+        );
+    }
+    Ok(())
+}
+
 impl Host {
     /// A host writing through `journal`, rebuilt from what it `recovered`: completed receipts
     /// replay as before, tombstones refuse their IDs, capacity counts everything, receipts that
@@ -93,142 +258,20 @@ impl Host {
             started_at: host.started_at(),
         })?;
         let now = now_millis();
-        let mut interrupted: Vec<(RequestKey, Arc<Outcome>)> = Vec::new();
-        {
+        let interrupted = {
             let mut guard = host.lock();
             let st = &mut *guard;
-            for t in &recovered.tasks {
-                let mut task =
-                    Task::new(t.task_id.clone(), t.title.to_string(), None, t.created_at);
-                task.updated_at = t.updated_at;
-                let detail: Value = serde_json::from_slice(&t.detail).unwrap_or_default();
-                task.url = detail["url"].as_str().map(str::to_owned);
-                if !t.pending.is_empty() {
-                    let pending: Vec<Value> =
-                        serde_json::from_slice(&t.pending).unwrap_or_default();
-                    task.pending = pending.iter().filter_map(pending_of).collect();
-                }
-                task.closed = Some(match TaskState::parse(&t.state) {
-                    Some(TaskState::Finished) => Closed::Finished,
-                    Some(TaskState::Stopped) => Closed::Stopped {
-                        reason: detail["stopReason"].as_str().unwrap_or("").to_owned(),
-                    },
-                    // Open when its run stopped: nothing can act on its page any more.
-                    _ => Closed::Interrupted {
-                        run_id: t.run_id.clone(),
-                    },
-                });
-                st.tasks.insert(task);
-            }
-            st.book.reserve(recovered.receipts.len());
-            for r in recovered.receipts {
-                let method: Method = r.method.parse().map_err(|_| {
-                    unreadable(
-                        &journal,
-                        format!(
-                            "receipt {} names an unknown method {}",
-                            r.request_id, r.method
-                        ),
-                    )
-                })?;
-                let (outcome, completed_at) = match r.completion {
-                    Some(c) => {
-                        let body = String::from_utf8(c.reply.into_vec()).map_err(|_| {
-                            unreadable(
-                                &journal,
-                                format!("the reply of receipt {} is not UTF-8", r.request_id),
-                            )
-                        })?;
-                        let code = code_of(&body);
-                        (Outcome::of(code, &body), c.completed_at)
-                    }
-                    None => {
-                        let o = interrupted_outcome(
-                            &r.request_id.to_string(),
-                            method,
-                            r.task_id.as_deref(),
-                            &r.run_id,
-                        );
-                        interrupted.push((r.request_id.clone(), o.clone()));
-                        (o, now)
-                    }
-                };
-                // A task.start names its task only in its reply.
-                let started = (method == Method::TaskStart && outcome.is_ok())
-                    .then(|| serde_json::from_str::<Value>(&format!("{{{}}}", &outcome.body)).ok())
-                    .flatten()
-                    .and_then(|v| v["result"]["taskId"].as_str().map(str::to_owned));
-                let history_task = r.task_id.as_deref().or(started.as_deref());
-                if let Some(task) = history_task.and_then(|t| st.tasks.get_mut(t)) {
-                    let result = outcome.code.map_or("ok", ErrorCode::as_str);
-                    task.record(&r.request_id, method, completed_at, result);
-                }
-                // A start's receipt belongs to the task it made (as in the run that made it).
-                let receipt_task = r.task_id.or_else(|| started.as_deref().map(TaskId::from));
-                if let Some(t) = receipt_task.as_deref() {
-                    st.tasks.receipt_created(t);
-                }
-                let run = (*r.run_id != *run_id).then_some(r.run_id);
-                st.book.restore(
-                    r.request_id,
-                    r.request,
-                    method,
-                    receipt_task,
-                    r.first_seen,
-                    outcome,
-                    completed_at,
-                    run,
-                );
-            }
-            let batches = recovered
-                .clears
-                .into_iter()
-                .map(|c| ClearBatch {
-                    at: c.at,
-                    reason: c.reason,
-                })
-                .collect();
-            st.book.restore_tombstones(
-                batches,
-                recovered
-                    .tombstones
-                    .into_iter()
-                    .map(|t| (t.request_id, t.digest, t.clear))
-                    .collect(),
+            restore_tasks(st, &recovered.tasks);
+            let interrupted = restore_receipts(st, &journal, recovered.receipts, &run_id, now)?;
+            restore_clears(
+                st,
+                recovered.clears,
+                recovered.tombstones,
+                &recovered.acknowledgements,
             );
-            for a in &recovered.acknowledgements {
-                if let Some(r) = st.book.get_mut(&a.request_id) {
-                    r.acknowledged = true;
-                }
-            }
-            // Every INTERRUPTED receipt still in the book, whichever run stored it, until an
-            // operator acknowledges it.
-            st.interrupted = st
-                .book
-                .iter()
-                .filter(|(_, r)| {
-                    !r.acknowledged && r.result() == Some(Some(ErrorCode::Interrupted))
-                })
-                .map(|(k, _)| k.clone())
-                .collect();
-        }
-        if !interrupted.is_empty() {
-            let records: Vec<Record<'_>> = interrupted
-                .iter()
-                .map(|(key, o)| {
-                    Record::ReceiptCompleted(Completed {
-                        request_id: key,
-                        reply: o.body.as_bytes(),
-                        at: now,
-                    })
-                })
-                .collect();
-            journal.append_batch(&records)?.wait()?;
-            tracing::warn!(
-                count = interrupted.len(),
-                "receipts that were executing when the last run stopped are stored as INTERRUPTED; they will not run again"
-            );
-        }
+            interrupted
+        };
+        journal_interrupted(&journal, &interrupted, now)?;
         Ok(host)
     }
 
@@ -474,29 +517,8 @@ impl Host {
         begun: Result<(), journal::Error>,
         mut replies: BatchReplies,
     ) {
-        let run_id = self.run_id();
         if let Err(e) = begun {
-            self.journal_failed(&e);
-            let mut idle = false;
-            let mut stored = Vec::with_capacity(batch.len());
-            {
-                let mut st = self.lock();
-                for execution in batch {
-                    let completion = Completion::not_begun(&execution, &e);
-                    let done = self.complete_locked(&mut st, &execution, completion);
-                    idle = done.now_idle;
-                    stored.push((execution, done));
-                }
-            }
-            for (i, (execution, done)) in stored.into_iter().enumerate() {
-                // Nothing ran: the answer is certain, whatever the journal can still keep.
-                let line =
-                    done.wake()
-                        .reply_line(Some(&execution.request_id), run_id, ReceiptKind::New);
-                replies.send(i, line);
-            }
-            replies.finish();
-            self.ring_idle(idle);
+            self.answer_unbegun_batch(batch, &e, replies);
             return;
         }
         // The fills the executor does at once are done and stored in one critical section, in
@@ -512,41 +534,110 @@ impl Host {
                 self.turn_comes(tid, &first.key).await;
             }
         }
+        let (mut stored, rest, mut idle) = self.store_filled_at_once(batch);
+        let (inline, later) = self.launch_batch_rest(rest, &mut replies);
+        if !inline.is_empty() {
+            idle = self.store_batch_inline(inline, &mut stored);
+        }
+        stored.sort_by_key(|(i, _, _)| *i);
+        let run_id = self.run_id();
+        for (i, execution, done) in stored {
+            let outcome = done.stored.wake_durable(self, &execution.request_id).await;
+            replies.send(
+                i,
+                outcome.reply_line(Some(&execution.request_id), run_id, ReceiptKind::New),
+            );
+        }
+        self.ring_idle(idle);
+        send_when_answered(later, replies).await;
+    }
+
+    /// Answers a batch whose begins could not be made durable: nothing ran, so each reply is
+    /// certain, whatever the journal can still keep.
+    fn answer_unbegun_batch(
+        &self,
+        batch: Vec<Execution<'static>>,
+        e: &journal::Error,
+        mut replies: BatchReplies,
+    ) {
+        self.journal_failed(e);
+        let mut idle = false;
+        let mut stored = Vec::with_capacity(batch.len());
+        {
+            let mut st = self.lock();
+            for execution in batch {
+                let completion = Completion::not_begun(&execution, e);
+                let done = self.complete_locked(&mut st, &execution, completion);
+                idle = done.now_idle;
+                stored.push((execution, done));
+            }
+        }
+        let run_id = self.run_id();
+        for (i, (execution, done)) in stored.into_iter().enumerate() {
+            // Nothing ran: the answer is certain, whatever the journal can still keep.
+            let line =
+                done.wake()
+                    .reply_line(Some(&execution.request_id), run_id, ReceiptKind::New);
+            replies.send(i, line);
+        }
+        replies.finish();
+        self.ring_idle(idle);
+    }
+
+    /// Under one taking of the lock, in order: stores each execution refused now its turn has
+    /// come, and each fill the executor does at once, journaling their completions together.
+    /// Returns them (with their place in the batch), the executions left to launch, and
+    /// whether the host is idle after the last store.
+    fn store_filled_at_once(&self, batch: Vec<Execution<'static>>) -> StoredAtOnce {
         let mut idle = false;
         let mut stored = Vec::with_capacity(batch.len());
         let mut rest = Vec::new();
-        {
-            let mut st = self.lock();
-            for (i, mut execution) in batch.into_iter().enumerate() {
-                // A request that waited for its turn is checked again now it has come (SPEC
-                // §14): a request ahead of it, from this batch or any other connection, may
-                // have ended uncertain or closed the task meanwhile.
-                let waited = !execution.turn_now;
-                execution.check_turn(&st);
-                if waited && execution.turn_now {
-                    if let Some(refused) = self.refusal_at_turn(&st, &execution) {
-                        let done =
-                            self.store_locked(&mut st, &execution, Completion::refused(refused));
-                        idle = done.stored.now_idle;
-                        stored.push((i, execution, done));
-                        continue;
-                    }
-                }
-                match self.fill_at_once(&execution, None) {
-                    Some(completion) => {
-                        let done = self.store_locked(&mut st, &execution, completion);
-                        idle = done.stored.now_idle;
-                        stored.push((i, execution, done));
-                    }
-                    None => rest.push((i, execution)),
+        let mut st = self.lock();
+        for (i, mut execution) in batch.into_iter().enumerate() {
+            // A request that waited for its turn is checked again now it has come (SPEC
+            // §14): a request ahead of it, from this batch or any other connection, may
+            // have ended uncertain or closed the task meanwhile.
+            let waited = !execution.turn_now;
+            execution.check_turn(&st);
+            if waited && execution.turn_now {
+                if let Some(refused) = self.refusal_at_turn(&st, &execution) {
+                    let done = self.store_locked(&mut st, &execution, Completion::refused(refused));
+                    idle = done.stored.now_idle;
+                    stored.push((i, execution, done));
+                    continue;
                 }
             }
-            let mut done: Vec<_> = stored
-                .iter_mut()
-                .map(|(_, execution, done)| (&*execution, done))
-                .collect();
-            self.journal_completions(&mut st, &mut done);
+            match self.fill_at_once(&execution, None) {
+                Some(completion) => {
+                    let done = self.store_locked(&mut st, &execution, completion);
+                    idle = done.stored.now_idle;
+                    stored.push((i, execution, done));
+                }
+                None => rest.push((i, execution)),
+            }
         }
+        let mut done: Vec<_> = stored
+            .iter_mut()
+            .map(|(_, execution, done)| (&*execution, done))
+            .collect();
+        self.journal_completions(&mut st, &mut done);
+        drop(done);
+        drop(st);
+        (stored, rest, idle)
+    }
+
+    /// Launches the batch's other executions: those the executor answered inline come back to
+    /// be stored together, those it made wait come back as their replies' futures, and the
+    /// rest are answered now.
+    #[allow(clippy::type_complexity)]
+    fn launch_batch_rest(
+        &self,
+        rest: Vec<(usize, Execution<'static>)>,
+        replies: &mut BatchReplies,
+    ) -> (
+        Vec<(usize, Execution<'static>, Completion)>,
+        Vec<(usize, BoxFuture<'static, Vec<u8>>)>,
+    ) {
         let mut inline = Vec::with_capacity(rest.len());
         let mut later = Vec::new();
         for (i, execution) in rest {
@@ -564,53 +655,68 @@ impl Host {
             // The executor made this batch wait: the next batches answer frame by frame.
             self.inner.batches_together.store(false, Ordering::Relaxed);
         }
-        if !inline.is_empty() {
-            let mut st = self.lock();
-            let first = stored.len();
-            for (i, execution, completion) in inline {
-                let done = self.store_locked(&mut st, &execution, completion);
-                idle = done.stored.now_idle;
-                stored.push((i, execution, done));
-            }
-            // The completions go to the journal as one append, in order: once the first is
-            // durable all are, and the other waits return at once.
-            let mut done: Vec<_> = stored[first..]
-                .iter_mut()
-                .map(|(_, execution, done)| (&*execution, done))
-                .collect();
-            self.journal_completions(&mut st, &mut done);
-        }
-        stored.sort_by_key(|(i, _, _)| *i);
-        for (i, execution, done) in stored {
-            let outcome = done.stored.wake_durable(self, &execution.request_id).await;
-            replies.send(
-                i,
-                outcome.reply_line(Some(&execution.request_id), run_id, ReceiptKind::New),
-            );
-        }
-        self.ring_idle(idle);
-        // What the executor made wait: frame by frame each reply goes as it comes; together
-        // they join the others at the end.
-        let waited = later.into_iter().map(|(i, reply)| {
-            let tx = replies.take_sender(i);
-            async move {
-                let line = reply.await;
-                match tx {
-                    Some(tx) => drop(tx.send(line)),
-                    None => return Some(line),
-                }
-                None
-            }
-        });
-        for line in futures::future::join_all(waited)
-            .await
-            .into_iter()
-            .flatten()
-        {
-            replies.send(0, line);
-        }
-        replies.finish();
+        (inline, later)
     }
+
+    /// Stores the executions the executor answered inline under one taking of the lock, after
+    /// those already `stored`; returns whether the host is idle after the last.
+    fn store_batch_inline(
+        &self,
+        inline: Vec<(usize, Execution<'static>, Completion)>,
+        stored: &mut Vec<(usize, Execution<'static>, Unjournaled)>,
+    ) -> bool {
+        let mut idle = false;
+        let mut st = self.lock();
+        let first = stored.len();
+        for (i, execution, completion) in inline {
+            let done = self.store_locked(&mut st, &execution, completion);
+            idle = done.stored.now_idle;
+            stored.push((i, execution, done));
+        }
+        // The completions go to the journal as one append, in order: once the first is
+        // durable all are, and the other waits return at once.
+        let mut done: Vec<_> = stored[first..]
+            .iter_mut()
+            .map(|(_, execution, done)| (&*execution, done))
+            .collect();
+        self.journal_completions(&mut st, &mut done);
+        idle
+    }
+}
+
+/// What [`Host::store_filled_at_once`] stored (with each one's place in the batch), what is
+/// left to launch, and whether the host is idle after the last store.
+type StoredAtOnce = (
+    Vec<(usize, Execution<'static>, Unjournaled)>,
+    Vec<(usize, Execution<'static>)>,
+    bool,
+);
+
+/// Sends the replies the executor made wait: frame by frame each goes as it comes; together
+/// they join the others at the end, and the batch's lines are handed over.
+async fn send_when_answered(
+    later: Vec<(usize, BoxFuture<'static, Vec<u8>>)>,
+    mut replies: BatchReplies,
+) {
+    let waited = later.into_iter().map(|(i, reply)| {
+        let tx = replies.take_sender(i);
+        async move {
+            let line = reply.await;
+            match tx {
+                Some(tx) => drop(tx.send(line)),
+                None => return Some(line),
+            }
+            None
+        }
+    });
+    for line in futures::future::join_all(waited)
+        .await
+        .into_iter()
+        .flatten()
+    {
+        replies.send(0, line);
+    }
+    replies.finish();
 }
 
 /// What [`Host::acknowledge`] recorded.

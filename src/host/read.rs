@@ -29,8 +29,8 @@ use crate::protocol::results::{
 };
 use crate::protocol::{
     format_millis, now_millis, render_snapshot, Delivery, ErrorBody, ErrorCode, Method, Outcome,
-    PageReadParams, ReadCommand, ReceiptKind, ReceiptStatusParams, Subject, TaskParams,
-    TaskResumeParams, WaitState, PROTOCOL_VERSION, SNAPSHOT_DEFAULT_BYTES,
+    PageReadParams, ReadCommand, ReceiptKind, ReceiptStatusParams, SnapshotFormat, Subject,
+    TaskParams, TaskResumeParams, WaitState, PROTOCOL_VERSION, SNAPSHOT_DEFAULT_BYTES,
 };
 use crate::tasks::{Observation, PendingOutcome, TaskId, VerifyOutcome, VerifyRecord};
 
@@ -396,116 +396,23 @@ impl Host {
         let Some(task) = self.lock().tasks.shared_id(&task_id) else {
             return reject(Some(request_id), run_id, self.task_not_found(&task_id));
         };
-        let action_timeout = self.inner.config.action_timeout;
         let started = Instant::now();
-        let mut deadline = started + action_timeout;
-        let mut wait_state = WaitState::Visible;
-        let (query, snapshot) = match cmd {
-            ReadCommand::PageSnapshot(p) => (
-                PageQuery::Snapshot,
-                Some((
-                    p.format,
-                    p.max_bytes.unwrap_or(SNAPSHOT_DEFAULT_BYTES) as usize,
-                )),
-            ),
-            ReadCommand::PageWait(p) => {
-                let longest = action_timeout * 5;
-                let wanted = p.timeout_ms.map_or(action_timeout, Duration::from_millis);
-                if wanted > longest {
-                    return reject(
-                        Some(request_id),
-                        run_id,
-                        ErrorBody::new(
-                            ErrorCode::BadRequest,
-                            format!(
-                                "invalid params for page.wait: `timeoutMs` {} is past this host's limit of {} ms (five action deadlines); wait again after it ends",
-                                wanted.as_millis(),
-                                longest.as_millis()
-                            ),
-                        ),
-                    );
-                }
-                deadline = started + wanted;
-                wait_state = p.state;
-                (
-                    PageQuery::Wait {
-                        target: p.target,
-                        text: p.text,
-                        state: p.state,
-                        until: deadline,
-                    },
-                    None,
-                )
-            }
-            ReadCommand::PageScreenshot(p) => (PageQuery::Screenshot { target: p.target }, None),
-            ReadCommand::PageTabs(_) => (PageQuery::Tabs, None),
-            _ => (PageQuery::Url, None),
+        let planned = match plan_page_query(cmd, self.inner.config.action_timeout, started) {
+            Ok(planned) => planned,
+            Err(refusal) => return reject(Some(request_id), run_id, refusal),
         };
         let read = self
             .inner
             .executor
-            .query_in(task.clone(), tab, query, deadline);
+            .query_in(task.clone(), tab, planned.query, planned.deadline);
         let host = self.clone();
         let request_id = request_id.to_owned();
+        let (snapshot, wait_state) = (planned.snapshot, planned.wait_state);
         Handled::Later(Box::pin(async move {
             let run_id = host.run_id();
             let outcome = read.await;
             host.take_dialogs(&task, &RequestKey::new(&request_id), method);
-            let failed = |code: ErrorCode, why: String| {
-                Outcome::err(&ErrorBody::new(code, why).with_details(json!({"taskId": &*task})))
-            };
-            let outcome = match outcome {
-                QueryOutcome::Snapshot { url, title, nodes } => {
-                    let (format, max_bytes) = snapshot.unwrap_or_default();
-                    Outcome::ok(&render_snapshot(&task, url, title, nodes, format, max_bytes))
-                }
-                QueryOutcome::Waited => Outcome::ok(&WaitResult {
-                    task_id: task.to_string(),
-                    state: wait_state,
-                    waited_ms: started.elapsed().as_millis() as u64,
-                }),
-                QueryOutcome::Screenshot(data) => {
-                    let bytes = data.len() / 4 * 3;
-                    Outcome::ok(&ScreenshotResult {
-                        task_id: task.to_string(),
-                        mime_type: "image/png".into(),
-                        data,
-                        bytes,
-                    })
-                }
-                QueryOutcome::Tabs(tabs) => Outcome::ok(&PageTabsResult {
-                    task_id: task.to_string(),
-                    tabs,
-                }),
-                QueryOutcome::Url { url, title } => Outcome::ok(&PageUrlResult {
-                    task_id: task.to_string(),
-                    url,
-                    title,
-                }),
-                QueryOutcome::TimedOut => failed(
-                    ErrorCode::ReadTimeout,
-                    format!(
-                        "{method} on task {task} did not finish within {} ms; nothing changed — ask again",
-                        (Instant::now() - started).as_millis()
-                    ),
-                ),
-                QueryOutcome::Failed(why) => failed(
-                    ErrorCode::ActionFailed,
-                    format!("{method} on task {task} failed: {why}; nothing changed"),
-                ),
-                QueryOutcome::Refused(cause, why) => Outcome::err(
-                    &ErrorBody::new(
-                        ErrorCode::ActionFailed,
-                        format!("{method} on task {task} was not done: {why}"),
-                    )
-                    .with_delivery(Delivery::NotSent)
-                    .with_details(if cause.candidates().is_empty() {
-                        json!({"taskId": &*task, "cause": cause.as_str()})
-                    } else {
-                        json!({"taskId": &*task, "cause": cause.as_str(), "candidates": cause.candidates()})
-                    }),
-                ),
-            };
+            let outcome = query_outcome(&task, method, outcome, snapshot, wait_state, started);
             outcome.reply_line(Some(&request_id), run_id, ReceiptKind::None)
         }))
     }
@@ -651,4 +558,136 @@ fn verification_reply(
             ))
         })
     })
+}
+
+/// A page read as the executor is asked it, with what writing out its answer needs.
+struct PlannedQuery {
+    /// What the executor is asked.
+    query: PageQuery,
+    /// When it must have answered.
+    deadline: Instant,
+    /// A snapshot's format and size limit (`None` for other reads).
+    snapshot: Option<(SnapshotFormat, usize)>,
+    /// The state a wait waits for.
+    wait_state: WaitState,
+}
+
+/// The [`PageQuery`] of a page read started at `started`, bounded by the action deadline (a
+/// wait by its own `timeoutMs`, refused past five deadlines).
+fn plan_page_query(
+    cmd: ReadCommand,
+    action_timeout: Duration,
+    started: Instant,
+) -> Result<PlannedQuery, ErrorBody> {
+    let mut deadline = started + action_timeout;
+    let mut wait_state = WaitState::Visible;
+    let (query, snapshot) = match cmd {
+        ReadCommand::PageSnapshot(p) => (
+            PageQuery::Snapshot,
+            Some((
+                p.format,
+                p.max_bytes.unwrap_or(SNAPSHOT_DEFAULT_BYTES) as usize,
+            )),
+        ),
+        ReadCommand::PageWait(p) => {
+            let longest = action_timeout * 5;
+            let wanted = p.timeout_ms.map_or(action_timeout, Duration::from_millis);
+            if wanted > longest {
+                return Err(ErrorBody::new(
+                    ErrorCode::BadRequest,
+                    format!(
+                        "invalid params for page.wait: `timeoutMs` {} is past this host's limit of {} ms (five action deadlines); wait again after it ends",
+                        wanted.as_millis(),
+                        longest.as_millis()
+                    ),
+                ));
+            }
+            deadline = started + wanted;
+            wait_state = p.state;
+            (
+                PageQuery::Wait {
+                    target: p.target,
+                    text: p.text,
+                    state: p.state,
+                    until: deadline,
+                },
+                None,
+            )
+        }
+        ReadCommand::PageScreenshot(p) => (PageQuery::Screenshot { target: p.target }, None),
+        ReadCommand::PageTabs(_) => (PageQuery::Tabs, None),
+        _ => (PageQuery::Url, None),
+    };
+    Ok(PlannedQuery {
+        query,
+        deadline,
+        snapshot,
+        wait_state,
+    })
+}
+
+/// The outcome of a page read from what the executor answered.
+fn query_outcome(
+    task: &TaskId,
+    method: Method,
+    outcome: QueryOutcome,
+    snapshot: Option<(SnapshotFormat, usize)>,
+    wait_state: WaitState,
+    started: Instant,
+) -> Arc<Outcome> {
+    let failed = |code: ErrorCode, why: String| {
+        Outcome::err(&ErrorBody::new(code, why).with_details(json!({"taskId": &**task})))
+    };
+    match outcome {
+        QueryOutcome::Snapshot { url, title, nodes } => {
+            let (format, max_bytes) = snapshot.unwrap_or_default();
+            Outcome::ok(&render_snapshot(task, url, title, nodes, format, max_bytes))
+        }
+        QueryOutcome::Waited => Outcome::ok(&WaitResult {
+            task_id: task.to_string(),
+            state: wait_state,
+            waited_ms: started.elapsed().as_millis() as u64,
+        }),
+        QueryOutcome::Screenshot(data) => {
+            let bytes = data.len() / 4 * 3;
+            Outcome::ok(&ScreenshotResult {
+                task_id: task.to_string(),
+                mime_type: "image/png".into(),
+                data,
+                bytes,
+            })
+        }
+        QueryOutcome::Tabs(tabs) => Outcome::ok(&PageTabsResult {
+            task_id: task.to_string(),
+            tabs,
+        }),
+        QueryOutcome::Url { url, title } => Outcome::ok(&PageUrlResult {
+            task_id: task.to_string(),
+            url,
+            title,
+        }),
+        QueryOutcome::TimedOut => failed(
+            ErrorCode::ReadTimeout,
+            format!(
+                "{method} on task {task} did not finish within {} ms; nothing changed — ask again",
+                (Instant::now() - started).as_millis()
+            ),
+        ),
+        QueryOutcome::Failed(why) => failed(
+            ErrorCode::ActionFailed,
+            format!("{method} on task {task} failed: {why}; nothing changed"),
+        ),
+        QueryOutcome::Refused(cause, why) => Outcome::err(
+            &ErrorBody::new(
+                ErrorCode::ActionFailed,
+                format!("{method} on task {task} was not done: {why}"),
+            )
+            .with_delivery(Delivery::NotSent)
+            .with_details(if cause.candidates().is_empty() {
+                json!({"taskId": &**task, "cause": cause.as_str()})
+            } else {
+                json!({"taskId": &**task, "cause": cause.as_str(), "candidates": cause.candidates()})
+            }),
+        ),
+    }
 }
