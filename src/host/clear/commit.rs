@@ -7,13 +7,12 @@ use std::time::Instant;
 use serde_json::json;
 
 use super::{
-    changed_error, stale, touched_vec, unchanged, Checked, ClearedReceipt, CommittedClear, Pace,
-    Phase, ReceiptVersion, CHECK_EVERY, CLEARED_EVENT_IDS, SLICE,
+    changed_error, cleared_event, stale, touched_vec, unchanged, Checked, ClearedReceipt,
+    CommittedClear, Pace, Phase, ReceiptVersion, CHECK_EVERY, SLICE,
 };
 use crate::book::{ClearBatch, Clearing, Freed, RequestKey, TombstoneRun};
 use crate::host::to_data;
 use crate::host::{Host, State};
-use crate::protocol::introspection::ReceiptsClearedEvent;
 use crate::protocol::results::ReceiptCounts;
 use crate::protocol::{format_millis, now_millis, ErrorBody, ErrorCode};
 
@@ -336,16 +335,7 @@ impl Host {
         now: i64,
     ) -> (usize, ReceiptCounts) {
         let mut st = self.operator_lock();
-        let event = ReceiptsClearedEvent {
-            count: items.len() as u64,
-            operator: operator.to_owned(),
-            reason: reason.to_owned(),
-            request_ids: items
-                .iter()
-                .take(CLEARED_EVENT_IDS)
-                .map(|(k, _)| k.to_string())
-                .collect(),
-        };
+        let event = cleared_event(items.len(), items.iter().map(|(k, _)| k), operator, reason);
         st.events
             .publish("receipts.cleared", now, || to_data(&event));
         (st.book.tombstones(), st.receipt_counts())

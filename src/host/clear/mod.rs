@@ -561,16 +561,7 @@ impl Host {
         self.in_slices(&tasks, &mut |st, tid| st.tasks.receipt_cleared(tid));
         {
             let mut st = self.operator_lock();
-            let event = ReceiptsClearedEvent {
-                count: ids.len() as u64,
-                operator: operator.to_owned(),
-                reason: reason.to_string(),
-                request_ids: ids
-                    .iter()
-                    .take(CLEARED_EVENT_IDS)
-                    .map(|k| k.to_string())
-                    .collect(),
-            };
+            let event = cleared_event(ids.len(), ids.iter(), operator, &reason);
             st.events
                 .publish("receipts.cleared", at, || to_data(&event));
         }
@@ -592,5 +583,21 @@ impl Host {
             drop(pair);
             drop(freed);
         }
+    }
+}
+
+/// The `receipts.cleared` event of a clear of `count` receipts: its first IDs only (the audit
+/// log lists them all).
+pub(super) fn cleared_event<'k>(
+    count: usize,
+    ids: impl Iterator<Item = &'k RequestKey>,
+    operator: &str,
+    reason: &str,
+) -> ReceiptsClearedEvent {
+    ReceiptsClearedEvent {
+        count: count as u64,
+        operator: operator.to_owned(),
+        reason: reason.to_owned(),
+        request_ids: ids.take(CLEARED_EVENT_IDS).map(|k| k.to_string()).collect(),
     }
 }
