@@ -10,7 +10,7 @@ connected component of more than one file) with the lines that make it; exits 1 
 one that is not allowed.
 
 Usage: .ci/file-cycles.py [SRC_DIR] [--allow FILE,FILE,...]... (default SRC_DIR: the crate's
-src/). Each `--allow` names the files of one known cycle, as printed (`src/host/a.rs,src/host/b.rs`):
+src/). Each `--allow` names the files of one known cycle, as printed (`crates/host/src/a.rs,crates/host/src/b.rs`):
 a cycle whose files are all in one allowed list is still printed, marked allowed, but does not
 fail the run, so the script can gate CI while a known cycle is being removed. An allowed list
 that no longer matches any cycle fails the run too, so it is taken out once the cycle is gone.

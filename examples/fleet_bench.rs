@@ -24,7 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use polaris::ledger::private::PrivatePostgres;
+use polaris_testkit::postgres::PrivatePostgres;
 use release_binary::polaris_bin;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use polaris::ledger::private::PrivatePostgres;
 use polaris::ledger::{Claim, Claimed, Ledger, LedgerConfig};
+use polaris_testkit::postgres::PrivatePostgres;
 
 const CALLERS_PER_HOST: usize = 32;
 const HOSTS: usize = 3;

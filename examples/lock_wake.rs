@@ -1,5 +1,5 @@
 //! What it costs on this machine to sleep on a held `std::sync::Mutex` instead of spinning:
-//! the figure `Host::lock`'s spin is set from (`LOCK_SPIN` in `src/host/mod.rs`).
+//! the figure `Host::lock`'s spin is set from (`LOCK_SPIN` in `crates/host/src/lib.rs`).
 //!
 //! Two threads. The holder takes the lock, keeps it for `--hold-us`, lets it go and notes when;
 //! the taker, which asked for the lock while it was held and went to sleep in the kernel, notes

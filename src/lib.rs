@@ -15,21 +15,20 @@
 
 #![warn(missing_docs)]
 
-pub mod book;
 pub mod cli;
 pub mod client;
 pub mod console;
-pub mod events;
-pub mod executor;
-pub mod host;
-pub mod ids;
 pub mod introspect;
-pub mod journal;
-pub mod ledger;
 pub mod mcp;
 pub mod operator;
-pub mod protocol;
 pub mod serve;
 pub mod server;
-pub mod tasks;
-pub mod webapp;
+
+// The layers below, each a crate of its own, under the names the whole codebase uses.
+pub use polaris_executor as executor;
+pub use polaris_host as host;
+pub use polaris_journal as journal;
+pub use polaris_ledger as ledger;
+pub use polaris_protocol::{self as protocol, ids};
+pub use polaris_state::{book, events, tasks};
+pub use polaris_webapp as webapp;

@@ -5,10 +5,9 @@
 //! Without a browser each test prints one `skipped:` line and passes, unless
 //! `POLARIS_REQUIRE_BROWSER=1`.
 
-mod browser_common;
-mod common;
-#[path = "browser_common/rig.rs"]
-mod rig;
+use polaris_testkit::browser as browser_common;
+use polaris_testkit::browser::rig;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 

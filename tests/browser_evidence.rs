@@ -6,10 +6,9 @@
 //! Without a browser each test prints one `skipped:` line and passes, unless
 //! `POLARIS_REQUIRE_BROWSER=1`.
 
-mod browser_common;
-mod common;
-#[path = "browser_common/rig.rs"]
-mod rig;
+use polaris_testkit::browser as browser_common;
+use polaris_testkit::browser::rig;
+use polaris_testkit::host as common;
 
 use std::path::Path;
 use std::time::Duration;
@@ -550,7 +549,7 @@ async fn evidence_survives_a_restart_and_shows_in_receipts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fleet_host_lists_the_evidence_it_stored() {
     let _one = one_at_a_time().await;
-    let Some(pg) = polaris::ledger::private::require_or_skip("tests/browser_evidence.rs") else {
+    let Some(pg) = polaris_testkit::postgres::require_or_skip("tests/browser_evidence.rs") else {
         return;
     };
     let conninfo = pg.conninfo();

@@ -6,10 +6,9 @@
 //! Without a browser each test prints one `skipped:` line and passes, unless
 //! `POLARIS_REQUIRE_BROWSER=1`.
 
-mod browser_common;
-mod common;
-#[path = "browser_common/rig.rs"]
-mod rig;
+use polaris_testkit::browser as browser_common;
+use polaris_testkit::browser::rig;
+use polaris_testkit::host as common;
 
 use browser_common::*;
 use common::*;
@@ -45,33 +44,28 @@ async fn start(allow: bool) -> Option<Rig> {
         .await
 }
 
-impl Rig {
-    fn url(&self, rel: &str) -> String {
-        format!("file://{}/{rel}", self.files.path().display())
-    }
+fn url(rig: &Rig, rel: &str) -> String {
+    format!("file://{}/{rel}", rig.files.path().display())
+}
 
-    /// Sends `task.start` at `url` under a fresh ID; returns the ID and the reply.
-    async fn start_at(&mut self, url: &str) -> (String, Value) {
-        let id = new_id();
-        let r = self
-            .c
-            .call_id(
-                &id,
-                "task.start",
-                json!({"title": "read a file", "url": url}),
-            )
-            .await;
-        assert!(!r.to_string().contains(SECRET), "{r}");
-        (id, r)
-    }
+/// Sends `task.start` at `url` under a fresh ID; returns the ID and the reply.
+async fn start_at(rig: &mut Rig, url: &str) -> (String, Value) {
+    let id = new_id();
+    let r = rig
+        .c
+        .call_id(
+            &id,
+            "task.start",
+            json!({"title": "read a file", "url": url}),
+        )
+        .await;
+    assert!(!r.to_string().contains(SECRET), "{r}");
+    (id, r)
+}
 
-    async fn stored(&mut self, id: &str) -> Value {
-        let s = self
-            .c
-            .call("receipt.status", json!({"requestId": id}))
-            .await;
-        ok(&s).clone()
-    }
+async fn stored(rig: &mut Rig, id: &str) -> Value {
+    let s = rig.c.call("receipt.status", json!({"requestId": id})).await;
+    ok(&s).clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -84,27 +78,28 @@ async fn without_the_flag_no_local_file_opens_and_nothing_is_stored() {
     for url in [
         "file:///etc/passwd".to_owned(),
         "FILE://localhost/etc/shadow".to_owned(),
-        r.url("pages/index.html"),
+        url(&r, "pages/index.html"),
     ] {
-        let (id, reply) = r.start_at(&url).await;
+        let (id, reply) = start_at(&mut r, &url).await;
         let e = err(&reply, "BAD_REQUEST");
         assert_eq!(e["delivery"], "not_executed", "{reply}");
         assert!(
             e["message"].as_str().unwrap().contains("--allow-file-urls"),
             "the refusal names the flag that allows it: {reply}"
         );
-        assert_eq!(r.stored(&id).await["state"], "unknown", "{url}");
+        assert_eq!(stored(&mut r, &id).await["state"], "unknown", "{url}");
     }
     // Nothing was opened: the browser starts on the first task, and none started.
     assert!(browsers_of(pid).is_empty(), "a browser was started");
 
     // A page on the web may not be sent to a local file either.
-    let (_, t) = r.start_at(&r.app.url()).await;
+    let page = r.app.url();
+    let (_, t) = start_at(&mut r, &page).await;
     let task = ok(&t)["taskId"].as_str().unwrap().to_owned();
     let n =
         r.c.call(
             "page.navigate",
-            json!({"taskId": task, "url": r.url("secret.html")}),
+            json!({"taskId": task, "url": url(&r, "secret.html")}),
         )
         .await;
     let e = err(&n, "BAD_REQUEST");
@@ -121,7 +116,8 @@ async fn with_the_flag_only_files_inside_the_directory_are_read() {
         return;
     };
     // Inside: opens, and reads.
-    let (_, t) = r.start_at(&r.url("pages/index.html")).await;
+    let at = url(&r, "pages/index.html");
+    let (_, t) = start_at(&mut r, &at).await;
     let task = ok(&t)["taskId"].as_str().unwrap().to_owned();
     let read =
         r.c.call("page.read", json!({"taskId": task, "target": "#hello"}))
@@ -131,22 +127,23 @@ async fn with_the_flag_only_files_inside_the_directory_are_read() {
     // Outside, as text: refused before anything is stored.
     for url in [
         "file:///etc/passwd".to_owned(),
-        r.url("secret.html"),
-        r.url("pages/../secret.html"),
-        r.url("pages/%2e%2e/secret.html"),
-        r.url("pages\\..\\secret.html"),
+        url(&r, "secret.html"),
+        url(&r, "pages/../secret.html"),
+        url(&r, "pages/%2e%2e/secret.html"),
+        url(&r, "pages\\..\\secret.html"),
     ] {
-        let (id, reply) = r.start_at(&url).await;
+        let (id, reply) = start_at(&mut r, &url).await;
         let e = err(&reply, "BAD_REQUEST");
         assert!(
             e["message"].as_str().unwrap().contains("outside"),
             "{url}: {reply}"
         );
-        assert_eq!(r.stored(&id).await["state"], "unknown", "{url}");
+        assert_eq!(stored(&mut r, &id).await["state"], "unknown", "{url}");
     }
 
     // Inside as text, outside through a symlink: failed, nothing opened.
-    let (_, reply) = r.start_at(&r.url("pages/link.html")).await;
+    let at = url(&r, "pages/link.html");
+    let (_, reply) = start_at(&mut r, &at).await;
     let e = err(&reply, "ACTION_FAILED");
     assert_eq!(e["delivery"], "failed", "{reply}");
     assert!(

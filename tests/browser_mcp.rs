@@ -2,12 +2,10 @@
 //! (rmcp) as an agent would: a real host with a private headless Chromium, the real web app,
 //! effects counted at the app's server.
 
-mod browser_common;
-#[path = "support/mcp_client.rs"]
-mod mcp_client;
-mod mcp_common;
-#[path = "support/python_sdk.rs"]
-mod python_sdk;
+use polaris_testkit::browser as browser_common;
+use polaris_testkit::mcp_client;
+use polaris_testkit::mcp as mcp_common;
+use polaris_testkit::python_sdk;
 
 use std::time::Duration;
 

@@ -9,10 +9,9 @@
 //! Without a browser each test prints one `skipped:` line and passes, unless
 //! `POLARIS_REQUIRE_BROWSER=1`.
 
-mod browser_common;
-mod common;
-#[path = "browser_common/rig.rs"]
-mod rig;
+use polaris_testkit::browser as browser_common;
+use polaris_testkit::browser::rig;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 
@@ -42,30 +41,28 @@ async fn start_with(
         .await
 }
 
-impl Rig {
-    fn main_origin(&self) -> String {
-        format!("http://{}", self.app.addr())
-    }
+fn main_origin(rig: &Rig) -> String {
+    format!("http://{}", rig.app.addr())
+}
 
-    /// Requests the second origin received: the count that must stay zero.
-    fn card_hits(&self) -> Vec<ReceivedRequest> {
-        let port = self.app.card_addr().port();
-        self.app
-            .requests()
-            .into_iter()
-            .filter(|r| r.port == port)
-            .collect()
-    }
+/// Requests the second origin received: the count that must stay zero.
+fn card_hits(rig: &Rig) -> Vec<ReceivedRequest> {
+    let port = rig.app.card_addr().port();
+    rig.app
+        .requests()
+        .into_iter()
+        .filter(|r| r.port == port)
+        .collect()
+}
 
-    /// A task on the app's `/reach` page.
-    async fn reach_task(&mut self) -> String {
-        let url = self.app.url_of("/reach");
-        let r = self
-            .call("task.start", json!({"title": "reach", "url": url}))
-            .await;
-        assert_eq!(r["ok"], true, "{r}\n{}", self.host.log());
-        r["result"]["taskId"].as_str().unwrap().to_owned()
-    }
+/// A task on the app's `/reach` page.
+async fn reach_task(rig: &mut Rig) -> String {
+    let url = rig.app.url_of("/reach");
+    let r = rig
+        .call("task.start", json!({"title": "reach", "url": url}))
+        .await;
+    assert_eq!(r["ok"], true, "{r}\n{}", rig.host.log());
+    r["result"]["taskId"].as_str().unwrap().to_owned()
 }
 
 /// The one request in `evidence` to the second origin's `path`, which must be `blocked`.
@@ -157,7 +154,7 @@ async fn an_allowed_origin_opens_but_its_page_reaches_no_other_private_origin() 
         return;
     };
     let card_port = r.app.card_addr().port();
-    let task = r.reach_task().await;
+    let task = reach_task(&mut r).await;
 
     // Sent there by the agent: refused before anything is stored, naming the origin to allow.
     for url in [
@@ -188,7 +185,7 @@ async fn an_allowed_origin_opens_but_its_page_reaches_no_other_private_origin() 
         "{t}"
     );
     // The allowed origin itself still navigates.
-    let back = r.main_origin() + "/reach";
+    let back = main_origin(&r) + "/reach";
     let n = r
         .call("page.navigate", json!({"taskId": task, "url": back}))
         .await;
@@ -218,7 +215,7 @@ async fn an_allowed_origin_opens_but_its_page_reaches_no_other_private_origin() 
         ("#redirect", "GET", "/card"),
         ("#post", "POST", "/card/pay"),
     ] {
-        let task = r.reach_task().await;
+        let task = reach_task(&mut r).await;
         let reply = r
             .call(
                 "page.click",
@@ -232,9 +229,9 @@ async fn an_allowed_origin_opens_but_its_page_reaches_no_other_private_origin() 
 
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(
-        r.card_hits().is_empty(),
+        card_hits(&r).is_empty(),
         "the second origin heard {:?}",
-        r.card_hits()
+        card_hits(&r)
     );
     assert!(r.host.log().contains("blocked"), "the host logs the blocks");
 }
@@ -246,7 +243,7 @@ async fn a_bare_host_allows_every_port_so_the_same_page_reaches_the_second_origi
         return;
     };
     let card_port = r.app.card_addr().port();
-    let task = r.reach_task().await;
+    let task = reach_task(&mut r).await;
     let fetched = r
         .call(
             "page.click",
@@ -263,7 +260,7 @@ async fn a_bare_host_allows_every_port_so_the_same_page_reaches_the_second_origi
         )
         .await;
     ok(&linked);
-    let paths: Vec<String> = r.card_hits().into_iter().map(|h| h.path).collect();
+    let paths: Vec<String> = card_hits(&r).into_iter().map(|h| h.path).collect();
     assert_eq!(
         paths,
         ["/card", "/card"],
@@ -282,7 +279,7 @@ async fn the_block_holds_without_network_evidence() {
     else {
         return;
     };
-    let task = r.reach_task().await;
+    let task = reach_task(&mut r).await;
     let fetched = r
         .call(
             "page.click",
@@ -292,7 +289,7 @@ async fn the_block_holds_without_network_evidence() {
         .await;
     assert!(ok(&fetched).get("evidence").is_none(), "{fetched}");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(r.card_hits().is_empty(), "{:?}", r.card_hits());
+    assert!(card_hits(&r).is_empty(), "{:?}", card_hits(&r));
 }
 
 #[test]

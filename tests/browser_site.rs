@@ -7,10 +7,9 @@
 //! Without a browser each test prints one `skipped:` line and passes, unless
 //! `POLARIS_REQUIRE_BROWSER=1`.
 
-mod browser_common;
-mod common;
-#[path = "browser_common/rig.rs"]
-mod rig;
+use polaris_testkit::browser as browser_common;
+use polaris_testkit::browser::rig;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 
@@ -30,39 +29,37 @@ async fn start(action_timeout_ms: u64) -> Option<Rig> {
         .await
 }
 
-impl Rig {
-    /// Starts a task on the site's form and returns its ID.
-    async fn site(&mut self) -> String {
-        let url = self.app.url_of("/site");
-        let r = self
-            .c
-            .call(
-                "task.start",
-                json!({"title": "publish on the site", "url": url}),
-            )
-            .await;
-        assert_eq!(r["ok"], true, "{r}\n{}", self.host.log());
-        r["result"]["taskId"].as_str().unwrap().to_owned()
-    }
+/// Starts a task on the site's form and returns its ID.
+async fn site(rig: &mut Rig) -> String {
+    let url = rig.app.url_of("/site");
+    let r = rig
+        .c
+        .call(
+            "task.start",
+            json!({"title": "publish on the site", "url": url}),
+        )
+        .await;
+    assert_eq!(r["ok"], true, "{r}\n{}", rig.host.log());
+    r["result"]["taskId"].as_str().unwrap().to_owned()
+}
 
-    /// `page.snapshot` as JSON nodes.
-    async fn nodes(&mut self, task: &str) -> Vec<Value> {
-        let r = self
-            .call(
-                "page.snapshot",
-                json!({"taskId": task, "format": "json", "maxBytes": 1_000_000}),
-            )
-            .await;
-        let nodes = ok(&r)["nodes"].as_array().cloned().unwrap_or_default();
-        assert!(!nodes.is_empty(), "{r}");
-        nodes
-    }
+/// `page.snapshot` as JSON nodes.
+async fn nodes(rig: &mut Rig, task: &str) -> Vec<Value> {
+    let r = rig
+        .call(
+            "page.snapshot",
+            json!({"taskId": task, "format": "json", "maxBytes": 1_000_000}),
+        )
+        .await;
+    let nodes = ok(&r)["nodes"].as_array().cloned().unwrap_or_default();
+    assert!(!nodes.is_empty(), "{r}");
+    nodes
+}
 
-    /// Reads a target's value.
-    async fn read(&mut self, task: &str, target: Value) -> Value {
-        self.call("page.read", json!({"taskId": task, "target": target}))
-            .await
-    }
+/// Reads a target's value.
+async fn read(rig: &mut Rig, task: &str, target: Value) -> Value {
+    rig.call("page.read", json!({"taskId": task, "target": target}))
+        .await
 }
 
 /// The ref of the first node with `role` whose name contains `name`.
@@ -110,8 +107,8 @@ async fn snapshot_shows_refs_across_shadow_root_and_frames() {
     let Some(mut r) = start(5000).await else {
         return;
     };
-    let task = r.site().await;
-    let nodes = r.nodes(&task).await;
+    let task = site(&mut r).await;
+    let nodes = nodes(&mut r, &task).await;
     let text = outline(&nodes);
     // The form, with its states and values.
     ref_of(&nodes, "heading", "New post");
@@ -219,7 +216,7 @@ async fn locators_act_and_stale_or_ambiguous_targets_send_nothing() {
     let Some(mut r) = start(5000).await else {
         return;
     };
-    let task = r.site().await;
+    let task = site(&mut r).await;
     for (name, value) in [("Title", "By role"), ("Body", "Typed by an agent.")] {
         let f = r
             .call(
@@ -232,9 +229,9 @@ async fn locators_act_and_stale_or_ambiguous_targets_send_nothing() {
     let publish = json!({"url": {"contains": "/site/posts/"}});
 
     // A ref of an older snapshot is stale: refused, nothing sent.
-    let first = r.nodes(&task).await;
+    let first = nodes(&mut r, &task).await;
     let old = ref_of(&first, "button", "Publish");
-    let second = r.nodes(&task).await;
+    let second = nodes(&mut r, &task).await;
     let new = ref_of(&second, "button", "Publish");
     assert_ne!(old, new, "refs are numbered on across snapshots");
     let c = r
@@ -310,7 +307,7 @@ async fn locators_act_and_stale_or_ambiguous_targets_send_nothing() {
         )
         .await;
     not_sent(&c, "stale_ref");
-    let v = r.read(&task, json!({"role": "status"})).await;
+    let v = read(&mut r, &task, json!({"role": "status"})).await;
     assert_eq!(ok(&v)["value"], "Published #1", "{v}");
     assert_eq!(r.app.site_posts(), 1);
 }
@@ -321,7 +318,7 @@ async fn select_check_and_upload_then_submit_send_the_values_once() {
     let Some(mut r) = start(5000).await else {
         return;
     };
-    let task = r.site().await;
+    let task = site(&mut r).await;
     let f = r
         .call(
             "page.fill",
@@ -369,13 +366,16 @@ async fn select_check_and_upload_then_submit_send_the_values_once() {
         .await;
     assert_eq!(ok(&c)["observation"]["value"], "true", "{c}");
     // Reads say what a check and a select expect.
-    assert_eq!(ok(&r.read(&task, json!("#urgent")).await)["value"], "true");
     assert_eq!(
-        ok(&r.read(&task, json!("#visibility-public")).await)["value"],
+        ok(&read(&mut r, &task, json!("#urgent")).await)["value"],
+        "true"
+    );
+    assert_eq!(
+        ok(&read(&mut r, &task, json!("#visibility-public")).await)["value"],
         "false"
     );
     assert_eq!(
-        ok(&r.read(&task, json!("#category")).await)["value"],
+        ok(&read(&mut r, &task, json!("#category")).await)["value"],
         "op-ed"
     );
     // Checking what is checked already sends nothing more.
@@ -445,7 +445,7 @@ async fn uploads_outside_the_upload_dir_are_bad_requests() {
     let Some(mut r) = start(5000).await else {
         return;
     };
-    let task = r.site().await;
+    let task = site(&mut r).await;
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), b"secret").unwrap();
     std::os::unix::fs::symlink(
@@ -473,7 +473,7 @@ async fn uploads_outside_the_upload_dir_are_bad_requests() {
         let e = err(&u, "BAD_REQUEST");
         assert!(e["message"].as_str().unwrap().contains(says), "{file}: {u}");
     }
-    let read = r.read(&task, json!("#attachment")).await;
+    let read = read(&mut r, &task, json!("#attachment")).await;
     assert_eq!(ok(&read)["value"], "", "the input got nothing");
     assert!(r.app.site_uploads().is_empty());
 }
@@ -484,7 +484,7 @@ async fn navigate_follows_links_and_history_and_refuses_to_resend_a_form() {
     let Some(mut r) = start(5000).await else {
         return;
     };
-    let task = r.site().await;
+    let task = site(&mut r).await;
     // A link, by role, with an expectation on the URL.
     let c = r
         .call(
@@ -623,7 +623,7 @@ async fn wait_sees_the_late_button_and_screenshots_are_png() {
     let Some(mut r) = start(3000).await else {
         return;
     };
-    let task = r.site().await;
+    let task = site(&mut r).await;
     let w = r
         .call(
             "page.wait",
@@ -770,7 +770,7 @@ async fn a_login_by_roles_and_typing_keeps_the_password_out_of_the_outline() {
     let Some(mut r) = start(5000).await else {
         return;
     };
-    let task = r.site().await;
+    let task = site(&mut r).await;
     let c = r
         .call(
             "page.click",
@@ -791,7 +791,7 @@ async fn a_login_by_roles_and_typing_keeps_the_password_out_of_the_outline() {
         )
         .await;
     assert_eq!(ok(&t)["observation"]["value"], "s3cret!");
-    let nodes = r.nodes(&task).await;
+    let nodes = nodes(&mut r, &task).await;
     let password = nodes
         .iter()
         .find(|n| n["name"] == "Password")

@@ -6,10 +6,9 @@
 //! Without a browser each test prints one `skipped:` line and passes, unless
 //! `POLARIS_REQUIRE_BROWSER=1`.
 
-mod browser_common;
-mod common;
-#[path = "browser_common/rig.rs"]
-mod rig;
+use polaris_testkit::browser as browser_common;
+use polaris_testkit::browser::rig;
+use polaris_testkit::host as common;
 
 use browser_common::*;
 use common::*;
@@ -26,37 +25,32 @@ async fn start() -> Option<Rig> {
         .await
 }
 
-impl Rig {
-    /// Starts a task on `path` of the site (with `extra` params) and returns its ID.
-    async fn task_on(&mut self, path: &str, extra: Value) -> String {
-        let mut p = json!({"title": "work on the site", "url": self.app.url_of(path)});
-        if let (Some(p), Some(extra)) = (p.as_object_mut(), extra.as_object()) {
-            p.extend(extra.clone());
-        }
-        let r = self.c.call("task.start", p).await;
-        assert_eq!(r["ok"], true, "{r}\n{}", self.host.log());
-        r["result"]["taskId"].as_str().unwrap().to_owned()
+/// Starts a task on `path` of the site (with `extra` params) and returns its ID.
+async fn task_on(rig: &mut Rig, path: &str, extra: Value) -> String {
+    let mut p = json!({"title": "work on the site", "url": rig.app.url_of(path)});
+    if let (Some(p), Some(extra)) = (p.as_object_mut(), extra.as_object()) {
+        p.extend(extra.clone());
     }
+    let r = rig.c.call("task.start", p).await;
+    assert_eq!(r["ok"], true, "{r}\n{}", rig.host.log());
+    r["result"]["taskId"].as_str().unwrap().to_owned()
+}
 
-    /// A request that must be a `BAD_REQUEST` whose message says `says`, and store nothing.
-    async fn refused(&mut self, method: &str, params: Value, says: &str) {
-        let id = new_id();
-        let r = self.c.call_id(&id, method, params.clone()).await;
-        let e = err(&r, "BAD_REQUEST");
-        assert!(
-            e["message"].as_str().unwrap_or("").contains(says),
-            "{method} {params}: {r}"
-        );
-        let s = self
-            .c
-            .call("receipt.status", json!({"requestId": id}))
-            .await;
-        assert_eq!(
-            ok(&s)["state"],
-            "unknown",
-            "nothing stored for {params}: {s}"
-        );
-    }
+/// A request that must be a `BAD_REQUEST` whose message says `says`, and store nothing.
+async fn refused(rig: &mut Rig, method: &str, params: Value, says: &str) {
+    let id = new_id();
+    let r = rig.c.call_id(&id, method, params.clone()).await;
+    let e = err(&r, "BAD_REQUEST");
+    assert!(
+        e["message"].as_str().unwrap_or("").contains(says),
+        "{method} {params}: {r}"
+    );
+    let s = rig.c.call("receipt.status", json!({"requestId": id})).await;
+    assert_eq!(
+        ok(&s)["state"],
+        "unknown",
+        "nothing stored for {params}: {s}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -65,7 +59,7 @@ async fn a_tab_the_page_opens_is_recorded_listed_and_addressed() {
     let Some(mut r) = start().await else {
         return;
     };
-    let task = r.task_on("/site", json!({})).await;
+    let task = task_on(&mut r, "/site", json!({})).await;
     let c = r
         .call(
             "page.click",
@@ -194,7 +188,7 @@ async fn a_saved_login_starts_a_later_task_logged_in() {
     let Some(mut r) = start().await else {
         return;
     };
-    let a = r.task_on("/site/login", json!({})).await;
+    let a = task_on(&mut r, "/site/login", json!({})).await;
     ok(&r
         .call(
             "page.fill",
@@ -232,7 +226,7 @@ async fn a_saved_login_starts_a_later_task_logged_in() {
         std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).unwrap().permissions());
     assert_eq!(mode & 0o777, 0o600);
     assert!(std::fs::read_to_string(&file).unwrap().contains("session"));
-    let b = r.task_on("/site", json!({"profile": "ada"})).await;
+    let b = task_on(&mut r, "/site", json!({"profile": "ada"})).await;
     let who = r
         .call("page.read", json!({"taskId": b, "target": "#who"}))
         .await;
@@ -244,7 +238,7 @@ async fn a_saved_login_starts_a_later_task_logged_in() {
         .await;
     assert_eq!(ok(&theme)["value"], "Theme: dark", "{theme}");
     // A task without the profile starts logged out: contexts stay separate.
-    let c = r.task_on("/site", json!({})).await;
+    let c = task_on(&mut r, "/site", json!({})).await;
     let who = r
         .call("page.read", json!({"taskId": c, "target": "#who"}))
         .await;
@@ -277,16 +271,18 @@ async fn profiles_never_leave_their_directory() {
         ("missing", "does not exist"),
         ("link", "symlink"),
     ] {
-        r.refused(
+        refused(
+            &mut r,
             "task.start",
             json!({"title": "t", "url": url, "profile": name}),
             says,
         )
         .await;
     }
-    let task = r.task_on("/site", json!({})).await;
+    let task = task_on(&mut r, "/site", json!({})).await;
     for name in ["../x", "a/b", "/tmp/x", &"x".repeat(65)] {
-        r.refused(
+        refused(
+            &mut r,
             "task.saveProfile",
             json!({"taskId": task, "profile": name}),
             "profile",

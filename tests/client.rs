@@ -1,6 +1,6 @@
 //! The library bridge client and its session against a real `polaris serve` process.
 
-mod mcp_common;
+use polaris_testkit::mcp as mcp_common;
 
 use std::collections::HashSet;
 use std::time::Duration;

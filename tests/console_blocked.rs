@@ -2,9 +2,8 @@
 //! settled (blocked tasks, `OUTCOME_UNCERTAIN` and `INTERRUPTED` receipts), each with its
 //! task's state, and counts what `run.status` counts at every step.
 
-mod common;
-#[path = "support/console_pty.rs"]
-mod console_pty;
+use polaris_testkit::console_pty;
+use polaris_testkit::host as common;
 
 use serde_json::json;
 

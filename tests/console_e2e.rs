@@ -3,9 +3,8 @@
 //! and the gauge fill, verifies the blocked outcome and clears receipts through the dialog until
 //! a new ID is accepted again.
 
-mod common;
-#[path = "support/console_pty.rs"]
-mod console_pty;
+use polaris_testkit::console_pty;
+use polaris_testkit::host as common;
 
 use std::io::Write;
 use std::time::{Duration, Instant};

@@ -8,11 +8,9 @@
 //! Without PostgreSQL installed this test prints one line and passes, unless
 //! `POLARIS_REQUIRE_POSTGRES=1` (as CI sets), when it fails.
 
-mod common;
-#[path = "support/console_pty.rs"]
-mod console_pty;
-#[path = "support/fleet.rs"]
-mod fleet;
+use polaris_testkit::console_pty;
+use polaris_testkit::fleet;
+use polaris_testkit::host as common;
 
 use common::{receipt, start_task};
 use console_pty::Console;

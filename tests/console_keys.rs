@@ -4,9 +4,8 @@
 //! command line clears one task's receipts through the clear dialog (and a `--read-only`
 //! console refuses it), `/re:` filters by a pattern, and `f` follows the newest receipt.
 
-mod common;
-#[path = "support/console_pty.rs"]
-mod console_pty;
+use polaris_testkit::console_pty;
+use polaris_testkit::host as common;
 
 use serde_json::json;
 

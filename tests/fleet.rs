@@ -20,9 +20,8 @@
 //! Without PostgreSQL installed these tests print one line and pass, unless
 //! `POLARIS_REQUIRE_POSTGRES=1` (as CI sets), when they fail.
 
-mod common;
-#[path = "support/fleet.rs"]
-mod fleet;
+use polaris_testkit::fleet;
+use polaris_testkit::host as common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

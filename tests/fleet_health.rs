@@ -15,9 +15,8 @@
 //! Without PostgreSQL installed these tests print one line and pass, unless
 //! `POLARIS_REQUIRE_POSTGRES=1` (as CI sets), when they fail.
 
-mod common;
-#[path = "support/fleet.rs"]
-mod fleet;
+use polaris_testkit::fleet;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 
@@ -285,14 +284,14 @@ async fn every_host_shows_each_hosts_running_receipts_and_blocked_tasks() {
 }
 
 /// A ledger opened through the library, for what the binary cannot show quickly.
-async fn open(pg: &polaris::ledger::private::PrivatePostgres, host: &str) -> Ledger {
+async fn open(pg: &polaris_testkit::postgres::PrivatePostgres, host: &str) -> Ledger {
     Ledger::open(config(pg, host))
         .await
         .expect("the ledger opens")
 }
 
 /// The library's configuration of host `host` on `pg`.
-fn config(pg: &polaris::ledger::private::PrivatePostgres, host: &str) -> LedgerConfig {
+fn config(pg: &polaris_testkit::postgres::PrivatePostgres, host: &str) -> LedgerConfig {
     LedgerConfig {
         conninfo: pg.conninfo(),
         host_id: host.to_owned(),
@@ -311,7 +310,7 @@ fn config(pg: &polaris::ledger::private::PrivatePostgres, host: &str) -> LedgerC
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ended_runs_are_pruned_after_a_while_but_never_with_running_receipts() {
-    let Some(pg) = polaris::ledger::private::require_or_skip("tests/fleet_health.rs") else {
+    let Some(pg) = polaris_testkit::postgres::require_or_skip("tests/fleet_health.rs") else {
         return;
     };
     let alive = open(&pg, "alive").await;
@@ -400,7 +399,7 @@ async fn ended_runs_are_pruned_after_a_while_but_never_with_running_receipts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lock_held_on_the_server_ends_a_claim_there_too_instead_of_queueing_it_forever() {
-    let Some(pg) = polaris::ledger::private::require_or_skip("tests/fleet_health.rs") else {
+    let Some(pg) = polaris_testkit::postgres::require_or_skip("tests/fleet_health.rs") else {
         return;
     };
     // Lease 1.5 s: a call may take 0.5 s, on the host's side and on the server's.

@@ -1,6 +1,6 @@
 //! The receipt rules through a real host and its bridge socket.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 

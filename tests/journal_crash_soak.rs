@@ -8,7 +8,7 @@
 //! `polaris journal check` on the dead host's journal) are exactly the ones that answer
 //! `INTERRUPTED`; and `receipts.used` equals the IDs that were created.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

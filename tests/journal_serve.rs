@@ -4,7 +4,7 @@
 //! lets an operator acknowledge and clear; `--no-journal` forgets; `polaris journal check`
 //! reads it.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

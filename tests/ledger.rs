@@ -12,11 +12,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use polaris::ledger::private::{require_or_skip, PrivatePostgres};
 use polaris::ledger::{
     CensusPhase, Claim, Claimed, Cleared, Completed, Ledger, LedgerConfig, LedgerError, RowFilter,
     RowOrder, RowState, RowStateFilter, DEFAULT_LEASE,
 };
+use polaris_testkit::postgres::{require_or_skip, PrivatePostgres};
 use tokio::time::Instant;
 
 /// A host run's configuration on the private server.

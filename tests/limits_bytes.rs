@@ -4,7 +4,7 @@
 //! the start only while it is a fraction of the machine's memory. Memory is measured where it
 //! would grow: the host's resident set, read from `/proc`.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! every listed ID is refused as cleared. The `receipts.cleared` event stays small however large
 //! the clear.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::collections::HashSet;
 

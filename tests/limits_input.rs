@@ -1,7 +1,7 @@
 //! SPEC §10 against a real `polaris serve`: strict JSON on both sockets, field sizes, the book's
 //! byte bound (memory measured from /proc), and closed tasks reduced to compact records.
 
-mod common;
+use polaris_testkit::host as common;
 
 use common::*;
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! peer that does not read cannot grow the host's memory, a connection holds at most 8
 //! subscriptions, and the client library reads these refusals for what they are.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 

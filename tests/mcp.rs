@@ -1,14 +1,16 @@
 //! `polaris mcp` driven by rmcp's own client over stdio, against a real `polaris serve`.
 
-#[path = "support/mcp_client.rs"]
-mod mcp_client;
-mod mcp_common;
+use polaris_testkit::mcp as mcp_common;
+use polaris_testkit::mcp_client;
 
 use std::path::Path;
 use std::time::Duration;
 
 use mcp_client::{call, connect, mcp_command, structured, Client};
-use mcp_common::{bridge, eventually, socket_dir, HostProcess, BIN};
+use mcp_common::{bridge, eventually, socket_dir, HostProcess};
+
+/// The binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_polaris");
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientRequest, ProtocolVersion,
 };

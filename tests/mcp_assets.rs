@@ -3,16 +3,18 @@
 //! the way a client starts it (the binary found on `PATH`, the file's env), reaches a host
 //! started with the defaults and answers a tool call.
 
-#[path = "support/mcp_client.rs"]
-mod mcp_client;
-mod mcp_common;
+use polaris_testkit::mcp as mcp_common;
+use polaris_testkit::mcp_client;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use mcp_client::{call, ok};
-use mcp_common::{socket_dir, BIN};
+use mcp_common::socket_dir;
+
+/// The binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_polaris");
 use polaris::client::BridgeClient;
 use rmcp::transport::TokioChildProcess;
 use rmcp::ServiceExt;

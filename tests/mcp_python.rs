@@ -6,14 +6,16 @@
 //! Skipped, with one line saying so, when `python3 -c 'import mcp'` fails — unless
 //! `POLARIS_REQUIRE_PYTHON_MCP=1`, as in CI, where a missing SDK fails the test.
 
-mod mcp_common;
-#[path = "support/python_sdk.rs"]
-mod python_sdk;
+use polaris_testkit::mcp as mcp_common;
+use polaris_testkit::python_sdk;
 
 use std::path::Path;
 use std::process::Command;
 
-use mcp_common::{socket_dir, HostProcess, BIN};
+use mcp_common::{socket_dir, HostProcess};
+
+/// The binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_polaris");
 use serde_json::Value;
 
 /// Runs the flow in `mode`; returns its JSON summary.

@@ -2,9 +2,8 @@
 //! extension declared and without it, against a real `polaris serve` whose fixture records
 //! every applied submit in its effects file.
 
-#[path = "support/mcp_client.rs"]
-mod mcp_client;
-mod mcp_common;
+use polaris_testkit::mcp as mcp_common;
+use polaris_testkit::mcp_client;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,12 +1,15 @@
 //! Raw JSON-RPC lines into `polaris mcp`, lines out: the protocol's edge cases.
 
-mod mcp_common;
+use polaris_testkit::mcp as mcp_common;
 
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use mcp_common::{bridge, socket_dir, HostProcess, BIN};
+use mcp_common::{bridge, socket_dir, HostProcess};
+
+/// The binary under test.
+const BIN: &str = env!("CARGO_BIN_EXE_polaris");
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};

@@ -4,7 +4,7 @@
 //! Side effects are counted where they happen: the fixture's `#submissions` and the run's
 //! `executor.mutations`.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 

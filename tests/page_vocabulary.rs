@@ -4,7 +4,7 @@
 //! locator, a method the fixture does not offer). Side effects are counted on the fixture's
 //! own `#submissions` and the run's `executor.mutations`.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! `polaris serve` and `polaris call` as processes: socket safety, shutdown, exit codes, and an
 //! execution that panics inside the host.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;

@@ -1,7 +1,7 @@
 //! Uncertain outcomes through a real host: blocked tasks, read-only verification, stop and
 //! resume, counted by `#submissions` and `executor.mutations`.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::time::Duration;
 

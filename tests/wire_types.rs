@@ -4,7 +4,7 @@
 //! or a required field the host leaves out, fails here — so a reply shape cannot change on one
 //! side only.
 
-mod common;
+use polaris_testkit::host as common;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -16,7 +16,7 @@
 
 use std::collections::HashMap;
 
-use crate::introspect::contains_ignoring_case;
+use crate::protocol::introspection::contains_ignoring_case;
 use crate::protocol::introspection::{ReceiptItem, StateFilter};
 use crate::protocol::results::TaskState;
 

@@ -7,7 +7,8 @@ use super::audit::{
     append_audit, append_audit_with, audit_entry, open_audit, os_user_name, AuditLog,
 };
 use super::{bad_params, MAX_REASON_CHARS};
-use crate::host::{ClearRefusal, ClearTargets, FleetTargets, Handled, Host};
+use crate::host::operator_reads::{receipt_matches, row_filter};
+use crate::host::{ClearTargets, FleetTargets, Handled, Host};
 use crate::protocol::introspection::{
     AuditAcknowledged, AuditEntry, AuditStopped, ClearCommitParams, ClearCommitted,
     ClearPrepareParams, ClearPrepared, ClearableReceipt, OperatorStopParams,
@@ -15,17 +16,6 @@ use crate::protocol::introspection::{
 };
 use crate::protocol::results::StoredReply;
 use crate::protocol::{format_millis, ErrorBody, ErrorCode};
-
-impl From<ClearRefusal> for RefusalReason {
-    fn from(why: ClearRefusal) -> RefusalReason {
-        match why {
-            ClearRefusal::Running => RefusalReason::Running,
-            ClearRefusal::UnverifiedOutcome => RefusalReason::UnverifiedOutcome,
-            ClearRefusal::Unknown => RefusalReason::Unknown,
-            ClearRefusal::AlreadyCleared => RefusalReason::AlreadyCleared,
-        }
-    }
-}
 
 pub(super) fn checked_commit(p: ClearCommitParams) -> Result<ClearCommitParams, ErrorBody> {
     let n = p.reason.chars().count();
@@ -86,11 +76,11 @@ pub(super) fn clear_prepare(
         (None, Some(filter)) => {
             let filter = filter.checked(M)?;
             if host.ledger().is_some() {
-                let targets = FleetTargets::Filter((&filter).into());
+                let targets = FleetTargets::Filter(row_filter(&filter));
                 tokio::runtime::Handle::current().block_on(host.fleet_clear_prepare(targets))?
             } else {
                 host.clear_prepare(ClearTargets::Matching(&|k, r, why| {
-                    filter.matches(k, r, why)
+                    receipt_matches(&filter, k, r, why)
                 }))
             }
         }

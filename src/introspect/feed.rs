@@ -7,8 +7,9 @@ use tokio::sync::{broadcast, watch, Semaphore};
 
 use super::{bad_params, MAX_COALESCE_MS, MIN_COALESCE_MS, SUBSCRIBER_BUDGET};
 use crate::events::{AtCache, Event, Subscription};
+use crate::host::operator_reads::changed_since;
 use crate::host::Host;
-use crate::protocol::introspection::{ChangedEvent, LaggedEvent, SubscribeParams};
+use crate::protocol::introspection::{LaggedEvent, SubscribeParams};
 use crate::protocol::{now_millis, ErrorBody};
 use crate::server::{Outbound, Outbox};
 
@@ -54,15 +55,7 @@ pub(super) async fn forward_changes(
                 let Ok(permit) = unwritten.clone().try_acquire_owned() else {
                     continue;
                 };
-                let changed = {
-                    let st = host.lock();
-                    ChangedEvent {
-                        counters: st.counters,
-                        from_seq: sent_seq + 1,
-                        receipts: st.receipt_counts(),
-                        to_seq: st.events.seq(),
-                    }
-                };
+                let changed = changed_since(&host, sent_seq);
                 let to_seq = changed.to_seq;
                 let line = Event {
                     seq: to_seq,

@@ -15,13 +15,15 @@ use serde::Serialize;
 use serde_json::{json, Value};
 
 use crate::host::{Handled, Host};
+pub use crate::protocol::introspection::{
+    bad_params, DEFAULT_LIST_LIMIT, MAX_COALESCE_MS, MAX_LIST_LIMIT, MIN_COALESCE_MS,
+};
 use crate::protocol::introspection::{
     AuditListParams, AuditListResult, ClearCommitParams, ClearCommitted, ClearPrepareParams,
     ClearPrepared, IntrospectMethod, OperatorStopParams, OutcomeAcknowledgeParams,
     OutcomeAcknowledged, ReceiptsGetParams, ReceiptsListParams, ReceiptsListResult,
     SubscribeParams, Subscribed, TasksListParams,
 };
-pub use crate::protocol::introspection::{MAX_COALESCE_MS, MIN_COALESCE_MS};
 use crate::protocol::{
     parse_envelope, Delivery, ErrorBody, ErrorCode, NoParams, Outcome, ReceiptKind, TaskParams,
 };
@@ -34,10 +36,6 @@ use crate::server::{Connection, Outbound, Service};
 pub const SUBSCRIBER_BUDGET: usize = 128 * 1024;
 /// Subscriptions one connection may hold; each costs the host a forwarding task.
 pub const MAX_SUBSCRIPTIONS_PER_CONNECTION: usize = 8;
-/// Default `limit` of `receipts.list`.
-pub const DEFAULT_LIST_LIMIT: usize = 100;
-/// Largest `limit` of `receipts.list` and `audit.list`.
-pub const MAX_LIST_LIMIT: usize = 1000;
 /// Default `limit` of `audit.list`.
 pub const DEFAULT_AUDIT_LIMIT: usize = 50;
 /// Longest clear reason accepted, in characters.
@@ -53,16 +51,14 @@ pub struct Introspect {
 mod audit;
 mod clearing;
 mod feed;
-mod reading;
 
+use crate::host::operator_reads::{feed_position, get, list, snapshot, tasks_list};
 pub use audit::{os_user_name, AuditLog};
 use clearing::{
     acknowledge, checked_ack, checked_commit, checked_stop, clear_commit, clear_prepare,
     operator_stop,
 };
 use feed::{checked_subscribe, forward_changes, forward_events};
-pub use reading::contains_ignoring_case;
-use reading::{get, list, snapshot, tasks_list};
 
 impl Introspect {
     /// The introspection service of `host`, recording clear commits in `audit_log`.
@@ -77,13 +73,6 @@ impl Introspect {
     pub fn audit_log(&self) -> &AuditLog {
         &self.audit
     }
-}
-
-fn bad_params(method: &str, e: impl std::fmt::Display) -> ErrorBody {
-    ErrorBody::new(
-        ErrorCode::BadRequest,
-        format!("bad params for {method}: {e}; nothing was changed. docs/introspection.md lists the params"),
-    )
 }
 
 fn parse<T: DeserializeOwned>(method: IntrospectMethod, params: &Value) -> Result<T, ErrorBody> {
@@ -126,10 +115,7 @@ impl Introspect {
             Some(every_ms) => {
                 // Coalesced: no bus receiver, so publishing stays as cheap as with no
                 // subscriber; the reply goes out before the first `changed` frame.
-                let (seq, published) = {
-                    let st = self.host.lock();
-                    (st.events.seq(), st.events.published())
-                };
+                let (seq, published) = feed_position(&self.host);
                 let reply = Subscribed {
                     coalesce_ms: Some(every_ms),
                     seq,

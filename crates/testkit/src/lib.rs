@@ -1,0 +1,19 @@
+//! What Polaris's tests, examples and benchmarks start for themselves and stop at the end: a
+//! host process and its connections ([`host`]), a private PostgreSQL ([`postgres`]) and a fleet
+//! of hosts on it ([`fleet`]), a browser host on the test site ([`browser`]), an MCP front and
+//! its clients ([`mcp`], [`mcp_client`], [`python_sdk`]), and the console in a pseudo-terminal
+//! ([`console_pty`]).
+//!
+//! Never a dependency of the shipped binary: only `[dev-dependencies]` name this crate, and
+//! `tests/architecture.rs` checks that the binary's dependency tree holds none of it. The
+//! processes it starts run the `polaris` binary Cargo built for the running tests
+//! ([`host::polaris_bin`]).
+
+pub mod browser;
+pub mod console_pty;
+pub mod fleet;
+pub mod host;
+pub mod mcp;
+pub mod mcp_client;
+pub mod postgres;
+pub mod python_sdk;
