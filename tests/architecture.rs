@@ -1,10 +1,12 @@
-//! The module graph has no cycles.
+//! What Cargo cannot check about the layering: the modules inside each crate form no cycle, and
+//! the shipped binary depends on no test-only crate.
 //!
-//! Each top-level file or folder under `src/` is one module. An edge `a → b` is any `crate::b`
-//! path written in `a`'s source (in `use` lines and in code, tests included; comments and
-//! string literals do not count). A cycle means two modules can only be understood, changed and
-//! tested together; this test names a cycle in each knot of such modules, with the lines that
-//! make it.
+//! Cargo refuses a cycle between the workspace's crates, but not between the modules of one
+//! crate. Each top-level file or folder under a crate's `src/` is one module, named
+//! `crate-dir/module`. An edge `a → b` is any `crate::b` path written in `a`'s source (in `use`
+//! lines and in code, tests included; comments and string literals do not count). A cycle means
+//! two modules can only be understood, changed and tested together; this test names a cycle in
+//! each knot of such modules, with the lines that make it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -48,6 +50,51 @@ fn the_module_graph_has_no_cycles() {
             "the module graph has {} cycle(s); move the shared item into the module that owns it \
              or into a small module below both:{report}",
             cycles.len()
+        );
+    }
+}
+
+/// `cargo tree -e normal` of the `polaris` package: the crates the shipped binary links.
+fn shipped_dependencies() -> String {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "-e", "normal", "-p", "polaris", "--prefix", "none"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo runs");
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn the_shipped_binary_links_every_layer_and_no_testkit() {
+    let tree = shipped_dependencies();
+    let linked = |name: &str| tree.lines().any(|l| l.split(' ').next() == Some(name));
+    for layer in [
+        "polaris-protocol",
+        "polaris-state",
+        "polaris-journal",
+        "polaris-ledger",
+        "polaris-executor",
+        "polaris-host",
+        "polaris-webapp",
+    ] {
+        assert!(linked(layer), "the binary should link {layer}:\n{tree}");
+    }
+    for test_only in [
+        "polaris-testkit",
+        "proptest",
+        "tempfile",
+        "insta",
+        "criterion",
+    ] {
+        assert!(
+            !linked(test_only),
+            "{test_only} is for tests only, yet the shipped binary links it; name it under \
+             [dev-dependencies]:\n{tree}"
         );
     }
 }
@@ -104,31 +151,43 @@ fn a_cycle_is_found_and_named() {
     );
 }
 
-/// Every `crate::x` reference between top-level modules, with where it is written.
+/// Every `crate::x` reference between top-level modules of one crate, with where it is
+/// written: the root package's `src/` and each `crates/*/src/`.
 fn module_edges() -> Sites {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(&src, f)).collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut sources = vec![("polaris".to_string(), root.join("src"))];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        sources.push((name, dir.join("src")));
+    }
     let mut sites = Sites::new();
+    for (krate, src) in &sources {
+        crate_edges(root, krate, src, &mut sites);
+    }
+    sites
+}
+
+/// The edges between the top-level modules of the crate whose sources are in `src`.
+fn crate_edges(root: &Path, krate: &str, src: &Path, sites: &mut Sites) {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(src, f)).collect();
     for file in &files {
-        let Some(from) = module_of(&src, file) else {
+        let Some(from) = module_of(src, file) else {
             continue;
         };
         let text = std::fs::read_to_string(file).unwrap();
-        let shown = file
-            .strip_prefix(env!("CARGO_MANIFEST_DIR"))
-            .unwrap_or(file);
+        let shown = file.strip_prefix(root).unwrap_or(file);
         for (to, line) in references(&text) {
             if to != from && modules.contains(&to) {
                 sites
-                    .entry((from.clone(), to))
+                    .entry((format!("{krate}/{from}"), format!("{krate}/{to}")))
                     .or_default()
                     .push(format!("{}:{line}", shown.display()));
             }
         }
     }
-    sites
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
