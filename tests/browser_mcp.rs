@@ -3,8 +3,8 @@
 //! effects counted at the app's server.
 
 use polaris_testkit::browser as browser_common;
-use polaris_testkit::mcp_client;
 use polaris_testkit::mcp as mcp_common;
+use polaris_testkit::mcp_client;
 use polaris_testkit::python_sdk;
 
 use std::time::Duration;
