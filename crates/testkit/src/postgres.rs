@@ -1,4 +1,4 @@
-//! A private PostgreSQL server for Polaris's fleet tests, benchmarks and demo.
+//! A private PostgreSQL server for Polaris's fleet tests and benchmarks.
 //!
 //! The fleet ledger is only as good as the tests that run it against a real database, so this
 //! starts one: `initdb` into a fresh directory under the system temp directory, listening only
