@@ -341,85 +341,13 @@ impl Command {
             }
             Method::PageUrl => Command::Read(ReadCommand::PageUrl(typed(method, params)?)),
             Method::PageTabs => Command::Read(ReadCommand::PageTabs(typed(method, params)?)),
-            Method::TaskSaveProfile => {
-                let p: TaskSaveProfileParams = typed(method, params)?;
-                Command::act(
-                    p.task_id,
-                    None,
-                    PageAction::SaveProfile { profile: p.profile },
-                )
-            }
-            Method::PageNavigate => {
-                let p: PageNavigateParams = typed(method, params)?;
-                Command::act(
-                    p.task_id,
-                    p.tab,
-                    PageAction::Navigate {
-                        to: Navigation::parse(p.url),
-                        allow_resubmit: p.allow_resubmit,
-                        expect: p.expect,
-                        dialog: p.dialog.map(Box::new),
-                    },
-                )
-            }
-            Method::PageSelect => {
-                let p: PageSelectParams = typed(method, params)?;
-                let by = match (p.label, p.value) {
-                    (Some(l), None) => SelectBy::Label(l.into_vec()),
-                    (None, Some(v)) => SelectBy::Value(v.into_vec()),
-                    _ => {
-                        return Err(
-                            "invalid params for page.select: send exactly one of `label` or `value` (a string, or a list for a multiple select)".into(),
-                        )
-                    }
-                };
-                Command::act(
-                    p.task_id,
-                    p.tab,
-                    PageAction::Select {
-                        target: p.target,
-                        by,
-                    },
-                )
-            }
-            Method::PageCheck => {
-                let p: PageCheckParams = typed(method, params)?;
-                Command::act(
-                    p.task_id,
-                    p.tab,
-                    PageAction::Check {
-                        target: p.target,
-                        checked: p.checked,
-                    },
-                )
-            }
-            Method::PageUpload => {
-                let p: PageUploadParams = typed(method, params)?;
-                Command::act(
-                    p.task_id,
-                    p.tab,
-                    PageAction::Upload {
-                        target: p.target,
-                        files: p.files,
-                    },
-                )
-            }
-            Method::PageHover => {
-                let p: PageHoverParams = typed(method, params)?;
-                Command::act(p.task_id, p.tab, PageAction::Hover { target: p.target })
-            }
-            Method::PageType => {
-                let p: PageTypeParams = typed(method, params)?;
-                Command::act(
-                    p.task_id,
-                    p.tab,
-                    PageAction::Type {
-                        target: p.target,
-                        text: p.text,
-                        expect: p.expect,
-                    },
-                )
-            }
+            Method::TaskSaveProfile => Command::task_save_profile(typed(method, params)?),
+            Method::PageNavigate => Command::page_navigate(typed(method, params)?),
+            Method::PageSelect => Command::page_select(typed(method, params)?)?,
+            Method::PageCheck => Command::page_check(typed(method, params)?),
+            Method::PageUpload => Command::page_upload(typed(method, params)?),
+            Method::PageHover => Command::page_hover(typed(method, params)?),
+            Method::PageType => Command::page_type(typed(method, params)?),
         };
         cmd.checked(check_target)
     }
@@ -477,6 +405,76 @@ impl Command {
                 expect,
                 local,
                 dialog: dialog.map(Box::new),
+            },
+        )
+    }
+
+    /// `task.saveProfile` as the page action it asks for.
+    fn task_save_profile(p: TaskSaveProfileParams) -> Command {
+        let profile = p.profile;
+        Command::act(p.task_id, None, PageAction::SaveProfile { profile })
+    }
+
+    /// `page.navigate` as the page action it asks for.
+    fn page_navigate(p: PageNavigateParams) -> Command {
+        Command::act(
+            p.task_id,
+            p.tab,
+            PageAction::Navigate {
+                to: Navigation::parse(p.url),
+                allow_resubmit: p.allow_resubmit,
+                expect: p.expect,
+                dialog: p.dialog.map(Box::new),
+            },
+        )
+    }
+
+    /// `page.select` as the page action it asks for; refused unless it names exactly one of
+    /// `label` or `value`.
+    fn page_select(p: PageSelectParams) -> Result<Command, String> {
+        let by = match (p.label, p.value) {
+            (Some(l), None) => SelectBy::Label(l.into_vec()),
+            (None, Some(v)) => SelectBy::Value(v.into_vec()),
+            _ => {
+                return Err(
+                    "invalid params for page.select: send exactly one of `label` or `value` (a string, or a list for a multiple select)".into(),
+                )
+            }
+        };
+        let target = p.target;
+        Ok(Command::act(
+            p.task_id,
+            p.tab,
+            PageAction::Select { target, by },
+        ))
+    }
+
+    /// `page.check` as the page action it asks for.
+    fn page_check(p: PageCheckParams) -> Command {
+        let (target, checked) = (p.target, p.checked);
+        Command::act(p.task_id, p.tab, PageAction::Check { target, checked })
+    }
+
+    /// `page.upload` as the page action it asks for.
+    fn page_upload(p: PageUploadParams) -> Command {
+        let (target, files) = (p.target, p.files);
+        Command::act(p.task_id, p.tab, PageAction::Upload { target, files })
+    }
+
+    /// `page.hover` as the page action it asks for.
+    fn page_hover(p: PageHoverParams) -> Command {
+        Command::act(p.task_id, p.tab, PageAction::Hover { target: p.target })
+    }
+
+    /// `page.type` as the page action it asks for.
+    fn page_type(p: PageTypeParams) -> Command {
+        Command::act(
+            p.task_id,
+            p.tab,
+            PageAction::Type {
+                target: p.target,
+                text: p.text,
+                expect: p.expect,
             },
         )
     }
