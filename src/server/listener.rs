@@ -142,13 +142,8 @@ pub async fn serve_connection<S: Service>(
     limits: Limits,
     shutdown: watch::Receiver<bool>,
 ) {
-    // Registered for reading only (see [`Socket`]).
-    let stream = match Socket::new(stream) {
-        Ok(socket) => Arc::new(socket),
-        Err(e) => {
-            tracing::warn!("a connection could not be registered with the runtime: {e}");
-            return;
-        }
+    let Some(stream) = register(stream) else {
+        return;
     };
     // Every reply byte queued for this peer, whoever queued it, against the bound.
     let bytes = Arc::new(ReplyBytes::new(limits.max_pending_reply_bytes));
@@ -160,17 +155,9 @@ pub async fn serve_connection<S: Service>(
         limits.idle_timeout,
         bytes.clone(),
     );
-    let (out, lines) = mpsc::unbounded_channel::<Outbound>();
-    let (later_tx, later) = mpsc::unbounded_channel::<LaterReply>();
-    let (close_tx, close) = oneshot::channel::<()>();
-    let writer = framed.spawn_writer(WriterInput {
-        lines,
-        later,
-        close,
-    });
-    let out = Outbox::new(out, bytes.clone());
+    let writer = Writer::start(&framed, &bytes);
     let conn = Connection {
-        out: out.clone(),
+        out: writer.out.clone(),
         shutdown: shutdown.clone(),
         feeds: Default::default(),
     };
@@ -179,16 +166,10 @@ pub async fn serve_connection<S: Service>(
     let stop = Arc::new(Stop::default());
     let watcher = watch_shutdown(stop.clone(), shutdown.clone());
     let inflight = Arc::new(Semaphore::new(MAX_IN_FLIGHT_PER_CONNECTION));
-    // A batch's frames and where each ends, kept from batch to batch (their allocations
-    // reused; empty between batches, so they borrow nothing then).
-    let mut frames_kept: Vec<&'static [u8]> = Vec::with_capacity(MAX_IN_FLIGHT_PER_CONNECTION);
-    let mut ends: Vec<usize> = Vec::with_capacity(MAX_IN_FLIGHT_PER_CONNECTION);
+    let mut batch = Batch::new();
     let run_id = service.run_id().to_owned();
     // Every reply line of this connection ends the same way for a receipt kind.
     let line_ends = LineEnds::new(&run_id);
-    let mut answers: Vec<Handled> = Vec::new();
-    let error_line =
-        |body: ErrorBody| Outcome::err(&body).reply_line(None, &run_id, ReceiptKind::None);
     // When the frame being read began, and since when the connection has had nothing to do.
     let mut frame_since: Option<Instant> = None;
     let mut idle_since: Option<Instant> = None;
@@ -197,21 +178,13 @@ pub async fn serve_connection<S: Service>(
     loop {
         // The reply bytes queued since the last turn count against the bound from here on.
         framed.count_queued();
-        // Before waiting — for more input, or for an in-flight slot that only a written reply
-        // frees — write what is ready (the peer may be waiting for it). At the reply-byte
-        // bound, write before reading more: this waits until the peer reads.
-        if framed.has_ready()
-            && (!framed.has_buffered_frame()
-                || inflight.available_permits() == 0
-                || bytes.room() == 0)
-            && framed.write_ready().await.is_err()
-        {
+        if must_write_first(&framed, &inflight, &bytes) && framed.write_ready().await.is_err() {
             break;
         }
         // Waiting is raced against shutdown; what is at hand (a free slot, a whole line already
         // buffered) is taken at once, after a glance at the shutdown flag.
         // The writer ends only when the peer is gone (or stalled): stop reading for it.
-        if stopping(&shutdown) || writer.is_finished() || bytes.is_closed() {
+        if stopping(&shutdown) || writer.task.is_finished() || bytes.is_closed() {
             break;
         }
         // Still at the bound: the writer holds replies (or event lines) the peer has not
@@ -227,21 +200,7 @@ pub async fn serve_connection<S: Service>(
         // their replies reach the reply-byte bound.
         let free = inflight.available_permits();
         if free > 1 {
-            // Up to a window's worth of frames at once (a pipelining client keeps up to the
-            // in-flight limit buffered).
-            let mut frames = recycle(std::mem::take(&mut frames_kept));
-            ends.clear();
-            framed.buffered_frames(free, &mut frames, &mut ends);
-            if frames.len() > 1 {
-                service.handle_frames(&frames, bytes.room(), &conn, &mut answers);
-                let taken = answers.len();
-                debug_assert!(
-                    (1..=frames.len()).contains(&taken),
-                    "at least one frame is taken"
-                );
-                let used = ends[taken.clamp(1, ends.len()) - 1];
-                frames_kept = recycle(frames);
-                framed.consume(used);
+            if let Some(taken) = batch.handle(free, &mut framed, &service, &conn, &bytes) {
                 frame_since = None;
                 // Free now; awaiting them still counts against this task's scheduling budget.
                 let permits = inflight
@@ -249,10 +208,10 @@ pub async fn serve_connection<S: Service>(
                     .acquire_many_owned(taken as u32)
                     .await
                     .expect("the in-flight semaphore is never closed");
-                take_batch_answers(&mut answers, permits, &mut framed, &later_tx, &line_ends);
+                let later = &writer.later;
+                take_batch_answers(&mut batch.answers, permits, &mut framed, later, &line_ends);
                 continue;
             }
-            frames_kept = recycle(frames);
         }
         if !framed.has_buffered_frame() && !framed.has_partial() {
             // Nothing buffered: wait for the peer's next bytes, holding no in-flight slot. A
@@ -274,66 +233,208 @@ pub async fn serve_connection<S: Service>(
                 Turn::Close => break,
             }
         }
-        let permit = if inflight.available_permits() > 0 {
-            // Free now; awaiting it (rather than trying) still counts against this task's
-            // scheduling budget, so a connection with a full buffer yields to the others.
-            inflight
-                .clone()
-                .acquire_owned()
-                .await
-                .expect("the in-flight semaphore is never closed")
-        } else {
-            tokio::select! {
-                p = inflight.clone().acquire_owned() => p.expect("the in-flight semaphore is never closed"),
-                _ = stop.wait() => break,
-            }
+        let Some(permit) = take_slot(&inflight, &stop).await else {
+            break;
         };
-        let read = if framed.has_buffered_frame() {
-            framed.read_frame().await
-        } else {
-            // Part of a frame is here: the rest must come within the frame timeout of its
-            // first byte.
-            idle_since = None;
-            let started = *frame_since.get_or_insert_with(Instant::now);
-            timer
-                .as_mut()
-                .reset(deadline_after(started, limits.frame_timeout));
-            // Bytes already here count before the clock: only a peer that has not sent the
-            // rest times out, never one the host was too busy to read.
-            tokio::select! {
-                biased;
-                r = framed.read_frame() => r,
-                _ = stop.wait() => break,
-                _ = &mut timer => {
-                    framed.queue_ready(&error_line(frame_timeout_body(limits.frame_timeout)), None);
-                    break;
-                }
-            }
-        };
-        match read {
-            Ok(FrameRead::Frame) => {
-                frame_since = None;
-                let answer = service.handle_frame(framed.frame(), &conn);
-                take_answer(answer, permit, &mut framed, &later_tx, &line_ends);
-            }
-            Ok(FrameRead::TooLarge) => {
-                let body = frame_too_large_body(framed.max_frame_bytes());
-                framed.queue_ready(&error_line(body), None);
-                break;
-            }
-            Ok(FrameRead::Partial) => {
-                framed.queue_ready(&error_line(partial_frame_body()), None);
-                break;
-            }
-            Ok(FrameRead::Eof) => break,
-            Err(e) => {
-                tracing::debug!("connection read failed: {e}");
-                break;
-            }
+        let whole = read_next_frame(
+            &mut framed,
+            &stop,
+            timer.as_mut(),
+            &mut frame_since,
+            &mut idle_since,
+            limits.frame_timeout,
+            &run_id,
+        );
+        if !whole.await {
+            break;
         }
+        let answer = service.handle_frame(framed.frame(), &conn);
+        take_answer(answer, permit, &mut framed, &writer.later, &line_ends);
     }
     watcher.abort();
-    drain_and_close(&mut framed, &out, later_tx, &inflight, close_tx, writer).await;
+    drain_and_close(&mut framed, writer, &inflight).await;
+}
+
+/// The connection registered with the runtime for reading only (see [`Socket`]), or `None`,
+/// logged, when it cannot be.
+fn register(stream: Stream) -> Option<Arc<Socket>> {
+    match Socket::new(stream) {
+        Ok(socket) => Some(Arc::new(socket)),
+        Err(e) => {
+            tracing::warn!("a connection could not be registered with the runtime: {e}");
+            None
+        }
+    }
+}
+
+/// A connection's writer task and the reader's ends of the channels it reads.
+struct Writer {
+    /// Lines the service sends on its own, counted against the reply-byte bound.
+    out: Outbox,
+    /// Replies still being worked out, written by the task as each completes.
+    later: mpsc::UnboundedSender<LaterReply>,
+    /// Fired when the reader is done: the task writes everything owed, then ends.
+    close: oneshot::Sender<()>,
+    /// The writer task.
+    task: JoinHandle<()>,
+}
+
+impl Writer {
+    /// Starts the writer task of `framed`, whose queued lines count in `bytes`.
+    fn start(framed: &Framed<'_>, bytes: &Arc<ReplyBytes>) -> Writer {
+        let (out, lines) = mpsc::unbounded_channel::<Outbound>();
+        let (later_tx, later) = mpsc::unbounded_channel::<LaterReply>();
+        let (close_tx, close) = oneshot::channel::<()>();
+        let task = framed.spawn_writer(WriterInput {
+            lines,
+            later,
+            close,
+        });
+        Writer {
+            out: Outbox::new(out, bytes.clone()),
+            later: later_tx,
+            close: close_tx,
+            task,
+        }
+    }
+}
+
+/// Whether the ready replies are written before the next wait: there are some, and the wait
+/// would be for more input (no whole frame buffered), for an in-flight slot that only a written
+/// reply frees, or, at the reply-byte bound, for the peer to read (the peer may be waiting for
+/// them).
+#[inline]
+fn must_write_first(framed: &Framed<'_>, inflight: &Semaphore, bytes: &ReplyBytes) -> bool {
+    framed.has_ready()
+        && (!framed.has_buffered_frame() || inflight.available_permits() == 0 || bytes.room() == 0)
+}
+
+/// A batch's frames, where each ends and their answers, kept from batch to batch so their
+/// allocations are reused (empty between batches, so they borrow nothing then).
+struct Batch {
+    /// The frames, as [`recycle`] keeps them.
+    frames: Vec<&'static [u8]>,
+    /// For each frame, how many bytes the frames up to it span.
+    ends: Vec<usize>,
+    /// One answer per frame taken.
+    answers: Vec<Handled>,
+}
+
+impl Batch {
+    /// Empty, with room for a window of frames.
+    fn new() -> Batch {
+        Batch {
+            frames: Vec::with_capacity(MAX_IN_FLIGHT_PER_CONNECTION),
+            ends: Vec::with_capacity(MAX_IN_FLIGHT_PER_CONNECTION),
+            answers: Vec::new(),
+        }
+    }
+
+    /// Hands up to `free` (a window's worth: a pipelining client keeps up to the in-flight
+    /// limit buffered) whole frames already buffered to the service as one batch, and consumes
+    /// those it took; their answers are left in `answers`. How many it took, or `None` (nothing
+    /// handled) when fewer than two frames are buffered.
+    #[inline]
+    fn handle<S: Service>(
+        &mut self,
+        free: usize,
+        framed: &mut Framed<'_>,
+        service: &S,
+        conn: &Connection,
+        bytes: &ReplyBytes,
+    ) -> Option<usize> {
+        let mut frames = recycle(std::mem::take(&mut self.frames));
+        self.ends.clear();
+        framed.buffered_frames(free, &mut frames, &mut self.ends);
+        if frames.len() <= 1 {
+            self.frames = recycle(frames);
+            return None;
+        }
+        service.handle_frames(&frames, bytes.room(), conn, &mut self.answers);
+        let taken = self.answers.len();
+        debug_assert!(
+            (1..=frames.len()).contains(&taken),
+            "at least one frame is taken"
+        );
+        let used = self.ends[taken.clamp(1, self.ends.len()) - 1];
+        self.frames = recycle(frames);
+        framed.consume(used);
+        Some(taken)
+    }
+}
+
+/// An in-flight slot for the next frame, waiting for a written reply to free one when none is
+/// free; `None` when shutdown begins first.
+async fn take_slot(inflight: &Arc<Semaphore>, stop: &Stop) -> Option<OwnedSemaphorePermit> {
+    if inflight.available_permits() > 0 {
+        // Free now; awaiting it (rather than trying) still counts against this task's
+        // scheduling budget, so a connection with a full buffer yields to the others.
+        let permit = inflight.clone().acquire_owned().await;
+        return Some(permit.expect("the in-flight semaphore is never closed"));
+    }
+    tokio::select! {
+        p = inflight.clone().acquire_owned() => Some(p.expect("the in-flight semaphore is never closed")),
+        _ = stop.wait() => None,
+    }
+}
+
+/// Reads the next frame into `framed`: at once when it is whole, else within `frame_timeout`
+/// of its first byte. `false` when the connection closes instead: the peer left or the read
+/// failed, shutdown began, or the frame was late, too large or cut off (its error line queued).
+async fn read_next_frame(
+    framed: &mut Framed<'_>,
+    stop: &Stop,
+    mut timer: Pin<&mut Sleep>,
+    frame_since: &mut Option<Instant>,
+    idle_since: &mut Option<Instant>,
+    frame_timeout: Duration,
+    run_id: &str,
+) -> bool {
+    let read = if framed.has_buffered_frame() {
+        framed.read_frame().await
+    } else {
+        // Part of a frame is here: the rest must come within the frame timeout of its
+        // first byte.
+        *idle_since = None;
+        let started = *frame_since.get_or_insert_with(Instant::now);
+        timer.as_mut().reset(deadline_after(started, frame_timeout));
+        // Bytes already here count before the clock: only a peer that has not sent the
+        // rest times out, never one the host was too busy to read.
+        tokio::select! {
+            biased;
+            r = framed.read_frame() => r,
+            _ = stop.wait() => return false,
+            _ = &mut timer => {
+                framed.queue_ready(&error_line(frame_timeout_body(frame_timeout), run_id), None);
+                return false;
+            }
+        }
+    };
+    match read {
+        Ok(FrameRead::Frame) => {
+            *frame_since = None;
+            true
+        }
+        Ok(FrameRead::TooLarge) => {
+            let body = frame_too_large_body(framed.max_frame_bytes());
+            framed.queue_ready(&error_line(body, run_id), None);
+            false
+        }
+        Ok(FrameRead::Partial) => {
+            framed.queue_ready(&error_line(partial_frame_body(), run_id), None);
+            false
+        }
+        Ok(FrameRead::Eof) => false,
+        Err(e) => {
+            tracing::debug!("connection read failed: {e}");
+            false
+        }
+    }
+}
+
+/// The `"id": null` reply line of an error that closes the connection.
+fn error_line(body: ErrorBody, run_id: &str) -> Vec<u8> {
+    Outcome::err(&body).reply_line(None, run_id, ReceiptKind::None)
 }
 
 /// Spawns the task that waits on the host's shutdown channel once for the whole connection and
@@ -477,22 +578,21 @@ fn partial_frame_body() -> ErrorBody {
 /// Ends a connection: hands the ready replies not written yet to the writer, lets the replies
 /// of requests already accepted reach the peer (their executions run on regardless), bounded so
 /// a stuck peer cannot hold the connection forever, then closes the writer and waits for it.
-async fn drain_and_close(
-    framed: &mut Framed<'_>,
-    out: &Outbox,
-    later_tx: mpsc::UnboundedSender<LaterReply>,
-    inflight: &Semaphore,
-    close_tx: oneshot::Sender<()>,
-    writer: JoinHandle<()>,
-) {
+async fn drain_and_close(framed: &mut Framed<'_>, writer: Writer, inflight: &Semaphore) {
+    let Writer {
+        out,
+        later,
+        close,
+        task,
+    } = writer;
     if let Some(rest) = framed.take_ready() {
         out.send_counted(rest);
     }
-    drop(later_tx);
+    drop(later);
     let drain = inflight.acquire_many(MAX_IN_FLIGHT_PER_CONNECTION as u32);
     let _ = tokio::time::timeout(Duration::from_secs(30), drain).await;
-    let _ = close_tx.send(());
-    let _ = writer.await;
+    let _ = close.send(());
+    let _ = task.await;
 }
 
 /// Queues one frame's answer: a ready reply joins the lines the reader writes next, holding its
