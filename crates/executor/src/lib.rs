@@ -17,6 +17,7 @@ mod fixture_outline;
 
 use std::collections::HashMap;
 use std::fmt;
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, RwLock};
 use std::time::Duration;
@@ -751,6 +752,163 @@ fn check(page: &FixturePage, target: String, checked: bool) -> ActionOutcome {
     })
 }
 
+/// A click or key press on the fixture page, as [`plan_step`] read it.
+struct Step {
+    /// What the step should show.
+    expect: Option<Expect>,
+    /// The caller said the step commits nothing.
+    local: bool,
+    /// It submits the form to the fixture backend.
+    submits: bool,
+}
+
+/// What `action` (its target resolved to `target`) does on the fixture page: a fill, select or
+/// check applied at once, a refusal, or the click or key press still to be done.
+fn plan_step(
+    page: &FixturePage,
+    task: &str,
+    target: String,
+    action: PageAction,
+) -> ControlFlow<ActionOutcome, Step> {
+    let (expect, local, submits) = match action {
+        PageAction::Fill { value, .. } => {
+            return ControlFlow::Break(fill_observed(Some(page), task, target, value));
+        }
+        PageAction::Select { by, .. } => return ControlFlow::Break(select(page, target, by)),
+        PageAction::Check { checked, .. } => {
+            return ControlFlow::Break(check(page, target, checked))
+        }
+        other @ (PageAction::Navigate { .. }
+        | PageAction::Upload { .. }
+        | PageAction::Hover { .. }
+        | PageAction::Type { .. }
+        | PageAction::SaveProfile { .. }) => {
+            return ControlFlow::Break(ActionOutcome::Failed(unsupported(
+                "fixture",
+                other.method(),
+            )))
+        }
+        PageAction::Click { expect, local, .. } => (expect, local, click_submits(&target, local)?),
+        PageAction::Press {
+            key,
+            target: pressed,
+            expect,
+            local,
+            ..
+        } => (
+            expect,
+            local,
+            press_submits(&key, pressed.map(|_| target), local)?,
+        ),
+    };
+    ControlFlow::Continue(Step {
+        expect,
+        local,
+        submits,
+    })
+}
+
+/// Whether a click on `target` submits the form: #submit does; clicking a field focuses it (a
+/// local step that commits nothing); anything else is refused.
+fn click_submits(target: &str, local: bool) -> ControlFlow<ActionOutcome, bool> {
+    ControlFlow::Continue(match target {
+        SUBMIT => true,
+        // Clicking a field focuses it: a step that commits nothing.
+        field if !is_reserved(field) && local => false,
+        _ if local => {
+            return ControlFlow::Break(ActionOutcome::Failed(format!(
+                "{target} is not a field or button of the fixture page; nothing was dispatched"
+            )))
+        }
+        _ => {
+            return ControlFlow::Break(ActionOutcome::Failed(format!(
+                "clicking {target} does nothing on the fixture page; click #submit to submit, or send a click that only focuses a field with \"local\": true"
+            )))
+        }
+    })
+}
+
+/// Whether pressing `key` (on `target`, if it names one) submits the form: Enter in a field
+/// does; another key only moves focus (a local step); anything else is refused.
+fn press_submits(
+    key: &str,
+    target: Option<String>,
+    local: bool,
+) -> ControlFlow<ActionOutcome, bool> {
+    // The params check read the chord already.
+    let enter = KeyChord::parse(key).is_ok_and(|c| c.key == "Enter" && c.modifiers.is_empty());
+    let refused = match target {
+        Some(t) if is_reserved(&t) => ActionOutcome::Failed(format!(
+            "{key} on {t} does nothing; press it in a text field such as #title"
+        )),
+        None if enter => ActionOutcome::Failed(
+            "Enter needs a field target to submit the form, e.g. \"target\":\"#title\"".into(),
+        ),
+        _ if !enter && !local => ActionOutcome::Failed(format!(
+            "key {key:?} does nothing on the fixture page; press Enter in a field to submit, or send a key that only moves focus with \"local\": true"
+        )),
+        _ => return ControlFlow::Continue(enter),
+    };
+    ControlFlow::Break(refused)
+}
+
+/// The expectation of a step with its subject found on `page`. Refused, nothing dispatched,
+/// when its subject cannot be found, or when it already holds: then it could never show this
+/// action's effect.
+fn expectation_to_observe(
+    page: &FixturePage,
+    expect: Option<Expect>,
+) -> Result<Option<(Expect, Spot)>, ActionOutcome> {
+    let expect = match expect.map(|e| page.spot(&e.subject).map(|spot| (e, spot))) {
+        None => None,
+        Some(Ok(e)) => Some(e),
+        Some(Err((cause, why))) => {
+            return Err(ActionOutcome::NotSent(
+                cause,
+                format!("the expectation's {why}"),
+            ))
+        }
+    };
+    if let Some((e, spot)) = &expect {
+        let before = page.read_spot(spot);
+        if e.holds(&before) {
+            return Err(expectation_already_holds(e, &before));
+        }
+    }
+    Ok(expect)
+}
+
+/// Submits the draft to the fixture backend as the page's options say: rejected (the error),
+/// dropped, applied at once, or applied late, even after the action's deadline has passed.
+fn submit_draft(
+    page: &Arc<FixturePage>,
+    mutations: Arc<AtomicU64>,
+    effect: Option<Effect>,
+) -> Result<(), ActionOutcome> {
+    let options = &page.options;
+    if options.fail_submit {
+        lock(&page.state).status = "Error: submit rejected".to_owned();
+        page.announce_change();
+        return Err(ActionOutcome::Failed(
+            "the backend rejected the submit; nothing was saved".into(),
+        ));
+    }
+    if !options.drop_submit {
+        if options.submit_delay_ms == 0 {
+            page.apply_submit(&mutations, effect.as_ref());
+        } else {
+            // A late success: it applies even after the action's deadline has passed.
+            let late = page.clone();
+            let delay = Duration::from_millis(options.submit_delay_ms);
+            tokio::spawn(async move {
+                tokio::time::sleep(delay).await;
+                late.apply_submit(&mutations, effect.as_ref());
+            });
+        }
+    }
+    Ok(())
+}
+
 fn is_reserved(target: &str) -> bool {
     matches!(target, STATUS | SUBMISSIONS | SUBMIT | CATEGORY | URGENT)
 }
@@ -769,6 +927,9 @@ impl FixtureExecutor {
         }
     }
 
+    /// Applies `action` to the page of `task`: a fill at once; any other step once its target
+    /// is found and its expectation does not already hold, submitting the draft to the fixture
+    /// backend when the step submits, then observing its expectation.
     fn act_inner(
         &self,
         request_id: Option<&str>,
@@ -806,114 +967,25 @@ impl FixtureExecutor {
                 Ok(css) => css.unwrap_or_default(),
                 Err((cause, why)) => return ActionOutcome::NotSent(cause, why),
             };
-            let (expect, local, submits) = match action {
-                PageAction::Fill { value, .. } => {
-                    return fill_observed(Some(&page), &task, target, value);
-                }
-                PageAction::Select { by, .. } => return select(&page, target, by),
-                PageAction::Check { checked, .. } => return check(&page, target, checked),
-                other @ (PageAction::Navigate { .. }
-                | PageAction::Upload { .. }
-                | PageAction::Hover { .. }
-                | PageAction::Type { .. }
-                | PageAction::SaveProfile { .. }) => {
-                    return ActionOutcome::Failed(unsupported("fixture", other.method()))
-                }
-                PageAction::Click { expect, local, .. } => {
-                    let submits = match target.as_str() {
-                        SUBMIT => true,
-                        // Clicking a field focuses it: a step that commits nothing.
-                        field if !is_reserved(field) && local => false,
-                        _ if local => {
-                            return ActionOutcome::Failed(format!(
-                                "{target} is not a field or button of the fixture page; nothing was dispatched"
-                            ))
-                        }
-                        _ => {
-                            return ActionOutcome::Failed(format!(
-                                "clicking {target} does nothing on the fixture page; click #submit to submit, or send a click that only focuses a field with \"local\": true"
-                            ))
-                        }
-                    };
-                    (expect, local, submits)
-                }
-                PageAction::Press {
-                    key,
-                    target: pressed,
-                    expect,
-                    local,
-                    ..
-                } => {
-                    let target = pressed.map(|_| target);
-                    // The params check read the chord already.
-                    let enter = KeyChord::parse(&key)
-                        .is_ok_and(|c| c.key == "Enter" && c.modifiers.is_empty());
-                    match target {
-                        Some(t) if is_reserved(&t) => {
-                            return ActionOutcome::Failed(format!(
-                                "{key} on {t} does nothing; press it in a text field such as #title"
-                            ))
-                        }
-                        None if enter => {
-                            return ActionOutcome::Failed(
-                                "Enter needs a field target to submit the form, e.g. \"target\":\"#title\"".into(),
-                            )
-                        }
-                        _ if !enter && !local => {
-                            return ActionOutcome::Failed(format!(
-                                "key {key:?} does nothing on the fixture page; press Enter in a field to submit, or send a key that only moves focus with \"local\": true"
-                            ))
-                        }
-                        _ => {}
-                    }
-                    (expect, local, enter)
-                }
+            let step = match plan_step(&page, &task, target, action) {
+                ControlFlow::Continue(step) => step,
+                ControlFlow::Break(outcome) => return outcome,
             };
-            // An expectation that already holds could never show this action's effect: refused
-            // before anything is dispatched.
-            let expect = match expect.map(|e| page.spot(&e.subject).map(|spot| (e, spot))) {
-                None => None,
-                Some(Ok(e)) => Some(e),
-                Some(Err((cause, why))) => {
-                    return ActionOutcome::NotSent(cause, format!("the expectation's {why}"))
-                }
+            let expect = match expectation_to_observe(&page, step.expect) {
+                Ok(expect) => expect,
+                Err(refused) => return refused,
             };
-            if let Some((e, spot)) = &expect {
-                let before = page.read_spot(spot);
-                if e.holds(&before) {
-                    return expectation_already_holds(e, &before);
-                }
-            }
-            if !submits {
+            if !step.submits {
                 // A page-local step: focus moves, nothing is sent anywhere.
                 return match expect {
                     Some((e, spot)) => observe_effect(page, e, spot, deadline).await,
                     None => ActionOutcome::LocalDone,
                 };
             }
-            // The draft is submitted to the fixture backend.
-            let options = &page.options;
-            if options.fail_submit {
-                lock(&page.state).status = "Error: submit rejected".to_owned();
-                page.announce_change();
-                return ActionOutcome::Failed(
-                    "the backend rejected the submit; nothing was saved".into(),
-                );
+            if let Err(rejected) = submit_draft(&page, mutations, effect) {
+                return rejected;
             }
-            if !options.drop_submit {
-                if options.submit_delay_ms == 0 {
-                    page.apply_submit(&mutations, effect.as_ref());
-                } else {
-                    // A late success: it applies even after the action's deadline has passed.
-                    let late = page.clone();
-                    let delay = Duration::from_millis(options.submit_delay_ms);
-                    tokio::spawn(async move {
-                        tokio::time::sleep(delay).await;
-                        late.apply_submit(&mutations, effect.as_ref());
-                    });
-                }
-            }
-            if local {
+            if step.local {
                 // The caller said the step commits nothing, and it submitted the form.
                 return ActionOutcome::Uncertain(
                     "the step was sent as local (committing nothing) but it submitted the form to the backend; whether the submit took effect is unknown".into(),
