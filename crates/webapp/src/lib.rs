@@ -1156,6 +1156,8 @@ async fn read_form(req: Request<Incoming>) -> Result<Vec<(String, String)>, Body
     Ok(parse_form(&String::from_utf8_lossy(&body)))
 }
 
+/// The `/site` pages the browser tests step through: a form to publish posts, its login, the
+/// posts, drafts, a frame to confirm in, notes, uploads and help.
 async fn site(state: &AppState, req: Request<Incoming>, path: &str, query: &str) -> Reply {
     let s = &state.site;
     let who = s.user(req.headers());
@@ -1164,105 +1166,11 @@ async fn site(state: &AppState, req: Request<Incoming>, path: &str, query: &str)
     match (method, path) {
         (Method::GET, "/site") => html(StatusCode::OK, site_form_page(s, who, query)),
         (Method::GET, "/site/login") => html(StatusCode::OK, login_page(who, "Please log in")),
-        (Method::POST, "/site/login") => {
-            let form = match read_form(req).await {
-                Ok(f) => f,
-                Err(e) => return e.reply(),
-            };
-            let user = field(&form, "username").unwrap_or("").trim().to_owned();
-            let password = field(&form, "password").unwrap_or("");
-            if user.is_empty() || password.is_empty() {
-                return html(
-                    StatusCode::UNPROCESSABLE_ENTITY,
-                    login_page(who, "Rejected: a username and a password are required"),
-                );
-            }
-            let token = uuid::Uuid::new_v4().simple().to_string();
-            s.sessions
-                .lock()
-                .expect("sessions lock")
-                .insert(token.clone(), user);
-            s.logins.fetch_add(1, Ordering::SeqCst);
-            Response::builder()
-                .status(StatusCode::SEE_OTHER)
-                .header("location", "/site")
-                .header("cache-control", "no-store")
-                .header(
-                    SET_COOKIE,
-                    format!("session={token}; HttpOnly; Path=/; SameSite=Lax"),
-                )
-                .body(Full::new(Bytes::new()))
-                .expect("a valid response")
-        }
-        (Method::POST, "/site/posts") => {
-            let form = match read_form(req).await {
-                Ok(f) => f,
-                Err(e) => return e.reply(),
-            };
-            let get = |k: &str| field(&form, k).unwrap_or("").to_owned();
-            let n = {
-                let mut posts = s.posts.lock().expect("site posts lock");
-                let n = posts.len() as u64 + 1;
-                posts.push(SitePost {
-                    n,
-                    title: get("title"),
-                    body: get("body"),
-                    category: get("category"),
-                    urgent: field(&form, "urgent").is_some(),
-                    visibility: get("visibility"),
-                    author: who.map(str::to_owned),
-                });
-                n
-            };
-            see_other(&format!("/site/posts/{n}"))
-        }
-        (Method::GET, p) if p.starts_with("/site/posts/") => {
-            let post = p["/site/posts/".len()..]
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| n.checked_sub(1))
-                .and_then(|i| s.posts.lock().expect("site posts lock").get(i).cloned());
-            match post {
-                Some(post) => html(StatusCode::OK, site_post_page(who, &post)),
-                None => not_found(),
-            }
-        }
-        (Method::GET, "/site/drafts") => {
-            let left = if s.deletes.load(Ordering::SeqCst) == 0 {
-                "<ul id=\"draft-list\"><li>Untitled draft</li></ul>"
-            } else {
-                "<p id=\"draft-list\">No drafts</p>"
-            };
-            html(
-                StatusCode::OK,
-                site_page(
-                    "Drafts",
-                    who,
-                    &format!(
-                        "<h1>Drafts</h1>{left}\
-                         <p><a id=\"back\" href=\"/site\">Back to the form</a></p>"
-                    ),
-                ),
-            )
-        }
-        (Method::GET, "/site/frame") => {
-            let status =
-                match field(&parse_form(query), "confirmed").and_then(|n| n.parse::<u64>().ok()) {
-                    Some(n) => format!("Frame confirmed #{n}"),
-                    None => "Not confirmed".to_owned(),
-                };
-            html(
-                StatusCode::OK,
-                page(
-                    "Confirmation",
-                    &format!(
-                        "<form id=\"confirm-form\" method=\"post\" action=\"/site/frame/confirm\">\
-                         <button id=\"confirm\" type=\"submit\">Confirm in frame</button></form>\
-                         <p id=\"status\" role=\"status\">{status}</p>"
-                    ),
-                ),
-            )
-        }
+        (Method::POST, "/site/login") => site_login(s, who, req).await,
+        (Method::POST, "/site/posts") => site_publish(s, who, req).await,
+        (Method::GET, p) if p.starts_with("/site/posts/") => site_post(s, who, p),
+        (Method::GET, "/site/drafts") => site_drafts(s, who),
+        (Method::GET, "/site/frame") => site_frame(query),
         (Method::POST, "/site/frame/confirm") => {
             if let Err(e) = read_body(req, FORM_LIMIT).await {
                 return e.reply();
@@ -1270,19 +1178,7 @@ async fn site(state: &AppState, req: Request<Incoming>, path: &str, query: &str)
             let n = s.frame_confirms.fetch_add(1, Ordering::SeqCst) + 1;
             see_other(&format!("/site/frame?confirmed={n}"))
         }
-        (Method::POST, "/site/notes") => {
-            let form = match read_form(req).await {
-                Ok(f) => f,
-                Err(e) => return e.reply(),
-            };
-            let note = field(&form, "note").unwrap_or("").to_owned();
-            let n = {
-                let mut notes = s.notes.lock().expect("notes lock");
-                notes.push(note);
-                notes.len()
-            };
-            text(StatusCode::OK, n.to_string())
-        }
+        (Method::POST, "/site/notes") => site_note(s, req).await,
         (Method::POST, "/site/delete") => {
             if let Err(e) = read_body(req, FORM_LIMIT).await {
                 return e.reply();
@@ -1310,6 +1206,130 @@ async fn site(state: &AppState, req: Request<Incoming>, path: &str, query: &str)
         ),
         _ => not_found(),
     }
+}
+
+/// `POST /site/login`: any non-empty username and password log in, with a session cookie.
+async fn site_login(s: &SiteState, who: Option<&str>, req: Request<Incoming>) -> Reply {
+    let form = match read_form(req).await {
+        Ok(f) => f,
+        Err(e) => return e.reply(),
+    };
+    let user = field(&form, "username").unwrap_or("").trim().to_owned();
+    let password = field(&form, "password").unwrap_or("");
+    if user.is_empty() || password.is_empty() {
+        return html(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            login_page(who, "Rejected: a username and a password are required"),
+        );
+    }
+    let token = uuid::Uuid::new_v4().simple().to_string();
+    s.sessions
+        .lock()
+        .expect("sessions lock")
+        .insert(token.clone(), user);
+    s.logins.fetch_add(1, Ordering::SeqCst);
+    Response::builder()
+        .status(StatusCode::SEE_OTHER)
+        .header("location", "/site")
+        .header("cache-control", "no-store")
+        .header(
+            SET_COOKIE,
+            format!("session={token}; HttpOnly; Path=/; SameSite=Lax"),
+        )
+        .body(Full::new(Bytes::new()))
+        .expect("a valid response")
+}
+
+/// `POST /site/posts`: the form published as the next post, then its page.
+async fn site_publish(s: &SiteState, who: Option<&str>, req: Request<Incoming>) -> Reply {
+    let form = match read_form(req).await {
+        Ok(f) => f,
+        Err(e) => return e.reply(),
+    };
+    let get = |k: &str| field(&form, k).unwrap_or("").to_owned();
+    let n = {
+        let mut posts = s.posts.lock().expect("site posts lock");
+        let n = posts.len() as u64 + 1;
+        posts.push(SitePost {
+            n,
+            title: get("title"),
+            body: get("body"),
+            category: get("category"),
+            urgent: field(&form, "urgent").is_some(),
+            visibility: get("visibility"),
+            author: who.map(str::to_owned),
+        });
+        n
+    };
+    see_other(&format!("/site/posts/{n}"))
+}
+
+/// `GET /site/posts/N`: post `N`'s page.
+fn site_post(s: &SiteState, who: Option<&str>, path: &str) -> Reply {
+    let post = path["/site/posts/".len()..]
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|i| s.posts.lock().expect("site posts lock").get(i).cloned());
+    match post {
+        Some(post) => html(StatusCode::OK, site_post_page(who, &post)),
+        None => not_found(),
+    }
+}
+
+/// `GET /site/drafts`: one draft until a delete was posted.
+fn site_drafts(s: &SiteState, who: Option<&str>) -> Reply {
+    let left = if s.deletes.load(Ordering::SeqCst) == 0 {
+        "<ul id=\"draft-list\"><li>Untitled draft</li></ul>"
+    } else {
+        "<p id=\"draft-list\">No drafts</p>"
+    };
+    html(
+        StatusCode::OK,
+        site_page(
+            "Drafts",
+            who,
+            &format!(
+                "<h1>Drafts</h1>{left}\
+                 <p><a id=\"back\" href=\"/site\">Back to the form</a></p>"
+            ),
+        ),
+    )
+}
+
+/// `GET /site/frame`: the confirmation page shown in a frame, with the confirmation `query`
+/// names.
+fn site_frame(query: &str) -> Reply {
+    let status = match field(&parse_form(query), "confirmed").and_then(|n| n.parse::<u64>().ok()) {
+        Some(n) => format!("Frame confirmed #{n}"),
+        None => "Not confirmed".to_owned(),
+    };
+    html(
+        StatusCode::OK,
+        page(
+            "Confirmation",
+            &format!(
+                "<form id=\"confirm-form\" method=\"post\" action=\"/site/frame/confirm\">\
+                 <button id=\"confirm\" type=\"submit\">Confirm in frame</button></form>\
+                 <p id=\"status\" role=\"status\">{status}</p>"
+            ),
+        ),
+    )
+}
+
+/// `POST /site/notes`: the note kept; answers how many there are.
+async fn site_note(s: &SiteState, req: Request<Incoming>) -> Reply {
+    let form = match read_form(req).await {
+        Ok(f) => f,
+        Err(e) => return e.reply(),
+    };
+    let note = field(&form, "note").unwrap_or("").to_owned();
+    let n = {
+        let mut notes = s.notes.lock().expect("notes lock");
+        notes.push(note);
+        notes.len()
+    };
+    text(StatusCode::OK, n.to_string())
 }
 
 async fn upload(s: &SiteState, who: Option<&str>, req: Request<Incoming>) -> Reply {
