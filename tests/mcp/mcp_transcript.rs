@@ -223,7 +223,7 @@ async fn a_2026_07_28_client_needs_no_initialize() {
             json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}}),
         )
         .await;
-    // The whole table (tests/mcp.rs checks its names and order): the core tools and the page
+    // The whole table (tests/mcp/mcp.rs checks its names and order): the core tools and the page
     // vocabulary of SPEC §15.
     let names: Vec<&str> = listed["result"]["tools"]
         .as_array()
