@@ -10,7 +10,7 @@ MODE is one of:
 
 The flow: connect, list the tools, task_start on the fixture page, fill, press, the press
 again under the same request_id (a replay from the receipt), task_status. Every check that
-fails raises; the last line printed is a JSON summary the Rust test reads (tests/mcp_python.rs).
+fails raises; the last line printed is a JSON summary the Rust test reads (tests/mcp/mcp_python.rs).
 """
 
 from __future__ import annotations

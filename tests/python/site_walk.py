@@ -1,6 +1,6 @@
 """An agent's walk of the test site through `polaris mcp`, driven by the official Python MCP SDK.
 
-Started by `tests/browser_mcp.rs` (`the_python_sdk_works_the_site_by_what_it_sees`), which runs
+Started by `tests/browser/browser_mcp.rs` (`the_python_sdk_works_the_site_by_what_it_sees`), which runs
 the host, the browser and the web app and counts every POST at the app's server afterwards.
 The walk uses no CSS of its own: every target is a ref read from a `page_snapshot`, a role and
 name, or a text.

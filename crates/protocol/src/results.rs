@@ -1,6 +1,6 @@
 //! The result of every bridge method, as one type each: the host writes its replies through
 //! these types and every client reads them back through the same ones, so a field cannot be
-//! added on one side and forgotten on the other (`tests/wire_types.rs` checks each of them
+//! added on one side and forgotten on the other (`tests/host/wire_types.rs` checks each of them
 //! against a running host).
 //!
 //! Two rules shape every type here:

@@ -1,8 +1,6 @@
 //! The console in a pseudo-terminal: the real `polaris` binary on a portable-pty whose output
-//! feeds a vt100 screen, with keys typed into it. Shared by the console's end-to-end tests.
-//!
-//! Include with `mod common;` and `#[path = "support/console_pty.rs"] mod console_pty;` (it
-//! starts consoles on `common::TestHost`).
+//! feeds a vt100 screen, with keys typed into it. Shared by the console's end-to-end tests
+//! (`tests/console/`); it starts consoles on a [`TestHost`](crate::host::TestHost).
 
 #![allow(dead_code)]
 

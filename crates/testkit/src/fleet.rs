@@ -1,8 +1,6 @@
 //! A fleet for tests: real `polaris serve --ledger` processes on a private PostgreSQL, each
 //! recording its applied submits in its own `--fixture-effects` file (fsynced outside the
 //! host), reached through real unix sockets.
-//!
-//! Include with `mod common;` and `#[path = "support/fleet.rs"] mod fleet;`.
 
 #![allow(dead_code)]
 

@@ -1,4 +1,4 @@
-//! Shared by the MCP tests (`tests/mcp.rs`, `tests/mcp_transcript.rs`): a real `polaris serve` child process on a temp socket dir.
+//! Shared by the MCP tests (`tests/mcp/`): a real `polaris serve` child process on a temp socket dir.
 
 #![allow(dead_code)]
 

@@ -1,8 +1,6 @@
 //! An MCP client on a real `polaris mcp` child, as an agent would start one: rmcp's own client
-//! over the child's stdio. Shared by the MCP tests (`tests/mcp.rs`, `tests/browser_mcp.rs`), so
-//! both start the front and call tools the same way.
-//!
-//! Include with `#[path = "support/mcp_client.rs"] mod mcp_client;` next to `mod mcp_common;`.
+//! over the child's stdio. Shared by the MCP tests (`tests/mcp/`) and
+//! `tests/browser/browser_mcp.rs`, so both start the front and call tools the same way.
 
 #![allow(dead_code)]
 

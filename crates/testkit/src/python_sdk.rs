@@ -1,7 +1,5 @@
 //! The official Python MCP SDK (`pip install 'mcp>=2,<3'`) as a second client of `polaris mcp`:
 //! a test runs a script of `tests/python/` against a real front and fails with its output.
-//!
-//! Include with `#[path = "support/python_sdk.rs"] mod python_sdk;`.
 
 #![allow(dead_code)]
 

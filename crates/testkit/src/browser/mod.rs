@@ -1,6 +1,6 @@
-//! Shared by the browser tests (`tests/browser.rs`, `tests/browser_mcp.rs`): finding Chromium
-//! (or skipping), the flags of a `polaris serve --executor chromium`, and the private browser's
-//! process group, found under the host process and killed at the end.
+//! Shared by the browser tests (`tests/browser/`): finding Chromium (or skipping), the flags of
+//! a `polaris serve --executor chromium`, and the private browser's process group, found under
+//! the host process and killed at the end.
 
 #![allow(dead_code)]
 
@@ -108,8 +108,9 @@ impl Drop for Reaper {
     }
 }
 
-/// One browser test at a time in a test binary: a browser per test on two cores with
-/// deadlines of a second or two would make the timing tests measure the machine.
+/// One browser test at a time in the process (all of them run in the `browser` test binary): a
+/// browser per test on two cores with deadlines of a second or two would make the timing tests
+/// measure the machine.
 pub async fn one_at_a_time() -> tokio::sync::MutexGuard<'static, ()> {
     static LOCK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     LOCK.lock().await

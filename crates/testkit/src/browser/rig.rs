@@ -1,8 +1,6 @@
 //! A `polaris serve --executor chromium` on a private browser with the web app it drives and a
 //! bridge connection, for the browser tests that drive the app or local pages
-//! (`tests/browser.rs`, `tests/browser_evidence.rs`, `tests/browser_files.rs`,
-//! `tests/browser_origins.rs`, `tests/browser_site.rs`, `tests/browser_tabs.rs`). Included by
-//! path, since it needs the including test's `common` module.
+//! (every module of `tests/browser/` but `browser_mcp`, which goes through `polaris mcp`).
 
 #![allow(dead_code)]
 
