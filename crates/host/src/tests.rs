@@ -220,6 +220,8 @@ proptest! {
 enum Path {
     /// `Host::handle_frames`, the batch at once: what a connection does.
     Batched,
+    /// `Host::handle_frames` with the fast path off (`HostConfig::fast_path`).
+    BatchedOff,
     /// The reference path: each frame read by the general parser and handed to
     /// `Host::handle` (all of a batch before any reply is awaited, as a connection would).
     Reference,
@@ -309,12 +311,16 @@ fn run_journaled(frames: &[String], sizes: &[usize], path: Path, journaled: bool
         .unwrap();
     let (replies, fingerprints) = rt.block_on(async {
         let executor = Arc::new(FixtureExecutor::new());
+        let config = HostConfig {
+            fast_path: path != Path::BatchedOff,
+            ..HostConfig::default()
+        };
         let host = if journaled {
             let (journal, recovered) =
                 crate::journal::Journal::open(&dir.0, journal_options()).unwrap();
-            Host::with_journal(HostConfig::default(), executor, journal, recovered).unwrap()
+            Host::with_journal(config, executor, journal, recovered).unwrap()
         } else {
-            Host::new(HostConfig::default(), executor)
+            Host::new(config, executor)
         };
         let start = host.handle("setup", "task.start", &json!({"title": "t"}));
         let start = batch_lines(&host, vec![start]).await.remove(0);
@@ -337,7 +343,7 @@ fn run_journaled(frames: &[String], sizes: &[usize], path: Path, journaled: bool
             rest = after;
             let mut answers = Vec::new();
             match path {
-                Path::Batched => {
+                Path::Batched | Path::BatchedOff => {
                     let refs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
                     let mut handed = 0;
                     while handed < refs.len() {
@@ -489,8 +495,9 @@ fn frames_with_repeats() -> impl Strategy<Value = Vec<String>> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(128))]
     /// The fast path (pipelined batches: fills done at once, executions run inline, the rest
-    /// deferred) answers exactly as the reference path (`Host::handle`, frame by frame), keeps
-    /// the same fingerprints and leaves the same durable journal.
+    /// deferred) answers exactly as the reference path (`Host::handle`, frame by frame) and as
+    /// `Host::handle_frames` with the fast path off, keeps the same fingerprints and leaves the
+    /// same durable journal.
     #[test]
     fn the_fast_path_changes_no_reply_and_no_journal_byte(
         frames in frames_with_repeats(),
@@ -498,6 +505,8 @@ proptest! {
         journaled in any::<bool>(),
     ) {
         let fast = run_journaled(&frames, &sizes, Path::Batched, journaled);
+        let off = run_journaled(&frames, &sizes, Path::BatchedOff, journaled);
+        prop_assert_eq!(&fast, &off);
         let reference = run_journaled(&frames, &sizes, Path::Reference, journaled);
         prop_assert_eq!(fast, reference);
     }
