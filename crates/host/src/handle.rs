@@ -155,6 +155,7 @@ impl Host {
         let executor = &self.inner.executor;
         let check = |t: &str| executor.check_target(t);
         let start = out.len();
+        let fast = self.fast_path();
         // Only actions an executor performs share a batch's critical sections.
         let mut batch = Vec::new();
         // Ready reply bytes pushed, and the frames' lengths of the batch not yet handled.
@@ -163,7 +164,7 @@ impl Host {
             if i > 0 && used + in_batch >= room {
                 break;
             }
-            if !self.fast_path() {
+            if !fast {
                 out.push(self.handle_general(frame));
                 used = ready_bytes(&out[start..], self.run_id());
                 continue;

@@ -29,6 +29,7 @@ impl<'a> Work<'a> {
     /// The executor's work of a frame's checked command (`Ok`), a task closing (`Err(Err)`),
     /// or a read (`Err(Ok)`). A fill's strings stay the frame's: they are copied only if its
     /// execution outlives the frame.
+    #[inline]
     pub(crate) fn of(cmd: FrameCommand<'a>) -> Result<Result<Work<'a>, CloseCommand>, ReadCommand> {
         match cmd {
             FrameCommand::Fill {
