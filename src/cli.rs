@@ -745,6 +745,7 @@ fn serve(mut args: ServeArgs) -> ExitCode {
             tombstone_capacity: args.tombstone_capacity,
             max_book_bytes: args.max_book_bytes,
             action_timeout: Duration::from_millis(args.action_timeout_ms),
+            fast_path: true,
         },
         limits: Limits {
             max_frame_bytes: args.max_frame_bytes,

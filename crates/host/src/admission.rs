@@ -194,21 +194,10 @@ impl Host {
             Entry::Vacant(vacancy) => vacancy,
         };
         // A read goes no further; a mutation is the executor's work (`Ok`) or a task closing
-        // (`Err`, which is no failure: it only takes the other way out below). A fill's
-        // strings stay the frame's: they are copied only if its execution outlives the frame.
-        let mutation = match cmd {
-            FrameCommand::Fill {
-                task_id,
-                target,
-                value,
-            } => Ok(Work::Fill {
-                task_id,
-                target,
-                value,
-            }),
-            FrameCommand::Owned(Command::Read(read)) => return Ok(Admitted::Read(read)),
-            FrameCommand::Owned(Command::Execute(work)) => Ok(Work::Owned(work)),
-            FrameCommand::Owned(Command::Close(close)) => Err(close),
+        // (`Err`, which is no failure: it only takes the other way out below).
+        let mutation = match Work::of(cmd) {
+            Ok(mutation) => mutation,
+            Err(read) => return Ok(Admitted::Read(read)),
         };
         if self.is_shutting_down() {
             let (code, error) = (ErrorCode::ShuttingDown, shutting_down_error(method));
@@ -231,9 +220,7 @@ impl Host {
                     let code = refusal.code();
                     task.record(&key, method, now, code.as_str());
                     let error = admission_error(task, method, code);
-                    if code == ErrorCode::TaskBlocked {
-                        st.counters.rejected_blocked += 1;
-                    }
+                    st.counters.rejected_blocked += u64::from(code == ErrorCode::TaskBlocked);
                     return Err(self.refuse(&mut st.events, asked, Some(tid), code, error));
                 }
                 (Some(task.id.clone()), Some(task))
@@ -244,22 +231,19 @@ impl Host {
             let code = ErrorCode::LedgerUnavailable;
             return Err(self.refuse(&mut st.events, asked, task_id.as_deref(), code, error));
         }
-        let slot = match vacancy.insert_running(
-            request.into_stored(task_id.as_deref()),
-            method,
-            task_id.clone(),
-            now,
-        ) {
-            Ok(slot) => slot,
-            Err(full) => {
-                st.counters.rejected_capacity += 1;
-                let (code, error) = (
-                    ErrorCode::ReceiptCapacityFull,
-                    capacity_error(method, &full),
-                );
-                return Err(self.refuse(&mut st.events, asked, None, code, error));
-            }
-        };
+        let stored = request.into_stored(task_id.as_deref());
+        let inserted = vacancy.insert_running(stored, method, task_id.clone(), now);
+        let slot = inserted.map_err(|full| {
+            st.counters.rejected_capacity += 1;
+            let error = capacity_error(method, &full);
+            self.refuse(
+                &mut st.events,
+                asked,
+                None,
+                ErrorCode::ReceiptCapacityFull,
+                error,
+            )
+        })?;
         let is_closing = mutation.is_err();
         let claim = self.ledger().is_some();
         let begun = match (self.journal(), is_closing, begin) {

@@ -21,6 +21,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::failures::{internal_error, not_begun, not_durable};
+pub(super) use super::fast_path::Work;
 use super::task_record::TaskRecordData;
 use super::to_data;
 use super::{Handled, Host, State};
@@ -33,8 +34,8 @@ use crate::protocol::results::{
     DialogSeen, FieldResult, ObservedResult, TaskStartResult, TaskState,
 };
 use crate::protocol::{
-    now_millis, ActCommand, CloseCommand, Delivery, ErrorBody, ErrorCode, ExecutorCommand, Expect,
-    Method, NetworkEvidence, NotSent, Outcome, PageAction, ReceiptKind, Target,
+    now_millis, CloseCommand, Delivery, ErrorBody, ErrorCode, ExecutorCommand, Expect, Method,
+    NetworkEvidence, NotSent, Outcome, PageAction, ReceiptKind, Target,
 };
 use crate::tasks::{Observation, PendingOutcome, Task, TaskId};
 
@@ -116,132 +117,6 @@ impl Execution<'_, CloseCommand> {
     /// The same closing owning its request ID, to outlive the frame it came from.
     pub(super) fn into_owned(self) -> Execution<'static, CloseCommand> {
         self.owning(|close| close)
-    }
-}
-
-/// What an execution asks of the executor: a `page.fill` whose strings are still the frame's,
-/// or any executor command, owned. A fill the executor does at once reads the frame's strings
-/// where they are, so a fresh fill allocates nothing for its command; they are copied only for
-/// an execution that outlives its frame ([`Execution::into_owned`]) or that the executor
-/// starts as a future.
-pub(super) enum Work<'a> {
-    /// `page.fill`, its params borrowed from the frame.
-    Fill {
-        /// The task whose page is filled.
-        task_id: &'a str,
-        /// The field selector.
-        target: &'a str,
-        /// The text to put in the field.
-        value: &'a str,
-    },
-    /// Any executor command, owned.
-    Owned(ExecutorCommand),
-}
-
-impl Work<'_> {
-    /// The method the command came from.
-    pub(super) fn method(&self) -> Method {
-        match self {
-            Work::Fill { .. } => Method::PageFill,
-            Work::Owned(c) => c.method(),
-        }
-    }
-
-    /// The task acted on; `None` for `task.start`.
-    pub(super) fn task_id(&self) -> Option<&str> {
-        match self {
-            Work::Fill { task_id, .. } => Some(task_id),
-            Work::Owned(c) => c.task_id(),
-        }
-    }
-
-    /// A fill's task, target and value, borrowed or owned; `None` for any other command.
-    fn fill(&self) -> Option<(&str, &str, &str)> {
-        match self {
-            Work::Fill {
-                task_id,
-                target,
-                value,
-            } => Some((task_id, target, value)),
-            // A fill of another tab than the first is no fast-path fill: the executor's
-            // `act_in` addresses the tab.
-            Work::Owned(ExecutorCommand::Act(ActCommand {
-                task_id,
-                tab: 0,
-                action:
-                    PageAction::Fill {
-                        target: Target::Css(target),
-                        value,
-                    },
-            })) => Some((task_id, target, value)),
-            Work::Owned(_) => None,
-        }
-    }
-
-    /// The page action, when the command is one (a borrowed fill is not: see [`Work::fill`]).
-    fn action(&self) -> Option<&PageAction> {
-        match self {
-            Work::Owned(ExecutorCommand::Act(a)) => Some(&a.action),
-            _ => None,
-        }
-    }
-
-    /// Whether this is a `page.fill`.
-    pub(super) fn is_fill(&self) -> bool {
-        self.fill().is_some()
-    }
-
-    /// Whether the caller sent a click or a key press as a local step (`local: true`).
-    fn is_local_step(&self) -> bool {
-        match self {
-            Work::Owned(ExecutorCommand::Act(ActCommand {
-                action: a @ (PageAction::Click { .. } | PageAction::Press { .. }),
-                ..
-            })) => a.is_local(),
-            _ => false,
-        }
-    }
-
-    /// The same work owning its strings.
-    pub(super) fn owned(self) -> Work<'static> {
-        Work::Owned(self.into_owned())
-    }
-
-    /// The owned command.
-    pub(super) fn into_owned(self) -> ExecutorCommand {
-        match self {
-            Work::Fill {
-                task_id,
-                target,
-                value,
-            } => ExecutorCommand::Act(ActCommand {
-                task_id: task_id.to_owned(),
-                tab: 0,
-                action: PageAction::Fill {
-                    target: Target::Css(target.to_owned()),
-                    value: value.to_owned(),
-                },
-            }),
-            Work::Owned(c) => c,
-        }
-    }
-
-    /// The observation that shows the command took effect ([`ExecutorCommand::expectation`]).
-    fn expectation(&self) -> Option<Expect> {
-        match self {
-            Work::Owned(c) => c.expectation(),
-            Work::Fill {
-                task_id,
-                target,
-                value,
-            } => Work::Fill {
-                task_id,
-                target,
-                value,
-            }
-            .into_owned()
-            .expectation(),
-        }
     }
 }
 
@@ -345,6 +220,17 @@ pub(super) struct Completion {
     /// A fill done at once that took effect, whose outcome is `FieldResult::filled` of its own
     /// target and value: the receipt need not keep a copy ([`crate::book::ReplySlot::Filled`]).
     fill_took_effect: bool,
+}
+
+impl Completion {
+    /// The same completion, of a fill done at once that took effect when `took_effect` (the
+    /// receipt then keeps no copy of its reply).
+    pub(super) fn filled(self, took_effect: bool) -> Completion {
+        Completion {
+            fill_took_effect: took_effect,
+            ..self
+        }
+    }
 }
 
 /// An outcome stored under the host's lock, with the copies to wake once the lock is let go.
@@ -465,7 +351,7 @@ impl Completion {
 
 /// What an execution changed besides its reply. The rare effects are boxed: a completion is
 /// moved a few times on every fresh action, almost always with no effect to carry.
-enum TaskEffect {
+pub(super) enum TaskEffect {
     None,
     TaskStarted(Box<Task>),
     /// The outcome is uncertain: the task blocks on it, verified by this expectation (`None`
@@ -516,7 +402,7 @@ pub(super) struct NewTask {
 }
 
 /// What the executor answered.
-enum Finished {
+pub(super) enum Finished {
     Open(NewTask, Result<(), String>),
     Act(TaskId, ActionOutcome),
     /// A fill the executor did at once ([`crate::executor::Executor::fill_now`]), its reply
@@ -526,7 +412,7 @@ enum Finished {
 
 impl Started {
     /// Polls the executor's work once; `Some` when it answered without waiting.
-    fn poll_once(&mut self, cx: &mut Context<'_>) -> Option<Finished> {
+    pub(super) fn poll_once(&mut self, cx: &mut Context<'_>) -> Option<Finished> {
         match self {
             Started::Open(task, f) => match f.as_mut().poll(cx) {
                 Poll::Ready(r) => {
@@ -579,100 +465,9 @@ impl Drop for Unfinished<'_> {
 }
 
 impl Host {
-    /// Starts an admitted execution: answered inline when the executor answers without
-    /// waiting (the caller stores the completion), otherwise spawned and answered later.
-    pub(super) fn launch<'a>(&self, mut execution: Execution<'a>) -> Launched<'a> {
-        match self.run_inline(&mut execution) {
-            Ok(completion) => Launched::Inline(execution, completion),
-            Err(deferred) => Launched::Later(self.defer(execution, deferred)),
-        }
-    }
-
-    /// [`Host::launch`] without moving the execution: the executor's work is started and polled
-    /// once right here, and the completion comes back when it answered without waiting (the
-    /// fixture's fills, a task's opening), with no task spawned and nothing else allocated. A
-    /// pipelined batch runs its executions where admission left them this way. `Err` says
-    /// what [`Host::defer`] must do with the execution instead.
-    pub(super) fn run_inline(&self, execution: &mut Execution<'_>) -> Result<Completion, Deferred> {
-        if execution.claim {
-            // In a fleet the executor may act only once the ledger holds this host's claim.
-            return Err(Deferred::Claim);
-        }
-        if let Some(begun) = execution.begun.take() {
-            // With a journal the executor may act only once the receipt is durable.
-            return Err(Deferred::AfterBegin(begun));
-        }
-        if !execution.turn_now {
-            // Another request of the task is still in flight: this one waits for it.
-            return Err(Deferred::AwaitTurn);
-        }
-        if let Some(filled) = self.fill_at_once(execution, None) {
-            return Ok(filled);
-        }
-        let execution = &*execution;
-        let waker = futures::task::noop_waker();
-        let mut cx = Context::from_waker(&waker);
-        let first = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            let mut started = self.start(execution);
-            match started.poll_once(&mut cx) {
-                Some(finished) => Ok(finished),
-                None => Err(started),
-            }
-        }));
-        let (outcome, effect) = match first {
-            Ok(Ok(finished)) => self.interpret(execution, finished),
-            Err(panic) => panicked(execution, panic),
-            Ok(Err(started)) => return Err(Deferred::Started(started)),
-        };
-        Ok(completed(execution, outcome, effect))
-    }
-
-    /// A fill the executor does at once ([`Executor::fill_now`]), done right here with its
-    /// completion — `None` for anything else, and for an execution that must wait for its
-    /// claim or its begin. Cheap and never waiting, so a batch does it inside the critical
-    /// section that admitted it. `written` is the reply (`FieldResult::filled`) written for this
-    /// same request before the lock was taken, if it was: a fill that takes effect answers with
-    /// it instead of writing its reply now.
-    pub(super) fn fill_at_once(
-        &self,
-        execution: &Execution<'_>,
-        written: Option<Arc<Outcome>>,
-    ) -> Option<Completion> {
-        if execution.claim || execution.begun.is_some() || !execution.turn_now {
-            return None;
-        }
-        let (outcome, effect) = match std::panic::catch_unwind(AssertUnwindSafe(|| {
-            self.fill_now(execution, written)
-        })) {
-            Ok(None) => return None,
-            // A fill done at once wrote its reply already and changes nothing on the task.
-            Ok(Some(Finished::Filled(outcome))) => (outcome, TaskEffect::None),
-            Ok(Some(finished)) => self.interpret(execution, finished),
-            Err(panic) => panicked(execution, panic),
-        };
-        // The only success a fill done at once answers with is `FieldResult::filled`.
-        let fill_took_effect = outcome.is_ok();
-        Some(Completion {
-            fill_took_effect,
-            ..completed(execution, outcome, effect)
-        })
-    }
-
-    /// Runs an execution [`Host::run_inline`] could not complete on its own task, owning
-    /// everything it needs, so it keeps running whatever happens to the caller's connection;
-    /// the answer is the reply that waits for it.
-    pub(super) fn defer(&self, execution: Execution<'_>, deferred: Deferred) -> Handled {
-        match deferred {
-            Deferred::Claim => self.spawn_claimed(execution.into_owned()),
-            Deferred::AfterBegin(begun) => self.spawn_after(execution.into_owned(), Some(begun)),
-            Deferred::AwaitTurn => self.spawn_after(execution.into_owned(), None),
-            Deferred::Started(started) => self.spawn(execution.into_owned(), started),
-        }
-    }
-
     /// Lets an execution the executor did not answer at once finish on its own task, and
     /// returns the reply that waits for it.
-    fn spawn(&self, execution: Execution<'static>, started: Started) -> Handled {
+    pub(super) fn spawn(&self, execution: Execution<'static>, started: Started) -> Handled {
         // Whatever the first poll registered with the no-op waker is registered again when the
         // spawned task polls it with its own.
         let id = execution.request_id.to_string();
@@ -750,7 +545,11 @@ impl Host {
     /// come, on its own task (detached, like [`Host::spawn`]). A begin the journal could not
     /// keep is answered `INTERNAL` with delivery `not_executed`: the executor was never asked
     /// to act.
-    fn spawn_after(&self, execution: Execution<'static>, begun: Option<Ticket>) -> Handled {
+    pub(super) fn spawn_after(
+        &self,
+        execution: Execution<'static>,
+        begun: Option<Ticket>,
+    ) -> Handled {
         let id = execution.request_id.to_string();
         let host = self.clone();
         let done = tokio::spawn(async move {
@@ -911,7 +710,7 @@ impl Host {
     /// A fill done at once by an executor that can ([`crate::executor::Executor::fill_now`]);
     /// `None` for every other command, or when the executor cannot. Like [`Host::start`], never
     /// called twice for one receipt.
-    fn fill_now(
+    pub(super) fn fill_now(
         &self,
         execution: &Execution<'_>,
         written: Option<Arc<Outcome>>,
@@ -933,7 +732,7 @@ impl Host {
     }
 
     /// Starts one mutation on the executor. Never called twice for one receipt.
-    fn start(&self, execution: &Execution<'_>) -> Started {
+    pub(super) fn start(&self, execution: &Execution<'_>) -> Started {
         let executor = &self.inner.executor;
         let deadline = Instant::now() + self.inner.config.action_timeout;
         let (task_id, tab, action) = match &execution.command {
@@ -976,7 +775,7 @@ impl Host {
     }
 
     /// Turns what the executor answered into the outcome to store and its effect on the task.
-    fn interpret(
+    pub(super) fn interpret(
         &self,
         execution: &Execution<'_>,
         finished: Finished,
@@ -1389,7 +1188,11 @@ pub(super) fn publish_completed(
 }
 
 /// The completion of an execution that ended where it was run, as of its admission.
-fn completed(execution: &Execution<'_>, outcome: Arc<Outcome>, effect: TaskEffect) -> Completion {
+pub(super) fn completed(
+    execution: &Execution<'_>,
+    outcome: Arc<Outcome>,
+    effect: TaskEffect,
+) -> Completion {
     Completion {
         outcome,
         effect,
@@ -1400,7 +1203,7 @@ fn completed(execution: &Execution<'_>, outcome: Arc<Outcome>, effect: TaskEffec
 
 /// The stored outcome of an execution that panicked: `INTERNAL`, and uncertain when the action
 /// may have had an effect (never re-run; the task blocks until verified).
-fn panicked(
+pub(super) fn panicked(
     execution: &Execution<'_>,
     panic: Box<dyn std::any::Any + Send>,
 ) -> (Arc<Outcome>, TaskEffect) {

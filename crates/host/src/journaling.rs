@@ -594,12 +594,12 @@ impl Host {
         let mut rest = Vec::new();
         let mut st = self.lock();
         for (i, mut execution) in batch.into_iter().enumerate() {
-            // A request that waited for its turn is checked again now it has come (SPEC
-            // §14): a request ahead of it, from this batch or any other connection, may
-            // have ended uncertain or closed the task meanwhile.
-            let waited = !execution.turn_now;
+            // A request is checked again once its turn has come and its begin is durable, as
+            // on the single path (SPEC §14): a request ahead of it, from this batch or any
+            // other connection, may have ended uncertain, and a `task.stop` that waits for
+            // nothing may have closed the task while the begin was written.
             execution.check_turn(&st);
-            if waited && execution.turn_now {
+            if execution.turn_now {
                 if let Some(refused) = self.refusal_at_turn(&st, &execution) {
                     let done = self.store_locked(&mut st, &execution, Completion::refused(refused));
                     idle = done.stored.now_idle;

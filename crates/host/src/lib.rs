@@ -18,6 +18,8 @@
 //!   of actions admitted under one taking of the lock and stored under one more.
 //! - `admission.rs`: the receipt rules for a new request, and every refusal they give.
 //! - `execution.rs`: an admitted `Execution` from the executor's start to its stored outcome.
+//! - `fast_path/`: what the host does beyond the reference path (`Host::handle`) to answer
+//!   the same for less: borrowed fills, fills done at once, pipelined batches.
 //! - `read.rs`: reads, `task.verifyOutcome`, and the `host.hello`, `run.status` and
 //!   `receipt.status` results.
 //! - `clear.rs`: the clearability rule and the two phases of a clear.
@@ -56,6 +58,7 @@ mod admission;
 mod clear;
 mod execution;
 mod failures;
+mod fast_path;
 mod fleet;
 mod fleet_book;
 mod fleet_report;
@@ -110,6 +113,10 @@ pub struct HostConfig {
     pub max_book_bytes: usize,
     /// How long an action's effect may take to be observed, and how long a read may take.
     pub action_timeout: Duration,
+    /// Whether frames take the fast path (the one-pass reader, borrowed fills, fills done at
+    /// once, pipelined batches); off, every frame takes the reference path, [`Host::handle`].
+    /// Both answer alike; off exists to check that they do.
+    pub fast_path: bool,
 }
 
 impl Default for HostConfig {
@@ -119,6 +126,7 @@ impl Default for HostConfig {
             tombstone_capacity: DEFAULT_TOMBSTONE_CAPACITY,
             max_book_bytes: crate::book::DEFAULT_MAX_BOOK_BYTES,
             action_timeout: Duration::from_millis(DEFAULT_ACTION_TIMEOUT_MS),
+            fast_path: true,
         }
     }
 }
