@@ -1055,7 +1055,7 @@ impl Executor for ChromiumExecutor {
             }
             let dialogs = Dialogs::new();
             let network = if inner.network_evidence {
-                NetworkLog::new(inner.evidence_max_requests)
+                NetworkLog::guarded(inner.evidence_max_requests, inner.origins.clone())
             } else {
                 NetworkLog::off()
             };

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use super::origins::Origins;
 use crate::protocol::evidence::{body_sha256, is_safe_method, redact_url, BodyUnread};
 use crate::protocol::{now_rfc3339, NetworkEvidence, RequestStatus, SentRequest};
 
@@ -34,6 +35,18 @@ pub struct NetworkLog {
     on: bool,
     /// The most requests one action's evidence lists (`--evidence-max-requests`).
     max_requests: usize,
+    /// What the host lets pages reach: a safe request elsewhere is blocked, and listed once
+    /// the browser reports the block ([`NetworkLog::answers_in`] waits for that report).
+    origins: Option<Arc<Origins>>,
+}
+
+/// Whether the host's guard sees requests to `url` at all: it pauses only the web's schemes
+/// ([`Origins::pause_patterns`]), so a `blob:` or `data:` URL is never blocked.
+fn guarded(url: &str) -> bool {
+    ["http:", "https:", "ws:", "wss:"].iter().any(|scheme| {
+        url.get(..scheme.len())
+            .is_some_and(|s| s.eq_ignore_ascii_case(scheme))
+    })
 }
 
 /// The requests recorded since an action dispatched its first event.
@@ -202,6 +215,20 @@ impl NetworkLog {
             unanswered: tokio::sync::watch::channel(0).0,
             on: true,
             max_requests,
+            origins: None,
+        })
+    }
+
+    /// A log like [`NetworkLog::new`] for pages whose requests the host blocks unless
+    /// `origins` allows them.
+    pub fn guarded(max_requests: usize, origins: Arc<Origins>) -> Arc<NetworkLog> {
+        Arc::new(NetworkLog {
+            window: Mutex::new(None),
+            fetching: tokio::sync::watch::channel(0).0,
+            unanswered: tokio::sync::watch::channel(0).0,
+            on: true,
+            max_requests,
+            origins: Some(origins),
         })
     }
 
@@ -214,6 +241,7 @@ impl NetworkLog {
             unanswered: tokio::sync::watch::channel(0).0,
             on: false,
             max_requests: 0,
+            origins: None,
         })
     }
 
@@ -425,9 +453,30 @@ impl NetworkLog {
     /// the answer said before the host has read the answer's event: an action whose effect
     /// was observed waits for them briefly, so its evidence does not say "no response" of a
     /// request that was answered.
+    ///
+    /// A safe request the host blocks is listed only once the browser reports the block, and
+    /// the page can show the failure (a rejected `fetch`) before that report arrives: those
+    /// reports are waited for too, within the same bound.
     pub async fn answers_in(&self, until: tokio::time::Instant) {
         let mut rx = self.unanswered.subscribe();
         let _ = tokio::time::timeout_at(until, rx.wait_for(|n| *n == 0)).await;
+        while self.blocks_unreported() && tokio::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+
+    /// Whether the open window holds a safe request the host blocks whose block the browser
+    /// has not reported yet.
+    fn blocks_unreported(&self) -> bool {
+        let Some(origins) = &self.origins else {
+            return false;
+        };
+        let guard = lock(&self.window);
+        guard.as_ref().is_some_and(|w| {
+            w.safe
+                .values()
+                .any(|s| guarded(&s.url) && !origins.allows(&s.url))
+        })
     }
 
     /// A body is being asked for (`Network.getRequestPostData`); [`NetworkLog::fetch_done`]
