@@ -347,56 +347,89 @@ impl Shared {
         }
     }
 
+    /// One event from the browser, to the handler of its family: browser-wide, a worker's
+    /// network, or a page's.
     fn on_event(&self, method: &str, params: Option<&RawValue>, session: Option<&str>) {
         if session.is_none() && method == "Fetch.requestPaused" {
             return self.on_paused(params);
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Frame {
-            parent_id: Option<String>,
-            url: String,
-            unreachable_url: Option<String>,
+        let Some(session) = session else {
+            if method == "Target.detachedFromTarget" {
+                self.on_page_detached(params);
+            }
+            return;
+        };
+        if method.starts_with("Network.") && self.on_worker_network(session, method, params) {
+            return;
         }
-        #[derive(Deserialize)]
-        struct FrameNavigated {
-            frame: Frame,
+        let sessions = self.sessions.lock().expect("cdp sessions lock");
+        let Some(s) = sessions.get(session) else {
+            return;
+        };
+        match method {
+            m if m.starts_with("Network.") => self.on_page_network(session, s, m, params),
+            "Target.attachedToTarget" => self.on_worker_attached(session, s, params),
+            "Target.detachedFromTarget" => self.on_worker_detached(params),
+            "Page.frameNavigated" => on_frame_navigated(s, params),
+            "Page.navigatedWithinDocument" => on_navigated_within_document(s, params),
+            "Page.frameRequestedNavigation" | "Page.frameStartedNavigating" => {
+                on_navigation_started(s, params)
+            }
+            "Page.javascriptDialogOpening" => self.on_dialog_opening(session, s, params),
+            "Page.windowOpen" => s.signals.send_modify(|p| p.windows_opened += 1),
+            "Page.loadEventFired" => on_load(s),
+            "Inspector.targetCrashed" => on_gone(s, "the page's renderer crashed"),
+            "Inspector.detached" => on_gone(s, "the page was detached"),
+            _ => {}
         }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct WithinDocument {
-            frame_id: String,
-            url: String,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct Detached {
-            session_id: String,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct FrameNavigating {
-            frame_id: String,
-            /// `frameStartedNavigating` only: `sameDocument`, `differentDocument`, `reload`, …
-            navigation_type: Option<String>,
-            /// `frameRequestedNavigation` only: `formSubmissionPost`, `anchorClick`, …
-            reason: Option<String>,
-            /// `frameRequestedNavigation`: where to.
-            url: Option<String>,
-        }
-        #[derive(Deserialize)]
-        #[serde(rename_all = "camelCase")]
-        struct DialogOpening {
-            message: String,
-            #[serde(rename = "type")]
-            kind: String,
-            #[serde(default)]
-            default_prompt: String,
-        }
-        fn parse<T: DeserializeOwned>(params: Option<&RawValue>) -> Option<T> {
-            serde_json::from_str(params?.get()).ok()
-        }
+    }
 
+    /// A page's session ended (`Target.detachedFromTarget`, browser-wide): the page is gone.
+    fn on_page_detached(&self, params: Option<&RawValue>) {
+        let Some(d) = parse_params::<Detached>(params) else {
+            return;
+        };
+        let removed = self
+            .sessions
+            .lock()
+            .expect("cdp sessions lock")
+            .remove(&d.session_id);
+        if let Some(s) = removed {
+            s.signals.send_modify(|p| {
+                p.gone
+                    .get_or_insert_with(|| "the page was closed".to_owned());
+            });
+        }
+    }
+
+    /// A `Network.*` event of a worker's session, into its page's log. `false` when `session`
+    /// is not a worker's.
+    fn on_worker_network(&self, session: &str, method: &str, params: Option<&RawValue>) -> bool {
+        let log = self
+            .workers
+            .lock()
+            .expect("cdp workers lock")
+            .get(session)
+            .map(|w| w.network.clone());
+        let Some(log) = log else {
+            return false;
+        };
+        if let Some(fetch) = log.on_event(session, method, params) {
+            self.fetch_body(session, fetch.request_id, log);
+        }
+        true
+    }
+
+    /// A `Network.*` event of the page `s`, into its log.
+    fn on_page_network(&self, session: &str, s: &Session, method: &str, params: Option<&RawValue>) {
+        if let Some(fetch) = s.network.on_event(session, method, params) {
+            self.fetch_body(session, fetch.request_id, s.network.clone());
+        }
+    }
+
+    /// A worker of the page (auto-attach, SPEC §16): its requests are the page's. It runs on;
+    /// nothing waits for it.
+    fn on_worker_attached(&self, session: &str, s: &Session, params: Option<&RawValue>) {
         #[derive(Deserialize)]
         #[serde(rename_all = "camelCase")]
         struct AttachedTarget {
@@ -410,176 +443,185 @@ impl Shared {
             #[serde(rename = "type")]
             kind: String,
         }
-
-        if let Some(session) = session {
-            if method.starts_with("Network.") {
-                let log = self
-                    .workers
-                    .lock()
-                    .expect("cdp workers lock")
-                    .get(session)
-                    .map(|w| w.network.clone());
-                if let Some(log) = log {
-                    if let Some(fetch) = log.on_event(session, method, params) {
-                        self.fetch_body(session, fetch.request_id, log);
-                    }
-                    return;
-                }
-            }
+        let Some(a) = parse_params::<AttachedTarget>(params) else {
+            return;
+        };
+        if a.target_info.kind.contains("worker") {
+            self.workers.lock().expect("cdp workers lock").insert(
+                a.session_id.clone(),
+                Worker {
+                    parent: session.to_owned(),
+                    network: s.network.clone(),
+                },
+            );
+            self.send_detached(Some(&a.session_id), &methods::NetworkEnable::default());
         }
-        let Some(session) = session else {
-            if method == "Target.detachedFromTarget" {
-                if let Some(d) = parse::<Detached>(params) {
-                    let removed = self
-                        .sessions
-                        .lock()
-                        .expect("cdp sessions lock")
-                        .remove(&d.session_id);
-                    if let Some(s) = removed {
-                        s.signals.send_modify(|p| {
-                            p.gone
-                                .get_or_insert_with(|| "the page was closed".to_owned());
-                        });
-                    }
-                }
-            }
-            return;
-        };
-        let sessions = self.sessions.lock().expect("cdp sessions lock");
-        let Some(s) = sessions.get(session) else {
-            return;
-        };
-        match method {
-            m if m.starts_with("Network.") => {
-                if let Some(fetch) = s.network.on_event(session, m, params) {
-                    self.fetch_body(session, fetch.request_id, s.network.clone());
-                }
-            }
-            // A worker of the page (auto-attach, SPEC §16): its requests are the page's. It
-            // runs on; nothing waits for it.
-            "Target.attachedToTarget" => {
-                let Some(a) = parse::<AttachedTarget>(params) else {
-                    return;
-                };
-                if a.target_info.kind.contains("worker") {
-                    self.workers.lock().expect("cdp workers lock").insert(
-                        a.session_id.clone(),
-                        Worker {
-                            parent: session.to_owned(),
-                            network: s.network.clone(),
-                        },
-                    );
-                    self.send_detached(Some(&a.session_id), &methods::NetworkEnable::default());
-                }
-                if a.waiting_for_debugger {
-                    self.send_detached(Some(&a.session_id), &methods::RunIfWaitingForDebugger {});
-                }
-            }
-            "Target.detachedFromTarget" => {
-                if let Some(d) = parse::<Detached>(params) {
-                    self.workers
-                        .lock()
-                        .expect("cdp workers lock")
-                        .remove(&d.session_id);
-                }
-            }
-            "Page.frameNavigated" => {
-                let Some(n) = parse::<FrameNavigated>(params) else {
-                    return;
-                };
-                if n.frame.parent_id.is_some() {
-                    return;
-                }
-                s.signals.send_modify(|p| {
-                    p.navigations += 1;
-                    p.loaded = false;
-                    if let (Some(posted), None) = (p.post_pending.take(), &n.frame.unreachable_url)
-                    {
-                        if posted == n.frame.url {
-                            remember(&mut p.posted, posted);
-                        } else {
-                            remember(&mut p.after_post, n.frame.url.clone());
-                        }
-                    }
-                    match n.frame.unreachable_url {
-                        None => {
-                            p.url = n.frame.url;
-                            p.error_page = None;
-                        }
-                        Some(failed) => p.error_page = Some(failed),
-                    }
-                });
-            }
-            "Page.navigatedWithinDocument" => {
-                if let Some(n) = parse::<WithinDocument>(params) {
-                    if n.frame_id == s.target_id {
-                        s.signals.send_modify(|p| p.url = n.url);
-                    }
-                }
-            }
-            // A navigation of the main frame to another document, as soon as it is asked for
-            // (`frameRequestedNavigation`: a form submit, a link, `location = …`) or started
-            // (`frameStartedNavigating`, newer browsers, any initiator). Either may come alone;
-            // counting both twice is harmless, since only growth is looked at.
-            "Page.frameRequestedNavigation" | "Page.frameStartedNavigating" => {
-                let Some(n) = parse::<FrameNavigating>(params) else {
-                    return;
-                };
-                let same_document = n
-                    .navigation_type
-                    .as_deref()
-                    .is_some_and(|t| t.contains("SameDocument") || t == "sameDocument");
-                if n.frame_id == s.target_id && !same_document {
-                    let post = n
-                        .url
-                        .filter(|_| n.reason.as_deref() == Some("formSubmissionPost"));
-                    s.signals.send_modify(|p| {
-                        p.started_navigations += 1;
-                        if post.is_some() {
-                            p.post_pending = post;
-                        }
-                    });
-                }
-            }
-            "Page.javascriptDialogOpening" => {
-                let Some(d) = parse::<DialogOpening>(params) else {
-                    // Unreadable, yet open: dismiss it rather than leave the page stopped.
-                    self.send_detached(
-                        Some(session),
-                        &methods::HandleJavaScriptDialog {
-                            accept: false,
-                            prompt_text: None,
-                        },
-                    );
-                    return;
-                };
-                let reply = s.dialogs.answer(&d.kind, &d.message, &d.default_prompt);
-                tracing::debug!(kind = %d.kind, accept = reply.accept, "answered a JavaScript dialog");
-                self.send_detached(
-                    Some(session),
-                    &methods::HandleJavaScriptDialog {
-                        accept: reply.accept,
-                        prompt_text: reply.prompt_text,
-                    },
-                );
-                s.signals.send_modify(|p| p.dialogs += 1);
-            }
-            "Page.windowOpen" => s.signals.send_modify(|p| p.windows_opened += 1),
-            "Page.loadEventFired" => s.signals.send_modify(|p| {
-                p.loads += 1;
-                p.loaded = true;
-            }),
-            "Inspector.targetCrashed" => s.signals.send_modify(|p| {
-                p.gone
-                    .get_or_insert_with(|| "the page's renderer crashed".to_owned());
-            }),
-            "Inspector.detached" => s.signals.send_modify(|p| {
-                p.gone
-                    .get_or_insert_with(|| "the page was detached".to_owned());
-            }),
-            _ => {}
+        if a.waiting_for_debugger {
+            self.send_detached(Some(&a.session_id), &methods::RunIfWaitingForDebugger {});
         }
     }
+
+    /// A worker of a page is gone: its session is forgotten.
+    fn on_worker_detached(&self, params: Option<&RawValue>) {
+        if let Some(d) = parse_params::<Detached>(params) {
+            self.workers
+                .lock()
+                .expect("cdp workers lock")
+                .remove(&d.session_id);
+        }
+    }
+
+    /// A JavaScript dialog opened on the page `s`: answered as its dialogs say, and counted.
+    fn on_dialog_opening(&self, session: &str, s: &Session, params: Option<&RawValue>) {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct DialogOpening {
+            message: String,
+            #[serde(rename = "type")]
+            kind: String,
+            #[serde(default)]
+            default_prompt: String,
+        }
+        let Some(d) = parse_params::<DialogOpening>(params) else {
+            // Unreadable, yet open: dismiss it rather than leave the page stopped.
+            self.send_detached(
+                Some(session),
+                &methods::HandleJavaScriptDialog {
+                    accept: false,
+                    prompt_text: None,
+                },
+            );
+            return;
+        };
+        let reply = s.dialogs.answer(&d.kind, &d.message, &d.default_prompt);
+        tracing::debug!(kind = %d.kind, accept = reply.accept, "answered a JavaScript dialog");
+        self.send_detached(
+            Some(session),
+            &methods::HandleJavaScriptDialog {
+                accept: reply.accept,
+                prompt_text: reply.prompt_text,
+            },
+        );
+        s.signals.send_modify(|p| p.dialogs += 1);
+    }
+}
+
+/// `Target.detachedFromTarget`'s params: the session that ended.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Detached {
+    session_id: String,
+}
+
+/// An event's params as `T`; `None` when absent or unreadable.
+fn parse_params<T: DeserializeOwned>(params: Option<&RawValue>) -> Option<T> {
+    serde_json::from_str(params?.get()).ok()
+}
+
+/// The main frame of the page `s` committed a document (`Page.frameNavigated`): its URL, or
+/// the error page the browser shows, and whether it answered a POST.
+fn on_frame_navigated(s: &Session, params: Option<&RawValue>) {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Frame {
+        parent_id: Option<String>,
+        url: String,
+        unreachable_url: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct FrameNavigated {
+        frame: Frame,
+    }
+    let Some(n) = parse_params::<FrameNavigated>(params) else {
+        return;
+    };
+    if n.frame.parent_id.is_some() {
+        return;
+    }
+    s.signals.send_modify(|p| {
+        p.navigations += 1;
+        p.loaded = false;
+        if let (Some(posted), None) = (p.post_pending.take(), &n.frame.unreachable_url) {
+            if posted == n.frame.url {
+                remember(&mut p.posted, posted);
+            } else {
+                remember(&mut p.after_post, n.frame.url.clone());
+            }
+        }
+        match n.frame.unreachable_url {
+            None => {
+                p.url = n.frame.url;
+                p.error_page = None;
+            }
+            Some(failed) => p.error_page = Some(failed),
+        }
+    });
+}
+
+/// The main frame of the page `s` moved within its document: its URL.
+fn on_navigated_within_document(s: &Session, params: Option<&RawValue>) {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct WithinDocument {
+        frame_id: String,
+        url: String,
+    }
+    if let Some(n) = parse_params::<WithinDocument>(params) {
+        if n.frame_id == s.target_id {
+            s.signals.send_modify(|p| p.url = n.url);
+        }
+    }
+}
+
+/// A navigation of the main frame to another document, as soon as it is asked for
+/// (`frameRequestedNavigation`: a form submit, a link, `location = …`) or started
+/// (`frameStartedNavigating`, newer browsers, any initiator). Either may come alone; counting
+/// both twice is harmless, since only growth is looked at.
+fn on_navigation_started(s: &Session, params: Option<&RawValue>) {
+    #[derive(Deserialize)]
+    #[serde(rename_all = "camelCase")]
+    struct FrameNavigating {
+        frame_id: String,
+        /// `frameStartedNavigating` only: `sameDocument`, `differentDocument`, `reload`, …
+        navigation_type: Option<String>,
+        /// `frameRequestedNavigation` only: `formSubmissionPost`, `anchorClick`, …
+        reason: Option<String>,
+        /// `frameRequestedNavigation`: where to.
+        url: Option<String>,
+    }
+    let Some(n) = parse_params::<FrameNavigating>(params) else {
+        return;
+    };
+    let same_document = n
+        .navigation_type
+        .as_deref()
+        .is_some_and(|t| t.contains("SameDocument") || t == "sameDocument");
+    if n.frame_id == s.target_id && !same_document {
+        let post = n
+            .url
+            .filter(|_| n.reason.as_deref() == Some("formSubmissionPost"));
+        s.signals.send_modify(|p| {
+            p.started_navigations += 1;
+            if post.is_some() {
+                p.post_pending = post;
+            }
+        });
+    }
+}
+
+/// The page `s` fired `load`.
+fn on_load(s: &Session) {
+    s.signals.send_modify(|p| {
+        p.loads += 1;
+        p.loaded = true;
+    });
+}
+
+/// The page `s` is gone, for the reason `why` unless one was already given.
+fn on_gone(s: &Session, why: &str) {
+    s.signals.send_modify(|p| {
+        p.gone.get_or_insert_with(|| why.to_owned());
+    });
 }
 
 /// Removes a call's entry when the call is dropped before its answer (a deadline passed).

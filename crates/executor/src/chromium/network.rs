@@ -326,118 +326,121 @@ impl NetworkLog {
         let mut guard = lock(&self.window);
         let w = guard.as_mut()?;
         match method {
-            "Network.requestWillBeSent" => {
-                let e: WillBeSent = serde_json::from_str(params.get()).ok()?;
-                let key = e.request_id.clone();
-                let declared = w.early_lengths.remove(&key);
-                if let Some(redirect) = &e.redirect_response {
-                    // The hop before this one got its answer: a redirect.
-                    if let Some(&i) = w.index.get(&key) {
-                        let r = &mut w.requests[i];
-                        self.answered(r);
-                        r.status = RequestStatus::Http(redirect.status);
-                    }
-                    w.index.remove(&key);
-                } else if w.index.contains_key(&key) {
-                    // The same request reported again by another session (a worker's).
-                    return None;
-                }
-                let navigation = e.kind.as_deref() == Some("Document");
-                if let Some(sealed) = &w.sealed {
-                    if !sealed.contains(session) {
-                        return None;
-                    }
-                }
-                if !navigation && is_safe_method(&e.request.method) {
-                    if w.safe.len() < MAX_UNANSWERED_SAFE || w.safe.contains_key(&key) {
-                        w.safe.insert(
-                            key,
-                            Unanswered {
-                                url: e.request.url,
-                                method: e.request.method,
-                                sent_at: now_rfc3339(),
-                            },
-                        );
-                    }
-                    return None;
-                }
-                if w.requests.len() >= self.max_requests {
-                    w.unlisted += 1;
-                    return None;
-                }
-                let body = body_of(&e.request);
-                let fetch = body.is_none() && e.request.has_post_data;
-                w.sessions.insert(session.to_owned());
-                w.index.insert(key, w.requests.len());
-                w.bodies.push(BodySeen {
-                    read: body.map(|b| (b.len() as u64, body_sha256(&b))),
-                    declared,
-                });
-                self.unanswered.send_modify(|n| *n += 1);
-                w.requests.push(SentRequest {
-                    answered_at: None,
-                    answered_by_service_worker: false,
-                    body_bytes: None,
-                    body_sha256: None,
-                    body_unread: None,
-                    error: None,
-                    method: e.request.method,
-                    navigation,
-                    sent_at: now_rfc3339(),
-                    status: RequestStatus::NoResponse,
-                    url: redact_url(&e.request.url),
-                });
-                fetch.then_some(FetchBody {
-                    request_id: e.request_id,
-                })
-            }
-            "Network.requestWillBeSentExtraInfo" => {
-                let e: ExtraInfo = serde_json::from_str(params.get()).ok()?;
-                let length = e.content_length()?;
-                match w.index.get(&e.request_id) {
-                    Some(&i) if w.bodies[i].declared.is_none() => {
-                        w.bodies[i].declared = Some(length)
-                    }
-                    _ if w.early_lengths.len() < MAX_EARLY_LENGTHS => {
-                        w.early_lengths.insert(e.request_id, length);
-                    }
-                    _ => {}
-                }
-                None
-            }
-            "Network.responseReceived" => {
-                let e: ResponseReceived = serde_json::from_str(params.get()).ok()?;
-                w.safe.remove(&e.request_id);
-                let i = *w.index.get(&e.request_id)?;
-                let r = &mut w.requests[i];
-                self.answered(r);
-                r.status = RequestStatus::Http(e.response.status);
-                r.answered_by_service_worker = e.response.from_service_worker;
-                None
-            }
-            "Network.loadingFailed" => {
-                let e: LoadingFailed = serde_json::from_str(params.get()).ok()?;
-                let status = RequestStatus::of_failure(&e.error_text, e.canceled);
-                if let Some(safe) = w.safe.remove(&e.request_id) {
-                    // A safe request is listed only when the host blocked it.
-                    if status == RequestStatus::Blocked {
-                        w.push_blocked(safe, e.error_text, self.max_requests);
-                    }
-                    return None;
-                }
-                let i = *w.index.get(&e.request_id)?;
-                let r = &mut w.requests[i];
-                // A failure after the answer's head (the body broke off) keeps the status: the
-                // server did answer.
-                if matches!(r.status, RequestStatus::NoResponse) {
-                    self.answered(r);
-                    r.status = status;
-                }
-                r.error = Some(e.error_text);
-                None
-            }
+            "Network.requestWillBeSent" => self.on_request_sent(w, session, params),
+            "Network.requestWillBeSentExtraInfo" => on_declared_length(w, params),
+            "Network.responseReceived" => self.on_response(w, params),
+            "Network.loadingFailed" => self.on_loading_failed(w, params),
             _ => None,
         }
+    }
+
+    /// A request leaving the browser (or the next hop of a redirect): listed in `w` unless it
+    /// is a safe request, which is only remembered until answered. Returns it when its body
+    /// must be asked for.
+    fn on_request_sent(
+        &self,
+        w: &mut Window,
+        session: &str,
+        params: &RawValue,
+    ) -> Option<FetchBody> {
+        let e: WillBeSent = serde_json::from_str(params.get()).ok()?;
+        let key = e.request_id.clone();
+        let declared = w.early_lengths.remove(&key);
+        if let Some(redirect) = &e.redirect_response {
+            // The hop before this one got its answer: a redirect.
+            if let Some(&i) = w.index.get(&key) {
+                let r = &mut w.requests[i];
+                self.answered(r);
+                r.status = RequestStatus::Http(redirect.status);
+            }
+            w.index.remove(&key);
+        } else if w.index.contains_key(&key) {
+            // The same request reported again by another session (a worker's).
+            return None;
+        }
+        let navigation = e.kind.as_deref() == Some("Document");
+        if let Some(sealed) = &w.sealed {
+            if !sealed.contains(session) {
+                return None;
+            }
+        }
+        if !navigation && is_safe_method(&e.request.method) {
+            if w.safe.len() < MAX_UNANSWERED_SAFE || w.safe.contains_key(&key) {
+                w.safe.insert(
+                    key,
+                    Unanswered {
+                        url: e.request.url,
+                        method: e.request.method,
+                        sent_at: now_rfc3339(),
+                    },
+                );
+            }
+            return None;
+        }
+        if w.requests.len() >= self.max_requests {
+            w.unlisted += 1;
+            return None;
+        }
+        let body = body_of(&e.request);
+        let fetch = body.is_none() && e.request.has_post_data;
+        w.sessions.insert(session.to_owned());
+        w.index.insert(key, w.requests.len());
+        w.bodies.push(BodySeen {
+            read: body.map(|b| (b.len() as u64, body_sha256(&b))),
+            declared,
+        });
+        self.unanswered.send_modify(|n| *n += 1);
+        w.requests.push(SentRequest {
+            answered_at: None,
+            answered_by_service_worker: false,
+            body_bytes: None,
+            body_sha256: None,
+            body_unread: None,
+            error: None,
+            method: e.request.method,
+            navigation,
+            sent_at: now_rfc3339(),
+            status: RequestStatus::NoResponse,
+            url: redact_url(&e.request.url),
+        });
+        fetch.then_some(FetchBody {
+            request_id: e.request_id,
+        })
+    }
+
+    /// A request's answer arrived: its status, and whether a service worker gave it.
+    fn on_response(&self, w: &mut Window, params: &RawValue) -> Option<FetchBody> {
+        let e: ResponseReceived = serde_json::from_str(params.get()).ok()?;
+        w.safe.remove(&e.request_id);
+        let i = *w.index.get(&e.request_id)?;
+        let r = &mut w.requests[i];
+        self.answered(r);
+        r.status = RequestStatus::Http(e.response.status);
+        r.answered_by_service_worker = e.response.from_service_worker;
+        None
+    }
+
+    /// A request failed: its failure, listed for a safe request only when the host blocked it.
+    fn on_loading_failed(&self, w: &mut Window, params: &RawValue) -> Option<FetchBody> {
+        let e: LoadingFailed = serde_json::from_str(params.get()).ok()?;
+        let status = RequestStatus::of_failure(&e.error_text, e.canceled);
+        if let Some(safe) = w.safe.remove(&e.request_id) {
+            // A safe request is listed only when the host blocked it.
+            if status == RequestStatus::Blocked {
+                w.push_blocked(safe, e.error_text, self.max_requests);
+            }
+            return None;
+        }
+        let i = *w.index.get(&e.request_id)?;
+        let r = &mut w.requests[i];
+        // A failure after the answer's head (the body broke off) keeps the status: the
+        // server did answer.
+        if matches!(r.status, RequestStatus::NoResponse) {
+            self.answered(r);
+            r.status = status;
+        }
+        r.error = Some(e.error_text);
+        None
     }
 
     /// `r` has its answer (or its failure) now: stamped, and counted off the first time.
@@ -508,6 +511,21 @@ impl NetworkLog {
             w.bodies[i].read = Some((body.len() as u64, body_sha256(body)));
         }
     }
+}
+
+/// The body length a request declared (`Network.requestWillBeSentExtraInfo`), kept with the
+/// request, or until it is seen when this came first.
+fn on_declared_length(w: &mut Window, params: &RawValue) -> Option<FetchBody> {
+    let e: ExtraInfo = serde_json::from_str(params.get()).ok()?;
+    let length = e.content_length()?;
+    match w.index.get(&e.request_id) {
+        Some(&i) if w.bodies[i].declared.is_none() => w.bodies[i].declared = Some(length),
+        _ if w.early_lengths.len() < MAX_EARLY_LENGTHS => {
+            w.early_lengths.insert(e.request_id, length);
+        }
+        _ => {}
+    }
+    None
 }
 
 /// The request's body from the event: its entries' bytes (base64) one after the other, else

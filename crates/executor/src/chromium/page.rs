@@ -23,6 +23,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::watch;
+use tokio::time::error::Elapsed;
 use tokio::time::{timeout_at, Instant};
 
 use super::browser::Browser;
@@ -2081,81 +2082,109 @@ impl Page {
         deadline: Instant,
         mutations: &AtomicU64,
     ) -> ActionOutcome {
-        enum How {
-            Url(String),
-            /// A history entry, and its URL when it is a POST's answer the caller lets go again.
-            Entry(i64, Option<String>),
-            Reload,
-        }
         if let Err(refused) = self.before(expect, deadline).await {
             return refused;
         }
-        let s = Some(self.session_id.as_str());
-        let how = match to {
-            Navigation::Url(u) => How::Url(u.clone()),
-            other => {
-                let history = match timeout_at(
-                    deadline,
-                    self.browser.cdp.call(s, &methods::GetNavigationHistory {}),
-                )
-                .await
-                {
-                    Ok(Ok(h)) => h,
-                    Ok(Err(e)) => {
-                        return ActionOutcome::Failed(format!(
-                            "reading the tab's history failed ({e}); nothing was sent"
-                        ))
-                    }
-                    Err(_) => return ActionOutcome::Failed(
-                        "the tab's history could not be read before the deadline; nothing was sent"
-                            .into(),
-                    ),
-                };
-                let (index, word) = match other {
-                    Navigation::Back => (history.current_index.checked_sub(1), "back"),
-                    Navigation::Forward => (history.current_index.checked_add(1), "forward"),
-                    _ => (Some(history.current_index), "reload"),
-                };
-                let entry = index
-                    .and_then(|i| history.entries.get(i))
-                    .filter(|e| !(word == "back" && e.url == "about:blank"));
-                let Some(entry) = entry else {
-                    return ActionOutcome::Failed(format!(
-                        "there is no page to go {word} to in this tab's history; nothing was sent"
-                    ));
-                };
-                let resends = {
-                    let p = self.signals.borrow();
-                    p.posted.contains(&entry.url)
-                        || (entry.transition_type == "form_submit"
-                            && !p.after_post.contains(&entry.url))
-                };
-                if resends && !allow_resubmit {
-                    let what = if word == "reload" {
-                        format!("reloading {}", entry.url)
-                    } else {
-                        format!("going {word} to {}", entry.url)
-                    };
-                    return ActionOutcome::NotSent(
-                        NotSent::Resubmit,
-                        format!(
-                            "{what} may send a form again: that page was reached by submitting one; nothing was sent. Navigate to a URL instead, or pass \"allowResubmit\": true to send the form again"
-                        ),
-                    );
-                }
-                if word == "reload" {
-                    How::Reload
-                } else {
-                    How::Entry(entry.id, resends.then(|| entry.url.clone()))
-                }
-            }
+        let route = match to {
+            Navigation::Url(u) => Route::Url(u.clone()),
+            other => match self.history_step(other, allow_resubmit, deadline).await {
+                Ok(route) => route,
+                Err(refused) => return refused,
+            },
         };
         let _asked = self.dialogs.asked(dialog);
         let before_url = self.signals.borrow().url.clone();
         let marks = self.marks();
         mutations.fetch_add(1, Ordering::SeqCst);
-        let sent = match &how {
-            How::Url(url) => timeout_at(
+        let sent = self.send_navigation(&route, deadline).await;
+        if let Err(outcome) = navigation_answer(sent) {
+            return outcome;
+        }
+        if let Err(outcome) = self
+            .navigation_arrival(&route, marks, &before_url, deadline)
+            .await
+        {
+            return outcome;
+        }
+        self.navigation_observed(expect, deadline).await
+    }
+
+    /// Back, forward or reload as the history entry it goes to, read from the tab's history;
+    /// refused when there is none, or when going there may send a form again and the caller
+    /// did not allow it.
+    async fn history_step(
+        &self,
+        to: &Navigation,
+        allow_resubmit: bool,
+        deadline: Instant,
+    ) -> Result<Route, ActionOutcome> {
+        let s = Some(self.session_id.as_str());
+        let history = match timeout_at(
+            deadline,
+            self.browser.cdp.call(s, &methods::GetNavigationHistory {}),
+        )
+        .await
+        {
+            Ok(Ok(h)) => h,
+            Ok(Err(e)) => {
+                return Err(ActionOutcome::Failed(format!(
+                    "reading the tab's history failed ({e}); nothing was sent"
+                )))
+            }
+            Err(_) => {
+                return Err(ActionOutcome::Failed(
+                    "the tab's history could not be read before the deadline; nothing was sent"
+                        .into(),
+                ))
+            }
+        };
+        let (index, word) = match to {
+            Navigation::Back => (history.current_index.checked_sub(1), "back"),
+            Navigation::Forward => (history.current_index.checked_add(1), "forward"),
+            _ => (Some(history.current_index), "reload"),
+        };
+        let entry = index
+            .and_then(|i| history.entries.get(i))
+            .filter(|e| !(word == "back" && e.url == "about:blank"));
+        let Some(entry) = entry else {
+            return Err(ActionOutcome::Failed(format!(
+                "there is no page to go {word} to in this tab's history; nothing was sent"
+            )));
+        };
+        let resends = {
+            let p = self.signals.borrow();
+            p.posted.contains(&entry.url)
+                || (entry.transition_type == "form_submit" && !p.after_post.contains(&entry.url))
+        };
+        if resends && !allow_resubmit {
+            let what = if word == "reload" {
+                format!("reloading {}", entry.url)
+            } else {
+                format!("going {word} to {}", entry.url)
+            };
+            return Err(ActionOutcome::NotSent(
+                NotSent::Resubmit,
+                format!(
+                    "{what} may send a form again: that page was reached by submitting one; nothing was sent. Navigate to a URL instead, or pass \"allowResubmit\": true to send the form again"
+                ),
+            ));
+        }
+        Ok(if word == "reload" {
+            Route::Reload
+        } else {
+            Route::Entry(entry.id, resends.then(|| entry.url.clone()))
+        })
+    }
+
+    /// Sends the navigation `route` says; its answer is the error text the browser gave, if any.
+    async fn send_navigation(
+        &self,
+        route: &Route,
+        deadline: Instant,
+    ) -> Result<Result<Option<String>, CdpError>, Elapsed> {
+        let s = Some(self.session_id.as_str());
+        match route {
+            Route::Url(url) => timeout_at(
                 deadline,
                 self.browser
                     .cdp
@@ -2163,7 +2192,7 @@ impl Page {
             )
             .await
             .map(|r| r.map(|n| n.error_text)),
-            How::Entry(id, _) => timeout_at(
+            Route::Entry(id, _) => timeout_at(
                 deadline,
                 self.browser
                     .cdp
@@ -2171,7 +2200,7 @@ impl Page {
             )
             .await
             .map(|r| r.map(|_| None)),
-            How::Reload => timeout_at(
+            Route::Reload => timeout_at(
                 deadline,
                 self.browser.cdp.call(
                     s,
@@ -2182,88 +2211,80 @@ impl Page {
             )
             .await
             .map(|r| r.map(|_| None)),
+        }
+    }
+
+    /// Waits for the navigation's new page; `Err` with the outcome when none arrived and the
+    /// form of a POST's answer is not to be sent again by [`Page::resend_form`].
+    async fn navigation_arrival(
+        &self,
+        route: &Route,
+        marks: Marks,
+        before_url: &str,
+        deadline: Instant,
+    ) -> Result<(), ActionOutcome> {
+        let Err(unseen) = self.arrival(marks, before_url, deadline).await else {
+            return Ok(());
         };
-        match sent {
-            Err(_) => {
-                return ActionOutcome::Uncertain(
-                    "the navigation was sent; the browser did not answer before the deadline"
-                        .into(),
-                )
-            }
-            Ok(Err(e @ CdpError::Protocol { .. })) => {
-                return ActionOutcome::Failed(format!(
-                    "the browser refused the navigation ({e}); nothing was sent"
-                ))
-            }
-            Ok(Err(e)) => {
-                return ActionOutcome::Uncertain(format!(
-                    "the navigation was sent, then {e}; whether it reached the server is unknown"
-                ))
-            }
-            Ok(Ok(Some(error))) => {
-                let unreached = [
-                    "ERR_CONNECTION_REFUSED",
-                    "ERR_NAME_NOT_RESOLVED",
-                    "ERR_ADDRESS_UNREACHABLE",
-                    "ERR_INVALID_URL",
-                    "ERR_BLOCKED",
-                    "ERR_UNSAFE_PORT",
-                ];
-                if unreached.iter().any(|u| error.contains(u)) {
-                    return ActionOutcome::Failed(format!(
-                        "the page did not load: {error} (the server was not reached)"
-                    ));
-                }
-                return ActionOutcome::Uncertain(format!(
-                    "the navigation was sent and failed with {error}; whether the server received it is unknown"
-                ));
-            }
-            Ok(Ok(None)) => {}
+        // Going back or forward to a POST's answer, the browser asks before sending the
+        // form again and shows its error page instead; the caller allowed it, so it is
+        // sent as a person would: by reloading that page.
+        let again =
+            matches!(route, Route::Entry(_, Some(url)) if unseen.as_deref() == Some(url.as_str()));
+        if !again {
+            return Err(ActionOutcome::Uncertain(match unseen {
+                Some(failed) => format!(
+                    "the navigation was sent, and the browser shows its error page for {failed}: the request may have reached the server; its answer did not arrive"
+                ),
+                None => self.gone().map_or_else(
+                    || "the navigation was sent, and no new page arrived before the deadline".to_owned(),
+                    |g| format!("the navigation was sent, then {g}; whether it took effect is unknown"),
+                ),
+            }));
+        }
+        self.resend_form(deadline).await
+    }
+
+    /// Sends a POST's answer's form again, by reloading the page it answered, and waits for
+    /// the new page.
+    async fn resend_form(&self, deadline: Instant) -> Result<(), ActionOutcome> {
+        let s = Some(self.session_id.as_str());
+        let marks = self.position();
+        let before_url = self.signals.borrow().url.clone();
+        let reload = timeout_at(
+            deadline,
+            self.browser.cdp.call(
+                s,
+                &methods::Reload {
+                    ignore_cache: false,
+                },
+            ),
+        )
+        .await;
+        if !matches!(reload, Ok(Ok(_))) {
+            return Err(ActionOutcome::Uncertain(
+                "the form was being sent again (a reload of the page it answered); the browser did not confirm it".into(),
+            ));
         }
         if let Err(unseen) = self.arrival(marks, &before_url, deadline).await {
-            // Going back or forward to a POST's answer, the browser asks before sending the
-            // form again and shows its error page instead; the caller allowed it, so it is
-            // sent as a person would: by reloading that page.
-            let again =
-                matches!(&how, How::Entry(_, Some(url)) if unseen.as_deref() == Some(url.as_str()));
-            if !again {
-                return ActionOutcome::Uncertain(match unseen {
-                    Some(failed) => format!(
-                        "the navigation was sent, and the browser shows its error page for {failed}: the request may have reached the server; its answer did not arrive"
-                    ),
-                    None => self.gone().map_or_else(
-                        || "the navigation was sent, and no new page arrived before the deadline".to_owned(),
-                        |g| format!("the navigation was sent, then {g}; whether it took effect is unknown"),
-                    ),
-                });
-            }
-            let marks = self.position();
-            let before_url = self.signals.borrow().url.clone();
-            let reload = timeout_at(
-                deadline,
-                self.browser.cdp.call(
-                    s,
-                    &methods::Reload {
-                        ignore_cache: false,
-                    },
-                ),
-            )
-            .await;
-            if !matches!(reload, Ok(Ok(_))) {
-                return ActionOutcome::Uncertain(
-                    "the form was being sent again (a reload of the page it answered); the browser did not confirm it".into(),
-                );
-            }
-            if let Err(unseen) = self.arrival(marks, &before_url, deadline).await {
-                return ActionOutcome::Uncertain(format!(
-                    "the form was sent again, and {}",
-                    unseen.map_or_else(
-                        || "no new page arrived before the deadline".to_owned(),
-                        |f| format!("the browser shows its error page for {f}")
-                    )
-                ));
-            }
+            return Err(ActionOutcome::Uncertain(format!(
+                "the form was sent again, and {}",
+                unseen.map_or_else(
+                    || "no new page arrived before the deadline".to_owned(),
+                    |f| format!("the browser shows its error page for {f}")
+                )
+            )));
         }
+        Ok(())
+    }
+
+    /// What the navigation shows once its page arrived: `expect` if given, else the URL it
+    /// ended on.
+    async fn navigation_observed(
+        &self,
+        expect: Option<&Expect>,
+        deadline: Instant,
+    ) -> ActionOutcome {
         match expect {
             Some(e) => self.watch(e, deadline, "the navigation").await,
             None => {
@@ -2534,6 +2555,52 @@ impl Page {
             Err(EvalError::Deadline) => QueryOutcome::TimedOut,
             Err(e) => QueryOutcome::Failed(self.gone().unwrap_or_else(|| e.to_string())),
         }
+    }
+}
+
+/// Which way `page.navigate` goes where it was asked, chosen before anything is sent.
+enum Route {
+    Url(String),
+    /// A history entry, and its URL when it is a POST's answer the caller lets go again.
+    Entry(i64, Option<String>),
+    Reload,
+}
+
+/// The browser's answer to a navigation sent: `Err` with the outcome when it failed, refused
+/// it or did not answer (the server unreached is told apart from a request that may have
+/// reached it).
+fn navigation_answer(
+    sent: Result<Result<Option<String>, CdpError>, Elapsed>,
+) -> Result<(), ActionOutcome> {
+    match sent {
+        Err(_) => Err(ActionOutcome::Uncertain(
+            "the navigation was sent; the browser did not answer before the deadline".into(),
+        )),
+        Ok(Err(e @ CdpError::Protocol { .. })) => Err(ActionOutcome::Failed(format!(
+            "the browser refused the navigation ({e}); nothing was sent"
+        ))),
+        Ok(Err(e)) => Err(ActionOutcome::Uncertain(format!(
+            "the navigation was sent, then {e}; whether it reached the server is unknown"
+        ))),
+        Ok(Ok(Some(error))) => {
+            let unreached = [
+                "ERR_CONNECTION_REFUSED",
+                "ERR_NAME_NOT_RESOLVED",
+                "ERR_ADDRESS_UNREACHABLE",
+                "ERR_INVALID_URL",
+                "ERR_BLOCKED",
+                "ERR_UNSAFE_PORT",
+            ];
+            if unreached.iter().any(|u| error.contains(u)) {
+                return Err(ActionOutcome::Failed(format!(
+                    "the page did not load: {error} (the server was not reached)"
+                )));
+            }
+            Err(ActionOutcome::Uncertain(format!(
+                "the navigation was sent and failed with {error}; whether the server received it is unknown"
+            )))
+        }
+        Ok(Ok(None)) => Ok(()),
     }
 }
 
