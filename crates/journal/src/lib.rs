@@ -326,27 +326,8 @@ impl Journal {
         files::prepare_dir(dir)?;
         let lock = files::lock_dir(dir)?;
         let path = dir.join(files::LOG_FILE);
-        for leftover in [files::COMPACT_FILE, files::NEW_FILE, end::END_NEW_FILE] {
-            // An unfinished compaction or creation: the log itself is still the whole journal.
-            match std::fs::remove_file(dir.join(leftover)) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                    return Err(Error::Io {
-                        path: dir.join(leftover),
-                        op: "removing",
-                        source: e,
-                    })
-                }
-                _ => {}
-            }
-        }
-        let mut marks = end::read(dir)?;
-        if std::fs::symlink_metadata(&path).is_err() {
-            // No log: a new journal — unless the recorded end says there was one.
-            if let Some(marks) = &marks {
-                end::verify_missing(&path, marks)?;
-            }
-            marks = Some(vec![create_log(dir, &path)?]);
-        }
+        remove_leftovers(dir)?;
+        let marks = marks_or_new_log(dir, &path)?;
         let file = Arc::new(files::open_file(&path, true, false)?);
         let (len, version, named) = read_header(&path, &file)?;
         let recover::Read {
@@ -354,117 +335,19 @@ impl Journal {
             fold,
             recovered,
         } = recover::read(&path, &file, len, true)?;
-        match &marks {
-            // A log written by an older release (unnamed) cannot be matched with a recorded end.
-            Some(marks) if named != 0 => end::verify(&path, marks, named, end.end)?,
-            _ if named != 0 || marks.is_some() => tracing::warn!(
-                "journal {}: {}, so whether the log was shortened cannot be checked this once; its end is recorded from now on",
-                path.display(),
-                if named == 0 { "the log was written by an older polaris" } else { "there is no journal.end beside it" },
-            ),
-            _ => {}
-        }
+        check_recorded_end(&path, marks.as_deref(), named, end.end)?;
         if let Some(tail) = &end.tail {
-            tracing::warn!(
-                "journal {}: cut a torn tail of {} bytes at byte offset {} ({}): the last write was unfinished when the host stopped",
-                path.display(),
-                tail.bytes,
-                tail.offset,
-                tail.why
-            );
-            file.set_len(tail.offset)
-                .and_then(|_| file.sync_all())
-                .map_err(|source| Error::Io {
-                    path: path.clone(),
-                    op: "cutting the torn tail",
-                    source,
-                })?;
+            cut_torn_tail(&path, &file, tail)?;
         }
-        let log = if named == 0 {
-            format::new_log_name()
-        } else {
-            named
-        };
-        if version != FORMAT_VERSION || named == 0 {
-            // Version 1's blocks are valid version 2 blocks (none marked overlapped); from
-            // here on blocks may be marked, which version 1 cannot read: say so in the header.
-            // A log from before `journal.end` gets its name.
-            use std::os::unix::fs::FileExt;
-            file.write_all_at(&format::header_of_log(FORMAT_VERSION, log), 0)
-                .and_then(|_| file.sync_data())
-                .map_err(|source| Error::Io {
-                    path: path.clone(),
-                    op: "upgrading the header",
-                    source,
-                })?;
-            if version != FORMAT_VERSION {
-                tracing::info!(
-                    "journal {}: format version {version} read and its header upgraded to version {FORMAT_VERSION} (older polaris releases cannot open it any more)",
-                    path.display()
-                );
-            }
-        }
+        let log = upgrade_header(&path, &file, version, named)?;
         // What this open found is durable (a cut tail is gone): record it before serving.
         let start = end::Mark { log, end: end.end };
         end::write(dir, &[start], true)?;
         let ends = Arc::new(end::Ends::new(dir, start));
         let allocated = if end.tail.is_some() { end.end } else { len };
-        let growth = grow::Growth::new(allocated);
-        if options.preallocate > 0 {
-            growth.spawn().map_err(|source| Error::Io {
-                path: path.clone(),
-                op: "starting the thread that writes zeros ahead",
-                source,
-            })?;
-        }
-        let runs = fold.run_indexes();
-        let records = fold.records;
-        let acct = fold.acct;
-        let shared = Shared::new(
-            FileState {
-                file,
-                end: end.end,
-                allocated,
-                preallocate: options.preallocate,
-                extra_sync_latency: options.extra_sync_latency,
-                generation: 0,
-                growth,
-            },
-            runs,
-            records,
-            acct,
-            options.flusher,
-        );
-        let threads = match options.flusher {
-            FlusherKind::Thread if options.overlap => format::MAX_UNFINISHED_WRITES,
-            FlusherKind::Thread => 1,
-            FlusherKind::SpawnBlocking => 0,
-        };
-        let flushers = Mutex::new(Vec::with_capacity(threads));
-        for _ in 0..threads {
-            let s = shared.clone();
-            let spawned = std::thread::Builder::new()
-                .name("polaris-journal".into())
-                .spawn(move || s.run_thread());
-            match spawned {
-                Ok(t) => flushers.lock().unwrap_or_else(|p| p.into_inner()).push(t),
-                Err(source) => {
-                    shared.close();
-                    join_all(&flushers);
-                    return Err(Error::Io {
-                        path: path.clone(),
-                        op: "starting the flusher thread",
-                        source,
-                    });
-                }
-            }
-        }
-        let recorder = {
-            let (s, e) = (shared.clone(), ends.clone());
-            std::thread::Builder::new()
-                .name("polaris-journal-end".into())
-                .spawn(move || record_ends(s, e))
-        };
+        let shared = shared_state(&path, file, end.end, allocated, &options, fold)?;
+        let flushers = start_flushers(&shared, &path, options.flusher, options.overlap)?;
+        let recorder = start_recorder(&shared, &ends);
         let inner = Inner {
             dir: dir.to_owned(),
             path,
@@ -575,6 +458,196 @@ impl Journal {
             }
         }
     }
+}
+/// Removes what an unfinished compaction or creation left beside the log: the log itself is
+/// still the whole journal.
+fn remove_leftovers(dir: &Path) -> Result<(), Error> {
+    for leftover in [files::COMPACT_FILE, files::NEW_FILE, end::END_NEW_FILE] {
+        match std::fs::remove_file(dir.join(leftover)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(Error::Io {
+                    path: dir.join(leftover),
+                    op: "removing",
+                    source: e,
+                })
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The recorded ends (`journal.end`), after creating the log when there is none — refused when
+/// the recorded end says there was one.
+fn marks_or_new_log(dir: &Path, path: &Path) -> Result<Option<Vec<end::Mark>>, Error> {
+    let mut marks = end::read(dir)?;
+    if std::fs::symlink_metadata(path).is_err() {
+        // No log: a new journal — unless the recorded end says there was one.
+        if let Some(marks) = &marks {
+            end::verify_missing(path, marks)?;
+        }
+        marks = Some(vec![create_log(dir, path)?]);
+    }
+    Ok(marks)
+}
+
+/// Refuses a log shorter than its recorded end; warns when it cannot be checked (no
+/// `journal.end`, or a log from before logs were named).
+fn check_recorded_end(
+    path: &Path,
+    marks: Option<&[end::Mark]>,
+    named: u32,
+    valid_end: u64,
+) -> Result<(), Error> {
+    match marks {
+        // A log written by an older release (unnamed) cannot be matched with a recorded end.
+        Some(marks) if named != 0 => end::verify(path, marks, named, valid_end)?,
+        _ if named != 0 || marks.is_some() => tracing::warn!(
+            "journal {}: {}, so whether the log was shortened cannot be checked this once; its end is recorded from now on",
+            path.display(),
+            if named == 0 { "the log was written by an older polaris" } else { "there is no journal.end beside it" },
+        ),
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Cuts the torn tail (the last write, unfinished when the host stopped) off the log, durably,
+/// with a warning naming its offset.
+fn cut_torn_tail(path: &Path, file: &std::fs::File, tail: &CutTail) -> Result<(), Error> {
+    tracing::warn!(
+        "journal {}: cut a torn tail of {} bytes at byte offset {} ({}): the last write was unfinished when the host stopped",
+        path.display(),
+        tail.bytes,
+        tail.offset,
+        tail.why
+    );
+    file.set_len(tail.offset)
+        .and_then(|_| file.sync_all())
+        .map_err(|source| Error::Io {
+            path: path.to_owned(),
+            op: "cutting the torn tail",
+            source,
+        })
+}
+
+/// The log's name, after rewriting a header of an older format version, or one without a
+/// name, as the current one.
+fn upgrade_header(
+    path: &Path,
+    file: &std::fs::File,
+    version: u32,
+    named: u32,
+) -> Result<u32, Error> {
+    let log = if named == 0 {
+        format::new_log_name()
+    } else {
+        named
+    };
+    if version != FORMAT_VERSION || named == 0 {
+        // Version 1's blocks are valid version 2 blocks (none marked overlapped); from
+        // here on blocks may be marked, which version 1 cannot read: say so in the header.
+        // A log from before `journal.end` gets its name.
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(&format::header_of_log(FORMAT_VERSION, log), 0)
+            .and_then(|_| file.sync_data())
+            .map_err(|source| Error::Io {
+                path: path.to_owned(),
+                op: "upgrading the header",
+                source,
+            })?;
+        if version != FORMAT_VERSION {
+            tracing::info!(
+                "journal {}: format version {version} read and its header upgraded to version {FORMAT_VERSION} (older polaris releases cannot open it any more)",
+                path.display()
+            );
+        }
+    }
+    Ok(log)
+}
+
+/// The state the appenders and flushers share, from what the open read, with the thread that
+/// writes zeros ahead started when the options ask for it.
+fn shared_state(
+    path: &Path,
+    file: Arc<std::fs::File>,
+    end: u64,
+    allocated: u64,
+    options: &Options,
+    fold: recover::Fold,
+) -> Result<Arc<Shared>, Error> {
+    let growth = grow::Growth::new(allocated);
+    if options.preallocate > 0 {
+        growth.spawn().map_err(|source| Error::Io {
+            path: path.to_owned(),
+            op: "starting the thread that writes zeros ahead",
+            source,
+        })?;
+    }
+    let runs = fold.run_indexes();
+    let records = fold.records;
+    let acct = fold.acct;
+    Ok(Shared::new(
+        FileState {
+            file,
+            end,
+            allocated,
+            preallocate: options.preallocate,
+            extra_sync_latency: options.extra_sync_latency,
+            generation: 0,
+            growth,
+        },
+        runs,
+        records,
+        acct,
+        options.flusher,
+    ))
+}
+
+/// Starts the flusher threads `flusher` and `overlap` ask for (none when appenders flush on
+/// the blocking pool); when one cannot start, stops those already started.
+fn start_flushers(
+    shared: &Arc<Shared>,
+    path: &Path,
+    flusher: FlusherKind,
+    overlap: bool,
+) -> Result<Mutex<Vec<std::thread::JoinHandle<()>>>, Error> {
+    let threads = match flusher {
+        FlusherKind::Thread if overlap => format::MAX_UNFINISHED_WRITES,
+        FlusherKind::Thread => 1,
+        FlusherKind::SpawnBlocking => 0,
+    };
+    let flushers = Mutex::new(Vec::with_capacity(threads));
+    for _ in 0..threads {
+        let s = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("polaris-journal".into())
+            .spawn(move || s.run_thread());
+        match spawned {
+            Ok(t) => flushers.lock().unwrap_or_else(|p| p.into_inner()).push(t),
+            Err(source) => {
+                shared.close();
+                join_all(&flushers);
+                return Err(Error::Io {
+                    path: path.to_owned(),
+                    op: "starting the flusher thread",
+                    source,
+                });
+            }
+        }
+    }
+    Ok(flushers)
+}
+
+/// Starts the thread that records the journal's durable end ([`record_ends`]).
+fn start_recorder(
+    shared: &Arc<Shared>,
+    ends: &Arc<end::Ends>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let (s, e) = (shared.clone(), ends.clone());
+    std::thread::Builder::new()
+        .name("polaris-journal-end".into())
+        .spawn(move || record_ends(s, e))
 }
 
 /// Joins the flusher threads (after [`Shared::close`]).
