@@ -19,9 +19,7 @@ use super::failures::{admission_error, not_durable};
 use super::task_record::TaskRecordData;
 use super::to_data;
 use super::{reject, wait_outcome, Counters, Handled, Host, Replay, State};
-use crate::book::{
-    digest, Book, BookFull, ClearBatch, Entry, Limit, Receipt, ReplyWaiters, RequestKey,
-};
+use crate::book::{digest, Book, BookFull, Entry, Limit, Receipt, ReplyWaiters, RequestKey};
 use crate::events::{EventBus, ReceiptFacts};
 use crate::journal::{self, Begun, Completed, Record, RequestPieces, TaskEvent, Ticket};
 use crate::protocol::introspection::RequestRejectedEvent;
@@ -31,7 +29,7 @@ use crate::protocol::{
     ErrorCode, ExecutorCommand, Fingerprint, FrameCommand, Method, Outcome, ReadCommand,
     ReceiptKind,
 };
-use crate::tasks::{Task, TaskId};
+use crate::tasks::Task;
 
 /// What the receipt rules decided for a request that is not answered at once.
 pub(super) enum Admitted<'a> {
@@ -188,8 +186,10 @@ impl Host {
             }
             Entry::Tombstone(t, batch) => {
                 let same = t.digest == digest(&request.text());
-                let (counters, events) = (&mut st.counters, &mut st.events);
-                return Err(self.refuse_cleared(counters, events, asked, batch, same));
+                st.counters.rejected_cleared += 1;
+                let error = cleared_error(request_id, batch.at, &batch.reason, same);
+                let code = ErrorCode::ReceiptCleared;
+                return Err(self.refuse(&mut st.events, asked, None, code, error));
             }
             Entry::Vacant(vacancy) => vacancy,
         };
@@ -204,16 +204,25 @@ impl Host {
             return Err(self.refuse(&mut st.events, asked, None, code, error));
         }
 
-        // Admission: the task must exist and accept the action. The admitted task stays at
-        // hand (its receipt count goes up once the receipt exists).
-        let (task_id, task) = match task_named(&mutation) {
+        // Admission: the task must exist and accept the action.
+        let task_named = match &mutation {
+            Ok(work) => work.task_id(),
+            Err(close) => Some(close.task_id()),
+        };
+        // The admitted task stays at hand (its receipt count goes up once the receipt exists).
+        let (task_id, task) = match task_named {
             None => (None, None),
             Some(tid) => {
                 let Some(task) = st.tasks.get_mut(tid) else {
                     return Err(self.refuse_missing_task(st, asked, tid, &request));
                 };
-                let (counters, events) = (&mut st.counters, &mut st.events);
-                self.check_task_admits(task, counters, events, asked, &key)?;
+                if let Err(refusal) = task.admit(method) {
+                    let code = refusal.code();
+                    task.record(&key, method, now, code.as_str());
+                    let error = admission_error(task, method, code);
+                    st.counters.rejected_blocked += u64::from(code == ErrorCode::TaskBlocked);
+                    return Err(self.refuse(&mut st.events, asked, Some(tid), code, error));
+                }
                 (Some(task.id.clone()), Some(task))
             }
         };
@@ -224,8 +233,17 @@ impl Host {
         }
         let stored = request.into_stored(task_id.as_deref());
         let inserted = vacancy.insert_running(stored, method, task_id.clone(), now);
-        let slot = inserted
-            .map_err(|full| self.refuse_capacity(&mut st.counters, &mut st.events, asked, &full))?;
+        let slot = inserted.map_err(|full| {
+            st.counters.rejected_capacity += 1;
+            let error = capacity_error(method, &full);
+            self.refuse(
+                &mut st.events,
+                asked,
+                None,
+                ErrorCode::ReceiptCapacityFull,
+                error,
+            )
+        })?;
         let is_closing = mutation.is_err();
         let claim = self.ledger().is_some();
         let begun = match (self.journal(), is_closing, begin) {
@@ -240,7 +258,13 @@ impl Host {
             task.receipts += 1;
             turn_now = self.takes_turn_now(task, &mutation, &key, method, now, claim);
         }
-        publish_created(&mut st.events, asked, task_id.as_ref());
+        st.events
+            .publish_receipt("receipt.created", now, || ReceiptFacts::Created {
+                request_id: request_id.into(),
+                method: method.as_str(),
+                task_id: task_id.clone(),
+            });
+
         let execution = Execution {
             request_id: Cow::Borrowed(request_id),
             key,
@@ -252,75 +276,12 @@ impl Host {
             claim,
             turn_now,
         };
-        self.admitted_as(st, execution, mutation)
-    }
-
-    /// The way a created receipt leaves admission: the executor's work, a closing to claim in
-    /// the fleet ledger first, a `task.finish` queued behind its task's requests in flight, or
-    /// a closing done at once.
-    #[inline]
-    fn admitted_as<'a>(
-        &self,
-        st: &mut State,
-        execution: Execution<'a, ()>,
-        mutation: Result<Work<'a>, CloseCommand>,
-    ) -> Result<Admitted<'a>, Handled> {
-        let (claim, turn_now) = (execution.claim, execution.turn_now);
         match mutation {
             Ok(work) => Ok(Admitted::Execute(execution.with(work))),
             Err(close) if claim => Ok(Admitted::CloseClaimed(execution.with(close))),
             Err(close) if !turn_now => Ok(Admitted::CloseQueued(execution.with(close))),
             Err(close) => Err(self.close_task(st, execution.with(close))),
         }
-    }
-
-    /// Refuses a request whose ID belongs to a cleared receipt (`same`: with the same content).
-    fn refuse_cleared(
-        &self,
-        counters: &mut Counters,
-        events: &mut EventBus,
-        asked: Asked<'_>,
-        batch: &ClearBatch,
-        same: bool,
-    ) -> Handled {
-        counters.rejected_cleared += 1;
-        let error = cleared_error(asked.request_id, batch.at, &batch.reason, same);
-        self.refuse(events, asked, None, ErrorCode::ReceiptCleared, error)
-    }
-
-    /// Refuses a request its task does not accept now (closed, blocked, …), recording the
-    /// refusal in the task's history.
-    #[inline]
-    fn check_task_admits(
-        &self,
-        task: &mut Task,
-        counters: &mut Counters,
-        events: &mut EventBus,
-        asked: Asked<'_>,
-        key: &RequestKey,
-    ) -> Result<(), Handled> {
-        let Asked { method, now, .. } = asked;
-        let Err(refusal) = task.admit(method) else {
-            return Ok(());
-        };
-        let code = refusal.code();
-        task.record(key, method, now, code.as_str());
-        let error = admission_error(task, method, code);
-        counters.rejected_blocked += u64::from(code == ErrorCode::TaskBlocked);
-        Err(self.refuse(events, asked, Some(&*task.id), code, error))
-    }
-
-    /// Refuses a request the book has no room for (`RECEIPT_CAPACITY_FULL`).
-    fn refuse_capacity(
-        &self,
-        counters: &mut Counters,
-        events: &mut EventBus,
-        asked: Asked<'_>,
-        full: &BookFull,
-    ) -> Handled {
-        counters.rejected_capacity += 1;
-        let error = capacity_error(asked.method, full);
-        self.refuse(events, asked, None, ErrorCode::ReceiptCapacityFull, error)
     }
 
     /// Refuses a `task.start` of a page this executor could never open as a bad request, before
@@ -787,25 +748,6 @@ impl Host {
             }
         }))
     }
-}
-
-/// The task a mutation acts on, if any (`task.start` names none).
-#[inline]
-fn task_named<'m>(mutation: &'m Result<Work<'_>, CloseCommand>) -> Option<&'m str> {
-    match mutation {
-        Ok(work) => work.task_id(),
-        Err(close) => Some(close.task_id()),
-    }
-}
-
-/// Publishes `receipt.created` for a new receipt.
-#[inline]
-fn publish_created(events: &mut EventBus, asked: Asked<'_>, task_id: Option<&TaskId>) {
-    events.publish_receipt("receipt.created", asked.now, || ReceiptFacts::Created {
-        request_id: asked.request_id.into(),
-        method: asked.method.as_str(),
-        task_id: task_id.cloned(),
-    });
 }
 
 /// `MCP_REQUEST_ID_REUSED`: other content under an ID first used for `stored`.
