@@ -88,6 +88,21 @@ fn handle_frame_general(host: &Host, frame: &[u8]) -> Handled {
     }
 }
 
+/// Hides when each pending outcome began (`"since":` epoch milliseconds): two runs of the
+/// same frames block at different instants.
+fn mask_since(text: &str) -> String {
+    const KEY: &str = "\"since\":";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(KEY) {
+        out.push_str(&rest[..at + KEY.len()]);
+        rest = rest[at + KEY.len()..].trim_start_matches(|c: char| c.is_ascii_digit());
+        out.push_str("<ms>");
+    }
+    out.push_str(rest);
+    out
+}
+
 /// Hides what differs between two runs given the same frames: run and task IDs (UUIDs) and
 /// wall-clock timestamps.
 fn mask_run_facts(text: &str) -> String {
@@ -418,7 +433,7 @@ fn run_journaled(frames: &[String], sizes: &[usize], path: Path, journaled: bool
                 t.task_id,
                 t.title,
                 t.state,
-                String::from_utf8_lossy(&t.pending),
+                mask_since(&String::from_utf8_lossy(&t.pending)),
                 String::from_utf8_lossy(&t.detail),
                 t.closed_at.is_some()
             ))
