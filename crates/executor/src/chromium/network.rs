@@ -209,39 +209,31 @@ impl NetworkLog {
     /// A log with no window open, listing at most `max_requests` requests per action
     /// (`--evidence-max-requests`) and counting the rest.
     pub fn new(max_requests: usize) -> Arc<NetworkLog> {
-        Arc::new(NetworkLog {
-            window: Mutex::new(None),
-            fetching: tokio::sync::watch::channel(0).0,
-            unanswered: tokio::sync::watch::channel(0).0,
-            on: true,
-            max_requests,
-            origins: None,
-        })
+        NetworkLog::made(true, max_requests, None)
     }
 
     /// A log like [`NetworkLog::new`] for pages whose requests the host blocks unless
     /// `origins` allows them.
     pub fn guarded(max_requests: usize, origins: Arc<Origins>) -> Arc<NetworkLog> {
-        Arc::new(NetworkLog {
-            window: Mutex::new(None),
-            fetching: tokio::sync::watch::channel(0).0,
-            unanswered: tokio::sync::watch::channel(0).0,
-            on: true,
-            max_requests,
-            origins: Some(origins),
-        })
+        NetworkLog::made(true, max_requests, Some(origins))
     }
 
     /// A log that records nothing: the pages it belongs to do not enable the `Network` domain
     /// (`--no-network-evidence`).
     pub fn off() -> Arc<NetworkLog> {
+        NetworkLog::made(false, 0, None)
+    }
+
+    /// The one constructor behind [`NetworkLog::new`], [`NetworkLog::guarded`] and
+    /// [`NetworkLog::off`].
+    fn made(on: bool, max_requests: usize, origins: Option<Arc<Origins>>) -> Arc<NetworkLog> {
         Arc::new(NetworkLog {
             window: Mutex::new(None),
             fetching: tokio::sync::watch::channel(0).0,
             unanswered: tokio::sync::watch::channel(0).0,
-            on: false,
-            max_requests: 0,
-            origins: None,
+            on,
+            max_requests,
+            origins,
         })
     }
 
