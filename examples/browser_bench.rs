@@ -3,6 +3,12 @@
 //! in its own process over the bridge socket (`polaris::client::BridgeClient`). Every
 //! through-Polaris figure below comes from such a spawned host.
 //!
+//! - **click-until-saved, the same CDP sequence driven directly** (SPEC §15's budget: through
+//!   Polaris ≤ this + 10 % + 0.5 ms): the Chromium executor as a library in this process
+//!   (`ChromiumExecutor`, configured as the host configures it: the allowed origin, network
+//!   evidence), its own browser, the same task each time (open, fill, fill, read, click with
+//!   the same expectation, close), alternated in the same rounds — every CDP command Polaris
+//!   sends, with no host, socket, receipt or journal around it.
 //! - **click-until-saved** on the web app's form (`polaris::webapp`): a `page.click` on
 //!   `#submit` with `expect: #status contains "Saved"` through Polaris (bridge socket, receipt,
 //!   journal, executor: checks before dispatch, real mouse events, the watch across the POST's
@@ -31,8 +37,17 @@
 //!   above is started with), alternated with the unguarded one, p50 of each.
 //! - **20 tasks at once in one browser** against one alone (budget: p50 click-until-saved ≤ 2×):
 //!   20 tasks started together, each doing the whole sequence above, three times; and, for
-//!   what the machine itself allows, 20 bare pages of the direct browser each loading the form
-//!   and doing the bare sequence at once, three times, against the bare sequence alone.
+//!   what the machine itself allows, 20 bare tasks in the direct browser at once, each the
+//!   same whole sequence (a context and page of its own, the form loaded, fields set and read,
+//!   the bare click, closed), three times, against the bare sequence alone; and 20 tasks of
+//!   the executor driven directly at once. On a machine with fewer cores than renderers, the
+//!   bare 20 are far above 2× by themselves; Polaris's scaling over the machine's is the
+//!   figure that is Polaris's own.
+//!
+//! - **Two builds in one run**: with `POLARIS_BIN_BASELINE` set to another build's `polaris`,
+//!   click-until-saved through a host of that build too, alternated in the same rounds, and
+//!   this build / that build at p50 — the machine's load moves between runs, so a change to the
+//!   click path is judged within one.
 //!
 //! `cargo build --release --bin polaris --example browser_bench`, then
 //! `cargo run --release --example browser_bench [ITERATIONS_PER_ROUND]` (default 25, 4 rounds).
@@ -50,7 +65,9 @@ use polaris::executor::chromium::browser::{
     browser_groups_of, group_processes, Browser, GroupProcess, LaunchOptions,
 };
 use polaris::executor::chromium::cdp::{methods, Connection};
-use polaris::executor::chromium::{find_chromium, Origins};
+use polaris::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor, Origins};
+use polaris::executor::{ActionOutcome, Executor, PageAction, ReadOutcome};
+use polaris::protocol::{Expect, ExpectCheck, FixtureOptions, Subject, Target};
 use polaris::webapp::WebApp;
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -91,6 +108,7 @@ impl Host {
     /// Starts the host with `extra` flags after the common ones, and waits for its first
     /// answer. The one place the command line is written.
     async fn spawn(
+        polaris: &Path,
         name: &str,
         chromium: &Path,
         local_pages: &Path,
@@ -100,7 +118,7 @@ impl Host {
         let root = std::env::temp_dir().join(format!("pl-bench-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&root).unwrap();
         let log = std::fs::File::create(root.join("serve.log")).unwrap();
-        let mut cmd = Command::new(polaris_binary());
+        let mut cmd = Command::new(polaris);
         cmd.arg("serve")
             .arg("--socket-dir")
             .arg(root.join("s"))
@@ -260,6 +278,60 @@ async fn through_polaris(client: &BridgeClient, url: &str, i: usize) -> [f64; 5]
     [fill, fill2, read, click, evidence_bytes as f64]
 }
 
+/// The same task as [`through_polaris`], the executor driven directly in this process: open,
+/// fill, fill, read, click until saved (timed), close.
+async fn executor_directly(executor: &ChromiumExecutor, url: &str, i: usize) -> f64 {
+    let task: polaris::ids::TaskId = format!("direct-{i}").into();
+    let deadline = || Instant::now() + Duration::from_secs(5);
+    let css = |s: &str| Target::Css(s.into());
+    executor
+        .open(
+            task.clone(),
+            Some(url.into()),
+            FixtureOptions::default(),
+            deadline(),
+        )
+        .await
+        .unwrap();
+    for (field, value) in [("#title", format!("post {i}")), ("#body", "Measured.".into())] {
+        let filled = executor
+            .act(
+                task.clone(),
+                PageAction::Fill {
+                    target: css(field),
+                    value,
+                },
+                deadline(),
+            )
+            .await;
+        assert!(matches!(filled, ActionOutcome::Applied(_)), "{filled:?}");
+    }
+    let read = executor
+        .observe(task.clone(), Subject::Target(css("#title")), deadline())
+        .await;
+    assert!(matches!(read, ReadOutcome::Value(_)), "{read:?}");
+    let t0 = Instant::now();
+    let clicked = executor
+        .act(
+            task.clone(),
+            PageAction::Click {
+                target: css("#submit"),
+                expect: Some(Expect {
+                    subject: Subject::Target(css("#status")),
+                    check: ExpectCheck::Contains("Saved".into()),
+                }),
+                local: false,
+                dialog: None,
+            },
+            deadline(),
+        )
+        .await;
+    let click = ms(t0.elapsed());
+    assert!(matches!(clicked, ActionOutcome::Applied(_)), "{clicked:?}");
+    executor.close(task, false);
+    click
+}
+
 /// A page of `rows` rows of five elements each: a label, a text field, a button, a link and
 /// a checkbox.
 fn big_page(rows: usize) -> String {
@@ -277,6 +349,8 @@ fn big_page(rows: usize) -> String {
 struct Direct {
     cdp: Connection,
     session: String,
+    target: String,
+    context: String,
 }
 
 impl Direct {
@@ -297,7 +371,7 @@ impl Direct {
                 None,
                 &methods::CreateTarget {
                     url: "about:blank".into(),
-                    browser_context_id: ctx,
+                    browser_context_id: ctx.clone(),
                 },
             )
             .await
@@ -318,7 +392,50 @@ impl Direct {
         cdp.call(Some(&session), &methods::PageEnable {})
             .await
             .unwrap();
-        Direct { cdp, session }
+        Direct {
+            cdp,
+            session,
+            target,
+            context: ctx,
+        }
+    }
+
+    /// Closes the page and its browser context, as `task.finish` does.
+    async fn close(self) {
+        let _ = self
+            .cdp
+            .call(
+                None,
+                &methods::CloseTarget {
+                    target_id: self.target,
+                },
+            )
+            .await;
+        let _ = self
+            .cdp
+            .call(
+                None,
+                &methods::DisposeBrowserContext {
+                    browser_context_id: self.context,
+                },
+            )
+            .await;
+    }
+
+    /// What one Polaris task does, bare: a page of its own, the form loaded, the body set and
+    /// the title read back, click until saved (timed), the page and its context closed.
+    async fn whole_task(browser: &Browser, url: &str, i: usize) -> f64 {
+        let page = Direct::open(browser).await;
+        page.load(url).await;
+        page.eval("document.querySelector('#body').value = 'Measured.'".into())
+            .await
+            .unwrap();
+        page.eval("document.querySelector('#title').value".into())
+            .await
+            .unwrap();
+        let click = page.click_until_saved(i).await;
+        page.close().await;
+        click
     }
 
     async fn eval(&self, expression: String) -> Result<Value, ()> {
@@ -444,12 +561,14 @@ async fn main() {
     // Polaris: a host process, this process its client over the bridge socket.
     let local_pages = std::env::temp_dir().join(format!("pl-bench-pages-{}", std::process::id()));
     std::fs::create_dir_all(&local_pages).unwrap();
-    let host = Host::spawn("on", &binary, &local_pages, &app_origin, &[]).await;
+    let polaris = polaris_binary();
+    let host = Host::spawn(&polaris, "on", &binary, &local_pages, &app_origin, &[]).await;
     let client = host.client.clone();
     through_polaris(&client, &url, 0).await; // starts the browser, warms up
 
     // The same host without network evidence: its own process and browser, the same app.
     let host_off = Host::spawn(
+        &polaris,
         "off",
         &binary,
         &local_pages,
@@ -462,9 +581,43 @@ async fn main() {
 
     // The same host keeping receipts in memory only: what the journal's two durable writes
     // per action (its begin, its completion) cost.
-    let host_mem = Host::spawn("mem", &binary, &local_pages, &app_origin, &["--no-journal"]).await;
+    let host_mem = Host::spawn(
+        &polaris,
+        "mem",
+        &binary,
+        &local_pages,
+        &app_origin,
+        &["--no-journal"],
+    )
+    .await;
+
+    // Another build's host, when one is named: the same flags, the same app.
+    let baseline = match std::env::var_os("POLARIS_BIN_BASELINE").filter(|p| !p.is_empty()) {
+        Some(other) => {
+            let h = Host::spawn(
+                Path::new(&other),
+                "baseline",
+                &binary,
+                &local_pages,
+                &app_origin,
+                &[],
+            )
+            .await;
+            through_polaris(&h.client, &url, 0).await;
+            println!("baseline host: {}", Path::new(&other).display());
+            Some(h)
+        }
+        None => None,
+    };
     let client_mem = host_mem.client.clone();
     through_polaris(&client_mem, &url, 0).await;
+
+    // The executor as a library in this process, configured as the host configures it.
+    let executor = ChromiumExecutor::new(
+        ChromiumConfig::new(binary.clone())
+            .with_origins(Origins::allowing(&[app_origin.clone()]).unwrap()),
+    );
+    executor_directly(&executor, &url, 0).await; // starts its browser, warms up
 
     // Direct: its own browser, launched as the host launches its own, and page; the same app.
     let direct_browser = Browser::launch(&launch).await.unwrap();
@@ -489,6 +642,7 @@ async fn main() {
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut click_off, mut click_mem, mut evidence_bytes, mut bare_guarded) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut click_baseline, mut click_direct) = (Vec::new(), Vec::new());
     for round in 0..ROUNDS {
         for i in 0..per_round {
             let [f, f2, r, c, e] = through_polaris(&client, &url, round * per_round + i).await;
@@ -508,6 +662,15 @@ async fn main() {
             click_mem.push(c);
         }
         for i in 0..per_round {
+            click_direct.push(executor_directly(&executor, &url, round * per_round + i + 1).await);
+        }
+        if let Some(h) = &baseline {
+            for i in 0..per_round {
+                let [.., c, _] = through_polaris(&h.client, &url, round * per_round + i).await;
+                click_baseline.push(c);
+            }
+        }
+        for i in 0..per_round {
             direct.load(&url).await;
             bare.push(direct.click_until_saved(round * per_round + i).await);
             guarded.load(&url).await;
@@ -517,6 +680,7 @@ async fn main() {
     guarded_browser.kill();
     host_off.stop();
     host_mem.stop();
+    drop(baseline);
 
     // 20 tasks at once, each the whole sequence, against the one-at-a-time clicks above.
     let mut together = Vec::new();
@@ -534,22 +698,35 @@ async fn main() {
         }
     }
 
-    // 20 bare pages at once in the direct browser, each loading the form and clicking until
-    // saved: what the machine itself allows 20 at once, beside Polaris's 20.
-    let mut bare_pages = Vec::new();
-    for _ in 0..20 {
-        bare_pages.push(Arc::new(Direct::open(&direct_browser).await));
+    // 20 tasks at once through the executor driven directly: what the host adds at 20.
+    let executor = Arc::new(executor);
+    let mut direct_together = Vec::new();
+    for round in 0..3 {
+        let runs: Vec<_> = (0..20)
+            .map(|k| {
+                let (executor, url) = (executor.clone(), url.clone());
+                tokio::spawn(async move {
+                    executor_directly(&executor, &url, 300_000 + round * 20 + k).await
+                })
+            })
+            .collect();
+        for run in runs {
+            direct_together.push(run.await.unwrap());
+        }
     }
+    executor.shutdown();
+
+    // 20 bare tasks at once in the direct browser, each the same whole sequence as a Polaris
+    // task above (a context and page of its own, the form loaded, fields set and read, click
+    // until saved, closed): what the machine itself allows 20 at once, beside Polaris's 20.
+    let direct_browser = Arc::new(direct_browser);
     let mut bare_together = Vec::new();
     for round in 0..3 {
-        let runs: Vec<_> = bare_pages
-            .iter()
-            .enumerate()
-            .map(|(k, page)| {
-                let (page, url) = (page.clone(), url.clone());
+        let runs: Vec<_> = (0..20)
+            .map(|k| {
+                let (browser, url) = (direct_browser.clone(), url.clone());
                 tokio::spawn(async move {
-                    page.load(&url).await;
-                    page.click_until_saved(200_000 + round * 20 + k).await
+                    Direct::whole_task(&browser, &url, 200_000 + round * 20 + k).await
                 })
             })
             .collect();
@@ -557,7 +734,6 @@ async fn main() {
             bare_together.push(run.await.unwrap());
         }
     }
-    drop(bare_pages);
     direct_browser.kill();
 
     // The outline of a page of 5,000 elements.
@@ -619,22 +795,32 @@ async fn main() {
     line("click-until-saved, bare CDP sequence", &mut bare);
     line("  the same, requests paused and allowed", &mut bare_guarded);
     line("click-until-saved, through Polaris", &mut click);
+    line("  Polaris's own CDP sequence, direct", &mut click_direct);
     line("click-until-saved, --no-network-evidence", &mut click_off);
     line("click-until-saved, --no-journal", &mut click_mem);
     line("page.fill through Polaris, fresh page", &mut fill);
     line("page.fill through Polaris, second field", &mut fill2);
     line("page.read through Polaris", &mut read);
     line("click-until-saved, 20 tasks at once", &mut together);
-    line("  bare CDP sequence, 20 pages at once", &mut bare_together);
+    line("  Polaris's own CDP sequence, direct, 20", &mut direct_together);
+    line("  bare CDP, 20 whole tasks at once", &mut bare_together);
     line("page.snapshot, 5,000-element page", &mut snapshot);
     println!("  its outline: {} nodes, {} bytes", outline.0, outline.1);
     let (b50, c50) = (pct(&mut bare, 0.5), pct(&mut click, 0.5));
     let (t50, bt50) = (pct(&mut together, 0.5), pct(&mut bare_together, 0.5));
+    let (polaris_scaling, bare_scaling) = (t50 / c50, bt50 / b50);
     println!(
-        "20 at once / one alone at p50: {:.2}x through Polaris, {:.2}x bare CDP; Polaris / bare, 20 at once: {:.2}x",
-        t50 / c50,
-        bt50 / pct(&mut bare, 0.5),
+        "20 at once / one alone at p50: {polaris_scaling:.2}x through Polaris, {bare_scaling:.2}x bare CDP (Polaris's against the machine's: {:.2}x); Polaris / bare, 20 at once: {:.2}x",
+        polaris_scaling / bare_scaling,
         t50 / bt50
+    );
+    let d50 = pct(&mut click_direct, 0.5);
+    println!(
+        "Polaris / the same CDP sequence driven directly at p50: {:.3}x ({:+.2} ms; SPEC §15: ≤ 1.10x + 0.5 ms, that is ≤ {:.2} ms); 20 at once: {:.2}x",
+        c50 / d50,
+        c50 - d50,
+        d50 * 1.10 + 0.5,
+        t50 / pct(&mut direct_together, 0.5)
     );
     println!(
         "Polaris / bare at p50: {:.2}x ({:+.2} ms)",
@@ -647,6 +833,11 @@ async fn main() {
         g50 / b50,
         g50 - b50
     );
+    println!(
+        "Polaris / bare with the same requests paused at p50: {:.2}x ({:+.2} ms)",
+        c50 / g50,
+        c50 - g50
+    );
     let off50 = pct(&mut click_off, 0.5);
     println!(
         "network evidence on / off at p50: {:.3}x ({:+.2} ms); evidence per click's stored reply: {:.0} bytes (p50)",
@@ -654,6 +845,15 @@ async fn main() {
         c50 - off50,
         pct(&mut evidence_bytes, 0.5)
     );
+    if !click_baseline.is_empty() {
+        line("click-until-saved, baseline build", &mut click_baseline);
+        let base50 = pct(&mut click_baseline, 0.5);
+        println!(
+            "this build / baseline build at p50: {:.3}x ({:+.2} ms)",
+            c50 / base50,
+            c50 - base50
+        );
+    }
     let mem50 = pct(&mut click_mem, 0.5);
     println!(
         "journal on / off at p50: {:.3}x ({:+.2} ms); without the journal / bare: {:.2}x ({:+.2} ms)",
