@@ -1081,10 +1081,6 @@ pub mod methods {
     pub struct AddScriptToEvaluateOnNewDocument {
         /// The script.
         pub source: String,
-        /// The isolated world to run it in (made in each new document before its own
-        /// scripts), or the page's own world when absent.
-        #[serde(skip_serializing_if = "Option::is_none")]
-        pub world_name: Option<&'static str>,
     }
     /// Its answer.
     #[derive(Debug, Deserialize)]

@@ -397,9 +397,6 @@ pub struct Page {
     /// The worlds (contexts) that hold the scripts' shared helpers: they are sent once per
     /// world, and each script after that without them.
     installed: Mutex<std::collections::HashSet<i64>>,
-    /// The count of navigations after which every new document of the main frame starts with
-    /// the helpers in the executor's world; `u64::MAX` until they are registered.
-    helpers_after: AtomicU64,
 }
 
 /// The most worlds [`Page::installed`] remembers before it starts over (a world not known to
@@ -417,19 +414,6 @@ fn helper_names() -> &'static str {
             .filter(|n| !n.is_empty())
             .collect::<Vec<_>>()
             .join(", ")
-    })
-}
-
-/// What each new document of a task's main frame runs in the executor's world before its own
-/// scripts: the shared helpers, kept there as [`installing`] keeps them.
-fn helpers_at_document_start() -> &'static str {
-    static SOURCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SOURCE.get_or_init(|| {
-        format!(
-            "(() => {{ if (globalThis.top !== globalThis || globalThis.__polarisHelpers) return;\n{}\nglobalThis.__polarisHelpers = {{ {} }};\n}})();",
-            script::PRELUDE,
-            helper_names()
-        )
     })
 }
 
@@ -534,7 +518,6 @@ impl Page {
             far_refs: Mutex::new(FarRefs::default()),
             far_worlds: Mutex::new(std::collections::HashMap::new()),
             installed: Mutex::new(std::collections::HashSet::new()),
-            helpers_after: AtomicU64::new(u64::MAX),
         };
         let seeded = match seed {
             Some(source) => match page.seed_first_document(source, deadline).await {
@@ -581,7 +564,6 @@ impl Page {
                 Some(self.session_id.as_str()),
                 &methods::AddScriptToEvaluateOnNewDocument {
                     source: source.to_owned(),
-                    world_name: None,
                 },
             ),
         )
@@ -638,16 +620,14 @@ impl Page {
             far_refs: Mutex::new(FarRefs::default()),
             far_worlds: Mutex::new(std::collections::HashMap::new()),
             installed: Mutex::new(std::collections::HashSet::new()),
-            helpers_after: AtomicU64::new(u64::MAX),
         };
         let s = Some(page.session_id.as_str());
         let enabled = timeout_at(
             deadline,
-            futures::future::try_join4(
+            futures::future::try_join3(
                 cdp.call(s, &methods::PageEnable {}),
                 cdp.call(s, &methods::InspectorEnable {}),
                 page.watch_network(),
-                page.keep_helpers_in_new_documents(),
             ),
         )
         .await;
@@ -669,11 +649,10 @@ impl Page {
         let s = Some(self.session_id.as_str());
         let enabled = timeout_at(
             deadline,
-            futures::future::try_join4(
+            futures::future::try_join3(
                 cdp.call(s, &methods::PageEnable {}),
                 cdp.call(s, &methods::InspectorEnable {}),
                 self.watch_network(),
-                self.keep_helpers_in_new_documents(),
             ),
         )
         .await;
@@ -733,24 +712,6 @@ impl Page {
 
     /// Enables the page's `Network` domain and attaches its workers, unless the task's network
     /// is not watched (`--no-network-evidence`).
-    /// Has every later document of the main frame make the executor's world and install the
-    /// shared helpers there before its own scripts run.
-    async fn keep_helpers_in_new_documents(&self) -> Result<(), CdpError> {
-        self.browser
-            .cdp
-            .call(
-                Some(self.session_id.as_str()),
-                &methods::AddScriptToEvaluateOnNewDocument {
-                    source: helpers_at_document_start().to_owned(),
-                    world_name: Some(WORLD),
-                },
-            )
-            .await?;
-        self.helpers_after
-            .store(self.signals.borrow().navigations, Ordering::Relaxed);
-        Ok(())
-    }
-
     async fn watch_network(&self) -> Result<(), CdpError> {
         if !self.network.is_on() {
             return Ok(());
@@ -861,12 +822,7 @@ impl Page {
         .map_err(EvalError::Cdp)?;
         let id = made.execution_context_id;
         match frame {
-            None => {
-                *self.world.lock().expect("world lock") = Some((id, navigations));
-                if navigations > self.helpers_after.load(Ordering::Relaxed) {
-                    self.installed.lock().expect("installed scripts lock").insert(id);
-                }
-            }
+            None => *self.world.lock().expect("world lock") = Some((id, navigations)),
             Some(f) => {
                 let mut worlds = self.far_worlds.lock().expect("far worlds lock");
                 if worlds.len() >= 4 * MAX_FAR_FRAMES {
