@@ -293,7 +293,10 @@ async fn executor_directly(executor: &ChromiumExecutor, url: &str, i: usize) -> 
         )
         .await
         .unwrap();
-    for (field, value) in [("#title", format!("post {i}")), ("#body", "Measured.".into())] {
+    for (field, value) in [
+        ("#title", format!("post {i}")),
+        ("#body", "Measured.".into()),
+    ] {
         let filled = executor
             .act(
                 task.clone(),
@@ -615,7 +618,7 @@ async fn main() {
     // The executor as a library in this process, configured as the host configures it.
     let executor = ChromiumExecutor::new(
         ChromiumConfig::new(binary.clone())
-            .with_origins(Origins::allowing(&[app_origin.clone()]).unwrap()),
+            .with_origins(Origins::allowing(std::slice::from_ref(&app_origin)).unwrap()),
     );
     executor_directly(&executor, &url, 0).await; // starts its browser, warms up
 
@@ -802,7 +805,10 @@ async fn main() {
     line("page.fill through Polaris, second field", &mut fill2);
     line("page.read through Polaris", &mut read);
     line("click-until-saved, 20 tasks at once", &mut together);
-    line("  Polaris's own CDP sequence, direct, 20", &mut direct_together);
+    line(
+        "  Polaris's own CDP sequence, direct, 20",
+        &mut direct_together,
+    );
     line("  bare CDP, 20 whole tasks at once", &mut bare_together);
     line("page.snapshot, 5,000-element page", &mut snapshot);
     println!("  its outline: {} nodes, {} bytes", outline.0, outline.1);
