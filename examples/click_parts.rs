@@ -9,7 +9,9 @@
 //! - `mouseMoved` sent first, the three events together (the executor's input);
 //! - the watch as the executor runs it: a promise on DOM mutations in the executor's isolated
 //!   world, made again after the navigation (`Page.createIsolatedWorld`), with the shared
-//!   helpers (17 KB) sent whole in each new world, or with a few lines in their place;
+//!   helpers (17 KB) sent whole in each new world, or with a few lines in their place (the
+//!   element's `textContent`, and again its `innerText`, which lays the page out, as the
+//!   helpers' read does);
 //! - that promise in the page's own world (no world to make after the navigation);
 //! - the page's network watched (`Network.enable`, as for SPEC §16 evidence), polling;
 //! - a fresh browser context and page for each click (as each Polaris task has).
@@ -241,7 +243,7 @@ impl Page {
     }
 }
 
-const VARIANTS: [&str; 7] = [
+const VARIANTS: [&str; 8] = [
     "bare script",
     "mouseMoved first",
     "world watch, helpers",
@@ -249,6 +251,7 @@ const VARIANTS: [&str; 7] = [
     "page-world watch",
     "network watched",
     "fresh context each",
+    "the same, with innerText",
 ];
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -265,6 +268,7 @@ async fn main() {
     let few_lines = format!(
         "(a) => new Promise((resolve) => {{\nconst read = (sel) => {{ const el = document.querySelector(sel); return el ? {{ value: el.textContent }} : {{ absent: 'none' }}; }};\n{body}"
     );
+    let inner_text = few_lines.replace("el.textContent", "el.innerText");
     let app = WebApp::start().await.unwrap();
     let url = app.url();
     let browser = Browser::launch(&LaunchOptions {
@@ -303,6 +307,7 @@ async fn main() {
                 2 => page.watch_in_world(&with_helpers).await,
                 3 => page.watch_in_world(&few_lines).await,
                 4 => page.watch_in_page(&few_lines).await,
+                7 => page.watch_in_world(&inner_text).await,
                 _ => page.poll().await,
             }
             time.push(t0.elapsed().as_secs_f64() * 1000.0);
