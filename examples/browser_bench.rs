@@ -64,11 +64,14 @@ use polaris::client::BridgeClient;
 use polaris::executor::chromium::browser::{
     browser_groups_of, group_processes, Browser, GroupProcess, LaunchOptions,
 };
-use polaris::executor::chromium::cdp::{methods, Connection};
+use polaris::executor::chromium::cdp::methods;
 use polaris::executor::chromium::{find_chromium, ChromiumConfig, ChromiumExecutor, Origins};
 use polaris::executor::{ActionOutcome, Executor, PageAction, ReadOutcome};
 use polaris::protocol::{Expect, ExpectCheck, FixtureOptions, Subject, Target};
 use polaris::webapp::WebApp;
+#[path = "support/bare_page.rs"]
+mod bare_page;
+use bare_page::BarePage;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
@@ -335,6 +338,25 @@ async fn executor_directly(executor: &ChromiumExecutor, url: &str, i: usize) -> 
     click
 }
 
+/// Three rounds of 20 `task(n)` at once (`n` numbers each run, for its post's title), and each
+/// run's click-until-saved.
+async fn twenty_at_once<F, Fut>(task: F) -> Vec<f64>
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = f64> + Send + 'static,
+{
+    let mut clicks = Vec::new();
+    for round in 0..3 {
+        let runs: Vec<_> = (0..20)
+            .map(|k| tokio::spawn(task(round * 20 + k)))
+            .collect();
+        for run in runs {
+            clicks.push(run.await.unwrap());
+        }
+    }
+    clicks
+}
+
 /// A page of `rows` rows of five elements each: a label, a text field, a button, a link and
 /// a checkbox.
 fn big_page(rows: usize) -> String {
@@ -350,79 +372,14 @@ fn big_page(rows: usize) -> String {
 
 /// A bare page for the direct sequence.
 struct Direct {
-    cdp: Connection,
-    session: String,
-    target: String,
-    context: String,
+    page: BarePage,
 }
 
 impl Direct {
     async fn open(browser: &Browser) -> Direct {
-        let cdp = browser.cdp.clone();
-        let ctx = cdp
-            .call(
-                None,
-                &methods::CreateBrowserContext {
-                    dispose_on_detach: false,
-                },
-            )
-            .await
-            .unwrap()
-            .browser_context_id;
-        let target = cdp
-            .call(
-                None,
-                &methods::CreateTarget {
-                    url: "about:blank".into(),
-                    browser_context_id: ctx.clone(),
-                },
-            )
-            .await
-            .unwrap()
-            .target_id;
-        let session = cdp
-            .call(
-                None,
-                &methods::AttachToTarget {
-                    target_id: target.clone(),
-                    flatten: true,
-                },
-            )
-            .await
-            .unwrap()
-            .session_id;
-        let _signals = cdp.track(&session, &target);
-        cdp.call(Some(&session), &methods::PageEnable {})
-            .await
-            .unwrap();
         Direct {
-            cdp,
-            session,
-            target,
-            context: ctx,
+            page: BarePage::open(&browser.cdp).await,
         }
-    }
-
-    /// Closes the page and its browser context, as `task.finish` does.
-    async fn close(self) {
-        let _ = self
-            .cdp
-            .call(
-                None,
-                &methods::CloseTarget {
-                    target_id: self.target,
-                },
-            )
-            .await;
-        let _ = self
-            .cdp
-            .call(
-                None,
-                &methods::DisposeBrowserContext {
-                    browser_context_id: self.context,
-                },
-            )
-            .await;
     }
 
     /// What one Polaris task does, bare: a page of its own, the form loaded, the body set and
@@ -437,15 +394,16 @@ impl Direct {
             .await
             .unwrap();
         let click = page.click_until_saved(i).await;
-        page.close().await;
+        page.page.close().await;
         click
     }
 
     async fn eval(&self, expression: String) -> Result<Value, ()> {
         let r = self
+            .page
             .cdp
             .call(
-                Some(&self.session),
+                Some(&self.page.session),
                 &methods::Evaluate {
                     expression,
                     return_by_value: true,
@@ -459,8 +417,12 @@ impl Direct {
 
     /// Loads the form (untimed): navigate, then wait until `#title` is there.
     async fn load(&self, url: &str) {
-        self.cdp
-            .call(Some(&self.session), &methods::Navigate { url: url.into() })
+        self.page
+            .cdp
+            .call(
+                Some(&self.page.session),
+                &methods::Navigate { url: url.into() },
+            )
             .await
             .unwrap();
         while self
@@ -490,9 +452,10 @@ impl Direct {
             ("mousePressed", "left", 1, 1),
             ("mouseReleased", "left", 0, 1),
         ] {
-            self.cdp
+            self.page
+                .cdp
                 .call(
-                    Some(&self.session),
+                    Some(&self.page.session),
                     &methods::MouseEvent {
                         kind,
                         x,
@@ -686,57 +649,30 @@ async fn main() {
     drop(baseline);
 
     // 20 tasks at once, each the whole sequence, against the one-at-a-time clicks above.
-    let mut together = Vec::new();
-    for round in 0..3 {
-        let runs: Vec<_> = (0..20)
-            .map(|k| {
-                let (client, url) = (client.clone(), url.clone());
-                tokio::spawn(async move {
-                    through_polaris(&client, &url, 100_000 + round * 20 + k).await[3]
-                })
-            })
-            .collect();
-        for run in runs {
-            together.push(run.await.unwrap());
-        }
-    }
+    let mut together = twenty_at_once(|n| {
+        let (client, url) = (client.clone(), url.clone());
+        async move { through_polaris(&client, &url, 100_000 + n).await[3] }
+    })
+    .await;
 
     // 20 tasks at once through the executor driven directly: what the host adds at 20.
     let executor = Arc::new(executor);
-    let mut direct_together = Vec::new();
-    for round in 0..3 {
-        let runs: Vec<_> = (0..20)
-            .map(|k| {
-                let (executor, url) = (executor.clone(), url.clone());
-                tokio::spawn(async move {
-                    executor_directly(&executor, &url, 300_000 + round * 20 + k).await
-                })
-            })
-            .collect();
-        for run in runs {
-            direct_together.push(run.await.unwrap());
-        }
-    }
+    let mut direct_together = twenty_at_once(|n| {
+        let (executor, url) = (executor.clone(), url.clone());
+        async move { executor_directly(&executor, &url, 300_000 + n).await }
+    })
+    .await;
     executor.shutdown();
 
     // 20 bare tasks at once in the direct browser, each the same whole sequence as a Polaris
     // task above (a context and page of its own, the form loaded, fields set and read, click
     // until saved, closed): what the machine itself allows 20 at once, beside Polaris's 20.
     let direct_browser = Arc::new(direct_browser);
-    let mut bare_together = Vec::new();
-    for round in 0..3 {
-        let runs: Vec<_> = (0..20)
-            .map(|k| {
-                let (browser, url) = (direct_browser.clone(), url.clone());
-                tokio::spawn(async move {
-                    Direct::whole_task(&browser, &url, 200_000 + round * 20 + k).await
-                })
-            })
-            .collect();
-        for run in runs {
-            bare_together.push(run.await.unwrap());
-        }
-    }
+    let mut bare_together = twenty_at_once(|n| {
+        let (browser, url) = (direct_browser.clone(), url.clone());
+        async move { Direct::whole_task(&browser, &url, 200_000 + n).await }
+    })
+    .await;
     direct_browser.kill();
 
     // The outline of a page of 5,000 elements.

@@ -26,6 +26,9 @@ use polaris::executor::chromium::browser::{Browser, LaunchOptions};
 use polaris::executor::chromium::cdp::{methods, Connection, Method};
 use polaris::executor::chromium::find_chromium;
 use polaris::webapp::WebApp;
+#[path = "support/bare_page.rs"]
+mod bare_page;
+use bare_page::BarePage;
 use serde::Serialize;
 use serde_json::{json, Value};
 use tokio::time::Instant;
@@ -62,80 +65,28 @@ fn raw_string_after(marker: &str) -> String {
 
 /// One page of the probe's browser.
 struct Page {
-    cdp: Connection,
-    session: String,
-    target: String,
+    page: BarePage,
 }
 
 impl Page {
     async fn open(cdp: &Connection, watch_network: bool) -> Page {
-        let context = cdp
-            .call(
-                None,
-                &methods::CreateBrowserContext {
-                    dispose_on_detach: false,
-                },
-            )
-            .await
-            .unwrap()
-            .browser_context_id;
-        let target = cdp
-            .call(
-                None,
-                &methods::CreateTarget {
-                    url: "about:blank".into(),
-                    browser_context_id: context,
-                },
-            )
-            .await
-            .unwrap()
-            .target_id;
-        let session = cdp
-            .call(
-                None,
-                &methods::AttachToTarget {
-                    target_id: target.clone(),
-                    flatten: true,
-                },
-            )
-            .await
-            .unwrap()
-            .session_id;
-        let _signals = cdp.track(&session, &target);
-        cdp.call(Some(&session), &methods::PageEnable {})
-            .await
-            .unwrap();
+        let page = BarePage::open(cdp).await;
         if watch_network {
             cdp.call(
-                Some(&session),
+                Some(&page.session),
                 &NetworkEnable(json!({"maxPostDataSize": 65536})),
             )
             .await
             .unwrap();
         }
-        Page {
-            cdp: cdp.clone(),
-            session,
-            target,
-        }
-    }
-
-    async fn close(self) {
-        let _ = self
-            .cdp
-            .call(
-                None,
-                &methods::CloseTarget {
-                    target_id: self.target,
-                },
-            )
-            .await;
+        Page { page }
     }
 
     async fn evaluate(&self, expression: &str) -> Value {
-        self.cdp
+        self.page
+            .cdp
             .call(
-                Some(&self.session),
+                Some(&self.page.session),
                 &Evaluate(
                     json!({"expression": expression, "returnByValue": true, "awaitPromise": true}),
                 ),
@@ -145,8 +96,9 @@ impl Page {
     }
 
     async fn load(&self, url: &str, title: &str) {
-        self.cdp
-            .call(Some(&self.session), &Navigate(json!({ "url": url })))
+        self.page
+            .cdp
+            .call(Some(&self.page.session), &Navigate(json!({ "url": url })))
             .await
             .unwrap();
         let ready = "document.readyState === 'complete' && !!document.querySelector('#title')";
@@ -175,12 +127,12 @@ impl Page {
             buttons,
             click_count,
         };
-        let s = Some(self.session.as_str());
+        let s = Some(self.page.session.as_str());
         if move_first {
             let _ = futures::future::join3(
-                self.cdp.call(s, &event("mouseMoved", "none", 0, 0)),
-                self.cdp.call(s, &event("mousePressed", "left", 1, 1)),
-                self.cdp.call(s, &event("mouseReleased", "left", 0, 1)),
+                self.page.cdp.call(s, &event("mouseMoved", "none", 0, 0)),
+                self.page.cdp.call(s, &event("mousePressed", "left", 1, 1)),
+                self.page.cdp.call(s, &event("mouseReleased", "left", 0, 1)),
             )
             .await;
         } else {
@@ -188,7 +140,7 @@ impl Page {
                 event("mousePressed", "left", 1, 1),
                 event("mouseReleased", "left", 0, 1),
             ] {
-                self.cdp.call(s, &e).await.unwrap();
+                self.page.cdp.call(s, &e).await.unwrap();
             }
         }
     }
@@ -205,20 +157,20 @@ impl Page {
     /// each document, until it says the status holds.
     async fn watch_in_world(&self, watch: &str) {
         loop {
-            let world = self
+            let world = self.page
                 .cdp
                 .call(
-                    Some(&self.session),
+                    Some(&self.page.session),
                     &CreateIsolatedWorld(
-                        json!({"frameId": self.target, "worldName": "polaris", "grantUniveralAccess": true}),
+                        json!({"frameId": self.page.target, "worldName": "polaris", "grantUniveralAccess": true}),
                     ),
                 )
                 .await
                 .unwrap();
-            let answer = self
+            let answer = self.page
                 .cdp
                 .call(
-                    Some(&self.session),
+                    Some(&self.page.session),
                     &CallFunctionOn(json!({
                         "functionDeclaration": watch,
                         "arguments": [{"value": {"sel": "#status", "label": "#status", "op": "contains", "want": "Saved", "ms": 5000}}],
@@ -312,7 +264,7 @@ async fn main() {
             }
             time.push(t0.elapsed().as_secs_f64() * 1000.0);
             if let Some(f) = fresh {
-                f.close().await;
+                f.page.close().await;
             }
         }
     }
