@@ -50,7 +50,8 @@
 //!   click path is judged within one.
 //!
 //! `cargo build --release --bin polaris --example browser_bench`, then
-//! `cargo run --release --example browser_bench [ITERATIONS_PER_ROUND]` (default 25, 4 rounds).
+//! `cargo run --release --example browser_bench [ITERATIONS_PER_ROUND]` (default 25, 4 rounds;
+//! every row's clicks are interleaved one by one).
 //! The host binary is `$POLARIS_BIN`, else the `polaris` next to this example's directory
 //! (`target/release/polaris`). Needs Chromium (`apt-get install chromium-headless-shell`, or
 //! `POLARIS_CHROMIUM`).
@@ -609,39 +610,29 @@ async fn main() {
     let (mut click_off, mut click_mem, mut evidence_bytes, mut bare_guarded) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut click_baseline, mut click_direct) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        for i in 0..per_round {
-            let [f, f2, r, c, e] = through_polaris(&client, &url, round * per_round + i).await;
-            fill.push(f);
-            fill2.push(f2);
-            read.push(r);
-            click.push(c);
-            evidence_bytes.push(e);
-        }
-        for i in 0..per_round {
-            let [.., c, e] = through_polaris(&client_off, &url, round * per_round + i).await;
-            assert_eq!(e, 0.0, "no evidence without the watch");
-            click_off.push(c);
-        }
-        for i in 0..per_round {
-            let [.., c, _] = through_polaris(&client_mem, &url, round * per_round + i).await;
-            click_mem.push(c);
-        }
-        for i in 0..per_round {
-            click_direct.push(executor_directly(&executor, &url, round * per_round + i + 1).await);
-        }
+    // Each row's clicks interleaved one by one, so the machine's load, which drifts over
+    // seconds, falls on every row alike.
+    for n in 0..ROUNDS * per_round {
+        let [f, f2, r, c, e] = through_polaris(&client, &url, n).await;
+        fill.push(f);
+        fill2.push(f2);
+        read.push(r);
+        click.push(c);
+        evidence_bytes.push(e);
+        click_direct.push(executor_directly(&executor, &url, n + 1).await);
+        let [.., c, e] = through_polaris(&client_off, &url, n).await;
+        assert_eq!(e, 0.0, "no evidence without the watch");
+        click_off.push(c);
+        let [.., c, _] = through_polaris(&client_mem, &url, n).await;
+        click_mem.push(c);
         if let Some(h) = &baseline {
-            for i in 0..per_round {
-                let [.., c, _] = through_polaris(&h.client, &url, round * per_round + i).await;
-                click_baseline.push(c);
-            }
+            let [.., c, _] = through_polaris(&h.client, &url, n).await;
+            click_baseline.push(c);
         }
-        for i in 0..per_round {
-            direct.load(&url).await;
-            bare.push(direct.click_until_saved(round * per_round + i).await);
-            guarded.load(&url).await;
-            bare_guarded.push(guarded.click_until_saved(round * per_round + i).await);
-        }
+        direct.load(&url).await;
+        bare.push(direct.click_until_saved(n).await);
+        guarded.load(&url).await;
+        bare_guarded.push(guarded.click_until_saved(n).await);
     }
     guarded_browser.kill();
     host_off.stop();
