@@ -343,20 +343,6 @@ async fn resume_checks_the_kept_run_and_task() {
     assert_eq!(ok(&status)["tasks"]["blocked"], 1);
 }
 
-/// `task`'s submissions once its late submit has landed, or after 10 s (a submit that never
-/// lands leaves the count as it is, for the caller's assertions to name). A late submit
-/// lands on a timer in the host, which a loaded machine fires late.
-async fn after_late_submit(c: &mut Conn, task: &str) -> u64 {
-    let until = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let n = submissions(c, task).await;
-        if n >= 1 || std::time::Instant::now() >= until {
-            return n;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// The fault a task's fixture injects.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum Fault {
@@ -460,11 +446,19 @@ async fn two_hundred_tasks_with_random_faults_never_mutate_past_a_block() {
                 // Its page cannot be read within the deadline; the run's count covers it.
                 total += 1;
             } else {
-                let n = if *fault == Fault::Late {
-                    after_late_submit(c, task).await
-                } else {
-                    submissions(c, task).await
-                };
+                if *fault == Fault::Late {
+                    // It lands on a timer in the host, which a loaded machine fires late.
+                    polaris_testkit::poll_until(
+                        &format!("the late submit of task {task}"),
+                        Duration::from_secs(10),
+                        || async {
+                            let n = submissions(&mut host.conn().await, task).await;
+                            (n >= 1).then_some(())
+                        },
+                    )
+                    .await;
+                }
+                let n = submissions(c, task).await;
                 assert!(n <= 1, "task {task} ({fault:?}) applied {n} submits");
                 total += n;
             }

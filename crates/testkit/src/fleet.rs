@@ -231,18 +231,12 @@ impl Fleet {
     }
 }
 
-/// Polls `probe` until it returns `Some`; fails with `what` after [`PATIENCE`].
-pub async fn eventually<T, F, Fut>(what: &str, mut probe: F) -> T
+/// Polls `probe` until it returns `Some`; fails with `what` after [`PATIENCE`]
+/// ([`crate::poll_until`]).
+pub async fn eventually<T, F, Fut>(what: &str, probe: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        if let Some(value) = probe().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "never happened: {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::poll_until(what, PATIENCE, probe).await
 }

@@ -88,17 +88,11 @@ pub async fn bridge(dir: &Path, method: &str, params: Value) -> Value {
     serde_json::to_value(reply).expect("a reply serialises")
 }
 
-/// Polls `check` until it returns `Some`, for at most ~10 s.
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+/// Polls `check` until it returns `Some`, for at most 10 s ([`crate::poll_until`]).
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    for _ in 0..400 {
-        if let Some(v) = check().await {
-            return v;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!("gave up waiting for {what}");
+    crate::poll_until(what, Duration::from_secs(10), check).await
 }
